@@ -1,0 +1,275 @@
+package impair
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config describes one direction of the emulated path. The zero value is a
+// transparent direction: no loss, no delay, unlimited rate. Package scenario
+// describes what users write; the emulator turns that into a Config.
+type Config struct {
+	// Name names the direction in counters and logs ("uplink").
+	Name string
+	// Seed drives every random decision of the direction.
+	Seed uint64
+
+	Loss      LossConfig
+	Duplicate Chance
+	Corrupt   Chance
+	Queue     QueueConfig
+	Rate      RateConfig
+	Slot      SlotConfig
+	Delay     DelayConfig
+	Reorder   ReorderConfig
+
+	// InflightLimit bounds the packets held after the bottleneck (slot
+	// gate and delay line). 0 means DefaultInflightLimit.
+	InflightLimit int
+	// InputLimit bounds the Runner's input channel. 0 means
+	// DefaultInputLimit.
+	InputLimit int
+}
+
+// Defaults for the limits of a Config.
+const (
+	DefaultInflightLimit = 16384
+	DefaultInputLimit    = 4096
+	DefaultQueueLimit    = 1000
+)
+
+// Chance is a per-packet probability with optional correlation between
+// consecutive decisions (see newChance for what correlation means).
+type Chance struct {
+	P           float64 // probability, 0..1
+	Correlation float64 // 0..1 (exclusive)
+}
+
+// LossModel selects how losses are drawn.
+type LossModel uint8
+
+// Loss models, named as netem names them.
+const (
+	LossNone   LossModel = iota
+	LossRandom           // Bernoulli with optional correlation
+	LossGE               // Gilbert-Elliott: netem "loss gemodel p r 1-h 1-k"
+	LossState            // 4-state Markov: netem "loss state p13 p31 p32 p23 p14"
+)
+
+// LossConfig configures the loss stage.
+type LossConfig struct {
+	Model LossModel
+	// Random: P is the loss probability, Correlation the lag-1 correlation.
+	// Gilbert-Elliott: P is the good-to-bad transition probability.
+	P, Correlation float64
+	// Gilbert-Elliott: R bad-to-good, OneMinusH loss probability in the bad
+	// state, OneMinusK loss probability in the good state.
+	R, OneMinusH, OneMinusK float64
+	// 4-state Markov transition probabilities, as netem's "loss state".
+	P13, P31, P32, P23, P14 float64
+}
+
+// Distribution is the shape of delay jitter.
+type Distribution uint8
+
+// Jitter distributions, as netem names them.
+const (
+	Uniform      Distribution = iota // uniform in [-jitter, +jitter]
+	Normal                           // standard deviation = jitter
+	Pareto                           // Pareto (alpha 3), standardized, sd = jitter
+	ParetoNormal                     // netem's mix: 1/4 normal + 3/4 pareto, sd = jitter
+)
+
+var distNames = []string{"uniform", "normal", "pareto", "paretonormal"}
+
+func (d Distribution) String() string {
+	if int(d) < len(distNames) {
+		return distNames[d]
+	}
+	return fmt.Sprintf("Distribution(%d)", d)
+}
+
+// ParseDistribution maps a netem distribution name to a Distribution.
+func ParseDistribution(s string) (Distribution, error) {
+	for i, n := range distNames {
+		if n == s {
+			return Distribution(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown distribution %q (expected one of: uniform, normal, pareto, paretonormal)", s)
+}
+
+// DelayConfig configures the delay line.
+type DelayConfig struct {
+	Time         time.Duration // base one-way delay
+	Jitter       time.Duration // spread, see Distribution
+	Distribution Distribution
+	Correlation  float64 // lag-1 correlation of consecutive jitter draws, 0..1
+	// AllowReorder lets jitter reorder packets, as netem does. By default a
+	// packet never leaves before the one ahead of it.
+	AllowReorder bool
+}
+
+// ReorderConfig is netem's "reorder P [corr] gap G": every Gap-th packet is
+// sent past the delay line with probability P.
+type ReorderConfig struct {
+	P, Correlation float64
+	Gap            int // >= 1; 0 means 1
+}
+
+// RateConfig configures the serializer.
+type RateConfig struct {
+	Bitrate uint64 // bits per second; 0 means unlimited
+	// PacketOverhead is added to each packet's length when computing its
+	// transmission time (may be negative), as netem's packetoverhead.
+	PacketOverhead int
+	// CellSize and CellOverhead model cell-based links (ATM): the packet
+	// is rounded up to whole cells of CellSize bytes, each costing
+	// CellSize+CellOverhead bytes of transmission.
+	CellSize, CellOverhead int
+}
+
+// SlotConfig is netem's "slot": packets leave in bursts at slot boundaries
+// spaced by a uniform random time in [Min, Max]; each slot carries at most
+// Packets packets and Bytes bytes (0: no limit).
+type SlotConfig struct {
+	Min, Max time.Duration
+	Packets  int
+	Bytes    int64
+}
+
+func (s SlotConfig) enabled() bool { return s.Min > 0 || s.Max > 0 }
+
+// Discipline selects the bottleneck queue's discipline.
+type Discipline uint8
+
+// Queue disciplines.
+const (
+	DropTail Discipline = iota
+	HeadDrop
+	CoDel   // RFC 8289
+	FQCoDel // RFC 8290
+	PIE     // RFC 8033
+)
+
+var discNames = []string{"droptail", "headdrop", "codel", "fq_codel", "pie"}
+
+func (d Discipline) String() string {
+	if int(d) < len(discNames) {
+		return discNames[d]
+	}
+	return fmt.Sprintf("Discipline(%d)", d)
+}
+
+// ParseDiscipline maps a discipline name to a Discipline.
+func ParseDiscipline(s string) (Discipline, error) {
+	for i, n := range discNames {
+		if n == s {
+			return Discipline(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown queue discipline %q (expected one of: droptail, headdrop, codel, fq_codel, pie)", s)
+}
+
+// QueueConfig configures the bottleneck queue. Zero values of the tuning
+// fields take the RFCs' defaults.
+type QueueConfig struct {
+	Discipline   Discipline
+	LimitPackets int   // 0: no packet limit (if LimitBytes is 0 too: DefaultQueueLimit)
+	LimitBytes   int64 // 0: no byte limit
+	// ECN marks ECN-capable packets CE instead of dropping them when the
+	// AQM decides to drop. Overflow still drops.
+	ECN bool
+
+	Target   time.Duration // CoDel/FQ-CoDel 5ms; PIE 15ms
+	Interval time.Duration // CoDel/FQ-CoDel 100ms
+	Flows    int           // FQ-CoDel 1024
+	Quantum  int           // FQ-CoDel 1514
+	TUpdate  time.Duration // PIE 15ms
+	Alpha    float64       // PIE 0.125
+	Beta     float64       // PIE 1.25
+	MaxBurst time.Duration // PIE 150ms
+}
+
+// Validate reports every out-of-range field. Package scenario gives users
+// better messages; this guards the library's own invariants.
+func (c *Config) Validate() error {
+	var errs []error
+	prob := func(name string, v float64) {
+		if !(v >= 0 && v <= 1) {
+			errs = append(errs, fmt.Errorf("%s: %v is not a probability in [0, 1]", name, v))
+		}
+	}
+	corr := func(name string, v float64) {
+		if !(v >= 0 && v < 1) {
+			errs = append(errs, fmt.Errorf("%s: %v is not a correlation in [0, 1)", name, v))
+		}
+	}
+	l := c.Loss
+	switch l.Model {
+	case LossNone:
+	case LossRandom:
+		prob("loss.p", l.P)
+		corr("loss.correlation", l.Correlation)
+	case LossGE:
+		prob("loss.p", l.P)
+		prob("loss.r", l.R)
+		prob("loss.1-h", l.OneMinusH)
+		prob("loss.1-k", l.OneMinusK)
+	case LossState:
+		for _, f := range []struct {
+			n string
+			v float64
+		}{{"p13", l.P13}, {"p31", l.P31}, {"p32", l.P32}, {"p23", l.P23}, {"p14", l.P14}} {
+			prob("loss."+f.n, f.v)
+		}
+		if l.P13+l.P14 > 1 {
+			errs = append(errs, errors.New("loss: p13+p14 exceeds 1"))
+		}
+		if l.P31+l.P32 > 1 {
+			errs = append(errs, errors.New("loss: p31+p32 exceeds 1"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("loss: unknown model %d", l.Model))
+	}
+	prob("duplicate.p", c.Duplicate.P)
+	corr("duplicate.correlation", c.Duplicate.Correlation)
+	prob("corrupt.p", c.Corrupt.P)
+	corr("corrupt.correlation", c.Corrupt.Correlation)
+	prob("reorder.p", c.Reorder.P)
+	corr("reorder.correlation", c.Reorder.Correlation)
+	if c.Reorder.Gap < 0 {
+		errs = append(errs, errors.New("reorder.gap: must be >= 1"))
+	}
+	if c.Delay.Time < 0 || c.Delay.Jitter < 0 {
+		errs = append(errs, errors.New("delay: time and jitter must be >= 0"))
+	}
+	corr("delay.correlation", c.Delay.Correlation)
+	if c.Delay.Distribution > ParetoNormal {
+		errs = append(errs, fmt.Errorf("delay.distribution: unknown %d", c.Delay.Distribution))
+	}
+	if c.Slot.Min < 0 || c.Slot.Max < c.Slot.Min {
+		errs = append(errs, errors.New("slot: need 0 <= min <= max"))
+	}
+	if c.Slot.Packets < 0 || c.Slot.Bytes < 0 {
+		errs = append(errs, errors.New("slot: packets and bytes must be >= 0"))
+	}
+	if c.Rate.CellSize < 0 {
+		errs = append(errs, errors.New("rate.cell_size: must be >= 0"))
+	}
+	q := c.Queue
+	if q.Discipline > PIE {
+		errs = append(errs, fmt.Errorf("queue.discipline: unknown %d", q.Discipline))
+	}
+	if q.LimitPackets < 0 || q.LimitBytes < 0 {
+		errs = append(errs, errors.New("queue: limits must be >= 0"))
+	}
+	if q.Flows < 0 || q.Flows > 65536 || q.Quantum < 0 {
+		errs = append(errs, errors.New("queue: flows must be in 0..65536 and quantum >= 0"))
+	}
+	if c.InflightLimit < 0 || c.InputLimit < 0 {
+		errs = append(errs, errors.New("inflight and input limits must be >= 0"))
+	}
+	return errors.Join(errs...)
+}

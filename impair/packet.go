@@ -1,0 +1,129 @@
+package impair
+
+import (
+	"sync"
+	"time"
+)
+
+// Packet is one IP packet in flight through a Chain.
+//
+// A Packet is owned by one party at a time (see the package comment). Stages
+// may rewrite Data in place (corrupt flips a bit, ECN marking rewrites the
+// traffic class), but never grow it beyond its capacity.
+type Packet struct {
+	// Data holds the IP packet, header first.
+	Data []byte
+	// Arrival is when the packet entered the chain, set by Runner.Send or the
+	// caller of Chain.Arrive.
+	Arrival time.Time
+	// Enqueued is when the packet entered the bottleneck queue; the queue's
+	// sojourn time is measured from it.
+	Enqueued time.Time
+
+	// express marks a packet the reorder decision sends past the delay line.
+	express bool
+	// hash caches the packet's flow hash (0: not computed yet).
+	hash uint32
+	// next links packets in the intrusive queues of the stage holding it.
+	next *Packet
+	pool *Pool
+	buf  []byte
+}
+
+// Len returns the packet's length in bytes.
+func (p *Packet) Len() int { return len(p.Data) }
+
+// Release returns p to its pool. p must not be used afterwards.
+func (p *Packet) Release() {
+	if p.pool != nil {
+		p.pool.put(p)
+	}
+}
+
+// Pool recycles packets and their buffers. It is safe for concurrent use.
+type Pool struct {
+	size int
+	p    sync.Pool
+}
+
+// NewPool returns a pool of packets whose buffers hold size bytes.
+func NewPool(size int) *Pool {
+	pl := &Pool{size: size}
+	pl.p.New = func() any {
+		b := make([]byte, size)
+		return &Packet{buf: b, pool: pl}
+	}
+	return pl
+}
+
+// Size returns the capacity of the pool's packet buffers.
+func (pl *Pool) Size() int { return pl.size }
+
+// Get returns a packet whose Data has length n (at most Size) and undefined
+// contents; all other fields are zero.
+func (pl *Pool) Get(n int) *Packet {
+	p := pl.p.Get().(*Packet)
+	p.Data = p.buf[:n]
+	return p
+}
+
+// Copy returns a new packet from the pool holding a copy of data.
+func (pl *Pool) Copy(data []byte) *Packet {
+	p := pl.Get(len(data))
+	copy(p.Data, data)
+	return p
+}
+
+func (pl *Pool) put(p *Packet) {
+	*p = Packet{buf: p.buf, pool: pl}
+	pl.p.Put(p)
+}
+
+// clone returns a copy of p from p's pool (or a fresh packet when p has
+// none), carrying the same timestamps.
+func (p *Packet) clone() *Packet {
+	var c *Packet
+	if p.pool != nil && len(p.Data) <= p.pool.size {
+		c = p.pool.Copy(p.Data)
+	} else {
+		c = &Packet{Data: append([]byte(nil), p.Data...)}
+	}
+	c.Arrival, c.Enqueued, c.hash = p.Arrival, p.Enqueued, p.hash
+	return c
+}
+
+// fifo is an intrusive first-in first-out list of packets.
+type fifo struct {
+	head, tail *Packet
+	n          int
+	bytes      int64
+}
+
+func (f *fifo) push(p *Packet) {
+	p.next = nil
+	if f.tail == nil {
+		f.head = p
+	} else {
+		f.tail.next = p
+	}
+	f.tail = p
+	f.n++
+	f.bytes += int64(len(p.Data))
+}
+
+func (f *fifo) pop() *Packet {
+	p := f.head
+	if p == nil {
+		return nil
+	}
+	f.head = p.next
+	if f.head == nil {
+		f.tail = nil
+	}
+	p.next = nil
+	f.n--
+	f.bytes -= int64(len(p.Data))
+	return p
+}
+
+func (f *fifo) peek() *Packet { return f.head }
