@@ -273,3 +273,47 @@ func (c *Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// MeanLoss returns the long-run loss ratio the model produces, started in
+// its good state: what a calibration compares the measured loss with.
+func (l LossConfig) MeanLoss() float64 {
+	switch l.Model {
+	case LossRandom:
+		return l.P // the correlated chance keeps the mean exactly (see chance)
+	case LossGE:
+		if l.P+l.R == 0 {
+			return l.OneMinusK
+		}
+		bad := l.P / (l.P + l.R)
+		return (1-bad)*l.OneMinusK + bad*l.OneMinusH
+	case LossState:
+		// States 1..4 as netem numbers them (index 0..3): 1 good, 2 good
+		// within a burst, 3 burst loss, 4 isolated loss. The Cesàro
+		// average of the state distribution converges for every chain,
+		// also reducible or periodic ones that a closed form would have
+		// to treat case by case.
+		P := [4][4]float64{
+			{1 - l.P13 - l.P14, 0, l.P13, l.P14},
+			{0, 1 - l.P23, l.P23, 0},
+			{l.P31, l.P32, 1 - l.P31 - l.P32, 0},
+			{1, 0, 0, 0},
+		}
+		pi := [4]float64{1, 0, 0, 0}
+		var sum [4]float64
+		const n = 200000
+		for range n {
+			var nx [4]float64
+			for i := range 4 {
+				for j := range 4 {
+					nx[j] += pi[i] * P[i][j]
+				}
+			}
+			pi = nx
+			for j := range 4 {
+				sum[j] += pi[j]
+			}
+		}
+		return (sum[2] + sum[3]) / n
+	}
+	return 0
+}

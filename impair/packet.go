@@ -20,8 +20,10 @@ type Packet struct {
 	// sojourn time is measured from it.
 	Enqueued time.Time
 
-	// express marks a packet the reorder decision sends past the delay line.
-	express bool
+	// due is when the packet leaves the stage holding it (delay line, slot
+	// gate); seq orders packets with equal due times in arrival order.
+	due time.Time
+	seq uint64
 	// hash caches the packet's flow hash (0: not computed yet).
 	hash uint32
 	// next links packets in the intrusive queues of the stage holding it.

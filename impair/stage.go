@@ -153,6 +153,8 @@ func (c *Counters) Snapshot(name string) StageStats {
 // packet at once and never hold one.
 type passive struct{ c Counters }
 
+// isPassive tells the chain it need not ask the stage for events.
+func (*passive) isPassive()              {}
 func (*passive) Next() (time.Time, bool) { return time.Time{}, false }
 func (*passive) Wake(time.Time, Sink)    {}
 func (*passive) Flush()                  {}

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+func parseLevel(s string) (zapcore.Level, error) {
+	switch s {
+	case "debug", "info", "warn", "error":
+		var l zapcore.Level
+		err := l.UnmarshalText([]byte(s))
+		return l, err
+	}
+	return 0, fmt.Errorf("--log-level: %q is not a log level (expected debug, info, warn or error)", s)
+}
+
+// newLogger builds the run's logger: console or JSON lines on stderr at
+// the chosen level, and, when logFile is not nil, JSON lines into it too
+// (netjam.log of a run), so a saved run has its full log whatever the
+// terminal showed.
+func newLogger(level, format string, stderr, logFile io.Writer) (*zap.Logger, error) {
+	lvl, err := parseLevel(level)
+	if err != nil {
+		return nil, err
+	}
+	encCfg := zap.NewProductionEncoderConfig()
+	encCfg.EncodeTime = zapcore.ISO8601TimeEncoder
+	var enc zapcore.Encoder
+	if format == "json" {
+		enc = zapcore.NewJSONEncoder(encCfg)
+	} else {
+		encCfg.EncodeLevel = zapcore.CapitalLevelEncoder
+		enc = zapcore.NewConsoleEncoder(encCfg)
+	}
+	cores := []zapcore.Core{zapcore.NewCore(enc, zapcore.AddSync(stderr), lvl)}
+	if logFile != nil {
+		cores = append(cores, zapcore.NewCore(zapcore.NewJSONEncoder(encCfg), zapcore.AddSync(logFile), lvl))
+	}
+	return zap.New(zapcore.NewTee(cores...)), nil
+}

@@ -1,0 +1,86 @@
+// Command netjam is a userspace network emulator: loss, delay, rate limits,
+// queues and AQM on a path between endpoints, driven by a YAML scenario,
+// with no root and no kernel netem.
+//
+// This package is CLI wiring only: it parses flags, builds the logger and
+// calls into package emulator.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Exit codes, as documented in the README.
+const (
+	exitOK       = 0
+	exitFailed   = 1 // a run that failed or was interrupted
+	exitBadUsage = 2 // bad usage or bad scenario: nothing was started
+)
+
+func main() {
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+// run is main without os.Exit, for tests.
+func run(args []string, stdout, stderr io.Writer) int {
+	app := newApp(stdout, stderr)
+	err := app.Run(args)
+	if err == nil {
+		return exitOK
+	}
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		if msg := err.Error(); msg != "" {
+			fmt.Fprintln(stderr, "netjam:", msg)
+		}
+		return ec.ExitCode()
+	}
+	// Anything else comes from flag or argument parsing.
+	fmt.Fprintln(stderr, "netjam:", err)
+	return exitBadUsage
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	app := &cli.App{
+		Name:  "netjam",
+		Usage: "a userspace network emulator: loss, delay, rate, queues and AQM without root or netem",
+		UsageText: `netjam [global options] command [command options] [arguments...]
+
+Examples:
+   netjam run                                   # the embedded default scenario
+   netjam run configs/reference.yaml --set link.uplink.loss=5% --seed 7
+   netjam validate configs/*.yaml
+   netjam --log-level debug --log-format json run my.yaml`,
+		Writer:    stdout,
+		ErrWriter: stderr,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+			&cli.StringFlag{Name: "log-format", Value: "console", Usage: "console or json"},
+		},
+		Before: func(c *cli.Context) error {
+			if _, err := parseLevel(c.String("log-level")); err != nil {
+				return cli.Exit(err, exitBadUsage)
+			}
+			if f := c.String("log-format"); f != "console" && f != "json" {
+				return cli.Exit(fmt.Sprintf("--log-format: %q is not a log format (expected console or json)", f), exitBadUsage)
+			}
+			return nil
+		},
+		Commands:        []*cli.Command{runCommand(), validateCommand(), versionCommand()},
+		HideHelpCommand: true,
+		// --set values are YAML and may hold commas: {time: 5ms, jitter: 1ms}.
+		DisableSliceFlagSeparator: true,
+		OnUsageError:              usageError,
+		ExitErrHandler:            func(*cli.Context, error) {}, // run() maps errors to exit codes
+	}
+	return app
+}
+
+func usageError(_ *cli.Context, err error, _ bool) error {
+	return cli.Exit(err.Error(), exitBadUsage)
+}

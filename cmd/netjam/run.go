@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+
+	"github.com/netjam/netjam/configs"
+	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/scenario"
+)
+
+func runCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "run",
+		Usage:     "run a scenario (the embedded default when none is given) and report what the path did",
+		ArgsUsage: "[SCENARIO.yaml]",
+		Description: `Runs every variant of the scenario one after another, prints a table, and
+writes summary.json, the resolved scenario (with the seed used) and netjam.log
+into the output folder.
+
+Examples:
+   netjam run
+   netjam run configs/reference.yaml
+   netjam run my.yaml --set link.uplink.loss=5% --set link.delay=20ms
+   netjam run my.yaml --set 'link.delay={time: 50ms, jitter: 5ms, distribution: normal}'
+   netjam run my.yaml --seed 7 --duration 10s --out /tmp/run1 --quiet`,
+		Flags: []cli.Flag{
+			&cli.StringSliceFlag{Name: "set", Usage: "override a scenario key by its dotted path: KEY=VALUE (repeatable); VALUE is YAML"},
+			&cli.Uint64Flag{Name: "seed", Usage: "seed for every random decision (overrides the scenario's)"},
+			&cli.DurationFlag{Name: "duration", Usage: "upper bound of each run (overrides the scenario's)"},
+			&cli.StringFlag{Name: "out", Usage: "output folder (default results/<scenario>-<YYYYmmdd-HHMMSS>)"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no table and log only warnings and errors"},
+		},
+		OnUsageError: usageError,
+		Action:       doRun,
+	}
+}
+
+// loadPlan loads the scenario named by the command's arguments, or the
+// embedded default when there are none.
+func loadPlan(c *cli.Context) (*scenario.Plan, error) {
+	o := scenario.Options{Sets: c.StringSlice("set")}
+	if c.IsSet("seed") {
+		v := c.Uint64("seed")
+		o.Seed = &v
+	}
+	if c.IsSet("duration") {
+		v := c.Duration("duration")
+		o.Duration = &v
+	}
+	switch c.NArg() {
+	case 0:
+		return scenario.Parse(configs.DefaultName, configs.Default, o)
+	case 1:
+		return scenario.Load(c.Args().First(), o)
+	default:
+		return nil, cli.Exit(fmt.Sprintf("run takes one scenario file, got %d arguments", c.NArg()), exitBadUsage)
+	}
+}
+
+func doRun(c *cli.Context) error {
+	plan, err := loadPlan(c)
+	if err != nil {
+		var ec cli.ExitCoder
+		if errors.As(err, &ec) {
+			return err
+		}
+		return cli.Exit(err, exitBadUsage)
+	}
+	out := c.String("out")
+	if out == "" {
+		out = emulator.DefaultOutDir(plan.Name, time.Now())
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
+	}
+	logFile, err := os.Create(filepath.Join(out, "netjam.log"))
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
+	}
+	defer logFile.Close()
+	level := c.String("log-level")
+	if c.Bool("quiet") && (level == "debug" || level == "info") {
+		level = "warn"
+	}
+	log, err := newLogger(level, c.String("log-format"), c.App.ErrWriter, logFile)
+	if err != nil {
+		return cli.Exit(err, exitBadUsage)
+	}
+	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
+
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log.Info("netjam run", zap.String("scenario", plan.Path), zap.Int("runs", len(plan.Runs)),
+		zap.String("out", out), zap.String("version", versionString()))
+	sum, runErr := emulator.Run(ctx, plan, emulator.Options{Log: log.Named("emulator"), Version: versionString()})
+	if err := emulator.WriteResults(out, plan, sum); err != nil {
+		return cli.Exit(fmt.Sprintf("writing results: %v", err), exitFailed)
+	}
+	if !c.Bool("quiet") {
+		if err := emulator.PrintTable(c.App.Writer, sum); err != nil {
+			return cli.Exit(err, exitFailed)
+		}
+		fmt.Fprintf(c.App.Writer, "\nresults in %s\n", out)
+	}
+	switch {
+	case runErr == nil:
+		return nil
+	case errors.Is(runErr, context.Canceled):
+		return cli.Exit("interrupted; partial results in "+out, exitFailed)
+	default:
+		return cli.Exit(runErr, exitFailed)
+	}
+}

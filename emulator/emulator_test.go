@@ -1,0 +1,102 @@
+package emulator
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/scenario"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func mustPlan(t *testing.T, y string) *scenario.Plan {
+	t.Helper()
+	p, err := scenario.Parse("test.yaml", []byte(y), scenario.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestDirectionConfigMapsEveryKey(t *testing.T) {
+	p := mustPlan(t, `
+link:
+  delay: {time: 40ms, jitter: 4ms, distribution: pareto, correlation: 10%, allow_reorder: true}
+  loss: {model: gemodel, p: 1%, r: 20%, 1-h: 90%, 1-k: 0.1%}
+  duplicate: {p: 1%, correlation: 5%}
+  corrupt: 0.5%
+  reorder: {p: 2%, gap: 3}
+  rate: {bitrate: 12Mbps, packet_overhead: 14, cell_size: 48, cell_overhead: 5}
+  slot: {min: 1ms, max: 2ms, packets: 8, bytes: 12000}
+  queue: {limit: 300, bytes: 400KB, discipline: pie, ecn: true, target: 20ms, tupdate: 30ms, alpha: 0.25, beta: 2, max_burst: 100ms}
+  inflight_limit: 5000
+`)
+	cfg, err := directionConfig("uplink", 9, p.Runs[0].Uplink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := impair.Config{
+		Name: "uplink", Seed: 9,
+		Delay:     impair.DelayConfig{Time: 40 * time.Millisecond, Jitter: 4 * time.Millisecond, Distribution: impair.Pareto, Correlation: 0.1, AllowReorder: true},
+		Loss:      impair.LossConfig{Model: impair.LossGE, P: 0.01, R: 0.2, OneMinusH: 0.9, OneMinusK: 0.001},
+		Duplicate: impair.Chance{P: 0.01, Correlation: 0.05},
+		Corrupt:   impair.Chance{P: 0.005},
+		Reorder:   impair.ReorderConfig{P: 0.02, Gap: 3},
+		Rate:      impair.RateConfig{Bitrate: 12e6, PacketOverhead: 14, CellSize: 48, CellOverhead: 5},
+		Slot:      impair.SlotConfig{Min: time.Millisecond, Max: 2 * time.Millisecond, Packets: 8, Bytes: 12000},
+		Queue: impair.QueueConfig{Discipline: impair.PIE, LimitPackets: 300, LimitBytes: 400000, ECN: true,
+			Target: 20 * time.Millisecond, Interval: cfg.Queue.Interval, Flows: cfg.Queue.Flows, Quantum: cfg.Queue.Quantum,
+			TUpdate: 30 * time.Millisecond, Alpha: 0.25, Beta: 2, MaxBurst: 100 * time.Millisecond},
+		InflightLimit: 5000,
+	}
+	if cfg != want {
+		t.Fatalf("got  %+v\nwant %+v", cfg, want)
+	}
+}
+
+func TestRunReportsEachVariant(t *testing.T) {
+	p := mustPlan(t, `
+name: two
+duration: 5s
+link: {delay: 10ms, uplink: {rate: 1Mbps, queue: {limit: 50, discipline: codel}}}
+variants:
+  - {name: a, set: {link.loss: 1%}}
+  - {name: b, set: {link.uplink.rate: 2Mbps}}
+`)
+	sum, err := Run(context.Background(), p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Scenario != "two" || len(sum.Runs) != 2 {
+		t.Fatalf("summary %+v", sum)
+	}
+	a, b := sum.Runs[0], sum.Runs[1]
+	if a.Variant != "a" || a.Links[0].Configured.LossRatio != 0.01 || b.Links[0].Configured.RateBps != 2e6 {
+		t.Fatalf("runs %+v", sum.Runs)
+	}
+	if a.Seed == 0 || a.Seed != b.Seed {
+		t.Fatalf("variants must share one seed, got %d and %d", a.Seed, b.Seed)
+	}
+	if !strings.Contains(a.Links[0].Configured.Summary, "queue codel 50p") {
+		t.Fatalf("summary line %q", a.Links[0].Configured.Summary)
+	}
+	var buf strings.Builder
+	if err := PrintTable(&buf, sum); err != nil || !strings.Contains(buf.String(), "downlink") {
+		t.Fatalf("table %q, %v", buf.String(), err)
+	}
+}
+
+func TestRunStopsOnCancelledContext(t *testing.T) {
+	p := mustPlan(t, "link: {delay: 1ms}\nvariants: [{name: a, set: {}}, {name: b, set: {}}]\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	sum, err := Run(ctx, p, Options{})
+	if err == nil || len(sum.Runs) != 0 {
+		t.Fatalf("cancelled run: err %v, %d runs", err, len(sum.Runs))
+	}
+}

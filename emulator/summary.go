@@ -1,0 +1,177 @@
+package emulator
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/stats"
+)
+
+// Summary is what a run of a plan measured; it is written as summary.json.
+type Summary struct {
+	Scenario string       `json:"scenario"`
+	Version  string       `json:"netjam_version,omitempty"`
+	Runs     []RunSummary `json:"runs"`
+}
+
+// RunSummary is one run (one variant) of a plan.
+type RunSummary struct {
+	Variant   string        `json:"variant"`
+	Seed      uint64        `json:"seed"`
+	DurationS float64       `json:"duration_s"`
+	Links     []LinkSummary `json:"links"`
+}
+
+// LinkSummary is one direction of the path: what was configured and what
+// its counters saw. Delays are in milliseconds.
+type LinkSummary struct {
+	Name       string            `json:"name"`
+	Configured Configured        `json:"configured"`
+	PacketsIn  uint64            `json:"packets_in"`
+	BytesIn    uint64            `json:"bytes_in"`
+	PacketsOut uint64            `json:"packets_out"`
+	BytesOut   uint64            `json:"bytes_out"`
+	Drops      map[string]uint64 `json:"drops"`
+	Duplicated uint64            `json:"duplicated"`
+	Corrupted  uint64            `json:"corrupted"`
+	Reordered  uint64            `json:"reordered"`
+	ECNMarked  uint64            `json:"ecn_marked"`
+	// QueueDelayMs is the bottleneck queue's sojourn time per packet.
+	QueueDelayMs stats.Summary `json:"queue_delay_ms"`
+	// TransitMs is the whole delay the direction added per packet.
+	TransitMs stats.Summary `json:"transit_ms"`
+	// LatenessMs is how late the scheduler delivered packets against
+	// their exact departure time: the emulator's own timing error.
+	LatenessMs stats.Summary       `json:"lateness_ms"`
+	Stages     []impair.StageStats `json:"stages"`
+}
+
+// Configured is a direction's configuration in report units.
+type Configured struct {
+	Summary        string  `json:"summary"`
+	DelayMs        float64 `json:"delay_ms"`
+	JitterMs       float64 `json:"jitter_ms"`
+	Distribution   string  `json:"distribution,omitempty"`
+	LossModel      string  `json:"loss_model,omitempty"`
+	LossRatio      float64 `json:"loss_ratio"` // the model's long-run mean
+	RateBps        uint64  `json:"rate_bps"`   // 0: unlimited
+	QueueDiscpline string  `json:"queue_discipline,omitempty"`
+	QueuePackets   int     `json:"queue_limit_packets,omitempty"`
+	QueueBytes     int64   `json:"queue_limit_bytes,omitempty"`
+	Duplicate      float64 `json:"duplicate"`
+	Corrupt        float64 `json:"corrupt"`
+	Reorder        float64 `json:"reorder"`
+}
+
+const nsPerMs = 1e-6
+
+func linkSummary(d scenario.Direction, st impair.Stats) LinkSummary {
+	l := LinkSummary{
+		Name:       st.Name,
+		Configured: configured(d),
+		PacketsIn:  st.InPackets,
+		BytesIn:    st.InBytes,
+		PacketsOut: st.OutPackets,
+		BytesOut:   st.OutBytes,
+		Drops:      st.Drops,
+		TransitMs:  st.Transit.Scale(nsPerMs),
+		LatenessMs: st.Lateness.Scale(nsPerMs),
+		Stages:     st.Stages,
+	}
+	for _, s := range st.Stages {
+		l.Duplicated += s.Duplicated
+		l.Corrupted += s.Corrupted
+		l.Reordered += s.Reordered
+		l.ECNMarked += s.Marked
+		if s.Name == "queue" && s.Sojourn != nil {
+			l.QueueDelayMs = s.Sojourn.Scale(nsPerMs)
+		}
+	}
+	return l
+}
+
+func configured(d scenario.Direction) Configured {
+	c := Configured{
+		Summary:   describe(d),
+		DelayMs:   float64(d.Delay.Time) / float64(time.Millisecond),
+		JitterMs:  float64(d.Delay.Jitter) / float64(time.Millisecond),
+		LossModel: d.Loss.Model,
+		RateBps:   d.Rate.Bitrate,
+		Duplicate: d.Duplicate.P,
+		Corrupt:   d.Corrupt.P,
+		Reorder:   d.Reorder.P,
+	}
+	if d.Delay.Jitter > 0 {
+		c.Distribution = d.Delay.Distribution
+	}
+	if cfg, err := directionConfig("", 0, d); err == nil {
+		c.LossRatio = cfg.Loss.MeanLoss()
+	}
+	if d.Rate.Bitrate > 0 {
+		c.QueueDiscpline = d.Queue.Discipline
+		c.QueuePackets = d.Queue.LimitPackets
+		c.QueueBytes = d.Queue.LimitBytes
+	}
+	return c
+}
+
+// describe says in one line what a direction does to packets, in the
+// order the chain applies it.
+func describe(d scenario.Direction) string {
+	var parts []string
+	switch d.Loss.Model {
+	case "random":
+		s := "loss " + pct(d.Loss.P)
+		if d.Loss.Correlation > 0 {
+			s += " corr " + pct(d.Loss.Correlation)
+		}
+		parts = append(parts, s)
+	case "gemodel":
+		parts = append(parts, fmt.Sprintf("loss gemodel p %s r %s 1-h %s 1-k %s",
+			pct(d.Loss.P), pct(d.Loss.R), pct(d.Loss.OneMinusH), pct(d.Loss.OneMinusK)))
+	case "state":
+		parts = append(parts, fmt.Sprintf("loss state p13 %s p31 %s p32 %s p23 %s p14 %s",
+			pct(d.Loss.P13), pct(d.Loss.P31), pct(d.Loss.P32), pct(d.Loss.P23), pct(d.Loss.P14)))
+	}
+	if d.Duplicate.P > 0 {
+		parts = append(parts, "duplicate "+pct(d.Duplicate.P))
+	}
+	if d.Corrupt.P > 0 {
+		parts = append(parts, "corrupt "+pct(d.Corrupt.P))
+	}
+	if d.Rate.Bitrate > 0 {
+		q := d.Queue.Discipline
+		if d.Queue.LimitPackets > 0 {
+			q += fmt.Sprintf(" %dp", d.Queue.LimitPackets)
+		}
+		if d.Queue.LimitBytes > 0 {
+			q += fmt.Sprintf(" %dB", d.Queue.LimitBytes)
+		}
+		if d.Queue.ECN {
+			q += " ecn"
+		}
+		parts = append(parts, "rate "+scenario.FormatRate(d.Rate.Bitrate), "queue "+q)
+	}
+	if d.Slot.Min > 0 || d.Slot.Max > 0 {
+		parts = append(parts, fmt.Sprintf("slot %v-%v", d.Slot.Min, d.Slot.Max))
+	}
+	if d.Delay.Time > 0 || d.Delay.Jitter > 0 {
+		s := "delay " + d.Delay.Time.String()
+		if d.Delay.Jitter > 0 {
+			s += " ±" + d.Delay.Jitter.String() + " " + d.Delay.Distribution
+		}
+		parts = append(parts, s)
+	}
+	if d.Reorder.P > 0 {
+		parts = append(parts, fmt.Sprintf("reorder %s gap %d", pct(d.Reorder.P), d.Reorder.Gap))
+	}
+	if len(parts) == 0 {
+		return "transparent"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func pct(v float64) string { return fmt.Sprintf("%g%%", v*100) }

@@ -1,0 +1,98 @@
+package impair
+
+import (
+	"math/bits"
+	"time"
+)
+
+// bottleneck is the queue in front of a serializer at a fixed bit rate: the
+// place where a path's capacity is set and where queueing delay builds up.
+//
+// One packet at a time is "on the wire": it started transmission when the
+// previous one finished (or when it arrived at an idle link) and leaves when
+// its last bit is sent. The discipline chooses which queued packet goes next
+// at that moment, which is when AQMs measure sojourn time.
+type bottleneck struct {
+	c    Counters
+	q    Queue
+	rate RateConfig
+
+	cur    *Packet   // on the wire; nil when idle
+	doneAt time.Time // when cur's last bit is sent
+	// rem carries the sub-nanosecond remainder of transmission times
+	// (in units of 1/Bitrate ns) so that their sum never drifts from
+	// bytes*8/rate, whatever the rate.
+	rem uint64
+}
+
+func newBottleneck(cfg Config) *bottleneck {
+	b := &bottleneck{rate: cfg.Rate}
+	b.q = newQueue(cfg.Queue, &b.c, newRand(cfg.Seed, cfg.Name, "queue"))
+	return b
+}
+
+func (b *bottleneck) Name() string        { return "queue" }
+func (b *bottleneck) Counters() *Counters { return &b.c }
+
+func (b *bottleneck) Push(now time.Time, p *Packet, out Sink) {
+	b.c.in(p)
+	p.Enqueued = now
+	b.q.Enqueue(now, p)
+	if b.cur == nil {
+		b.start(now)
+	}
+}
+
+func (b *bottleneck) Next() (time.Time, bool) { return b.doneAt, b.cur != nil }
+
+func (b *bottleneck) Wake(now time.Time, out Sink) {
+	p, t := b.cur, b.doneAt
+	b.cur = nil
+	b.c.out(p)
+	out.Push(t, p)
+	b.start(t)
+}
+
+// start puts the next packet the discipline picks on the wire at now.
+func (b *bottleneck) start(now time.Time) {
+	p := b.q.Dequeue(now)
+	if p == nil {
+		return
+	}
+	b.c.Sojourn.RecordDuration(now.Sub(p.Enqueued))
+	b.cur = p
+	b.doneAt = now.Add(b.txTime(len(p.Data)))
+}
+
+// wireBytes is what a packet of n bytes costs on the wire: its length plus
+// the per-packet overhead, rounded up to whole cells when cells are set.
+func (r RateConfig) wireBytes(n int) uint64 {
+	n += r.PacketOverhead
+	if r.CellSize > 0 {
+		cells := (n + r.CellSize - 1) / r.CellSize
+		n = cells * (r.CellSize + r.CellOverhead)
+	}
+	if n < 0 {
+		return 0
+	}
+	return uint64(n)
+}
+
+// txTime returns the transmission time of a packet of n bytes, carrying the
+// rounding remainder to the next packet.
+func (b *bottleneck) txTime(n int) time.Duration {
+	hi, lo := bits.Mul64(b.rate.wireBytes(n)*8, uint64(time.Second))
+	lo, carry := bits.Add64(lo, b.rem, 0)
+	hi += carry
+	ns, rem := bits.Div64(hi, lo, b.rate.Bitrate)
+	b.rem = rem
+	return time.Duration(ns)
+}
+
+func (b *bottleneck) Flush() {
+	if b.cur != nil {
+		b.c.drop(b.cur, DropFlushed)
+		b.cur = nil
+	}
+	b.q.Flush()
+}

@@ -1,0 +1,153 @@
+package impair
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/netjam/netjam/clock"
+)
+
+// Runner runs one direction in real time: it owns the one goroutine that
+// drives a Chain, fed by a bounded channel and woken by a single reusable
+// timer at the chain's next event. Nothing is started per packet.
+//
+// Lifecycle: NewRunner allocates; Start launches the goroutine; Close stops
+// it, waits for it, then drops what is still in flight (DropFlushed). Close
+// is idempotent. Send may be called from any goroutine at any time, also
+// before Start (packets wait in the channel) and after Close (they are
+// dropped).
+type Runner struct {
+	chain *Chain
+	clk   clock.Clock
+	in    chan *Packet
+
+	closed atomic.Bool
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+// batch bounds how many queued arrivals the goroutine takes before it lets
+// due departures go, so a flood of input cannot starve the output.
+const batch = 64
+
+// NewRunner builds a Runner for cfg on clk. deliver is called on the
+// Runner's goroutine with each packet leaving the direction and its logical
+// departure time; it owns the packet and must not block for long: the whole
+// direction waits for it.
+func NewRunner(cfg Config, clk clock.Clock, deliver func(now time.Time, p *Packet)) (*Runner, error) {
+	c, err := NewChain(cfg, deliver)
+	if err != nil {
+		return nil, err
+	}
+	n := cfg.InputLimit
+	if n == 0 {
+		n = DefaultInputLimit
+	}
+	return &Runner{chain: c, clk: clk, in: make(chan *Packet, n), done: make(chan struct{})}, nil
+}
+
+// Send hands p to the direction, stamped with the clock's time. It never
+// blocks: when the input channel is full, or the Runner is closed, p is
+// dropped and counted (DropInput, DropFlushed). It reports whether p was
+// accepted; either way the caller no longer owns p.
+func (r *Runner) Send(p *Packet) bool {
+	if r.closed.Load() {
+		r.chain.io.in(p)
+		r.chain.io.drop(p, DropFlushed)
+		return false
+	}
+	p.Arrival = r.clk.Now()
+	select {
+	case r.in <- p:
+		return true
+	default:
+		r.chain.io.in(p)
+		r.chain.io.drop(p, DropInput)
+		return false
+	}
+}
+
+// Start launches the Runner's goroutine. It stops when ctx is done or Close
+// is called.
+func (r *Runner) Start(ctx context.Context) {
+	ctx, r.cancel = context.WithCancel(ctx)
+	go r.loop(ctx)
+}
+
+// Close stops the goroutine, waits for it, and drops every packet still in
+// flight or in the input channel. It is safe to call more than once, and
+// without Start.
+func (r *Runner) Close() {
+	r.once.Do(func() {
+		r.closed.Store(true)
+		if r.cancel != nil {
+			r.cancel()
+			<-r.done
+		}
+		r.chain.Flush()
+		for {
+			select {
+			case p := <-r.in:
+				r.chain.io.in(p)
+				r.chain.io.drop(p, DropFlushed)
+			default:
+				return
+			}
+		}
+	})
+}
+
+// Stats returns the direction's counters; safe at any time.
+func (r *Runner) Stats() Stats { return r.chain.Stats() }
+
+// Chain returns the chain the Runner drives. Its Stats and Stages may be
+// read; nothing else may be called while the Runner runs.
+func (r *Runner) Chain() *Chain { return r.chain }
+
+func (r *Runner) loop(ctx context.Context) {
+	defer close(r.done)
+	timer := r.clk.NewTimer(time.Hour)
+	timer.Stop()
+	var armedAt time.Time
+	armed := false
+	for {
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case p := <-r.in:
+			r.arrive(p)
+			for i := 1; i < batch; i++ {
+				select {
+				case p := <-r.in:
+					r.arrive(p)
+					continue
+				default:
+				}
+				break
+			}
+		case <-timer.C():
+			armed = false
+		}
+		now := r.clk.Now()
+		r.chain.wall = now
+		r.chain.Advance(now)
+		if t, ok := r.chain.Next(); ok {
+			if !armed || !t.Equal(armedAt) {
+				timer.Reset(t.Sub(now))
+				armed, armedAt = true, t
+			}
+		} else if armed {
+			timer.Stop()
+			armed = false
+		}
+	}
+}
+
+func (r *Runner) arrive(p *Packet) {
+	r.chain.wall = r.clk.Now()
+	r.chain.Arrive(p.Arrival, p)
+}

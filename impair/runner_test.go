@@ -1,0 +1,147 @@
+package impair
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/netjam/netjam/clock"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type timed struct {
+	at time.Time
+	id uint32
+}
+
+// waitFor polls cond; it fails the test if cond does not hold within a
+// generous bound. It synchronizes with the Runner's goroutine; it asserts
+// nothing about speed.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestRunnerOnManualClock(t *testing.T) {
+	clk := clock.NewManual()
+	out := make(chan timed, 16)
+	r, err := NewRunner(Config{Name: "up", Delay: DelayConfig{Time: 20 * time.Millisecond}, Rate: RateConfig{Bitrate: 8e6}}, clk,
+		func(now time.Time, p *Packet) {
+			out <- timed{now, pktID(p)}
+			p.Release()
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Start(context.Background())
+	defer r.Close()
+	pool := NewPool(2048)
+	for i := range 3 {
+		r.Send(testPacket(pool, 1000, uint32(i))) // 1 ms each on the wire
+	}
+	waitFor(t, "arrivals", func() bool { return r.Stats().InPackets == 3 })
+	// Step the clock from event to event, as the real clock would pass.
+	for got := 0; got < 3; {
+		next, ok := clk.Next()
+		if !ok {
+			t.Fatalf("no timer armed with %d of 3 delivered", got)
+		}
+		clk.Set(next)
+		select {
+		case d := <-out:
+			want := clock.Epoch.Add(time.Duration(got+1)*time.Millisecond + 20*time.Millisecond)
+			if !d.at.Equal(want) || d.id != uint32(got) {
+				t.Fatalf("delivery %d: id %d at %v, want at %v", got, d.id, d.at.Sub(clock.Epoch), want.Sub(clock.Epoch))
+			}
+			got++
+		case <-time.After(10 * time.Second):
+			t.Fatal("runner did not deliver after its timer fired")
+		}
+	}
+	if l := r.Stats().Lateness; l.Max != 0 {
+		t.Fatalf("lateness on a manual clock stepped exactly: %+v", l)
+	}
+}
+
+func TestRunnerCloseFlushesAndCounts(t *testing.T) {
+	clk := clock.NewManual()
+	r, err := NewRunner(Config{Name: "up", Delay: DelayConfig{Time: time.Second}, InputLimit: 4}, clk,
+		func(_ time.Time, p *Packet) { p.Release() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := NewPool(2048)
+	// Not started: the channel fills up and the rest are input drops.
+	accepted := 0
+	for i := range 6 {
+		if r.Send(testPacket(pool, 100, uint32(i))) {
+			accepted++
+		}
+	}
+	if accepted != 4 {
+		t.Fatalf("accepted %d, want 4", accepted)
+	}
+	r.Start(context.Background())
+	waitFor(t, "arrivals", func() bool { return r.Stats().InPackets == 6 })
+	r.Close()
+	r.Close() // idempotent
+	if r.Send(testPacket(pool, 100, 9)) {
+		t.Fatal("Send after Close accepted a packet")
+	}
+	st := r.Stats()
+	if st.Drops["input"] != 2 || st.Drops["flushed"] != 5 || st.OutPackets != 0 {
+		t.Fatalf("drops %v out %d", st.Drops, st.OutPackets)
+	}
+}
+
+func TestRunnerStopsWithContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	r, err := NewRunner(Config{}, clock.Real{}, func(_ time.Time, p *Packet) { p.Release() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Start(ctx)
+	cancel()
+	r.Close() // returns once the goroutine has ended; goleak checks the rest
+}
+
+// TestRunnerRealClock sends through a real-time Runner and checks only
+// what cannot flake: every packet arrives, none before its logical time.
+func TestRunnerRealClock(t *testing.T) {
+	out := make(chan time.Time, 100)
+	r, err := NewRunner(Config{Delay: DelayConfig{Time: 5 * time.Millisecond}}, clock.Real{},
+		func(now time.Time, p *Packet) {
+			if time.Now().Before(now) {
+				t.Errorf("delivered before its departure time")
+			}
+			if now.Sub(p.Arrival) != 5*time.Millisecond {
+				t.Errorf("logical delay %v", now.Sub(p.Arrival))
+			}
+			out <- now
+			p.Release()
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Start(context.Background())
+	defer r.Close()
+	pool := NewPool(2048)
+	for i := range 50 {
+		r.Send(testPacket(pool, 100, uint32(i)))
+	}
+	for range 50 {
+		select {
+		case <-out:
+		case <-time.After(10 * time.Second):
+			t.Fatal("packets lost in a lossless direction")
+		}
+	}
+}

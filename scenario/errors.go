@@ -1,0 +1,172 @@
+package scenario
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Origins of values that did not come from the scenario file itself.
+const (
+	originSet      = "--set"
+	originSeed     = "--seed"
+	originDuration = "--duration"
+	variantPrefix  = "variant "
+)
+
+// Error is one problem in a scenario: where it is and what is wrong. Its
+// text is "FILE:LINE: PATH: MSG" for a value in the file,
+// "FILE:LINE: variant NAME: PATH: MSG" for a value a variant sets, and
+// "--set PATH: MSG" for a value given on the command line.
+type Error struct {
+	File string // the scenario file as named to Load or Parse; "" for command-line values
+	Line int    // 1-based line in File; 0 when the problem is not on one line
+	// Origin is where the value came from: "" (the file), "--set",
+	// "--duration" or "variant NAME" (the variant's set, or a file value
+	// that is only wrong in combination with the variant).
+	Origin string
+	Path   string // dotted key path such as link.uplink.rate; "" when not about one key
+	Msg    string
+}
+
+// Error formats e as described on the type.
+func (e *Error) Error() string {
+	var b strings.Builder
+	switch {
+	case e.Origin == originSet:
+		b.WriteString(originSet)
+		if e.Path != "" {
+			b.WriteString(" " + e.Path)
+		}
+		b.WriteString(": ")
+	case e.commandLine():
+		// --duration and --seed name their one key themselves.
+		b.WriteString(e.Origin + ": ")
+	default:
+		if e.File != "" {
+			b.WriteString(e.File)
+			if e.Line > 0 {
+				b.WriteString(":" + strconv.Itoa(e.Line))
+			}
+			b.WriteString(": ")
+		}
+		if e.Origin != "" {
+			b.WriteString(e.Origin + ": ")
+		}
+		if e.Path != "" {
+			b.WriteString(e.Path + ": ")
+		}
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// commandLine reports whether e is about a value from the command line
+// rather than from the file.
+func (e *Error) commandLine() bool {
+	return strings.HasPrefix(e.Origin, "--")
+}
+
+// Errors are all the problems found in a scenario, sorted: first those in
+// the file by line, then those from the command line in argument order.
+// Parse and Load return an Errors value (never an empty one) as their error.
+type Errors []*Error
+
+// Error returns one error per line.
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap gives errors.Is and errors.As access to each Error.
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// sort orders es as documented on Errors. The sort is stable so that errors
+// on one line keep the order they were found in: the base scenario's first,
+// then each variant's in file order.
+func (es Errors) sort() {
+	slices.SortStableFunc(es, func(a, b *Error) int {
+		if c := cmpBool(a.commandLine(), b.commandLine()); c != 0 {
+			return c
+		}
+		if a.commandLine() {
+			return 0
+		}
+		return cmp.Compare(a.Line, b.Line)
+	})
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// unknownKey is the message for key, which is not one of known: a
+// suggestion when one known key is close, else the whole list.
+func unknownKey(key string, known []string) string {
+	if s := suggest(key, known); s != "" {
+		return fmt.Sprintf("unknown key; did you mean %q?", s)
+	}
+	return "unknown key (expected one of: " + strings.Join(sorted(known), ", ") + ")"
+}
+
+// suggest returns the option closest to word by edit distance, if it is at
+// most 2 edits away and fewer edits than word has characters (so that "x"
+// is not "corrected" to "p"). Ties go to the option listed first.
+func suggest(word string, options []string) string {
+	best, bestDist := "", 3
+	for _, o := range options {
+		if d := editDistance(strings.ToLower(word), o); d < bestDist && d < len([]rune(word)) {
+			best, bestDist = o, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in runes.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	if len(ra) > 64 || len(rb) > 64 {
+		// No key is this long; don't spend quadratic time finding that out.
+		return 64
+	}
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
