@@ -78,7 +78,7 @@ const (
 	Uniform      Distribution = iota // uniform in [-jitter, +jitter]
 	Normal                           // standard deviation = jitter
 	Pareto                           // Pareto (alpha 3), standardized, sd = jitter
-	ParetoNormal                     // netem's mix: 1/4 normal + 3/4 pareto, sd = jitter
+	ParetoNormal                     // netem's blend of quantiles, (normal + 3*pareto)/4, standardized, sd = jitter
 )
 
 var distNames = []string{"uniform", "normal", "pareto", "paretonormal"}
@@ -105,7 +105,11 @@ type DelayConfig struct {
 	Time         time.Duration // base one-way delay
 	Jitter       time.Duration // spread, see Distribution
 	Distribution Distribution
-	Correlation  float64 // lag-1 correlation of consecutive jitter draws, 0..1
+	// Correlation is the lag-1 correlation of the Gaussian process behind
+	// the jitter draws (a copula, so each draw keeps its exact
+	// distribution); it equals the draws' own correlation for Normal and
+	// is a little less for the other shapes.
+	Correlation float64
 	// AllowReorder lets jitter reorder packets, as netem does. By default a
 	// packet never leaves before the one ahead of it.
 	AllowReorder bool

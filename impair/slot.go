@@ -73,14 +73,14 @@ func (s *slotGate) Wake(now time.Time, out Sink) {
 	t := s.open
 	for s.q.n > 0 {
 		p := s.q.pop()
-		s.c.out(p)
-		out.Push(t, p)
 		if s.cfg.Packets > 0 {
 			s.pktsLeft--
 		}
 		if s.cfg.Bytes > 0 {
 			s.byteLeft -= int64(len(p.Data))
 		}
+		s.c.out(p)
+		out.Push(t, p) // p belongs downstream from here on
 		if (s.cfg.Packets > 0 && s.pktsLeft <= 0) || (s.cfg.Bytes > 0 && s.byteLeft <= 0) {
 			s.nextSlot(t)
 			break

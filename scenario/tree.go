@@ -32,25 +32,27 @@ func parseYAML(data []byte) (*yaml.Node, int, string) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil && err != io.EOF {
-		return nil, yamlErrorLine(err)
+		line, msg := yamlErrorLine(err)
+		return nil, line, msg
 	}
 	var extra yaml.Node
 	switch err := dec.Decode(&extra); {
 	case err == nil:
 		return nil, extra.Line, "yaml: found a second document; a scenario is one YAML document"
 	case err != io.EOF:
-		return nil, yamlErrorLine(err)
+		line, msg := yamlErrorLine(err)
+		return nil, line, msg
 	}
 	top := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
 	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
 		top = doc.Content[0]
 	}
 	x := expander{active: map[*yaml.Node]bool{}}
-	top, err := x.copy(top)
+	expanded, err := x.copy(top)
 	if err != nil {
-		return nil, top.Line, err.Error()
+		return nil, expanded.Line, err.Error()
 	}
-	return top, 0, ""
+	return expanded, 0, ""
 }
 
 // yamlErrorLine returns the line and message of a parser error.

@@ -1,0 +1,493 @@
+package scenario
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// The decoder walks a resolved tree and fills a Scenario. It is strict (an
+// unknown or duplicate key, a wrong kind of node, a value out of range are
+// all errors) and it never stops at the first problem, so a file is fixed in
+// one round. Each value is checked where it is decoded, because that is
+// where its node, with its line and origin, is at hand; relations between
+// values (reorder needs a delay, slot max >= min) are checked once the
+// values involved are decoded and their defaults filled, and only when those
+// values were themselves valid, so one mistake gives one message.
+
+// Limits of values. Most exist to catch typos (a delay of 50h was meant to
+// be 50ms) and to keep the emulator's arithmetic far from overflow.
+const (
+	maxDelay    = time.Hour      // any delay, jitter, slot or queue time
+	maxDuration = 24 * time.Hour // the run
+	maxPackets  = 1 << 20        // packet counts: queue limit, in-flight limit, slot packets, reorder gap
+	maxBytes    = 1 << 30        // byte counts: queue and slot byte limits
+	maxName     = 64
+)
+
+// Keys of each mapping, in the order the reference documents them.
+var (
+	rootKeys      = []string{"name", "description", "seed", "duration", "mtu", "link", "flows", "variants"}
+	directionKeys = []string{"delay", "loss", "duplicate", "corrupt", "reorder", "rate", "slot", "queue", "inflight_limit"}
+	linkKeys      = append(slices.Clone(directionKeys), "uplink", "downlink")
+	variantKeys   = []string{"name", "set"}
+)
+
+// validName is the form of scenario and variant names: they end up in file
+// names and on command lines.
+var validName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// checkName returns why name is not a valid scenario or variant name, or "".
+func checkName(name string) string {
+	switch {
+	case len(name) > maxName:
+		return fmt.Sprintf("%s is not a valid name (at most %d characters)", quote(name), maxName)
+	case !validName.MatchString(name) || name == "." || name == "..":
+		return fmt.Sprintf("%s is not a valid name (use letters, digits, '.', '_' and '-')", quote(name))
+	}
+	return ""
+}
+
+// decoder decodes one resolved tree, collecting errors.
+type decoder struct {
+	file    string
+	origins map[*yaml.Node]string // origin of nodes that did not come from the file
+	errs    Errors
+	seen    map[string]bool // texts in errs: shared link keys are decoded once per direction
+	// count is the number of problems found, repeats included. A caller
+	// compares it before and after decoding a value to learn whether the
+	// value was valid, which errs cannot tell once repeats are dropped.
+	count int
+}
+
+func newDecoder(file string, origins map[*yaml.Node]string) *decoder {
+	return &decoder{file: file, origins: origins, seen: map[string]bool{}}
+}
+
+// errorf reports a problem with node n (nil: the file as a whole) at path.
+func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
+	d.count++
+	e := &Error{File: d.file, Path: path, Msg: fmt.Sprintf(format, args...)}
+	if n != nil {
+		e.Line = n.Line
+		e.Origin = d.origins[n]
+		if e.commandLine() {
+			// The file's line numbers mean nothing for a command-line value.
+			e.File, e.Line = "", 0
+		}
+	}
+	d.add(e)
+}
+
+// add appends e unless the same text is already there.
+func (d *decoder) add(e *Error) {
+	if s := e.Error(); !d.seen[s] {
+		d.seen[s] = true
+		d.errs = append(d.errs, e)
+	}
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// mapping checks the keys of mapping n against keys and returns the values
+// by key. Unknown and duplicate keys are reported and left out, and so are
+// null values, which mean "not set".
+func (d *decoder) mapping(n *yaml.Node, path string, keys []string) map[string]*yaml.Node {
+	out := map[string]*yaml.Node{}
+	first := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			d.errorf(k, path, "expected a plain key, got %s", describe(k))
+			continue
+		}
+		p := join(path, k.Value)
+		switch prev, dup := first[k.Value]; {
+		case k.ShortTag() == "!!merge":
+			d.errorf(k, path, "merge keys (<<) are not supported; write the keys out")
+		case !slices.Contains(keys, k.Value):
+			d.errorf(k, p, "%s", unknownKey(k.Value, keys))
+		case dup && (d.origins[prev] != "" || prev.Line == 0):
+			d.errorf(k, p, "duplicate key")
+		case dup:
+			d.errorf(k, p, "duplicate key (first at line %d)", prev.Line)
+		default:
+			first[k.Value] = k
+			if !isNull(v) {
+				out[k.Value] = v
+			}
+		}
+	}
+	return out
+}
+
+// fields is mapping for a value that must be a mapping; want says what the
+// value may be instead, for the message when it is not.
+func (d *decoder) fields(n *yaml.Node, path, want string, keys []string) (map[string]*yaml.Node, bool) {
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, path, "expected %s, got %s", want, describe(n))
+		return nil, false
+	}
+	return d.mapping(n, path, keys), true
+}
+
+// scalar reports whether n is a scalar, reporting an error if not; want
+// says what was expected, such as "a duration like 50ms".
+func (d *decoder) scalar(n *yaml.Node, path, want string) bool {
+	if n.Kind == yaml.ScalarNode {
+		return true
+	}
+	d.errorf(n, path, "expected %s, got %s", want, describe(n))
+	return false
+}
+
+// duration decodes a duration in [0, max], or (0, max] when positive.
+func (d *decoder) duration(n *yaml.Node, path string, positive bool, max time.Duration) (time.Duration, bool) {
+	if !d.scalar(n, path, "a duration like 50ms") {
+		return 0, false
+	}
+	v, err := parseDuration(n.Value)
+	if err != nil {
+		d.errorf(n, path, "%v", err)
+		return 0, false
+	}
+	if v < 0 || v > max || positive && v == 0 {
+		from := "0s to"
+		if positive {
+			from = "more than 0s, up to"
+		}
+		d.errorf(n, path, "%s is out of range (expected %s %s)", n.Value, from, formatDuration(max))
+		return 0, false
+	}
+	return v, true
+}
+
+// ratio decodes a probability in [0, 1].
+func (d *decoder) ratio(n *yaml.Node, path string) (float64, bool) {
+	if !d.scalar(n, path, "a ratio like 5%") {
+		return 0, false
+	}
+	v, err := ParseRatio(n.Value)
+	if err != nil {
+		d.errorf(n, path, "%v", err)
+		return 0, false
+	}
+	if v > 1 {
+		d.errorf(n, path, "%s is out of range (expected 0%% to 100%%)", n.Value)
+		return 0, false
+	}
+	return v, true
+}
+
+// correlation decodes a correlation in [0, 1): at 100% the random stream
+// would never change again.
+func (d *decoder) correlation(n *yaml.Node, path string) (float64, bool) {
+	if !d.scalar(n, path, "a ratio like 25%") {
+		return 0, false
+	}
+	v, err := ParseRatio(n.Value)
+	if err != nil {
+		d.errorf(n, path, "%v", err)
+		return 0, false
+	}
+	if v >= 1 {
+		d.errorf(n, path, "%s is out of range (expected 0%% up to but not including 100%%)", n.Value)
+		return 0, false
+	}
+	return v, true
+}
+
+// integer decodes an integer in [lo, hi]. It must be a YAML integer: a
+// quoted "1500" is a string, and accepting it here but not where a string
+// means something else (a queue size) would be a trap.
+func (d *decoder) integer(n *yaml.Node, path string, lo, hi int64) (int64, bool) {
+	if !d.scalar(n, path, "an integer") {
+		return 0, false
+	}
+	if n.ShortTag() != "!!int" {
+		d.errorf(n, path, "expected an integer, got %s", describe(n))
+		return 0, false
+	}
+	v, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
+	if err != nil || v < lo || v > hi {
+		d.errorf(n, path, "%s is out of range (expected %d to %d)", n.Value, lo, hi)
+		return 0, false
+	}
+	return v, true
+}
+
+// seed decodes a uint64.
+func (d *decoder) seed(n *yaml.Node, path string) (uint64, bool) {
+	if !d.scalar(n, path, "an integer") {
+		return 0, false
+	}
+	if n.ShortTag() != "!!int" {
+		d.errorf(n, path, "expected an integer, got %s", describe(n))
+		return 0, false
+	}
+	v, err := strconv.ParseUint(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
+	if err != nil {
+		d.errorf(n, path, "%s is out of range (expected 0 to %d)", n.Value, uint64(math.MaxUint64))
+		return 0, false
+	}
+	return v, true
+}
+
+// size decodes a size in bytes in [lo, hi].
+func (d *decoder) size(n *yaml.Node, path string, lo, hi int64) (int64, bool) {
+	if !d.scalar(n, path, "a size like 1.5MB") {
+		return 0, false
+	}
+	v, err := ParseSize(n.Value)
+	if err != nil {
+		d.errorf(n, path, "%v", err)
+		return 0, false
+	}
+	if v < lo || v > hi {
+		d.errorf(n, path, "%s is out of range (expected %dB to %dB)", n.Value, lo, hi)
+		return 0, false
+	}
+	return v, true
+}
+
+// bitrate decodes a rate; "unlimited" gives 0, a zero rate is an error (it
+// would stop all traffic, and nobody means that).
+func (d *decoder) bitrate(n *yaml.Node, path string) (uint64, bool) {
+	if !d.scalar(n, path, "a rate like 10Mbps") {
+		return 0, false
+	}
+	v, err := ParseRate(n.Value)
+	if err != nil {
+		d.errorf(n, path, "%v", err)
+		return 0, false
+	}
+	if v == 0 && n.Value != "unlimited" {
+		d.errorf(n, path, "%s is out of range (expected more than 0; write unlimited for no rate limit)", n.Value)
+		return 0, false
+	}
+	return v, true
+}
+
+// boolean decodes true or false.
+func (d *decoder) boolean(n *yaml.Node, path string) (bool, bool) {
+	if !d.scalar(n, path, "true or false") {
+		return false, false
+	}
+	if n.ShortTag() != "!!bool" {
+		d.errorf(n, path, "expected true or false, got %s", describe(n))
+		return false, false
+	}
+	return strings.EqualFold(n.Value, "true"), true
+}
+
+// number decodes a plain number in [lo, hi].
+func (d *decoder) number(n *yaml.Node, path string, lo, hi float64) (float64, bool) {
+	if !d.scalar(n, path, "a number") {
+		return 0, false
+	}
+	if t := n.ShortTag(); t != "!!int" && t != "!!float" {
+		d.errorf(n, path, "expected a number, got %s", describe(n))
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
+	if err != nil || math.IsNaN(v) || v < lo || v > hi {
+		d.errorf(n, path, "%s is out of range (expected %g to %g)", n.Value, lo, hi)
+		return 0, false
+	}
+	return v, true
+}
+
+// oneOf decodes a word from options; what names the kind of word in
+// messages ("distribution").
+func (d *decoder) oneOf(n *yaml.Node, path, what string, options []string) (string, bool) {
+	if !d.scalar(n, path, "a "+what) {
+		return "", false
+	}
+	if slices.Contains(options, n.Value) {
+		return n.Value, true
+	}
+	if s := suggest(n.Value, options); s != "" {
+		d.errorf(n, path, "%s is not a %s; did you mean %q?", quote(n.Value), what, s)
+	} else {
+		d.errorf(n, path, "%s is not a %s (expected one of: %s)", quote(n.Value), what, strings.Join(options, ", "))
+	}
+	return "", false
+}
+
+// text decodes free text. Any scalar is taken as written, so that
+// "name: 2024" needs no quotes.
+func (d *decoder) text(n *yaml.Node, path string) (string, bool) {
+	if !d.scalar(n, path, "text") {
+		return "", false
+	}
+	return n.Value, true
+}
+
+// scenario decodes the resolved tree root (variants already removed).
+// defaultName is the scenario name when the tree has none.
+func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
+	s := &Scenario{Duration: 30 * time.Second, MTU: 1500, tree: root}
+	f, _ := d.fields(root, "", "a mapping of scenario keys", rootKeys)
+
+	if n := f["name"]; n != nil {
+		if v, ok := d.text(n, "name"); ok {
+			if msg := checkName(v); msg != "" {
+				d.errorf(n, "name", "%s", msg)
+			}
+			s.Name = v
+		}
+	} else {
+		s.Name = defaultName
+		if defaultName == "" {
+			d.errorf(nil, "name", "missing, and the file name gives none; set name")
+		} else if msg := checkName(defaultName); msg != "" {
+			d.errorf(nil, "name", "the file name gives none: %s; set name", msg)
+		}
+	}
+	if n := f["description"]; n != nil {
+		s.Description, _ = d.text(n, "description")
+	}
+	if n := f["seed"]; n != nil {
+		s.Seed, s.SeedSet = d.seed(n, "seed")
+	}
+	if n := f["duration"]; n != nil {
+		if v, ok := d.duration(n, "duration", true, maxDuration); ok {
+			s.Duration = v
+		}
+	}
+	mtuOK := true // relations with the MTU are only checked against a valid one
+	if n := f["mtu"]; n != nil {
+		var v int64
+		if v, mtuOK = d.integer(n, "mtu", 576, 65535); mtuOK {
+			s.MTU = int(v)
+		}
+	}
+	if n := f["flows"]; n != nil && (n.Kind != yaml.SequenceNode || len(n.Content) > 0) {
+		d.errorf(n, "flows", "traffic flows are not available in this version of netjam (expected: an empty list)")
+	}
+
+	var shared, up, down map[string]*yaml.Node
+	if n := f["link"]; n != nil {
+		shared, _ = d.fields(n, "link", "a mapping of link keys", linkKeys)
+		if n := shared["uplink"]; n != nil {
+			up, _ = d.fields(n, "link.uplink", "a mapping of direction keys", directionKeys)
+		}
+		if n := shared["downlink"]; n != nil {
+			down, _ = d.fields(n, "link.downlink", "a mapping of direction keys", directionKeys)
+		}
+	}
+	s.Uplink, s.Downlink = d.link(shared, up, down, s.MTU, mtuOK)
+	return s
+}
+
+// variant is one entry of the variants list.
+type variant struct {
+	name string
+	sets []override
+}
+
+// override is one key of a variant's set or one --set: a dotted key path
+// and the value to put there.
+type override struct {
+	key   string
+	at    *yaml.Node // the key in the file; nil for --set
+	value *yaml.Node
+}
+
+// variants decodes the variants list of the file. Variants with an invalid
+// or repeated name are reported and left out.
+func (d *decoder) variants(n *yaml.Node) []variant {
+	if n.Kind != yaml.SequenceNode {
+		d.errorf(n, "variants", "expected a list of variants, got %s", describe(n))
+		return nil
+	}
+	var out []variant
+	first := map[string]*yaml.Node{}
+	for i, item := range n.Content {
+		path := fmt.Sprintf("variants[%d]", i)
+		f, ok := d.fields(item, path, "a mapping with name and set", variantKeys)
+		if !ok {
+			continue
+		}
+		nn := f["name"]
+		if nn == nil {
+			d.errorf(item, path, "missing key name")
+			continue
+		}
+		name, ok := d.text(nn, path+".name")
+		if !ok {
+			continue
+		}
+		if msg := checkName(name); msg != "" {
+			d.errorf(nn, path+".name", "%s", msg)
+			continue
+		}
+		path = "variants." + name
+		if prev, dup := first[name]; dup {
+			d.errorf(nn, path+".name", "duplicate variant name (first at line %d)", prev.Line)
+			continue
+		}
+		first[name] = nn
+		v := variant{name: name}
+		if sn := f["set"]; sn != nil {
+			v.sets = d.variantSet(sn, path+".set")
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// variantSet decodes the set mapping of a variant: dotted keys, each with
+// the value to put there, in file order.
+func (d *decoder) variantSet(n *yaml.Node, path string) []override {
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, path, "expected a mapping of dotted keys to values, got %s", describe(n))
+		return nil
+	}
+	var sets []override
+	first := map[string]*yaml.Node{}
+	for j := 0; j+1 < len(n.Content); j += 2 {
+		k, val := n.Content[j], n.Content[j+1]
+		if k.Kind != yaml.ScalarNode {
+			d.errorf(k, path, "expected a dotted key, got %s", describe(k))
+			continue
+		}
+		p := join(path, k.Value)
+		if prev, dup := first[k.Value]; dup {
+			d.errorf(k, p, "duplicate key (first at line %d)", prev.Line)
+			continue
+		}
+		first[k.Value] = k
+		msg := checkOverrideKey(k.Value)
+		if head, _, _ := strings.Cut(k.Value, "."); head == "name" {
+			// All runs of a plan share its name; --set name=... renames the plan.
+			msg = "a variant cannot change the scenario name"
+		}
+		if msg != "" {
+			d.errorf(k, p, "%s", msg)
+			continue
+		}
+		sets = append(sets, override{key: k.Value, at: k, value: val})
+	}
+	return sets
+}
+
+// checkOverrideKey returns why key may not be overridden, or "". The
+// variants cannot be: they are expanded before any override applies.
+func checkOverrideKey(key string) string {
+	if head, _, _ := strings.Cut(key, "."); head == "variants" {
+		return "variants cannot be overridden"
+	}
+	return ""
+}

@@ -1,0 +1,512 @@
+package scenario
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Decoding of the direction keys, valid under link, link.uplink and
+// link.downlink. Most keys take a short scalar form for the common case and
+// a mapping for the rest, following netem's parameters.
+
+// Keys of the mapping form of each direction key, and the words of each
+// enumeration, in documentation order.
+var (
+	delayKeys     = []string{"time", "jitter", "distribution", "correlation", "allow_reorder"}
+	lossKeys      = []string{"model", "p", "correlation", "r", "1-h", "1-k", "p13", "p31", "p32", "p23", "p14"}
+	chanceKeys    = []string{"p", "correlation"}
+	reorderKeys   = []string{"p", "correlation", "gap"}
+	rateKeys      = []string{"bitrate", "packet_overhead", "cell_size", "cell_overhead"}
+	slotKeys      = []string{"min", "max", "packets", "bytes"}
+	queueKeys     = []string{"limit", "bytes", "discipline", "ecn", "target", "interval", "flows", "quantum", "tupdate", "alpha", "beta", "max_burst"}
+	distributions = []string{"uniform", "normal", "pareto", "paretonormal"}
+	lossModels    = []string{"random", "gemodel", "state"}
+	disciplines   = []string{"droptail", "headdrop", "codel", "fq_codel", "pie"}
+)
+
+// lossKeyModels lists the models each key of the loss mapping applies to.
+var lossKeyModels = map[string][]string{
+	"p": {"random", "gemodel"}, "correlation": {"random"},
+	"r": {"gemodel"}, "1-h": {"gemodel"}, "1-k": {"gemodel"},
+	"p13": {"state"}, "p31": {"state"}, "p32": {"state"}, "p23": {"state"}, "p14": {"state"},
+}
+
+// queueKeyDisciplines lists the disciplines each discipline-specific key of
+// the queue mapping applies to.
+var queueKeyDisciplines = map[string][]string{
+	"ecn":    {"codel", "fq_codel", "pie"},
+	"target": {"codel", "fq_codel", "pie"}, "interval": {"codel", "fq_codel"},
+	"flows": {"fq_codel"}, "quantum": {"fq_codel"},
+	"tupdate": {"pie"}, "alpha": {"pie"}, "beta": {"pie"}, "max_burst": {"pie"},
+}
+
+// orMapping is the "expected" text of a key with a scalar and a mapping form.
+func orMapping(scalar string, keys []string) string {
+	return scalar + " or a mapping of " + strings.Join(keys, ", ")
+}
+
+// direction decodes one direction ("uplink" or "downlink"): each key from
+// the direction's own mapping when it has the key, else from the keys
+// shared under link. A direction's key replaces the shared one as a whole,
+// so `delay: 10ms` in uplink drops a jitter set in link.delay; merging
+// inside keys would make a variant's `link.delay.jitter` hard to predict.
+//
+// The result's lacksDelay is set when the direction reorders without a
+// delay to reorder against. netem reorders by sending some packets at once
+// while the others wait out the delay, so this is an error, which the
+// caller reports once for a shared reorder that both directions lack.
+func (d *decoder) direction(name string, shared, own map[string]*yaml.Node, mtu int, mtuOK bool) directionResult {
+	dir := Direction{
+		Delay:         Delay{Distribution: "uniform"},
+		Reorder:       Reorder{Gap: 1},
+		Queue:         Queue{Discipline: "droptail", LimitPackets: 1000},
+		InflightLimit: 16384,
+	}
+	// decode runs dec on key if present and reports whether the value was
+	// valid (or absent, so its default is).
+	decode := func(key string, dec func(n *yaml.Node, path string)) bool {
+		n, p, _ := directionKey(name, shared, own, key)
+		if n == nil {
+			return true
+		}
+		before := d.count
+		dec(n, p)
+		return d.count == before
+	}
+
+	delayOK := decode("delay", func(n *yaml.Node, p string) { dir.Delay = d.delay(n, p) })
+	decode("loss", func(n *yaml.Node, p string) { dir.Loss = d.loss(n, p) })
+	decode("duplicate", func(n *yaml.Node, p string) { dir.Duplicate = d.chance(n, p) })
+	decode("corrupt", func(n *yaml.Node, p string) { dir.Corrupt = d.chance(n, p) })
+	reorderOK := decode("reorder", func(n *yaml.Node, p string) { dir.Reorder = d.reorder(n, p) })
+	decode("rate", func(n *yaml.Node, p string) { dir.Rate = d.rate(n, p) })
+	decode("slot", func(n *yaml.Node, p string) { dir.Slot = d.slot(n, p) })
+	decode("queue", func(n *yaml.Node, p string) { dir.Queue = d.queue(n, p, mtu, mtuOK) })
+	decode("inflight_limit", func(n *yaml.Node, p string) {
+		if v, ok := d.integer(n, p, 1, maxPackets); ok {
+			dir.InflightLimit = int(v)
+		}
+	})
+	return directionResult{
+		Direction:  dir,
+		lacksDelay: delayOK && reorderOK && dir.Reorder.P > 0 && dir.Delay.Time == 0,
+	}
+}
+
+// directionResult is a decoded direction and what is wrong between its keys
+// for the caller to report.
+type directionResult struct {
+	Direction
+	lacksDelay bool
+}
+
+// directionKey returns the node of key for direction name, its path, and
+// whether it is the shared key under link.
+func directionKey(name string, shared, own map[string]*yaml.Node, key string) (*yaml.Node, string, bool) {
+	if n := own[key]; n != nil {
+		return n, "link." + name + "." + key, false
+	}
+	if n := shared[key]; n != nil {
+		return n, "link." + key, true
+	}
+	return nil, "", false
+}
+
+// link decodes both directions and reports a reorder without delay: once
+// when the reorder is shared and both directions lack a delay, else for
+// each direction that does, naming it when its reorder is the shared one.
+func (d *decoder) link(shared, up, down map[string]*yaml.Node, mtu int, mtuOK bool) (uplink, downlink Direction) {
+	u := d.direction("uplink", shared, up, mtu, mtuOK)
+	w := d.direction("downlink", shared, down, mtu, mtuOK)
+	_, _, uShared := directionKey("uplink", shared, up, "reorder")
+	_, _, wShared := directionKey("downlink", shared, down, "reorder")
+	if u.lacksDelay && w.lacksDelay && uShared && wShared {
+		d.errorf(shared["reorder"], "link.reorder", "%s", reorderNeedsDelay)
+	} else {
+		if u.lacksDelay {
+			d.reorderWithoutDelay("uplink", shared, up)
+		}
+		if w.lacksDelay {
+			d.reorderWithoutDelay("downlink", shared, down)
+		}
+	}
+	return u.Direction, w.Direction
+}
+
+const reorderNeedsDelay = "reorder needs a delay in this direction to reorder against"
+
+// reorderWithoutDelay reports that direction name reorders without delay.
+func (d *decoder) reorderWithoutDelay(name string, shared, own map[string]*yaml.Node) {
+	n, p, isShared := directionKey(name, shared, own, "reorder")
+	msg := reorderNeedsDelay
+	if isShared {
+		msg += " (the " + name + " has none)"
+	}
+	d.errorf(n, p, "%s", msg)
+}
+
+// delay decodes `delay`: a duration, or the mapping form.
+func (d *decoder) delay(n *yaml.Node, path string) Delay {
+	v := Delay{Distribution: "uniform"}
+	if n.Kind == yaml.ScalarNode {
+		v.Time, _ = d.duration(n, path, false, maxDelay)
+		return v
+	}
+	f, ok := d.fields(n, path, orMapping("a duration like 50ms", delayKeys), delayKeys)
+	if !ok {
+		return v
+	}
+	if x := f["time"]; x != nil {
+		v.Time, _ = d.duration(x, join(path, "time"), false, maxDelay)
+	}
+	jitterOK := true
+	if x := f["jitter"]; x != nil {
+		v.Jitter, jitterOK = d.duration(x, join(path, "jitter"), false, maxDelay)
+	}
+	if x := f["distribution"]; x != nil {
+		p := join(path, "distribution")
+		if dist, ok := d.oneOf(x, p, "distribution", distributions); ok {
+			v.Distribution = dist
+			// Like tc, refuse a distribution that would shape nothing:
+			// the mistake is usually a jitter forgotten or set elsewhere.
+			if dist != "uniform" && jitterOK && v.Jitter == 0 {
+				d.errorf(x, p, "distribution %s needs a jitter to shape", dist)
+			}
+		}
+	}
+	if x := f["correlation"]; x != nil {
+		v.Correlation, _ = d.correlation(x, join(path, "correlation"))
+	}
+	if x := f["allow_reorder"]; x != nil {
+		v.AllowReorder, _ = d.boolean(x, join(path, "allow_reorder"))
+	}
+	return v
+}
+
+// loss decodes `loss`: a ratio (random loss), or the mapping form, whose
+// keys depend on the model.
+func (d *decoder) loss(n *yaml.Node, path string) Loss {
+	if n.Kind == yaml.ScalarNode {
+		p, _ := d.ratio(n, path)
+		return Loss{Model: "random", P: p}
+	}
+	f, ok := d.fields(n, path, orMapping("a ratio like 5%", lossKeys), lossKeys)
+	if !ok {
+		return Loss{}
+	}
+	v := Loss{Model: "random"}
+	if x := f["model"]; x != nil {
+		if v.Model, ok = d.oneOf(x, join(path, "model"), "loss model", lossModels); !ok {
+			// The other keys cannot be checked against an unknown model.
+			return Loss{}
+		}
+	}
+	for _, k := range lossKeys[1:] {
+		if x := f[k]; x != nil && !slices.Contains(lossKeyModels[k], v.Model) {
+			d.errorf(x, join(path, k), "applies to %s only (the model is %s)", modelList(lossKeyModels[k]), v.Model)
+			delete(f, k)
+		}
+	}
+	ratio := func(key string, dst *float64) bool {
+		x := f[key]
+		if x == nil {
+			return false
+		}
+		*dst, _ = d.ratio(x, join(path, key))
+		return true
+	}
+	switch v.Model {
+	case "random":
+		if !ratio("p", &v.P) {
+			d.errorf(n, path, "missing key p (the loss probability)")
+		}
+		if x := f["correlation"]; x != nil {
+			v.Correlation, _ = d.correlation(x, join(path, "correlation"))
+		}
+	case "gemodel":
+		// netem's defaults: r = 1-p, 1-h = 100% (the bad state loses
+		// everything), 1-k = 0% (the good state loses nothing).
+		if !ratio("p", &v.P) {
+			d.errorf(n, path, "missing key p (the probability of going from the good to the bad state)")
+		}
+		if !ratio("r", &v.R) {
+			v.R = 1 - v.P
+		}
+		if !ratio("1-h", &v.OneMinusH) {
+			v.OneMinusH = 1
+		}
+		ratio("1-k", &v.OneMinusK)
+	case "state":
+		// netem's defaults: p31 = 1-p13, p32 = 0, p23 = 1, p14 = 0.
+		before := d.count
+		if !ratio("p13", &v.P13) {
+			d.errorf(n, path, "missing key p13 (the probability of going from no loss to a burst)")
+		}
+		if !ratio("p31", &v.P31) {
+			v.P31 = 1 - v.P13
+		}
+		ratio("p32", &v.P32)
+		if !ratio("p23", &v.P23) {
+			v.P23 = 1
+		}
+		ratio("p14", &v.P14)
+		// The probabilities of leaving a state must not add up to more
+		// than 1; a little slack forgives decimal rounding (70% + 30%).
+		const slack = 1e-9
+		if d.count == before {
+			if v.P13+v.P14 > 1+slack {
+				d.errorf(n, path, "p13 + p14 is more than 100%% (%s + %s)", formatPercent(v.P13), formatPercent(v.P14))
+			}
+			if v.P31+v.P32 > 1+slack {
+				d.errorf(n, path, "p31 + p32 is more than 100%% (%s + %s)", formatPercent(v.P31), formatPercent(v.P32))
+			}
+		}
+	}
+	return v
+}
+
+// modelList writes "model gemodel" or "models random and gemodel".
+func modelList(models []string) string {
+	if len(models) == 1 {
+		return "model " + models[0]
+	}
+	return "models " + andList(models)
+}
+
+// andList writes "a", "a and b", "a, b and c".
+func andList(words []string) string {
+	if len(words) == 1 {
+		return words[0]
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
+}
+
+// chance decodes `duplicate` and `corrupt`: a ratio or {p, correlation}.
+func (d *decoder) chance(n *yaml.Node, path string) Chance {
+	var v Chance
+	if n.Kind == yaml.ScalarNode {
+		v.P, _ = d.ratio(n, path)
+		return v
+	}
+	f, ok := d.fields(n, path, orMapping("a ratio like 5%", chanceKeys), chanceKeys)
+	if !ok {
+		return v
+	}
+	if x := f["p"]; x != nil {
+		v.P, _ = d.ratio(x, join(path, "p"))
+	} else {
+		d.errorf(n, path, "missing key p (the probability)")
+	}
+	if x := f["correlation"]; x != nil {
+		v.Correlation, _ = d.correlation(x, join(path, "correlation"))
+	}
+	return v
+}
+
+// reorder decodes `reorder`: a ratio or {p, correlation, gap}.
+func (d *decoder) reorder(n *yaml.Node, path string) Reorder {
+	v := Reorder{Gap: 1}
+	if n.Kind == yaml.ScalarNode {
+		v.P, _ = d.ratio(n, path)
+		return v
+	}
+	f, ok := d.fields(n, path, orMapping("a ratio like 5%", reorderKeys), reorderKeys)
+	if !ok {
+		return v
+	}
+	if x := f["p"]; x != nil {
+		v.P, _ = d.ratio(x, join(path, "p"))
+	} else {
+		d.errorf(n, path, "missing key p (the probability)")
+	}
+	if x := f["correlation"]; x != nil {
+		v.Correlation, _ = d.correlation(x, join(path, "correlation"))
+	}
+	if x := f["gap"]; x != nil {
+		if g, ok := d.integer(x, join(path, "gap"), 1, maxPackets); ok {
+			v.Gap = int(g)
+		}
+	}
+	return v
+}
+
+// rate decodes `rate`: a rate or {bitrate, packet_overhead, cell_size,
+// cell_overhead}.
+func (d *decoder) rate(n *yaml.Node, path string) Rate {
+	var v Rate
+	if n.Kind == yaml.ScalarNode {
+		v.Bitrate, _ = d.bitrate(n, path)
+		return v
+	}
+	f, ok := d.fields(n, path, orMapping("a rate like 10Mbps", rateKeys), rateKeys)
+	if !ok {
+		return v
+	}
+	if x := f["bitrate"]; x != nil {
+		v.Bitrate, _ = d.bitrate(x, join(path, "bitrate"))
+	} else {
+		d.errorf(n, path, "missing key bitrate")
+	}
+	// Overheads are bytes added to (or, for a negative packet overhead,
+	// taken from) each packet's size when computing its time on the wire.
+	if x := f["packet_overhead"]; x != nil {
+		o, _ := d.integer(x, join(path, "packet_overhead"), -1500, 1500)
+		v.PacketOverhead = int(o)
+	}
+	if x := f["cell_size"]; x != nil {
+		c, _ := d.integer(x, join(path, "cell_size"), 0, 65535)
+		v.CellSize = int(c)
+	}
+	if x := f["cell_overhead"]; x != nil {
+		c, ok := d.integer(x, join(path, "cell_overhead"), 0, 1500)
+		v.CellOverhead = int(c)
+		if ok && c > 0 && v.CellSize == 0 && f["cell_size"] == nil {
+			d.errorf(x, join(path, "cell_overhead"), "needs a cell_size (cells are what the overhead is added to)")
+		}
+	}
+	return v
+}
+
+// slot decodes `slot`: a duration (min = max) or {min, max, packets, bytes}.
+func (d *decoder) slot(n *yaml.Node, path string) Slot {
+	var v Slot
+	if n.Kind == yaml.ScalarNode {
+		v.Min, _ = d.duration(n, path, false, maxDelay)
+		v.Max = v.Min
+		return v
+	}
+	f, ok := d.fields(n, path, orMapping("a duration like 10ms", slotKeys), slotKeys)
+	if !ok {
+		return v
+	}
+	before := d.count
+	if x := f["min"]; x != nil {
+		v.Min, _ = d.duration(x, join(path, "min"), false, maxDelay)
+	}
+	// As in netem, one time given means fixed slots: max defaults to min.
+	v.Max = v.Min
+	if x := f["max"]; x != nil {
+		v.Max, _ = d.duration(x, join(path, "max"), false, maxDelay)
+	}
+	if x := f["packets"]; x != nil {
+		p, _ := d.integer(x, join(path, "packets"), 0, maxPackets)
+		v.Packets = int(p)
+	}
+	if x := f["bytes"]; x != nil {
+		v.Bytes, _ = d.size(x, join(path, "bytes"), 0, maxBytes)
+	}
+	if d.count == before {
+		switch {
+		case v.Max < v.Min:
+			d.errorf(f["max"], join(path, "max"), "%s is less than min %s", f["max"].Value, formatDuration(v.Min))
+		case v.Max == 0 && (v.Packets > 0 || v.Bytes > 0):
+			d.errorf(n, path, "packets and bytes need slots: set min or max")
+		}
+	}
+	return v
+}
+
+// queue decodes `queue`: a packet limit (integer), a byte limit (size), or
+// the mapping form.
+func (d *decoder) queue(n *yaml.Node, path string, mtu int, mtuOK bool) Queue {
+	v := Queue{Discipline: "droptail"}
+	// The node and path of the byte limit, for the check against the MTU.
+	var bytesNode *yaml.Node
+	bytesPath := path
+	switch {
+	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!int":
+		l, _ := d.integer(n, path, 1, maxPackets)
+		v.LimitPackets = int(l)
+		return v
+	case n.Kind == yaml.ScalarNode:
+		// A string without a unit would be a byte count by the size rules
+		// but a packet count by the integer rule; make the writer choose.
+		if num, unit, ok := splitNumber(n.Value); ok && unit == "" {
+			d.errorf(n, path, "%s is ambiguous: write %s for packets or %sB for bytes", quote(n.Value), num, num)
+			return v
+		}
+		v.LimitBytes, _ = d.size(n, path, 1, maxBytes)
+		bytesNode = n
+	default:
+		f, ok := d.fields(n, path, orMapping("a packet count like 1000, a size like 1.5MB", queueKeys), queueKeys)
+		if !ok {
+			return v
+		}
+		v = d.queueFields(f, n, path, mtu)
+		bytesNode, bytesPath = f["bytes"], join(path, "bytes")
+	}
+	if mtuOK && v.LimitBytes > 0 && v.LimitBytes < int64(mtu) {
+		d.errorf(bytesNode, bytesPath, "%s is less than the MTU (%d bytes), so a full-size packet could never be queued", bytesNode.Value, mtu)
+	}
+	return v
+}
+
+// queueFields decodes the mapping form of `queue`, with defaults for the
+// discipline; keys of other disciplines are errors, as they would be
+// silently ignored otherwise.
+func (d *decoder) queueFields(f map[string]*yaml.Node, n *yaml.Node, path string, mtu int) Queue {
+	v := Queue{Discipline: "droptail"}
+	if x := f["discipline"]; x != nil {
+		disc, ok := d.oneOf(x, join(path, "discipline"), "queue discipline", disciplines)
+		if !ok {
+			return v
+		}
+		v.Discipline = disc
+	}
+	for _, k := range queueKeys {
+		if x, ds := f[k], queueKeyDisciplines[k]; x != nil && ds != nil && !slices.Contains(ds, v.Discipline) {
+			d.errorf(x, join(path, k), "applies to %s only (the discipline is %s)", andList(ds), v.Discipline)
+			delete(f, k)
+		}
+	}
+	if x := f["limit"]; x != nil {
+		l, _ := d.integer(x, join(path, "limit"), 1, maxPackets)
+		v.LimitPackets = int(l)
+	}
+	if x := f["bytes"]; x != nil {
+		v.LimitBytes, _ = d.size(x, join(path, "bytes"), 1, maxBytes)
+	}
+	if f["limit"] == nil && f["bytes"] == nil {
+		v.LimitPackets = 1000
+	}
+	if x := f["ecn"]; x != nil {
+		v.ECN, _ = d.boolean(x, join(path, "ecn"))
+	}
+	dur := func(key string, positive bool, dst *time.Duration, def time.Duration) {
+		*dst = def
+		if x := f[key]; x != nil {
+			*dst, _ = d.duration(x, join(path, key), positive, maxDelay)
+		}
+	}
+	switch v.Discipline {
+	case "codel", "fq_codel":
+		dur("target", true, &v.Target, 5*time.Millisecond)
+		dur("interval", true, &v.Interval, 100*time.Millisecond)
+		if v.Discipline == "fq_codel" {
+			v.Flows, v.Quantum = 1024, mtu+14 // a full frame with its Ethernet header per round
+			if x := f["flows"]; x != nil {
+				fl, _ := d.integer(x, join(path, "flows"), 1, 65536)
+				v.Flows = int(fl)
+			}
+			if x := f["quantum"]; x != nil {
+				q, _ := d.integer(x, join(path, "quantum"), 1, maxPackets)
+				v.Quantum = int(q)
+			}
+		}
+	case "pie":
+		dur("target", true, &v.Target, 15*time.Millisecond)
+		dur("tupdate", true, &v.TUpdate, 15*time.Millisecond)
+		dur("max_burst", false, &v.MaxBurst, 150*time.Millisecond)
+		v.Alpha, v.Beta = 0.125, 1.25
+		if x := f["alpha"]; x != nil {
+			v.Alpha, _ = d.number(x, join(path, "alpha"), 0, 32)
+		}
+		if x := f["beta"]; x != nil {
+			v.Beta, _ = d.number(x, join(path, "beta"), 0, 32)
+		}
+	}
+	return v
+}

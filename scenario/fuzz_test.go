@@ -1,0 +1,153 @@
+package scenario
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+)
+
+// FuzzParse checks that any file, with any one --set, gives either Errors
+// or a valid Plan whose runs survive a YAML round trip; never a panic.
+func FuzzParse(f *testing.F) {
+	files, _ := filepath.Glob("../configs/*.yaml")
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data, "")
+		f.Add(data, "link.uplink.delay={time: 5ms, jitter: 1ms}")
+	}
+	for _, src := range []string{
+		"",
+		"link: {delay: 50ms, loss: 5%, uplink: {rate: 10Mbps, queue: 1000}, downlink: {rate: 100Mbps}}\n",
+		"link:\n  delay: 5ms\n uplink: {}\n",                                   // bad indentation
+		"link: &l\n  uplink: *l\n",                                             // alias cycle
+		"a: &a [1,1]\nb: [*a, *a]\n",                                           // aliases
+		"link: {reorder: 5%}\nvariants: [{name: a, set: {link.delay: 1ms}}]\n", // valid only in the variant
+		"link: {queue: {discipline: pie, bytes: 1KB, flows: 3}}\n",
+		"link: {loss: {model: state, p13: 90%, p14: 20%}}\n",
+		"variants: [{name: a}, {name: a}, 5, {set: []}]\n",
+		"seed: 18446744073709551616\nmtu: 0x600\n",
+		"name: !!binary aGVsbG8=\n",
+		"? [a]\n: b\n",
+		"\"\\xff\": 1\n",
+		"link: {delay: {time: !!int 5ms}}\n",
+	} {
+		f.Add([]byte(src), "")
+		f.Add([]byte(src), "link.rate=1Mbps")
+	}
+	f.Add([]byte("link: {delay: 5ms}\n"), "link.delay.jitter=1ms")
+	f.Add([]byte("flows: []\n"), "flows.a.b=1")
+
+	f.Fuzz(func(t *testing.T, data []byte, set string) {
+		var o Options
+		if set != "" {
+			o.Sets = []string{set}
+		}
+		p, err := Parse("fuzz.yaml", data, o)
+		if err != nil {
+			var es Errors
+			if p != nil || !errors.As(err, &es) || len(es) == 0 {
+				t.Fatalf("Parse = %v, %T %v; want nil and non-empty Errors", p, err, err)
+			}
+			for _, e := range es {
+				if e.Msg == "" {
+					t.Fatalf("error without a message: %+v", *e)
+				}
+			}
+			return
+		}
+		if len(p.Runs) == 0 {
+			t.Fatal("Parse returned a plan without runs")
+		}
+		for _, run := range p.Runs {
+			checkValid(t, run)
+			out, err := run.YAML()
+			if err != nil {
+				t.Fatalf("YAML: %v", err)
+			}
+			back, err := Parse("fuzz.yaml", out, Options{})
+			if err != nil {
+				t.Fatalf("parsing YAML output: %v\n%s", err, out)
+			}
+			want := exported(run)
+			want.Variant = ""
+			if got := exported(back.Runs[0]); len(back.Runs) != 1 || !reflect.DeepEqual(got, want) {
+				t.Fatalf("round trip\n got %+v\nwant %+v\nYAML:\n%s", got, want, out)
+			}
+		}
+	})
+}
+
+// checkValid checks the invariants a Scenario from Parse promises.
+func checkValid(t *testing.T, s *Scenario) {
+	t.Helper()
+	if s.Name == "" || checkName(s.Name) != "" {
+		t.Errorf("invalid name %q", s.Name)
+	}
+	if s.Duration <= 0 || s.Duration > maxDuration {
+		t.Errorf("duration %v", s.Duration)
+	}
+	if s.MTU < 576 || s.MTU > 65535 {
+		t.Errorf("mtu %d", s.MTU)
+	}
+	for _, d := range []Direction{s.Uplink, s.Downlink} {
+		ratio := func(what string, v float64, max float64) {
+			if !(v >= 0 && v <= max) {
+				t.Errorf("%s = %v", what, v)
+			}
+		}
+		const belowOne = 1 - 1e-12
+		ratio("loss p", d.Loss.P, 1)
+		ratio("loss correlation", d.Loss.Correlation, belowOne)
+		for _, v := range []float64{d.Loss.R, d.Loss.OneMinusH, d.Loss.OneMinusK, d.Loss.P13, d.Loss.P31, d.Loss.P32, d.Loss.P23, d.Loss.P14} {
+			ratio("loss parameter", v, 1)
+		}
+		ratio("duplicate", d.Duplicate.P, 1)
+		ratio("corrupt", d.Corrupt.P, 1)
+		ratio("reorder", d.Reorder.P, 1)
+		ratio("delay correlation", d.Delay.Correlation, belowOne)
+		if !slices.Contains([]string{"", "random", "gemodel", "state"}, d.Loss.Model) {
+			t.Errorf("loss model %q", d.Loss.Model)
+		}
+		if !slices.Contains(distributions, d.Delay.Distribution) {
+			t.Errorf("distribution %q", d.Delay.Distribution)
+		}
+		if d.Delay.Time < 0 || d.Delay.Time > maxDelay || d.Delay.Jitter < 0 || d.Delay.Jitter > maxDelay {
+			t.Errorf("delay %+v", d.Delay)
+		}
+		if d.Reorder.P > 0 && d.Delay.Time == 0 {
+			t.Errorf("reorder without delay: %+v", d)
+		}
+		if d.Reorder.Gap < 1 {
+			t.Errorf("reorder gap %d", d.Reorder.Gap)
+		}
+		if d.Rate.Bitrate > maxRate {
+			t.Errorf("rate %d", d.Rate.Bitrate)
+		}
+		if d.Slot.Min < 0 || d.Slot.Max < d.Slot.Min || d.Slot.Max > maxDelay {
+			t.Errorf("slot %+v", d.Slot)
+		}
+		q := d.Queue
+		if !slices.Contains(disciplines, q.Discipline) {
+			t.Errorf("discipline %q", q.Discipline)
+		}
+		if q.LimitPackets < 0 || q.LimitBytes < 0 || q.LimitPackets == 0 && q.LimitBytes == 0 {
+			t.Errorf("queue limits %+v", q)
+		}
+		if q.LimitBytes > 0 && q.LimitBytes < int64(s.MTU) {
+			t.Errorf("queue bytes %d below mtu %d", q.LimitBytes, s.MTU)
+		}
+		if (q.Discipline == "codel" || q.Discipline == "fq_codel" || q.Discipline == "pie") && (q.Target <= 0 || q.Target > time.Hour) {
+			t.Errorf("queue target %+v", q)
+		}
+		if d.InflightLimit < 1 || d.InflightLimit > maxPackets {
+			t.Errorf("inflight limit %d", d.InflightLimit)
+		}
+	}
+}

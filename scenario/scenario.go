@@ -1,0 +1,386 @@
+package scenario
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Options are what the command line adds on top of the file.
+type Options struct {
+	// Sets are "--set KEY=VALUE" arguments: KEY is a dotted key path,
+	// VALUE a YAML fragment. They apply after the file and after a
+	// variant's own set, in order.
+	Sets     []string
+	Seed     *uint64        // --seed, overrides `seed`
+	Duration *time.Duration // --duration, overrides `duration`
+}
+
+// Plan is a parsed scenario file: one Scenario per run.
+type Plan struct {
+	Name string // the scenario name
+	Path string // the file, as named to Load or Parse
+	// Runs holds one Scenario per variant, in file order; when the file has
+	// no variants, exactly one, whose Variant is "".
+	Runs []*Scenario
+}
+
+// Scenario is one validated, fully resolved run of a scenario file: the file
+// with a variant's set and the command-line overrides applied and every
+// default filled in. It is a description; the emulator builds its running
+// stages from it.
+type Scenario struct {
+	Name        string
+	Description string
+	Variant     string // "" when the file has no variants
+	Seed        uint64
+	// SeedSet is false when neither the file nor --seed gave a seed; the
+	// emulator then picks one and sets Seed and SeedSet, so that YAML
+	// writes the seed the run actually used.
+	SeedSet  bool
+	Duration time.Duration // how long the run lasts; default 30s
+	MTU      int           // default 1500; 576..65535
+	Uplink   Direction     // link keys, each replaced by link.uplink's when it has the key
+	Downlink Direction     // link keys, each replaced by link.downlink's when it has the key
+
+	file string     // the source file, for YAML's header comment
+	tree *yaml.Node // the resolved tree (a mapping) behind YAML
+}
+
+// Direction is the impairment of one direction of the link. Stages apply in
+// netem's order: the queue and rate (the bottleneck), then loss, corruption,
+// duplication, delay with reordering, and slots.
+type Direction struct {
+	Delay     Delay
+	Loss      Loss
+	Duplicate Chance
+	Corrupt   Chance
+	Reorder   Reorder
+	Rate      Rate
+	Slot      Slot
+	Queue     Queue
+	// InflightLimit bounds the packets held after the bottleneck (in the
+	// delay line and at the slot gate); past it they are dropped and
+	// counted. Default 16384; 1..1<<20.
+	InflightLimit int
+}
+
+// Delay is netem's delay: every packet waits Time, plus or minus Jitter.
+type Delay struct {
+	Time, Jitter time.Duration
+	// Distribution shapes the jitter: "uniform" (the default), "normal",
+	// "pareto" or "paretonormal".
+	Distribution string
+	Correlation  float64 // of successive jitter values; [0, 1)
+	// AllowReorder lets jitter reorder packets; when false a packet never
+	// leaves before the one sent ahead of it.
+	AllowReorder bool
+}
+
+// Loss is netem's loss. Model "" means no loss.
+type Loss struct {
+	// Model is "" (no loss), "random" (each packet lost with probability
+	// P), "gemodel" (Gilbert-Elliott) or "state" (4-state Markov).
+	Model string
+	// P is the loss probability for random, the good-to-bad transition
+	// probability for gemodel; Correlation applies to random only.
+	P, Correlation float64
+	// R is gemodel's bad-to-good transition probability, OneMinusH the
+	// loss probability in the bad state, OneMinusK in the good state.
+	R, OneMinusH, OneMinusK float64
+	// Transition probabilities of the state model, as in netem: 1 is
+	// "good, no loss", 2 "good, burst loss", 3 "bad, loss", 4 "isolated
+	// loss".
+	P13, P31, P32, P23, P14 float64
+}
+
+// Chance is a probability with a correlation, for duplication and corruption.
+type Chance struct {
+	P, Correlation float64
+}
+
+// Reorder is netem's reorder: a packet is sent at once (ahead of the
+// delayed ones) with probability P, or every Gap-th packet when P is 100%.
+type Reorder struct {
+	P, Correlation float64
+	Gap            int // default 1
+}
+
+// Rate is netem's rate: the bottleneck's speed and how packet sizes count
+// against it.
+type Rate struct {
+	Bitrate        uint64 // bits/s; 0 = unlimited
+	PacketOverhead int    // bytes added to each packet; may be negative, -1500..1500
+	CellSize       int    // bytes; when not 0, packets are rounded up to whole cells
+	CellOverhead   int    // bytes added to each cell
+}
+
+// Slot is netem's slot: packets leave in bursts, one burst every Min to Max
+// (random in between), of at most Packets packets and Bytes bytes (0: no
+// limit). Zero Min and Max mean no slots.
+type Slot struct {
+	Min, Max time.Duration
+	Packets  int
+	Bytes    int64
+}
+
+// Queue is the bottleneck queue in front of the rate. Fields of other
+// disciplines are zero.
+type Queue struct {
+	Discipline   string // "droptail" (default), "headdrop", "codel", "fq_codel" or "pie"
+	LimitPackets int    // 0 = no packet limit (LimitBytes is then > 0)
+	LimitBytes   int64  // 0 = no byte limit
+	ECN          bool   // mark ECN-capable packets instead of dropping them (codel, fq_codel, pie)
+	// Target and Interval are codel's and fq_codel's (defaults 5ms and
+	// 100ms); pie uses Target only (default 15ms).
+	Target, Interval time.Duration
+	Flows, Quantum   int           // fq_codel: default 1024 flows, and MTU+14 bytes
+	TUpdate          time.Duration // pie: default 15ms
+	Alpha, Beta      float64       // pie: defaults 0.125 and 1.25
+	MaxBurst         time.Duration // pie: default 150ms
+}
+
+// Load reads the file at path and calls Parse. An error reading the file is
+// returned as it is.
+func Load(path string, o Options) (*Plan, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data, o)
+}
+
+// Parse decodes data (named path in messages), applies overrides, validates
+// the base scenario and every variant, and returns one Scenario per run.
+// Overrides apply in this order: the file, the variant's set, o.Sets, then
+// o.Seed and o.Duration. All errors of the file are returned at once, as an
+// Errors value; an error of the base scenario is reported once, not again
+// for every variant.
+func Parse(path string, data []byte, o Options) (*Plan, error) {
+	root, line, msg := parseYAML(data)
+	if msg != "" {
+		return nil, Errors{{File: path, Line: line, Msg: msg}}
+	}
+	if isNull(root) {
+		// An empty file is a scenario of defaults: a link that does nothing.
+		root = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, Errors{{File: path, Line: root.Line,
+			Msg: "expected a mapping of scenario keys (name, duration, link, ...), got " + describe(root)}}
+	}
+
+	fileDec := newDecoder(path, nil)
+	var variants []variant
+	if n := lookup(root, "variants"); n != nil && !isNull(n) {
+		variants = fileDec.variants(n)
+	}
+	sets, errs := parseSets(o.Sets)
+	errs = append(fileDec.errs, errs...)
+
+	base, baseErrs := resolve(path, root, nil, sets, o)
+	errs = append(errs, baseErrs...)
+	plan := &Plan{Name: base.Name, Path: path}
+	if len(variants) == 0 {
+		plan.Runs = []*Scenario{base}
+	}
+	inBase := map[string]bool{}
+	for _, e := range baseErrs {
+		inBase[e.Error()] = true
+	}
+	for _, v := range variants {
+		s, verrs := resolve(path, root, &v, sets, o)
+		for _, e := range verrs {
+			if inBase[e.Error()] {
+				continue
+			}
+			// Wrong only with this variant, though not set by it (reorder
+			// in the file, delay 0 in the variant): say so.
+			switch {
+			case e.Origin == "":
+				e.Origin = variantPrefix + v.name
+			case e.commandLine():
+				e.Msg += " (with variant " + v.name + ")"
+			}
+			errs = append(errs, e)
+		}
+		plan.Runs = append(plan.Runs, s)
+	}
+	if len(errs) > 0 {
+		errs.sort()
+		return nil, errs
+	}
+	return plan, nil
+}
+
+// parseSets parses "--set KEY=VALUE" arguments.
+func parseSets(args []string) ([]override, Errors) {
+	var sets []override
+	var errs Errors
+	for _, a := range args {
+		key, val, ok := strings.Cut(a, "=")
+		key = strings.TrimSpace(key)
+		if !ok || key == "" {
+			errs = append(errs, &Error{Origin: originSet, Msg: fmt.Sprintf("%s is not KEY=VALUE", quote(a))})
+			continue
+		}
+		if msg := checkOverrideKey(key); msg != "" {
+			errs = append(errs, &Error{Origin: originSet, Path: key, Msg: msg})
+			continue
+		}
+		n, _, msg := parseYAML([]byte(val))
+		if msg != "" {
+			errs = append(errs, &Error{Origin: originSet, Path: key, Msg: msg})
+			continue
+		}
+		sets = append(sets, override{key: key, value: n})
+	}
+	return sets, errs
+}
+
+// resolve builds and decodes the tree of one run: a copy of the file tree
+// with v's set (v may be nil), the --set overrides and the flags applied,
+// in that order. Every node an override brings is recorded with its origin,
+// so its errors name the variant or the command line.
+func resolve(file string, root *yaml.Node, v *variant, sets []override, o Options) (*Scenario, Errors) {
+	origins := map[*yaml.Node]string{}
+	d := newDecoder(file, origins)
+	tree := clone(root, nil)
+	if v != nil {
+		origin := variantPrefix + v.name
+		for _, ov := range v.sets {
+			mark := func(n *yaml.Node) {
+				origins[n] = origin
+				if n.Line == 0 {
+					// Keys the override creates are on the line of its key.
+					n.Line, n.Column = ov.at.Line, ov.at.Column
+				}
+			}
+			if err := setPath(tree, ov.key, clone(ov.value, mark), mark); err != nil {
+				origins[ov.at] = origin
+				d.errorf(ov.at, ov.key, "%v", err)
+			}
+		}
+	}
+	fromCommandLine := func(origin string) func(*yaml.Node) {
+		return func(n *yaml.Node) { origins[n] = origin }
+	}
+	for _, ov := range sets {
+		mark := fromCommandLine(originSet)
+		if err := setPath(tree, ov.key, clone(ov.value, mark), mark); err != nil {
+			d.add(&Error{Origin: originSet, Path: ov.key, Msg: err.Error()})
+		}
+	}
+	// Neither can fail: the tree is a mapping and the key a plain one.
+	if o.Seed != nil {
+		mark := fromCommandLine(originSeed)
+		n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatUint(*o.Seed, 10)}
+		mark(n)
+		_ = setPath(tree, "seed", n, mark)
+	}
+	if o.Duration != nil {
+		mark := fromCommandLine(originDuration)
+		n := stringNode(o.Duration.String())
+		mark(n)
+		_ = setPath(tree, "duration", n, mark)
+	}
+
+	s := d.scenario(tree, defaultName(file))
+	removeKey(tree, "variants")
+	s.file = file
+	if v != nil {
+		s.Variant = v.name
+	}
+	return s, d.errs
+}
+
+// defaultName is the scenario name taken from the file name: its base name
+// without extension.
+func defaultName(file string) string {
+	if file == "" {
+		return ""
+	}
+	base := filepath.Base(file)
+	return strings.TrimSuffix(base, filepath.Ext(base))
+}
+
+// YAML returns the resolved scenario as a runnable YAML file of its own:
+// every override applied, `variants` removed, `name` written out, `seed`
+// set to s.Seed (so a run writes the seed it actually used; left out while
+// SeedSet is false), comments and null values dropped, and a leading
+// comment naming the source file and variant. Parsing the result gives a
+// Scenario equal to s except for Variant, which is "".
+func (s *Scenario) YAML() ([]byte, error) {
+	if s.tree == nil {
+		return nil, errors.New("scenario: YAML needs a Scenario returned by Parse or Load")
+	}
+	// The file's comments are dropped: after overrides they may describe
+	// values that are no longer there.
+	root := clone(s.tree, func(n *yaml.Node) { n.HeadComment, n.LineComment, n.FootComment = "", "", "" })
+	dropNulls(root)
+	// The name is written out as the file name of the copy will differ.
+	if i := keyIndex(root, "name"); i >= 0 {
+		root.Content[i+1] = stringNode(s.Name)
+	} else {
+		root.Content = append([]*yaml.Node{stringNode("name"), stringNode(s.Name)}, root.Content...)
+	}
+	seed := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatUint(s.Seed, 10)}
+	switch i := keyIndex(root, "seed"); {
+	case !s.SeedSet:
+		removeKey(root, "seed")
+	case i >= 0:
+		root.Content[i+1] = seed
+	default:
+		at := max(keyIndex(root, "name"), keyIndex(root, "description")) + 2
+		root.Content = append(root.Content[:at], append([]*yaml.Node{stringNode("seed"), seed}, root.Content[at:]...)...)
+	}
+
+	from := s.file
+	if strings.ContainsAny(from, "\r\n") {
+		from = strconv.Quote(from)
+	}
+	head := "netjam scenario resolved from " + from
+	if s.Variant != "" {
+		head += ", variant " + s.Variant
+	}
+	head += ":\nevery override is applied"
+	if s.SeedSet {
+		head += " and seed is the one the run used"
+	}
+	doc := &yaml.Node{Kind: yaml.DocumentNode, HeadComment: head + ".", Content: []*yaml.Node{root}}
+
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(doc); err != nil {
+		return nil, fmt.Errorf("scenario: encoding %s: %w", s.Name, err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("scenario: encoding %s: %w", s.Name, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// dropNulls removes the keys with a null value from every mapping in n:
+// they mean the same as no key, and read as if they meant something else.
+func dropNulls(n *yaml.Node) {
+	if n.Kind == yaml.MappingNode {
+		out := n.Content[:0]
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if !isNull(n.Content[i+1]) {
+				out = append(out, n.Content[i], n.Content[i+1])
+			}
+		}
+		n.Content = out
+	}
+	for _, c := range n.Content {
+		dropNulls(c)
+	}
+}

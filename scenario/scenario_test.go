@@ -1,0 +1,920 @@
+package scenario
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// parse parses src as the file x.yaml with the given --set arguments.
+func parse(src string, sets ...string) (*Plan, error) {
+	return Parse("x.yaml", []byte(src), Options{Sets: sets})
+}
+
+// mustParse parses src and returns its only run.
+func mustParse(t *testing.T, src string, sets ...string) *Scenario {
+	t.Helper()
+	p, err := parse(src, sets...)
+	if err != nil {
+		t.Fatalf("Parse:\n%v\nsource:\n%s", err, src)
+	}
+	if len(p.Runs) != 1 {
+		t.Fatalf("Parse: %d runs, want 1", len(p.Runs))
+	}
+	return p.Runs[0]
+}
+
+// exported returns s without its unexported fields, for comparisons.
+func exported(s *Scenario) Scenario {
+	c := *s
+	c.file, c.tree = "", nil
+	return c
+}
+
+// defaultDirection is a direction with every default and no impairment.
+func defaultDirection() Direction {
+	return Direction{
+		Delay:         Delay{Distribution: "uniform"},
+		Reorder:       Reorder{Gap: 1},
+		Queue:         Queue{Discipline: "droptail", LimitPackets: 1000},
+		InflightLimit: 16384,
+	}
+}
+
+// with returns the default direction changed by f.
+func with(f func(d *Direction)) Direction {
+	d := defaultDirection()
+	f(&d)
+	return d
+}
+
+func TestDefaults(t *testing.T) {
+	want := Scenario{
+		Name:     "x",
+		Duration: 30 * time.Second,
+		MTU:      1500,
+		Uplink:   defaultDirection(),
+		Downlink: defaultDirection(),
+	}
+	for _, src := range []string{
+		"",
+		"# only a comment\n",
+		"---\n",
+		"{}",
+		"name: ~\nlink: {}\nflows: []\nvariants: []\n",
+		"link:\n  uplink:\n  downlink: ~\nflows:\nvariants:\n",
+	} {
+		got := mustParse(t, src)
+		if !reflect.DeepEqual(exported(got), want) {
+			t.Errorf("Parse(%q) =\n%+v\nwant\n%+v", src, exported(got), want)
+		}
+	}
+}
+
+func TestTopLevel(t *testing.T) {
+	got := mustParse(t, `
+name: tcp-vs-udp.loss_2
+description: free text
+seed: 18446744073709551615
+duration: 1m30s
+mtu: 9000
+`)
+	want := Scenario{
+		Name:        "tcp-vs-udp.loss_2",
+		Description: "free text",
+		Seed:        18446744073709551615,
+		SeedSet:     true,
+		Duration:    90 * time.Second,
+		MTU:         9000,
+		Uplink:      defaultDirection(),
+		Downlink:    defaultDirection(),
+	}
+	if !reflect.DeepEqual(exported(got), want) {
+		t.Errorf("got\n%+v\nwant\n%+v", exported(got), want)
+	}
+
+	// The name comes from the file name when the file has none.
+	p, err := Parse("configs/wifi-2.4.yaml", nil, Options{})
+	if err != nil || p.Name != "wifi-2.4" || p.Runs[0].Name != "wifi-2.4" || p.Path != "configs/wifi-2.4.yaml" {
+		t.Errorf("Parse(configs/wifi-2.4.yaml) = %+v, %v; want name wifi-2.4", p, err)
+	}
+}
+
+// TestDirectionForms checks every form of every direction key, and the
+// defaults filled in, on the uplink of `link: {uplink: ...}`.
+func TestDirectionForms(t *testing.T) {
+	tests := []struct {
+		uplink string
+		want   Direction
+	}{
+		{`delay: 50ms`, with(func(d *Direction) { d.Delay.Time = 50 * time.Millisecond })},
+		{`delay: 0`, defaultDirection()},
+		{`delay: {time: 50ms, jitter: 5ms, distribution: normal, correlation: 25%, allow_reorder: true}`,
+			with(func(d *Direction) {
+				d.Delay = Delay{Time: 50 * time.Millisecond, Jitter: 5 * time.Millisecond, Distribution: "normal", Correlation: 0.25, AllowReorder: true}
+			})},
+		{`delay: {jitter: 1ms, distribution: paretonormal}`, with(func(d *Direction) {
+			d.Delay = Delay{Jitter: time.Millisecond, Distribution: "paretonormal"}
+		})},
+		{`loss: 5%`, with(func(d *Direction) { d.Loss = Loss{Model: "random", P: 0.05} })},
+		{`loss: 0.05`, with(func(d *Direction) { d.Loss = Loss{Model: "random", P: 0.05} })},
+		{`loss: {p: 1%, correlation: 0.5}`, with(func(d *Direction) { d.Loss = Loss{Model: "random", P: 0.01, Correlation: 0.5} })},
+		{`loss: {model: random, p: 1%}`, with(func(d *Direction) { d.Loss = Loss{Model: "random", P: 0.01} })},
+		// netem's gemodel defaults: r = 1-p, 1-h = 100%, 1-k = 0%.
+		{`loss: {model: gemodel, p: 10%}`, with(func(d *Direction) {
+			d.Loss = Loss{Model: "gemodel", P: 0.1, R: 0.9, OneMinusH: 1}
+		})},
+		{`loss: {model: gemodel, p: 1%, r: 30%, 1-h: 50%, 1-k: 0.1%}`, with(func(d *Direction) {
+			d.Loss = Loss{Model: "gemodel", P: 0.01, R: 0.3, OneMinusH: 0.5, OneMinusK: 0.001}
+		})},
+		// netem's state defaults: p31 = 1-p13, p32 = 0, p23 = 1, p14 = 0.
+		{`loss: {model: state, p13: 10%}`, with(func(d *Direction) {
+			d.Loss = Loss{Model: "state", P13: 0.1, P31: 0.9, P23: 1}
+		})},
+		{`loss: {model: state, p13: 70%, p31: 80%, p32: 20%, p23: 90%, p14: 30%}`, with(func(d *Direction) {
+			d.Loss = Loss{Model: "state", P13: 0.7, P31: 0.8, P32: 0.2, P23: 0.9, P14: 0.3}
+		})},
+		{`duplicate: 1%`, with(func(d *Direction) { d.Duplicate = Chance{P: 0.01} })},
+		{`duplicate: {p: 1%, correlation: 10%}`, with(func(d *Direction) { d.Duplicate = Chance{P: 0.01, Correlation: 0.1} })},
+		{`corrupt: 0.1%`, with(func(d *Direction) { d.Corrupt = Chance{P: 0.001} })},
+		{`corrupt: {p: 0.1%, correlation: 0}`, with(func(d *Direction) { d.Corrupt = Chance{P: 0.001} })},
+		{`{delay: 10ms, reorder: 25%}`, with(func(d *Direction) {
+			d.Delay.Time = 10 * time.Millisecond
+			d.Reorder = Reorder{P: 0.25, Gap: 1}
+		})},
+		{`{delay: 10ms, reorder: {p: 100%, correlation: 50%, gap: 5}}`, with(func(d *Direction) {
+			d.Delay.Time = 10 * time.Millisecond
+			d.Reorder = Reorder{P: 1, Correlation: 0.5, Gap: 5}
+		})},
+		{`reorder: 0%`, defaultDirection()}, // no reordering needs no delay
+		{`rate: 10Mbps`, with(func(d *Direction) { d.Rate.Bitrate = 10_000_000 })},
+		{`rate: unlimited`, defaultDirection()},
+		{`rate: {bitrate: 1Mbps, packet_overhead: -20, cell_size: 48, cell_overhead: 5}`, with(func(d *Direction) {
+			d.Rate = Rate{Bitrate: 1_000_000, PacketOverhead: -20, CellSize: 48, CellOverhead: 5}
+		})},
+		{`slot: 4ms`, with(func(d *Direction) { d.Slot = Slot{Min: 4 * time.Millisecond, Max: 4 * time.Millisecond} })},
+		{`slot: 0`, defaultDirection()},
+		{`slot: {min: 2ms}`, with(func(d *Direction) { d.Slot = Slot{Min: 2 * time.Millisecond, Max: 2 * time.Millisecond} })},
+		{`slot: {max: 2ms}`, with(func(d *Direction) { d.Slot = Slot{Max: 2 * time.Millisecond} })},
+		{`slot: {min: 2ms, max: 6ms, packets: 32, bytes: 64KiB}`, with(func(d *Direction) {
+			d.Slot = Slot{Min: 2 * time.Millisecond, Max: 6 * time.Millisecond, Packets: 32, Bytes: 65536}
+		})},
+		{`slot: {min: 2ms, bytes: 3000}`, with(func(d *Direction) {
+			d.Slot = Slot{Min: 2 * time.Millisecond, Max: 2 * time.Millisecond, Bytes: 3000}
+		})},
+		{`queue: 50`, with(func(d *Direction) { d.Queue.LimitPackets = 50 })},
+		{`queue: 1.5MB`, with(func(d *Direction) { d.Queue = Queue{Discipline: "droptail", LimitBytes: 1_500_000} })},
+		{`queue: {bytes: 64KiB}`, with(func(d *Direction) { d.Queue = Queue{Discipline: "droptail", LimitBytes: 65536} })},
+		{`queue: {bytes: 1500}`, with(func(d *Direction) { d.Queue = Queue{Discipline: "droptail", LimitBytes: 1500} })},
+		{`queue: {limit: 100, bytes: 1MB, discipline: headdrop}`, with(func(d *Direction) {
+			d.Queue = Queue{Discipline: "headdrop", LimitPackets: 100, LimitBytes: 1_000_000}
+		})},
+		{`queue: {discipline: codel}`, with(func(d *Direction) {
+			d.Queue = Queue{Discipline: "codel", LimitPackets: 1000, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond}
+		})},
+		{`queue: {discipline: codel, ecn: true, target: 10ms, interval: 200ms}`, with(func(d *Direction) {
+			d.Queue = Queue{Discipline: "codel", LimitPackets: 1000, ECN: true, Target: 10 * time.Millisecond, Interval: 200 * time.Millisecond}
+		})},
+		{`queue: {discipline: fq_codel}`, with(func(d *Direction) {
+			d.Queue = Queue{Discipline: "fq_codel", LimitPackets: 1000, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond,
+				Flows: 1024, Quantum: 1514}
+		})},
+		{`queue: {discipline: fq_codel, limit: 10240, flows: 16, quantum: 300}`, with(func(d *Direction) {
+			d.Queue = Queue{Discipline: "fq_codel", LimitPackets: 10240, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond,
+				Flows: 16, Quantum: 300}
+		})},
+		{`queue: {discipline: pie}`, with(func(d *Direction) {
+			d.Queue = Queue{Discipline: "pie", LimitPackets: 1000, Target: 15 * time.Millisecond, TUpdate: 15 * time.Millisecond,
+				Alpha: 0.125, Beta: 1.25, MaxBurst: 150 * time.Millisecond}
+		})},
+		{`queue: {discipline: pie, ecn: true, target: 20ms, tupdate: 30ms, alpha: 2, beta: 20, max_burst: 0}`, with(func(d *Direction) {
+			d.Queue = Queue{Discipline: "pie", LimitPackets: 1000, ECN: true, Target: 20 * time.Millisecond, TUpdate: 30 * time.Millisecond,
+				Alpha: 2, Beta: 20}
+		})},
+		{`inflight_limit: 1`, with(func(d *Direction) { d.InflightLimit = 1 })},
+		{`{loss: ~, rate: null}`, defaultDirection()},
+	}
+	for _, tt := range tests {
+		s := mustParse(t, "link:\n  uplink:\n    "+tt.uplink+"\n")
+		if !reflect.DeepEqual(s.Uplink, tt.want) {
+			t.Errorf("uplink: %s\n got %+v\nwant %+v", tt.uplink, s.Uplink, tt.want)
+		}
+		if !reflect.DeepEqual(s.Downlink, defaultDirection()) {
+			t.Errorf("uplink: %s\nchanged the downlink: %+v", tt.uplink, s.Downlink)
+		}
+	}
+
+	// fq_codel's quantum follows the MTU.
+	s := mustParse(t, "mtu: 9000\nlink: {queue: {discipline: fq_codel}}\n")
+	if s.Uplink.Queue.Quantum != 9014 || s.Downlink.Queue.Quantum != 9014 {
+		t.Errorf("quantum with mtu 9000 = %d, %d; want 9014", s.Uplink.Queue.Quantum, s.Downlink.Queue.Quantum)
+	}
+}
+
+func TestMerge(t *testing.T) {
+	s := mustParse(t, `
+link:
+  delay: {time: 50ms, jitter: 5ms}
+  loss: 5%
+  rate: 100Mbps
+  uplink:
+    delay: 10ms    # replaces the shared delay as a whole: no jitter
+    rate: 10Mbps
+    queue: 100
+  downlink: {loss: ~}   # null is absent: the shared loss applies
+`)
+	up := with(func(d *Direction) {
+		d.Delay.Time = 10 * time.Millisecond
+		d.Loss = Loss{Model: "random", P: 0.05}
+		d.Rate.Bitrate = 10_000_000
+		d.Queue.LimitPackets = 100
+	})
+	down := with(func(d *Direction) {
+		d.Delay.Time, d.Delay.Jitter = 50*time.Millisecond, 5*time.Millisecond
+		d.Loss = Loss{Model: "random", P: 0.05}
+		d.Rate.Bitrate = 100_000_000
+	})
+	if !reflect.DeepEqual(s.Uplink, up) {
+		t.Errorf("uplink\n got %+v\nwant %+v", s.Uplink, up)
+	}
+	if !reflect.DeepEqual(s.Downlink, down) {
+		t.Errorf("downlink\n got %+v\nwant %+v", s.Downlink, down)
+	}
+}
+
+// TestErrors checks the exact message of every kind of error. Each file is
+// parsed as x.yaml.
+func TestErrors(t *testing.T) {
+	tests := []struct {
+		name, src string
+		sets      []string
+		want      string
+	}{
+		// Syntax and shape of the file.
+		{name: "syntax", src: "link:\n  delay: 5ms\n uplink: {}\n",
+			want: "x.yaml:2: yaml: did not find expected key"}, // the parser's line: where the mapping starts
+		{name: "syntax tab", src: "link:\n\tdelay: 5ms\n",
+			want: "x.yaml:2: yaml: found character that cannot start any token"},
+		{name: "two documents", src: "name: a\n---\nname: b\n",
+			want: "x.yaml:2: yaml: found a second document; a scenario is one YAML document"},
+		{name: "not a mapping", src: "- a\n- b\n",
+			want: "x.yaml:1: expected a mapping of scenario keys (name, duration, link, ...), got a list"},
+		{name: "scalar file", src: "hello\n",
+			want: `x.yaml:1: expected a mapping of scenario keys (name, duration, link, ...), got the string "hello"`},
+		{name: "unknown anchor", src: "link: *nope\n",
+			want: "x.yaml: yaml: unknown anchor 'nope' referenced"},
+		{name: "alias cycle", src: "link: &l\n  uplink: *l\n",
+			want: "x.yaml:2: yaml: alias *l refers to a node that contains it"},
+		{name: "billion laughs", src: "a: &a [1,1,1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\n",
+			want: "x.yaml:1: yaml: more than 65536 nodes once aliases are expanded"},
+
+		// Keys.
+		{name: "unknown key suggestion", src: "link:\n  uplink:\n    rat: 10Mbps\n",
+			want: `x.yaml:3: link.uplink.rat: unknown key; did you mean "rate"?`},
+		{name: "unknown key case", src: "Link: {}\n",
+			want: `x.yaml:1: Link: unknown key; did you mean "link"?`},
+		{name: "unknown key list", src: "link:\n  uplink:\n    bandwidth: 10Mbps\n",
+			want: "x.yaml:3: link.uplink.bandwidth: unknown key (expected one of: corrupt, delay, duplicate, inflight_limit, loss, queue, rate, reorder, slot)"},
+		{name: "unknown key short", src: "link: {loss: {x: 1}}\n",
+			want: "x.yaml:1: link.loss.x: unknown key (expected one of: 1-h, 1-k, correlation, model, p, p13, p14, p23, p31, p32, r)\n" +
+				"x.yaml:1: link.loss: missing key p (the loss probability)"},
+		{name: "uplink in uplink", src: "link: {uplink: {downlink: {}}}\n",
+			want: "x.yaml:1: link.uplink.downlink: unknown key (expected one of: corrupt, delay, duplicate, inflight_limit, loss, queue, rate, reorder, slot)"},
+		{name: "duplicate key", src: "link:\n  delay: 5ms\n  loss: 1%\n  delay: 6ms\n",
+			want: "x.yaml:4: link.delay: duplicate key (first at line 2)"},
+		{name: "duplicate top-level key", src: "variants: []\nvariants: []\n",
+			want: "x.yaml:2: variants: duplicate key (first at line 1)"},
+		{name: "merge key", src: "base: &b {delay: 5ms}\nlink:\n  <<: *b\n",
+			want: "x.yaml:1: base: unknown key; did you mean \"name\"?\nx.yaml:3: link: merge keys (<<) are not supported; write the keys out"},
+		{name: "complex key", src: "link: {[a]: 1}\n",
+			want: "x.yaml:1: link: expected a plain key, got a list"},
+
+		// Wrong kinds.
+		{name: "duration mapping", src: "duration: {s: 1}\n",
+			want: "x.yaml:1: duration: expected a duration like 50ms, got a mapping"},
+		{name: "link scalar", src: "link: 5ms\n",
+			want: `x.yaml:1: link: expected a mapping of link keys, got the string "5ms"`},
+		{name: "uplink list", src: "link: {uplink: [1]}\n",
+			want: "x.yaml:1: link.uplink: expected a mapping of direction keys, got a list"},
+		{name: "delay list", src: "link: {delay: [5ms]}\n",
+			want: "x.yaml:1: link.delay: expected a duration like 50ms or a mapping of time, jitter, distribution, correlation, allow_reorder, got a list"},
+		{name: "queue list", src: "link: {queue: []}\n",
+			want: "x.yaml:1: link.queue: expected a packet count like 1000, a size like 1.5MB or a mapping of limit, bytes, discipline, ecn, target, interval, flows, quantum, tupdate, alpha, beta, max_burst, got a list"},
+		{name: "mtu string", src: "mtu: \"1500\"\n",
+			want: `x.yaml:1: mtu: expected an integer, got the string "1500"`},
+		{name: "mtu float", src: "mtu: 1500.5\n",
+			want: `x.yaml:1: mtu: expected an integer, got 1500.5`},
+		{name: "seed string", src: "seed: abc\n",
+			want: `x.yaml:1: seed: expected an integer, got the string "abc"`},
+		{name: "bool", src: "link: {delay: {allow_reorder: yes}}\n",
+			want: `x.yaml:1: link.delay.allow_reorder: expected true or false, got the string "yes"`},
+		{name: "name list", src: "name: [a]\n",
+			want: "x.yaml:1: name: expected text, got a list"},
+		{name: "alpha string", src: "link: {queue: {discipline: pie, alpha: high}}\n",
+			want: `x.yaml:1: link.queue.alpha: expected a number, got the string "high"`},
+
+		// Units.
+		{name: "rate unit", src: "link:\n  uplink:\n    rate: 10Mbs\n",
+			want: `x.yaml:3: link.uplink.rate: "10Mbs" is not a rate (examples: 10Mbps, 1.5Gbps, 500kbps)`},
+		{name: "rate ambiguous", src: "link: {rate: 100mbps}\n",
+			want: `x.yaml:1: link.rate: "100mbps" is ambiguous (tc reads mbps as bytes per second): write 100Mbps for bits per second`},
+		{name: "rate bytes", src: "link: {rate: 10MBps}\n",
+			want: `x.yaml:1: link.rate: "10MBps" is in bytes per second, but rates are in bits per second: write 80Mbps`},
+		{name: "rate zero", src: "link: {rate: 0Mbps}\n",
+			want: `x.yaml:1: link.rate: 0Mbps is out of range (expected more than 0; write unlimited for no rate limit)`},
+		{name: "rate mapping bitrate", src: "link: {rate: {bitrate: fast}}\n",
+			want: `x.yaml:1: link.rate.bitrate: "fast" is not a rate (examples: 10Mbps, 1.5Gbps, 500kbps)`},
+		{name: "duration unit", src: "duration: 30\n",
+			want: `x.yaml:1: duration: "30" is not a duration (missing unit; examples: 50ms, 250us, 1.5s)`},
+		{name: "duration zero", src: "duration: 0s\n",
+			want: `x.yaml:1: duration: 0s is out of range (expected more than 0s, up to 24h)`},
+		{name: "duration long", src: "duration: 25h\n",
+			want: `x.yaml:1: duration: 25h is out of range (expected more than 0s, up to 24h)`},
+		{name: "delay negative", src: "link: {delay: -5ms}\n",
+			want: `x.yaml:1: link.delay: -5ms is out of range (expected 0s to 1h)`},
+		{name: "delay bool", src: "link: {delay: true}\n",
+			want: `x.yaml:1: link.delay: "true" is not a duration (examples: 50ms, 250us, 1.5s)`},
+		{name: "ratio", src: "link: {loss: 5 percent}\n",
+			want: `x.yaml:1: link.loss: "5 percent" is not a ratio (examples: 5%, 0.05)`},
+		{name: "ratio range", src: "link: {loss: 150%}\n",
+			want: `x.yaml:1: link.loss: 150% is out of range (expected 0% to 100%)`},
+		{name: "ratio above one", src: "link: {duplicate: 2}\n",
+			want: `x.yaml:1: link.duplicate: 2 is out of range (expected 0% to 100%)`},
+		{name: "correlation range", src: "link: {loss: {p: 1%, correlation: 100%}}\n",
+			want: `x.yaml:1: link.loss.correlation: 100% is out of range (expected 0% up to but not including 100%)`},
+		{name: "size unit", src: "link: {queue: 10K}\n",
+			want: `x.yaml:1: link.queue: "10K" is ambiguous: write 10KB (powers of 1000) or 10KiB (powers of 1024)`},
+		{name: "size bits", src: "link: {queue: {bytes: 10Mb}}\n",
+			want: `x.yaml:1: link.queue.bytes: "10Mb" is ambiguous (bits or bytes?): sizes are in bytes, write 10MB or 10MiB`},
+		{name: "queue quoted number", src: "link: {queue: \"1000\"}\n",
+			want: `x.yaml:1: link.queue: "1000" is ambiguous: write 1000 for packets or 1000B for bytes`},
+		{name: "queue size range", src: "link: {queue: 2GiB}\n",
+			want: `x.yaml:1: link.queue: 2GiB is out of range (expected 1B to 1073741824B)`},
+
+		// Ranges of integers and numbers.
+		{name: "mtu range", src: "mtu: 100\n",
+			want: "x.yaml:1: mtu: 100 is out of range (expected 576 to 65535)"},
+		{name: "seed negative", src: "seed: -1\n",
+			want: "x.yaml:1: seed: -1 is out of range (expected 0 to 18446744073709551615)"},
+		{name: "int overflow", src: "mtu: 99999999999999999999\n",
+			want: "x.yaml:1: mtu: expected an integer, got 99999999999999999999"},
+		{name: "queue zero", src: "link: {queue: 0}\n",
+			want: "x.yaml:1: link.queue: 0 is out of range (expected 1 to 1048576)"},
+		{name: "inflight", src: "link: {inflight_limit: 0}\n",
+			want: "x.yaml:1: link.inflight_limit: 0 is out of range (expected 1 to 1048576)"},
+		{name: "gap", src: "link: {delay: 1ms, reorder: {p: 1%, gap: 0}}\n",
+			want: "x.yaml:1: link.reorder.gap: 0 is out of range (expected 1 to 1048576)"},
+		{name: "overhead", src: "link: {rate: {bitrate: 1Mbps, packet_overhead: -2000}}\n",
+			want: "x.yaml:1: link.rate.packet_overhead: -2000 is out of range (expected -1500 to 1500)"},
+		{name: "cell size", src: "link: {rate: {bitrate: 1Mbps, cell_size: -1}}\n",
+			want: "x.yaml:1: link.rate.cell_size: -1 is out of range (expected 0 to 65535)"},
+		{name: "beta", src: "link: {queue: {discipline: pie, beta: 33}}\n",
+			want: "x.yaml:1: link.queue.beta: 33 is out of range (expected 0 to 32)"},
+		{name: "flows", src: "link: {queue: {discipline: fq_codel, flows: 0}}\n",
+			want: "x.yaml:1: link.queue.flows: 0 is out of range (expected 1 to 65536)"},
+		{name: "target zero", src: "link: {queue: {discipline: codel, target: 0}}\n",
+			want: "x.yaml:1: link.queue.target: 0 is out of range (expected more than 0s, up to 1h)"},
+
+		// Words.
+		{name: "distribution suggestion", src: "link: {delay: {jitter: 1ms, distribution: Normal}}\n",
+			want: `x.yaml:1: link.delay.distribution: "Normal" is not a distribution; did you mean "normal"?`},
+		{name: "distribution list", src: "link: {delay: {jitter: 1ms, distribution: gauss}}\n",
+			want: `x.yaml:1: link.delay.distribution: "gauss" is not a distribution (expected one of: uniform, normal, pareto, paretonormal)`},
+		{name: "discipline", src: "link: {queue: {discipline: fq-codel}}\n",
+			want: `x.yaml:1: link.queue.discipline: "fq-codel" is not a queue discipline; did you mean "fq_codel"?`},
+		{name: "model", src: "link: {loss: {model: bernoulli}}\n",
+			want: `x.yaml:1: link.loss.model: "bernoulli" is not a loss model (expected one of: random, gemodel, state)`},
+		{name: "name", src: "name: tcp vs udp\n",
+			want: `x.yaml:1: name: "tcp vs udp" is not a valid name (use letters, digits, '.', '_' and '-')`},
+		{name: "name dots", src: "name: ..\n",
+			want: `x.yaml:1: name: ".." is not a valid name (use letters, digits, '.', '_' and '-')`},
+		{name: "name long", src: "name: " + strings.Repeat("a", 65) + "\n",
+			want: `x.yaml:1: name: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa..." is not a valid name (at most 64 characters)`},
+
+		// Relations between keys.
+		{name: "reorder without delay", src: "link:\n  uplink:\n    reorder: 1%\n",
+			want: "x.yaml:3: link.uplink.reorder: reorder needs a delay in this direction to reorder against"},
+		{name: "shared reorder without delay", src: "link:\n  reorder: 1%\n  uplink: {delay: 5ms}\n",
+			want: "x.yaml:2: link.reorder: reorder needs a delay in this direction to reorder against (the downlink has none)"},
+		{name: "reorder with jitter only", src: "link: {delay: {jitter: 5ms}, reorder: 1%, uplink: {}, downlink: {delay: 1ms}}\n",
+			want: "x.yaml:1: link.reorder: reorder needs a delay in this direction to reorder against (the uplink has none)"},
+		{name: "distribution without jitter", src: "link: {delay: {time: 5ms, distribution: pareto}}\n",
+			want: "x.yaml:1: link.delay.distribution: distribution pareto needs a jitter to shape"},
+		{name: "gemodel key on random", src: "link: {loss: {p: 1%, r: 5%}}\n",
+			want: "x.yaml:1: link.loss.r: applies to model gemodel only (the model is random)"},
+		{name: "p on state", src: "link: {loss: {model: state, p: 1%, p13: 1%}}\n",
+			want: "x.yaml:1: link.loss.p: applies to models random and gemodel only (the model is state)"},
+		{name: "missing p", src: "link: {loss: {model: gemodel, r: 5%}}\n",
+			want: "x.yaml:1: link.loss: missing key p (the probability of going from the good to the bad state)"},
+		{name: "missing p13", src: "link: {loss: {model: state}}\n",
+			want: "x.yaml:1: link.loss: missing key p13 (the probability of going from no loss to a burst)"},
+		{name: "state sums", src: "link: {loss: {model: state, p13: 80%, p14: 30%, p32: 90%}}\n",
+			want: "x.yaml:1: link.loss: p13 + p14 is more than 100% (80% + 30%)\nx.yaml:1: link.loss: p31 + p32 is more than 100% (20% + 90%)"},
+		{name: "state sums with p31", src: "link: {loss: {model: state, p13: 10%, p31: 70%, p32: 40%}}\n",
+			want: "x.yaml:1: link.loss: p31 + p32 is more than 100% (70% + 40%)"},
+		{name: "missing chance p", src: "link: {duplicate: {correlation: 5%}}\n",
+			want: "x.yaml:1: link.duplicate: missing key p (the probability)"},
+		{name: "missing bitrate", src: "link: {rate: {packet_overhead: 5}}\n",
+			want: "x.yaml:1: link.rate: missing key bitrate"},
+		{name: "cell overhead alone", src: "link: {rate: {bitrate: 1Mbps, cell_overhead: 5}}\n",
+			want: "x.yaml:1: link.rate.cell_overhead: needs a cell_size (cells are what the overhead is added to)"},
+		{name: "slot max < min", src: "link: {slot: {min: 10ms, max: 5ms}}\n",
+			want: "x.yaml:1: link.slot.max: 5ms is less than min 10ms"},
+		{name: "slot limits without time", src: "link: {slot: {packets: 5}}\n",
+			want: "x.yaml:1: link.slot: packets and bytes need slots: set min or max"},
+		{name: "discipline key", src: "link:\n  queue:\n    discipline: codel\n    flows: 10\n",
+			want: "x.yaml:4: link.queue.flows: applies to fq_codel only (the discipline is codel)"},
+		{name: "ecn on droptail", src: "link: {queue: {ecn: true}}\n",
+			want: "x.yaml:1: link.queue.ecn: applies to codel, fq_codel and pie only (the discipline is droptail)"},
+		{name: "interval on pie", src: "link: {queue: {discipline: pie, interval: 100ms}}\n",
+			want: "x.yaml:1: link.queue.interval: applies to codel and fq_codel only (the discipline is pie)"},
+		{name: "queue bytes below mtu", src: "mtu: 9000\nlink: {queue: {bytes: 8KB}}\n",
+			want: "x.yaml:2: link.queue.bytes: 8KB is less than the MTU (9000 bytes), so a full-size packet could never be queued"},
+		{name: "queue size below mtu", src: "link: {queue: 1KB}\n",
+			want: "x.yaml:1: link.queue: 1KB is less than the MTU (1500 bytes), so a full-size packet could never be queued"},
+		{name: "flows", src: "flows:\n  - {name: bulk, cc: cubic}\n",
+			want: "x.yaml:2: flows: traffic flows are not available in this version of netjam (expected: an empty list)"},
+		{name: "flows mapping", src: "flows: {}\n",
+			want: "x.yaml:1: flows: traffic flows are not available in this version of netjam (expected: an empty list)"},
+
+		// One mistake, one message: no relation errors on invalid values.
+		{name: "no cascade", src: "mtu: big\nlink: {delay: 5 parsecs, reorder: 1%, queue: {bytes: 1KB}}\n",
+			want: "x.yaml:1: mtu: expected an integer, got the string \"big\"\nx.yaml:2: link.delay: \"5 parsecs\" is not a duration (examples: 50ms, 250us, 1.5s)"},
+
+		// The command line.
+		{name: "set value", src: "link: {}\n", sets: []string{"link.uplink.rate=10Mbs"},
+			want: `--set link.uplink.rate: "10Mbs" is not a rate (examples: 10Mbps, 1.5Gbps, 500kbps)`},
+		{name: "set unknown key", src: "", sets: []string{"link.uplink.rat=10Mbps"},
+			want: `--set link.uplink.rat: unknown key; did you mean "rate"?`},
+		{name: "set syntax", src: "", sets: []string{"link.delay={time: 5ms"},
+			want: `--set link.delay: yaml: did not find expected ',' or '}'`},
+		{name: "set no equals", src: "", sets: []string{"link.delay"},
+			want: `--set: "link.delay" is not KEY=VALUE`},
+		{name: "set empty key", src: "", sets: []string{"link..delay=5ms"},
+			want: `--set link..delay: empty key in path (expected dotted keys like link.uplink.rate)`},
+		{name: "set into scalar", src: "link: {delay: 50ms}\n", sets: []string{"link.delay.jitter=5ms"},
+			want: `--set link.delay.jitter: cannot set a key inside link.delay, which holds the string "50ms"; set link.delay itself to a mapping instead`},
+		{name: "set named item", src: "flows: []\n", sets: []string{"flows.bulk.cc=reno"},
+			want: `--set flows.bulk.cc: flows is a list without named items, so "bulk" cannot address one`},
+		{name: "set variants", src: "", sets: []string{"variants.a.set=1"},
+			want: `--set variants.a.set: variants cannot be overridden`},
+		{name: "set kind", src: "", sets: []string{"link.delay=[1]"},
+			want: `--set link.delay: expected a duration like 50ms or a mapping of time, jitter, distribution, correlation, allow_reorder, got a list`},
+		{name: "set duplicate key", src: "", sets: []string{"link={rate: 1Mbps, rate: 2Mbps}"},
+			want: `--set link.rate: duplicate key`},
+		{name: "set relation", src: "link: {reorder: 5%}\n", sets: []string{"link.delay=0"},
+			want: "x.yaml:1: link.reorder: reorder needs a delay in this direction to reorder against"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := parse(tt.src, tt.sets...)
+			if err == nil {
+				t.Fatalf("Parse succeeded with %d runs, want error:\n%s", len(p.Runs), tt.want)
+			}
+			if got := err.Error(); got != tt.want {
+				t.Errorf("Parse error:\n%s\nwant:\n%s", got, tt.want)
+			}
+			var es Errors
+			if !errors.As(err, &es) || len(es) == 0 {
+				t.Errorf("Parse error is a %T, want a non-empty Errors", err)
+			}
+		})
+	}
+}
+
+func TestCommandLineErrors(t *testing.T) {
+	d := -time.Second
+	_, err := Parse("x.yaml", []byte("duration: 10s\n"), Options{Duration: &d})
+	want := "--duration: -1s is out of range (expected more than 0s, up to 24h)"
+	if err == nil || err.Error() != want {
+		t.Errorf("Parse with --duration -1s: %v, want %s", err, want)
+	}
+}
+
+// TestAllErrors checks that a file with many mistakes gets all of them at
+// once, in line order, with command-line errors last.
+func TestAllErrors(t *testing.T) {
+	src := `name: bad name
+seed: -1
+duration: 0
+link:
+  delay: {time: 50ms, jitter: 5ms, distribution: gauss}
+  loss: {model: gemodel, p: 1%, r: 150%, p13: 5%}
+  uplink:
+    rat: 10Mbps
+    rate: 10Mbs
+    queue: {discipline: codel, flows: 10}
+  downlink: {rate: 1Gbps, rate: 2Gbps, slot: {min: 10ms, max: 5ms}}
+  duplicate: [1]
+flows: [a]
+`
+	want := `x.yaml:1: name: "bad name" is not a valid name (use letters, digits, '.', '_' and '-')
+x.yaml:2: seed: -1 is out of range (expected 0 to 18446744073709551615)
+x.yaml:3: duration: 0 is out of range (expected more than 0s, up to 24h)
+x.yaml:5: link.delay.distribution: "gauss" is not a distribution (expected one of: uniform, normal, pareto, paretonormal)
+x.yaml:6: link.loss.p13: applies to model state only (the model is gemodel)
+x.yaml:6: link.loss.r: 150% is out of range (expected 0% to 100%)
+x.yaml:8: link.uplink.rat: unknown key; did you mean "rate"?
+x.yaml:9: link.uplink.rate: "10Mbs" is not a rate (examples: 10Mbps, 1.5Gbps, 500kbps)
+x.yaml:10: link.uplink.queue.flows: applies to fq_codel only (the discipline is codel)
+x.yaml:11: link.downlink.rate: duplicate key (first at line 11)
+x.yaml:11: link.downlink.slot.max: 5ms is less than min 10ms
+x.yaml:12: link.duplicate: expected a ratio like 5% or a mapping of p, correlation, got a list
+x.yaml:13: flows: traffic flows are not available in this version of netjam (expected: an empty list)
+--set link.mtu: unknown key (expected one of: corrupt, delay, downlink, duplicate, inflight_limit, loss, queue, rate, reorder, slot, uplink)
+--set link.loss.p: 200% is out of range (expected 0% to 100%)`
+	_, err := parse(src, "link.mtu=1500", "link.loss.p=200%")
+	if err == nil || err.Error() != want {
+		t.Errorf("Parse error:\n%v\nwant:\n%s", err, want)
+	}
+	var es Errors
+	if errors.As(err, &es) {
+		if e := es[5]; e.File != "x.yaml" || e.Line != 6 || e.Origin != "" || e.Path != "link.loss.r" || e.Msg != "150% is out of range (expected 0% to 100%)" {
+			t.Errorf("es[5] = %+v", *e)
+		}
+		if e := es[len(es)-1]; e.File != "" || e.Line != 0 || e.Origin != "--set" || e.Path != "link.loss.p" {
+			t.Errorf("last = %+v", *e)
+		}
+	}
+}
+
+func TestOverrides(t *testing.T) {
+	src := `
+name: base
+seed: 1
+duration: 10s
+link:
+  delay: 50ms
+  loss: 5%
+`
+	seed := uint64(7)
+	dur := 2 * time.Minute
+	p, err := Parse("x.yaml", []byte(src), Options{
+		Sets: []string{
+			"link.uplink.rate=10Mbps",              // creates link.uplink
+			"link.delay={time: 5ms, jitter: 1ms}",  // a mapping fragment
+			"link.downlink.queue.discipline=codel", // creates two levels
+			"link.loss=",                           // null: removes the key
+			"description=from the command line",    // a top-level key
+			"link.downlink.queue.limit=1",          // sets are applied in order
+			"link.downlink.queue.limit=50",         // ... the last one wins
+			"duration=1s",                          // --duration wins over --set
+			" link.uplink.inflight_limit = 100",    // spaces around KEY are trimmed
+		},
+		Seed:     &seed,
+		Duration: &dur,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Runs[0]
+	want := Scenario{
+		Name:        "base",
+		Description: "from the command line",
+		Seed:        7,
+		SeedSet:     true,
+		Duration:    2 * time.Minute,
+		MTU:         1500,
+		Uplink: with(func(d *Direction) {
+			d.Delay.Time, d.Delay.Jitter = 5*time.Millisecond, time.Millisecond
+			d.Rate.Bitrate = 10_000_000
+			d.InflightLimit = 100
+		}),
+		Downlink: with(func(d *Direction) {
+			d.Delay.Time, d.Delay.Jitter = 5*time.Millisecond, time.Millisecond
+			d.Queue = Queue{Discipline: "codel", LimitPackets: 50, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond}
+		}),
+	}
+	if !reflect.DeepEqual(exported(s), want) {
+		t.Errorf("got\n%+v\nwant\n%+v", exported(s), want)
+	}
+}
+
+func TestSetPathNamedItems(t *testing.T) {
+	root, _, msg := parseYAML([]byte(`
+flows:
+  - {name: bulk, cc: cubic}
+  - {name: video, cc: bbr}
+plain: [1, 2]
+`))
+	if msg != "" {
+		t.Fatal(msg)
+	}
+	noop := func(*yaml.Node) {}
+	for key, value := range map[string]string{
+		"flows.video.cc":       "reno",
+		"flows.bulk.size.max":  "10MB",
+		"flows.bulk.cc":        "vegas",
+		"flows.video.start.at": "1s",
+	} {
+		if err := setPath(root, key, stringNode(value), noop); err != nil {
+			t.Errorf("setPath(%s): %v", key, err)
+		}
+	}
+	got := lookup(root, "flows")
+	want := map[string]map[string]string{
+		"bulk":  {"cc": "vegas"},
+		"video": {"cc": "reno"},
+	}
+	for _, item := range got.Content {
+		name := lookup(item, "name").Value
+		if cc := lookup(item, "cc").Value; cc != want[name]["cc"] {
+			t.Errorf("flows.%s.cc = %s, want %s", name, cc, want[name]["cc"])
+		}
+	}
+	if v := lookup(lookup(got.Content[0], "size"), "max").Value; v != "10MB" {
+		t.Errorf("flows.bulk.size.max = %s", v)
+	}
+	if v := lookup(lookup(got.Content[1], "start"), "at").Value; v != "1s" {
+		t.Errorf("flows.video.start.at = %s", v)
+	}
+
+	for key, want := range map[string]string{
+		"flows.audio.cc": `flows has no item named "audio" (names: bulk, video)`,
+		"plain.1":        `plain is a list without named items, so "1" cannot address one`,
+		"flows.bulk.cc.x": `cannot set a key inside flows.bulk.cc, which holds the string "vegas"; ` +
+			`set flows.bulk.cc itself to a mapping instead`,
+	} {
+		if err := setPath(root, key, stringNode("v"), noop); err == nil || err.Error() != want {
+			t.Errorf("setPath(%s) = %v, want %s", key, err, want)
+		}
+	}
+}
+
+func TestVariants(t *testing.T) {
+	src := `
+name: v
+link:
+  delay: 50ms
+  loss: 5%
+variants:
+  - {name: no-loss, set: {link.loss: 0%, link.delay: 0ms}}
+  - name: loss-5
+  - name: nested
+    set:
+      link.uplink.delay.jitter: 5ms
+      link.uplink.delay.time: 10ms
+`
+	p, err := parse(src, "link.downlink.rate=1Mbps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Name != "v" || len(p.Runs) != 3 {
+		t.Fatalf("plan %s with %d runs, want v with 3", p.Name, len(p.Runs))
+	}
+	want := []Scenario{
+		{Name: "v", Variant: "no-loss", Duration: 30 * time.Second, MTU: 1500,
+			Uplink: with(func(d *Direction) { d.Loss = Loss{Model: "random"} }),
+			Downlink: with(func(d *Direction) {
+				d.Loss = Loss{Model: "random"}
+				d.Rate.Bitrate = 1_000_000
+			}),
+		},
+		{Name: "v", Variant: "loss-5", Duration: 30 * time.Second, MTU: 1500,
+			Uplink: with(func(d *Direction) {
+				d.Delay.Time = 50 * time.Millisecond
+				d.Loss = Loss{Model: "random", P: 0.05}
+			}),
+			Downlink: with(func(d *Direction) {
+				d.Delay.Time = 50 * time.Millisecond
+				d.Loss = Loss{Model: "random", P: 0.05}
+				d.Rate.Bitrate = 1_000_000
+			}),
+		},
+		{Name: "v", Variant: "nested", Duration: 30 * time.Second, MTU: 1500,
+			Uplink: with(func(d *Direction) {
+				d.Delay.Time, d.Delay.Jitter = 10*time.Millisecond, 5*time.Millisecond
+				d.Loss = Loss{Model: "random", P: 0.05}
+			}),
+			Downlink: with(func(d *Direction) {
+				d.Delay.Time = 50 * time.Millisecond
+				d.Loss = Loss{Model: "random", P: 0.05}
+				d.Rate.Bitrate = 1_000_000
+			}),
+		},
+	}
+	for i, run := range p.Runs {
+		if !reflect.DeepEqual(exported(run), want[i]) {
+			t.Errorf("run %d\n got %+v\nwant %+v", i, exported(run), want[i])
+		}
+	}
+}
+
+func TestVariantErrors(t *testing.T) {
+	src := `link:
+  delay: 50ms
+  reorder: 1%
+  rate: 10Mbps
+  loss: 150%
+variants:
+  - name: bad-rate
+    set:
+      link.rate: 10Mbs
+      link.uplink.rat: 1Mbps
+  - name: no-delay
+    set:
+      link.delay: 0
+  - name: into-scalar
+    set: {link.rate.bitrate: 1Mbps}
+  - name: no-delay
+  - name: bad name
+  - {set: {}}
+  - name: rename
+    set: {name: other, variants.x: 1, "": 5}
+  - name: wrong-kind
+    set: [link.rate]
+  - name: extra
+    sets: {}
+  - 5
+`
+	want := `x.yaml:3: variant no-delay: link.reorder: reorder needs a delay in this direction to reorder against
+x.yaml:5: link.loss: 150% is out of range (expected 0% to 100%)
+x.yaml:9: variant bad-rate: link.rate: "10Mbs" is not a rate (examples: 10Mbps, 1.5Gbps, 500kbps)
+x.yaml:10: variant bad-rate: link.uplink.rat: unknown key; did you mean "rate"?
+x.yaml:15: variant into-scalar: link.rate.bitrate: cannot set a key inside link.rate, which holds the string "10Mbps"; set link.rate itself to a mapping instead
+x.yaml:16: variants.no-delay.name: duplicate variant name (first at line 11)
+x.yaml:17: variants[4].name: "bad name" is not a valid name (use letters, digits, '.', '_' and '-')
+x.yaml:18: variants[5]: missing key name
+x.yaml:20: variants.rename.set.name: a variant cannot change the scenario name
+x.yaml:20: variants.rename.set.variants.x: variants cannot be overridden
+x.yaml:20: variant rename: empty key in path (expected dotted keys like link.uplink.rate)
+x.yaml:22: variants.wrong-kind.set: expected a mapping of dotted keys to values, got a list
+x.yaml:24: variants[8].sets: unknown key; did you mean "set"?
+x.yaml:25: variants[9]: expected a mapping with name and set, got 5`
+	_, err := parse(src)
+	if err == nil || err.Error() != want {
+		t.Errorf("Parse error:\n%v\nwant:\n%s", err, want)
+	}
+
+	// An error of the base scenario is reported once, not once per variant;
+	// a --set error that only a variant causes names the variant.
+	src = `link: {loss: 150%}
+variants:
+  - name: a
+  - name: b
+    set: {link.delay: 5ms}
+`
+	want = `x.yaml:1: link.loss: 150% is out of range (expected 0% to 100%)
+--set link.delay.jitter: cannot set a key inside link.delay, which holds the string "5ms"; set link.delay itself to a mapping instead (with variant b)`
+	_, err = parse(src, "link.delay.jitter=1ms")
+	if err == nil || err.Error() != want {
+		t.Errorf("Parse error:\n%v\nwant:\n%s", err, want)
+	}
+}
+
+// TestYAMLRoundTrip checks that YAML writes a file that parses back to the
+// same scenario, for every run of a few plans.
+func TestYAMLRoundTrip(t *testing.T) {
+	seed := uint64(99)
+	dur := 45 * time.Second
+	cases := []struct {
+		name, src string
+		o         Options
+	}{
+		{"defaults", "", Options{}},
+		{"defaults with seed", "", Options{Seed: &seed}},
+		{"anchors and comments", `
+# head
+name: rt  # line
+description: |
+  two
+  lines
+link: &l
+  delay: {time: 5ms, jitter: 1ms, distribution: normal}
+  loss: 33.3%
+  uplink: {rate: 1.5Gbps, queue: {discipline: fq_codel, bytes: 64KiB}}
+  downlink:
+    loss: {model: state, p13: 1%}
+    slot: {min: 1ms, max: 3ms, bytes: 3000}
+variants:
+  - {name: a, set: {link.loss: ~, link.downlink.rate: "100Mbps"}}
+  - {name: b, set: {seed: 5, duration: 1m30s}}
+`, Options{Sets: []string{"link.uplink.queue.ecn=true"}, Duration: &dur}},
+	}
+	files, _ := filepath.Glob("../configs/*.yaml")
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, struct {
+			name, src string
+			o         Options
+		}{f, string(data), Options{}})
+	}
+	for _, c := range cases {
+		p, err := Parse("x.yaml", []byte(c.src), c.o)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		for _, run := range p.Runs {
+			out, err := run.YAML()
+			if err != nil {
+				t.Fatalf("%s/%s: YAML: %v", c.name, run.Variant, err)
+			}
+			if !strings.HasPrefix(string(out), "# netjam scenario resolved from x.yaml") {
+				t.Errorf("%s/%s: YAML does not start with the header comment:\n%s", c.name, run.Variant, out)
+			}
+			back, err := Parse("elsewhere.yaml", out, Options{})
+			if err != nil {
+				t.Fatalf("%s/%s: parsing YAML output: %v\n%s", c.name, run.Variant, err, out)
+			}
+			want := exported(run)
+			want.Variant = ""
+			if len(back.Runs) != 1 || !reflect.DeepEqual(exported(back.Runs[0]), want) {
+				t.Errorf("%s/%s: round trip\n got %+v\nwant %+v\nYAML:\n%s", c.name, run.Variant, exported(back.Runs[0]), want, out)
+			}
+			if strings.Contains(string(out), "variants") {
+				t.Errorf("%s/%s: YAML still has variants:\n%s", c.name, run.Variant, out)
+			}
+		}
+	}
+}
+
+func TestYAMLSeed(t *testing.T) {
+	p, err := parse("name: s\nlink: {delay: 5ms}\nvariants: [{name: one}]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Runs[0]
+	out, err := s.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `# netjam scenario resolved from x.yaml, variant one:
+# every override is applied.
+
+name: s
+link: {delay: 5ms}
+`
+	if string(out) != want {
+		t.Errorf("YAML without seed:\n%s\nwant:\n%s", out, want)
+	}
+
+	// The emulator picks a seed and records it; YAML then writes it.
+	s.Seed, s.SeedSet = 1234, true
+	out, err = s.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = `# netjam scenario resolved from x.yaml, variant one:
+# every override is applied and seed is the one the run used.
+
+name: s
+seed: 1234
+link: {delay: 5ms}
+`
+	if string(out) != want {
+		t.Errorf("YAML with seed:\n%s\nwant:\n%s", out, want)
+	}
+
+	if _, err := (&Scenario{}).YAML(); err == nil {
+		t.Error("YAML of a Scenario not from Parse succeeded")
+	}
+}
+
+// TestConfigs parses every scenario shipped in configs/.
+func TestConfigs(t *testing.T) {
+	files, err := filepath.Glob("../configs/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no configs/*.yaml")
+	}
+	for _, f := range files {
+		if _, err := Load(f, Options{}); err != nil {
+			t.Errorf("%v", err)
+		}
+	}
+}
+
+func TestLoadMissing(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"), Options{})
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Load of a missing file: %v, want os.ErrNotExist", err)
+	}
+}
+
+func TestSuggest(t *testing.T) {
+	opts := []string{"rate", "delay", "loss", "p", "r"}
+	for word, want := range map[string]string{
+		"rat":      "rate",
+		"Rate":     "rate",
+		"dealy":    "delay",
+		"los":      "loss",
+		"x":        "", // one edit from p and r, but one-letter words are not corrected
+		"bandwith": "",
+		"":         "",
+	} {
+		if got := suggest(word, opts); got != want {
+			t.Errorf("suggest(%q) = %q, want %q", word, got, want)
+		}
+	}
+}
