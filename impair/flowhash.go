@@ -12,7 +12,7 @@ const maxIPv6ExtHeaders = 8
 // flowHash returns p's flow hash under seed: a hash of its 5-tuple (source
 // and destination address, protocol, and source and destination port for
 // TCP and UDP), which FQ-CoDel uses to give each flow its own queue
-// (RFC 8290 §4.1.1).
+// (RFC 8290 §4.1).
 //
 // Ports are left out of fragments (IPv4 MF set or offset non-zero; an IPv6
 // Fragment header other than an atomic one), since only a first fragment

@@ -12,11 +12,11 @@ const (
 )
 
 // codelMTU is the backlog, in bytes, at or under which CoDel never drops
-// (RFC 8289 §4.1 "Non-starvation", MAXPACKET in §5): with at most one MTU-sized packet
-// left, the queue is not standing but only holds the packet the link is
-// about to send, and dropping would starve the link on slow links where
-// one packet alone takes longer than the target to send. 1514 is an
-// Ethernet frame, as Linux's default.
+// (RFC 8289 §4.1, "Non-starvation"; MAXPACKET in §5): with at most one
+// MTU-sized packet left the queue is not standing, it only holds what the
+// link is about to send, and dropping would starve slow links, where one
+// packet alone takes longer than the target to send. 1514 bytes is an
+// Ethernet frame, Linux's default.
 const codelMTU = 1514
 
 // codelParams are CoDel's settings, shared by every instance of one queue
@@ -60,7 +60,7 @@ type codelSource interface {
 // so that re-entering before drop_next (a drop "in the future") counts as
 // recent.
 type codelVars struct {
-	firstAboveTime time.Time // when sojourn will have been above target for an interval; zero: below target
+	firstAboveTime time.Time // when the sojourn will have been above target for an interval; zero: below
 	dropNext       time.Time // when the next drop is due, while dropping
 	count          uint32    // drops (or marks) since entering the dropping state
 	lastCount      uint32    // count when the dropping state was last entered
@@ -153,9 +153,10 @@ func (v *codelVars) dequeue(now time.Time, prm *codelParams, src codelSource, c 
 }
 
 // codelControlLaw returns when the next drop is due after one at t, the
-// count-th of the dropping state: interval/sqrt(count) later, so that the
-// drop rate grows with the square root of the drops and a TCP's window,
-// which scales as 1/sqrt(drop rate), shrinks linearly over time (RFC 8289 §3.3, §5).
+// count-th of the dropping state: interval/sqrt(count) later. Spacing the
+// drops in inverse proportion to the square root of their number uses the
+// known relation of a TCP's throughput to its drop rate (throughput ~
+// 1/sqrt(rate)) to get a linear change in throughput (RFC 8289 §3.3).
 func codelControlLaw(t time.Time, interval time.Duration, count uint32) time.Time {
 	return t.Add(time.Duration(float64(interval) / math.Sqrt(float64(count))))
 }

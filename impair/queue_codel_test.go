@@ -221,7 +221,8 @@ func TestCoDelLeaveAndReenter(t *testing.T) {
 	// drop is interval/sqrt(4) = 50ms later.
 	h.sojourn = 10 * time.Millisecond
 	drops, _ = h.run(410*time.Millisecond, 620*time.Millisecond)
-	if wantRe := []time.Duration{510 * time.Millisecond, 560 * time.Millisecond}; len(drops) < 2 || !slices.Equal(drops[:2], wantRe) {
+	wantRe := []time.Duration{510 * time.Millisecond, 560 * time.Millisecond}
+	if len(drops) < 2 || !slices.Equal(drops[:2], wantRe) {
 		t.Errorf("re-entry drops at %v, want %v first", drops, wantRe)
 	}
 	if got := qdAt(510 * time.Millisecond).Sub(dropNext); got >= 16*100*time.Millisecond {
@@ -236,7 +237,8 @@ func TestCoDelLeaveAndReenter(t *testing.T) {
 	drops, _ = h.run(3*time.Second, 3300*time.Millisecond)
 	// 3.1s, then 3.1s + 100ms/sqrt(1), then 3.2s + 100ms/sqrt(2) rounded
 	// up to the next dequeue.
-	if wantRe := []time.Duration{3100 * time.Millisecond, 3200 * time.Millisecond, 3271 * time.Millisecond}; !slices.Equal(drops, wantRe) {
+	wantRe = []time.Duration{3100 * time.Millisecond, 3200 * time.Millisecond, 3271 * time.Millisecond}
+	if !slices.Equal(drops, wantRe) {
 		t.Errorf("drops after a long pause at %v, want %v", drops, wantRe)
 	}
 }
@@ -307,7 +309,8 @@ func TestCoDelQueue(t *testing.T) {
 		}
 	}
 	if firstAbove < 0 || firstDrop != firstAbove+100*time.Millisecond {
-		t.Errorf("first drop at %v, want one interval after the sojourn reached target at %v", firstDrop, firstAbove)
+		t.Errorf("first drop at %v, want one interval after the sojourn reached target at %v",
+			firstDrop, firstAbove)
 	}
 	drops := int(c.Drops[DropAQM].Load() + c.Drops[DropQueue].Load())
 	if got := out + drops + q.Len(); got != 4000 {

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// FQ-CoDel's defaults (RFC 8290 §5.2, §5.3) and Linux's overflow batch.
+// FQ-CoDel's defaults (RFC 8290 §4.3) and Linux's overflow batch.
 const (
 	fqDefaultFlows   = 1024
 	fqDefaultQuantum = 1514
@@ -140,7 +140,7 @@ func (fq *fqCoDel) flowOf(p *Packet) *fqFlow {
 //
 // If the queue is then over either limit, packets are dropped (DropQueue)
 // from the flow with the largest backlog in bytes, which is the one most
-// likely to be causing the overflow (§4.1.2), in batches as dropFattest.
+// likely to be causing the overflow (§4.1), in batches as dropFattest.
 func (fq *fqCoDel) Enqueue(_ time.Time, p *Packet) {
 	f := fq.flowOf(p)
 	f.q.push(p)

@@ -46,7 +46,7 @@ func qdPortsApart(fq *fqCoDel, n int) []uint16 {
 // TestFQCoDelSparseFlow: a flow sending a small packet every 20 ms shares
 // the link with a bulk flow arriving twice as fast as the link serves.
 // The sparse flow's packets go out ahead of the bulk backlog (RFC 8290
-// §1.3, §4.2): their sojourn stays at zero while the bulk flow's grows.
+// §4.2): their sojourn stays at zero while the bulk flow's grows.
 func TestFQCoDelSparseFlow(t *testing.T) {
 	var c Counters
 	fq := qdNewFQ(QueueConfig{LimitPackets: 1000}, &c)
@@ -161,7 +161,8 @@ func TestFQCoDelOverflowFattest(t *testing.T) {
 			if got := fq.flowOf(fatIn[0]).v.count; got != uint32(tc.wantDropped) {
 				t.Errorf("fat flow's CoDel count %d, want %d", got, tc.wantDropped)
 			}
-			qdCheckBacklog(t, fq, &c, tc.fatN-tc.wantDropped+tc.thinN, int64((tc.fatN-tc.wantDropped)*tc.fatSize+tc.thinN*1000))
+			fatLeft := tc.fatN - tc.wantDropped
+			qdCheckBacklog(t, fq, &c, fatLeft+tc.thinN, int64(fatLeft*tc.fatSize+tc.thinN*1000))
 			var fatOut, thinOut []*Packet
 			for _, p := range qdDrain(fq, now) {
 				if qdSport(p) == fat {

@@ -20,8 +20,9 @@ const (
 	// want of packets.
 	pieMTU = 1514
 	// pieMaxECNProb is MAX_ECNTH (RFC 8033 §5.1): above this drop
-	// probability even ECN-capable packets are dropped, since a sender
-	// that reacts to marks less than to drops must not keep the queue full.
+	// probability even ECN-capable packets are dropped. So high a p means
+	// marks are not holding the queue down (senders ignoring them), and
+	// only drops still bound it.
 	pieMaxECNProb = 0.1
 	// pieMaxCatchUp bounds the periodic updates one call runs to catch
 	// up with the time elapsed since the last call: 15 s at the default
