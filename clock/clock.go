@@ -17,6 +17,9 @@ type Clock interface {
 	Now() time.Time
 	// NewTimer returns a timer that fires once, d from now.
 	NewTimer(d time.Duration) Timer
+	// AfterFunc calls f in its own goroutine d from now, unless the
+	// returned timer is stopped first. Its C is nil.
+	AfterFunc(d time.Duration, f func()) Timer
 }
 
 // Timer is a one-shot timer, reusable with Reset, as time.Timer.
@@ -38,6 +41,9 @@ func (Real) Now() time.Time { return time.Now() }
 
 // NewTimer returns a time.Timer.
 func (Real) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+// AfterFunc returns a time.AfterFunc timer.
+func (Real) AfterFunc(d time.Duration, f func()) Timer { return realTimer{time.AfterFunc(d, f)} }
 
 type realTimer struct{ t *time.Timer }
 
@@ -95,6 +101,10 @@ func (m *Manual) Set(t time.Time) {
 			return
 		}
 		due.armed = false
+		if due.f != nil {
+			go due.f()
+			continue
+		}
 		select {
 		case due.c <- due.when:
 		default: // a firing is already pending; like time.Timer, never block
@@ -127,9 +137,21 @@ func (m *Manual) Next() (time.Time, bool) {
 	return t, ok
 }
 
+// AfterFunc returns a timer that calls f in a new goroutine when Advance
+// or Set reaches its deadline.
+func (m *Manual) AfterFunc(d time.Duration, f func()) Timer {
+	mt := &manualTimer{m: m, f: f}
+	m.mu.Lock()
+	m.timers = append(m.timers, mt)
+	m.mu.Unlock()
+	mt.Reset(d)
+	return mt
+}
+
 type manualTimer struct {
 	m     *Manual
-	c     chan time.Time
+	c     chan time.Time // nil for AfterFunc timers
+	f     func()         // nil for channel timers
 	when  time.Time // guarded by m.mu
 	armed bool      // guarded by m.mu
 }
@@ -138,10 +160,7 @@ func (t *manualTimer) C() <-chan time.Time { return t.c }
 
 func (t *manualTimer) Reset(d time.Duration) {
 	t.m.mu.Lock()
-	select { // discard a pending firing, as time.Timer does since Go 1.23
-	case <-t.c:
-	default:
-	}
+	t.drain()
 	t.when = t.m.now.Add(d)
 	t.armed = true
 	fire := d <= 0
@@ -156,9 +175,17 @@ func (t *manualTimer) Stop() bool {
 	defer t.m.mu.Unlock()
 	was := t.armed
 	t.armed = false
+	t.drain()
+	return was
+}
+
+// drain discards a pending firing, as time.Timer does since Go 1.23.
+func (t *manualTimer) drain() {
+	if t.c == nil {
+		return
+	}
 	select {
 	case <-t.c:
 	default:
 	}
-	return was
 }

@@ -124,6 +124,9 @@ func describe(d scenario.Direction) string {
 	var parts []string
 	switch d.Loss.Model {
 	case "random":
+		if d.Loss.P == 0 {
+			break
+		}
 		s := "loss " + pct(d.Loss.P)
 		if d.Loss.Correlation > 0 {
 			s += " corr " + pct(d.Loss.Correlation)

@@ -12,8 +12,10 @@ import "time"
 // reordering as loss. AllowReorder selects netem's behaviour. Either way
 // the packets the reorderer picks skip the line altogether.
 //
-// In order-keeping mode due times are non-decreasing, so the line is a plain
-// FIFO; with AllowReorder it is a binary heap on (due, seq).
+// In order-keeping mode due times are non-decreasing, so the line is a ring
+// of (due, packet) pairs: checking the next departure reads the ring, not
+// the packet, which at high rates is long out of cache. With AllowReorder
+// the line is a binary heap on (due, seq).
 type delayLine struct {
 	c       Counters
 	cfg     DelayConfig
@@ -21,7 +23,7 @@ type delayLine struct {
 	reorder *reorderer // nil without reordering
 	limit   int
 
-	fifo fifo      // order-keeping mode
+	ring ring      // order-keeping mode
 	heap []*Packet // AllowReorder mode
 	last time.Time // latest due time handed out (order-keeping mode)
 	seq  uint64
@@ -45,7 +47,7 @@ func (d *delayLine) len() int {
 	if d.cfg.AllowReorder {
 		return len(d.heap)
 	}
-	return d.fifo.n
+	return d.ring.n
 }
 
 func (d *delayLine) Push(now time.Time, p *Packet, out Sink) {
@@ -77,7 +79,7 @@ func (d *delayLine) Push(now time.Time, p *Packet, out Sink) {
 			p.due = d.last
 		}
 		d.last = p.due
-		d.fifo.push(p)
+		d.ring.push(p.due, p)
 	}
 	d.c.QueueLen.Store(int64(d.len()))
 }
@@ -89,10 +91,7 @@ func (d *delayLine) Next() (time.Time, bool) {
 		}
 		return d.heap[0].due, true
 	}
-	if d.fifo.head == nil {
-		return time.Time{}, false
-	}
-	return d.fifo.head.due, true
+	return d.ring.peek()
 }
 
 func (d *delayLine) Wake(now time.Time, out Sink) {
@@ -105,7 +104,7 @@ func (d *delayLine) Wake(now time.Time, out Sink) {
 		if d.cfg.AllowReorder {
 			p = d.heapPop()
 		} else {
-			p = d.fifo.pop()
+			p = d.ring.pop()
 		}
 		d.c.out(p)
 		out.Push(p.due, p)
@@ -114,8 +113,8 @@ func (d *delayLine) Wake(now time.Time, out Sink) {
 }
 
 func (d *delayLine) Flush() {
-	for d.fifo.n > 0 {
-		d.c.drop(d.fifo.pop(), DropFlushed)
+	for d.ring.n > 0 {
+		d.c.drop(d.ring.pop(), DropFlushed)
 	}
 	for _, p := range d.heap {
 		d.c.drop(p, DropFlushed)
@@ -170,4 +169,48 @@ func (d *delayLine) heapPop() *Packet {
 	}
 	d.heap = h
 	return top
+}
+
+// ring is a FIFO of packets with their due times, in a circular buffer
+// that doubles when full (its length is bounded by the line's limit, so it
+// stops growing after warm-up).
+type ring struct {
+	due  []time.Time
+	pkts []*Packet
+	head int // index of the oldest entry
+	n    int
+}
+
+func (r *ring) push(due time.Time, p *Packet) {
+	if r.n == len(r.pkts) {
+		r.grow()
+	}
+	i := (r.head + r.n) & (len(r.pkts) - 1)
+	r.due[i], r.pkts[i] = due, p
+	r.n++
+}
+
+func (r *ring) grow() {
+	size := max(2*len(r.pkts), 64) // powers of two: indices wrap with a mask
+	due, pkts := make([]time.Time, size), make([]*Packet, size)
+	for i := range r.n {
+		j := (r.head + i) & (len(r.pkts) - 1)
+		due[i], pkts[i] = r.due[j], r.pkts[j]
+	}
+	r.due, r.pkts, r.head = due, pkts, 0
+}
+
+func (r *ring) peek() (time.Time, bool) {
+	if r.n == 0 {
+		return time.Time{}, false
+	}
+	return r.due[r.head], true
+}
+
+func (r *ring) pop() *Packet {
+	p := r.pkts[r.head]
+	r.pkts[r.head] = nil
+	r.head = (r.head + 1) & (len(r.pkts) - 1)
+	r.n--
+	return p
 }

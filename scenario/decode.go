@@ -43,13 +43,14 @@ var (
 // names and on command lines.
 var validName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
-// checkName returns why name is not a valid scenario or variant name, or "".
-func checkName(name string) string {
+// nameProblem returns why name is not a valid scenario or variant name, or
+// "" if it is valid.
+func nameProblem(name string) string {
 	switch {
 	case len(name) > maxName:
-		return fmt.Sprintf("%s is not a valid name (at most %d characters)", quote(name), maxName)
+		return fmt.Sprintf("at most %d characters", maxName)
 	case !validName.MatchString(name) || name == "." || name == "..":
-		return fmt.Sprintf("%s is not a valid name (use letters, digits, '.', '_' and '-')", quote(name))
+		return "use letters, digits, '.', '_' and '-'"
 	}
 	return ""
 }
@@ -300,7 +301,14 @@ func (d *decoder) number(n *yaml.Node, path string, lo, hi float64) (float64, bo
 		d.errorf(n, path, "expected a number, got %s", describe(n))
 		return 0, false
 	}
-	v, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
+	text := strings.ReplaceAll(n.Value, "_", "")
+	v, err := strconv.ParseFloat(text, 64)
+	if n.ShortTag() == "!!int" {
+		// YAML integers may be hex or octal, which ParseFloat reads otherwise.
+		var i int64
+		i, err = strconv.ParseInt(text, 0, 64)
+		v = float64(i)
+	}
 	if err != nil || math.IsNaN(v) || v < lo || v > hi {
 		d.errorf(n, path, "%s is out of range (expected %g to %g)", n.Value, lo, hi)
 		return 0, false
@@ -334,25 +342,26 @@ func (d *decoder) text(n *yaml.Node, path string) (string, bool) {
 	return n.Value, true
 }
 
-// scenario decodes the resolved tree root (variants already removed).
-// defaultName is the scenario name when the tree has none.
+// scenario decodes the resolved tree root. Its variants key is ignored:
+// Parse decodes the variants once, from the file. defaultName is the
+// scenario name when the tree has none.
 func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 	s := &Scenario{Duration: 30 * time.Second, MTU: 1500, tree: root}
 	f, _ := d.fields(root, "", "a mapping of scenario keys", rootKeys)
 
 	if n := f["name"]; n != nil {
 		if v, ok := d.text(n, "name"); ok {
-			if msg := checkName(v); msg != "" {
-				d.errorf(n, "name", "%s", msg)
+			if why := nameProblem(v); why != "" {
+				d.errorf(n, "name", "%s is not a valid name (%s)", quote(v), why)
 			}
 			s.Name = v
 		}
 	} else {
 		s.Name = defaultName
 		if defaultName == "" {
-			d.errorf(nil, "name", "missing, and the file name gives none; set name")
-		} else if msg := checkName(defaultName); msg != "" {
-			d.errorf(nil, "name", "the file name gives none: %s; set name", msg)
+			d.errorf(nil, "name", "not set, and there is no file name to take it from; set name")
+		} else if why := nameProblem(defaultName); why != "" {
+			d.errorf(nil, "name", "not set, and the file name %s is not a valid name (%s); set name", quote(defaultName), why)
 		}
 	}
 	if n := f["description"]; n != nil {
@@ -429,8 +438,8 @@ func (d *decoder) variants(n *yaml.Node) []variant {
 		if !ok {
 			continue
 		}
-		if msg := checkName(name); msg != "" {
-			d.errorf(nn, path+".name", "%s", msg)
+		if why := nameProblem(name); why != "" {
+			d.errorf(nn, path+".name", "%s is not a valid name (%s)", quote(name), why)
 			continue
 		}
 		path = "variants." + name

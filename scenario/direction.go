@@ -254,13 +254,15 @@ func (d *decoder) loss(n *yaml.Node, path string) Loss {
 		}
 		ratio("p14", &v.P14)
 		// The probabilities of leaving a state must not add up to more
-		// than 1; a little slack forgives decimal rounding (70% + 30%).
-		const slack = 1e-9
+		// than 1. No slack is needed for decimal rounding: two ratios
+		// whose decimals add up to 100% are each within half a unit in
+		// the last place of their value, so their float sum rounds to
+		// exactly 1 (70% + 30% == 1), and impair checks the same sums.
 		if d.count == before {
-			if v.P13+v.P14 > 1+slack {
+			if v.P13+v.P14 > 1 {
 				d.errorf(n, path, "p13 + p14 is more than 100%% (%s + %s)", formatPercent(v.P13), formatPercent(v.P14))
 			}
-			if v.P31+v.P32 > 1+slack {
+			if v.P31+v.P32 > 1 {
 				d.errorf(n, path, "p31 + p32 is more than 100%% (%s + %s)", formatPercent(v.P31), formatPercent(v.P32))
 			}
 		}
@@ -435,7 +437,7 @@ func (d *decoder) queue(n *yaml.Node, path string, mtu int, mtuOK bool) Queue {
 		if !ok {
 			return v
 		}
-		v = d.queueFields(f, n, path, mtu)
+		v = d.queueFields(f, path, mtu)
 		bytesNode, bytesPath = f["bytes"], join(path, "bytes")
 	}
 	if mtuOK && v.LimitBytes > 0 && v.LimitBytes < int64(mtu) {
@@ -447,7 +449,7 @@ func (d *decoder) queue(n *yaml.Node, path string, mtu int, mtuOK bool) Queue {
 // queueFields decodes the mapping form of `queue`, with defaults for the
 // discipline; keys of other disciplines are errors, as they would be
 // silently ignored otherwise.
-func (d *decoder) queueFields(f map[string]*yaml.Node, n *yaml.Node, path string, mtu int) Queue {
+func (d *decoder) queueFields(f map[string]*yaml.Node, path string, mtu int) Queue {
 	v := Queue{Discipline: "droptail"}
 	if x := f["discipline"]; x != nil {
 		disc, ok := d.oneOf(x, join(path, "discipline"), "queue discipline", disciplines)

@@ -87,7 +87,7 @@ func FuzzParse(f *testing.F) {
 // checkValid checks the invariants a Scenario from Parse promises.
 func checkValid(t *testing.T, s *Scenario) {
 	t.Helper()
-	if s.Name == "" || checkName(s.Name) != "" {
+	if s.Name == "" || nameProblem(s.Name) != "" {
 		t.Errorf("invalid name %q", s.Name)
 	}
 	if s.Duration <= 0 || s.Duration > maxDuration {

@@ -99,6 +99,16 @@ mtu: 9000
 		t.Errorf("got\n%+v\nwant\n%+v", exported(got), want)
 	}
 
+	// The name comes from the file name when the file has none, and must
+	// then be a valid name too.
+	for path, want := range map[string]string{
+		"my test.yaml": `my test.yaml: name: not set, and the file name "my test" is not a valid name (use letters, digits, '.', '_' and '-'); set name`,
+		"":             `name: not set, and there is no file name to take it from; set name`,
+	} {
+		if _, err := Parse(path, nil, Options{}); err == nil || err.Error() != want {
+			t.Errorf("Parse(%q) error = %v, want %s", path, err, want)
+		}
+	}
 	// The name comes from the file name when the file has none.
 	p, err := Parse("configs/wifi-2.4.yaml", nil, Options{})
 	if err != nil || p.Name != "wifi-2.4" || p.Runs[0].Name != "wifi-2.4" || p.Path != "configs/wifi-2.4.yaml" {

@@ -31,7 +31,7 @@ var yamlLine = regexp.MustCompile(`(?s)^yaml: line ([0-9]+): (.*)$`)
 func parseYAML(data []byte) (*yaml.Node, int, string) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil && err != io.EOF {
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		line, msg := yamlErrorLine(err)
 		return nil, line, msg
 	}
@@ -39,7 +39,7 @@ func parseYAML(data []byte) (*yaml.Node, int, string) {
 	switch err := dec.Decode(&extra); {
 	case err == nil:
 		return nil, extra.Line, "yaml: found a second document; a scenario is one YAML document"
-	case err != io.EOF:
+	case !errors.Is(err, io.EOF):
 		line, msg := yamlErrorLine(err)
 		return nil, line, msg
 	}

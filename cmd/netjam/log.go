@@ -29,6 +29,7 @@ func newLogger(level, format string, stderr, logFile io.Writer) (*zap.Logger, er
 	}
 	encCfg := zap.NewProductionEncoderConfig()
 	encCfg.EncodeTime = zapcore.ISO8601TimeEncoder
+	encCfg.EncodeDuration = zapcore.StringDurationEncoder
 	var enc zapcore.Encoder
 	if format == "json" {
 		enc = zapcore.NewJSONEncoder(encCfg)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 )
@@ -29,7 +30,7 @@ func main() {
 // run is main without os.Exit, for tests.
 func run(args []string, stdout, stderr io.Writer) int {
 	app := newApp(stdout, stderr)
-	err := app.Run(args)
+	err := app.Run(flagsFirst(app, args))
 	if err == nil {
 		return exitOK
 	}
@@ -83,4 +84,66 @@ Examples:
 
 func usageError(_ *cli.Context, err error, _ bool) error {
 	return cli.Exit(err.Error(), exitBadUsage)
+}
+
+// flagsFirst lets command flags follow the arguments, as people type them
+// (netjam run my.yaml --seed 7): urfave/cli, like package flag, stops at the
+// first argument, so the flags of the command are moved in front of its
+// arguments. Everything after "--" stays where it is.
+func flagsFirst(app *cli.App, args []string) []string {
+	// Find the command: the first token after the global flags.
+	i := 1
+	for i < len(args) && strings.HasPrefix(args[i], "-") {
+		if takesValue(app.Flags, args[i]) {
+			i++
+		}
+		i++
+	}
+	if i >= len(args) {
+		return args
+	}
+	cmd := app.Command(args[i])
+	if cmd == nil {
+		return args
+	}
+	out := append([]string(nil), args[:i+1]...)
+	var positional []string
+	rest := args[i+1:]
+	for j := 0; j < len(rest); j++ {
+		a := rest[j]
+		switch {
+		case a == "--":
+			positional = append(positional, rest[j:]...)
+			j = len(rest)
+		case strings.HasPrefix(a, "-") && a != "-":
+			out = append(out, a)
+			if takesValue(cmd.Flags, a) && j+1 < len(rest) {
+				j++
+				out = append(out, rest[j])
+			}
+		default:
+			positional = append(positional, a)
+		}
+	}
+	return append(out, positional...)
+}
+
+// takesValue reports whether token (-x, --name, without "=value") names a
+// flag of flags that needs a value in the next token.
+func takesValue(flags []cli.Flag, token string) bool {
+	if strings.Contains(token, "=") {
+		return false
+	}
+	name := strings.TrimLeft(token, "-")
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n == name {
+				if d, ok := f.(cli.DocGenerationFlag); ok {
+					return d.TakesValue()
+				}
+				return false
+			}
+		}
+	}
+	return false
 }

@@ -145,3 +145,19 @@ func TestRunDefaultScenarioWritesResults(t *testing.T) {
 		t.Errorf("resolved scenario does not validate: %s", errOut)
 	}
 }
+
+func TestFlagsMayFollowArguments(t *testing.T) {
+	app := newApp(nil, nil)
+	for _, tc := range []struct{ in, want []string }{
+		{[]string{"netjam", "run", "a.yaml", "--seed", "7", "-q"}, []string{"netjam", "run", "--seed", "7", "-q", "a.yaml"}},
+		{[]string{"netjam", "--log-level", "debug", "run", "a.yaml", "--set=x=1"}, []string{"netjam", "--log-level", "debug", "run", "--set=x=1", "a.yaml"}},
+		{[]string{"netjam", "validate", "a.yaml", "--set", "k=v", "b.yaml"}, []string{"netjam", "validate", "--set", "k=v", "a.yaml", "b.yaml"}},
+		{[]string{"netjam", "run", "--", "-odd.yaml"}, []string{"netjam", "run", "--", "-odd.yaml"}},
+		{[]string{"netjam", "nosuch", "x", "--y"}, []string{"netjam", "nosuch", "x", "--y"}},
+	} {
+		got := flagsFirst(app, tc.in)
+		if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("flagsFirst(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,188 @@
+package stack
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+)
+
+// link is the Host's NIC as gVisor sees it: a stack.LinkEndpoint with no
+// link header and no address resolution, like a TUN device. Outbound
+// packets go straight to the Output callback on the sending goroutine;
+// inbound packets come from Host.Inject. No goroutine, channel or queue of
+// its own: the emulated path behind Output does the queueing, with its own
+// bounds, so the link adds no latency or drops of its own.
+//
+// link.channel would add a goroutine and a channel hop per packet; that is
+// the reason for this type.
+type link struct {
+	output func([][]byte)
+	mtu    atomic.Uint32
+
+	// disp is the dispatcher gVisor attached, nil before Attach and after
+	// the NIC is removed. Inject loads it on every packet.
+	disp atomic.Pointer[dispatcherBox]
+
+	// gate counts calls in flight through the link in either direction;
+	// its top bit is set by shut. Once shut, the link drops what it is
+	// given, so Output is never called after Host.Close returns.
+	gate atomic.Int64
+
+	// scratch recycles the [][]byte handed to Output: the slice of views
+	// of one packet, so WritePackets allocates nothing per packet.
+	scratch sync.Pool
+
+	outPackets, outBytes, outDropped atomic.Uint64
+}
+
+// dispatcherBox wraps the interface so it can live in an atomic.Pointer.
+type dispatcherBox struct{ d stack.NetworkDispatcher }
+
+const shutBit = int64(1) << 62
+
+var _ stack.LinkEndpoint = (*link)(nil)
+
+func newLink(mtu uint32, output func([][]byte)) *link {
+	l := &link{output: output}
+	l.mtu.Store(mtu)
+	l.scratch.New = func() any {
+		s := make([][]byte, 0, 4)
+		return &s
+	}
+	return l
+}
+
+// enter admits one call through the link; it reports false once the link
+// is shut. Every successful enter is paired with exit.
+func (l *link) enter() bool {
+	if l.gate.Add(1)&shutBit != 0 {
+		l.gate.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (l *link) exit() { l.gate.Add(-1) }
+
+// shut stops the link in both directions and waits for the calls in flight
+// to return. They do so promptly: Output must not block, and an Inject in
+// flight only runs gVisor's inbound path (which may itself send through
+// Output).
+func (l *link) shut() {
+	for {
+		g := l.gate.Load()
+		if g&shutBit != 0 || l.gate.CompareAndSwap(g, g|shutBit) {
+			break
+		}
+	}
+	for l.gate.Load() != shutBit {
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// dispatcher returns the attached dispatcher or nil.
+func (l *link) dispatcher() stack.NetworkDispatcher {
+	if b := l.disp.Load(); b != nil {
+		return b.d
+	}
+	return nil
+}
+
+// WritePackets implements stack.LinkWriter. gVisor calls it with one packet
+// at a time when, as here, the NIC has no queueing discipline. Each packet
+// is passed to Output as the views that make it up, from the start of its
+// network header: no copy, no allocation. The packets stay owned by the
+// caller (gVisor releases them), as in gVisor's own link endpoints.
+func (l *link) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
+	n := pkts.Len()
+	if !l.enter() {
+		// A shut link behaves like an unplugged cable: the packets are
+		// lost, not refused, so gVisor does not retry or report them.
+		l.outDropped.Add(uint64(n))
+		return n, nil
+	}
+	defer l.exit()
+	sp := l.scratch.Get().(*[][]byte)
+	s := *sp
+	for _, pkt := range pkts.AsSlice() {
+		views, off := pkt.AsViewList()
+		s = s[:0]
+		size := 0
+		for v := views.Front(); v != nil; v = v.Next() {
+			b := v.AsSlice()
+			if off >= len(b) {
+				off -= len(b)
+				continue
+			}
+			b = b[off:]
+			off = 0
+			s = append(s, b)
+			size += len(b)
+		}
+		l.outPackets.Add(1)
+		l.outBytes.Add(uint64(size))
+		l.output(s)
+	}
+	clear(s) // hold no reference to packet memory in the pool
+	*sp = s[:0]
+	l.scratch.Put(sp)
+	return n, nil
+}
+
+// MTU implements stack.LinkEndpoint.
+func (l *link) MTU() uint32 { return l.mtu.Load() }
+
+// SetMTU implements stack.LinkEndpoint.
+func (l *link) SetMTU(mtu uint32) { l.mtu.Store(mtu) }
+
+// MaxHeaderLength implements stack.LinkEndpoint: there is no link header.
+func (*link) MaxHeaderLength() uint16 { return 0 }
+
+// LinkAddress implements stack.LinkEndpoint: an IP-only link has none.
+func (*link) LinkAddress() tcpip.LinkAddress { return "" }
+
+// SetLinkAddress implements stack.LinkEndpoint; it is ignored.
+func (*link) SetLinkAddress(tcpip.LinkAddress) {}
+
+// Capabilities implements stack.LinkEndpoint. The link claims none:
+//   - no CapabilityResolutionRequired, so gVisor sends without ARP or NDP;
+//   - no checksum offload, so outbound packets carry real checksums (the
+//     path may corrupt them, a TUN may carry them to a real host) and
+//     inbound checksums are verified, so corruption shows up as drops.
+//   - no GSO: the path must see MTU-sized IP packets, as on a real link.
+func (*link) Capabilities() stack.LinkEndpointCapabilities { return 0 }
+
+// Attach implements stack.LinkEndpoint; d is nil when the NIC is removed.
+func (l *link) Attach(d stack.NetworkDispatcher) {
+	if d == nil {
+		l.disp.Store(nil)
+		return
+	}
+	l.disp.Store(&dispatcherBox{d})
+}
+
+// IsAttached implements stack.LinkEndpoint.
+func (l *link) IsAttached() bool { return l.disp.Load() != nil }
+
+// Wait implements stack.LinkEndpoint: the link has no goroutines.
+func (*link) Wait() {}
+
+// ARPHardwareType implements stack.LinkEndpoint; as for a TUN device.
+func (*link) ARPHardwareType() header.ARPHardwareType { return header.ARPHardwareNone }
+
+// AddHeader implements stack.LinkEndpoint: there is no link header.
+func (*link) AddHeader(*stack.PacketBuffer) {}
+
+// ParseHeader implements stack.LinkEndpoint: there is no link header.
+func (*link) ParseHeader(*stack.PacketBuffer) bool { return true }
+
+// Close implements stack.LinkEndpoint; Host.Close has shut the link.
+func (*link) Close() {}
+
+// SetOnCloseAction implements stack.LinkEndpoint; there is nothing to
+// destroy.
+func (*link) SetOnCloseAction(func()) {}

@@ -1,0 +1,147 @@
+package stack
+
+import (
+	"fmt"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/icmp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+)
+
+// This file holds every netstack tuning choice of a Host, each with the
+// reason for it. The aim is an end host that behaves like a stock Linux
+// one, since that is what the emulated path is meant to be tested with,
+// and that is not the bottleneck of an unimpaired path.
+
+// defaultCC is the congestion control of a connection whose TCPOptions.CC
+// is empty. gVisor's own default is "reno"; Linux's (and so what a real
+// host on the far side of a real link would run) is "cubic".
+const defaultCC = "cubic"
+
+// TCP buffer ranges (Linux's net.ipv4.tcp_rmem and tcp_wmem: min, default,
+// max). A connection starts at the default and, unless TCPOptions pins a
+// size, gVisor grows it by auto-tuning up to the max.
+//
+// The defaults are gVisor's (1 MiB; Linux starts smaller, 128 KiB and
+// 16 KiB, but auto-tunes within a few round trips anyway). The maxima are
+// above Linux's (6 MiB and 4 MiB): gVisor, like Linux with
+// tcp_adv_win_scale=1, advertises half its receive buffer as window, and an
+// emulated path is often a long fat one (100 Mbit/s at 200 ms RTT is a
+// 2.5 MB BDP; 1 Gbit/s at 100 ms is 12.5 MB), where a 3 MiB window would
+// make the host, not the path, the limit. 32 MiB covers 1 Gbit/s at about
+// 130 ms; memory is only taken as a connection actually grows.
+var (
+	tcpReceiveBuffer = tcpip.TCPReceiveBufferSizeRangeOption{Min: tcp.MinBufferSize, Default: 1 << 20, Max: 32 << 20}
+	tcpSendBuffer    = tcpip.TCPSendBufferSizeRangeOption{Min: tcp.MinBufferSize, Default: 1 << 20, Max: 32 << 20}
+)
+
+// Socket buffer ranges of the other transports (Linux's net.core.rmem_*
+// and wmem_*), used by UDP and ICMP endpoints. gVisor's defaults equal
+// Linux's (212992 bytes by default, 4 MiB max), which is what a UDP
+// application tested over the emulator would get on a real host.
+var (
+	socketReceiveBuffer = tcpip.ReceiveBufferSizeOption{Min: stack.MinBufferSize, Default: stack.DefaultBufferSize, Max: stack.DefaultMaxBufferSize}
+	socketSendBuffer    = tcpip.SendBufferSizeOption{Min: stack.MinBufferSize, Default: stack.DefaultBufferSize, Max: stack.DefaultMaxBufferSize}
+)
+
+// defaultTTL is the TTL of IPv4 packets and the hop limit of IPv6 ones:
+// Linux's 64 (also gVisor's default; set so it is stated).
+const defaultTTL = 64
+
+// protocols returns the protocols a Host runs.
+//
+// ICMPv4 and ICMPv6 are registered as transports so that ping-like probes
+// (ICMP echo endpoints) can be opened later; echo requests are answered by
+// the network layer either way.
+//
+// IPv6 runs without duplicate address detection, router solicitation,
+// SLAAC, a link-local address or MLD (the zero ipv6.Options): the NIC is a
+// point-to-point link to the path, there is no router or neighbour to talk
+// to, and that chatter would take room in the path's queues and show up in
+// its counters. DAD would also hold every address tentative for a second
+// after NewHost. IGMP is off for the same reason (zero ipv4.Options).
+func protocols() (nets []stack.NetworkProtocolFactory, transports []stack.TransportProtocolFactory) {
+	nets = []stack.NetworkProtocolFactory{
+		ipv4.NewProtocolWithOptions(ipv4.Options{}),
+		ipv6.NewProtocolWithOptions(ipv6.Options{}),
+	}
+	transports = []stack.TransportProtocolFactory{
+		tcp.NewProtocol, udp.NewProtocol, icmp.NewProtocol4, icmp.NewProtocol6,
+	}
+	return nets, transports
+}
+
+// tune applies the stack-wide settings to a new stack.
+func tune(s *stack.Stack, sack bool) error {
+	type setting struct {
+		name string
+		set  func() tcpip.Error
+	}
+	tcpOpt := func(o tcpip.SettableTransportProtocolOption) func() tcpip.Error {
+		return func() tcpip.Error { return s.SetTransportProtocolOption(tcp.ProtocolNumber, o) }
+	}
+	sackOpt := tcpip.TCPSACKEnabled(sack)
+	// RACK (RFC 8985) off, so loss recovery is SACK-based (RFC 6675) with
+	// the classic three-duplicate-ACK threshold, or NewReno without SACK.
+	// gVisor enables RACK by default, but its RACK has no undo of
+	// spurious recoveries (DSACK/Eifel are detected and then ignored):
+	// on a path with jitter or reordering, which is exactly what the
+	// emulator makes, every spurious mark halves the window for good,
+	// and throughput collapses (gvisor#9778, gvisor#14102; tailscale
+	// disabled it on all platforms in tailscale#14896 for this reason).
+	// Linux's RACK does undo, so without RACK gVisor is the closer match.
+	recovery := tcpip.TCPRecovery(0)
+	// Receive buffer auto-tuning (Linux's tcp_moderate_rcvbuf=1, also
+	// gVisor's default): a connection's window follows its bandwidth-delay
+	// product up to tcpReceiveBuffer.Max instead of sitting at the default.
+	moderate := tcpip.TCPModerateReceiveBufferOption(true)
+	// Nagle on for new sockets, as on Linux (gVisor defaults to off). Bulk
+	// transfers do not notice; small-write applications see the real
+	// coalescing they would see on Linux. gVisor has no delayed-ACK timer
+	// to interact with it: a receiver ACKs once per batch of segments it
+	// processes (at most 100), which is not configurable.
+	nagle := tcpip.TCPDelayEnabled(true)
+	cc := tcpip.CongestionControlOption(defaultCC)
+	// Retransmission timer bounds, Linux's: 200 ms minimum, 120 s maximum.
+	// gVisor's defaults are the same; stated because RTO is what a lossy
+	// emulated path exercises most.
+	minRTO := tcpip.TCPMinRTOOption(tcp.MinRTO)
+	maxRTO := tcpip.TCPMaxRTOOption(tcp.MaxRTO)
+	ttl := tcpip.DefaultTTLOption(defaultTTL)
+	rcv, snd := tcpReceiveBuffer, tcpSendBuffer
+
+	for _, st := range []setting{
+		{"tcp sack", tcpOpt(&sackOpt)},
+		{"tcp recovery", tcpOpt(&recovery)},
+		{"tcp moderate receive buffer", tcpOpt(&moderate)},
+		{"tcp delay (nagle)", tcpOpt(&nagle)},
+		{"tcp congestion control", tcpOpt(&cc)},
+		{"tcp min rto", tcpOpt(&minRTO)},
+		{"tcp max rto", tcpOpt(&maxRTO)},
+		{"tcp receive buffer range", tcpOpt(&rcv)},
+		{"tcp send buffer range", tcpOpt(&snd)},
+		// The stack-wide options are set by value, not by pointer as
+		// the protocol ones are (gVisor rejects a pointer here with
+		// ErrUnknownProtocolOption).
+		{"socket receive buffer range", func() tcpip.Error { return s.SetOption(socketReceiveBuffer) }},
+		{"socket send buffer range", func() tcpip.Error { return s.SetOption(socketSendBuffer) }},
+		{"ipv4 ttl", func() tcpip.Error { return s.SetNetworkProtocolOption(ipv4.ProtocolNumber, &ttl) }},
+		{"ipv6 hop limit", func() tcpip.Error { return s.SetNetworkProtocolOption(ipv6.ProtocolNumber, &ttl) }},
+	} {
+		if err := st.set(); err != nil {
+			return fmt.Errorf("stack: setting %s: %s", st.name, err)
+		}
+	}
+	// Not set, deliberately:
+	//   - forwarding stays off (gVisor's default): a Host is an end host.
+	//   - no GSO or GRO: the path must see and carry MTU-sized packets;
+	//     segmentation offload would hand Output 64 KiB super-packets.
+	//   - TIME_WAIT (60 s), SYN retries (6), keepalive and the ICMP rate
+	//     limit (1000/s, echo replies exempt) keep gVisor's defaults,
+	//     which are Linux's.
+	return nil
+}
