@@ -152,8 +152,8 @@ type manualTimer struct {
 	m     *Manual
 	c     chan time.Time // nil for AfterFunc timers
 	f     func()         // nil for channel timers
-	when  time.Time // guarded by m.mu
-	armed bool      // guarded by m.mu
+	when  time.Time      // guarded by m.mu
+	armed bool           // guarded by m.mu
 }
 
 func (t *manualTimer) C() <-chan time.Time { return t.c }
