@@ -405,6 +405,9 @@ func TestChainAllocatesNothingPerPacket(t *testing.T) {
 	for range 5000 { // warm up: fill the delay line and the pool
 		step()
 	}
+	if raceEnabled {
+		t.Skip("sync.Pool drops packets at random under the race detector")
+	}
 	if n := testing.AllocsPerRun(10000, step); n != 0 {
 		t.Fatalf("%v allocations per packet", n)
 	}

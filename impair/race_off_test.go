@@ -1,0 +1,5 @@
+//go:build !race
+
+package impair
+
+const raceEnabled = false

@@ -1,0 +1,439 @@
+package stack
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+	"gvisor.dev/gvisor/pkg/buffer"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+
+	"github.com/netjam/netjam/clock"
+)
+
+// MTU limits. 576 is the smallest datagram every IPv4 host must accept
+// (RFC 791); 65535 is the largest IPv4 packet (its total length is 16
+// bits). IPv6 needs at least 1280 (RFC 8200), checked when the host has an
+// IPv6 address.
+const (
+	MinMTU     = 576
+	MinMTUIPv6 = 1280
+	MaxMTU     = 65535
+)
+
+// HostConfig describes a Host. NewHost validates it and reports every
+// problem at once.
+type HostConfig struct {
+	// Name names the host in logs and errors ("client").
+	Name string
+	// Addrs are the NIC's addresses with their prefixes, IPv4 and/or IPv6
+	// (10.0.0.1/24, fd00::1/64). The host has a default route through the
+	// NIC for each family it has an address of; the prefix length only
+	// decides which addresses gVisor treats as on-link, which changes
+	// nothing on a link without neighbour resolution.
+	Addrs []netip.Prefix
+	// MTU is the largest IP packet the host sends, MinMTU..MaxMTU (at
+	// least MinMTUIPv6 with an IPv6 address). TCP's MSS follows from it.
+	MTU int
+	// Clock is the run's clock. gVisor takes all its time from it
+	// (stack.Options.Clock), so a clock.Manual drives its timers too.
+	Clock clock.Clock
+	// Seed seeds every random choice gVisor makes through the stack's
+	// random sources: initial sequence numbers, TCP timestamp offsets,
+	// ephemeral ports, hash seeds. Same seed, same choices.
+	Seed uint64
+	// SACK enables TCP selective acknowledgements (RFC 2018) for every
+	// connection of the host. gVisor has the switch only for the whole
+	// stack, not per socket; Linux enables SACK by default.
+	SACK bool
+	// Output is called with each IP packet the host sends, as slices whose
+	// concatenation is the packet. The slices are valid only during the
+	// call: the callee copies what it keeps. Output is called from many
+	// goroutines at once and must not block; it may call Inject of any
+	// host, including this one, but not Close. It is not called once Close
+	// has returned.
+	Output func(pkt [][]byte)
+	// Log is the logger; nil means none. The host names it "stack" and
+	// adds its name; nothing is logged per packet.
+	Log *zap.Logger
+}
+
+// Validate reports every invalid field of c, each as its own error.
+func (c *HostConfig) Validate() error {
+	var errs []error
+	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if c.Name == "" {
+		add("name: must not be empty")
+	}
+	if len(c.Addrs) == 0 {
+		add("addrs: at least one address is required")
+	}
+	v6 := false
+	seen := make(map[netip.Addr]bool)
+	for i, p := range c.Addrs {
+		a := p.Addr()
+		switch {
+		case !p.IsValid():
+			add("addrs[%d]: %v is not a valid prefix", i, p)
+			continue
+		case a.Is4In6():
+			add("addrs[%d]: %v: use the plain IPv4 form, not IPv4-mapped IPv6", i, p)
+		case a.IsUnspecified() || a.IsMulticast() || a.IsLoopback():
+			add("addrs[%d]: %v is not a unicast host address", i, p)
+		case seen[a]:
+			add("addrs[%d]: %v is listed twice", i, a)
+		}
+		seen[a] = true
+		v6 = v6 || a.Is6()
+	}
+	switch {
+	case c.MTU < MinMTU || c.MTU > MaxMTU:
+		add("mtu: %d is out of range %d..%d", c.MTU, MinMTU, MaxMTU)
+	case v6 && c.MTU < MinMTUIPv6:
+		add("mtu: %d is below IPv6's minimum of %d", c.MTU, MinMTUIPv6)
+	}
+	if c.Clock == nil {
+		add("clock: must be set")
+	}
+	if c.Output == nil {
+		add("output: must be set")
+	}
+	return errors.Join(errs...)
+}
+
+// Host is one gVisor network stack with one NIC: the end of an emulated
+// path. Its methods are safe for concurrent use.
+type Host struct {
+	name  string
+	log   *zap.Logger
+	s     *stack.Stack
+	link  *link
+	v4    bool // the host has an IPv4 address
+	v6    bool // the host has an IPv6 address
+	ccs   []string
+	close sync.Once
+
+	mu      sync.Mutex          // guards closed and closers
+	closed  bool                // Close has begun
+	closers map[closer]struct{} // every open endpoint the host made
+
+	inPackets, inBytes, malformed, inDropped atomic.Uint64
+}
+
+// closer is an endpoint wrapper the Host closes on Close.
+type closer interface{ closeEndpoint() }
+
+// nicID is the Host's only NIC.
+const nicID tcpip.NICID = 1
+
+// NewHost validates cfg and builds the host's stack, NIC, addresses and
+// routes. The stack is running when NewHost returns (gVisor starts its TCP
+// processor goroutines in stack.New); Close stops it.
+func NewHost(cfg HostConfig) (*Host, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("stack: host %q: %w", cfg.Name, err)
+	}
+	log := cfg.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	nets, transports := protocols()
+	s := stack.New(stack.Options{
+		NetworkProtocols:   nets,
+		TransportProtocols: transports,
+		Clock:              newTCPIPClock(cfg.Clock),
+		// A packet to one of the host's own addresses is delivered
+		// inside the stack, as Linux does, rather than sent to the path.
+		HandleLocal: true,
+		RandSource:  newLockedSource(seedStream(cfg.Seed, "rand")),
+		SecureRNG:   newLockedReader(seedStream(cfg.Seed, "secure")),
+	})
+	h := &Host{
+		name:    cfg.Name,
+		log:     log.Named("stack").With(zap.String("host", cfg.Name)),
+		s:       s,
+		link:    newLink(uint32(cfg.MTU), cfg.Output),
+		closers: make(map[closer]struct{}),
+	}
+	if err := h.setup(cfg); err != nil {
+		h.link.shut()
+		s.Destroy()
+		return nil, fmt.Errorf("stack: host %q: %w", cfg.Name, err)
+	}
+	h.log.Debug("host up", zap.Stringers("addrs", prefixes(cfg.Addrs)), zap.Int("mtu", cfg.MTU),
+		zap.Bool("sack", cfg.SACK), zap.Strings("congestion_controls", h.ccs))
+	return h, nil
+}
+
+func prefixes(ps []netip.Prefix) []fmt.Stringer {
+	out := make([]fmt.Stringer, len(ps))
+	for i, p := range ps {
+		out[i] = p
+	}
+	return out
+}
+
+func (h *Host) setup(cfg HostConfig) error {
+	if err := tune(h.s, cfg.SACK); err != nil {
+		return err
+	}
+	if err := h.s.CreateNICWithOptions(nicID, h.link, stack.NICOptions{Name: cfg.Name}); err != nil {
+		return fmt.Errorf("creating NIC: %s", err)
+	}
+	var routes []tcpip.Route
+	for _, p := range cfg.Addrs {
+		a := p.Addr()
+		proto, def := ipv4.ProtocolNumber, header.IPv4EmptySubnet
+		if a.Is6() {
+			proto, def = ipv6.ProtocolNumber, header.IPv6EmptySubnet
+		}
+		pa := tcpip.ProtocolAddress{
+			Protocol:          proto,
+			AddressWithPrefix: tcpip.AddressWithPrefix{Address: tcpipAddr(a), PrefixLen: p.Bits()},
+		}
+		if err := h.s.AddProtocolAddress(nicID, pa, stack.AddressProperties{}); err != nil {
+			return fmt.Errorf("adding address %v: %s", p, err)
+		}
+		if a.Is4() && !h.v4 || a.Is6() && !h.v6 {
+			routes = append(routes, tcpip.Route{Destination: def, NIC: nicID})
+		}
+		h.v4, h.v6 = h.v4 || a.Is4(), h.v6 || a.Is6()
+	}
+	h.s.SetRouteTable(routes)
+	h.ccs = availableCC(h.s)
+	return nil
+}
+
+// Name returns the host's name.
+func (h *Host) Name() string { return h.name }
+
+// Inject hands the host an IP packet arriving from the path. IPv4 or IPv6
+// is told by the version nibble. pkt is copied (into gVisor's buffer pool)
+// before Inject returns, so the caller keeps it. Inject checks the version
+// and that the IP header's length fields fit in pkt; anything else wrong
+// with the packet is gVisor's to find. Either way a malformed packet is
+// counted in Stats().Malformed and dropped; Inject never panics on any
+// input. After Close, packets are counted as Dropped.
+//
+// Inject runs gVisor's inbound path on the caller's goroutine, up to the
+// point where TCP queues the segment for its processor; a reply the
+// network layer makes at once (an ICMP echo reply, a TCP reset) goes to
+// Output before Inject returns.
+func (h *Host) Inject(pkt []byte) {
+	h.inPackets.Add(1)
+	h.inBytes.Add(uint64(len(pkt)))
+	proto, ok := networkProtocol(pkt)
+	if !ok {
+		h.malformed.Add(1)
+		return
+	}
+	if !h.link.enter() {
+		h.inDropped.Add(1)
+		return
+	}
+	defer h.link.exit()
+	d := h.link.dispatcher()
+	if d == nil {
+		h.inDropped.Add(1)
+		return
+	}
+	pb := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(pkt)})
+	d.DeliverNetworkPacket(proto, pb)
+	pb.DecRef()
+}
+
+// networkProtocol checks what gVisor relies on the link to have checked:
+// a known IP version and a header whose length fields fit in pkt. Trailing
+// bytes past the IP length are allowed (gVisor trims them, as link padding).
+func networkProtocol(pkt []byte) (tcpip.NetworkProtocolNumber, bool) {
+	if len(pkt) == 0 {
+		return 0, false
+	}
+	switch pkt[0] >> 4 {
+	case 4:
+		if len(pkt) < header.IPv4MinimumSize {
+			return 0, false
+		}
+		ip := header.IPv4(pkt)
+		hl, tl := int(ip.HeaderLength()), int(ip.TotalLength())
+		if hl < header.IPv4MinimumSize || tl < hl || tl > len(pkt) {
+			return 0, false
+		}
+		return ipv4.ProtocolNumber, true
+	case 6:
+		if len(pkt) < header.IPv6MinimumSize {
+			return 0, false
+		}
+		if header.IPv6MinimumSize+int(header.IPv6(pkt).PayloadLength()) > len(pkt) {
+			return 0, false
+		}
+		return ipv6.ProtocolNumber, true
+	}
+	return 0, false
+}
+
+// Stats are a Host's counters since NewHost.
+type Stats struct {
+	InPackets, InBytes   uint64 // given to Inject
+	OutPackets, OutBytes uint64 // given to Output
+	// Malformed counts arriving packets dropped as not well-formed: by
+	// Inject's own check, or by gVisor's IP, TCP, UDP or ICMP parsers.
+	Malformed uint64
+	// ChecksumErrors counts arriving TCP and UDP packets dropped for a bad
+	// checksum (IPv4 header checksum failures count as Malformed, as
+	// gVisor counts them).
+	ChecksumErrors uint64
+	// Dropped counts packets lost because Close had begun: given to Inject
+	// or sent by gVisor while the host was closing or closed.
+	Dropped uint64
+	// TCP holds connection-level events summed over every TCP connection
+	// the host has had.
+	TCP TCPStats
+}
+
+// TCPStats are host-wide TCP counters, from gVisor's stack statistics
+// (tcpip.Stats.TCP). Those that gVisor keeps only stack-wide, such as the
+// number of SACK recoveries, exist only here and not in TCPInfo.
+type TCPStats struct {
+	SegmentsSent, SegmentsReceived uint64
+	Retransmits                    uint64 // segments retransmitted
+	Timeouts                       uint64 // RTO expiries
+	FastRecoveries                 uint64 // NewReno fast recovery episodes (no SACK)
+	SACKRecoveries                 uint64 // SACK-based (RFC 6675) recovery episodes
+	TLPRecoveries                  uint64 // losses repaired by a tail loss probe (RACK only)
+	SpuriousRecoveries             uint64 // recoveries later found unnecessary (DSACK, timestamps)
+	ResetsSent, ResetsReceived     uint64
+}
+
+// Stats returns the host's counters; safe at any time, also after Close.
+func (h *Host) Stats() Stats {
+	st := h.s.Stats()
+	return Stats{
+		InPackets:  h.inPackets.Load(),
+		InBytes:    h.inBytes.Load(),
+		OutPackets: h.link.outPackets.Load(),
+		OutBytes:   h.link.outBytes.Load(),
+		Malformed: h.malformed.Load() +
+			st.IP.MalformedPacketsReceived.Value() + st.IP.MalformedFragmentsReceived.Value() +
+			st.TCP.InvalidSegmentsReceived.Value() + st.UDP.MalformedPacketsReceived.Value() +
+			st.ICMP.V4.PacketsReceived.Invalid.Value() + st.ICMP.V6.PacketsReceived.Invalid.Value(),
+		ChecksumErrors: st.TCP.ChecksumErrors.Value() + st.UDP.ChecksumErrors.Value(),
+		Dropped:        h.inDropped.Load() + h.link.outDropped.Load(),
+		TCP: TCPStats{
+			SegmentsSent:       st.TCP.SegmentsSent.Value(),
+			SegmentsReceived:   st.TCP.ValidSegmentsReceived.Value(),
+			Retransmits:        st.TCP.Retransmits.Value(),
+			Timeouts:           st.TCP.Timeouts.Value(),
+			FastRecoveries:     st.TCP.FastRecovery.Value(),
+			SACKRecoveries:     st.TCP.SACKRecovery.Value(),
+			TLPRecoveries:      st.TCP.TLPRecovery.Value(),
+			SpuriousRecoveries: st.TCP.SpuriousRecovery.Value(),
+			ResetsSent:         st.TCP.ResetsSent.Value(),
+			ResetsReceived:     st.TCP.ResetsReceived.Value(),
+		},
+	}
+}
+
+// Close shuts the host down, in this order: the link stops (Inject drops,
+// Output is no longer called, calls in flight are waited for); every
+// endpoint the host made is closed; gVisor aborts what remains and closes
+// its protocols (stack.Close); then Close waits for gVisor's goroutines to
+// end and removes the NIC (stack.Wait). Established connections are reset
+// without a word on the path, as if the cable were cut. Close is
+// idempotent and always returns nil; it must not be called from Output.
+func (h *Host) Close() error {
+	h.close.Do(func() {
+		h.link.shut()
+		h.mu.Lock()
+		h.closed = true
+		cs := make([]closer, 0, len(h.closers))
+		for c := range h.closers {
+			cs = append(cs, c)
+		}
+		h.closers = nil
+		h.mu.Unlock()
+		for _, c := range cs {
+			c.closeEndpoint()
+		}
+		h.s.Close()
+		h.s.Wait()
+		h.log.Debug("host closed", zap.Int("endpoints", len(cs)))
+	})
+	return nil
+}
+
+// track registers c to be closed by Close. It fails once Close has begun.
+func (h *Host) track(c closer) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return net.ErrClosed
+	}
+	h.closers[c] = struct{}{}
+	return nil
+}
+
+// untrack forgets c, closed by its owner.
+func (h *Host) untrack(c closer) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.closers, c)
+}
+
+// netProto picks the network protocol for talking to a, which must be of a
+// family the host has an address of.
+func (h *Host) netProto(a netip.Addr) (tcpip.NetworkProtocolNumber, error) {
+	switch {
+	case a.Is4() && h.v4:
+		return ipv4.ProtocolNumber, nil
+	case a.Is6() && h.v6:
+		return ipv6.ProtocolNumber, nil
+	case !a.IsValid():
+		return 0, errors.New("invalid address")
+	}
+	family := 6
+	if a.Is4() {
+		family = 4
+	}
+	return 0, fmt.Errorf("host %q has no IPv%d address", h.name, family)
+}
+
+// listenProto picks the endpoint family for a listener on every address:
+// IPv6 dual-stack when the host has both families, so one endpoint
+// accepts both, as with Go's net.Listen("tcp", ":port").
+func (h *Host) listenProto() (proto tcpip.NetworkProtocolNumber, v6only bool) {
+	if h.v6 {
+		return ipv6.ProtocolNumber, !h.v4
+	}
+	return ipv4.ProtocolNumber, false
+}
+
+func tcpipAddr(a netip.Addr) tcpip.Address {
+	if a.Is4() {
+		return tcpip.AddrFrom4(a.As4())
+	}
+	return tcpip.AddrFrom16(a.As16())
+}
+
+func fullAddr(ap netip.AddrPort) tcpip.FullAddress {
+	return tcpip.FullAddress{Addr: tcpipAddr(ap.Addr()), Port: ap.Port()}
+}
+
+// availableCC reads the congestion controls gVisor's TCP offers from s.
+func availableCC(s *stack.Stack) []string {
+	var avail tcpip.TCPAvailableCongestionControlOption
+	if err := s.TransportProtocolOption(tcp.ProtocolNumber, &avail); err != nil {
+		return nil
+	}
+	return strings.Fields(string(avail))
+}

@@ -1,0 +1,86 @@
+package stack
+
+import (
+	"net"
+	"net/netip"
+	"sync"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+	"gvisor.dev/gvisor/pkg/waiter"
+)
+
+// udpConn is a UDP socket of a Host: gonet's UDPConn, closed by the Host's
+// Close if not before. It is a net.Conn when connected (DialUDP) and a
+// net.PacketConn either way. Deadlines run on the wall clock.
+type udpConn struct {
+	*gonet.UDPConn
+	h    *Host
+	once sync.Once
+}
+
+// Close implements net.Conn; it is idempotent and returns nil.
+func (c *udpConn) Close() error {
+	c.h.untrack(c)
+	c.closeEndpoint()
+	return nil
+}
+
+func (c *udpConn) closeEndpoint() { c.once.Do(func() { c.UDPConn.Close() }) }
+
+// ListenUDP opens a UDP socket on port (0: an ephemeral one) of every
+// address of the host (dual-stack when the host has both families), for
+// ReadFrom and WriteTo. Datagrams larger than the path MTU allows are
+// fragmented, as on Linux.
+func (h *Host) ListenUDP(port uint16) (net.PacketConn, error) {
+	proto, v6only := h.listenProto()
+	laddr := netip.AddrPortFrom(netip.IPv6Unspecified(), port)
+	if proto != ipv6.ProtocolNumber {
+		laddr = netip.AddrPortFrom(netip.IPv4Unspecified(), port)
+	}
+	var wq waiter.Queue
+	ep, terr := h.s.NewEndpoint(udp.ProtocolNumber, proto, &wq)
+	if terr != nil {
+		return nil, opError("listen", "udp", laddr, terr)
+	}
+	c := &udpConn{UDPConn: gonet.NewUDPConn(&wq, ep), h: h}
+	if err := h.track(c); err != nil {
+		ep.Close()
+		return nil, &net.OpError{Op: "listen", Net: "udp", Addr: net.UDPAddrFromAddrPort(laddr), Err: err}
+	}
+	if proto == ipv6.ProtocolNumber {
+		ep.SocketOptions().SetV6Only(v6only)
+	}
+	if terr := ep.Bind(tcpip.FullAddress{Port: port}); terr != nil {
+		c.Close()
+		return nil, opError("listen", "udp", laddr, terr)
+	}
+	return c, nil
+}
+
+// DialUDP opens a UDP socket connected to raddr, from an ephemeral port:
+// Write sends to raddr, Read receives only from it.
+func (h *Host) DialUDP(raddr netip.AddrPort) (net.Conn, error) {
+	raddr = netip.AddrPortFrom(raddr.Addr().Unmap(), raddr.Port())
+	proto, err := h.netProto(raddr.Addr())
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: "udp", Addr: net.UDPAddrFromAddrPort(raddr), Err: err}
+	}
+	var wq waiter.Queue
+	ep, terr := h.s.NewEndpoint(udp.ProtocolNumber, proto, &wq)
+	if terr != nil {
+		return nil, opError("dial", "udp", raddr, terr)
+	}
+	c := &udpConn{UDPConn: gonet.NewUDPConn(&wq, ep), h: h}
+	if err := h.track(c); err != nil {
+		ep.Close()
+		return nil, &net.OpError{Op: "dial", Net: "udp", Addr: net.UDPAddrFromAddrPort(raddr), Err: err}
+	}
+	if terr := ep.Connect(fullAddr(raddr)); terr != nil {
+		c.Close()
+		return nil, opError("dial", "udp", raddr, terr)
+	}
+	return c, nil
+}
