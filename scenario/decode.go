@@ -33,7 +33,7 @@ const (
 
 // Keys of each mapping, in the order the reference documents them.
 var (
-	rootKeys      = []string{"name", "description", "seed", "duration", "mtu", "link", "flows", "variants"}
+	rootKeys      = []string{"name", "description", "seed", "duration", "mtu", "sample_interval", "link", "flows", "variants"}
 	directionKeys = []string{"delay", "loss", "duplicate", "corrupt", "reorder", "rate", "slot", "queue", "inflight_limit"}
 	linkKeys      = append(slices.Clone(directionKeys), "uplink", "downlink")
 	variantKeys   = []string{"name", "set"}
@@ -346,7 +346,7 @@ func (d *decoder) text(n *yaml.Node, path string) (string, bool) {
 // Parse decodes the variants once, from the file. defaultName is the
 // scenario name when the tree has none.
 func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
-	s := &Scenario{Duration: 30 * time.Second, MTU: 1500, tree: root}
+	s := &Scenario{Duration: 30 * time.Second, MTU: 1500, SampleInterval: 100 * time.Millisecond, tree: root}
 	f, _ := d.fields(root, "", "a mapping of scenario keys", rootKeys)
 
 	if n := f["name"]; n != nil {
@@ -382,8 +382,17 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 			s.MTU = int(v)
 		}
 	}
-	if n := f["flows"]; n != nil && (n.Kind != yaml.SequenceNode || len(n.Content) > 0) {
-		d.errorf(n, "flows", "traffic flows are not available in this version of netjam (expected: an empty list)")
+	if n := f["sample_interval"]; n != nil {
+		if v, ok := d.duration(n, "sample_interval", true, time.Minute); ok {
+			if v < time.Millisecond {
+				d.errorf(n, "sample_interval", "%s is out of range (expected 1ms to 1m)", n.Value)
+			} else {
+				s.SampleInterval = v
+			}
+		}
+	}
+	if n := f["flows"]; n != nil {
+		s.Flows = d.flows(n, s.MTU, mtuOK, s.Duration)
 	}
 
 	var shared, up, down map[string]*yaml.Node

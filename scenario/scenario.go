@@ -49,14 +49,17 @@ type Scenario struct {
 	MTU      int           // default 1500; 576..65535
 	Uplink   Direction     // link keys, each replaced by link.uplink's when it has the key
 	Downlink Direction     // link keys, each replaced by link.downlink's when it has the key
+	// SampleInterval is the step of the run's time series; default 100ms.
+	SampleInterval time.Duration
+	Flows          []Flow
 
 	file string     // the source file, for YAML's header comment
 	tree *yaml.Node // the resolved tree (a mapping) behind YAML
 }
 
-// Direction is the impairment of one direction of the link. Stages apply in
-// netem's order: the queue and rate (the bottleneck), then loss, corruption,
-// duplication, delay with reordering, and slots.
+// Direction is the impairment of one direction of the link. Package impair
+// applies it in this order: loss, duplication, corruption, the queue and
+// rate (the bottleneck), slots, then delay with reordering.
 type Direction struct {
 	Delay     Delay
 	Loss      Loss

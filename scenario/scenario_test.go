@@ -56,11 +56,12 @@ func with(f func(d *Direction)) Direction {
 
 func TestDefaults(t *testing.T) {
 	want := Scenario{
-		Name:     "x",
-		Duration: 30 * time.Second,
-		MTU:      1500,
-		Uplink:   defaultDirection(),
-		Downlink: defaultDirection(),
+		Name:           "x",
+		Duration:       30 * time.Second,
+		SampleInterval: 100 * time.Millisecond,
+		MTU:            1500,
+		Uplink:         defaultDirection(),
+		Downlink:       defaultDirection(),
 	}
 	for _, src := range []string{
 		"",
@@ -86,14 +87,15 @@ duration: 1m30s
 mtu: 9000
 `)
 	want := Scenario{
-		Name:        "tcp-vs-udp.loss_2",
-		Description: "free text",
-		Seed:        18446744073709551615,
-		SeedSet:     true,
-		Duration:    90 * time.Second,
-		MTU:         9000,
-		Uplink:      defaultDirection(),
-		Downlink:    defaultDirection(),
+		Name:           "tcp-vs-udp.loss_2",
+		Description:    "free text",
+		Seed:           18446744073709551615,
+		SeedSet:        true,
+		Duration:       90 * time.Second,
+		SampleInterval: 100 * time.Millisecond,
+		MTU:            9000,
+		Uplink:         defaultDirection(),
+		Downlink:       defaultDirection(),
 	}
 	if !reflect.DeepEqual(exported(got), want) {
 		t.Errorf("got\n%+v\nwant\n%+v", exported(got), want)
@@ -448,10 +450,32 @@ func TestErrors(t *testing.T) {
 			want: "x.yaml:2: link.queue.bytes: 8KB is less than the MTU (9000 bytes), so a full-size packet could never be queued"},
 		{name: "queue size below mtu", src: "link: {queue: 1KB}\n",
 			want: "x.yaml:1: link.queue: 1KB is less than the MTU (1500 bytes), so a full-size packet could never be queued"},
-		{name: "flows", src: "flows:\n  - {name: bulk, cc: cubic}\n",
-			want: "x.yaml:2: flows: traffic flows are not available in this version of netjam (expected: an empty list)"},
+		{name: "flow without type", src: "flows:\n  - {name: bulk, cc: cubic}\n",
+			want: "x.yaml:2: flows.bulk.type: a flow needs a type (tcp or udp)"},
 		{name: "flows mapping", src: "flows: {}\n",
-			want: "x.yaml:1: flows: traffic flows are not available in this version of netjam (expected: an empty list)"},
+			want: "x.yaml:1: flows: expected a list of flows, got a mapping"},
+		{name: "flow cc", src: "flows:\n  - {name: bulk, type: tcp, size: 1MB, cc: bbr}\n",
+			want: `x.yaml:2: flows.bulk.cc: "bbr" is not a congestion control of netstack TCP (expected one of: reno, cubic)`},
+		{name: "flow cc typo", src: "flows:\n  - {name: bulk, type: tcp, size: 1MB, cc: cubik}\n",
+			want: `x.yaml:2: flows.bulk.cc: "cubik" is not a congestion control of netstack TCP; did you mean "cubic"?`},
+		{name: "tcp needs size", src: "flows:\n  - {name: bulk, type: tcp}\n",
+			want: "x.yaml:2: flows.bulk: a tcp flow needs a size or a duration"},
+		{name: "udp key on tcp", src: "flows:\n  - {name: bulk, type: tcp, size: 1MB, rate: 5Mbps}\n",
+			want: "x.yaml:2: flows.bulk.rate: applies to udp flows only (this flow is tcp)"},
+		{name: "udp rate and interval", src: "flows:\n  - {name: v, type: udp, rate: 1Mbps, interval: 2ms, count: 5}\n",
+			want: "x.yaml:2: flows.v.interval: give a rate or an interval, not both"},
+		{name: "udp packet size", src: "mtu: 1500\nflows:\n  - {name: v, type: udp, rate: 1Mbps, count: 5, packet_size: 1473}\n",
+			want: "x.yaml:3: flows.v.packet_size: 1473 is out of range (expected 24 to 1472)"},
+		{name: "udp needs count", src: "flows:\n  - {name: v, type: udp, interval: 2ms}\n",
+			want: "x.yaml:2: flows.v: a udp flow needs a count or a duration"},
+		{name: "flow start", src: "duration: 5s\nflows:\n  - {name: v, type: udp, interval: 2ms, count: 3, start: 5s}\n",
+			want: "x.yaml:3: flows.v.start: 5s is not before the end of the run (duration 5s)"},
+		{name: "flow names", src: "flows:\n  - {name: v, type: udp, interval: 2ms, count: 3}\n  - {name: v, type: udp, interval: 2ms, count: 3}\n",
+			want: `x.yaml:3: flows[1].name: "v" names two flows (first at line 2)`},
+		{name: "flow stack", src: "flows:\n  - {name: v, type: udp, interval: 2ms, count: 3, stack: kernel}\n",
+			want: `x.yaml:2: flows.v.stack: "kernel" is not a stack in this version of netjam (expected one of: netstack)`},
+		{name: "sample interval", src: "sample_interval: 100us\n",
+			want: "x.yaml:1: sample_interval: 100us is out of range (expected 1ms to 1m)"},
 
 		// One mistake, one message: no relation errors on invalid values.
 		{name: "no cascade", src: "mtu: big\nlink: {delay: 5 parsecs, reorder: 1%, queue: {bytes: 1KB}}\n",
@@ -536,7 +560,7 @@ x.yaml:10: link.uplink.queue.flows: applies to fq_codel only (the discipline is 
 x.yaml:11: link.downlink.rate: duplicate key (first at line 11)
 x.yaml:11: link.downlink.slot.max: 5ms is less than min 10ms
 x.yaml:12: link.duplicate: expected a ratio like 5% or a mapping of p, correlation, got a list
-x.yaml:13: flows: traffic flows are not available in this version of netjam (expected: an empty list)
+x.yaml:13: flows[0]: expected a mapping of flow keys, got the string "a"
 --set link.mtu: unknown key (expected one of: corrupt, delay, downlink, duplicate, inflight_limit, loss, queue, rate, reorder, slot, uplink)
 --set link.loss.p: 200% is out of range (expected 0% to 100%)`
 	_, err := parse(src, "link.mtu=1500", "link.loss.p=200%")
@@ -585,12 +609,13 @@ link:
 	}
 	s := p.Runs[0]
 	want := Scenario{
-		Name:        "base",
-		Description: "from the command line",
-		Seed:        7,
-		SeedSet:     true,
-		Duration:    2 * time.Minute,
-		MTU:         1500,
+		Name:           "base",
+		Description:    "from the command line",
+		Seed:           7,
+		SeedSet:        true,
+		Duration:       2 * time.Minute,
+		MTU:            1500,
+		SampleInterval: 100 * time.Millisecond,
 		Uplink: with(func(d *Direction) {
 			d.Delay.Time, d.Delay.Jitter = 5*time.Millisecond, time.Millisecond
 			d.Rate.Bitrate = 10_000_000
@@ -679,14 +704,14 @@ variants:
 		t.Fatalf("plan %s with %d runs, want v with 3", p.Name, len(p.Runs))
 	}
 	want := []Scenario{
-		{Name: "v", Variant: "no-loss", Duration: 30 * time.Second, MTU: 1500,
+		{Name: "v", Variant: "no-loss", Duration: 30 * time.Second, MTU: 1500, SampleInterval: 100 * time.Millisecond,
 			Uplink: with(func(d *Direction) { d.Loss = Loss{Model: "random"} }),
 			Downlink: with(func(d *Direction) {
 				d.Loss = Loss{Model: "random"}
 				d.Rate.Bitrate = 1_000_000
 			}),
 		},
-		{Name: "v", Variant: "loss-5", Duration: 30 * time.Second, MTU: 1500,
+		{Name: "v", Variant: "loss-5", Duration: 30 * time.Second, MTU: 1500, SampleInterval: 100 * time.Millisecond,
 			Uplink: with(func(d *Direction) {
 				d.Delay.Time = 50 * time.Millisecond
 				d.Loss = Loss{Model: "random", P: 0.05}
@@ -697,7 +722,7 @@ variants:
 				d.Rate.Bitrate = 1_000_000
 			}),
 		},
-		{Name: "v", Variant: "nested", Duration: 30 * time.Second, MTU: 1500,
+		{Name: "v", Variant: "nested", Duration: 30 * time.Second, MTU: 1500, SampleInterval: 100 * time.Millisecond,
 			Uplink: with(func(d *Direction) {
 				d.Delay.Time, d.Delay.Jitter = 10*time.Millisecond, 5*time.Millisecond
 				d.Loss = Loss{Model: "random", P: 0.05}
@@ -926,5 +951,35 @@ func TestSuggest(t *testing.T) {
 		if got := suggest(word, opts); got != want {
 			t.Errorf("suggest(%q) = %q, want %q", word, got, want)
 		}
+	}
+}
+
+func TestFlows(t *testing.T) {
+	p, err := Parse("x.yaml", []byte(`
+duration: 20s
+sample_interval: 50ms
+flows:
+  - {name: bulk, type: tcp, size: 5MiB, cc: cubic, sack: false, send_buffer: 4MB, receive_buffer: 6MB}
+  - {name: back, type: tcp, duration: 10s, direction: down, start: 2s}
+  - {name: probe, type: udp, interval: 2ms, count: 1000}
+  - {name: video, type: udp, rate: 6Mbps, packet_size: 1200, duration: 25s}
+variants:
+  - {name: reno, set: {flows.bulk.cc: reno}}
+`), Options{Sets: []string{"flows.probe.packet_size=200"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Runs[0]
+	want := []Flow{
+		{Name: "bulk", Type: "tcp", Stack: "netstack", Direction: "up", CC: "reno", SACK: false, SendBuffer: 4e6, ReceiveBuffer: 6e6, Size: 5 << 20, PacketSize: 100},
+		{Name: "back", Type: "tcp", Stack: "netstack", Direction: "down", Start: 2 * time.Second, SACK: true, Duration: 10 * time.Second, PacketSize: 100},
+		{Name: "probe", Type: "udp", Stack: "netstack", Direction: "up", SACK: true, Interval: 2 * time.Millisecond, Count: 1000, PacketSize: 200},
+		{Name: "video", Type: "udp", Stack: "netstack", Direction: "up", SACK: true, Rate: 6e6, PacketSize: 1200, Duration: 25 * time.Second},
+	}
+	if !reflect.DeepEqual(s.Flows, want) {
+		t.Fatalf("flows\n%+v\nwant\n%+v", s.Flows, want)
+	}
+	if s.SampleInterval != 50*time.Millisecond {
+		t.Fatalf("sample interval %v", s.SampleInterval)
 	}
 }

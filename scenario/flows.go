@@ -1,0 +1,186 @@
+package scenario
+
+import (
+	"fmt"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Flow is one traffic flow of a scenario: a TCP bulk transfer or a UDP
+// constant-bit-rate stream across the emulated path.
+type Flow struct {
+	Name string
+	Type string // "tcp" or "udp"
+	// Stack is where the flow's endpoints live: "netstack" (gVisor hosts
+	// in netjam's own process, no privileges needed).
+	Stack string
+	// Direction is "up" (client side to server side, across the uplink) or
+	// "down".
+	Direction string
+	Start     time.Duration // after the run's start
+
+	// TCP.
+	CC            string // congestion control; "" means the stack's default
+	SACK          bool   // default true
+	SendBuffer    int64  // bytes; 0 = the stack's default with auto-tuning
+	ReceiveBuffer int64
+	Size          int64 // bytes to send; 0 = send for Duration
+
+	// UDP.
+	Rate       uint64        // bits/s of UDP payload; 0 = use Interval
+	Interval   time.Duration // between datagrams; 0 = use Rate
+	PacketSize int           // UDP payload bytes, default 100
+	Count      int64         // datagrams to send; 0 = send for Duration
+
+	// Duration bounds a TCP flow without Size and a UDP flow without
+	// Count; 0 means until the run ends.
+	Duration time.Duration
+}
+
+// NetstackCC are the congestion controls gVisor's TCP offers. Package stack
+// checks at test time that gVisor still offers exactly these.
+var NetstackCC = []string{"reno", "cubic"}
+
+// UDPHeaderSize is the smallest UDP payload a netjam UDP flow can send: its
+// datagrams carry a header (flow, sequence number, send time) that the sink
+// measures with. Package flows checks that it agrees.
+const UDPHeaderSize = 24
+
+var (
+	flowKeys      = []string{"name", "type", "stack", "direction", "start", "cc", "sack", "send_buffer", "receive_buffer", "size", "rate", "interval", "packet_size", "count", "duration"}
+	tcpOnlyKeys   = []string{"cc", "sack", "send_buffer", "receive_buffer", "size"}
+	udpOnlyKeys   = []string{"rate", "interval", "packet_size", "count"}
+	flowTypes     = []string{"tcp", "udp"}
+	flowStacks    = []string{"netstack"}
+	flowDirection = []string{"up", "down"}
+)
+
+// flows decodes the flows list. mtu bounds UDP datagrams (it is valid when
+// mtuOK); duration is the run's, which a flow's start must precede.
+func (d *decoder) flows(n *yaml.Node, mtu int, mtuOK bool, duration time.Duration) []Flow {
+	if n.Kind != yaml.SequenceNode {
+		d.errorf(n, "flows", "expected a list of flows, got %s", describe(n))
+		return nil
+	}
+	var out []Flow
+	names := map[string]int{}
+	for i, item := range n.Content {
+		path := fmt.Sprintf("flows[%d]", i)
+		f, ok := d.fields(item, path, "a mapping of flow keys", flowKeys)
+		if !ok {
+			continue
+		}
+		fl := Flow{Stack: "netstack", Direction: "up", SACK: true, PacketSize: 100}
+		if v := f["name"]; v == nil {
+			d.errorf(item, path, "a flow needs a name")
+		} else if name, ok := d.text(v, join(path, "name")); ok {
+			if why := nameProblem(name); why != "" {
+				d.errorf(v, join(path, "name"), "%s is not a valid name (%s)", quote(name), why)
+			} else if line, dup := names[name]; dup {
+				d.errorf(v, join(path, "name"), "%s names two flows (first at line %d)", quote(name), line)
+			} else {
+				names[name] = v.Line
+				fl.Name, path = name, "flows."+name
+			}
+		}
+		if v := f["type"]; v == nil {
+			d.errorf(item, join(path, "type"), "a flow needs a type (tcp or udp)")
+		} else {
+			fl.Type, _ = d.oneOf(v, join(path, "type"), "flow type", flowTypes)
+		}
+		if v := f["stack"]; v != nil {
+			fl.Stack, _ = d.oneOf(v, join(path, "stack"), "stack in this version of netjam", flowStacks)
+		}
+		if v := f["direction"]; v != nil {
+			fl.Direction, _ = d.oneOf(v, join(path, "direction"), "direction", flowDirection)
+		}
+		if v := f["start"]; v != nil {
+			if s, ok := d.duration(v, join(path, "start"), false, maxDuration); ok {
+				if s >= duration {
+					d.errorf(v, join(path, "start"), "%s is not before the end of the run (duration %v)", v.Value, duration)
+				}
+				fl.Start = s
+			}
+		}
+		if v := f["duration"]; v != nil {
+			fl.Duration, _ = d.duration(v, join(path, "duration"), true, maxDuration)
+		}
+		switch fl.Type {
+		case "tcp":
+			d.wrongType(f, path, "tcp", udpOnlyKeys)
+			d.tcpFlow(item, f, path, &fl)
+		case "udp":
+			d.wrongType(f, path, "udp", tcpOnlyKeys)
+			d.udpFlow(item, f, path, &fl, mtu, mtuOK)
+		}
+		out = append(out, fl)
+	}
+	return out
+}
+
+// wrongType reports keys of the other flow type.
+func (d *decoder) wrongType(f map[string]*yaml.Node, path, typ string, keys []string) {
+	other := "udp"
+	if typ == "udp" {
+		other = "tcp"
+	}
+	for _, k := range keys {
+		if v := f[k]; v != nil {
+			d.errorf(v, join(path, k), "applies to %s flows only (this flow is %s)", other, typ)
+		}
+	}
+}
+
+func (d *decoder) tcpFlow(item *yaml.Node, f map[string]*yaml.Node, path string, fl *Flow) {
+	if v := f["cc"]; v != nil {
+		fl.CC, _ = d.oneOf(v, join(path, "cc"), "congestion control of netstack TCP", NetstackCC)
+	}
+	if v := f["sack"]; v != nil {
+		fl.SACK, _ = d.boolean(v, join(path, "sack"))
+	}
+	if v := f["send_buffer"]; v != nil {
+		fl.SendBuffer, _ = d.size(v, join(path, "send_buffer"), 4096, 256<<20)
+	}
+	if v := f["receive_buffer"]; v != nil {
+		fl.ReceiveBuffer, _ = d.size(v, join(path, "receive_buffer"), 4096, 256<<20)
+	}
+	if v := f["size"]; v != nil {
+		fl.Size, _ = d.size(v, join(path, "size"), 1, 1<<40)
+	}
+	if f["size"] == nil && f["duration"] == nil {
+		d.errorf(item, path, "a tcp flow needs a size or a duration")
+	}
+}
+
+func (d *decoder) udpFlow(item *yaml.Node, f map[string]*yaml.Node, path string, fl *Flow, mtu int, mtuOK bool) {
+	rate, interval := f["rate"], f["interval"]
+	switch {
+	case rate != nil && interval != nil:
+		d.errorf(interval, join(path, "interval"), "give a rate or an interval, not both")
+	case rate == nil && interval == nil:
+		d.errorf(item, path, "a udp flow needs a rate or an interval")
+	case rate != nil:
+		fl.Rate, _ = d.bitrate(rate, join(path, "rate"))
+		if fl.Rate == 0 && rate.Value == "unlimited" {
+			d.errorf(rate, join(path, "rate"), "a udp flow needs a finite rate")
+		}
+	default:
+		fl.Interval, _ = d.duration(interval, join(path, "interval"), true, maxDelay)
+	}
+	if v := f["packet_size"]; v != nil {
+		hi := int64(65507)
+		if mtuOK {
+			hi = int64(mtu - 28) // one IPv4 packet: 20 bytes of IP, 8 of UDP
+		}
+		if s, ok := d.integer(v, join(path, "packet_size"), UDPHeaderSize, hi); ok {
+			fl.PacketSize = int(s)
+		}
+	}
+	if v := f["count"]; v != nil {
+		fl.Count, _ = d.integer(v, join(path, "count"), 1, 1<<40)
+	}
+	if f["count"] == nil && f["duration"] == nil {
+		d.errorf(item, path, "a udp flow needs a count or a duration")
+	}
+}
