@@ -1,0 +1,233 @@
+package flows
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/stats"
+)
+
+// Flow is a traffic flow as the emulator drives it: Run it, Sample it on the
+// emulator's schedule while it runs, and Summarize it at the end. *TCPBulk
+// and *UDPFlow implement it.
+type Flow interface {
+	// Name returns the flow's name, unique within a run.
+	Name() string
+	// Run runs the flow to its end; it may be called once.
+	Run(ctx context.Context) error
+	// Sample returns the flow's cumulative counters, stamped with now.
+	Sample(now time.Time) Sample
+	// Summary returns what the flow measured so far.
+	Summary() FlowSummary
+}
+
+var (
+	_ Flow = (*TCPBulk)(nil)
+	_ Flow = (*UDPFlow)(nil)
+)
+
+// The values of Sample.Type and FlowSummary.Type.
+const (
+	TypeTCP = "tcp"
+	TypeUDP = "udp"
+)
+
+// Sample is a snapshot of a flow's cumulative counters for the time series.
+// Counters only grow, so the difference of two samples is what happened
+// between them (see Series).
+type Sample struct {
+	// Time is the time the sample was taken, as passed to Flow.Sample.
+	Time time.Time
+	// Type is TypeTCP or TypeUDP.
+	Type string
+	// Bytes is the payload delivered to the receiver so far: bytes read
+	// (TCP) or bytes of the unique, well-formed datagrams received (UDP).
+	Bytes uint64
+	// Packets is the number of unique, well-formed datagrams received
+	// (UDP); 0 for TCP.
+	Packets uint64
+	// DelaySum is the sum of the one-way delays of those Packets (UDP),
+	// so that the mean delay over an interval is a difference quotient.
+	DelaySum time.Duration
+	// Cwnd (segments) and SRTT are the sender's latest TCPInfo (TCP);
+	// zero until the first one is taken, and without an info function.
+	Cwnd uint32
+	SRTT time.Duration
+}
+
+// FlowSummary is what summary.json prints for one flow. Exactly one of
+// TCPSummary and UDPSummary is set, according to Type; their fields appear
+// inline in the JSON, and those of the other type not at all.
+type FlowSummary struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	// Stack and CC name the network stack and congestion control the
+	// flow ran on. The emulator fills them; the flow does not know.
+	Stack string `json:"stack,omitempty"`
+	CC    string `json:"cc,omitempty"`
+	// ThroughputBps is the payload bit rate received, in bit/s:
+	//   - TCP that completed: bytes received * 8 / completion time, that
+	//     is from the flow's start (its first write) to its last byte read;
+	//   - TCP otherwise (failed, cancelled, or still running): bytes
+	//     received * 8 / the time from its start to the end of Run (or
+	//     to now, while it runs);
+	//   - UDP: bytes of unique datagrams received * 8 / the time the
+	//     sending schedule covered, from the first datagram's send time to
+	//     one interval after the last one's (or to the moment sending
+	//     stopped, if cancelled, or to now, while sending). A lossless flow
+	//     thus reports exactly its configured rate.
+	ThroughputBps float64 `json:"throughput_bps"`
+	*TCPSummary
+	*UDPSummary
+}
+
+// TCPSummary is the part of a FlowSummary specific to TCP. The fields
+// from TCPInfo are zero when the flow has no info function.
+type TCPSummary struct {
+	BytesSent     uint64 `json:"bytes_sent"`
+	BytesReceived uint64 `json:"bytes_received"`
+	// CompletionS is the time from the flow's start to the last byte
+	// read, in seconds, set once the receiver has everything: Size bytes,
+	// or, for a flow bounded by Duration, everything up to the sender's
+	// end of stream. Absent for a flow that did not complete.
+	CompletionS float64 `json:"completion_s,omitempty"`
+	// Retransmissions, FastRetransmits and Timeouts are the sender's
+	// counters in its last TCPInfo.
+	Retransmissions uint64 `json:"retransmissions"`
+	FastRetransmits uint64 `json:"fast_retransmits"`
+	Timeouts        uint64 `json:"timeouts"`
+	// RTTMs is the distribution of the sender's smoothed RTT, sampled
+	// every TCPBulkSpec.InfoInterval while the flow ran, in milliseconds.
+	RTTMs stats.Summary `json:"rtt_ms"`
+	// CwndMax is the largest congestion window sampled, in segments.
+	CwndMax uint32 `json:"cwnd_max"`
+}
+
+// UDPSummary is the part of a FlowSummary specific to UDP. See UDPFlow for
+// the definitions.
+type UDPSummary struct {
+	PacketsSent     uint64 `json:"packets_sent"`
+	PacketsReceived uint64 `json:"packets_received"`
+	// LossRatio is (sent - received) / sent, clamped to [0, 1]; 0 when
+	// nothing was sent.
+	LossRatio  float64 `json:"loss_ratio"`
+	JitterMs   float64 `json:"jitter_ms"`
+	Reordered  uint64  `json:"reordered"`
+	Duplicates uint64  `json:"duplicates"`
+	Malformed  uint64  `json:"malformed"`
+	// SendErrors counts datagrams whose Write failed; they are not in
+	// PacketsSent. Absent when zero.
+	SendErrors uint64 `json:"send_errors,omitempty"`
+	// DelayMs is the one-way delay of the unique datagrams received, in
+	// milliseconds.
+	DelayMs stats.Summary `json:"delay_ms"`
+}
+
+// nsPerMs turns nanosecond summaries into milliseconds.
+const nsPerMs = 1e-6
+
+// bitRate returns bytes*8 per d in bit/s, or 0 when d is not positive. It
+// divides by nanoseconds rather than by seconds so that round numbers stay
+// exact.
+func bitRate(bytes uint64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(bytes) * 8 * 1e9 / float64(d)
+}
+
+// longAgo is a deadline in the past under any clock: setting it unblocks a
+// pending Read or Write at once, as net/http does to abort connections.
+var longAgo = time.Unix(1, 0)
+
+// stopWrites makes c's pending and future writes fail at once; if c does
+// not take deadlines it is closed instead.
+func stopWrites(c net.Conn) {
+	if c.SetWriteDeadline(longAgo) != nil {
+		c.Close()
+	}
+}
+
+// readCloser is the part of net.Conn and net.PacketConn stopReads uses.
+type readCloser interface {
+	SetReadDeadline(time.Time) error
+	Close() error
+}
+
+// stopReads makes c's pending and future reads fail at once; if c does not
+// take deadlines it is closed instead.
+func stopReads(c readCloser) {
+	if c.SetReadDeadline(longAgo) != nil {
+		c.Close()
+	}
+}
+
+// halfClose ends the stream c sends: CloseWrite when c has it (TCP), so the
+// peer reads EOF while the connection stays open for ACKs and TCP_INFO,
+// else Close.
+func halfClose(c net.Conn) error {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Close()
+}
+
+// whenDone runs f on its own goroutine once ctx is done, like
+// context.AfterFunc, and returns a function that cancels f or, if f has
+// started, waits for it to return, so that no goroutine outlives the
+// caller. The returned function must be called exactly once.
+func whenDone(ctx context.Context, f func()) (stop func()) {
+	done := make(chan struct{})
+	cancel := context.AfterFunc(ctx, func() {
+		defer close(done)
+		f()
+	})
+	return func() {
+		if !cancel() {
+			<-done
+		}
+	}
+}
+
+// sleeper is one reusable clock timer, created at its first use so that no
+// timer is ever armed that the owner does not wait for (a manual clock's
+// Next would report it). It belongs to one goroutine.
+type sleeper struct {
+	clk clock.Clock
+	t   clock.Timer
+}
+
+// arm makes the timer fire d from now and returns its channel.
+func (s *sleeper) arm(d time.Duration) <-chan time.Time {
+	if s.t == nil {
+		s.t = s.clk.NewTimer(d)
+	} else {
+		s.t.Reset(d)
+	}
+	return s.t.C()
+}
+
+// stop disarms the timer, if any.
+func (s *sleeper) stop() {
+	if s.t != nil {
+		s.t.Stop()
+	}
+}
+
+// sleepUntil waits on s until the clock reaches t or ctx is done, and
+// returns ctx.Err() in the latter case.
+func (s *sleeper) sleepUntil(ctx context.Context, t time.Time) error {
+	d := t.Sub(s.clk.Now())
+	if d <= 0 {
+		return ctx.Err()
+	}
+	select {
+	case <-s.arm(d):
+		return nil
+	case <-ctx.Done():
+		s.stop()
+		return ctx.Err()
+	}
+}
