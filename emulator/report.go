@@ -1,6 +1,7 @@
 package emulator
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/scenario"
 )
@@ -30,6 +32,13 @@ func WriteResults(dir string, plan *scenario.Plan, sum *Summary) error {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	var csv bytes.Buffer
+	if err := flows.WriteCSV(&csv, sum.series...); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "timeseries.csv"), csv.Bytes(), 0o644); err != nil {
 		return err
 	}
 	ran := map[string]bool{}
@@ -55,31 +64,77 @@ func WriteResults(dir string, plan *scenario.Plan, sum *Summary) error {
 	return nil
 }
 
-// PrintTable writes the summary as a table a person reads at a glance: one
-// row per run and link direction.
+// PrintTable writes the summary as tables a person reads at a glance: one
+// row per run and flow (what the traffic got), then one row per run and
+// link direction (what the path did, next to what it was told to do).
 func PrintTable(w io.Writer, sum *Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "variant\tlink\tpackets in\tout\tloss%\tdrops\tqueue p50/p99 ms\ttransit p50/p99 ms\tconfigured\t")
+	hasFlows := false
 	for _, r := range sum.Runs {
-		v := r.Variant
-		if v == "" {
-			v = "-"
-		}
-		for _, l := range r.Links {
-			lossPct := 0.0
-			if l.PacketsIn > 0 {
-				var d uint64
-				for _, n := range l.Drops {
-					d += n
-				}
-				lossPct = 100 * float64(d) / float64(l.PacketsIn)
+		hasFlows = hasFlows || len(r.Flows) > 0
+	}
+	if hasFlows {
+		fmt.Fprintln(tw, "variant\tflow\ttype\tcc\tMbit/s\tdone s\tretrans\tRTO\tlost\tdelay mean/p95 ms\tjitter ms\tfairness\t")
+		for _, r := range sum.Runs {
+			fair := "-"
+			if r.Fairness != nil {
+				fair = fmt.Sprintf("%.3f", *r.Fairness)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f\t%s\t%s\t%s\t%s\t\n", v, l.Name, l.PacketsIn, l.PacketsOut,
-				lossPct, drops(l.Drops), pair(l.QueueDelayMs.P50, l.QueueDelayMs.P99, l.QueueDelayMs.Count),
-				pair(l.TransitMs.P50, l.TransitMs.P99, l.TransitMs.Count), l.Configured.Summary)
+			for _, f := range r.Flows {
+				mbps := fmt.Sprintf("%.2f", f.ThroughputBps/1e6)
+				done, retr, rto, lost, delay, jit := "-", "-", "-", "-", "-", "-"
+				if t := f.TCPSummary; t != nil {
+					if t.CompletionS > 0 {
+						done = fmt.Sprintf("%.2f", t.CompletionS)
+					}
+					retr, rto = fmt.Sprint(t.Retransmissions), fmt.Sprint(t.Timeouts)
+					if t.RTTMs.Count > 0 {
+						delay = fmt.Sprintf("rtt %.1f/%.1f", t.RTTMs.Mean, t.RTTMs.P95)
+					}
+				}
+				if u := f.UDPSummary; u != nil {
+					lost = fmt.Sprintf("%d/%d", u.PacketsSent-min(u.PacketsReceived, u.PacketsSent), u.PacketsSent)
+					delay = fmt.Sprintf("%.1f/%.1f", u.DelayMs.Mean, u.DelayMs.P95)
+					jit = fmt.Sprintf("%.2f", u.JitterMs)
+				}
+				cc := f.CC
+				if cc == "" {
+					cc = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", variantName(r.Variant), f.Name, f.Type, cc,
+					mbps, done, retr, rto, lost, delay, jit, fair)
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(tw, "variant\tlink\tpackets in\tout\tloss% (conf)\tdrops\tMbit/s (conf)\tqueue p50/p99 ms\tadded p50/p99 ms\tlate p99 ms\tconfigured\t")
+	for _, r := range sum.Runs {
+		for _, l := range r.Links {
+			rate := "-"
+			if l.Configured.RateBps > 0 {
+				rate = fmt.Sprintf("%.2f (%.2f)", l.Achieved.RateBps/1e6, float64(l.Configured.RateBps)/1e6)
+			}
+			late := "-"
+			if l.LatenessMs.Count > 0 {
+				late = fmt.Sprintf("%.2f", l.LatenessMs.P99)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f (%.2f)\t%s\t%s\t%s\t%s\t%s\t%s\t\n", variantName(r.Variant), l.Name, l.PacketsIn, l.PacketsOut,
+				100*l.Achieved.LossRatio, 100*l.Configured.LossRatio, drops(l.Drops), rate,
+				pair(l.QueueDelayMs.P50, l.QueueDelayMs.P99, l.QueueDelayMs.Count),
+				pair(l.TransitMs.P50, l.TransitMs.P99, l.TransitMs.Count), late, l.Configured.Summary)
 		}
 	}
 	return tw.Flush()
+}
+
+func variantName(v string) string {
+	if v == "" {
+		return "-"
+	}
+	return v
 }
 
 func pair(a, b float64, n uint64) string {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/stats"
@@ -15,14 +16,20 @@ type Summary struct {
 	Scenario string       `json:"scenario"`
 	Version  string       `json:"netjam_version,omitempty"`
 	Runs     []RunSummary `json:"runs"`
+
+	series []*flows.Series // each run's time series, for timeseries.csv
 }
 
 // RunSummary is one run (one variant) of a plan.
 type RunSummary struct {
 	Variant   string        `json:"variant"`
 	Seed      uint64        `json:"seed"`
-	DurationS float64       `json:"duration_s"`
-	Links     []LinkSummary `json:"links"`
+	DurationS float64             `json:"duration_s"`
+	Flows     []flows.FlowSummary `json:"flows"`
+	Links     []LinkSummary       `json:"links"`
+	// Fairness is Jain's index of the flows' throughputs; absent with
+	// fewer than two flows.
+	Fairness *float64 `json:"fairness,omitempty"`
 }
 
 // LinkSummary is one direction of the path: what was configured and what
@@ -30,6 +37,7 @@ type RunSummary struct {
 type LinkSummary struct {
 	Name       string            `json:"name"`
 	Configured Configured        `json:"configured"`
+	Achieved   Achieved          `json:"achieved"`
 	PacketsIn  uint64            `json:"packets_in"`
 	BytesIn    uint64            `json:"bytes_in"`
 	PacketsOut uint64            `json:"packets_out"`
@@ -47,6 +55,20 @@ type LinkSummary struct {
 	// their exact departure time: the emulator's own timing error.
 	LatenessMs stats.Summary       `json:"lateness_ms"`
 	Stages     []impair.StageStats `json:"stages"`
+}
+
+// Achieved is what a direction did, to set beside Configured: the
+// calibration a person checks first.
+type Achieved struct {
+	// RateBps is the rate the bottleneck delivered while it was busy, in
+	// IP bits per second (the configured rate also counts the per-packet
+	// overhead); 0 without a rate limit or traffic.
+	RateBps float64 `json:"rate_bps"`
+	// LossRatio is the share of the packets that entered the direction and
+	// were dropped for any reason but the end of the run.
+	LossRatio float64 `json:"loss_ratio"`
+	// DelayMs is the delay the direction added to each packet delivered.
+	DelayMs stats.Summary `json:"delay_ms"`
 }
 
 // Configured is a direction's configuration in report units.
@@ -81,7 +103,20 @@ func linkSummary(d scenario.Direction, st impair.Stats) LinkSummary {
 		LatenessMs: st.Lateness.Scale(nsPerMs),
 		Stages:     st.Stages,
 	}
+	l.Achieved.DelayMs = l.TransitMs
+	var dropped uint64
+	for r, n := range st.Drops {
+		if r != impair.DropFlushed.String() {
+			dropped += n
+		}
+	}
+	if st.InPackets > 0 {
+		l.Achieved.LossRatio = float64(dropped) / float64(st.InPackets)
+	}
 	for _, s := range st.Stages {
+		if s.BusyNs > 0 {
+			l.Achieved.RateBps = float64(s.OutBytes) * 8 / (float64(s.BusyNs) / 1e9)
+		}
 		l.Duplicated += s.Duplicated
 		l.Corrupted += s.Corrupted
 		l.Reordered += s.Reordered

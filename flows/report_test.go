@@ -35,7 +35,7 @@ func TestJain(t *testing.T) {
 func TestSeriesCSV(t *testing.T) {
 	start := clock.Epoch
 	at := func(d time.Duration) time.Time { return start.Add(d) }
-	s := NewSeries(start)
+	s := NewSeries("v1", start)
 	// TCP: 125,000 bytes in the first 100 ms, 250,000 in the next.
 	s.Observe("bulk", Sample{Time: at(100 * ms), Type: TypeTCP, Bytes: 125000, Cwnd: 10, SRTT: 20500 * time.Microsecond})
 	// UDP without datagrams yet: throughput only.
@@ -47,21 +47,21 @@ func TestSeriesCSV(t *testing.T) {
 	// No info yet: no cwnd row.
 	s.Observe("other", Sample{Time: at(300 * ms), Type: TypeTCP})
 	var sb strings.Builder
-	if err := s.WriteCSV(&sb); err != nil {
+	if err := WriteCSV(&sb, s); err != nil {
 		t.Fatal(err)
 	}
-	want := `time_s,kind,name,value
-0.1,throughput_bps,bulk,10000000
-0.1,cwnd,bulk,10
-0.1,srtt_ms,bulk,20.5
-0.1,throughput_bps,probe,0
-0.1,queue_packets,uplink,17
-0.2,throughput_bps,bulk,20000000
-0.2,cwnd,bulk,14
-0.2,srtt_ms,bulk,22
-0.3,throughput_bps,probe,8000
-0.3,delay_ms,probe,15
-0.3,throughput_bps,other,0
+	want := `variant,time_s,kind,name,value
+v1,0.1,throughput_bps,bulk,10000000
+v1,0.1,cwnd,bulk,10
+v1,0.1,srtt_ms,bulk,20.5
+v1,0.1,throughput_bps,probe,0
+v1,0.1,queue_packets,uplink,17
+v1,0.2,throughput_bps,bulk,20000000
+v1,0.2,cwnd,bulk,14
+v1,0.2,srtt_ms,bulk,22
+v1,0.3,throughput_bps,probe,8000
+v1,0.3,delay_ms,probe,15
+v1,0.3,throughput_bps,other,0
 `
 	if got := sb.String(); got != want {
 		t.Errorf("CSV\n%s\nwant\n%s", got, want)

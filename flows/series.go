@@ -24,6 +24,8 @@ const (
 // run with 10 flows of 3 kinds sampled every 100 ms is 180,000 rows, about
 // 9 MB. That is meant for runs of minutes; sample less often for hours.
 type Series struct {
+	variant string // the run's variant, the first column of its rows
+
 	mu    sync.Mutex // guards everything below
 	start time.Time
 	rows  []row
@@ -38,10 +40,11 @@ type row struct {
 	value float64
 }
 
-// NewSeries returns an empty series whose times count from start (the
-// run's start, on the run's clock).
-func NewSeries(start time.Time) *Series {
-	return &Series{start: start, prev: map[string]Sample{}}
+// NewSeries returns an empty series of the run of variant ("" when the
+// scenario has no variants) whose times count from start (the run's start,
+// on the run's clock).
+func NewSeries(variant string, start time.Time) *Series {
+	return &Series{variant: variant, start: start, prev: map[string]Sample{}}
 }
 
 // Add appends a row: value of kind for name at now.
@@ -86,20 +89,24 @@ func (s *Series) Observe(name string, smp Sample) {
 	}
 }
 
-// WriteCSV writes the series as CSV with the header time_s,kind,name,value,
-// rows in the order they were added. Numbers are in the shortest decimal
-// form that reads back exactly.
-func (s *Series) WriteCSV(w io.Writer) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// WriteCSV writes the series of one or more runs as one CSV table with the
+// header variant,time_s,kind,name,value, each series' rows in the order
+// they were added. Numbers are in the shortest decimal form that reads back
+// exactly.
+func WriteCSV(w io.Writer, series ...*Series) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"time_s", "kind", "name", "value"})
-	rec := make([]string, 4)
-	for _, r := range s.rows {
-		rec[0] = strconv.FormatFloat(r.t, 'f', -1, 64)
-		rec[1], rec[2] = r.kind, r.name
-		rec[3] = strconv.FormatFloat(r.value, 'f', -1, 64)
-		cw.Write(rec)
+	cw.Write([]string{"variant", "time_s", "kind", "name", "value"})
+	rec := make([]string, 5)
+	for _, s := range series {
+		s.mu.Lock()
+		for _, r := range s.rows {
+			rec[0] = s.variant
+			rec[1] = strconv.FormatFloat(r.t, 'f', -1, 64)
+			rec[2], rec[3] = r.kind, r.name
+			rec[4] = strconv.FormatFloat(r.value, 'f', -1, 64)
+			cw.Write(rec)
+		}
+		s.mu.Unlock()
 	}
 	cw.Flush()
 	return cw.Error()

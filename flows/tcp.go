@@ -236,7 +236,7 @@ func (f *TCPBulk) sender() error {
 		off += int64(w)
 		f.sent.Add(uint64(w))
 		if err != nil {
-			if f.stopSend.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+			if f.stopSend.Load() && isTimeout(err) {
 				break // Duration is over: the normal end
 			}
 			return fmt.Errorf("flows: %s: send: %w", f.spec.Name, err)
@@ -336,4 +336,15 @@ func (f *TCPBulk) Summary() FlowSummary {
 		ThroughputBps: bitRate(ts.BytesReceived, active),
 		TCPSummary:    ts,
 	}
+}
+
+// isTimeout reports whether err is a deadline passing. net.Pipe and the
+// kernel's sockets return os.ErrDeadlineExceeded; other net.Conns (gVisor's
+// gonet among them) return their own net.Error with Timeout() true.
+func isTimeout(err error) bool {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -328,4 +329,28 @@ func BenchmarkTCPBulkPipe(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(b.N)*readBuf/b.Elapsed().Seconds()/1e9, "GB/s")
+}
+
+// timeoutErr is a deadline error of a net.Conn that is not
+// os.ErrDeadlineExceeded, as gVisor's gonet returns.
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+func TestIsTimeout(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{os.ErrDeadlineExceeded, true},
+		{&net.OpError{Op: "write", Err: timeoutErr{}}, true},
+		{io.EOF, false},
+		{errors.New("boom"), false},
+	} {
+		if got := isTimeout(c.err); got != c.want {
+			t.Errorf("isTimeout(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
 }

@@ -61,7 +61,9 @@ func (b *bottleneck) start(now time.Time) {
 	}
 	b.c.Sojourn.RecordDuration(now.Sub(p.Enqueued))
 	b.cur = p
-	b.doneAt = now.Add(b.txTime(len(p.Data)))
+	tx := b.txTime(len(p.Data))
+	b.c.BusyNs.Add(int64(tx))
+	b.doneAt = now.Add(tx)
 }
 
 // wireBytes is what a packet of n bytes costs on the wire: its length plus

@@ -157,6 +157,20 @@ func (c *Chain) Flush() {
 	}
 }
 
+// Counters returns the direction's own counters: packets into and out of
+// the whole chain, and the input drops of a Runner. Safe at any time.
+func (c *Chain) Counters() *Counters { return &c.io }
+
+// Drops returns how many packets were dropped for reason r so far, by any
+// stage or at the input. Safe at any time; it allocates nothing.
+func (c *Chain) Drops(r DropReason) uint64 {
+	n := c.io.Drops[r].Load()
+	for _, s := range c.stages {
+		n += s.Counters().Drops[r].Load()
+	}
+	return n
+}
+
 // Stats is a point-in-time report of one direction.
 type Stats struct {
 	Name       string            `json:"name"`

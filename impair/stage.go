@@ -81,6 +81,9 @@ type Counters struct {
 	// Sojourn records, for the bottleneck, each packet's time in the queue
 	// (nanoseconds), measured when it starts transmission.
 	Sojourn stats.Histogram
+	// BusyNs is, for the bottleneck, the total time it spent transmitting;
+	// OutBytes*8/BusyNs is the rate it delivered while backlogged.
+	BusyNs atomic.Int64
 }
 
 // in counts a packet entering the stage.
@@ -116,6 +119,7 @@ type StageStats struct {
 	QueueLen   int64             `json:"queue_packets,omitempty"`
 	QueueBytes int64             `json:"queue_bytes,omitempty"`
 	Sojourn    *stats.Summary    `json:"sojourn_ns,omitempty"`
+	BusyNs     int64             `json:"busy_ns,omitempty"`
 }
 
 // Snapshot copies the counters. It allocates and is meant for reporting,
@@ -133,6 +137,7 @@ func (c *Counters) Snapshot(name string) StageStats {
 		Reordered:  c.Reordered.Load(),
 		QueueLen:   c.QueueLen.Load(),
 		QueueBytes: c.QueueBytes.Load(),
+		BusyNs:     c.BusyNs.Load(),
 	}
 	for r := DropReason(0); r < NumDropReasons; r++ {
 		if n := c.Drops[r].Load(); n > 0 {

@@ -76,6 +76,10 @@ func (h *Histogram) Record(v int64) {
 // RecordDuration records d in nanoseconds.
 func (h *Histogram) RecordDuration(d time.Duration) { h.Record(int64(d)) }
 
+// Totals returns the number of observations and their sum so far: cheap,
+// for the mean over an interval as a difference of two readings.
+func (h *Histogram) Totals() (count, sum uint64) { return h.count.Load(), h.sum.Load() }
+
 // Count returns the number of observations so far.
 func (h *Histogram) Count() uint64 { return h.count.Load() }
 

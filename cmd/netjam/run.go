@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
+	"golang.org/x/term"
 
 	"github.com/netjam/netjam/configs"
 	"github.com/netjam/netjam/emulator"
@@ -102,7 +103,13 @@ func doRun(c *cli.Context) error {
 	defer stop()
 	log.Info("netjam run", zap.String("scenario", plan.Path), zap.Int("runs", len(plan.Runs)),
 		zap.String("out", out), zap.String("version", versionString()))
-	sum, runErr := emulator.Run(ctx, plan, emulator.Options{Log: log.Named("emulator"), Version: versionString()})
+	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString()}
+	// The progress bar is for a person at a terminal: never in a pipe, a
+	// file or CI's log, and not with --quiet.
+	if f, ok := c.App.ErrWriter.(*os.File); ok && !c.Bool("quiet") && term.IsTerminal(int(f.Fd())) {
+		opts.Progress = &progress{w: f}
+	}
+	sum, runErr := emulator.Run(ctx, plan, opts)
 	if err := emulator.WriteResults(out, plan, sum); err != nil {
 		return cli.Exit(fmt.Sprintf("writing results: %v", err), exitFailed)
 	}

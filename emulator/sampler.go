@@ -1,0 +1,121 @@
+package emulator
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/impair"
+)
+
+// Kinds of the link rows of the time series, next to the flows' kinds.
+const (
+	kindQueuePackets = "queue_packets" // bottleneck backlog at the sample time
+	kindSojourn      = "sojourn_ms"    // mean queue sojourn of the packets dequeued in the interval
+	kindLinkRate     = "link_bps"      // IP bits/s that left the direction in the interval
+	kindDrops        = "drops"         // packets dropped in the interval, all reasons
+)
+
+// sampler records the run's time series: one goroutine woken by one timer
+// every interval, reading each flow's Sample and each direction's
+// counters (all atomic reads: it never stops the packet path).
+type sampler struct {
+	clk      clock.Clock
+	interval time.Duration
+	series   *flows.Series
+	flows    []flows.Flow
+	links    []*linkProbe
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// linkProbe keeps the previous reading of a direction, for rates.
+type linkProbe struct {
+	name     string
+	r        *impair.Runner
+	queue    *impair.Counters // the bottleneck's, nil without one
+	lastT    time.Time
+	lastOut  uint64
+	lastDrop uint64
+	lastN    uint64
+	lastSum  uint64
+}
+
+func newSampler(clk clock.Clock, interval time.Duration, series *flows.Series, fls []flows.Flow, path *Path) *sampler {
+	s := &sampler{clk: clk, interval: interval, series: series, flows: fls}
+	for _, r := range []*impair.Runner{path.Up, path.Down} {
+		lp := &linkProbe{name: r.Chain().Name(), r: r, lastT: clk.Now()}
+		for _, st := range r.Chain().Stages() {
+			if st.Name() == "queue" {
+				lp.queue = st.Counters()
+			}
+		}
+		s.links = append(s.links, lp)
+	}
+	return s
+}
+
+func (s *sampler) start(ctx context.Context) {
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := s.clk.NewTimer(s.interval)
+		defer t.Stop()
+		next := s.clk.Now().Add(s.interval)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C():
+			}
+			s.sample(s.clk.Now())
+			// Keep to the grid: a late tick does not shift later ones.
+			next = next.Add(s.interval)
+			if d := next.Sub(s.clk.Now()); d > 0 {
+				t.Reset(d)
+			} else {
+				next = s.clk.Now().Add(s.interval)
+				t.Reset(s.interval)
+			}
+		}
+	}()
+}
+
+// stop ends sampling and takes a last sample, so that the series covers
+// the whole run.
+func (s *sampler) stop() {
+	s.cancel()
+	s.wg.Wait()
+	s.sample(s.clk.Now())
+}
+
+func (s *sampler) sample(now time.Time) {
+	for _, f := range s.flows {
+		s.series.Observe(f.Name(), f.Sample(now))
+	}
+	for _, l := range s.links {
+		st := l.r.Chain().Counters()
+		out := st.OutBytes.Load()
+		var drops uint64
+		for r := range impair.NumDropReasons {
+			drops += l.r.Chain().Drops(r)
+		}
+		if dt := now.Sub(l.lastT).Seconds(); dt > 0 {
+			s.series.Add(now, kindLinkRate, l.name, float64(out-l.lastOut)*8/dt)
+		}
+		s.series.Add(now, kindDrops, l.name, float64(drops-l.lastDrop))
+		l.lastT, l.lastOut, l.lastDrop = now, out, drops
+		if l.queue != nil {
+			s.series.Add(now, kindQueuePackets, l.name, float64(l.queue.QueueLen.Load()))
+			n, sum := l.queue.Sojourn.Totals()
+			if n > l.lastN {
+				s.series.Add(now, kindSojourn, l.name, float64(sum-l.lastSum)/float64(n-l.lastN)/1e6)
+			}
+			l.lastN, l.lastSum = n, sum
+		}
+	}
+}
