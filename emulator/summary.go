@@ -22,8 +22,8 @@ type Summary struct {
 
 // RunSummary is one run (one variant) of a plan.
 type RunSummary struct {
-	Variant   string        `json:"variant"`
-	Seed      uint64        `json:"seed"`
+	Variant   string              `json:"variant"`
+	Seed      uint64              `json:"seed"`
 	DurationS float64             `json:"duration_s"`
 	Flows     []flows.FlowSummary `json:"flows"`
 	Links     []LinkSummary       `json:"links"`
