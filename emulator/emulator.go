@@ -35,8 +35,12 @@ type Options struct {
 	Clock clock.Clock
 	// Version is recorded in the summary.
 	Version string
-	// Progress, when not nil, is told when each run begins and ends.
+	// Progress, when not nil, is told when each run begins and ends
+	// (with Parallel > 1 it is not used).
 	Progress Progress
+	// Parallel is how many runs (variants) may run at once; 0 or 1 runs
+	// them one after another.
+	Parallel int
 }
 
 // Progress shows a run's progress to a person.
@@ -97,10 +101,11 @@ func NewSeed() uint64 {
 	return binary.LittleEndian.Uint64(b[:])
 }
 
-// Run runs every run of plan, one after another, and returns their
-// summary. A cancelled ctx ends the current run early (its partial results
-// are kept) and skips the rest; Run then returns ctx's error along with
-// the summary so far.
+// Run runs every run of plan, one after another (or o.Parallel at a time),
+// and returns their summary in plan order. A run that fails does not stop
+// the others; Run returns all their errors joined. A cancelled ctx ends the
+// current runs early (their partial results are kept) and skips the rest;
+// Run then returns ctx's error along with the summary so far.
 func Run(ctx context.Context, plan *scenario.Plan, o Options) (*Summary, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
@@ -117,20 +122,55 @@ func Run(ctx context.Context, plan *scenario.Plan, o Options) (*Summary, error) 
 			s.Seed, s.SeedSet = seed, true
 		}
 	}
-	for _, s := range plan.Runs {
-		if err := ctx.Err(); err != nil {
-			return sum, err
+	// Real-time runs must not compete for the CPU, so they run one after
+	// another unless asked otherwise; a progress bar shows one run only.
+	parallel := max(o.Parallel, 1)
+	if parallel > 1 {
+		o.Progress = nil
+	}
+	type result struct {
+		rs     *RunSummary
+		series *flows.Series
+		err    error
+	}
+	results := make([]result, len(plan.Runs))
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+start:
+	for i, s := range plan.Runs {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			break start
 		}
-		rs, series, err := runOne(ctx, s, o)
-		if rs != nil {
-			sum.Runs = append(sum.Runs, *rs)
-			sum.series = append(sum.series, series)
+		if ctx.Err() != nil {
+			break
 		}
-		if err != nil {
-			return sum, err
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			rs, series, err := runOne(ctx, s, o)
+			results[i] = result{rs, series, err}
+		}()
+	}
+	wg.Wait()
+	// A failed run does not stop the others: each variant is reported,
+	// and the errors of all come back together.
+	var errs []error
+	for _, r := range results {
+		if r.rs != nil {
+			sum.Runs = append(sum.Runs, *r.rs)
+			sum.series = append(sum.series, r.series)
+		}
+		if r.err != nil && !errors.Is(r.err, context.Canceled) {
+			errs = append(errs, r.err)
 		}
 	}
-	return sum, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	return sum, errors.Join(errs...)
 }
 
 // drainGrace is how long a run waits past its duration for the packets

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -96,14 +98,15 @@ func TestSetErrorNamesTheOverride(t *testing.T) {
 
 func TestRunDefaultScenarioWritesResults(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "res")
-	code, stdout, errOut := netjam(t, "run", "--out", out, "--seed", "42", "--set", "link.uplink.rate=20Mbps")
+	code, stdout, errOut := netjam(t, "run", "--out", out, "--seed", "42", "--set", "link.uplink.rate=20Mbps",
+		"--set", "flows.tcp-5MB.size=300KB", "--set", "flows.udp-1000.count=100")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, errOut)
 	}
 	if !strings.Contains(stdout, "loss-5") || !strings.Contains(stdout, "uplink") {
 		t.Errorf("table lacks the runs:\n%s", stdout)
 	}
-	for _, f := range []string{"summary.json", "netjam.log", "scenario-no-loss.yaml", "scenario-loss-5.yaml"} {
+	for _, f := range []string{"summary.json", "timeseries.csv", "netjam.log", "scenario-no-loss.yaml", "scenario-loss-5.yaml", "scenario-seed-exact.yaml"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("missing %s: %v", f, err)
 		}
@@ -126,7 +129,7 @@ func TestRunDefaultScenarioWritesResults(t *testing.T) {
 	if err := json.Unmarshal(b, &sum); err != nil {
 		t.Fatal(err)
 	}
-	if sum.Scenario != "tcp-vs-udp-loss" || len(sum.Runs) != 2 || sum.Runs[1].Seed != 42 {
+	if sum.Scenario != "tcp-vs-udp-loss" || len(sum.Runs) != 3 || sum.Runs[1].Seed != 42 {
 		t.Fatalf("summary %+v", sum)
 	}
 	l := sum.Runs[1].Links
@@ -159,5 +162,65 @@ func TestFlagsMayFollowArguments(t *testing.T) {
 		if strings.Join(got, " ") != strings.Join(tc.want, " ") {
 			t.Errorf("flagsFirst(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestInterruptWritesWhatWasMeasured sends SIGINT to a run in progress: it
+// must end at once with exit code 1, and still write its summary.
+func TestInterruptWritesWhatWasMeasured(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "long.yaml")
+	os.WriteFile(path, []byte(`name: long
+duration: 10m
+link: {delay: 10ms}
+flows: [{name: probe, type: udp, interval: 10ms, duration: 10m}]
+`), 0o644)
+	out := filepath.Join(dir, "out")
+	type result struct {
+		code   int
+		stderr string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, _, errOut := netjam(t, "run", "--out", out, path)
+		done <- result{code, errOut}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(out, "netjam.log"))
+		if strings.Contains(string(b), "run start") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the run did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // let some datagrams through
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run did not end after SIGINT")
+	}
+	if r.code != 1 || !strings.Contains(r.stderr, "interrupted") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum struct {
+		Runs []struct {
+			Flows []struct {
+				PacketsReceived uint64 `json:"packets_received"`
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &sum); err != nil || len(sum.Runs) != 1 || sum.Runs[0].Flows[0].PacketsReceived == 0 {
+		t.Fatalf("summary after interrupt: %s (%v)", b, err)
 	}
 }

@@ -40,6 +40,7 @@ Examples:
 			&cli.DurationFlag{Name: "duration", Usage: "upper bound of each run (overrides the scenario's)"},
 			&cli.StringFlag{Name: "out", Usage: "output folder (default results/<scenario>-<YYYYmmdd-HHMMSS>)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no table and log only warnings and errors"},
+			&cli.IntFlag{Name: "parallel", Value: 1, Usage: "how many variants may run at once (real-time runs compete for the CPU: keep 1 unless the machine has cores to spare)"},
 		},
 		OnUsageError: usageError,
 		Action:       doRun,
@@ -103,7 +104,10 @@ func doRun(c *cli.Context) error {
 	defer stop()
 	log.Info("netjam run", zap.String("scenario", plan.Path), zap.Int("runs", len(plan.Runs)),
 		zap.String("out", out), zap.String("version", versionString()))
-	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString()}
+	if c.Int("parallel") < 1 {
+		return cli.Exit(fmt.Sprintf("--parallel: %d is out of range (expected 1 or more)", c.Int("parallel")), exitBadUsage)
+	}
+	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString(), Parallel: c.Int("parallel")}
 	// The progress bar is for a person at a terminal: never in a pipe, a
 	// file or CI's log, and not with --quiet.
 	if f, ok := c.App.ErrWriter.(*os.File); ok && !c.Bool("quiet") && term.IsTerminal(int(f.Fd())) {

@@ -1,0 +1,119 @@
+package emulator
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/netjam/netjam/flows"
+)
+
+// runPlan runs a scenario text and returns its summary; a failed run fails
+// the test.
+func runPlan(t *testing.T, y string) *Summary {
+	t.Helper()
+	sum, err := Run(context.Background(), mustPlan(t, y), Options{})
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return sum
+}
+
+func flowByName(t *testing.T, r RunSummary, name string) flows.FlowSummary {
+	t.Helper()
+	for _, f := range r.Flows {
+		if f.Name == name {
+			return f
+		}
+	}
+	t.Fatalf("no flow %q in %+v", name, r.Flows)
+	return flows.FlowSummary{}
+}
+
+// TestLabTCPArrivesByteExact sends 5 MiB with and without loss; the flow
+// itself verifies every byte, so a clean return is the check.
+func TestLabTCPArrivesByteExact(t *testing.T) {
+	sum := runPlan(t, `
+duration: 60s
+link: {delay: 5ms}
+flows: [{name: bulk, type: tcp, size: 5MiB}]
+variants:
+  - {name: clean, set: {}}
+  - {name: lossy, set: {link.loss: 3%}}
+  - {name: lossy-nosack-reno, set: {link.loss: 3%, flows.bulk.sack: false, flows.bulk.cc: reno}}
+`)
+	for _, r := range sum.Runs {
+		f := flowByName(t, r, "bulk")
+		if f.BytesReceived != 5<<20 || f.CompletionS <= 0 {
+			t.Errorf("%s: received %d bytes, completion %v", r.Variant, f.BytesReceived, f.CompletionS)
+		}
+		if r.Variant != "clean" && f.Retransmissions == 0 {
+			t.Errorf("%s: no retransmissions over a lossy path", r.Variant)
+		}
+	}
+}
+
+// TestLabUDPLossMatchesConfiguredRate: 4000 datagrams over 5% random loss.
+// The number lost is Binomial(4000, 0.05): sd = sqrt(0.05*0.95/4000) =
+// 0.0034 of the ratio; 4.5 sd gives a band of +-0.0155 that a correct
+// emulator leaves about once in 150,000 runs. And the flow's lost datagrams
+// must be exactly the uplink's loss drops: nothing else may lose them.
+func TestLabUDPLossMatchesConfiguredRate(t *testing.T) {
+	sum := runPlan(t, `
+seed: 11
+link: {uplink: {loss: 5%, delay: 20ms}}
+flows: [{name: probe, type: udp, interval: 1ms, count: 4000, packet_size: 100}]
+`)
+	r := sum.Runs[0]
+	f := flowByName(t, r, "probe")
+	if math.Abs(f.LossRatio-0.05) > 0.0155 {
+		t.Errorf("loss ratio %.4f, want 0.05 +- 0.0155", f.LossRatio)
+	}
+	up := r.Links[0]
+	if lost := f.PacketsSent - f.PacketsReceived; lost != up.Drops["loss"] {
+		t.Errorf("flow lost %d datagrams, uplink dropped %d (%v)", lost, up.Drops["loss"], up.Drops)
+	}
+	// One-way delay: the configured 20 ms plus what the stacks and the
+	// scheduler add, which the lower bound cannot show and the table does.
+	if f.DelayMs.Min < 20 {
+		t.Errorf("one-way delay min %.3f ms below the configured 20 ms", f.DelayMs.Min)
+	}
+	if up.Achieved.DelayMs.P50 != 20 {
+		t.Errorf("uplink added %.3f ms at p50, configured 20 ms", up.Achieved.DelayMs.P50)
+	}
+}
+
+// TestLabTCPFillsTheBottleneck: a lone TCP flow over 10 Mbit/s and 20 ms of
+// round trip with an ample queue gets at least 90% of the rate left for
+// payload: 1448 of each 1500-byte packet with TCP timestamps.
+func TestLabTCPFillsTheBottleneck(t *testing.T) {
+	sum := runPlan(t, `
+duration: 12s
+link: {rate: 10Mbps, delay: 10ms, queue: 1000}
+flows: [{name: bulk, type: tcp, duration: 12s}]
+`)
+	f := flowByName(t, sum.Runs[0], "bulk")
+	payload := 10e6 * 1448 / 1500
+	if f.ThroughputBps < 0.9*payload {
+		t.Errorf("goodput %.2f Mbit/s, want at least 90%% of %.2f", f.ThroughputBps/1e6, payload/1e6)
+	}
+}
+
+// TestLabUDPAboveBottleneckIsCutToIt: 20 Mbit/s of UDP into a 10 Mbit/s link
+// arrives at 10 Mbit/s of IP, 1000/1028 of it payload.
+func TestLabUDPAboveBottleneckIsCutToIt(t *testing.T) {
+	sum := runPlan(t, `
+duration: 6s
+link: {uplink: {rate: 10Mbps, queue: 100}}
+flows: [{name: flood, type: udp, rate: 20Mbps, packet_size: 1000, duration: 6s}]
+`)
+	r := sum.Runs[0]
+	f := flowByName(t, r, "flood")
+	payload := 10e6 * 1000 / 1028
+	if math.Abs(f.ThroughputBps-payload)/payload > 0.03 {
+		t.Errorf("delivered %.3f Mbit/s, want %.3f within 3%%", f.ThroughputBps/1e6, payload/1e6)
+	}
+	if r.Links[0].Drops["queue"] == 0 {
+		t.Errorf("no queue drops with twice the link rate offered: %v", r.Links[0].Drops)
+	}
+}
