@@ -26,7 +26,8 @@
 // Every choice that differs from gVisor's defaults, or that a reader might
 // expect to differ, is in options.go with the reason for it: the aim is an
 // end host that behaves like a stock Linux one (CUBIC, SACK, receive buffer
-// auto-tuning, TTL 64) without leaving throughput on the table.
+// auto-tuning, TTL 64) without leaving throughput on the table. The
+// differences from Linux that no option removes are listed there too.
 //
 // # Time and randomness
 //

@@ -22,13 +22,15 @@ import (
 )
 
 // MTU limits. 576 is the smallest datagram every IPv4 host must accept
-// (RFC 791); 65535 is the largest IPv4 packet (its total length is 16
-// bits). IPv6 needs at least 1280 (RFC 8200), checked when the host has an
-// IPv6 address.
+// (RFC 791). IPv6 needs at least 1280 (RFC 8200), checked when the host
+// has an IPv6 address. The maximum is 65536, Linux's loopback MTU: an IPv4
+// packet stops at 65535 bytes whatever the MTU (its total length is 16
+// bits, and gVisor clamps to it), while an IPv6 packet, whose 16-bit length
+// excludes the 40-byte header, can fill all 65536.
 const (
 	MinMTU     = 576
 	MinMTUIPv6 = 1280
-	MaxMTU     = 65535
+	MaxMTU     = 65536
 )
 
 // HostConfig describes a Host. NewHost validates it and reports every
@@ -187,7 +189,7 @@ func (h *Host) setup(cfg HostConfig) error {
 	if err := tune(h.s, cfg.SACK); err != nil {
 		return err
 	}
-	if err := h.s.CreateNICWithOptions(nicID, h.link, stack.NICOptions{Name: cfg.Name}); err != nil {
+	if err := h.s.CreateNICWithOptions(nicID, h.link, stack.NICOptions{Name: cfg.Name, QDisc: h.link}); err != nil {
 		return fmt.Errorf("creating NIC: %s", err)
 	}
 	var routes []tcpip.Route

@@ -17,8 +17,8 @@ import (
 // its own: the emulated path behind Output does the queueing, with its own
 // bounds, so the link adds no latency or drops of its own.
 //
-// link.channel would add a goroutine and a channel hop per packet; that is
-// the reason for this type.
+// gVisor's link/channel endpoint would add a goroutine and a channel hop
+// per packet; avoiding them is the reason for this type.
 type link struct {
 	output func([][]byte)
 	mtu    atomic.Uint32
@@ -28,12 +28,12 @@ type link struct {
 	disp atomic.Pointer[dispatcherBox]
 
 	// gate counts calls in flight through the link in either direction;
-	// its top bit is set by shut. Once shut, the link drops what it is
+	// shut sets its shutBit. Once shut, the link drops what it is
 	// given, so Output is never called after Host.Close returns.
 	gate atomic.Int64
 
 	// scratch recycles the [][]byte handed to Output: the slice of views
-	// of one packet, so WritePackets allocates nothing per packet.
+	// of one packet, so writing a packet allocates nothing.
 	scratch sync.Pool
 
 	outPackets, outBytes, outDropped atomic.Uint64
@@ -44,7 +44,10 @@ type dispatcherBox struct{ d stack.NetworkDispatcher }
 
 const shutBit = int64(1) << 62
 
-var _ stack.LinkEndpoint = (*link)(nil)
+var (
+	_ stack.LinkEndpoint       = (*link)(nil)
+	_ stack.QueueingDiscipline = (*link)(nil)
+)
 
 func newLink(mtu uint32, output func([][]byte)) *link {
 	l := &link{output: output}
@@ -92,45 +95,58 @@ func (l *link) dispatcher() stack.NetworkDispatcher {
 	return nil
 }
 
-// WritePackets implements stack.LinkWriter. gVisor calls it with one packet
-// at a time when, as here, the NIC has no queueing discipline. Each packet
-// is passed to Output as the views that make it up, from the start of its
-// network header: no copy, no allocation. The packets stay owned by the
-// caller (gVisor releases them), as in gVisor's own link endpoints.
-func (l *link) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
-	n := pkts.Len()
+// WritePacket implements stack.QueueingDiscipline: the link is also its
+// NIC's queueing discipline, one that queues nothing. gVisor's default
+// discipline wraps every packet in a one-element PacketBufferList to call
+// WritePackets, which allocates per packet; taking the packet straight
+// from the NIC avoids that. Queueing belongs to the emulated path.
+func (l *link) WritePacket(pkt *stack.PacketBuffer) tcpip.Error {
 	if !l.enter() {
-		// A shut link behaves like an unplugged cable: the packets are
-		// lost, not refused, so gVisor does not retry or report them.
-		l.outDropped.Add(uint64(n))
-		return n, nil
+		// A shut link behaves like an unplugged cable: the packet is
+		// lost, not refused, so gVisor neither retries nor reports it.
+		l.outDropped.Add(1)
+		return nil
 	}
 	defer l.exit()
 	sp := l.scratch.Get().(*[][]byte)
-	s := *sp
-	for _, pkt := range pkts.AsSlice() {
-		views, off := pkt.AsViewList()
-		s = s[:0]
-		size := 0
-		for v := views.Front(); v != nil; v = v.Next() {
-			b := v.AsSlice()
-			if off >= len(b) {
-				off -= len(b)
-				continue
-			}
-			b = b[off:]
-			off = 0
-			s = append(s, b)
-			size += len(b)
-		}
-		l.outPackets.Add(1)
-		l.outBytes.Add(uint64(size))
-		l.output(s)
-	}
-	clear(s) // hold no reference to packet memory in the pool
-	*sp = s[:0]
+	*sp = l.write(pkt, (*sp)[:0])
 	l.scratch.Put(sp)
-	return n, nil
+	return nil
+}
+
+// WritePackets implements stack.LinkWriter. With the link as its own
+// queueing discipline gVisor does not call it; it is there for the
+// interface, and behaves as WritePacket for each packet.
+func (l *link) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
+	for _, pkt := range pkts.AsSlice() {
+		l.WritePacket(pkt)
+	}
+	return pkts.Len(), nil
+}
+
+// write passes pkt to Output as the views that make it up, from the start
+// of its network header: no copy, no allocation (s is scratch space for
+// the slice of views, returned emptied for reuse). The packet stays owned
+// by the caller, who releases it, as with gVisor's own link endpoints.
+func (l *link) write(pkt *stack.PacketBuffer, s [][]byte) [][]byte {
+	views, off := pkt.AsViewList()
+	size := 0
+	for v := views.Front(); v != nil; v = v.Next() {
+		b := v.AsSlice()
+		if off >= len(b) {
+			off -= len(b)
+			continue
+		}
+		b = b[off:]
+		off = 0
+		s = append(s, b)
+		size += len(b)
+	}
+	l.outPackets.Add(1)
+	l.outBytes.Add(uint64(size))
+	l.output(s)
+	clear(s) // hold no reference to packet memory in the pool
+	return s[:0]
 }
 
 // MTU implements stack.LinkEndpoint.
@@ -180,7 +196,8 @@ func (*link) AddHeader(*stack.PacketBuffer) {}
 // ParseHeader implements stack.LinkEndpoint: there is no link header.
 func (*link) ParseHeader(*stack.PacketBuffer) bool { return true }
 
-// Close implements stack.LinkEndpoint; Host.Close has shut the link.
+// Close implements stack.LinkEndpoint and stack.QueueingDiscipline;
+// Host.Close has shut the link.
 func (*link) Close() {}
 
 // SetOnCloseAction implements stack.LinkEndpoint; there is nothing to

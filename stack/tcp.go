@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -46,17 +47,11 @@ func CongestionControls() []string {
 	return availableCC(s)
 }
 
-// validate checks o against what the host offers.
+// validateTCP checks o against what the host offers.
 func (h *Host) validateTCP(o TCPOptions) error {
 	var errs []error
-	if o.CC != "" {
-		ok := false
-		for _, c := range h.ccs {
-			ok = ok || c == o.CC
-		}
-		if !ok {
-			errs = append(errs, fmt.Errorf("unknown congestion control %q (available: %s)", o.CC, strings.Join(h.ccs, ", ")))
-		}
+	if o.CC != "" && !slices.Contains(h.ccs, o.CC) {
+		errs = append(errs, fmt.Errorf("unknown congestion control %q (available: %s)", o.CC, strings.Join(h.ccs, ", ")))
 	}
 	if o.SendBuffer < 0 {
 		errs = append(errs, fmt.Errorf("send buffer: %d is negative", o.SendBuffer))
@@ -70,25 +65,33 @@ func (h *Host) validateTCP(o TCPOptions) error {
 	return nil
 }
 
-// applyTCP sets o on ep. The congestion control is set on every connection
-// (gVisor does not pass a listener's on to the connections it accepts, as
-// Linux does); buffers are clamped to the ranges of options.go.
-func applyTCP(ep tcpip.Endpoint, o TCPOptions, laddr netip.AddrPort) error {
+// applyTCP sets o on a new or just accepted connection. The congestion
+// control is set on every connection, since gVisor does not pass a
+// listener's on to the connections it accepts as Linux does; buffers are
+// clamped to the ranges of options.go.
+func applyTCP(ep tcpip.Endpoint, o TCPOptions) error {
 	cc := o.CC
 	if cc == "" {
 		cc = defaultCC
 	}
 	opt := tcpip.CongestionControlOption(cc)
 	if err := ep.SetSockOpt(&opt); err != nil {
-		return opError("setsockopt congestion "+cc, "tcp", laddr, err)
+		// Not expected: validateTCP has checked the name.
+		return opError("set congestion control "+cc, "tcp", netip.AddrPort{}, err)
 	}
 	if o.SendBuffer > 0 {
 		ep.SocketOptions().SetSendBufferSize(int64(clamp(o.SendBuffer, tcpSendBuffer.Min, tcpSendBuffer.Max)), true)
 	}
-	if o.ReceiveBuffer > 0 {
-		ep.SocketOptions().SetReceiveBufferSize(int64(clamp(o.ReceiveBuffer, tcpReceiveBuffer.Min, tcpReceiveBuffer.Max)), true)
-	}
+	setReceiveBuffer(ep, o.ReceiveBuffer)
 	return nil
+}
+
+// setReceiveBuffer pins ep's receive buffer to n bytes (clamped), which
+// turns its auto-tuning off; 0 leaves it alone.
+func setReceiveBuffer(ep tcpip.Endpoint, n int) {
+	if n > 0 {
+		ep.SocketOptions().SetReceiveBufferSize(int64(clamp(n, tcpReceiveBuffer.Min, tcpReceiveBuffer.Max)), true)
+	}
 }
 
 func clamp(v, lo, hi int) int { return min(max(v, lo), hi) }
@@ -118,7 +121,7 @@ func (h *Host) DialTCP(ctx context.Context, raddr netip.AddrPort, o TCPOptions) 
 		ep.Close()
 		return nil, dialErr(err)
 	}
-	if err := applyTCP(ep, o, netip.AddrPort{}); err != nil {
+	if err := applyTCP(ep, o); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -184,9 +187,7 @@ func (h *Host) ListenTCP(port uint16, o TCPOptions) (*TCPListener, error) {
 		ep.SocketOptions().SetV6Only(v6only)
 	}
 	ep.SocketOptions().SetReuseAddress(true)
-	if o.ReceiveBuffer > 0 {
-		ep.SocketOptions().SetReceiveBufferSize(int64(clamp(o.ReceiveBuffer, tcpReceiveBuffer.Min, tcpReceiveBuffer.Max)), true)
-	}
+	setReceiveBuffer(ep, o.ReceiveBuffer)
 	if terr := ep.Bind(tcpip.FullAddress{Port: port}); terr != nil {
 		l.Close()
 		return nil, opError("listen", "tcp", laddr, terr)
@@ -228,14 +229,12 @@ func (l *TCPListener) Accept(ctx context.Context) (*TCPConn, error) {
 				ep.Close()
 				return nil, acceptErr(err)
 			}
-			if err := applyTCP(ep, TCPOptions{CC: l.o.CC, SendBuffer: l.o.SendBuffer}, netip.AddrPort{}); err != nil {
+			// The receive buffer is set again: the connection inherited
+			// the listener's size but, unlike on Linux, not its lock
+			// against auto-tuning.
+			if err := applyTCP(ep, l.o); err != nil {
 				c.Close()
 				return nil, err
-			}
-			if l.o.ReceiveBuffer > 0 {
-				// The connection inherited the size but, unlike on
-				// Linux, not the lock against auto-tuning.
-				ep.SocketOptions().SetReceiveBufferSize(int64(clamp(l.o.ReceiveBuffer, tcpReceiveBuffer.Min, tcpReceiveBuffer.Max)), true)
 			}
 			return c, nil
 		}
