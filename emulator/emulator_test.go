@@ -14,7 +14,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func mustPlan(t *testing.T, y string) *scenario.Plan {
+func mustPlan(t testing.TB, y string) *scenario.Plan {
 	t.Helper()
 	p, err := scenario.Parse("test.yaml", []byte(y), scenario.Options{})
 	if err != nil {

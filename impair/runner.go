@@ -107,8 +107,20 @@ func (r *Runner) Stats() Stats { return r.chain.Stats() }
 // read; nothing else may be called while the Runner runs.
 func (r *Runner) Chain() *Chain { return r.chain }
 
+// coarse is the granularity of Go's timers on Linux: the scheduler sleeps
+// in epoll_wait, whose timeout is in whole milliseconds.
+const coarse = time.Millisecond
+
 func (r *Runner) loop(ctx context.Context) {
 	defer close(r.done)
+	// With the real clock, the last stretch before an event is slept
+	// with nanosleep on a thread of our own, so that packets leave within
+	// microseconds of their departure time instead of up to a
+	// millisecond late. A manual clock needs none of that.
+	_, precise := r.clk.(clock.Real)
+	if precise {
+		defer preciseThread()()
+	}
 	timer := r.clk.NewTimer(time.Hour)
 	timer.Stop()
 	var armedAt time.Time
@@ -120,29 +132,52 @@ func (r *Runner) loop(ctx context.Context) {
 			return
 		case p := <-r.in:
 			r.arrive(p)
-			for i := 1; i < batch; i++ {
-				select {
-				case p := <-r.in:
-					r.arrive(p)
-					continue
-				default:
-				}
-				break
-			}
+			r.drain()
 		case <-timer.C():
 			armed = false
 		}
-		now := r.clk.Now()
-		r.chain.wall = now
-		r.chain.Advance(now)
-		if t, ok := r.chain.Next(); ok {
-			if !armed || !t.Equal(armedAt) {
-				timer.Reset(t.Sub(now))
-				armed, armedAt = true, t
+		for {
+			now := r.clk.Now()
+			r.chain.wall = now
+			r.chain.Advance(now)
+			t, ok := r.chain.Next()
+			if !ok {
+				if armed {
+					timer.Stop()
+					armed = false
+				}
+				break
 			}
-		} else if armed {
-			timer.Stop()
-			armed = false
+			d := t.Sub(now)
+			if precise && d <= coarse {
+				// Close enough to sleep through: arrivals meanwhile
+				// wait at most this long in the channel, keeping
+				// their arrival times.
+				preciseSleep(d)
+				r.drain()
+				continue
+			}
+			wake := t
+			if precise {
+				wake = t.Add(-coarse) // then sleep the rest precisely
+			}
+			if !armed || !wake.Equal(armedAt) {
+				timer.Reset(wake.Sub(now))
+				armed, armedAt = true, wake
+			}
+			break
+		}
+	}
+}
+
+// drain takes up to a batch of queued arrivals without blocking.
+func (r *Runner) drain() {
+	for i := 0; i < batch; i++ {
+		select {
+		case p := <-r.in:
+			r.arrive(p)
+		default:
+			return
 		}
 	}
 }
