@@ -4,5 +4,5 @@ package impair
 
 import "time"
 
-func preciseThread() func()       { return func() {} }
+func preciseThread() func()        { return func() {} }
 func preciseSleep(d time.Duration) { time.Sleep(d) }
