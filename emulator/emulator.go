@@ -245,6 +245,8 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 		Flows:     make([]flows.FlowSummary, len(fls)),
 		Links:     []LinkSummary{linkSummary(s.Uplink, l.path.Up.Stats()), linkSummary(s.Downlink, l.path.Down.Stats())},
 	}
+	rs.Links[0].DeliveryDrops = l.deliveryDrops(true)
+	rs.Links[1].DeliveryDrops = l.deliveryDrops(false)
 	var tputs []float64
 	for i, f := range fls {
 		fs := f.Summary()

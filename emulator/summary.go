@@ -53,8 +53,12 @@ type LinkSummary struct {
 	TransitMs stats.Summary `json:"transit_ms"`
 	// LatenessMs is how late the scheduler delivered packets against
 	// their exact departure time: the emulator's own timing error.
-	LatenessMs stats.Summary       `json:"lateness_ms"`
-	Stages     []impair.StageStats `json:"stages"`
+	LatenessMs stats.Summary `json:"lateness_ms"`
+	// DeliveryDrops counts packets that left the direction but found the
+	// receiving host's inbox full (the host fell behind): the emulator's
+	// own overload, not an impairment; 0 in a healthy run.
+	DeliveryDrops uint64              `json:"delivery_drops"`
+	Stages        []impair.StageStats `json:"stages"`
 }
 
 // Achieved is what a direction did, to set beside Configured: the

@@ -29,6 +29,17 @@ type tcpipClock struct {
 
 var _ tcpip.Clock = (*tcpipClock)(nil)
 
+// tcpipClockOf returns the tcpip.Clock for c. The real clock maps to
+// gVisor's own standard clock, which reads the same wall and monotonic time
+// but more cheaply (gVisor reads its clock several times per segment: the
+// adapter cost a tenth of the lab's CPU at 1 Gbit/s).
+func tcpipClockOf(c clock.Clock) tcpip.Clock {
+	if _, ok := c.(clock.Real); ok {
+		return tcpip.NewStdClock()
+	}
+	return newTCPIPClock(c)
+}
+
 func newTCPIPClock(c clock.Clock) *tcpipClock {
 	now := c.Now()
 	return &tcpipClock{c: c, base: now, monoBase: tcpip.MonotonicTime{}.Add(time.Duration(now.UnixNano()))}

@@ -153,7 +153,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	s := stack.New(stack.Options{
 		NetworkProtocols:   nets,
 		TransportProtocols: transports,
-		Clock:              newTCPIPClock(cfg.Clock),
+		Clock:              tcpipClockOf(cfg.Clock),
 		// A packet to one of the host's own addresses is delivered
 		// inside the stack, as Linux does, rather than sent to the path.
 		HandleLocal: true,
