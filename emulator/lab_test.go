@@ -3,9 +3,12 @@ package emulator
 import (
 	"context"
 	"math"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/scenario"
 )
 
 // runPlan runs a scenario text and returns its summary; a failed run fails
@@ -119,5 +122,37 @@ flows: [{name: flood, type: udp, rate: 20Mbps, packet_size: 1000, duration: 6s}]
 	}
 	if r.Links[0].Drops["queue"] == 0 {
 		t.Errorf("no queue drops with twice the link rate offered: %v", r.Links[0].Drops)
+	}
+}
+
+// TestShippedConfigsRun runs every scenario of configs/, each variant cut
+// to 2 s, and checks that every flow moved data.
+func TestShippedConfigsRun(t *testing.T) {
+	files, err := filepath.Glob("../configs/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no configs: %v", err)
+	}
+	d := 2 * time.Second
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			p, err := scenario.Load(f, scenario.Options{Duration: &d})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum, err := Run(context.Background(), p, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(sum.Runs) != len(p.Runs) {
+				t.Fatalf("%d runs of %d", len(sum.Runs), len(p.Runs))
+			}
+			for _, r := range sum.Runs {
+				for _, fl := range r.Flows {
+					if fl.ThroughputBps <= 0 {
+						t.Errorf("%s/%s: no data moved", r.Variant, fl.Name)
+					}
+				}
+			}
+		})
 	}
 }
