@@ -86,10 +86,12 @@ func usageError(_ *cli.Context, err error, _ bool) error {
 	return cli.Exit(err.Error(), exitBadUsage)
 }
 
-// flagsFirst lets command flags follow the arguments, as people type them
-// (netjam run my.yaml --seed 7): urfave/cli, like package flag, stops at the
-// first argument, so the flags of the command are moved in front of its
-// arguments. Everything after "--" stays where it is.
+// flagsFirst lets flags follow the arguments, as people type them
+// (netjam run my.yaml --seed 7 --log-level debug): urfave/cli, like package
+// flag, stops at the first argument, and takes global flags only before the
+// command. So a command's flags are moved in front of its arguments, and
+// global flags given after the command in front of the command. Everything
+// after "--" stays where it is.
 func flagsFirst(app *cli.App, args []string) []string {
 	// Find the command: the first token after the global flags.
 	i := 1
@@ -106,7 +108,8 @@ func flagsFirst(app *cli.App, args []string) []string {
 	if cmd == nil {
 		return args
 	}
-	out := append([]string(nil), args[:i+1]...)
+	globals := append([]string(nil), args[:i]...)
+	cmdFlags := []string{args[i]}
 	var positional []string
 	rest := args[i+1:]
 	for j := 0; j < len(rest); j++ {
@@ -116,16 +119,34 @@ func flagsFirst(app *cli.App, args []string) []string {
 			positional = append(positional, rest[j:]...)
 			j = len(rest)
 		case strings.HasPrefix(a, "-") && a != "-":
-			out = append(out, a)
-			if takesValue(cmd.Flags, a) && j+1 < len(rest) {
+			dst, flags := &cmdFlags, cmd.Flags
+			if !isFlag(cmd.Flags, a) && isFlag(app.Flags, a) {
+				dst, flags = &globals, app.Flags
+			}
+			*dst = append(*dst, a)
+			if takesValue(flags, a) && j+1 < len(rest) {
 				j++
-				out = append(out, rest[j])
+				*dst = append(*dst, rest[j])
 			}
 		default:
 			positional = append(positional, a)
 		}
 	}
-	return append(out, positional...)
+	return append(append(globals, cmdFlags...), positional...)
+}
+
+// isFlag reports whether token (-x, --name or --name=value) names one of
+// flags.
+func isFlag(flags []cli.Flag, token string) bool {
+	name, _, _ := strings.Cut(strings.TrimLeft(token, "-"), "=")
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n == name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // takesValue reports whether token (-x, --name, without "=value") names a

@@ -157,6 +157,7 @@ func TestFlagsMayFollowArguments(t *testing.T) {
 		{[]string{"netjam", "validate", "a.yaml", "--set", "k=v", "b.yaml"}, []string{"netjam", "validate", "--set", "k=v", "a.yaml", "b.yaml"}},
 		{[]string{"netjam", "run", "--", "-odd.yaml"}, []string{"netjam", "run", "--", "-odd.yaml"}},
 		{[]string{"netjam", "nosuch", "x", "--y"}, []string{"netjam", "nosuch", "x", "--y"}},
+		{[]string{"netjam", "run", "a.yaml", "--log-level", "warn", "-q", "--log-format=json"}, []string{"netjam", "--log-level", "warn", "--log-format=json", "run", "-q", "a.yaml"}},
 	} {
 		got := flagsFirst(app, tc.in)
 		if strings.Join(got, " ") != strings.Join(tc.want, " ") {
