@@ -293,11 +293,10 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 		toAddr = pairAddrs(indexOf(l.pairs, p), false)[0].Addr()
 	}
 	// A flow sends until its own duration or the run's end, whichever
-	// comes first.
-	if end := s.Duration - f.Start; f.Duration == 0 || f.Duration > end {
-		if f.Type == "tcp" && f.Size == 0 || f.Type == "udp" && f.Count == 0 || f.Duration > end {
-			f.Duration = end
-		}
+	// comes first. (A flow bounded by size or count instead is cut by the
+	// run's deadline.)
+	if end := s.Duration - f.Start; f.Duration > end {
+		f.Duration = end
 	}
 	port := uint16(5001 + i)
 	dst := netip.AddrPortFrom(toAddr, port)
