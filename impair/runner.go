@@ -107,10 +107,6 @@ func (r *Runner) Stats() Stats { return r.chain.Stats() }
 // read; nothing else may be called while the Runner runs.
 func (r *Runner) Chain() *Chain { return r.chain }
 
-// coarse is the granularity of Go's timers on Linux: the scheduler sleeps
-// in epoll_wait, whose timeout is in whole milliseconds.
-const coarse = time.Millisecond
-
 func (r *Runner) loop(ctx context.Context) {
 	defer close(r.done)
 	// With the real clock, the last stretch before an event is slept
@@ -119,7 +115,7 @@ func (r *Runner) loop(ctx context.Context) {
 	// millisecond late. A manual clock needs none of that.
 	_, precise := r.clk.(clock.Real)
 	if precise {
-		defer preciseThread()()
+		defer clock.PreciseThread()()
 	}
 	timer := r.clk.NewTimer(time.Hour)
 	timer.Stop()
@@ -149,17 +145,17 @@ func (r *Runner) loop(ctx context.Context) {
 				break
 			}
 			d := t.Sub(now)
-			if precise && d <= coarse {
+			if precise && d <= clock.Coarse {
 				// Close enough to sleep through: arrivals meanwhile
 				// wait at most this long in the channel, keeping
 				// their arrival times.
-				preciseSleep(d)
+				clock.PreciseSleep(d)
 				r.drain()
 				continue
 			}
 			wake := t
 			if precise {
-				wake = t.Add(-coarse) // then sleep the rest precisely
+				wake = t.Add(-clock.Coarse) // then sleep the rest precisely
 			}
 			if !armed || !wake.Equal(armedAt) {
 				timer.Reset(wake.Sub(now))

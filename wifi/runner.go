@@ -50,9 +50,6 @@ const (
 	// batch bounds how many queued arrivals the goroutine takes before it
 	// lets due deliveries go, so a flood of input cannot starve the output.
 	batch = 64
-	// coarse is the granularity of Go's timers on Linux: the scheduler
-	// sleeps in epoll_wait, whose timeout is in whole milliseconds.
-	coarse = time.Millisecond
 	// refresh is how often saturated background stations are simulated
 	// when no packet is queued (they deliver nothing, so only the
 	// statistics would lag).
@@ -154,7 +151,7 @@ func (r *Runner) loop(ctx context.Context) {
 	// late (see sleep_linux.go). A manual clock needs none of that.
 	_, precise := r.clk.(clock.Real)
 	if precise {
-		defer preciseThread()()
+		defer clock.PreciseThread()()
 	}
 	timer := r.clk.NewTimer(time.Hour)
 	timer.Stop()
@@ -183,17 +180,17 @@ func (r *Runner) loop(ctx context.Context) {
 				break
 			}
 			d := t.Sub(now)
-			if precise && d <= coarse {
+			if precise && d <= clock.Coarse {
 				// Close enough to sleep through: arrivals meanwhile wait
 				// at most this long in the channel, keeping their
 				// arrival times.
-				preciseSleep(d)
+				clock.PreciseSleep(d)
 				r.drain()
 				continue
 			}
 			wake := t
 			if precise {
-				wake = t.Add(-coarse) // then sleep the rest precisely
+				wake = t.Add(-clock.Coarse) // then sleep the rest precisely
 			}
 			if !armed || !wake.Equal(armedAt) {
 				timer.Reset(wake.Sub(now))

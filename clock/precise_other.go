@@ -1,0 +1,14 @@
+//go:build !linux
+
+package clock
+
+import "time"
+
+// Coarse is the granularity assumed for Go's timers.
+const Coarse = time.Millisecond
+
+// PreciseThread does nothing outside Linux.
+func PreciseThread() func() { return func() {} }
+
+// PreciseSleep sleeps d with time.Sleep outside Linux.
+func PreciseSleep(d time.Duration) { time.Sleep(d) }

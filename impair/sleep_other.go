@@ -1,8 +1,0 @@
-//go:build !linux
-
-package impair
-
-import "time"
-
-func preciseThread() func()        { return func() {} }
-func preciseSleep(d time.Duration) { time.Sleep(d) }
