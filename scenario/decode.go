@@ -33,7 +33,7 @@ const (
 
 // Keys of each mapping, in the order the reference documents them.
 var (
-	rootKeys      = []string{"name", "description", "seed", "duration", "mtu", "sample_interval", "link", "flows", "variants"}
+	rootKeys      = []string{"name", "description", "seed", "duration", "mtu", "sample_interval", "link", "wifi", "flows", "variants"}
 	directionKeys = []string{"delay", "loss", "duplicate", "corrupt", "reorder", "rate", "slot", "queue", "inflight_limit"}
 	linkKeys      = append(slices.Clone(directionKeys), "uplink", "downlink")
 	variantKeys   = []string{"name", "set"}
@@ -391,8 +391,11 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 			}
 		}
 	}
+	if n := f["wifi"]; n != nil {
+		s.WiFi = d.wifi(n)
+	}
 	if n := f["flows"]; n != nil {
-		s.Flows = d.flows(n, s.MTU, mtuOK, s.Duration)
+		s.Flows = d.flows(n, s.MTU, mtuOK, s.Duration, s.WiFi)
 	}
 
 	var shared, up, down map[string]*yaml.Node

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -36,6 +37,10 @@ type Flow struct {
 	// Duration bounds a TCP flow without Size and a UDP flow without
 	// Count; 0 means until the run ends.
 	Duration time.Duration
+
+	// Station is the Wi-Fi station the flow's client-side end runs on;
+	// required when the scenario has a wifi cell, and only then.
+	Station string
 }
 
 // NetstackCC are the congestion controls gVisor's TCP offers. Package stack
@@ -48,7 +53,7 @@ var NetstackCC = []string{"reno", "cubic"}
 const UDPHeaderSize = 24
 
 var (
-	flowKeys      = []string{"name", "type", "stack", "direction", "start", "cc", "sack", "send_buffer", "receive_buffer", "size", "rate", "interval", "packet_size", "count", "duration"}
+	flowKeys      = []string{"name", "type", "stack", "direction", "start", "station", "cc", "sack", "send_buffer", "receive_buffer", "size", "rate", "interval", "packet_size", "count", "duration"}
 	tcpOnlyKeys   = []string{"cc", "sack", "send_buffer", "receive_buffer", "size"}
 	udpOnlyKeys   = []string{"rate", "interval", "packet_size", "count"}
 	flowTypes     = []string{"tcp", "udp"}
@@ -57,8 +62,9 @@ var (
 )
 
 // flows decodes the flows list. mtu bounds UDP datagrams (it is valid when
-// mtuOK); duration is the run's, which a flow's start must precede.
-func (d *decoder) flows(n *yaml.Node, mtu int, mtuOK bool, duration time.Duration) []Flow {
+// mtuOK); duration is the run's, which a flow's start must precede; w is
+// the Wi-Fi cell, nil without one.
+func (d *decoder) flows(n *yaml.Node, mtu int, mtuOK bool, duration time.Duration, w *WiFi) []Flow {
 	if n.Kind != yaml.SequenceNode {
 		d.errorf(n, "flows", "expected a list of flows, got %s", describe(n))
 		return nil
@@ -106,6 +112,23 @@ func (d *decoder) flows(n *yaml.Node, mtu int, mtuOK bool, duration time.Duratio
 		if v := f["duration"]; v != nil {
 			fl.Duration, _ = d.duration(v, join(path, "duration"), true, maxDuration)
 		}
+		switch v := f["station"]; {
+		case v != nil && w == nil:
+			d.errorf(v, join(path, "station"), "there is no wifi cell in this scenario")
+		case v == nil && w != nil:
+			d.errorf(item, path, "a flow of a scenario with a wifi cell needs a station")
+		case v != nil:
+			if name, ok := d.text(v, join(path, "station")); ok {
+				if w.Station(name) < 0 {
+					var names []string
+					for _, s := range w.Stations {
+						names = append(names, s.Name)
+					}
+					d.errorf(v, join(path, "station"), "%s is not a station (expected one of: %s)", quote(name), strings.Join(names, ", "))
+				}
+				fl.Station = name
+			}
+		}
 		switch fl.Type {
 		case "tcp":
 			d.wrongType(f, path, "tcp", udpOnlyKeys)
@@ -115,6 +138,17 @@ func (d *decoder) flows(n *yaml.Node, mtu int, mtuOK bool, duration time.Duratio
 			d.udpFlow(item, f, path, &fl, mtu, mtuOK)
 		}
 		out = append(out, fl)
+	}
+	// A station is one host, and gVisor switches SACK per host.
+	sack := map[string]bool{}
+	for i, fl := range out {
+		if fl.Station == "" || fl.Type != "tcp" {
+			continue
+		}
+		if prev, ok := sack[fl.Station]; ok && prev != fl.SACK {
+			d.errorf(n.Content[i], "flows."+fl.Name+".sack", "the TCP flows of station %s disagree on sack (a station is one host, which has SACK on or off)", fl.Station)
+		}
+		sack[fl.Station] = fl.SACK
 	}
 	return out
 }

@@ -51,7 +51,9 @@ type Scenario struct {
 	Downlink Direction     // link keys, each replaced by link.downlink's when it has the key
 	// SampleInterval is the step of the run's time series; default 100ms.
 	SampleInterval time.Duration
-	Flows          []Flow
+	// WiFi, when not nil, puts an 802.11 cell in front of the uplink.
+	WiFi  *WiFi
+	Flows []Flow
 
 	file string     // the source file, for YAML's header comment
 	tree *yaml.Node // the resolved tree (a mapping) behind YAML

@@ -983,3 +983,55 @@ variants:
 		t.Fatalf("sample interval %v", s.SampleInterval)
 	}
 }
+
+func TestWiFi(t *testing.T) {
+	p, err := Parse("x.yaml", []byte(`
+wifi:
+  standard: 802.11a
+  rate: 24Mbps
+  rts_threshold: 500
+  stations:
+    - {name: laptop}
+    - {rate: 6Mbps, frame_error_rate: 1%}
+flows:
+  - {name: bulk, type: tcp, size: 1MB, station: laptop}
+  - {name: call, type: udp, interval: 20ms, count: 10, station: sta2}
+`), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := p.Runs[0].WiFi
+	want := &WiFi{Standard: "802.11a", Rate: 24e6, RTSThreshold: 500,
+		Stations: []Station{{Name: "laptop"}, {Name: "sta2", Rate: 6e6, FrameErrorRate: 0.01}}}
+	if !reflect.DeepEqual(w, want) {
+		t.Fatalf("wifi %+v, want %+v", w, want)
+	}
+	if p.Runs[0].Flows[1].Station != "sta2" || w.Station("sta2") != 1 {
+		t.Fatalf("flows %+v", p.Runs[0].Flows)
+	}
+}
+
+func TestWiFiErrors(t *testing.T) {
+	for _, tc := range []struct{ src, want string }{
+		{"wifi: {standard: 802.11ac, stations: [{name: a}]}\n",
+			`x.yaml:1: wifi.standard: "802.11ac" is not a Wi-Fi standard; did you mean "802.11a"?`},
+		{"wifi: {standard: wifi6, stations: [{name: a}]}\n",
+			`x.yaml:1: wifi.standard: "wifi6" is not a Wi-Fi standard (expected one of: 802.11b, 802.11a, 802.11g, 802.11n)`},
+		{"wifi: {rate: 11Mbps, stations: [{name: a}]}\n",
+			"x.yaml:1: wifi: rate: 11 Mbit/s is not a data rate of 802.11g (expected one of: 6, 9, 12, 18, 24, 36, 48, 54 Mbit/s)"},
+		{"wifi: {}\n", "x.yaml:1: wifi.stations: a Wi-Fi cell needs at least one station"},
+		{"wifi: {stations: [{name: a}]}\nflows: [{name: f, type: udp, interval: 1ms, count: 1}]\n",
+			"x.yaml:2: flows.f: a flow of a scenario with a wifi cell needs a station"},
+		{"flows: [{name: f, type: udp, interval: 1ms, count: 1, station: a}]\n",
+			"x.yaml:1: flows.f.station: there is no wifi cell in this scenario"},
+		{"wifi: {stations: [{name: a}]}\nflows: [{name: f, type: udp, interval: 1ms, count: 1, station: b}]\n",
+			`x.yaml:2: flows.f.station: "b" is not a station (expected one of: a)`},
+		{"wifi: {stations: [{name: a}]}\nflows:\n  - {name: f, type: tcp, size: 1MB, station: a}\n  - {name: g, type: tcp, size: 1MB, station: a, sack: false}\n",
+			"x.yaml:4: flows.g.sack: the TCP flows of station a disagree on sack (a station is one host, which has SACK on or off)"},
+	} {
+		_, err := Parse("x.yaml", []byte(tc.src), Options{})
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("Parse(%q):\n got %v\nwant %s", tc.src, err, tc.want)
+		}
+	}
+}
