@@ -212,7 +212,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 	// in flight then gets drainGrace to arrive before the run is cut.
 	runCtx, cancel := context.WithTimeout(ctx, s.Duration+drainGrace)
 	defer cancel()
-	smp := newSampler(o.Clock, s.SampleInterval, series, fls, l.path)
+	smp := newSampler(o.Clock, s.SampleInterval, series, fls, l.path, l.cell)
 	smp.start(runCtx)
 	if o.Progress != nil {
 		o.Progress.Begin(runName(s), s.Duration, fls)
@@ -244,6 +244,10 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 		DurationS: elapsed.Seconds(),
 		Flows:     make([]flows.FlowSummary, len(fls)),
 		Links:     []LinkSummary{linkSummary(s.Uplink, l.path.Up.Stats()), linkSummary(s.Downlink, l.path.Down.Stats())},
+	}
+	if l.cell != nil {
+		ws := l.cell.Stats()
+		rs.WiFi = &ws
 	}
 	rs.Links[0].DeliveryDrops = l.deliveryDrops(true)
 	rs.Links[1].DeliveryDrops = l.deliveryDrops(false)

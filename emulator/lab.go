@@ -16,32 +16,47 @@ import (
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/stack"
+	"github.com/netjam/netjam/wifi"
 )
 
 // A lab is the rootless topology of one run: gVisor hosts on the client
 // side and on the server side of the emulated path.
 //
-// Packets a client-side host sends enter the uplink; what leaves the
-// uplink is handed to the server-side host that owns its destination
-// address, and the other way round for the downlink. Flows that need
-// different stack-wide settings (gVisor switches SACK per stack, not per
-// socket) get a host pair of their own; all other flows share pair 0.
+// Packets a client-side host sends enter the uplink (through the Wi-Fi
+// cell first, when the scenario has one); what leaves the uplink is handed
+// to the server-side host that owns its destination address, and the other
+// way round for the downlink (whose packets for a station cross the cell
+// last).
 //
-// Addresses: pair i has client 10.0.0.(1+i) and fd00::(1+i), server
-// 10.0.0.(101+i) and fd00::(101+i)... written as 10.0.0.0/24 and
-// fd00::/64 prefixes, so up to 100 pairs.
+// Hosts: gVisor switches SACK per stack, not per socket, so flows that
+// differ in SACK run on different hosts: one client and one server host per
+// SACK setting in use. With a Wi-Fi cell, each station is a client host of
+// its own (its flows must then agree on SACK; package scenario checks).
+//
+// Addresses: client host i has 10.0.0.(1+i) and fd00::(1+i), server host
+// i has 10.0.0.(101+i) and fd00::(101+i), in 10.0.0.0/24 and fd00::/64:
+// up to 100 hosts a side.
 type lab struct {
-	path  *Path
-	pool  *impair.Pool
-	pairs []*hostPair
-	// client and server map an address to its host's inbox, for delivery
-	// at the far end of each direction; written before the path starts,
-	// then only read.
-	client, server map[netip.Addr]*inbox
-	inboxes        []*inbox
+	path *Path
+	cell *wifi.Runner // nil without a Wi-Fi cell
+	pool *impair.Pool
+	// clients and servers are the hosts of each side; client and server
+	// map every address to its host. All are written before the path
+	// starts, then only read.
+	clients, servers []*endHost
+	client, server   map[netip.Addr]*endHost
 
 	noRoute  atomic.Uint64 // packets whose destination no host owns
 	tooLarge atomic.Uint64 // packets larger than the pool's buffers (never with a sane MTU)
+}
+
+// endHost is a host at one end of the path.
+type endHost struct {
+	host    *stack.Host
+	in      *inbox
+	v4      netip.Addr
+	sack    bool
+	station int // its index in the Wi-Fi cell; -1 for a wired host
 }
 
 // inbox hands the packets leaving a direction to one host on a goroutine
@@ -53,6 +68,7 @@ type inbox struct {
 	ch   chan *impair.Packet
 	full atomic.Uint64 // packets dropped because the host fell behind
 	done chan struct{}
+	once sync.Once
 }
 
 // inboxLen bounds the packets waiting for a host: about 1 ms at 10 Gbit/s
@@ -82,21 +98,18 @@ func (b *inbox) put(p *impair.Packet) {
 	}
 }
 
-// close stops the inbox once its queue is drained. Nothing may put after.
+// close stops the inbox once its queue is drained; idempotent. Nothing may
+// put after.
 func (b *inbox) close() {
-	close(b.ch)
-	<-b.done
+	b.once.Do(func() {
+		close(b.ch)
+		<-b.done
+	})
 }
 
-// hostPair is one client-side and one server-side host.
-type hostPair struct {
-	sack           bool
-	client, server *stack.Host
-}
+const maxHosts = 100
 
-const maxPairs = 100
-
-func pairAddrs(i int, server bool) []netip.Prefix {
+func hostAddrs(i int, server bool) []netip.Prefix {
 	n := byte(1 + i)
 	if server {
 		n += 100
@@ -108,115 +121,180 @@ func pairAddrs(i int, server bool) []netip.Prefix {
 	}
 }
 
-// newLab builds the path and the hosts the flows of s need. Nothing runs
-// until start; close releases everything, also after a failed newLab.
+// newLab builds the path, the Wi-Fi cell and the hosts the flows of s
+// need. Nothing runs until start; close releases everything, also after a
+// failed newLab.
 func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger) (*lab, error) {
 	l := &lab{
 		pool:   impair.NewPool(s.MTU),
-		client: map[netip.Addr]*inbox{},
-		server: map[netip.Addr]*inbox{},
+		client: map[netip.Addr]*endHost{},
+		server: map[netip.Addr]*endHost{},
 	}
 	var err error
-	l.path, err = newPath(s, clk, l.deliver(l.server), l.deliver(l.client))
+	l.path, err = newPath(s, clk, l.deliver(l.server, false), l.deliver(l.client, s.WiFi != nil))
 	if err != nil {
 		return nil, err
 	}
+	fail := func(err error) (*lab, error) {
+		l.close()
+		return nil, err
+	}
+	if s.WiFi != nil {
+		cfg := s.WiFi.Config(s.Seed)
+		l.cell, err = wifi.NewRunner(cfg, clk, l.fromCell(true), l.fromCell(false))
+		if err != nil {
+			return fail(err)
+		}
+		for i, st := range s.WiFi.Stations {
+			sack := true
+			for _, f := range s.Flows {
+				if f.Station == st.Name && f.Type == "tcp" {
+					sack = f.SACK
+				}
+			}
+			if _, err := l.addHost(s, clk, log, false, sack, i, st.Name); err != nil {
+				return fail(err)
+			}
+		}
+	}
 	for _, f := range s.Flows {
-		if l.pairFor(f) != nil {
-			continue
-		}
-		if len(l.pairs) == maxPairs {
-			l.close()
-			return nil, fmt.Errorf("more than %d host pairs", maxPairs)
-		}
-		i := len(l.pairs)
-		p := &hostPair{sack: f.SACK}
-		for _, side := range []struct {
-			server bool
-			host   **stack.Host
-			to     *impair.Runner
-			owner  map[netip.Addr]*inbox
-		}{{false, &p.client, l.path.Up, l.client}, {true, &p.server, l.path.Down, l.server}} {
-			name := fmt.Sprintf("client%d", i)
-			if side.server {
-				name = fmt.Sprintf("server%d", i)
-			}
-			addrs := pairAddrs(i, side.server)
-			h, err := stack.NewHost(stack.HostConfig{
-				Name:   name,
-				Addrs:  addrs,
-				MTU:    s.MTU,
-				Clock:  clk,
-				Seed:   s.Seed + uint64(2*i) + boolU64(side.server),
-				SACK:   f.SACK,
-				Output: l.output(side.to),
-				Log:    log,
-			})
-			if err != nil {
-				l.close()
-				return nil, err
-			}
-			*side.host = h
-			in := newInbox(h)
-			l.inboxes = append(l.inboxes, in)
-			for _, a := range addrs {
-				side.owner[a.Addr()] = in
+		if s.WiFi == nil && l.find(l.clients, f.SACK) == nil {
+			if _, err := l.addHost(s, clk, log, false, f.SACK, -1, ""); err != nil {
+				return fail(err)
 			}
 		}
-		l.pairs = append(l.pairs, p)
+		if l.find(l.servers, f.SACK) == nil {
+			if _, err := l.addHost(s, clk, log, true, f.SACK, -1, ""); err != nil {
+				return fail(err)
+			}
+		}
 	}
 	return l, nil
 }
 
-func boolU64(b bool) uint64 {
-	if b {
-		return 1
+// addHost makes the next host of a side.
+func (l *lab) addHost(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, server, sack bool, station int, name string) (*endHost, error) {
+	side, owner := &l.clients, l.client
+	if server {
+		side, owner = &l.servers, l.server
 	}
-	return 0
+	i := len(*side)
+	if i == maxHosts {
+		return nil, fmt.Errorf("more than %d hosts on a side", maxHosts)
+	}
+	if name == "" {
+		name = fmt.Sprintf("client%d", i)
+		if server {
+			name = fmt.Sprintf("server%d", i)
+		}
+	}
+	addrs := hostAddrs(i, server)
+	out := l.output(l.path.Up)
+	switch {
+	case server:
+		out = l.output(l.path.Down)
+	case station >= 0:
+		out = l.toCell(station)
+	}
+	seed := s.Seed + 2*uint64(i)
+	if server {
+		seed++
+	}
+	h, err := stack.NewHost(stack.HostConfig{
+		Name: name, Addrs: addrs, MTU: s.MTU, Clock: clk, Seed: seed, SACK: sack, Output: out, Log: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	e := &endHost{host: h, in: newInbox(h), v4: addrs[0].Addr(), sack: sack, station: station}
+	*side = append(*side, e)
+	for _, a := range addrs {
+		owner[a.Addr()] = e
+	}
+	return e, nil
 }
 
-// pairFor returns the host pair flow f runs on, nil if none fits yet.
-func (l *lab) pairFor(f scenario.Flow) *hostPair {
-	for _, p := range l.pairs {
-		if p.sack == f.SACK {
-			return p
+// find returns the wired host of a side with the SACK setting, or nil.
+func (l *lab) find(side []*endHost, sack bool) *endHost {
+	for _, e := range side {
+		if e.sack == sack && e.station < 0 {
+			return e
 		}
 	}
 	return nil
 }
 
-// output returns a host's Output: each packet is copied into a pooled
-// packet and sent into the direction r.
+// ends returns the client-side and server-side hosts of flow f.
+func (l *lab) ends(s *scenario.Scenario, f scenario.Flow) (client, server *endHost) {
+	server = l.find(l.servers, f.SACK)
+	if f.Station != "" {
+		return l.clients[s.WiFi.Station(f.Station)], server
+	}
+	return l.find(l.clients, f.SACK), server
+}
+
+// copyOut copies a packet a host sends into a pooled packet; nil when it
+// does not fit (counted).
+func (l *lab) copyOut(slices [][]byte) *impair.Packet {
+	n := 0
+	for _, s := range slices {
+		n += len(s)
+	}
+	if n > l.pool.Size() {
+		l.tooLarge.Add(1)
+		return nil
+	}
+	p := l.pool.Get(n)
+	off := 0
+	for _, s := range slices {
+		off += copy(p.Data[off:], s)
+	}
+	return p
+}
+
+// output returns a wired host's Output: into the direction r.
 func (l *lab) output(r *impair.Runner) func([][]byte) {
 	return func(slices [][]byte) {
-		n := 0
-		for _, s := range slices {
-			n += len(s)
+		if p := l.copyOut(slices); p != nil {
+			r.Send(p)
 		}
-		if n > l.pool.Size() {
-			l.tooLarge.Add(1)
-			return
-		}
-		p := l.pool.Get(n)
-		off := 0
-		for _, s := range slices {
-			off += copy(p.Data[off:], s)
-		}
-		r.Send(p)
 	}
 }
 
-// deliver returns the function receiving what leaves a direction: it
-// hands each packet to the host of the far side that owns its
-// destination.
-func (l *lab) deliver(owner map[netip.Addr]*inbox) func(time.Time, *impair.Packet) {
-	return func(_ time.Time, p *impair.Packet) {
-		if in := owner[dstAddr(p.Data)]; in != nil {
-			in.put(p)
-			return
+// toCell returns a station host's Output: onto the Wi-Fi medium.
+func (l *lab) toCell(station int) func([][]byte) {
+	return func(slices [][]byte) {
+		if p := l.copyOut(slices); p != nil {
+			l.cell.Send(p, station, false)
 		}
-		l.noRoute.Add(1)
-		p.Release()
+	}
+}
+
+// fromCell returns what receives the frames the medium delivers: uplink
+// frames reached the AP and go on into the uplink; downlink frames reached
+// their station.
+func (l *lab) fromCell(uplink bool) func(time.Time, *impair.Packet, int) {
+	if uplink {
+		return func(_ time.Time, p *impair.Packet, _ int) { l.path.Up.Send(p) }
+	}
+	return func(_ time.Time, p *impair.Packet, station int) { l.clients[station].in.put(p) }
+}
+
+// deliver returns the function receiving what leaves a direction: it hands
+// each packet to the host of the far side that owns its destination, or,
+// for a Wi-Fi station, to the AP's queue for it.
+func (l *lab) deliver(owner map[netip.Addr]*endHost, viaCell bool) func(time.Time, *impair.Packet) {
+	return func(_ time.Time, p *impair.Packet) {
+		e := owner[dstAddr(p.Data)]
+		switch {
+		case e == nil:
+			l.noRoute.Add(1)
+			p.Release()
+		case viaCell && e.station >= 0:
+			l.cell.Send(p, e.station, true)
+		default:
+			e.in.put(p)
+		}
 	}
 }
 
@@ -239,42 +317,42 @@ func dstAddr(b []byte) netip.Addr {
 	return netip.Addr{}
 }
 
-func (l *lab) start(ctx context.Context) { l.path.start(ctx) }
-
-// deliveryDrops returns the packets that left a direction but were dropped
-// because the host they were for fell behind: for the uplink (server
-// side) or the downlink (client side).
-func (l *lab) deliveryDrops(serverSide bool) uint64 {
-	owner := l.client
-	if serverSide {
-		owner = l.server
+func (l *lab) start(ctx context.Context) {
+	l.path.start(ctx)
+	if l.cell != nil {
+		l.cell.Start(ctx)
 	}
-	seen := map[*inbox]bool{}
+}
+
+// deliveryDrops returns the packets that were dropped because the host
+// they were for fell behind, on the server side (what the uplink
+// delivered) or the client side.
+func (l *lab) deliveryDrops(serverSide bool) uint64 {
+	side := l.clients
+	if serverSide {
+		side = l.servers
+	}
 	var n uint64
-	for _, in := range owner {
-		if !seen[in] {
-			seen[in] = true
-			n += in.full.Load()
-		}
+	for _, e := range side {
+		n += e.in.full.Load()
 	}
 	return n
 }
 
-// close stops the path first, so that nothing is delivered into a host
-// being closed, then the inboxes, then closes the hosts (and with them every
-// endpoint they made). Safe to call more than once.
+// close stops the packet sources in the path first (the cell, then the
+// directions), so that nothing is delivered into a host being closed, then
+// the inboxes, then the hosts (and with them every endpoint they made).
+// Safe to call more than once.
 func (l *lab) close() {
-	l.path.close()
-	for _, in := range l.inboxes {
-		in.close()
+	if l.cell != nil {
+		l.cell.Close()
 	}
-	l.inboxes = nil
-	for _, p := range l.pairs {
-		for _, h := range []*stack.Host{p.client, p.server} {
-			if h != nil {
-				h.Close()
-			}
-		}
+	l.path.close()
+	for _, e := range append(l.clients, l.servers...) {
+		e.in.close()
+	}
+	for _, e := range append(l.clients, l.servers...) {
+		e.host.Close()
 	}
 }
 
@@ -285,12 +363,12 @@ const setupTimeout = 30 * time.Second
 // newFlow connects flow number i of s across the lab and returns it ready
 // to run. conns are the connections the caller closes after the run.
 func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenario.Flow, clk clock.Clock) (flows.Flow, []closer, error) {
-	p := l.pairFor(f)
-	from, to := p.client, p.server
-	toAddr := pairAddrs(indexOf(l.pairs, p), true)[0].Addr()
+	client, server := l.ends(s, f)
+	from, to := client.host, server.host
+	toAddr := server.v4
 	if f.Direction == "down" {
 		from, to = to, from
-		toAddr = pairAddrs(indexOf(l.pairs, p), false)[0].Addr()
+		toAddr = client.v4
 	}
 	// A flow sends until its own duration or the run's end, whichever
 	// comes first. (A flow bounded by size or count instead is cut by the
@@ -367,14 +445,6 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 
 type closer interface{ Close() error }
 
-func indexOf(ps []*hostPair, p *hostPair) int {
-	for i, q := range ps {
-		if q == p {
-			return i
-		}
-	}
-	return -1
-}
 
 // connectFlows connects every flow at once and returns them with the
 // connections to close after the run. On error, the flows that did

@@ -14,6 +14,7 @@ import (
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/wifi"
 )
 
 // DefaultOutDir is where a run writes its results when not told:
@@ -110,6 +111,9 @@ func PrintTable(w io.Writer, sum *Summary) error {
 		}
 		fmt.Fprintln(w)
 	}
+	if err := printWiFi(w, sum); err != nil {
+		return err
+	}
 	fmt.Fprintln(tw, "variant\tlink\tpackets in\tout\tloss% (conf)\tdrops\tMbit/s (conf)\tqueue p50/p99 ms\tadded p50/p99 ms\tlate p99 ms\tconfigured\t")
 	for _, r := range sum.Runs {
 		for _, l := range r.Links {
@@ -155,4 +159,45 @@ func drops(m map[string]uint64) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// printWiFi writes one row per run and Wi-Fi station (and AP), when the
+// scenario has a cell.
+func printWiFi(w io.Writer, sum *Summary) error {
+	has := false
+	for _, r := range sum.Runs {
+		has = has || r.WiFi != nil
+	}
+	if !has {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "variant\tstation\tattempts\tok\tcollisions\tretries\tdrops\tairtime %\tMbit/s\taccess delay mean/p95 ms\tmedium busy %\t")
+	for _, r := range sum.Runs {
+		if r.WiFi == nil {
+			continue
+		}
+		rows := append(append([]wifi.StationStats(nil), r.WiFi.Stations...), r.WiFi.AP)
+		for i, st := range rows {
+			name := st.Name
+			if i == len(rows)-1 {
+				name = "ap"
+			}
+			var d uint64
+			for _, n := range st.Drops {
+				d += n
+			}
+			delay := "-"
+			if st.Delay.Count > 0 {
+				delay = fmt.Sprintf("%.2f/%.2f", st.Delay.Mean/1e6, st.Delay.P95/1e6)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.2f\t%s\t%.1f\t\n", variantName(r.Variant), name,
+				st.Attempts, st.Successes, st.Collisions, st.Retries, d, 100*st.AirtimeShare, st.Throughput/1e6, delay, 100*r.WiFi.Utilization)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w)
+	return err
 }

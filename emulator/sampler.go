@@ -8,6 +8,7 @@ import (
 	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/wifi"
 )
 
 // Kinds of the link rows of the time series, next to the flows' kinds.
@@ -16,6 +17,8 @@ const (
 	kindSojourn      = "sojourn_ms"    // mean queue sojourn of the packets dequeued in the interval
 	kindLinkRate     = "link_bps"      // IP bits/s that left the direction in the interval
 	kindDrops        = "drops"         // packets dropped in the interval, all reasons
+	kindAirtime      = "airtime_share" // a Wi-Fi station's (or the AP's) share of the interval on the medium
+	kindCollisions   = "collisions"    // a Wi-Fi station's collisions in the interval
 )
 
 // sampler records the run's time series: one goroutine woken by one timer
@@ -27,6 +30,8 @@ type sampler struct {
 	series   *flows.Series
 	flows    []flows.Flow
 	links    []*linkProbe
+	cell     *wifi.Runner // nil without a Wi-Fi cell
+	lastCell wifi.Stats
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -44,8 +49,8 @@ type linkProbe struct {
 	lastSum  uint64
 }
 
-func newSampler(clk clock.Clock, interval time.Duration, series *flows.Series, fls []flows.Flow, path *Path) *sampler {
-	s := &sampler{clk: clk, interval: interval, series: series, flows: fls}
+func newSampler(clk clock.Clock, interval time.Duration, series *flows.Series, fls []flows.Flow, path *Path, cell *wifi.Runner) *sampler {
+	s := &sampler{clk: clk, interval: interval, series: series, flows: fls, cell: cell}
 	for _, r := range []*impair.Runner{path.Up, path.Down} {
 		lp := &linkProbe{name: r.Chain().Name(), r: r, lastT: clk.Now()}
 		for _, st := range r.Chain().Stages() {
@@ -94,6 +99,9 @@ func (s *sampler) stop() {
 }
 
 func (s *sampler) sample(now time.Time) {
+	if s.cell != nil {
+		s.sampleCell(now)
+	}
 	for _, f := range s.flows {
 		s.series.Observe(f.Name(), f.Sample(now))
 	}
@@ -118,4 +126,29 @@ func (s *sampler) sample(now time.Time) {
 			l.lastN, l.lastSum = n, sum
 		}
 	}
+}
+
+// sampleCell adds each station's (and the AP's) airtime share and
+// collisions over the interval since the last sample.
+func (s *sampler) sampleCell(now time.Time) {
+	st := s.cell.Stats()
+	prev := s.lastCell
+	dt := st.Elapsed - prev.Elapsed
+	all := append(append([]wifi.StationStats(nil), st.Stations...), st.AP)
+	before := append(append([]wifi.StationStats(nil), prev.Stations...), prev.AP)
+	for i, c := range all {
+		var p wifi.StationStats
+		if i < len(before) && prev.Stations != nil {
+			p = before[i]
+		}
+		name := c.Name
+		if i == len(all)-1 {
+			name = "ap"
+		}
+		if dt > 0 {
+			s.series.Add(now, kindAirtime, name, float64(c.Airtime-p.Airtime)/float64(dt))
+		}
+		s.series.Add(now, kindCollisions, name, float64(c.Collisions-p.Collisions))
+	}
+	s.lastCell = st
 }

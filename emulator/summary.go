@@ -9,6 +9,7 @@ import (
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/stats"
+	"github.com/netjam/netjam/wifi"
 )
 
 // Summary is what a run of a plan measured; it is written as summary.json.
@@ -30,6 +31,9 @@ type RunSummary struct {
 	// Fairness is Jain's index of the flows' throughputs; absent with
 	// fewer than two flows.
 	Fairness *float64 `json:"fairness,omitempty"`
+	// WiFi is what the Wi-Fi cell's medium saw, per station and for the
+	// AP; absent without a cell.
+	WiFi *wifi.Stats `json:"wifi,omitempty"`
 }
 
 // LinkSummary is one direction of the path: what was configured and what
