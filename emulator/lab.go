@@ -445,7 +445,6 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 
 type closer interface{ Close() error }
 
-
 // connectFlows connects every flow at once and returns them with the
 // connections to close after the run. On error, the flows that did
 // connect are returned too, so that the caller closes their connections.
