@@ -41,6 +41,12 @@ type Options struct {
 	// Parallel is how many runs (variants) may run at once; 0 or 1 runs
 	// them one after another.
 	Parallel int
+	// OutDir is the run's output folder, where packet captures go; ""
+	// forbids captures.
+	OutDir string
+	// Capture, when not empty, replaces the scenario's capture points
+	// (the command line's --capture).
+	Capture []string
 }
 
 // Progress shows a run's progress to a person.
@@ -180,11 +186,19 @@ const drainGrace = 5 * time.Second
 // runOne runs one scenario: one variant of a plan. Its partial summary is
 // returned along with an error, so that what was measured is reported.
 func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, *flows.Series, error) {
+	if len(o.Capture) > 0 {
+		c := scenario.Capture{}
+		if s.Capture != nil {
+			c = *s.Capture
+		}
+		c.Points = o.Capture
+		s.Capture = &c
+	}
 	log := o.Log.With(zap.String("scenario", s.Name), zap.Uint64("seed", s.Seed))
 	if s.Variant != "" {
 		log = log.With(zap.String("variant", s.Variant))
 	}
-	l, err := newLab(s, o.Clock, log)
+	l, err := newLab(s, o.Clock, log, o.OutDir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("run %s: %w", runName(s), err)
 	}
@@ -249,6 +263,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 		ws := l.cell.Stats()
 		rs.WiFi = &ws
 	}
+	rs.Captures = l.captureStats()
 	rs.Links[0].DeliveryDrops = l.deliveryDrops(true)
 	rs.Links[1].DeliveryDrops = l.deliveryDrops(false)
 	var tputs []float64

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/netjam/netjam/capture"
 	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/impair"
@@ -45,6 +47,11 @@ type lab struct {
 	// starts, then only read.
 	clients, servers []*endHost
 	client, server   map[netip.Addr]*endHost
+
+	clk clock.Clock
+	// capClient and capServer write the packets seen at the client and
+	// server side (nil: no capture there).
+	capClient, capServer *capture.Writer
 
 	noRoute  atomic.Uint64 // packets whose destination no host owns
 	tooLarge atomic.Uint64 // packets larger than the pool's buffers (never with a sane MTU)
@@ -124,20 +131,24 @@ func hostAddrs(i int, server bool) []netip.Prefix {
 // newLab builds the path, the Wi-Fi cell and the hosts the flows of s
 // need. Nothing runs until start; close releases everything, also after a
 // failed newLab.
-func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger) (*lab, error) {
+func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir string) (*lab, error) {
 	l := &lab{
+		clk:    clk,
 		pool:   impair.NewPool(s.MTU),
 		client: map[netip.Addr]*endHost{},
 		server: map[netip.Addr]*endHost{},
 	}
 	var err error
-	l.path, err = newPath(s, clk, l.deliver(l.server, false), l.deliver(l.client, s.WiFi != nil))
+	l.path, err = newPath(s, clk, l.deliver(true), l.deliver(false))
 	if err != nil {
 		return nil, err
 	}
 	fail := func(err error) (*lab, error) {
 		l.close()
 		return nil, err
+	}
+	if err := l.openCaptures(s, outDir); err != nil {
+		return fail(err)
 	}
 	if s.WiFi != nil {
 		cfg := s.WiFi.Config(s.Seed)
@@ -189,10 +200,10 @@ func (l *lab) addHost(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, se
 		}
 	}
 	addrs := hostAddrs(i, server)
-	out := l.output(l.path.Up)
+	out := l.output(l.path.Up, l.capClient)
 	switch {
 	case server:
-		out = l.output(l.path.Down)
+		out = l.output(l.path.Down, l.capServer)
 	case station >= 0:
 		out = l.toCell(station)
 	}
@@ -252,10 +263,14 @@ func (l *lab) copyOut(slices [][]byte) *impair.Packet {
 	return p
 }
 
-// output returns a wired host's Output: into the direction r.
-func (l *lab) output(r *impair.Runner) func([][]byte) {
+// output returns a wired host's Output: into the direction r, captured
+// on the way when cw is not nil.
+func (l *lab) output(r *impair.Runner, cw *capture.Writer) func([][]byte) {
 	return func(slices [][]byte) {
 		if p := l.copyOut(slices); p != nil {
+			if cw != nil {
+				cw.WritePacket(l.clk.Now(), p.Data) // a full capture counts what it skips
+			}
 			r.Send(p)
 		}
 	}
@@ -265,6 +280,9 @@ func (l *lab) output(r *impair.Runner) func([][]byte) {
 func (l *lab) toCell(station int) func([][]byte) {
 	return func(slices [][]byte) {
 		if p := l.copyOut(slices); p != nil {
+			if l.capClient != nil {
+				l.capClient.WritePacket(l.clk.Now(), p.Data)
+			}
 			l.cell.Send(p, station, false)
 		}
 	}
@@ -277,22 +295,36 @@ func (l *lab) fromCell(uplink bool) func(time.Time, *impair.Packet, int) {
 	if uplink {
 		return func(_ time.Time, p *impair.Packet, _ int) { l.path.Up.Send(p) }
 	}
-	return func(_ time.Time, p *impair.Packet, station int) { l.clients[station].in.put(p) }
+	return func(now time.Time, p *impair.Packet, station int) {
+		if l.capClient != nil {
+			l.capClient.WritePacket(now, p.Data)
+		}
+		l.clients[station].in.put(p)
+	}
 }
 
-// deliver returns the function receiving what leaves a direction: it hands
-// each packet to the host of the far side that owns its destination, or,
-// for a Wi-Fi station, to the AP's queue for it.
-func (l *lab) deliver(owner map[netip.Addr]*endHost, viaCell bool) func(time.Time, *impair.Packet) {
-	return func(_ time.Time, p *impair.Packet) {
+// deliver returns the function receiving what leaves a direction: the
+// uplink delivers to the server side, the downlink to the client side. It
+// hands each packet to the host that owns its destination, or, for a Wi-Fi
+// station, to the AP's queue for it; a packet reaching a host is captured
+// at that side's point.
+func (l *lab) deliver(toServer bool) func(time.Time, *impair.Packet) {
+	return func(now time.Time, p *impair.Packet) {
+		owner, cw := l.client, l.capClient
+		if toServer {
+			owner, cw = l.server, l.capServer
+		}
 		e := owner[dstAddr(p.Data)]
 		switch {
 		case e == nil:
 			l.noRoute.Add(1)
 			p.Release()
-		case viaCell && e.station >= 0:
+		case e.station >= 0:
 			l.cell.Send(p, e.station, true)
 		default:
+			if cw != nil {
+				cw.WritePacket(now, p.Data)
+			}
 			e.in.put(p)
 		}
 	}
@@ -347,13 +379,63 @@ func (l *lab) close() {
 	if l.cell != nil {
 		l.cell.Close()
 	}
-	l.path.close()
+	if l.path != nil {
+		l.path.close()
+	}
 	for _, e := range append(l.clients, l.servers...) {
 		e.in.close()
 	}
 	for _, e := range append(l.clients, l.servers...) {
 		e.host.Close()
 	}
+	for _, cw := range []*capture.Writer{l.capClient, l.capServer} {
+		if cw != nil {
+			cw.Close()
+		}
+	}
+}
+
+// openCaptures opens the pcap writers the scenario asks for in dir:
+// <point>.pcap, or <point>-<variant>.pcap.
+func (l *lab) openCaptures(s *scenario.Scenario, dir string) error {
+	if s.Capture == nil || len(s.Capture.Points) == 0 {
+		return nil
+	}
+	if dir == "" {
+		return errors.New("capture needs an output folder")
+	}
+	o := capture.Options{Snaplen: s.Capture.Snaplen, MaxFileBytes: s.Capture.MaxFileBytes, MaxFiles: s.Capture.MaxFiles}
+	for _, pt := range s.Capture.Points {
+		name := pt
+		if s.Variant != "" {
+			name += "-" + s.Variant
+		}
+		w, err := capture.Open(filepath.Join(dir, name+".pcap"), o)
+		if err != nil {
+			return err
+		}
+		if pt == "client" {
+			l.capClient = w
+		} else {
+			l.capServer = w
+		}
+	}
+	return nil
+}
+
+// captureStats returns the capture counters by point.
+func (l *lab) captureStats() map[string]CaptureSummary {
+	m := map[string]CaptureSummary{}
+	for name, cw := range map[string]*capture.Writer{"client": l.capClient, "server": l.capServer} {
+		if cw != nil {
+			st := cw.Stats()
+			m[name] = CaptureSummary{Packets: st.Packets, Truncated: st.Truncated, Files: st.Files, NotWritten: st.NotWritten, Full: st.Full}
+		}
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	return m
 }
 
 // setupTimeout bounds connection setup of one flow: a SYN lost on a lossy

@@ -3,6 +3,7 @@ package emulator
 import (
 	"context"
 	"math"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -184,5 +185,36 @@ flows:
 	}
 	if got := r.WiFi.AP.Delivered; got != down.PacketsSent {
 		t.Errorf("AP delivered %d frames, flow sent %d", got, down.PacketsSent)
+	}
+}
+
+// TestLabCaptureMatchesLinkCounters: the client point sees what enters the
+// uplink and leaves the downlink, the server point the other two ends.
+func TestLabCaptureMatchesLinkCounters(t *testing.T) {
+	dir := t.TempDir()
+	sum, err := Run(context.Background(), mustPlan(t, `
+duration: 2s
+link: {loss: 5%, delay: 5ms}
+capture: [client, server]
+flows: [{name: bulk, type: tcp, size: 300KB}, {name: probe, type: udp, interval: 2ms, count: 300}]
+`), Options{OutDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sum.Runs[0]
+	up, down := r.Links[0], r.Links[1]
+	if got, want := r.Captures["client"].Packets, up.PacketsIn+down.PacketsOut; got != want {
+		t.Errorf("client capture %d packets, links say %d", got, want)
+	}
+	if got, want := r.Captures["server"].Packets, up.PacketsOut+down.PacketsIn; got != want {
+		t.Errorf("server capture %d packets, links say %d", got, want)
+	}
+	for _, f := range []string{"client.pcap", "server.pcap"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() <= 24 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	if _, err := Run(context.Background(), mustPlan(t, "capture: [client]\n"), Options{}); err == nil {
+		t.Error("a capture without an output folder was accepted")
 	}
 }

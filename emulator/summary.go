@@ -34,6 +34,18 @@ type RunSummary struct {
 	// WiFi is what the Wi-Fi cell's medium saw, per station and for the
 	// AP; absent without a cell.
 	WiFi *wifi.Stats `json:"wifi,omitempty"`
+	// Captures are the pcap writers' counters by point (packets written,
+	// truncated, not written because every allowed file was full).
+	Captures map[string]CaptureSummary `json:"captures,omitempty"`
+}
+
+// CaptureSummary is one capture point's counters.
+type CaptureSummary struct {
+	Packets    uint64 `json:"packets"`
+	Truncated  uint64 `json:"truncated"`
+	Files      int    `json:"files"`
+	NotWritten uint64 `json:"not_written"`
+	Full       bool   `json:"full"`
 }
 
 // LinkSummary is one direction of the path: what was configured and what

@@ -33,7 +33,7 @@ const (
 
 // Keys of each mapping, in the order the reference documents them.
 var (
-	rootKeys      = []string{"name", "description", "seed", "duration", "mtu", "sample_interval", "link", "wifi", "flows", "variants"}
+	rootKeys      = []string{"name", "description", "seed", "duration", "mtu", "sample_interval", "capture", "link", "wifi", "flows", "variants"}
 	directionKeys = []string{"delay", "loss", "duplicate", "corrupt", "reorder", "rate", "slot", "queue", "inflight_limit"}
 	linkKeys      = append(slices.Clone(directionKeys), "uplink", "downlink")
 	variantKeys   = []string{"name", "set"}
@@ -393,6 +393,9 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 	}
 	if n := f["wifi"]; n != nil {
 		s.WiFi = d.wifi(n)
+	}
+	if n := f["capture"]; n != nil {
+		s.Capture = d.capture(n)
 	}
 	if n := f["flows"]; n != nil {
 		s.Flows = d.flows(n, s.MTU, mtuOK, s.Duration, s.WiFi)

@@ -52,8 +52,10 @@ type Scenario struct {
 	// SampleInterval is the step of the run's time series; default 100ms.
 	SampleInterval time.Duration
 	// WiFi, when not nil, puts an 802.11 cell in front of the uplink.
-	WiFi  *WiFi
-	Flows []Flow
+	WiFi *WiFi
+	// Capture, when not nil, writes pcap files of the run's packets.
+	Capture *Capture
+	Flows   []Flow
 
 	file string     // the source file, for YAML's header comment
 	tree *yaml.Node // the resolved tree (a mapping) behind YAML

@@ -1035,3 +1035,22 @@ func TestWiFiErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestCapture(t *testing.T) {
+	p, err := Parse("x.yaml", []byte("capture: {points: [client, server, client], snaplen: 128, max_file_size: 1MB, max_files: 3}\n"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Capture{Points: []string{"client", "server"}, Snaplen: 128, MaxFileBytes: 1e6, MaxFiles: 3}
+	if !reflect.DeepEqual(p.Runs[0].Capture, want) {
+		t.Fatalf("capture %+v", p.Runs[0].Capture)
+	}
+	p, err = Parse("x.yaml", []byte("capture: [server]\n"), Options{Sets: []string{"capture=[client]"}})
+	if err != nil || !reflect.DeepEqual(p.Runs[0].Capture, &Capture{Points: []string{"client"}}) {
+		t.Fatalf("short form: %v %+v", err, p)
+	}
+	_, err = Parse("x.yaml", []byte("capture: [middle]\n"), Options{})
+	if want := `x.yaml:1: capture.points: "middle" is not a capture point (expected one of: client, server)`; err == nil || err.Error() != want {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -72,7 +72,7 @@ Examples:
 			}
 			return nil
 		},
-		Commands:        []*cli.Command{runCommand(), validateCommand(), versionCommand()},
+		Commands:        []*cli.Command{runCommand(), validateCommand(), plotCommand(), versionCommand()},
 		HideHelpCommand: true,
 		// --set values are YAML and may hold commas: {time: 5ms, jitter: 1ms}.
 		DisableSliceFlagSeparator: true,

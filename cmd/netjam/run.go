@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 
 	"github.com/netjam/netjam/configs"
 	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/report"
 	"github.com/netjam/netjam/scenario"
 )
 
@@ -24,22 +27,25 @@ func runCommand() *cli.Command {
 		Name:      "run",
 		Usage:     "run a scenario (the embedded default when none is given) and report what the path did",
 		ArgsUsage: "[SCENARIO.yaml]",
-		Description: `Runs every variant of the scenario one after another, prints a table, and
-writes summary.json, the resolved scenario (with the seed used) and netjam.log
-into the output folder.
+		Description: `Runs every variant of the scenario one after another, prints tables, and
+writes into the output folder summary.json, timeseries.csv, the resolved
+scenario (with the seed used), netjam.log, the plots (PNG and SVG),
+report.html, and the packet captures asked for.
 
 Examples:
    netjam run
    netjam run configs/reference.yaml
    netjam run my.yaml --set link.uplink.loss=5% --set link.delay=20ms
    netjam run my.yaml --set 'link.delay={time: 50ms, jitter: 5ms, distribution: normal}'
-   netjam run my.yaml --seed 7 --duration 10s --out /tmp/run1 --quiet`,
+   netjam run my.yaml --seed 7 --duration 10s --out /tmp/run1 --quiet
+   netjam run my.yaml --capture client --capture server   # then: tshark -r client.pcap`,
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "set", Usage: "override a scenario key by its dotted path: KEY=VALUE (repeatable); VALUE is YAML"},
 			&cli.Uint64Flag{Name: "seed", Usage: "seed for every random decision (overrides the scenario's)"},
 			&cli.DurationFlag{Name: "duration", Usage: "upper bound of each run (overrides the scenario's)"},
 			&cli.StringFlag{Name: "out", Usage: "output folder (default results/<scenario>-<YYYYmmdd-HHMMSS>)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no table and log only warnings and errors"},
+			&cli.StringSliceFlag{Name: "capture", Usage: "write a pcap file of the packets at this point: client or server (repeatable; replaces the scenario's capture points)"},
 			&cli.IntFlag{Name: "parallel", Value: 1, Usage: "how many variants may run at once (real-time runs compete for the CPU: keep 1 unless the machine has cores to spare)"},
 		},
 		OnUsageError: usageError,
@@ -78,6 +84,14 @@ func doRun(c *cli.Context) error {
 		}
 		return cli.Exit(err, exitBadUsage)
 	}
+	for _, p := range c.StringSlice("capture") {
+		if !slices.Contains(scenario.CapturePoints, p) {
+			return cli.Exit(fmt.Sprintf("--capture: %q is not a capture point (expected one of: %s)", p, strings.Join(scenario.CapturePoints, ", ")), exitBadUsage)
+		}
+	}
+	if c.Int("parallel") < 1 {
+		return cli.Exit(fmt.Sprintf("--parallel: %d is out of range (expected 1 or more)", c.Int("parallel")), exitBadUsage)
+	}
 	out := c.String("out")
 	if out == "" {
 		out = emulator.DefaultOutDir(plan.Name, time.Now())
@@ -104,10 +118,8 @@ func doRun(c *cli.Context) error {
 	defer stop()
 	log.Info("netjam run", zap.String("scenario", plan.Path), zap.Int("runs", len(plan.Runs)),
 		zap.String("out", out), zap.String("version", versionString()))
-	if c.Int("parallel") < 1 {
-		return cli.Exit(fmt.Sprintf("--parallel: %d is out of range (expected 1 or more)", c.Int("parallel")), exitBadUsage)
-	}
-	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString(), Parallel: c.Int("parallel")}
+	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString(), Parallel: c.Int("parallel"),
+		OutDir: out, Capture: c.StringSlice("capture")}
 	// The progress bar is for a person at a terminal: never in a pipe, a
 	// file or CI's log, and not with --quiet.
 	if f, ok := c.App.ErrWriter.(*os.File); ok && !c.Bool("quiet") && term.IsTerminal(int(f.Fd())) {
@@ -116,6 +128,12 @@ func doRun(c *cli.Context) error {
 	sum, runErr := emulator.Run(ctx, plan, opts)
 	if err := emulator.WriteResults(out, plan, sum); err != nil {
 		return cli.Exit(fmt.Sprintf("writing results: %v", err), exitFailed)
+	}
+	if _, err := report.Plot(out); err != nil {
+		return cli.Exit(fmt.Sprintf("drawing plots: %v", err), exitFailed)
+	}
+	if err := report.HTML(out, versionString()); err != nil {
+		return cli.Exit(fmt.Sprintf("writing report.html: %v", err), exitFailed)
 	}
 	if !c.Bool("quiet") {
 		if err := emulator.PrintTable(c.App.Writer, sum); err != nil {

@@ -1,0 +1,386 @@
+package report
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// The files of a run's output folder this package reads.
+const (
+	SummaryFile    = "summary.json"
+	TimeseriesFile = "timeseries.csv"
+)
+
+// ErrNotRun is wrapped by the errors of Plot and HTML when a folder lacks
+// summary.json or timeseries.csv, so that callers can tell "this is not a
+// run's output folder" (a usage error) from a failure to draw.
+var ErrNotRun = errors.New("not a netjam run folder")
+
+// The kinds of timeseries.csv rows that the figures draw. They are the
+// file format written by packages flows and emulator, repeated here so
+// that report reads a folder without importing the emulator.
+const (
+	kindThroughput = "throughput_bps" // flow: payload bit/s over the interval
+	kindCwnd       = "cwnd"           // TCP flow: congestion window, segments
+	kindSRTT       = "srtt_ms"        // TCP flow: smoothed RTT, ms
+	kindDelay      = "delay_ms"       // UDP flow: mean one-way delay of the interval, ms
+	kindLinkRate   = "link_bps"       // direction: IP bit/s out over the interval
+	kindDrops      = "drops"          // direction: packets dropped in the interval
+	kindQueue      = "queue_packets"  // direction: bottleneck backlog, packets
+	kindSojourn    = "sojourn_ms"     // direction: mean queue sojourn of the interval, ms
+)
+
+// summary is the part of summary.json the report shows. It mirrors
+// emulator.Summary field by field (same JSON names) but is decoded
+// leniently: fields the report does not know are ignored, so an older
+// report reads a newer run.
+type summary struct {
+	Scenario string    `json:"scenario"`
+	Version  string    `json:"netjam_version"`
+	Runs     []runInfo `json:"runs"`
+}
+
+// runInfo is one run (variant) of summary.json.
+type runInfo struct {
+	Variant   string     `json:"variant"`
+	Seed      uint64     `json:"seed"`
+	DurationS float64    `json:"duration_s"`
+	Flows     []flowInfo `json:"flows"`
+	Links     []linkInfo `json:"links"`
+	Fairness  *float64   `json:"fairness"`
+}
+
+// flowInfo is one flow of a run: the common fields, then those of TCP and
+// of UDP flattened (the JSON has one set or the other, per Type).
+type flowInfo struct {
+	Name          string  `json:"name"`
+	Type          string  `json:"type"`
+	Stack         string  `json:"stack"`
+	CC            string  `json:"cc"`
+	ThroughputBps float64 `json:"throughput_bps"`
+
+	BytesSent       uint64  `json:"bytes_sent"`
+	BytesReceived   uint64  `json:"bytes_received"`
+	CompletionS     float64 `json:"completion_s"`
+	Retransmissions uint64  `json:"retransmissions"`
+	FastRetransmits uint64  `json:"fast_retransmits"`
+	Timeouts        uint64  `json:"timeouts"`
+	RTTMs           dist    `json:"rtt_ms"`
+	CwndMax         uint32  `json:"cwnd_max"`
+
+	PacketsSent     uint64  `json:"packets_sent"`
+	PacketsReceived uint64  `json:"packets_received"`
+	LossRatio       float64 `json:"loss_ratio"`
+	JitterMs        float64 `json:"jitter_ms"`
+	Reordered       uint64  `json:"reordered"`
+	Duplicates      uint64  `json:"duplicates"`
+	Malformed       uint64  `json:"malformed"`
+	SendErrors      uint64  `json:"send_errors"`
+	DelayMs         dist    `json:"delay_ms"`
+}
+
+// The values of flowInfo.Type.
+const (
+	typeTCP = "tcp"
+	typeUDP = "udp"
+)
+
+// dist is a distribution summary (stats.Summary in the JSON).
+type dist struct {
+	Count uint64  `json:"count"`
+	Mean  float64 `json:"mean"`
+	Min   float64 `json:"min"`
+	P50   float64 `json:"p50"`
+	P95   float64 `json:"p95"`
+	P99   float64 `json:"p99"`
+	Max   float64 `json:"max"`
+}
+
+// linkInfo is one direction of the path in summary.json.
+type linkInfo struct {
+	Name       string `json:"name"`
+	Configured struct {
+		Summary   string  `json:"summary"`
+		LossRatio float64 `json:"loss_ratio"`
+		RateBps   uint64  `json:"rate_bps"`
+	} `json:"configured"`
+	Achieved struct {
+		RateBps   float64 `json:"rate_bps"`
+		LossRatio float64 `json:"loss_ratio"`
+	} `json:"achieved"`
+	PacketsIn     uint64            `json:"packets_in"`
+	BytesIn       uint64            `json:"bytes_in"`
+	PacketsOut    uint64            `json:"packets_out"`
+	BytesOut      uint64            `json:"bytes_out"`
+	Drops         map[string]uint64 `json:"drops"`
+	Duplicated    uint64            `json:"duplicated"`
+	Corrupted     uint64            `json:"corrupted"`
+	Reordered     uint64            `json:"reordered"`
+	ECNMarked     uint64            `json:"ecn_marked"`
+	QueueDelayMs  dist              `json:"queue_delay_ms"`
+	TransitMs     dist              `json:"transit_ms"`
+	LatenessMs    dist              `json:"lateness_ms"`
+	DeliveryDrops uint64            `json:"delivery_drops"`
+	Stages        []stageInfo       `json:"stages"`
+}
+
+// stageInfo is one stage of a direction's chain.
+type stageInfo struct {
+	Name       string            `json:"name"`
+	PacketsIn  uint64            `json:"packets_in"`
+	PacketsOut uint64            `json:"packets_out"`
+	Drops      map[string]uint64 `json:"drops"`
+	Duplicated uint64            `json:"duplicated"`
+	Corrupted  uint64            `json:"corrupted"`
+	Marked     uint64            `json:"ecn_marked"`
+	Reordered  uint64            `json:"reordered"`
+	BusyNs     int64             `json:"busy_ns"`
+}
+
+// dropOrder is the order in which drop reasons are listed, the emulator's
+// (impair.DropReason). Reasons not listed here follow, sorted by name.
+var dropOrder = []string{"loss", "burst", "queue", "aqm", "inflight", "input", "flushed"}
+
+// sortedDrops returns m's reasons with a count, in dropOrder.
+func sortedDrops(m map[string]uint64) []string {
+	var out []string
+	known := map[string]bool{}
+	for _, r := range dropOrder {
+		known[r] = true
+		if m[r] > 0 {
+			out = append(out, r)
+		}
+	}
+	var extra []string
+	for r, n := range m {
+		if !known[r] && n > 0 {
+			extra = append(extra, r)
+		}
+	}
+	sort.Strings(extra)
+	return append(out, extra...)
+}
+
+// point is one sample of a time series: t seconds since the run's start.
+type point struct{ t, v float64 }
+
+// runSeries is the time series of one run: for each kind, each name's
+// points in time order, and the names in order of first appearance.
+type runSeries struct {
+	variant string
+	kinds   map[string]*kindSeries
+}
+
+// kindSeries is one kind's series, by name.
+type kindSeries struct {
+	names []string
+	pts   map[string][]point
+}
+
+// get returns the points of kind for name, or nil.
+func (r *runSeries) get(kind, name string) []point {
+	if k := r.kinds[kind]; k != nil {
+		return k.pts[name]
+	}
+	return nil
+}
+
+// names returns the names that have a series of kind, in the order they
+// first appear in the file.
+func (r *runSeries) names(kind string) []string {
+	if k := r.kinds[kind]; k != nil {
+		return k.names
+	}
+	return nil
+}
+
+// run is what the report knows of one run: its summary and its series.
+// Either may be empty (a run with no rows, or rows of a variant the
+// summary does not list).
+type run struct {
+	info   runInfo
+	series *runSeries
+}
+
+// title names the run in panel titles and table rows.
+func (r *run) title() string {
+	if r.info.Variant == "" {
+		return "-"
+	}
+	return r.info.Variant
+}
+
+// folder is a loaded run output folder.
+type folder struct {
+	dir       string
+	sum       summary
+	runs      []*run
+	scenarios []scenarioFile
+}
+
+// scenarioFile is one scenario*.yaml of the folder: the scenario as run.
+type scenarioFile struct {
+	Name string
+	Text string
+}
+
+// load reads dir's summary.json, timeseries.csv and scenario*.yaml files.
+func load(dir string) (*folder, error) {
+	f := &folder{dir: dir}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		if err == nil || errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s is not a folder", ErrNotRun, dir)
+		}
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(dir, SummaryFile))
+	if err != nil {
+		return nil, missing(dir, SummaryFile, err)
+	}
+	if err := json.Unmarshal(b, &f.sum); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, SummaryFile), err)
+	}
+	csvFile, err := os.Open(filepath.Join(dir, TimeseriesFile))
+	if err != nil {
+		return nil, missing(dir, TimeseriesFile, err)
+	}
+	defer csvFile.Close()
+	series, order, err := readSeries(csvFile)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, TimeseriesFile), err)
+	}
+	// Runs in the summary's order; series of variants the summary lacks
+	// (a summary written by an interrupted run, say) after them.
+	seen := map[string]bool{}
+	for _, ri := range f.sum.Runs {
+		s := series[ri.Variant]
+		if s == nil {
+			s = &runSeries{variant: ri.Variant, kinds: map[string]*kindSeries{}}
+		}
+		seen[ri.Variant] = true
+		f.runs = append(f.runs, &run{info: ri, series: s})
+	}
+	for _, v := range order {
+		if !seen[v] {
+			f.runs = append(f.runs, &run{info: runInfo{Variant: v}, series: series[v]})
+		}
+	}
+	f.scenarios, err = readScenarios(dir, f.sum.Runs)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// missing wraps the error of a file that could not be opened with
+// ErrNotRun when the file does not exist.
+func missing(dir, name string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: %s has no %s (expected the output folder of netjam run)", ErrNotRun, dir, name)
+	}
+	return err
+}
+
+// readSeries parses timeseries.csv: the header variant,time_s,kind,name,value
+// then one row per sample. Rows whose value is not a finite number are
+// skipped (nothing to draw); a malformed row is an error naming its line.
+// It returns the series by variant and the variants in file order.
+func readSeries(r io.Reader) (map[string]*runSeries, []string, error) {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = 5
+	cr.ReuseRecord = true
+	head, err := cr.Read()
+	if err == io.EOF {
+		return nil, nil, errors.New("empty file (expected the header variant,time_s,kind,name,value)")
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if strings.Join(head, ",") != "variant,time_s,kind,name,value" {
+		return nil, nil, fmt.Errorf("header %q, expected variant,time_s,kind,name,value", strings.Join(head, ","))
+	}
+	out := map[string]*runSeries{}
+	var order []string
+	for {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		line, _ := cr.FieldPos(0)
+		t, err := strconv.ParseFloat(rec[1], 64)
+		if err != nil {
+			return nil, nil, fmt.Errorf("line %d: time_s %q is not a number", line, rec[1])
+		}
+		v, err := strconv.ParseFloat(rec[4], 64)
+		if err != nil {
+			return nil, nil, fmt.Errorf("line %d: value %q is not a number", line, rec[4])
+		}
+		if math.IsNaN(t) || math.IsInf(t, 0) || math.IsNaN(v) || math.IsInf(v, 0) {
+			continue
+		}
+		rs := out[rec[0]]
+		if rs == nil {
+			rs = &runSeries{variant: rec[0], kinds: map[string]*kindSeries{}}
+			out[rec[0]] = rs
+			order = append(order, rec[0])
+		}
+		ks := rs.kinds[rec[2]]
+		if ks == nil {
+			ks = &kindSeries{pts: map[string][]point{}}
+			rs.kinds[rec[2]] = ks
+		}
+		if _, ok := ks.pts[rec[3]]; !ok {
+			ks.names = append(ks.names, rec[3])
+		}
+		ks.pts[rec[3]] = append(ks.pts[rec[3]], point{t, v})
+	}
+	return out, order, nil
+}
+
+// readScenarios reads the folder's scenario*.yaml files, in the order of
+// the runs (scenario.yaml, or scenario-VARIANT.yaml per variant), then any
+// others by name.
+func readScenarios(dir string, runs []runInfo) ([]scenarioFile, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "scenario*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	rank := map[string]int{"scenario.yaml": -1}
+	for i, r := range runs {
+		rank["scenario-"+r.Variant+".yaml"] = i
+	}
+	base := func(p string) string { return filepath.Base(p) }
+	sort.SliceStable(names, func(i, j int) bool {
+		ri, iok := rank[base(names[i])]
+		rj, jok := rank[base(names[j])]
+		switch {
+		case iok && jok:
+			return ri < rj
+		case iok != jok:
+			return iok
+		}
+		return names[i] < names[j]
+	})
+	var out []scenarioFile
+	for _, p := range names {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, scenarioFile{Name: base(p), Text: string(b)})
+	}
+	return out, nil
+}

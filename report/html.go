@@ -1,0 +1,356 @@
+package report
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"html/template"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ReportFile is the name of the page HTML writes.
+const ReportFile = "report.html"
+
+// HTML writes report.html into dir, the output folder of a run: one page
+// that needs nothing else (no network, no script, no other file), with
+// the run's identity (scenario, netjam version, seeds), the summary tables
+// as netjam run prints them, every figure of Plot embedded as a PNG data:
+// URI (with a link to the SVG file beside it, when Plot wrote one), the link
+// statistics in full, and the scenario*.yaml files of the folder, the
+// scenario as run. version is the netjam that draws the report; the
+// version that ran is taken from summary.json. When dir lacks
+// summary.json or timeseries.csv the error wraps ErrNotRun.
+//
+// HTML draws the figures itself, so it does not need Plot to run first.
+func HTML(dir string, version string) error {
+	f, err := load(dir)
+	if err != nil {
+		return err
+	}
+	page := pageData{
+		Scenario:      f.sum.Scenario,
+		RunVersion:    f.sum.Version,
+		ReportVersion: version,
+		Scenarios:     f.scenarios,
+	}
+	for _, r := range f.runs {
+		page.Runs = append(page.Runs, runRow{Variant: r.title(), Seed: r.info.Seed, DurationS: r.info.DurationS})
+		page.Flows = append(page.Flows, flowRows(r)...)
+		page.Links = append(page.Links, linkRows(r)...)
+		for _, l := range r.info.Links {
+			page.LinkStats = append(page.LinkStats, linkStats(r, l))
+		}
+	}
+	for _, fig := range figures(f) {
+		b, err := render(f, &fig, formatPNG)
+		if err != nil {
+			return fmt.Errorf("drawing %s: %w", fig.name, err)
+		}
+		w, h := fig.size(len(f.runs))
+		fd := figureData{
+			Name:  fig.name,
+			Title: fig.title,
+			// A whole attribute, so that html/template leaves the base64
+			// as it is (as a URL it would escape every "+" as "&#43;");
+			// base64 has no character that needs escaping in a quoted
+			// attribute.
+			Src: template.HTMLAttr(`src="data:image/png;base64,` + base64.StdEncoding.EncodeToString(b) + `"`),
+			W:   int(w/px + 0.5), H: int(h/px + 0.5),
+		}
+		if svg := fig.name + "." + formatSVG; fileExists(filepath.Join(dir, svg)) {
+			fd.SVG = svg
+		}
+		page.Figures = append(page.Figures, fd)
+	}
+	var buf bytes.Buffer
+	if err := pageTemplate.Execute(&buf, page); err != nil {
+		return err
+	}
+	return writeFile(filepath.Join(dir, ReportFile), buf.Bytes())
+}
+
+// pageData is what the page template shows.
+type pageData struct {
+	Scenario      string
+	RunVersion    string
+	ReportVersion string
+	Runs          []runRow
+	Flows         []flowRow
+	Links         []linkRow
+	LinkStats     []linkStat
+	Figures       []figureData
+	Scenarios     []scenarioFile
+}
+
+type runRow struct {
+	Variant   string
+	Seed      uint64
+	DurationS float64
+}
+
+// flowRow has the columns of netjam run's flow table.
+type flowRow struct {
+	Variant, Flow, Type, CC, Mbps, Done, Retrans, RTO, Lost, Delay, Jitter, Fairness string
+}
+
+// linkRow has the columns of netjam run's link table.
+type linkRow struct {
+	Variant, Link, PacketsIn, PacketsOut, Loss, Drops, Rate, Queue, Added, Late, Configured string
+}
+
+// linkStat is one direction of one run in full.
+type linkStat struct {
+	Variant, Link, Configured string
+	Counters                  [][2]string // name, value
+	Delays                    []distRow
+	Stages                    []stageRow
+}
+
+type distRow struct {
+	Name                                 string
+	Count                                uint64
+	Mean, Min, P50, P95, P99, Max, Empty string
+}
+
+type stageRow struct {
+	Name, PacketsIn, PacketsOut, Drops, Other string
+}
+
+type figureData struct {
+	Name, Title string
+	Src         template.HTMLAttr // src="data:image/png;base64,..."
+	SVG         string            // the SVG file beside the page, "" when there is none
+	W, H        int
+}
+
+func fileExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// flowRows formats the run's flows as netjam run's table does.
+func flowRows(r *run) []flowRow {
+	fair := "-"
+	if r.info.Fairness != nil {
+		fair = fmt.Sprintf("%.3f", *r.info.Fairness)
+	}
+	var rows []flowRow
+	for _, f := range r.info.Flows {
+		row := flowRow{
+			Variant: r.title(), Flow: f.Name, Type: f.Type, CC: dash(f.CC),
+			Mbps: fmt.Sprintf("%.2f", f.ThroughputBps/1e6),
+			Done: "-", Retrans: "-", RTO: "-", Lost: "-", Delay: "-", Jitter: "-", Fairness: fair,
+		}
+		switch f.Type {
+		case typeTCP:
+			if f.CompletionS > 0 {
+				row.Done = fmt.Sprintf("%.2f", f.CompletionS)
+			}
+			row.Retrans, row.RTO = fmt.Sprint(f.Retransmissions), fmt.Sprint(f.Timeouts)
+			if f.RTTMs.Count > 0 {
+				row.Delay = fmt.Sprintf("rtt %.1f/%.1f", f.RTTMs.Mean, f.RTTMs.P95)
+			}
+		case typeUDP:
+			row.Lost = fmt.Sprintf("%d/%d", f.PacketsSent-min(f.PacketsReceived, f.PacketsSent), f.PacketsSent)
+			row.Delay = fmt.Sprintf("%.1f/%.1f", f.DelayMs.Mean, f.DelayMs.P95)
+			row.Jitter = fmt.Sprintf("%.2f", f.JitterMs)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// linkRows formats the run's directions as netjam run's table does.
+func linkRows(r *run) []linkRow {
+	var rows []linkRow
+	for _, l := range r.info.Links {
+		rate := "-"
+		if l.Configured.RateBps > 0 {
+			rate = fmt.Sprintf("%.2f (%.2f)", l.Achieved.RateBps/1e6, float64(l.Configured.RateBps)/1e6)
+		}
+		late := "-"
+		if l.LatenessMs.Count > 0 {
+			late = fmt.Sprintf("%.2f", l.LatenessMs.P99)
+		}
+		rows = append(rows, linkRow{
+			Variant: r.title(), Link: l.Name,
+			PacketsIn: fmt.Sprint(l.PacketsIn), PacketsOut: fmt.Sprint(l.PacketsOut),
+			Loss:  fmt.Sprintf("%.2f (%.2f)", 100*l.Achieved.LossRatio, 100*l.Configured.LossRatio),
+			Drops: formatDrops(l.Drops), Rate: rate,
+			Queue: pair(l.QueueDelayMs), Added: pair(l.TransitMs), Late: late,
+			Configured: l.Configured.Summary,
+		})
+	}
+	return rows
+}
+
+// linkStats lists everything summary.json says of direction l.
+func linkStats(r *run, l linkInfo) linkStat {
+	s := linkStat{Variant: r.title(), Link: l.Name, Configured: l.Configured.Summary}
+	add := func(name string, v any) { s.Counters = append(s.Counters, [2]string{name, fmt.Sprint(v)}) }
+	add("packets in", l.PacketsIn)
+	add("bytes in", l.BytesIn)
+	add("packets out", l.PacketsOut)
+	add("bytes out", l.BytesOut)
+	add("drops", formatDrops(l.Drops))
+	add("loss % (configured)", fmt.Sprintf("%.3f (%.3f)", 100*l.Achieved.LossRatio, 100*l.Configured.LossRatio))
+	if l.Configured.RateBps > 0 {
+		add("Mbit/s while busy (configured)", fmt.Sprintf("%.3f (%.3f)", l.Achieved.RateBps/1e6, float64(l.Configured.RateBps)/1e6))
+	}
+	add("duplicated", l.Duplicated)
+	add("corrupted", l.Corrupted)
+	add("reordered", l.Reordered)
+	add("ECN marked", l.ECNMarked)
+	add("delivery drops (receiver overloaded)", l.DeliveryDrops)
+	for _, d := range []struct {
+		name string
+		d    dist
+	}{
+		{"queue sojourn (ms)", l.QueueDelayMs},
+		{"added delay (ms)", l.TransitMs},
+		{"scheduler lateness (ms)", l.LatenessMs},
+	} {
+		row := distRow{Name: d.name, Count: d.d.Count}
+		if d.d.Count == 0 {
+			row.Empty = "no packets"
+		} else {
+			ms := func(v float64) string { return fmt.Sprintf("%.3f", v) }
+			row.Mean, row.Min, row.P50, row.P95, row.P99, row.Max = ms(d.d.Mean), ms(d.d.Min), ms(d.d.P50), ms(d.d.P95), ms(d.d.P99), ms(d.d.Max)
+		}
+		s.Delays = append(s.Delays, row)
+	}
+	for _, st := range l.Stages {
+		var other []string
+		for _, c := range []struct {
+			n string
+			v uint64
+		}{{"duplicated", st.Duplicated}, {"corrupted", st.Corrupted}, {"ECN marked", st.Marked}, {"reordered", st.Reordered}} {
+			if c.v > 0 {
+				other = append(other, fmt.Sprintf("%s %d", c.n, c.v))
+			}
+		}
+		if st.BusyNs > 0 {
+			other = append(other, fmt.Sprintf("busy %.3f s", float64(st.BusyNs)/1e9))
+		}
+		s.Stages = append(s.Stages, stageRow{
+			Name: st.Name, PacketsIn: fmt.Sprint(st.PacketsIn), PacketsOut: fmt.Sprint(st.PacketsOut),
+			Drops: formatDrops(st.Drops), Other: dash(strings.Join(other, ", ")),
+		})
+	}
+	return s
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func pair(d dist) string {
+	if d.Count == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f/%.2f", d.P50, d.P99)
+}
+
+// formatDrops lists drops by reason as netjam run does: "queue 12, aqm 3",
+// or "0".
+func formatDrops(m map[string]uint64) string {
+	rs := sortedDrops(m)
+	if len(rs) == 0 {
+		return "0"
+	}
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = fmt.Sprintf("%s %d", r, m[r])
+	}
+	return strings.Join(parts, ", ")
+}
+
+var pageTemplate = template.Must(template.New("report").Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>netjam report: {{.Scenario}}</title>
+<style>
+body { font-family: "Liberation Sans", Arial, Helvetica, sans-serif; margin: 24px auto; max-width: 1240px; padding: 0 16px; color: #222; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; }
+h2 { border-bottom: 1px solid #ccc; padding-bottom: 4px; margin-top: 1.8em; }
+h3 { margin-bottom: 0.4em; }
+nav a { margin-right: 1em; }
+table { border-collapse: collapse; margin: 8px 0 16px; font-size: 0.9em; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; }
+th { background: #f3f3f3; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+figure { margin: 16px 0 32px; }
+figure img { display: block; max-width: 100%; height: auto; border: 1px solid #eee; }
+figcaption { font-size: 0.9em; color: #555; margin-top: 4px; }
+pre { background: #f7f7f7; border: 1px solid #e3e3e3; padding: 8px 12px; overflow-x: auto; font-size: 0.85em; }
+.meta { color: #555; }
+.ls { display: flex; flex-wrap: wrap; gap: 0 24px; align-items: flex-start; }
+table.linkstat th, table.delays th { text-align: left; }
+</style>
+</head>
+<body>
+<h1>netjam report: {{.Scenario}}</h1>
+<p class="meta">Run by netjam {{with .RunVersion}}{{.}}{{else}}(version not recorded){{end}}; report drawn by netjam {{.ReportVersion}}.</p>
+<nav><a href="#runs">Runs</a><a href="#flows">Flows</a><a href="#links">Links</a><a href="#plots">Plots</a><a href="#link-statistics">Link statistics</a><a href="#scenario">Scenario as run</a></nav>
+
+<h2 id="runs">Runs</h2>
+<table class="runs">
+<tr><th>variant</th><th>seed</th><th>duration s</th></tr>
+{{range .Runs}}<tr><td>{{.Variant}}</td><td class="n">{{.Seed}}</td><td class="n">{{printf "%.2f" .DurationS}}</td></tr>
+{{end}}</table>
+
+<h2 id="flows">Flows</h2>
+{{if .Flows}}<table class="flows">
+<tr><th>variant</th><th>flow</th><th>type</th><th>cc</th><th>Mbit/s</th><th>done s</th><th>retrans</th><th>RTO</th><th>lost</th><th>delay mean/p95 ms</th><th>jitter ms</th><th>fairness</th></tr>
+{{range .Flows}}<tr><td>{{.Variant}}</td><td>{{.Flow}}</td><td>{{.Type}}</td><td>{{.CC}}</td><td class="n">{{.Mbps}}</td><td class="n">{{.Done}}</td><td class="n">{{.Retrans}}</td><td class="n">{{.RTO}}</td><td class="n">{{.Lost}}</td><td class="n">{{.Delay}}</td><td class="n">{{.Jitter}}</td><td class="n">{{.Fairness}}</td></tr>
+{{end}}</table>
+<p class="meta">Mbit/s: goodput; done: completion time; retrans, RTO: TCP retransmissions and timeouts; lost: UDP datagrams lost of sent; delay: TCP smoothed RTT or UDP one-way delay; jitter: RFC 3550; fairness: Jain's index of the run.</p>
+{{else}}<p>No flows.</p>
+{{end}}
+<h2 id="links">Links</h2>
+<table class="links">
+<tr><th>variant</th><th>link</th><th>packets in</th><th>out</th><th>loss% (conf)</th><th>drops</th><th>Mbit/s (conf)</th><th>queue p50/p99 ms</th><th>added p50/p99 ms</th><th>late p99 ms</th><th>configured</th></tr>
+{{range .Links}}<tr><td>{{.Variant}}</td><td>{{.Link}}</td><td class="n">{{.PacketsIn}}</td><td class="n">{{.PacketsOut}}</td><td class="n">{{.Loss}}</td><td>{{.Drops}}</td><td class="n">{{.Rate}}</td><td class="n">{{.Queue}}</td><td class="n">{{.Added}}</td><td class="n">{{.Late}}</td><td>{{.Configured}}</td></tr>
+{{end}}</table>
+
+<h2 id="plots">Plots</h2>
+{{range .Figures}}<figure id="fig-{{.Name}}">
+<img class="plot" {{.Src}} width="{{.W}}" height="{{.H}}" alt="{{.Title}}">
+<figcaption>{{.Title}}{{with .SVG}} (<a href="{{.}}">{{.}}</a>){{end}}</figcaption>
+</figure>
+{{else}}<p>No time series to plot.</p>
+{{end}}
+<h2 id="link-statistics">Link statistics</h2>
+{{range .LinkStats}}<h3>{{.Variant}} · {{.Link}}</h3>
+<p class="meta">configured: {{.Configured}}</p>
+<div class="ls">
+<table class="linkstat">
+{{range .Counters}}<tr><th>{{index . 0}}</th><td class="n">{{index . 1}}</td></tr>
+{{end}}</table>
+<div>
+<table class="delays">
+<tr><th></th><th>count</th><th>mean</th><th>min</th><th>p50</th><th>p95</th><th>p99</th><th>max</th></tr>
+{{range .Delays}}<tr><th>{{.Name}}</th><td class="n">{{.Count}}</td>{{if .Empty}}<td colspan="6">{{.Empty}}</td>{{else}}<td class="n">{{.Mean}}</td><td class="n">{{.Min}}</td><td class="n">{{.P50}}</td><td class="n">{{.P95}}</td><td class="n">{{.P99}}</td><td class="n">{{.Max}}</td>{{end}}</tr>
+{{end}}</table>
+{{if .Stages}}<table class="stages">
+<tr><th>stage</th><th>packets in</th><th>out</th><th>drops</th><th>other</th></tr>
+{{range .Stages}}<tr><td>{{.Name}}</td><td class="n">{{.PacketsIn}}</td><td class="n">{{.PacketsOut}}</td><td>{{.Drops}}</td><td>{{.Other}}</td></tr>
+{{end}}</table>{{end}}
+</div>
+</div>
+{{end}}
+<h2 id="scenario">Scenario as run</h2>
+{{range .Scenarios}}<h3>{{.Name}}</h3>
+<pre class="scenario">{{.Text}}</pre>
+{{else}}<p>No scenario*.yaml in the folder.</p>
+{{end}}
+</body>
+</html>
+`))

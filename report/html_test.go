@@ -1,0 +1,152 @@
+package report
+
+import (
+	"bytes"
+	"encoding/base64"
+	"image"
+	"image/png"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// colouredPixels counts the pixels of r in img that are clearly coloured
+// (not white, grey or black): the plotted lines and markers. It reads
+// the pixels of the image types png.Decode returns directly, as At would
+// make the race detector's runs crawl.
+func colouredPixels(img image.Image, r image.Rectangle) int {
+	r = r.Intersect(img.Bounds())
+	coloured := func(cr, cg, cb uint8) bool { return max(cr, cg, cb)-min(cr, cg, cb) > 60 }
+	n := 0
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+		switch m := img.(type) {
+		case *image.RGBA:
+			row := m.Pix[m.PixOffset(r.Min.X, y):m.PixOffset(r.Max.X, y)]
+			for i := 0; i+2 < len(row); i += 4 {
+				if coloured(row[i], row[i+1], row[i+2]) {
+					n++
+				}
+			}
+		case *image.NRGBA:
+			row := m.Pix[m.PixOffset(r.Min.X, y):m.PixOffset(r.Max.X, y)]
+			for i := 0; i+2 < len(row); i += 4 {
+				if coloured(row[i], row[i+1], row[i+2]) {
+					n++
+				}
+			}
+		default:
+			for x := r.Min.X; x < r.Max.X; x++ {
+				cr, cg, cb, _ := img.At(x, y).RGBA()
+				if coloured(uint8(cr>>8), uint8(cg>>8), uint8(cb>>8)) {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+func readReport(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+var imgRE = regexp.MustCompile(`<img class="plot" src="data:image/png;base64,([A-Za-z0-9+/=]+)" width="(\d+)" height="(\d+)" alt="([^"]*)">`)
+
+func TestHTMLEmbedsEveryFigureAndTable(t *testing.T) {
+	dir, names := drawnFolder(t)
+	page := readReport(t, dir)
+
+	// Every figure, as a decodable PNG of the right size, and a link to
+	// its SVG.
+	imgs := imgRE.FindAllStringSubmatch(page, -1)
+	if len(imgs) != len(allFigures) {
+		t.Fatalf("%d images in the page, want %d", len(imgs), len(allFigures))
+	}
+	for i, m := range imgs {
+		b, err := base64.StdEncoding.DecodeString(m[1])
+		if err != nil {
+			t.Fatalf("image %d: %v", i, err)
+		}
+		checkPNG(t, allFigures[i], b, 1200, 800)
+		if m[2] != "1200" || m[3] != "800" {
+			t.Errorf("image %d: width %s height %s", i, m[2], m[3])
+		}
+		if !strings.Contains(page, `id="fig-`+allFigures[i]+`"`) || !strings.Contains(page, `<a href="`+allFigures[i]+`.svg">`) {
+			t.Errorf("figure %s lacks its anchor or its SVG link", allFigures[i])
+		}
+	}
+	if len(names) != 2*len(imgs) {
+		t.Errorf("Plot wrote %d files for %d figures", len(names), len(imgs))
+	}
+
+	for _, want := range []string{
+		"<title>netjam report: synthetic</title>",
+		"Run by netjam v9.9.9-test; report drawn by netjam v1.2.3-report.",
+		// Runs, with their seeds.
+		`<tr><td>a</td><td class="n">42</td><td class="n">10.01</td></tr>`,
+		`<tr><td>b</td><td class="n">43</td><td class="n">10.01</td></tr>`,
+		// The flow table: netjam run's columns.
+		"<th>variant</th><th>flow</th><th>type</th><th>cc</th><th>Mbit/s</th><th>done s</th><th>retrans</th><th>RTO</th><th>lost</th><th>delay mean/p95 ms</th><th>jitter ms</th><th>fairness</th>",
+		`<tr><td>a</td><td>bulk</td><td>tcp</td><td>cubic</td><td class="n">7.50</td><td class="n">9.60</td><td class="n">12</td><td class="n">1</td><td class="n">-</td><td class="n">rtt 25.0/30.0</td><td class="n">-</td><td class="n">0.900</td></tr>`,
+		`<tr><td>b</td><td>probe</td><td>udp</td><td>-</td><td class="n">2.00</td><td class="n">-</td><td class="n">-</td><td class="n">-</td><td class="n">20/2500</td><td class="n">31.0/42.0</td><td class="n">0.75</td><td class="n">0.900</td></tr>`,
+		// The link table: netjam run's columns.
+		"<th>variant</th><th>link</th><th>packets in</th><th>out</th><th>loss% (conf)</th><th>drops</th><th>Mbit/s (conf)</th><th>queue p50/p99 ms</th><th>added p50/p99 ms</th><th>late p99 ms</th><th>configured</th>",
+		`<tr><td>a</td><td>uplink</td><td class="n">9000</td><td class="n">8890</td><td class="n">1.20 (1.00)</td><td>loss 10, queue 100</td><td class="n">9.99 (10.00)</td><td class="n">11.00/22.00</td><td class="n">21.00/32.00</td><td class="n">0.10</td><td>rate 10Mbps, queue droptail 100p, delay 10ms</td></tr>`,
+		`<td class="n">-</td><td class="n">21.00/32.00</td>`, // the downlink has no queue
+		// Link statistics, with the stages.
+		"<h3>b · downlink</h3>",
+		`<tr><th>ECN marked</th><td class="n">3</td></tr>`,
+		`<tr><th>queue sojourn (ms)</th><td class="n">0</td><td colspan="6">no packets</td></tr>`,
+		`<tr><td>queue</td><td class="n">8990</td><td class="n">8890</td><td>queue 100</td><td>busy 9.500 s</td></tr>`,
+		// The scenario as run, escaped.
+		"<h3>scenario-a.yaml</h3>",
+		"<h3>scenario-b.yaml</h3>",
+		`seed: 43`,
+		`note: &#34;&lt;b&gt;&amp;amp;&lt;/b&gt;&#34;`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("report.html lacks %s", want)
+		}
+	}
+	if strings.Index(page, "scenario-a.yaml") > strings.Index(page, "scenario-b.yaml") {
+		t.Error("scenario files are not in the order of the runs")
+	}
+	// Self-contained: nothing to fetch, no script.
+	for _, bad := range []string{"http://", "https://", "<script", "<link", "@import", "url("} {
+		if strings.Contains(page, bad) {
+			t.Errorf("report.html contains %q", bad)
+		}
+	}
+}
+
+func TestHTMLWithoutPlotHasNoSVGLinks(t *testing.T) {
+	dir := t.TempDir()
+	writeSynth(t, dir, synthRun{udp: true})
+	if err := HTML(dir, "dev"); err != nil {
+		t.Fatal(err)
+	}
+	page := readReport(t, dir)
+	imgs := imgRE.FindAllStringSubmatch(page, -1)
+	if len(imgs) != 4 { // throughput, delay, delay-cdf, queue-uplink
+		t.Errorf("%d images, want 4", len(imgs))
+	}
+	for _, m := range imgs {
+		b, _ := base64.StdEncoding.DecodeString(m[1])
+		if _, err := png.Decode(bytes.NewReader(b)); err != nil {
+			t.Errorf("image %s: %v", m[4], err)
+		}
+	}
+	if strings.Contains(page, ".svg") {
+		t.Error("links to SVG files that Plot has not written")
+	}
+	if !strings.Contains(page, `<tr><td>-</td><td class="n">42</td>`) {
+		t.Error("a run without variants is not shown as -")
+	}
+}

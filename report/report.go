@@ -1,0 +1,87 @@
+// Package report draws a saved run: it reads the output folder that
+// netjam run wrote (summary.json, timeseries.csv, the scenario*.yaml files)
+// and writes plots (PNG and SVG) and a self-contained report.html beside
+// them.
+//
+// It reads the files, not the emulator's types: report imports nothing of
+// netjam, and its own decoding structs name only the fields it shows, so
+// the emulator can grow its output without breaking a report, and a saved
+// run can be redrawn by any later netjam (netjam plot DIR).
+//
+// # Figures
+//
+// Each figure is one image of 1200 x 800 pixels (taller with more than
+// three variants), written as NAME.png and NAME.svg: a header with the
+// scenario, what is drawn and one legend, then one row of panels per
+// variant sharing their axes:
+//
+//   - throughput: each flow's throughput over time;
+//   - delay: each UDP flow's one-way delay over time, the mean of each
+//     sample interval (timeseries.csv does not keep every datagram's
+//     delay);
+//   - delay-cdf: one panel, the CDF of those interval means for every
+//     variant and UDP flow, with the exact per-datagram p50, p95 and p99
+//     of summary.json marked on it;
+//   - rtt and cwnd: each TCP flow's smoothed RTT and congestion window;
+//   - queue-DIRECTION: for each direction with a bottleneck queue, its
+//     length and sojourn time over time, a cross on every sample interval
+//     that had drops.
+//
+// A figure without data (no UDP flow, no queue) is not written.
+package report
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Plot draws the figures of the run saved in dir and writes them into dir
+// as PNG and SVG files. It returns the names of the files written, in the
+// report's order (each figure's PNG then its SVG). When dir lacks
+// summary.json or timeseries.csv the error wraps ErrNotRun.
+func Plot(dir string) ([]string, error) {
+	f, err := load(dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, fig := range figures(f) {
+		for _, format := range []string{formatPNG, formatSVG} {
+			b, err := render(f, &fig, format)
+			if err != nil {
+				return names, fmt.Errorf("drawing %s: %w", fig.name, err)
+			}
+			name := fig.name + "." + format
+			if err := writeFile(filepath.Join(dir, name), b); err != nil {
+				return names, err
+			}
+			names = append(names, name)
+		}
+	}
+	return names, nil
+}
+
+// writeFile writes b to path through a temporary file renamed into place,
+// so that a reader (a browser showing the old report) never sees half an
+// image.
+func writeFile(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(b)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
+}
