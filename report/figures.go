@@ -70,6 +70,7 @@ var figureBuilders = []func(f *folder) []figure{
 	delayFigures,
 	tcpFigures,
 	queueFigures,
+	wifiFigures,
 }
 
 // figures returns every figure the folder has data for.
@@ -310,4 +311,34 @@ func fileSafe(s string) string {
 		return "_"
 	}
 	return s
+}
+
+// The Wi-Fi cell's kinds of timeseries.csv rows, one per station and "ap".
+const (
+	kindAirtime    = "airtime_share"
+	kindCollisions = "collisions"
+)
+
+// wifiFigures draws, for a scenario with a Wi-Fi cell, each station's (and
+// the access point's) share of the medium's time and its collisions, per
+// sample interval.
+func wifiFigures(f *folder) []figure {
+	if !hasKind(f, kindAirtime) {
+		return nil
+	}
+	return []figure{{
+		name:  "wifi",
+		title: "Wi-Fi medium: airtime share and collisions per station",
+		facets: []facet{{
+			title:  "airtime",
+			xLabel: timeLabel, yLabel: "airtime share (%)",
+			xFrom0: true, yFrom0: true,
+			curves: flowCurves(kindAirtime, 100),
+		}, {
+			title:  "collisions",
+			xLabel: timeLabel, yLabel: "collisions per interval",
+			xFrom0: true, yFrom0: true, yInteger: true,
+			curves: flowCurves(kindCollisions, 1),
+		}},
+	}}
 }

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-var allFigures = []string{"throughput", "delay", "delay-cdf", "rtt", "cwnd", "queue-uplink"}
+var allFigures = []string{"throughput", "delay", "delay-cdf", "rtt", "cwnd", "queue-uplink", "wifi"}
 
 func withFormats(figs ...string) []string {
 	var out []string
@@ -135,6 +135,7 @@ func TestSVGTitlesAxesAndLegends(t *testing.T) {
 		{"delay-cdf.svg", []string{"a: probe", "b: probe", "p50, p95, p99 of every datagram (summary.json)", "share of sample intervals", "one-way delay (ms)"}},
 		{"rtt.svg", []string{"synthetic — smoothed RTT of the TCP flows (sender's srtt)", "bulk", "smoothed RTT (ms)"}},
 		{"cwnd.svg", []string{"bulk", "cwnd (segments)"}},
+		{"wifi.svg", []string{"synthetic — Wi-Fi medium: airtime share and collisions per station", "variant a: airtime", "variant b: collisions", "sta1", "ap", "airtime share (%)", "collisions per interval"}},
 		{"queue-uplink.svg", []string{"synthetic — uplink bottleneck queue", "variant a: queue length (0 drops)", "variant b: queue length (30 drops)",
 			"variant b: sojourn time", "queue length", "drops in the interval", "queue length (packets)", "sojourn time (ms)"}},
 	} {

@@ -17,6 +17,7 @@ type synthRun struct {
 	tcp     bool // a TCP flow "bulk"
 	udp     bool // a UDP flow "probe"
 	drops   bool // uplink drops every 10th interval
+	wifi    bool // a Wi-Fi cell: station sta1 and the AP
 }
 
 // writeSynth writes a small run output folder into dir, shaped like netjam
@@ -91,6 +92,12 @@ func writeSynth(t testing.TB, dir string, runs ...synthRun) {
 			row(r.variant, ts, "sojourn_ms", "uplink", 10+8*math.Sin(ph))
 			row(r.variant, ts, "link_bps", "downlink", 2e5)
 			row(r.variant, ts, "drops", "downlink", 0)
+			if r.wifi {
+				row(r.variant, ts, "airtime_share", "sta1", 0.3)
+				row(r.variant, ts, "airtime_share", "ap", 0.05)
+				row(r.variant, ts, "collisions", "sta1", float64(i%3))
+				row(r.variant, ts, "collisions", "ap", 0)
+			}
 		}
 		name := "scenario.yaml"
 		if r.variant != "" {
@@ -118,8 +125,8 @@ func writeSynth(t testing.TB, dir string, runs ...synthRun) {
 // b with a TCP and a UDP flow each, b with drops.
 func twoVariants(t testing.TB, dir string) {
 	writeSynth(t, dir,
-		synthRun{variant: "a", tcp: true, udp: true},
-		synthRun{variant: "b", tcp: true, udp: true, drops: true})
+		synthRun{variant: "a", tcp: true, udp: true, wifi: true},
+		synthRun{variant: "b", tcp: true, udp: true, drops: true, wifi: true})
 }
 
 // drawn is the twoVariants folder after Plot and HTML, drawn once for
