@@ -4,7 +4,9 @@ import (
 	"context"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -216,5 +218,44 @@ flows: [{name: bulk, type: tcp, size: 300KB}, {name: probe, type: udp, interval:
 	}
 	if _, err := Run(context.Background(), mustPlan(t, "capture: [client]\n"), Options{}); err == nil {
 		t.Error("a capture without an output folder was accepted")
+	}
+}
+
+// TestCaptureRetransmissionsSeenByTshark: tshark's TCP analysis of the
+// client capture finds the retransmissions the sending stack counted. (A
+// retransmission sent soon after its original is "out-of-order" to tshark.)
+func TestCaptureRetransmissionsSeenByTshark(t *testing.T) {
+	tshark, err := exec.LookPath("tshark")
+	if err != nil {
+		if os.Getenv("NETJAM_REQUIRE_TSHARK") == "1" {
+			t.Fatal("tshark is required (NETJAM_REQUIRE_TSHARK=1) but not installed")
+		}
+		t.Skip("tshark is not installed (apt-get install tshark)")
+	}
+	dir := t.TempDir()
+	sum, err := Run(context.Background(), mustPlan(t, `
+seed: 3
+duration: 20s
+link: {loss: 3%, delay: 10ms}
+capture: [client]
+flows: [{name: bulk, type: tcp, size: 2MB}]
+`), Options{OutDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := flowByName(t, sum.Runs[0], "bulk")
+	out, err := exec.Command(tshark, "-r", filepath.Join(dir, "client.pcap"), "-Y",
+		"tcp.analysis.retransmission or tcp.analysis.fast_retransmission or tcp.analysis.out_of_order or tcp.analysis.spurious_retransmission",
+		"-T", "fields", "-e", "frame.number").Output()
+	if err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	seen := uint64(strings.Count(string(out), "\n"))
+	if f.Retransmissions == 0 {
+		t.Fatal("no retransmissions over a lossy path")
+	}
+	diff := math.Abs(float64(seen) - float64(f.Retransmissions))
+	if diff > math.Max(2, 0.1*float64(f.Retransmissions)) {
+		t.Errorf("tshark sees %d retransmissions, the sender counted %d", seen, f.Retransmissions)
 	}
 }
