@@ -286,6 +286,12 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 	log.Info("run end", zap.Duration("elapsed", elapsed),
 		zap.Uint64("uplink_packets", rs.Links[0].PacketsOut), zap.Uint64("downlink_packets", rs.Links[1].PacketsOut),
 		zap.Uint64("no_route", l.noRoute.Load()))
+	for _, l := range rs.Links {
+		for _, st := range l.Stages {
+			log.Debug("stage", zap.String("link", l.Name), zap.String("stage", st.Name),
+				zap.Uint64("packets_in", st.InPackets), zap.Uint64("packets_out", st.OutPackets), zap.Any("drops", st.Drops))
+		}
+	}
 	// A flow cut short by the run's duration is not a failure; anything
 	// else a flow reports (a corrupted byte, a broken connection) is.
 	var failed []error

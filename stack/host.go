@@ -58,6 +58,15 @@ type HostConfig struct {
 	// connection of the host. gVisor has the switch only for the whole
 	// stack, not per socket; Linux enables SACK by default.
 	SACK bool
+	// Transparent lets the host take packets for any destination address,
+	// not only its own: a Relay in transparent mode needs it (see
+	// RelayConfig.Transparent). gVisor's promiscuous mode, which that
+	// uses, contradicts its handling of packets to the host's own
+	// addresses inside the stack (HandleLocal: in promiscuous mode every
+	// source address looks like one of the host's, and every packet is
+	// dropped as a martian), so a transparent host sends packets to its
+	// own addresses to Output like any other.
+	Transparent bool
 	// Output is called with each IP packet the host sends, as slices whose
 	// concatenation is the packet. The slices are valid only during the
 	// call: the callee copies what it keeps. Output is called from many
@@ -155,8 +164,9 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		TransportProtocols: transports,
 		Clock:              tcpipClockOf(cfg.Clock),
 		// A packet to one of the host's own addresses is delivered
-		// inside the stack, as Linux does, rather than sent to the path.
-		HandleLocal: true,
+		// inside the stack, as Linux does, rather than sent to the path
+		// (except on a transparent host: see HostConfig.Transparent).
+		HandleLocal: !cfg.Transparent,
 		RandSource:  newLockedSource(seedStream(cfg.Seed, "rand")),
 		SecureRNG:   newLockedReader(seedStream(cfg.Seed, "secure")),
 	})
