@@ -105,7 +105,8 @@ func doRun(c *cli.Context) error {
 	}
 	defer logFile.Close()
 	level := c.String("log-level")
-	if c.Bool("quiet") && (level == "debug" || level == "info") {
+	// --quiet quiets the default level, not one asked for explicitly.
+	if c.Bool("quiet") && !c.IsSet("log-level") && (level == "debug" || level == "info") {
 		level = "warn"
 	}
 	log, err := newLogger(level, c.String("log-format"), c.App.ErrWriter, logFile)
