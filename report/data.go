@@ -58,6 +58,28 @@ type runInfo struct {
 	Flows     []flowInfo `json:"flows"`
 	Links     []linkInfo `json:"links"`
 	Fairness  *float64   `json:"fairness"`
+	WiFi      *wifiInfo  `json:"wifi"`
+}
+
+// wifiInfo is a run's Wi-Fi cell: its medium and each contender.
+type wifiInfo struct {
+	Utilization float64       `json:"utilization"`
+	Stations    []stationInfo `json:"stations"`
+	AP          stationInfo   `json:"ap"`
+}
+
+// stationInfo is one Wi-Fi contender (a station, or the AP). Delays are in
+// nanoseconds.
+type stationInfo struct {
+	Name         string            `json:"name"`
+	Attempts     uint64            `json:"attempts"`
+	Successes    uint64            `json:"successes"`
+	Collisions   uint64            `json:"collisions"`
+	Retries      uint64            `json:"retries"`
+	Drops        map[string]uint64 `json:"drops"`
+	AirtimeShare float64           `json:"airtime_share"`
+	Throughput   float64           `json:"throughput_bps"`
+	Delay        dist              `json:"delay_ns"`
 }
 
 // flowInfo is one flow of a run: the common fields, then those of TCP and

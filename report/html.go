@@ -39,6 +39,7 @@ func HTML(dir string, version string) error {
 		page.Runs = append(page.Runs, runRow{Variant: r.title(), Seed: r.info.Seed, DurationS: r.info.DurationS})
 		page.Flows = append(page.Flows, flowRows(r)...)
 		page.Links = append(page.Links, linkRows(r)...)
+		page.WiFi = append(page.WiFi, wifiRows(r)...)
 		for _, l := range r.info.Links {
 			page.LinkStats = append(page.LinkStats, linkStats(r, l))
 		}
@@ -79,6 +80,7 @@ type pageData struct {
 	Runs          []runRow
 	Flows         []flowRow
 	Links         []linkRow
+	WiFi          []wifiRow
 	LinkStats     []linkStat
 	Figures       []figureData
 	Scenarios     []scenarioFile
@@ -93,6 +95,42 @@ type runRow struct {
 // flowRow has the columns of netjam run's flow table.
 type flowRow struct {
 	Variant, Flow, Type, CC, Mbps, Done, Retrans, RTO, Lost, Delay, Jitter, Fairness string
+}
+
+// wifiRow has the columns of netjam run's Wi-Fi table.
+type wifiRow struct {
+	Variant, Station, Attempts, OK, Collisions, Retries, Drops, Airtime, Mbps, Delay, Busy string
+}
+
+// wifiRows returns one row per Wi-Fi station and the AP of r, none
+// without a cell.
+func wifiRows(r *run) []wifiRow {
+	w := r.info.WiFi
+	if w == nil {
+		return nil
+	}
+	var rows []wifiRow
+	for i, st := range append(append([]stationInfo(nil), w.Stations...), w.AP) {
+		name := st.Name
+		if i == len(w.Stations) {
+			name = "ap"
+		}
+		var drops uint64
+		for _, n := range st.Drops {
+			drops += n
+		}
+		delay := "-"
+		if st.Delay.Count > 0 {
+			delay = fmt.Sprintf("%.2f/%.2f", st.Delay.Mean/1e6, st.Delay.P95/1e6)
+		}
+		rows = append(rows, wifiRow{
+			Variant: r.title(), Station: name,
+			Attempts: fmt.Sprint(st.Attempts), OK: fmt.Sprint(st.Successes), Collisions: fmt.Sprint(st.Collisions),
+			Retries: fmt.Sprint(st.Retries), Drops: fmt.Sprint(drops), Airtime: fmt.Sprintf("%.1f", 100*st.AirtimeShare),
+			Mbps: fmt.Sprintf("%.2f", st.Throughput/1e6), Delay: delay, Busy: fmt.Sprintf("%.1f", 100*w.Utilization),
+		})
+	}
+	return rows
 }
 
 // linkRow has the columns of netjam run's link table.
@@ -320,7 +358,12 @@ table.linkstat th, table.delays th { text-align: left; }
 {{range .Links}}<tr><td>{{.Variant}}</td><td>{{.Link}}</td><td class="n">{{.PacketsIn}}</td><td class="n">{{.PacketsOut}}</td><td class="n">{{.Loss}}</td><td>{{.Drops}}</td><td class="n">{{.Rate}}</td><td class="n">{{.Queue}}</td><td class="n">{{.Added}}</td><td class="n">{{.Late}}</td><td>{{.Configured}}</td></tr>
 {{end}}</table>
 
-<h2 id="plots">Plots</h2>
+{{if .WiFi}}<h2 id="wifi">Wi-Fi</h2>
+<table class="wifi">
+<tr><th>variant</th><th>station</th><th>attempts</th><th>ok</th><th>collisions</th><th>retries</th><th>drops</th><th>airtime %</th><th>Mbit/s</th><th>access delay mean/p95 ms</th><th>medium busy %</th></tr>
+{{range .WiFi}}<tr><td>{{.Variant}}</td><td>{{.Station}}</td><td class="n">{{.Attempts}}</td><td class="n">{{.OK}}</td><td class="n">{{.Collisions}}</td><td class="n">{{.Retries}}</td><td class="n">{{.Drops}}</td><td class="n">{{.Airtime}}</td><td class="n">{{.Mbps}}</td><td class="n">{{.Delay}}</td><td class="n">{{.Busy}}</td></tr>
+{{end}}</table>
+{{end}}<h2 id="plots">Plots</h2>
 {{range .Figures}}<figure id="fig-{{.Name}}">
 <img class="plot" {{.Src}} width="{{.W}}" height="{{.H}}" alt="{{.Title}}">
 <figcaption>{{.Title}}{{with .SVG}} (<a href="{{.}}">{{.}}</a>){{end}}</figcaption>

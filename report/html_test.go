@@ -124,6 +124,15 @@ func TestHTMLEmbedsEveryFigureAndTable(t *testing.T) {
 			t.Errorf("report.html contains %q", bad)
 		}
 	}
+	// The Wi-Fi table, one row per station and the AP, as the terminal's.
+	for _, row := range []string{
+		`<td>a</td><td>sta1</td><td class="n">1000</td><td class="n">990</td><td class="n">10</td><td class="n">10</td><td class="n">0</td><td class="n">30.0</td><td class="n">5.00</td><td class="n">2.00/5.00</td><td class="n">35.0</td>`,
+		`<td>b</td><td>ap</td><td class="n">500</td><td class="n">499</td><td class="n">1</td><td class="n">1</td><td class="n">1</td><td class="n">5.0</td><td class="n">0.20</td><td class="n">-</td><td class="n">35.0</td>`,
+	} {
+		if !strings.Contains(page, row) {
+			t.Errorf("report.html lacks the Wi-Fi row %s", row)
+		}
+	}
 }
 
 func TestHTMLWithoutPlotHasNoSVGLinks(t *testing.T) {

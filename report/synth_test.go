@@ -68,8 +68,16 @@ func writeSynth(t testing.TB, dir string, runs ...synthRun) {
 			return l
 		}
 		fair := 0.9
-		rs = append(rs, m{"variant": r.variant, "seed": 42 + ri, "duration_s": 10.01, "flows": flows,
-			"links": []m{link("uplink", true), link("downlink", false)}, "fairness": fair})
+		run := m{"variant": r.variant, "seed": 42 + ri, "duration_s": 10.01, "flows": flows,
+			"links": []m{link("uplink", true), link("downlink", false)}, "fairness": fair}
+		if r.wifi {
+			run["wifi"] = m{"utilization": 0.35,
+				"stations": []m{{"name": "sta1", "attempts": 1000, "successes": 990, "collisions": 10, "retries": 10,
+					"drops": m{}, "airtime_share": 0.3, "throughput_bps": 5e6, "delay_ns": m{"count": 990, "mean": 2e6, "p95": 5e6}}},
+				"ap": m{"name": "", "attempts": 500, "successes": 499, "collisions": 1, "retries": 1,
+					"drops": m{"retry": 1}, "airtime_share": 0.05, "throughput_bps": 2e5, "delay_ns": m{"count": 0}}}
+		}
+		rs = append(rs, run)
 		for i := 1; i <= 100; i++ {
 			ts := float64(i) / 10
 			ph := float64(ri) + ts
