@@ -126,6 +126,9 @@ const (
 	tcpCopyBuffer = 64 << 10
 	// udpBuffer holds the largest UDP payload.
 	udpBuffer = 64 << 10
+	// echoBuffer is what the TCP echo service holds between reading and
+	// writing back, per connection (see echoTCP for why it holds any).
+	echoBuffer = 4 << 20
 )
 
 // Service ports.
@@ -653,6 +656,12 @@ func (c *relayUDP) Close() error {
 // have ended. End of stream in one direction is passed on as a half-close
 // (CloseWrite) and the other direction goes on; an error in either (a
 // reset, a failed write) resets both connections.
+//
+// The directions never wait for each other, so the client's side keeps
+// being read whenever the target takes data. A target that stops reading
+// until it has written (an echo server with full socket buffers) can
+// still stall the connection through gVisor's zero-window handling (see
+// echoTCP); the relay cannot buffer its way out of that without bound.
 func (r *Relay) pipe(in *relayTCP, out net.Conn) {
 	var failed atomic.Bool
 	abort := func() {
@@ -689,7 +698,7 @@ func (r *Relay) pipe(in *relayTCP, out net.Conn) {
 func (r *Relay) copyHalf(dst, src net.Conn, n *atomic.Uint64) error {
 	bp := r.bufs.Get().(*[]byte)
 	defer r.bufs.Put(bp)
-	buf := *bp
+	buf := (*bp)[:cap(*bp)]
 	for {
 		nr, er := src.Read(buf)
 		if nr > 0 {
@@ -718,44 +727,158 @@ func (r *Relay) isClosed() bool {
 }
 
 // echoTCP sends back what the client sends, then half-closes.
+//
+// Reading and writing run on two goroutines with a ring of echoBuffer
+// bytes between them, rather than one loop that reads only once its last
+// write is done. Such a loop stops reading whenever a write waits, and a
+// gVisor endpoint whose application stops reading can stall for good:
+// when its buffer fills (out-of-order segments included) it advertises a
+// zero window, and with a zero window it accepts no segment carrying data,
+// not even the retransmission that fills the hole in front of the
+// out-of-order data, nor the acknowledgements in the peer's segments past
+// a window edge it has moved back (transport/tcp receiver.acceptable; see
+// gvisor#10312 on its shrinking windows). Measured here before this
+// change: one 4 MiB echo in five stalled for good.
 func (r *Relay) echoTCP(c *relayTCP) {
-	bp := r.bufs.Get().(*[]byte)
-	defer r.bufs.Put(bp)
-	buf := *bp
-	ok := true
-	for {
-		nr, er := c.Read(buf)
-		if nr > 0 {
-			r.tcpN.up.Add(uint64(nr))
-			nw, ew := c.Write(buf[:nr])
-			r.tcpN.down.Add(uint64(nw))
-			if ew != nil {
-				ok = false
-				break
+	ring := newByteRing(echoBuffer)
+	var failed atomic.Bool
+	fail := func() {
+		if failed.CompareAndSwap(false, true) {
+			c.abort()    // wakes a blocked Read or Write
+			ring.close() // wakes the other goroutine
+		}
+	}
+	done := make(chan struct{})
+	r.wg.Add(1) // the caller holds a count, so Add is safe
+	go func() {
+		defer r.wg.Done()
+		defer close(done)
+		for {
+			b := ring.readable()
+			if b == nil {
+				break // end of stream, or failed
+			}
+			n, err := c.Write(b)
+			r.tcpN.down.Add(uint64(n))
+			ring.consumed(n)
+			if err != nil {
+				fail()
+				return
 			}
 		}
-		if er == io.EOF {
+		if !failed.Load() {
 			c.CloseWrite()
+		}
+	}()
+	for {
+		b := ring.writable()
+		if b == nil {
+			break // failed
+		}
+		n, err := c.Read(b)
+		r.tcpN.up.Add(uint64(n))
+		ring.produced(n)
+		if err == io.EOF {
+			ring.close()
 			break
 		}
-		if er != nil {
-			ok = false
+		if err != nil {
+			fail()
 			break
 		}
 	}
-	if !ok && !r.isClosed() {
+	<-done
+	if failed.Load() && !r.isClosed() {
 		r.tcpN.errors.Add(1)
-		c.abort()
 	}
 	r.release(c)
+}
+
+// byteRing is a bounded byte queue between one producer and one consumer
+// that read and write straight into and out of its memory.
+type byteRing struct {
+	mu     sync.Mutex // guards everything below
+	cond   sync.Cond  // signalled on every change
+	buf    []byte
+	start  int  // index of the first queued byte
+	n      int  // bytes queued
+	closed bool // no more bytes will be produced
+}
+
+func newByteRing(size int) *byteRing {
+	b := &byteRing{buf: make([]byte, size)}
+	b.cond.L = &b.mu
+	return b
+}
+
+// writable waits for free space and returns the contiguous part of it
+// after the queued bytes; nil once closed.
+func (b *byteRing) writable() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.n == len(b.buf) && !b.closed {
+		b.cond.Wait()
+	}
+	if b.closed {
+		return nil
+	}
+	if b.n == 0 {
+		b.start = 0 // the consumer holds no slice: start over
+		return b.buf
+	}
+	end := (b.start + b.n) % len(b.buf)
+	if end < b.start {
+		return b.buf[end:b.start] // the queued bytes wrap around
+	}
+	return b.buf[end:]
+}
+
+// produced queues the first n bytes of the last writable slice.
+func (b *byteRing) produced(n int) {
+	b.mu.Lock()
+	b.n += n
+	b.mu.Unlock()
+	b.cond.Broadcast()
+}
+
+// readable waits for queued bytes and returns the contiguous part of them
+// at the front; nil once closed and empty.
+func (b *byteRing) readable() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.n == 0 && !b.closed {
+		b.cond.Wait()
+	}
+	if b.n == 0 {
+		return nil
+	}
+	return b.buf[b.start:min(b.start+b.n, len(b.buf))]
+}
+
+// consumed drops the first n queued bytes.
+func (b *byteRing) consumed(n int) {
+	b.mu.Lock()
+	b.start = (b.start + n) % len(b.buf)
+	b.n -= n
+	b.mu.Unlock()
+	b.cond.Broadcast()
+}
+
+// close ends the queue: writable returns nil, readable once it is empty.
+func (b *byteRing) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.cond.Broadcast()
 }
 
 // discardTCP reads and drops what the client sends until it closes.
 func (r *Relay) discardTCP(c *relayTCP) {
 	bp := r.bufs.Get().(*[]byte)
 	defer r.bufs.Put(bp)
+	buf := (*bp)[:cap(*bp)]
 	for {
-		n, err := c.Read(*bp)
+		n, err := c.Read(buf)
 		r.tcpN.up.Add(uint64(n))
 		if err == io.EOF {
 			break

@@ -583,3 +583,37 @@ dial_timeout: -1ns is negative`
 		t.Errorf("a valid config: %v", err)
 	}
 }
+
+// TestRelayByteRing streams through a small ring in pieces of every size, so
+// that both sides wrap around at every offset.
+func TestRelayByteRing(t *testing.T) {
+	data := payload(1<<20, 21)
+	ring := newByteRing(1000)
+	got := make(chan []byte, 1)
+	go func() {
+		var out []byte
+		for k := 1; ; k = k%997 + 1 {
+			b := ring.readable()
+			if b == nil {
+				got <- out
+				return
+			}
+			n := min(k, len(b))
+			out = append(out, b[:n]...)
+			ring.consumed(n)
+		}
+	}()
+	for in, k := data, 1; len(in) > 0; k = k%1009 + 1 {
+		b := ring.writable()
+		n := copy(b[:min(k, len(b))], in)
+		ring.produced(n)
+		in = in[n:]
+	}
+	ring.close()
+	if out := <-got; !bytes.Equal(out, data) {
+		t.Fatalf("got %d bytes through the ring, not the %d put in", len(out), len(data))
+	}
+	if ring.writable() != nil {
+		t.Error("a closed ring is writable")
+	}
+}
