@@ -1,8 +1,12 @@
 // Package stack holds netjam's end hosts: gVisor network stacks, each with
-// one IP-only network interface whose far side is the emulated path.
+// one IP-only network interface whose far side is the emulated path; and
+// what joins the path to the real machine: a TUN device (OpenTUN), a Relay
+// on a Host that terminates the kernel's connections and relays them to
+// real servers, and kernel TCP sockets with a chosen congestion control
+// (DialKernelTCP).
 //
-// A Host is the only type of this package that touches gVisor, and the
-// package is the only one of netjam that imports it: what goes in and out
+// The package is the only one of netjam that imports gVisor (Host, Relay)
+// or configures devices (TUN, through netlink): what goes in and out
 // are plain IP packets (Inject and HostConfig.Output), what applications see
 // are net.Conn and net.PacketConn values, and every gVisor error becomes a Go
 // error (a *net.OpError wrapping a syscall.Errno where one fits) before it
