@@ -89,24 +89,7 @@ func (c *HostConfig) Validate() error {
 	if len(c.Addrs) == 0 {
 		add("addrs: at least one address is required")
 	}
-	v6 := false
-	seen := make(map[netip.Addr]bool)
-	for i, p := range c.Addrs {
-		a := p.Addr()
-		switch {
-		case !p.IsValid():
-			add("addrs[%d]: %v is not a valid prefix", i, p)
-			continue
-		case a.Is4In6():
-			add("addrs[%d]: %v: use the plain IPv4 form, not IPv4-mapped IPv6", i, p)
-		case a.IsUnspecified() || a.IsMulticast() || a.IsLoopback():
-			add("addrs[%d]: %v is not a unicast host address", i, p)
-		case seen[a]:
-			add("addrs[%d]: %v is listed twice", i, a)
-		}
-		seen[a] = true
-		v6 = v6 || a.Is6()
-	}
+	_, v6 := checkAddrs(c.Addrs, add)
 	switch {
 	case c.MTU < MinMTU || c.MTU > MaxMTU:
 		add("mtu: %d is out of range %d..%d", c.MTU, MinMTU, MaxMTU)

@@ -83,27 +83,7 @@ func (c *TUNConfig) Validate() error {
 	if len(c.Addrs) == 0 {
 		add("addrs: at least one address is required")
 	}
-	v4, v6 := false, false
-	seen := make(map[netip.Addr]bool)
-	for i, p := range c.Addrs {
-		a := p.Addr()
-		switch {
-		case !p.IsValid():
-			add("addrs[%d]: %v is not a valid prefix", i, p)
-			continue
-		case a.Is4In6():
-			add("addrs[%d]: %v: use the plain IPv4 form, not IPv4-mapped IPv6", i, p)
-		case a.IsUnspecified() || a.IsMulticast() || a.IsLoopback():
-			add("addrs[%d]: %v is not a unicast host address", i, p)
-		case a.Is6() && a.Zone() != "":
-			add("addrs[%d]: %v: an address on the device takes no zone", i, p)
-		case seen[a]:
-			add("addrs[%d]: %v is listed twice", i, a)
-		default:
-			v4, v6 = v4 || a.Is4(), v6 || a.Is6()
-		}
-		seen[a] = true
-	}
+	v4, v6 := checkAddrs(c.Addrs, add)
 	mtu := c.mtu()
 	switch {
 	case mtu < MinMTU || mtu > MaxMTU:
