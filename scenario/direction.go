@@ -297,15 +297,22 @@ func (d *decoder) chance(n *yaml.Node, path string) Chance {
 	if !ok {
 		return v
 	}
+	v.P, v.Correlation = d.probability(n, f, path)
+	return v
+}
+
+// probability decodes the p (required) and correlation keys shared by the
+// mappings of chances: duplicate, corrupt, reorder.
+func (d *decoder) probability(n *yaml.Node, f map[string]*yaml.Node, path string) (p, corr float64) {
 	if x := f["p"]; x != nil {
-		v.P, _ = d.ratio(x, join(path, "p"))
+		p, _ = d.ratio(x, join(path, "p"))
 	} else {
 		d.errorf(n, path, "missing key p (the probability)")
 	}
 	if x := f["correlation"]; x != nil {
-		v.Correlation, _ = d.correlation(x, join(path, "correlation"))
+		corr, _ = d.correlation(x, join(path, "correlation"))
 	}
-	return v
+	return p, corr
 }
 
 // reorder decodes `reorder`: a ratio or {p, correlation, gap}.
@@ -319,14 +326,7 @@ func (d *decoder) reorder(n *yaml.Node, path string) Reorder {
 	if !ok {
 		return v
 	}
-	if x := f["p"]; x != nil {
-		v.P, _ = d.ratio(x, join(path, "p"))
-	} else {
-		d.errorf(n, path, "missing key p (the probability)")
-	}
-	if x := f["correlation"]; x != nil {
-		v.Correlation, _ = d.correlation(x, join(path, "correlation"))
-	}
+	v.P, v.Correlation = d.probability(n, f, path)
 	if x := f["gap"]; x != nil {
 		if g, ok := d.integer(x, join(path, "gap"), 1, maxPackets); ok {
 			v.Gap = int(g)
