@@ -33,7 +33,7 @@ const (
 
 // Keys of each mapping, in the order the reference documents them.
 var (
-	rootKeys      = []string{"name", "description", "seed", "duration", "mtu", "sample_interval", "capture", "link", "wifi", "flows", "variants"}
+	rootKeys      = []string{"name", "description", "seed", "duration", "mtu", "sample_interval", "capture", "link", "wifi", "tun", "flows", "variants"}
 	directionKeys = []string{"delay", "loss", "duplicate", "corrupt", "reorder", "rate", "slot", "queue", "inflight_limit"}
 	linkKeys      = append(slices.Clone(directionKeys), "uplink", "downlink")
 	variantKeys   = []string{"name", "set"}
@@ -65,6 +65,13 @@ type decoder struct {
 	// compares it before and after decoding a value to learn whether the
 	// value was valid, which errs cannot tell once repeats are dropped.
 	count int
+	// kernelCCs caches KernelCongestionControls for the flows of a run.
+	kernelCCs *kernelCCResult
+}
+
+type kernelCCResult struct {
+	names []string
+	err   error
 }
 
 func newDecoder(file string, origins map[*yaml.Node]string) *decoder {
@@ -397,8 +404,11 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 	if n := f["capture"]; n != nil {
 		s.Capture = d.capture(n)
 	}
+	if n := f["tun"]; n != nil {
+		s.TUN = d.tun(n, s.MTU, mtuOK, s.WiFi)
+	}
 	if n := f["flows"]; n != nil {
-		s.Flows = d.flows(n, s.MTU, mtuOK, s.Duration, s.WiFi)
+		s.Flows = d.flows(n, s.MTU, mtuOK, s.Duration, s.WiFi, s.TUN)
 	}
 
 	var shared, up, down map[string]*yaml.Node

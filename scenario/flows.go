@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,8 +14,10 @@ import (
 type Flow struct {
 	Name string
 	Type string // "tcp" or "udp"
-	// Stack is where the flow's endpoints live: "netstack" (gVisor hosts
-	// in netjam's own process, no privileges needed).
+	// Stack is where the flow's client-side end lives: StackNetstack
+	// ("netstack", the default: gVisor hosts in netjam's own process, no
+	// privileges needed) or StackKernel ("kernel": the machine's TCP/IP,
+	// through the TUN device; the scenario then has a tun section).
 	Stack string
 	// Direction is "up" (client side to server side, across the uplink) or
 	// "down".
@@ -22,11 +25,17 @@ type Flow struct {
 	Start     time.Duration // after the run's start
 
 	// TCP.
-	CC            string // congestion control; "" means the stack's default
-	SACK          bool   // default true
-	SendBuffer    int64  // bytes; 0 = the stack's default with auto-tuning
-	ReceiveBuffer int64
-	Size          int64 // bytes to send; 0 = send for Duration
+	// CC is the congestion control; "" means the stack's default. One of
+	// NetstackCC for netstack flows, of the kernel's
+	// (KernelCongestionControls) for kernel flows.
+	CC string
+	// SACK defaults to true; kernel flows cannot turn it off (the
+	// kernel's SACK is the sysctl net.ipv4.tcp_sack, for every socket).
+	SACK bool
+	// SendBuffer and ReceiveBuffer are bytes (SO_SNDBUF and SO_RCVBUF
+	// for kernel flows); 0 = the stack's default with auto-tuning.
+	SendBuffer, ReceiveBuffer int64
+	Size                      int64 // bytes to send; 0 = send for Duration
 
 	// UDP.
 	Rate       uint64        // bits/s of UDP payload; 0 = use Interval
@@ -39,7 +48,8 @@ type Flow struct {
 	Duration time.Duration
 
 	// Station is the Wi-Fi station the flow's client-side end runs on;
-	// required when the scenario has a wifi cell, and only then.
+	// required when the scenario has a wifi cell, and only then. A kernel
+	// flow's is the TUN's station, and no netstack flow's is.
 	Station string
 }
 
@@ -57,14 +67,14 @@ var (
 	tcpOnlyKeys   = []string{"cc", "sack", "send_buffer", "receive_buffer", "size"}
 	udpOnlyKeys   = []string{"rate", "interval", "packet_size", "count"}
 	flowTypes     = []string{"tcp", "udp"}
-	flowStacks    = []string{"netstack"}
+	flowStacks    = []string{StackNetstack, StackKernel}
 	flowDirection = []string{"up", "down"}
 )
 
 // flows decodes the flows list. mtu bounds UDP datagrams (it is valid when
 // mtuOK); duration is the run's, which a flow's start must precede; w is
-// the Wi-Fi cell, nil without one.
-func (d *decoder) flows(n *yaml.Node, mtu int, mtuOK bool, duration time.Duration, w *WiFi) []Flow {
+// the Wi-Fi cell and t the TUN device, nil without one.
+func (d *decoder) flows(n *yaml.Node, mtu int, mtuOK bool, duration time.Duration, w *WiFi, t *TUN) []Flow {
 	if n.Kind != yaml.SequenceNode {
 		d.errorf(n, "flows", "expected a list of flows, got %s", describe(n))
 		return nil
@@ -77,7 +87,7 @@ func (d *decoder) flows(n *yaml.Node, mtu int, mtuOK bool, duration time.Duratio
 		if !ok {
 			continue
 		}
-		fl := Flow{Stack: "netstack", Direction: "up", SACK: true, PacketSize: 100}
+		fl := Flow{Stack: StackNetstack, Direction: "up", SACK: true, PacketSize: 100}
 		if v := f["name"]; v == nil {
 			d.errorf(item, path, "a flow needs a name")
 		} else if name, ok := d.text(v, join(path, "name")); ok {
@@ -96,10 +106,16 @@ func (d *decoder) flows(n *yaml.Node, mtu int, mtuOK bool, duration time.Duratio
 			fl.Type, _ = d.oneOf(v, join(path, "type"), "flow type", flowTypes)
 		}
 		if v := f["stack"]; v != nil {
-			fl.Stack, _ = d.oneOf(v, join(path, "stack"), "stack in this version of netjam", flowStacks)
+			fl.Stack, _ = d.oneOf(v, join(path, "stack"), "flow stack", flowStacks)
+			if fl.Stack == StackKernel && t == nil {
+				d.errorf(v, join(path, "stack"), "stack kernel sends through the TUN device; add a tun section (tun: {} for every default)")
+			}
 		}
 		if v := f["direction"]; v != nil {
 			fl.Direction, _ = d.oneOf(v, join(path, "direction"), "direction", flowDirection)
+			if fl.Direction == "down" && fl.Stack == StackKernel && fl.Type == "tcp" {
+				d.errorf(v, join(path, "direction"), "a kernel TCP flow sends from the kernel, on the client side of the path: direction up only (the server side is netjam's netstack)")
+			}
 		}
 		if v := f["start"]; v != nil {
 			if s, ok := d.duration(v, join(path, "start"), false, maxDuration); ok {
@@ -118,15 +134,17 @@ func (d *decoder) flows(n *yaml.Node, mtu int, mtuOK bool, duration time.Duratio
 		case v == nil && w != nil:
 			d.errorf(item, path, "a flow of a scenario with a wifi cell needs a station")
 		case v != nil:
-			if name, ok := d.text(v, join(path, "station")); ok {
-				if w.Station(name) < 0 {
-					var names []string
-					for _, s := range w.Stations {
-						names = append(names, s.Name)
-					}
-					d.errorf(v, join(path, "station"), "%s is not a station (expected one of: %s)", quote(name), strings.Join(names, ", "))
-				}
-				fl.Station = name
+			name, ok := d.station(v, join(path, "station"), w)
+			fl.Station = name
+			if !ok || t == nil || t.Station == "" {
+				break
+			}
+			// The TUN's station is the kernel.
+			switch {
+			case fl.Stack == StackKernel && name != t.Station:
+				d.errorf(v, join(path, "station"), "the kernel sits behind station %s (tun.station), so a kernel flow runs there", t.Station)
+			case fl.Stack == StackNetstack && name == t.Station:
+				d.errorf(v, join(path, "station"), "station %s is the kernel's (tun.station); a netstack flow needs another station, or stack: kernel", name)
 			}
 		}
 		switch fl.Type {
@@ -135,14 +153,25 @@ func (d *decoder) flows(n *yaml.Node, mtu int, mtuOK bool, duration time.Duratio
 			d.tcpFlow(item, f, path, &fl)
 		case "udp":
 			d.wrongType(f, path, "udp", tcpOnlyKeys)
-			d.udpFlow(item, f, path, &fl, mtu, mtuOK)
+			maxPayload := mtu - 28 // one IPv4 packet: 20 bytes of IP, 8 of UDP
+			if fl.Stack == StackKernel && t != nil && len(t.Address) > 0 {
+				// The kernel's datagrams leave through the device, from
+				// its first address: over IPv6 (40 bytes of IP) when that
+				// is an IPv6 address.
+				maxPayload = t.MTU - 28
+				if t.Address[0].Addr().Is6() {
+					maxPayload = t.MTU - 48
+				}
+			}
+			d.udpFlow(item, f, path, &fl, maxPayload, mtuOK)
 		}
 		out = append(out, fl)
 	}
-	// A station is one host, and gVisor switches SACK per host.
+	// A station is one host, and gVisor switches SACK per host. The
+	// kernel's SACK is its own (and always on, for kernel flows).
 	sack := map[string]bool{}
 	for i, fl := range out {
-		if fl.Station == "" || fl.Type != "tcp" {
+		if fl.Station == "" || fl.Type != "tcp" || fl.Stack != StackNetstack {
 			continue
 		}
 		if prev, ok := sack[fl.Station]; ok && prev != fl.SACK {
@@ -168,10 +197,22 @@ func (d *decoder) wrongType(f map[string]*yaml.Node, path, typ string, keys []st
 
 func (d *decoder) tcpFlow(item *yaml.Node, f map[string]*yaml.Node, path string, fl *Flow) {
 	if v := f["cc"]; v != nil {
-		fl.CC, _ = d.oneOf(v, join(path, "cc"), "congestion control of netstack TCP", NetstackCC)
+		switch fl.Stack {
+		case StackNetstack:
+			fl.CC, _ = d.oneOf(v, join(path, "cc"), "congestion control of netstack TCP", NetstackCC)
+		case StackKernel:
+			fl.CC, _ = d.kernelCC(v, join(path, "cc"))
+		default: // an invalid stack, reported: no list to check against
+			fl.CC, _ = d.text(v, join(path, "cc"))
+		}
 	}
 	if v := f["sack"]; v != nil {
-		fl.SACK, _ = d.boolean(v, join(path, "sack"))
+		if sack, ok := d.boolean(v, join(path, "sack")); ok {
+			if !sack && fl.Stack == StackKernel {
+				d.errorf(v, join(path, "sack"), "a kernel flow cannot turn SACK off: the kernel's SACK is the system-wide sysctl net.ipv4.tcp_sack, not a socket option")
+			}
+			fl.SACK = sack
+		}
 	}
 	if v := f["send_buffer"]; v != nil {
 		fl.SendBuffer, _ = d.size(v, join(path, "send_buffer"), 4096, 256<<20)
@@ -187,7 +228,39 @@ func (d *decoder) tcpFlow(item *yaml.Node, f map[string]*yaml.Node, path string,
 	}
 }
 
-func (d *decoder) udpFlow(item *yaml.Node, f map[string]*yaml.Node, path string, fl *Flow, mtu int, mtuOK bool) {
+// kernelCC decodes the congestion control of a kernel flow: one the
+// machine's kernel offers (KernelCongestionControls).
+func (d *decoder) kernelCC(n *yaml.Node, path string) (string, bool) {
+	if !d.scalar(n, path, "a congestion control") {
+		return "", false
+	}
+	if d.kernelCCs == nil {
+		names, err := KernelCongestionControls()
+		d.kernelCCs = &kernelCCResult{names, err}
+	}
+	names, err := d.kernelCCs.names, d.kernelCCs.err
+	switch {
+	case err != nil:
+		d.errorf(n, path, "cannot check %s against the kernel's congestion controls: %v", quote(n.Value), err)
+		return "", false
+	case slices.Contains(names, n.Value):
+		return n.Value, true
+	}
+	available := strings.Join(names, ", ")
+	if available == "" {
+		available = "none"
+	}
+	if s := suggest(n.Value, names); s != "" {
+		d.errorf(n, path, "%s is not a congestion control of this machine's kernel; did you mean %q? (available: %s)", quote(n.Value), s, available)
+	} else {
+		d.errorf(n, path, "%s is not a congestion control of this machine's kernel (available: %s; loading its module adds one, as modprobe tcp_bbr does bbr)", quote(n.Value), available)
+	}
+	return "", false
+}
+
+// udpFlow decodes the keys of a udp flow. maxPayload bounds packet_size
+// (it is valid when mtuOK): the MTU less the IP and UDP headers.
+func (d *decoder) udpFlow(item *yaml.Node, f map[string]*yaml.Node, path string, fl *Flow, maxPayload int, mtuOK bool) {
 	rate, interval := f["rate"], f["interval"]
 	switch {
 	case rate != nil && interval != nil:
@@ -205,7 +278,7 @@ func (d *decoder) udpFlow(item *yaml.Node, f map[string]*yaml.Node, path string,
 	if v := f["packet_size"]; v != nil {
 		hi := int64(65507)
 		if mtuOK {
-			hi = int64(mtu - 28) // one IPv4 packet: 20 bytes of IP, 8 of UDP
+			hi = int64(maxPayload)
 		}
 		if s, ok := d.integer(v, join(path, "packet_size"), UDPHeaderSize, hi); ok {
 			fl.PacketSize = int(s)

@@ -13,6 +13,11 @@ import (
 // FuzzParse checks that any file, with any one --set, gives either Errors
 // or a valid Plan whose runs survive a YAML round trip; never a panic.
 func FuzzParse(f *testing.F) {
+	// The kernel's congestion controls are the machine's; fix them.
+	old := KernelCongestionControls
+	KernelCongestionControls = func() ([]string, error) { return []string{"reno", "cubic", "bbr"}, nil }
+	f.Cleanup(func() { KernelCongestionControls = old })
+
 	files, _ := filepath.Glob("../configs/*.yaml")
 	for _, file := range files {
 		data, err := os.ReadFile(file)
@@ -37,12 +42,21 @@ func FuzzParse(f *testing.F) {
 		"? [a]\n: b\n",
 		"\"\\xff\": 1\n",
 		"link: {delay: {time: !!int 5ms}}\n",
+		"tun: {}\nflows: [{name: k, type: tcp, size: 1MB, stack: kernel, cc: bbr}]\n",
+		"tun: {address: [10.99.0.1/24, 'fd99::1/64'], peer: ['fd99::2', 10.99.0.2], routes: 192.0.2.0/24, " +
+			"forward: [{proto: tcp, listen: 5201, to: 127.0.0.1:5201}], transparent: {allow: [192.0.2.0/24]}, netns: lab}\n",
+		"wifi: {stations: [{name: a}, {name: b}]}\ntun: {station: a}\nflows: [{name: k, type: tcp, size: 1MB, stack: kernel, station: a}]\n",
+		"mtu: 1280\ntun: {address: 10.0.0.1/31, mtu: 1280, udp_idle: 1h, services: false}\n",
+		"tun: {address: 10.99.0.1/32, peer: 10.99.0.1}\nflows: [{name: k, type: tcp, size: 1MB, stack: kernel, sack: false}]\n",
 	} {
 		f.Add([]byte(src), "")
 		f.Add([]byte(src), "link.rate=1Mbps")
 	}
 	f.Add([]byte("link: {delay: 5ms}\n"), "link.delay.jitter=1ms")
 	f.Add([]byte("flows: []\n"), "flows.a.b=1")
+	f.Add([]byte("flows: [{name: a, type: tcp, size: 1MB}]\n"), "flows.a.stack=kernel")
+	f.Add([]byte("flows: [{name: a, type: tcp, size: 1MB, stack: kernel}]\n"), "tun={}")
+	f.Add([]byte("tun: {}\n"), "tun.address=[fd99::1/64, 10.1.1.1/16]")
 
 	f.Fuzz(func(t *testing.T, data []byte, set string) {
 		var o Options
@@ -148,6 +162,55 @@ func checkValid(t *testing.T, s *Scenario) {
 		}
 		if d.InflightLimit < 1 || d.InflightLimit > maxPackets {
 			t.Errorf("inflight limit %d", d.InflightLimit)
+		}
+	}
+	if s.KernelFlows() && s.TUN == nil {
+		t.Errorf("kernel flows without tun")
+	}
+	if tun := s.TUN; tun != nil {
+		if tun.Name == "" || ifNameProblem(tun.Name) != "" {
+			t.Errorf("tun name %q", tun.Name)
+		}
+		if len(tun.Address) < 1 || len(tun.Address) > 2 || len(tun.Peer) != len(tun.Address) {
+			t.Errorf("tun addresses %v, peers %v", tun.Address, tun.Peer)
+		} else {
+			for i, p := range tun.Address {
+				if a := tun.Peer[i]; !p.Contains(a) || a == p.Addr() || !hostOf(p, a) || !hostOf(p, p.Addr()) || p.Bits() == 0 {
+					t.Errorf("tun address %v, peer %v", p, a)
+				}
+			}
+			if len(tun.Address) == 2 && tun.Address[0].Addr().Is4() == tun.Address[1].Addr().Is4() {
+				t.Errorf("tun addresses %v of one family", tun.Address)
+			}
+		}
+		if tun.MTU < 576 || tun.MTU > s.MTU {
+			t.Errorf("tun mtu %d (scenario %d)", tun.MTU, s.MTU)
+		}
+		for _, r := range tun.Routes {
+			if r != r.Masked() || r.Bits() == 0 {
+				t.Errorf("tun route %v", r)
+			}
+		}
+		if tr := tun.Transparent; tr != nil {
+			if len(tr.Allow) == 0 {
+				t.Error("transparent without allow")
+			}
+			for _, p := range tr.Allow {
+				if p != p.Masked() || p.Bits() == 0 {
+					t.Errorf("allow %v", p)
+				}
+			}
+		}
+		for _, fw := range tun.Forward {
+			if fw.Listen == 0 || !fw.To.IsValid() || fw.To.Port() == 0 || tun.Services && (fw.Listen == 7 || fw.Listen == 9) {
+				t.Errorf("forward %+v", fw)
+			}
+		}
+		if tun.UDPIdle <= 0 || tun.UDPIdle > time.Hour {
+			t.Errorf("udp idle %v", tun.UDPIdle)
+		}
+		if tun.Netns != "" && !filepath.IsAbs(tun.Netns) {
+			t.Errorf("netns %q", tun.Netns)
 		}
 	}
 }

@@ -55,7 +55,10 @@ type Scenario struct {
 	WiFi *WiFi
 	// Capture, when not nil, writes pcap files of the run's packets.
 	Capture *Capture
-	Flows   []Flow
+	// TUN, when not nil, puts the kernel on the client side of the path
+	// through a TUN device (TUN mode).
+	TUN   *TUN
+	Flows []Flow
 
 	file string     // the source file, for YAML's header comment
 	tree *yaml.Node // the resolved tree (a mapping) behind YAML

@@ -472,8 +472,10 @@ func TestErrors(t *testing.T) {
 			want: "x.yaml:3: flows.v.start: 5s is not before the end of the run (duration 5s)"},
 		{name: "flow names", src: "flows:\n  - {name: v, type: udp, interval: 2ms, count: 3}\n  - {name: v, type: udp, interval: 2ms, count: 3}\n",
 			want: `x.yaml:3: flows[1].name: "v" names two flows (first at line 2)`},
-		{name: "flow stack", src: "flows:\n  - {name: v, type: udp, interval: 2ms, count: 3, stack: kernel}\n",
-			want: `x.yaml:2: flows.v.stack: "kernel" is not a stack in this version of netjam (expected one of: netstack)`},
+		{name: "flow stack", src: "flows:\n  - {name: v, type: udp, interval: 2ms, count: 3, stack: gvisor}\n",
+			want: `x.yaml:2: flows.v.stack: "gvisor" is not a flow stack (expected one of: netstack, kernel)`},
+		{name: "flow stack typo", src: "flows:\n  - {name: v, type: udp, interval: 2ms, count: 3, stack: kernl}\n",
+			want: `x.yaml:2: flows.v.stack: "kernl" is not a flow stack; did you mean "kernel"?`},
 		{name: "sample interval", src: "sample_interval: 100us\n",
 			want: "x.yaml:1: sample_interval: 100us is out of range (expected 1ms to 1m)"},
 

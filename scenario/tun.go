@@ -1,0 +1,630 @@
+package scenario
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+	"unicode"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// TUN puts the machine's kernel on the client side of the emulated path: a
+// TUN device whose packets cross the uplink to a netstack host that owns
+// the peer addresses, and come back across the downlink. Real applications
+// and flows with stack "kernel" send through it. It needs /dev/net/tun and
+// CAP_NET_ADMIN.
+type TUN struct {
+	// Name is the device's name; default "netjam0". At most 15 bytes,
+	// without '/', ':', '%' or white space.
+	Name string
+	// Address holds the kernel's addresses on the device with their
+	// networks' prefix lengths, at most one IPv4 and one IPv6, in file
+	// order (default 10.99.0.1/24). Each is a unicast host address (not
+	// an IPv4 network's own or broadcast address) whose network has room
+	// for the peer.
+	Address []netip.Prefix
+	// Peer holds netjam's addresses, the far end of the path: Peer[i] is
+	// the peer of Address[i], inside its network and not equal to it.
+	// By default the address after the kernel's (10.99.0.1/24 gives
+	// 10.99.0.2, fd99::1/64 gives fd99::2), or the one before when that
+	// is not a host of the network.
+	Peer []netip.Addr
+	// MTU is the device's MTU; default the scenario's mtu, and never
+	// above it (at least 1280 with an IPv6 address).
+	MTU int
+	// Routes are extra networks routed into the device (for
+	// transparent relaying): no host bits set, not /0, each of a family
+	// of Address.
+	Routes []netip.Prefix
+	// Forward relays ports of the peer to real servers; each (Proto,
+	// Listen) once, and not 7 or 9 while Services is on.
+	Forward []Forward
+	// Transparent relays connections to any destination routed into the
+	// device, when it is in Allow; nil means off.
+	Transparent *Transparent
+	// Services runs echo (port 7) and discard (port 9) on the peer, TCP
+	// and UDP; default true.
+	Services bool
+	// UDPIdle ends a relayed UDP session idle this long; default 60s.
+	UDPIdle time.Duration
+	// Netns puts the device in an existing network namespace, given as
+	// the absolute path of its file: as written in the scenario
+	// (/proc/PID/ns/net), or /var/run/netns/NAME for a namespace the
+	// scenario names as ip netns does. "" means netjam's own namespace.
+	// Kernel flows then run in it too.
+	Netns string
+	// Station, with a Wi-Fi cell, is the station whose frames the
+	// device's packets are: the kernel sits behind that station.
+	// Required with a cell, not allowed without one.
+	Station string
+}
+
+// Forward relays one port of the peer to a fixed target.
+type Forward struct {
+	Proto  string // "tcp" or "udp"
+	Listen uint16 // the peer's port, 1..65535
+	// To is the real server, an IP address and a port other than 0
+	// (host names are not looked up).
+	To netip.AddrPort
+}
+
+// Transparent is the allow list of transparent relaying.
+type Transparent struct {
+	// Allow lists the networks relayed to; at least one, none /0, no
+	// host bits set.
+	Allow []netip.Prefix
+}
+
+// Flow stacks.
+const (
+	StackNetstack = "netstack" // gVisor hosts in netjam's process
+	StackKernel   = "kernel"   // the machine's kernel, through the TUN device
+)
+
+// Defaults of the tun section.
+const (
+	defaultTUNName    = "netjam0"
+	defaultTUNUDPIdle = 60 * time.Second
+	maxIfName         = 15 // IFNAMSIZ - 1: the longest interface name Linux takes
+	minMTUIPv6        = 1280
+	netnsDir          = "/var/run/netns/" // where ip-netns(8) keeps named namespaces
+)
+
+// defaultTUNAddress is the kernel's address when tun has no address.
+var defaultTUNAddress = netip.MustParsePrefix("10.99.0.1/24")
+
+var (
+	tunKeys         = []string{"name", "address", "peer", "mtu", "routes", "forward", "transparent", "services", "udp_idle", "netns", "station"}
+	forwardKeys     = []string{"proto", "listen", "to"}
+	transparentKeys = []string{"allow"}
+	forwardProtos   = []string{"tcp", "udp"}
+)
+
+// tun decodes the tun mapping. mtu is the scenario's, valid when mtuOK; w
+// is the Wi-Fi cell, nil without one. A tun that is not a mapping is
+// reported and decoded as all defaults, so that kernel flows are not also
+// told to add a tun section.
+func (d *decoder) tun(n *yaml.Node, mtu int, mtuOK bool, w *WiFi) *TUN {
+	t := &TUN{Name: defaultTUNName, MTU: mtu, Services: true, UDPIdle: defaultTUNUDPIdle}
+	f, ok := d.fields(n, "tun", "a mapping of TUN keys (tun: {} for every default)", tunKeys)
+	if !ok {
+		t.Address = []netip.Prefix{defaultTUNAddress}
+		t.Peer = []netip.Addr{defaultTUNAddress.Addr().Next()}
+		return t
+	}
+
+	if v := f["name"]; v != nil {
+		if name, ok := d.text(v, "tun.name"); ok {
+			if why := ifNameProblem(name); why != "" {
+				d.errorf(v, "tun.name", "%s is not a valid interface name (%s)", quote(name), why)
+			} else {
+				t.Name = name
+			}
+		}
+	}
+
+	// The kernel's addresses, by family (0: IPv4, 1: IPv6), with their
+	// nodes. Relations with them are only checked when all are valid.
+	var addrs [2]*yaml.Node
+	var prefixes [2]netip.Prefix
+	addrOK := true
+	if v := f["address"]; v != nil {
+		before := d.count
+		if v.Kind == yaml.SequenceNode && len(v.Content) == 0 {
+			d.errorf(v, "tun.address", "expected at least one address, like 10.99.0.1/24 (leave address out for that default)")
+		}
+		for _, it := range d.scalars(v, "tun.address", "an address with its prefix length like 10.99.0.1/24") {
+			p, ok := d.hostPrefix(it, "tun.address")
+			if !ok {
+				continue
+			}
+			fam := family(p.Addr())
+			if addrs[fam] != nil {
+				d.errorf(it, "tun.address", "%s is a second %s address (tun takes at most one IPv4 and one IPv6 address)", p, familyName[fam])
+				continue
+			}
+			addrs[fam], prefixes[fam] = it, p
+			t.Address = append(t.Address, p)
+		}
+		addrOK = d.count == before
+	} else {
+		addrs[0], prefixes[0] = n, defaultTUNAddress
+		t.Address = []netip.Prefix{defaultTUNAddress}
+	}
+
+	// The peers, one per family of address, in the order of the addresses.
+	var peers [2]netip.Addr
+	if v := f["peer"]; v != nil {
+		before := d.count
+		var given [2]bool
+		for _, it := range d.scalars(v, "tun.peer", "an IP address like 10.99.0.2") {
+			a, ok := d.addr(it, "tun.peer")
+			if !ok {
+				continue
+			}
+			fam := family(a)
+			if given[fam] {
+				d.errorf(it, "tun.peer", "%s is a second %s peer (tun takes one peer per family of address)", a, familyName[fam])
+				continue
+			}
+			given[fam] = true
+			if !addrOK {
+				continue
+			}
+			p := prefixes[fam]
+			switch {
+			case addrs[fam] == nil:
+				d.errorf(it, "tun.peer", "%s is %s, but tun.address has no %s address", a, familyName[fam], familyName[fam])
+			case !p.Contains(a):
+				d.errorf(it, "tun.peer", "%s is not in the network of tun.address %s (%s)", a, p, p.Masked())
+			case a == p.Addr():
+				d.errorf(it, "tun.peer", "%s is the kernel's own address (tun.address); the peer is netjam's end of the device", a)
+			case !hostOf(p, a):
+				d.errorf(it, "tun.peer", "%s is the %s address of %s, not a host address", a, reservedName(p, a), p.Masked())
+			default:
+				peers[fam] = a
+			}
+		}
+		if addrOK && d.count == before {
+			for fam, an := range addrs {
+				if an != nil && !given[fam] {
+					d.errorf(v, "tun.peer", "no %s peer for tun.address %s (a peer given lists one per family of address)", familyName[fam], prefixes[fam])
+				}
+			}
+		}
+	} else if addrOK {
+		for fam, an := range addrs {
+			if an != nil {
+				peers[fam], _ = defaultPeer(prefixes[fam])
+			}
+		}
+	}
+	for _, p := range t.Address {
+		if a := peers[family(p.Addr())]; a.IsValid() {
+			t.Peer = append(t.Peer, a)
+		}
+	}
+
+	if v := f["mtu"]; v != nil {
+		if m, ok := d.integer(v, "tun.mtu", 576, 65535); ok {
+			switch {
+			case mtuOK && int(m) > mtu:
+				d.errorf(v, "tun.mtu", "%d is above the scenario's mtu (%d): packets larger than the path's MTU could not cross it", m, mtu)
+			case addrs[1] != nil && m < minMTUIPv6:
+				d.errorf(v, "tun.mtu", "%d is below %d, IPv6's minimum MTU, and tun.address has an IPv6 address", m, minMTUIPv6)
+			default:
+				t.MTU = int(m)
+			}
+		}
+	} else if addrs[1] != nil && mtuOK && mtu < minMTUIPv6 {
+		d.errorf(addrs[1], "tun.address", "%s needs an MTU of at least %d (IPv6's minimum), but the scenario's mtu is %d", prefixes[1], minMTUIPv6, mtu)
+	}
+
+	if v := f["routes"]; v != nil {
+		seen := map[netip.Prefix]bool{}
+		for _, it := range d.scalars(v, "tun.routes", "a network like 192.0.2.0/24") {
+			p, ok := d.network(it, "tun.routes")
+			if !ok {
+				continue
+			}
+			fam := family(p.Addr())
+			switch {
+			case p.Bits() == 0:
+				d.errorf(it, "tun.routes", "%s would route everything, including netjam's own relay sockets, into the device; route the networks to reach", p)
+			case p != p.Masked():
+				d.errorf(it, "tun.routes", "%s has host bits set (the network is %s)", p, p.Masked())
+			case seen[p]:
+				d.errorf(it, "tun.routes", "%s is listed twice", p)
+			case addrOK && addrs[fam] == nil:
+				d.errorf(it, "tun.routes", "%s is %s, but tun.address has no %s address", p, familyName[fam], familyName[fam])
+			default:
+				seen[p] = true
+				t.Routes = append(t.Routes, p)
+			}
+		}
+	}
+
+	servicesOK := true
+	if v := f["services"]; v != nil {
+		var s bool
+		if s, servicesOK = d.boolean(v, "tun.services"); servicesOK {
+			t.Services = s
+		}
+	}
+	if v := f["forward"]; v != nil {
+		t.Forward = d.forwards(v, t.Services && servicesOK)
+	}
+
+	if v := f["transparent"]; v != nil {
+		t.Transparent = d.transparent(v)
+	}
+
+	if v := f["udp_idle"]; v != nil {
+		if idle, ok := d.duration(v, "tun.udp_idle", true, time.Hour); ok {
+			t.UDPIdle = idle
+		}
+	}
+
+	if v := f["netns"]; v != nil {
+		if s, ok := d.text(v, "tun.netns"); ok {
+			switch {
+			case strings.HasPrefix(s, "/"):
+				t.Netns = s
+			case strings.Contains(s, "/"):
+				d.errorf(v, "tun.netns", "%s is a relative path; give a namespace name (as in ip netns) or an absolute path like /proc/PID/ns/net", quote(s))
+			default:
+				if why := nameProblem(s); why != "" {
+					d.errorf(v, "tun.netns", "%s is not a valid namespace name (%s)", quote(s), why)
+				} else {
+					t.Netns = netnsDir + s
+				}
+			}
+		}
+	}
+
+	switch v := f["station"]; {
+	case v != nil && w == nil:
+		d.errorf(v, "tun.station", "there is no wifi cell in this scenario")
+	case v == nil && w != nil:
+		d.errorf(n, "tun.station", "with a wifi cell, tun needs a station: the one the kernel sits behind")
+	case v != nil:
+		if name, ok := d.station(v, "tun.station", w); ok {
+			t.Station = name
+		}
+	}
+	return t
+}
+
+// forwards decodes tun.forward; services tells whether the echo and
+// discard ports are taken.
+func (d *decoder) forwards(n *yaml.Node, services bool) []Forward {
+	if n.Kind != yaml.SequenceNode {
+		d.errorf(n, "tun.forward", "expected a list of forwards like {proto: tcp, listen: 5201, to: 127.0.0.1:5201}, got %s", describe(n))
+		return nil
+	}
+	var out []Forward
+	first := map[string]*yaml.Node{} // "tcp/5201": its first listen
+	for i, item := range n.Content {
+		path := fmt.Sprintf("tun.forward[%d]", i)
+		f, ok := d.fields(item, path, "a mapping of proto, listen and to", forwardKeys)
+		if !ok {
+			continue
+		}
+		var fw Forward
+		before := d.count
+		if v := f["proto"]; v == nil {
+			d.errorf(item, join(path, "proto"), "a forward needs a proto (tcp or udp)")
+		} else {
+			fw.Proto, _ = d.oneOf(v, join(path, "proto"), "protocol", forwardProtos)
+		}
+		lv := f["listen"]
+		if lv == nil {
+			d.errorf(item, join(path, "listen"), "a forward needs a listen port (the peer's port, 1 to 65535)")
+		} else if p, ok := d.integer(lv, join(path, "listen"), 1, 65535); ok {
+			fw.Listen = uint16(p)
+		}
+		if v := f["to"]; v == nil {
+			d.errorf(item, join(path, "to"), "a forward needs a to address (the real server, like 127.0.0.1:5201)")
+		} else if s, ok := d.text(v, join(path, "to")); ok {
+			ap, err := netip.ParseAddrPort(s)
+			switch {
+			case err != nil:
+				d.errorf(v, join(path, "to"), "%s is not an IP address and port like 127.0.0.1:5201 or [::1]:5201 (host names are not looked up)", quote(s))
+			case ap.Port() == 0:
+				d.errorf(v, join(path, "to"), "%s has port 0", ap)
+			case ap.Addr().Unmap().IsUnspecified() || ap.Addr().IsMulticast():
+				d.errorf(v, join(path, "to"), "%s is not a unicast address", ap)
+			default:
+				fw.To = ap
+			}
+		}
+		if fw.Proto != "" && fw.Listen != 0 {
+			key := fmt.Sprintf("%s/%d", fw.Proto, fw.Listen)
+			switch prev, dup := first[key]; {
+			case dup && (d.origins[prev] != "" || prev.Line == 0):
+				d.errorf(lv, join(path, "listen"), "%s port %d is forwarded twice", fw.Proto, fw.Listen)
+			case dup:
+				d.errorf(lv, join(path, "listen"), "%s port %d is forwarded twice (first at line %d)", fw.Proto, fw.Listen, prev.Line)
+			case services && (fw.Listen == echoPort || fw.Listen == discardPort):
+				svc := "echo"
+				if fw.Listen == discardPort {
+					svc = "discard"
+				}
+				d.errorf(lv, join(path, "listen"), "port %d is the %s service's while services are on (set tun.services: false to forward it)", fw.Listen, svc)
+			default:
+				first[key] = lv
+			}
+		}
+		if d.count == before {
+			out = append(out, fw)
+		}
+	}
+	return out
+}
+
+// Ports of the peer's services.
+const (
+	echoPort    = 7
+	discardPort = 9
+)
+
+// transparent decodes tun.transparent.
+func (d *decoder) transparent(n *yaml.Node) *Transparent {
+	f, ok := d.fields(n, "tun.transparent", "a mapping with allow, the destinations to relay to", transparentKeys)
+	if !ok {
+		return nil
+	}
+	tr := &Transparent{}
+	v := f["allow"]
+	if v == nil {
+		d.errorf(n, "tun.transparent.allow", "transparent relaying needs allow, the networks it may relay to (netjam is never an open relay)")
+		return tr
+	}
+	const path = "tun.transparent.allow"
+	items := d.scalars(v, path, "a network like 192.0.2.0/24")
+	if v.Kind == yaml.SequenceNode && len(v.Content) == 0 {
+		d.errorf(v, path, "expected at least one network (netjam is never an open relay)")
+	}
+	seen := map[netip.Prefix]bool{}
+	for _, it := range items {
+		p, ok := d.network(it, path)
+		if !ok {
+			continue
+		}
+		switch {
+		case p.Bits() == 0:
+			d.errorf(it, path, "%s allows every destination, and netjam is never an open relay: list the networks to reach", p)
+		case p != p.Masked():
+			d.errorf(it, path, "%s has host bits set (the network is %s)", p, p.Masked())
+		case seen[p]:
+			d.errorf(it, path, "%s is listed twice", p)
+		default:
+			seen[p] = true
+			tr.Allow = append(tr.Allow, p)
+		}
+	}
+	return tr
+}
+
+// scalars returns the items of n, one scalar or a list of scalars; want
+// says what one item is. Items that are not scalars are reported and left
+// out.
+func (d *decoder) scalars(n *yaml.Node, path, want string) []*yaml.Node {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		return []*yaml.Node{n}
+	case yaml.SequenceNode:
+		var out []*yaml.Node
+		for _, it := range n.Content {
+			if d.scalar(it, path, want) {
+				out = append(out, it)
+			}
+		}
+		return out
+	}
+	d.errorf(n, path, "expected %s or a list of them, got %s", want, describe(n))
+	return nil
+}
+
+// hostPrefix decodes the kernel's address on the device: a unicast host
+// address with the length of its network's prefix, leaving room in that
+// network for the peer.
+func (d *decoder) hostPrefix(n *yaml.Node, path string) (netip.Prefix, bool) {
+	p, err := netip.ParsePrefix(n.Value)
+	if err != nil {
+		if a, err := netip.ParseAddr(n.Value); err == nil && a.Zone() == "" {
+			d.errorf(n, path, "%s needs a prefix length, like %s/%d", quote(n.Value), a, typicalBits(a))
+		} else {
+			d.errorf(n, path, "%s is not an address with a prefix length, like 10.99.0.1/24 or fd99::1/64", quote(n.Value))
+		}
+		return p, false
+	}
+	a := p.Addr()
+	switch {
+	case a.Is4In6():
+		d.errorf(n, path, "%s is IPv4-mapped IPv6; write the IPv4 address as such (like 10.99.0.1/24)", p)
+	case a.IsUnspecified() || a.IsMulticast() || a.IsLoopback():
+		d.errorf(n, path, "%s is not a unicast host address", p)
+	case p.Bits() == 0:
+		d.errorf(n, path, "%s would route everything, including netjam's own relay sockets, into the device; give the network's prefix length, like %s/%d", p, a, typicalBits(a))
+	case reservedName(p, a) == "network":
+		d.errorf(n, path, "%s is the network's own address, not a host address (like %s/%d)", p, a.Next(), p.Bits())
+	case reservedName(p, a) == "broadcast":
+		d.errorf(n, path, "%s is the network's broadcast address, not a host address", p)
+	default:
+		if _, ok := defaultPeer(p); !ok {
+			d.errorf(n, path, "%s leaves no other address in its network for the peer; use a shorter prefix, like %s/%d", p, a, typicalBits(a))
+			return p, false
+		}
+		return p, true
+	}
+	return p, false
+}
+
+// addr decodes the peer's address: an IP address without prefix or zone.
+func (d *decoder) addr(n *yaml.Node, path string) (netip.Addr, bool) {
+	a, err := netip.ParseAddr(n.Value)
+	switch {
+	case err != nil:
+		if p, err := netip.ParsePrefix(n.Value); err == nil {
+			d.errorf(n, path, "%s has a prefix length; write the address alone (%s): the network is tun.address's", quote(n.Value), p.Addr())
+		} else {
+			d.errorf(n, path, "%s is not an IP address like 10.99.0.2 or fd99::2", quote(n.Value))
+		}
+	case a.Zone() != "":
+		d.errorf(n, path, "%s has a zone; an address on the device takes none", a)
+	case a.Is4In6():
+		d.errorf(n, path, "%s is IPv4-mapped IPv6; write the IPv4 address as such (like 10.99.0.2)", a)
+	default:
+		return a, true
+	}
+	return a, false
+}
+
+// network decodes a network: an address and a prefix length. Whether host
+// bits may be set is the caller's to say.
+func (d *decoder) network(n *yaml.Node, path string) (netip.Prefix, bool) {
+	p, err := netip.ParsePrefix(n.Value)
+	if err != nil {
+		if a, err := netip.ParseAddr(n.Value); err == nil && a.Zone() == "" {
+			d.errorf(n, path, "%s needs a prefix length (%s/%d for this one address)", quote(n.Value), a, a.BitLen())
+		} else {
+			d.errorf(n, path, "%s is not a network like 192.0.2.0/24 or 2001:db8::/32", quote(n.Value))
+		}
+		return p, false
+	}
+	if p.Addr().Is4In6() {
+		d.errorf(n, path, "%s is IPv4-mapped IPv6; write the IPv4 network as such (like 192.0.2.0/24)", p)
+		return p, false
+	}
+	return p, true
+}
+
+// station decodes the name of a station of w.
+func (d *decoder) station(n *yaml.Node, path string, w *WiFi) (string, bool) {
+	name, ok := d.text(n, path)
+	if !ok {
+		return "", false
+	}
+	if w.Station(name) < 0 {
+		var names []string
+		for _, s := range w.Stations {
+			names = append(names, s.Name)
+		}
+		d.errorf(n, path, "%s is not a station (expected one of: %s)", quote(name), strings.Join(names, ", "))
+		return name, false
+	}
+	return name, true
+}
+
+// ifNameProblem returns why name is not an interface name Linux accepts,
+// or "".
+func ifNameProblem(name string) string {
+	switch {
+	case name == "":
+		return "leave name out for " + defaultTUNName
+	case len(name) > maxIfName:
+		return fmt.Sprintf("at most %d bytes, Linux's limit", maxIfName)
+	case name == "." || name == "..":
+		return `"." and ".." are not names`
+	case strings.ContainsAny(name, "/:%") || strings.IndexFunc(name, unicode.IsSpace) >= 0:
+		return "no '/', ':', '%' or white space"
+	}
+	return ""
+}
+
+// typicalBits is the prefix length of a typical network of a's family,
+// for examples in messages.
+func typicalBits(a netip.Addr) int {
+	if a.Is4() {
+		return 24
+	}
+	return 64
+}
+
+// family is 0 for an IPv4 address, 1 for IPv6: the index of familyName.
+func family(a netip.Addr) int {
+	if a.Is4() {
+		return 0
+	}
+	return 1
+}
+
+var familyName = [2]string{"IPv4", "IPv6"}
+
+// hostOf reports whether a, in network p, may be a host's address: any
+// address but, in an IPv4 network larger than /31, the network's own
+// address and its broadcast address.
+func hostOf(p netip.Prefix, a netip.Addr) bool {
+	return reservedName(p, a) == ""
+}
+
+// reservedName returns "network" or "broadcast" when a is that address of
+// the IPv4 network p (larger than /31), else "".
+func reservedName(p netip.Prefix, a netip.Addr) string {
+	if !a.Is4() || p.Bits() >= 31 {
+		return ""
+	}
+	switch a {
+	case p.Masked().Addr():
+		return "network"
+	case lastAddr(p):
+		return "broadcast"
+	}
+	return ""
+}
+
+// lastAddr returns the last address of network p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := range b {
+		bits := p.Bits() - 8*i // of this byte in the prefix
+		switch {
+		case bits <= 0:
+			b[i] = 0xff
+		case bits < 8:
+			b[i] |= 0xff >> bits
+		}
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// defaultPeer returns the peer of the kernel's address p: the next address
+// (10.99.0.1/24 gives 10.99.0.2), or the one before when the next is not
+// a host of p's network (10.99.0.254/24 gives 10.99.0.253).
+func defaultPeer(p netip.Prefix) (netip.Addr, bool) {
+	for _, a := range []netip.Addr{p.Addr().Next(), p.Addr().Prev()} {
+		if a.IsValid() && p.Contains(a) && hostOf(p, a) {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// KernelCongestionControls returns the congestion controls the machine's
+// kernel offers, for checking the cc of kernel flows. It reads
+// /proc/sys/net/ipv4/tcp_available_congestion_control; tests replace it.
+var KernelCongestionControls func() ([]string, error) = kernelCongestionControls
+
+func kernelCongestionControls() ([]string, error) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(string(b)), nil
+}
+
+// KernelFlows reports whether any flow of s runs on the kernel's TCP/IP,
+// through the TUN device.
+func (s *Scenario) KernelFlows() bool {
+	for _, f := range s.Flows {
+		if f.Stack == StackKernel {
+			return true
+		}
+	}
+	return false
+}
