@@ -35,23 +35,66 @@ type KernelTCPConn struct {
 	*net.TCPConn
 }
 
-// DialKernelTCP connects to addr with the kernel's TCP using congestion
-// control cc ("" for the system default). The algorithm is set before the
-// connection is made, so it governs the whole connection, handshake and
+// KernelTCPOptions are the socket options of a kernel TCP connection.
+type KernelTCPOptions struct {
+	// CC is the congestion control (TCP_CONGESTION); "" means the
+	// system's default (net.ipv4.tcp_congestion_control).
+	CC string
+	// SendBuffer and ReceiveBuffer set SO_SNDBUF and SO_RCVBUF before the
+	// connection is made (the kernel doubles them, and turns its
+	// auto-tuning off for the buffer set); 0 leaves auto-tuning on.
+	SendBuffer, ReceiveBuffer int
+}
+
+// control applies o to a socket before it connects or listens: the
+// window scale is agreed in the handshake, so the receive buffer must be
+// set by then, and the congestion control governs the whole connection,
 // slow start included.
-func DialKernelTCP(ctx context.Context, addr netip.AddrPort, cc string) (*KernelTCPConn, error) {
-	if cc != "" {
-		avail, err := KernelCongestionControls()
-		if err != nil {
-			return nil, err
-		}
-		if !slices.Contains(avail, cc) {
-			return nil, fmt.Errorf("congestion control %q is not available in this kernel (available: %s)", cc, strings.Join(avail, ", "))
-		}
+func (o KernelTCPOptions) control(_, _ string, rc syscall.RawConn) error {
+	if err := setCC(rc, o.CC); err != nil {
+		return err
 	}
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		return setCC(rc, cc)
-	}}
+	var serr error
+	err := rc.Control(func(fd uintptr) {
+		if o.SendBuffer > 0 {
+			if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, o.SendBuffer); serr != nil {
+				serr = fmt.Errorf("setting SO_SNDBUF to %d: %w", o.SendBuffer, serr)
+				return
+			}
+		}
+		if o.ReceiveBuffer > 0 {
+			if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, o.ReceiveBuffer); serr != nil {
+				serr = fmt.Errorf("setting SO_RCVBUF to %d: %w", o.ReceiveBuffer, serr)
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
+// checkCC reports a congestion control the kernel does not offer.
+func checkCC(cc string) error {
+	if cc == "" {
+		return nil
+	}
+	avail, err := KernelCongestionControls()
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(avail, cc) {
+		return fmt.Errorf("congestion control %q is not available in this kernel (available: %s)", cc, strings.Join(avail, ", "))
+	}
+	return nil
+}
+
+// DialKernelTCP connects to addr with the kernel's TCP and the options o.
+func DialKernelTCP(ctx context.Context, addr netip.AddrPort, o KernelTCPOptions) (*KernelTCPConn, error) {
+	if err := checkCC(o.CC); err != nil {
+		return nil, err
+	}
+	d := net.Dialer{Control: o.control}
 	c, err := d.DialContext(ctx, "tcp", addr.String())
 	if err != nil {
 		return nil, err
@@ -60,12 +103,13 @@ func DialKernelTCP(ctx context.Context, addr netip.AddrPort, cc string) (*Kernel
 }
 
 // ListenKernelTCP listens on addr with the kernel's TCP; accepted
-// connections use congestion control cc ("" for the default) for what
-// they send.
-func ListenKernelTCP(addr netip.AddrPort, cc string) (*net.TCPListener, error) {
-	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
-		return setCC(rc, cc)
-	}}
+// connections have the options o (a listener's socket options are
+// inherited by the connections it accepts).
+func ListenKernelTCP(addr netip.AddrPort, o KernelTCPOptions) (*net.TCPListener, error) {
+	if err := checkCC(o.CC); err != nil {
+		return nil, err
+	}
+	lc := net.ListenConfig{Control: o.control}
 	ln, err := lc.Listen(context.Background(), "tcp", addr.String())
 	if err != nil {
 		return nil, err

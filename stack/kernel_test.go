@@ -19,7 +19,7 @@ func TestKernelTCPCongestionControlAndInfo(t *testing.T) {
 	}
 	for _, cc := range ccs {
 		t.Run(cc, func(t *testing.T) {
-			ln, err := ListenKernelTCP(netip.MustParseAddrPort("127.0.0.1:0"), cc)
+			ln, err := ListenKernelTCP(netip.MustParseAddrPort("127.0.0.1:0"), KernelTCPOptions{CC: cc})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -35,7 +35,7 @@ func TestKernelTCPCongestionControlAndInfo(t *testing.T) {
 				n, _ := io.Copy(io.Discard, c)
 				done <- n
 			}()
-			c, err := DialKernelTCP(context.Background(), netip.MustParseAddrPort(ln.Addr().String()), cc)
+			c, err := DialKernelTCP(context.Background(), netip.MustParseAddrPort(ln.Addr().String()), KernelTCPOptions{CC: cc})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,7 +61,7 @@ func TestKernelTCPUnknownCongestionControl(t *testing.T) {
 	if _, err := KernelCongestionControls(); err != nil {
 		t.Skip(err)
 	}
-	_, err := DialKernelTCP(context.Background(), netip.MustParseAddrPort("127.0.0.1:9"), "vegas-nope")
+	_, err := DialKernelTCP(context.Background(), netip.MustParseAddrPort("127.0.0.1:9"), KernelTCPOptions{CC: "vegas-nope"})
 	if err == nil || !strings.Contains(err.Error(), `congestion control "vegas-nope" is not available in this kernel (available: `) {
 		t.Fatalf("got %v", err)
 	}

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -64,24 +63,11 @@ func missing(t testing.TB, reason string) {
 	t.Skipf("skipped: %s; set NETJAM_REQUIRE_TUN=1 to make this a failure", reason)
 }
 
-// inThread runs f on a goroutine locked to a thread of its own, which is
-// thrown away afterwards (the goroutine ends locked), so whatever f does
-// to the thread's namespace never leaks into other goroutines.
-func inThread(f func()) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread()
-		f()
-	}()
-	<-done
-}
-
 // inNetns runs f with the calling thread in ns: sockets f opens and
 // processes it starts live in ns.
 func inNetns(ns netns.NsHandle, f func() error) error {
 	var err error
-	inThread(func() {
+	onThread(func() {
 		if err = netns.Set(ns); err == nil {
 			err = f()
 		}
@@ -97,7 +83,7 @@ func newNetns(t testing.TB) netns.NsHandle {
 	requireTUN(t)
 	var ns netns.NsHandle
 	var err error
-	inThread(func() {
+	onThread(func() {
 		if ns, err = netns.New(); err == nil {
 			var lo netlink.Link
 			if lo, err = netlink.LinkByName("lo"); err == nil {

@@ -1,0 +1,116 @@
+package stack
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// Netns is a Linux network namespace that netjam opens sockets and starts
+// processes in: the namespace of a TUN device (kernel flows must send from
+// where the device's routes are) or the fresh namespace of a shell.
+//
+// A namespace is entered only on a thread of its own that is thrown away
+// afterwards (Do), so no other goroutine ever runs in it by accident. A nil
+// *Netns is the caller's own namespace.
+type Netns struct {
+	h    netns.NsHandle
+	path string
+}
+
+// NewNetns makes a fresh network namespace with its loopback device up and
+// nothing else: no device, no route. It is anonymous (no file under
+// /var/run/netns): the kernel frees it once it is closed and the last
+// process in it has ended, so a crash cannot leave it behind. Making one
+// needs CAP_SYS_ADMIN; the error then wraps ErrPrivilege.
+func NewNetns() (*Netns, error) {
+	var h netns.NsHandle
+	var err error
+	onThread(func() {
+		if h, err = netns.New(); err != nil {
+			return
+		}
+		var lo netlink.Link
+		if lo, err = netlink.LinkByName("lo"); err == nil {
+			err = netlink.LinkSetUp(lo)
+		}
+	})
+	if err != nil {
+		if h.IsOpen() {
+			h.Close()
+		}
+		if errors.Is(err, os.ErrPermission) {
+			return nil, &PrivilegeError{Op: "making a network namespace", Err: err, Need: "CAP_SYS_ADMIN",
+				Fixes: []string{"run netjam as root: sudo " + exeName() + " ...",
+					"or in a user namespace where you are root: unshare --user --map-root-user --net " + exeName() + " ..."}}
+		}
+		return nil, fmt.Errorf("making a network namespace: %w", err)
+	}
+	return &Netns{h: h, path: fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), int(h))}, nil
+}
+
+// OpenNetns opens the existing namespace at path (/var/run/netns/NAME,
+// /proc/PID/ns/net).
+func OpenNetns(path string) (*Netns, error) {
+	h, err := netns.GetFromPath(path)
+	if err != nil {
+		return nil, fmt.Errorf("network namespace %s: %w", path, err)
+	}
+	return &Netns{h: h, path: path}, nil
+}
+
+// Path names the namespace for TUNConfig.Netns and for other processes
+// (nsenter --net=PATH); "" for a nil Netns.
+func (n *Netns) Path() string {
+	if n == nil {
+		return ""
+	}
+	return n.path
+}
+
+// Do runs f in the namespace: sockets f opens live in it for good, and
+// processes f starts run in it. f runs on a goroutine locked to a thread
+// that is discarded when f returns. For a nil Netns, f runs in the
+// caller's namespace.
+func (n *Netns) Do(f func() error) error {
+	if n == nil {
+		return f()
+	}
+	var err error
+	onThread(func() {
+		if err = netns.Set(n.h); err != nil {
+			err = fmt.Errorf("entering network namespace %s: %w", n.path, err)
+			return
+		}
+		err = f()
+	})
+	return err
+}
+
+// Close releases netjam's handle on the namespace; a namespace of NewNetns
+// goes away when nothing else holds it. Idempotent; nil-safe.
+func (n *Netns) Close() error {
+	if n == nil || !n.h.IsOpen() {
+		return nil
+	}
+	err := n.h.Close()
+	n.h = netns.None()
+	return err
+}
+
+// onThread runs f on a goroutine locked to a thread of its own, which ends
+// with the goroutine (it exits still locked), so whatever f does to the
+// thread's namespace never reaches another goroutine.
+func onThread(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		f()
+	}()
+	<-done
+}
