@@ -16,6 +16,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -47,6 +48,19 @@ type Options struct {
 	// Capture, when not empty, replaces the scenario's capture points
 	// (the command line's --capture).
 	Capture []string
+
+	// Attached, when not nil, runs alongside each TUN mode run, once its
+	// path is up and its flows are connected (netjam shell runs the
+	// user's command in it). The run then lasts until Attached returns
+	// and the flows are done, not for its duration; ctx ends when the run
+	// is interrupted. Attached's error becomes the run's.
+	Attached func(ctx context.Context) error
+
+	// openTUN opens TUN devices; nil means stack.OpenTUN. Tests replace
+	// it with an in-memory device.
+	openTUN openDevice
+	// relayDial, when not nil, replaces the relay's dialer (tests).
+	relayDial func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // Progress shows a run's progress to a person.
@@ -167,7 +181,9 @@ start:
 	for _, r := range results {
 		if r.rs != nil {
 			sum.Runs = append(sum.Runs, *r.rs)
-			sum.series = append(sum.series, r.series)
+			if r.series != nil {
+				sum.series = append(sum.series, r.series)
+			}
 		}
 		if r.err != nil && !errors.Is(r.err, context.Canceled) {
 			errs = append(errs, r.err)
@@ -198,8 +214,17 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 	if s.Variant != "" {
 		log = log.With(zap.String("variant", s.Variant))
 	}
-	l, err := newLab(s, o.Clock, log, o.OutDir)
+	open := o.openTUN
+	if open == nil {
+		open = openTUN
+	}
+	l, err := newLab(s, o.Clock, log, o.OutDir, labHooks{open: open, dial: o.relayDial})
 	if err != nil {
+		if IsPrivilege(err) {
+			// The other variants run; this one is reported as skipped.
+			log.Warn("run skipped: TUN mode needs privileges", zap.Error(err))
+			return &RunSummary{Variant: s.Variant, Seed: s.Seed, Skipped: privilegeReason(err)}, nil, fmt.Errorf("run %s: %w", runName(s), err)
+		}
 		return nil, nil, fmt.Errorf("run %s: %w", runName(s), err)
 	}
 	defer l.close()
@@ -240,7 +265,21 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 			errs[i] = f.Run(runCtx)
 		}()
 	}
+	var attachedErr error
+	if l.tun != nil && o.Attached != nil {
+		attachedErr = o.Attached(ctx)
+	}
 	wg.Wait()
+	if l.tun != nil && len(fls) == 0 && o.Attached == nil {
+		// TUN mode without flows is for applications outside netjam:
+		// the path stays up for the run's duration or until interrupted.
+		t := o.Clock.NewTimer(s.Duration)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
 	cancel()
 	smp.stop()
 	elapsed := o.Clock.Now().Sub(start)
@@ -264,6 +303,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 		rs.WiFi = &ws
 	}
 	rs.Captures = l.captureStats()
+	rs.TUN = l.tunSummary()
 	rs.Links[0].DeliveryDrops = l.deliveryDrops(true)
 	rs.Links[1].DeliveryDrops = l.deliveryDrops(false)
 	var tputs []float64
@@ -299,6 +339,9 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !(errors.Is(err, context.Canceled) && ctx.Err() == nil) {
 			failed = append(failed, fmt.Errorf("flow %s: %w", fls[i].Name(), err))
 		}
+	}
+	if attachedErr != nil {
+		failed = append(failed, attachedErr)
 	}
 	if err := errors.Join(failed...); err != nil {
 		return rs, series, fmt.Errorf("run %s: %w", runName(s), err)

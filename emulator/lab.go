@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"path/filepath"
 	"sync"
@@ -49,15 +50,20 @@ type lab struct {
 	client, server   map[netip.Addr]*endHost
 
 	clk clock.Clock
+	log *zap.Logger
 	// capClient and capServer write the packets seen at the client and
 	// server side (nil: no capture there).
 	capClient, capServer *capture.Writer
+
+	// tun is TUN mode's part; nil without a tun section.
+	tun *tunEnd
 
 	noRoute  atomic.Uint64 // packets whose destination no host owns
 	tooLarge atomic.Uint64 // packets larger than the pool's buffers (never with a sane MTU)
 }
 
-// endHost is a host at one end of the path.
+// endHost is a host at one end of the path: a netstack host, or the
+// kernel behind the TUN device (whose host is nil).
 type endHost struct {
 	host    *stack.Host
 	in      *inbox
@@ -68,10 +74,9 @@ type endHost struct {
 
 // inbox hands the packets leaving a direction to one host on a goroutine
 // of its own, so that the direction's scheduler never waits for gVisor to
-// process a packet: at high rates the two then share the machine's cores
-// instead of taking turns on one.
+// process a packet (or for a write into the TUN device): at high rates the
+// two then share the machine's cores instead of taking turns on one.
 type inbox struct {
-	h    *stack.Host
 	ch   chan *impair.Packet
 	full atomic.Uint64 // packets dropped because the host fell behind
 	done chan struct{}
@@ -83,12 +88,14 @@ type inbox struct {
 // is counted.
 const inboxLen = 1024
 
-func newInbox(h *stack.Host) *inbox {
-	b := &inbox{h: h, ch: make(chan *impair.Packet, inboxLen), done: make(chan struct{})}
+// newInbox starts an inbox that hands each packet to deliver, which must
+// not keep it.
+func newInbox(deliver func(pkt []byte)) *inbox {
+	b := &inbox{ch: make(chan *impair.Packet, inboxLen), done: make(chan struct{})}
 	go func() {
 		defer close(b.done)
 		for p := range b.ch {
-			b.h.Inject(p.Data)
+			deliver(p.Data)
 			p.Release()
 		}
 	}()
@@ -131,9 +138,10 @@ func hostAddrs(i int, server bool) []netip.Prefix {
 // newLab builds the path, the Wi-Fi cell and the hosts the flows of s
 // need. Nothing runs until start; close releases everything, also after a
 // failed newLab.
-func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir string) (*lab, error) {
+func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir string, hooks labHooks) (*lab, error) {
 	l := &lab{
 		clk:    clk,
+		log:    log,
 		pool:   impair.NewPool(s.MTU),
 		client: map[netip.Addr]*endHost{},
 		server: map[netip.Addr]*endHost{},
@@ -150,6 +158,7 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir strin
 	if err := l.openCaptures(s, outDir); err != nil {
 		return fail(err)
 	}
+	tunStation := -1
 	if s.WiFi != nil {
 		cfg := s.WiFi.Config(s.Seed)
 		l.cell, err = wifi.NewRunner(cfg, clk, l.fromCell(true), l.fromCell(false))
@@ -157,6 +166,10 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir strin
 			return fail(err)
 		}
 		for i, st := range s.WiFi.Stations {
+			if s.TUN != nil && st.Name == s.TUN.Station {
+				tunStation = i // the kernel's endpoint goes here, see setupTUN
+				continue
+			}
 			sack := true
 			for _, f := range s.Flows {
 				if f.Station == st.Name && f.Type == "tcp" {
@@ -169,6 +182,9 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir strin
 		}
 	}
 	for _, f := range s.Flows {
+		if f.Stack == scenario.StackKernel {
+			continue // from the kernel to the peer host, see setupTUN
+		}
 		if s.WiFi == nil && l.find(l.clients, f.SACK) == nil {
 			if _, err := l.addHost(s, clk, log, false, f.SACK, -1, ""); err != nil {
 				return fail(err)
@@ -178,6 +194,12 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir strin
 			if _, err := l.addHost(s, clk, log, true, f.SACK, -1, ""); err != nil {
 				return fail(err)
 			}
+		}
+	}
+	// The device comes last: once it is up, the kernel may send.
+	if s.TUN != nil {
+		if err := l.setupTUN(s, log, hooks, tunStation); err != nil {
+			return fail(err)
 		}
 	}
 	return l, nil
@@ -217,7 +239,7 @@ func (l *lab) addHost(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, se
 	if err != nil {
 		return nil, err
 	}
-	e := &endHost{host: h, in: newInbox(h), v4: addrs[0].Addr(), sack: sack, station: station}
+	e := &endHost{host: h, in: newInbox(h.Inject), v4: addrs[0].Addr(), sack: sack, station: station}
 	*side = append(*side, e)
 	for _, a := range addrs {
 		owner[a.Addr()] = e
@@ -315,6 +337,9 @@ func (l *lab) deliver(toServer bool) func(time.Time, *impair.Packet) {
 			owner, cw = l.server, l.capServer
 		}
 		e := owner[dstAddr(p.Data)]
+		if e == nil && toServer && l.tun != nil && l.tun.cfg.Transparent != nil {
+			e = l.tun.peer // its relay takes any destination (and refuses what is not allowed)
+		}
 		switch {
 		case e == nil:
 			l.noRoute.Add(1)
@@ -354,6 +379,9 @@ func (l *lab) start(ctx context.Context) {
 	if l.cell != nil {
 		l.cell.Start(ctx)
 	}
+	if l.tun != nil {
+		l.startTUN()
+	}
 }
 
 // deliveryDrops returns the packets that were dropped because the host
@@ -371,11 +399,15 @@ func (l *lab) deliveryDrops(serverSide bool) uint64 {
 	return n
 }
 
-// close stops the packet sources in the path first (the cell, then the
-// directions), so that nothing is delivered into a host being closed, then
-// the inboxes, then the hosts (and with them every endpoint they made).
-// Safe to call more than once.
+// close stops the packet sources in the path first (the TUN device and its
+// read loop, the cell, then the directions), so that nothing is delivered
+// into a host being closed, then the inboxes, then the hosts (and with
+// them every endpoint they made), then the relay, which waits for its
+// goroutines. Safe to call more than once.
 func (l *lab) close() {
+	if err := l.stopTUN(); err != nil {
+		l.log.Error("closing the TUN device", zap.Error(err))
+	}
 	if l.cell != nil {
 		l.cell.Close()
 	}
@@ -386,7 +418,15 @@ func (l *lab) close() {
 		e.in.close()
 	}
 	for _, e := range append(l.clients, l.servers...) {
-		e.host.Close()
+		if e.host != nil {
+			e.host.Close()
+		}
+	}
+	if l.tun != nil {
+		if l.tun.relay != nil {
+			l.tun.relay.Close()
+		}
+		l.tun.ns.Close()
 	}
 	for _, cw := range []*capture.Writer{l.capClient, l.capServer} {
 		if cw != nil {
@@ -445,6 +485,18 @@ const setupTimeout = 30 * time.Second
 // newFlow connects flow number i of s across the lab and returns it ready
 // to run. conns are the connections the caller closes after the run.
 func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenario.Flow, clk clock.Clock) (flows.Flow, []closer, error) {
+	// A flow sends until its own duration or the run's end, whichever
+	// comes first. (A flow bounded by size or count instead is cut by the
+	// run's deadline.)
+	if end := s.Duration - f.Start; f.Duration > end {
+		f.Duration = end
+	}
+	port := flowPort(s, i)
+	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	if f.Stack == scenario.StackKernel {
+		return l.newKernelFlow(ctx, i, f, port, clk)
+	}
 	client, server := l.ends(s, f)
 	from, to := client.host, server.host
 	toAddr := server.v4
@@ -452,16 +504,7 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 		from, to = to, from
 		toAddr = client.v4
 	}
-	// A flow sends until its own duration or the run's end, whichever
-	// comes first. (A flow bounded by size or count instead is cut by the
-	// run's deadline.)
-	if end := s.Duration - f.Start; f.Duration > end {
-		f.Duration = end
-	}
-	port := uint16(5001 + i)
 	dst := netip.AddrPortFrom(toAddr, port)
-	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
-	defer cancel()
 	switch f.Type {
 	case "tcp":
 		o := stack.TCPOptions{CC: f.CC, SendBuffer: int(f.SendBuffer), ReceiveBuffer: int(f.ReceiveBuffer)}
@@ -469,41 +512,13 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 		if err != nil {
 			return nil, nil, err
 		}
-		defer ln.Close()
-		type accepted struct {
-			c   *stack.TCPConn
-			err error
-		}
-		ach := make(chan accepted, 1)
-		go func() {
-			c, err := ln.Accept(ctx)
-			ach <- accepted{c, err}
-		}()
-		send, err := from.DialTCP(ctx, dst, o)
-		if err != nil {
-			ln.Close()
-			if a := <-ach; a.c != nil {
-				a.c.Close()
+		return newTCPFlow(ctx, f, clk, ln, func() (net.Conn, func() stack.TCPInfo, error) {
+			c, err := from.DialTCP(ctx, dst, o)
+			if err != nil {
+				return nil, nil, err
 			}
-			return nil, nil, fmt.Errorf("flow %s: %w", f.Name, err)
-		}
-		a := <-ach
-		if a.err != nil {
-			send.Close()
-			return nil, nil, fmt.Errorf("flow %s: accept: %w", f.Name, a.err)
-		}
-		info := func() flows.TCPInfo {
-			in := send.Info()
-			return flows.TCPInfo{SRTT: in.SRTT, RTTVar: in.RTTVar, RTO: in.RTO, Cwnd: in.Cwnd, Ssthresh: in.Ssthresh,
-				Retransmits: in.Retransmits, FastRetransmits: in.FastRetransmits, Timeouts: in.Timeouts}
-		}
-		fl, err := flows.NewTCPBulk(flows.TCPBulkSpec{Name: f.Name, Size: f.Size, Duration: f.Duration, Start: f.Start}, clk, send, a.c, info)
-		if err != nil {
-			send.Close()
-			a.c.Close()
-			return nil, nil, err
-		}
-		return fl, []closer{send, a.c}, nil
+			return c, c.Info, nil
+		})
 	default: // udp
 		recv, err := to.ListenUDP(port)
 		if err != nil {
@@ -526,6 +541,69 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 }
 
 type closer interface{ Close() error }
+
+// newTCPFlow connects a TCP bulk flow: dial connects its sender while ln
+// (closed on return) accepts its receiver. dial returns the sender and
+// how to read its TCP state.
+func newTCPFlow(ctx context.Context, f scenario.Flow, clk clock.Clock, ln *stack.TCPListener,
+	dial func() (net.Conn, func() stack.TCPInfo, error)) (flows.Flow, []closer, error) {
+	defer ln.Close()
+	type accepted struct {
+		c   *stack.TCPConn
+		err error
+	}
+	ach := make(chan accepted, 1)
+	go func() {
+		c, err := ln.Accept(ctx)
+		ach <- accepted{c, err}
+	}()
+	send, info, err := dial()
+	if err != nil {
+		ln.Close()
+		if a := <-ach; a.c != nil {
+			a.c.Close()
+		}
+		return nil, nil, fmt.Errorf("flow %s: %w", f.Name, err)
+	}
+	a := <-ach
+	if a.err != nil {
+		send.Close()
+		return nil, nil, fmt.Errorf("flow %s: accept: %w", f.Name, a.err)
+	}
+	fl, err := flows.NewTCPBulk(flows.TCPBulkSpec{Name: f.Name, Size: f.Size, Duration: f.Duration, Start: f.Start}, clk, send, a.c,
+		func() flows.TCPInfo {
+			in := info()
+			return flows.TCPInfo{SRTT: in.SRTT, RTTVar: in.RTTVar, RTO: in.RTO, Cwnd: in.Cwnd, Ssthresh: in.Ssthresh,
+				Retransmits: in.Retransmits, FastRetransmits: in.FastRetransmits, Timeouts: in.Timeouts}
+		})
+	if err != nil {
+		send.Close()
+		a.c.Close()
+		return nil, nil, err
+	}
+	return fl, []closer{send, a.c}, nil
+}
+
+// flowPort returns the port of flow number i: 5001 + i, or the next one
+// up that the TUN's forwards and services leave free on the peer.
+func flowPort(s *scenario.Scenario, i int) uint16 {
+	taken := map[uint16]bool{}
+	if s.TUN != nil {
+		for _, f := range s.TUN.Forward {
+			taken[f.Listen] = true
+		}
+	}
+	port := uint16(5001)
+	for n := 0; ; port++ {
+		if taken[port] {
+			continue
+		}
+		if n == i {
+			return port
+		}
+		n++
+	}
+}
 
 // connectFlows connects every flow at once and returns them with the
 // connections to close after the run. On error, the flows that did

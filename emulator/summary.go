@@ -37,6 +37,11 @@ type RunSummary struct {
 	// Captures are the pcap writers' counters by point (packets written,
 	// truncated, not written because every allowed file was full).
 	Captures map[string]CaptureSummary `json:"captures,omitempty"`
+	// TUN is what TUN mode's device and relay saw; absent without it.
+	TUN *TUNSummary `json:"tun,omitempty"`
+	// Skipped, when not empty, says why the run did not happen (TUN mode
+	// without the privileges it needs); nothing else is filled then.
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // CaptureSummary is one capture point's counters.

@@ -1,0 +1,328 @@
+package emulator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netjam/netjam/stack"
+)
+
+// Tests of TUN mode over real TUN devices: each makes a network namespace
+// of its own, puts the device in it, and runs real clients (iperf3, ping,
+// curl) and kernel flows there; netjam's relay sockets and the test's
+// servers stay on loopback in the test's namespace. They need root and
+// /dev/net/tun, and skip without (fail with NETJAM_REQUIRE_TUN=1).
+
+// requireTUN skips t without root or /dev/net/tun.
+func requireTUN(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		missing(t, "not running as root: TUN devices and network namespaces need CAP_NET_ADMIN and CAP_SYS_ADMIN (run: sudo go test ./emulator/)")
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		missing(t, fmt.Sprintf("no TUN device node: %v (sudo modprobe tun; in a container: --device /dev/net/tun)", err))
+	}
+}
+
+// missing skips t for reason, or fails it when NETJAM_REQUIRE_TUN=1.
+func missing(t testing.TB, reason string) {
+	t.Helper()
+	if os.Getenv("NETJAM_REQUIRE_TUN") == "1" {
+		t.Fatalf("NETJAM_REQUIRE_TUN=1, but %s", reason)
+	}
+	t.Skipf("skipped: %s; set NETJAM_REQUIRE_TUN=1 to make this a failure", reason)
+}
+
+// requireTool returns the path of a program the test runs.
+func requireTool(t testing.TB, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		missing(t, fmt.Sprintf("%s is not installed (apt-get install %s)", name, pkg))
+	}
+	return p
+}
+
+// testNetns makes a namespace for the test's device and clients.
+func testNetns(t testing.TB) *stack.Netns {
+	t.Helper()
+	requireTUN(t)
+	ns, err := stack.NewNetns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	return ns
+}
+
+// runIn runs a program in ns and returns its standard output; a failure
+// includes its standard error.
+func runIn(ctx context.Context, ns *stack.Netns, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	cmd.WaitDelay = 5 * time.Second
+	if err := ns.Do(cmd.Start); err != nil {
+		return "", err
+	}
+	if err := cmd.Wait(); err != nil {
+		return out.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, errOut.String())
+	}
+	return out.String(), nil
+}
+
+// runTUNIn runs plan y with its device in ns; attached runs once the path
+// is up.
+func runTUNIn(t *testing.T, y string, attached func(ctx context.Context) error) *Summary {
+	t.Helper()
+	sum, err := Run(context.Background(), mustPlan(t, y), Options{Attached: attached})
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return sum
+}
+
+// iperf3Server starts iperf3 -s on loopback; it returns the port.
+func iperf3Server(t *testing.T) int {
+	t.Helper()
+	bin := requireTool(t, "iperf3", "iperf3")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(bin, "-s", "-B", "127.0.0.1", "-p", strconv.Itoa(port))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	for range 100 { // until it listens
+		if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
+			c.Close()
+			return port
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("iperf3 -s does not listen")
+	return 0
+}
+
+// TestTUNIperf3UDPCutToTheUplink offers 20 Mbit/s of iperf3 UDP into a
+// 10 Mbit/s uplink: what arrives is the uplink's rate less the IP and UDP
+// headers, within 3%.
+func TestTUNIperf3UDPCutToTheUplink(t *testing.T) {
+	ns := testNetns(t)
+	port := iperf3Server(t)
+	const payload = 1400
+	var report string
+	runTUNIn(t, fmt.Sprintf(`
+duration: 60s
+link: {uplink: {rate: 10Mbps, queue: 100}}
+tun:
+  netns: %s
+  forward:
+    - {proto: tcp, listen: 5201, to: 127.0.0.1:%d}
+    - {proto: udp, listen: 5201, to: 127.0.0.1:%d}
+`, ns.Path(), port, port), func(ctx context.Context) error {
+		var err error
+		report, err = runIn(ctx, ns, "iperf3", "-c", "10.99.0.2", "-u", "-b", "20M", "-l", strconv.Itoa(payload), "-t", "4", "-J")
+		return err
+	})
+	var r struct {
+		End struct {
+			Sum struct {
+				Seconds     float64 `json:"seconds"`
+				Bytes       float64 `json:"bytes"`
+				LostPackets int     `json:"lost_packets"`
+				Packets     int     `json:"packets"`
+			} `json:"sum"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal([]byte(report), &r); err != nil {
+		t.Fatalf("iperf3 report: %v\n%s", err, report)
+	}
+	s := r.End.Sum
+	received := float64(s.Packets-s.LostPackets) * payload * 8 / s.Seconds
+	want := 10e6 * payload / (payload + 28)
+	t.Logf("iperf3: %d sent, %d lost in %.2f s: %.3f Mbit/s received, want %.3f", s.Packets, s.LostPackets, s.Seconds, received/1e6, want/1e6)
+	if math.Abs(received-want)/want > 0.03 {
+		t.Errorf("received %.3f Mbit/s, want %.3f within 3%%", received/1e6, want/1e6)
+	}
+}
+
+// TestTUNIperf3TCPCongestionControls: iperf3 TCP with the kernel's cubic
+// and bbr completes through a lossy, delayed, rate-limited link.
+func TestTUNIperf3TCPCongestionControls(t *testing.T) {
+	ns := testNetns(t)
+	port := iperf3Server(t)
+	for _, cc := range []string{"cubic", "bbr"} {
+		t.Run(cc, func(t *testing.T) {
+			avail, _ := stack.KernelCongestionControls()
+			if !slices.Contains(avail, cc) {
+				missing(t, fmt.Sprintf("the kernel does not offer %s (modprobe tcp_%s)", cc, cc))
+			}
+			var report string
+			sum := runTUNIn(t, fmt.Sprintf(`
+duration: 60s
+link: {rate: 20Mbps, delay: 10ms, loss: 1%%, queue: 200}
+tun:
+  netns: %s
+  forward: [{proto: tcp, listen: 5201, to: 127.0.0.1:%d}]
+`, ns.Path(), port), func(ctx context.Context) error {
+				var err error
+				report, err = runIn(ctx, ns, "iperf3", "-c", "10.99.0.2", "-C", cc, "-t", "3", "-J")
+				return err
+			})
+			var r struct {
+				End struct {
+					SumSent struct {
+						Bytes       float64 `json:"bytes"`
+						Retransmits int     `json:"retransmits"`
+					} `json:"sum_sent"`
+					SumReceived struct {
+						BitsPerSecond float64 `json:"bits_per_second"`
+					} `json:"sum_received"`
+					CC string `json:"sender_tcp_congestion"`
+				} `json:"end"`
+			}
+			if err := json.Unmarshal([]byte(report), &r); err != nil {
+				t.Fatalf("iperf3 report: %v\n%s", err, report)
+			}
+			e := r.End
+			t.Logf("%s: %.2f Mbit/s received, %d retransmits; uplink loss drops %d", e.CC, e.SumReceived.BitsPerSecond/1e6, e.SumSent.Retransmits,
+				sum.Runs[0].Links[0].Drops["loss"])
+			if e.CC != cc || e.SumSent.Bytes == 0 || e.SumReceived.BitsPerSecond == 0 || e.SumSent.Retransmits == 0 {
+				t.Errorf("iperf3 -C %s: %+v", cc, e)
+			}
+		})
+	}
+}
+
+// TestTUNPingRTT: 20 ms of delay each way gives ping a 40 ms RTT within
+// 2 ms (median of 40 pings).
+func TestTUNPingRTT(t *testing.T) {
+	ns := testNetns(t)
+	requireTool(t, "ping", "iputils-ping")
+	var out string
+	runTUNIn(t, fmt.Sprintf(`
+duration: 60s
+link: {delay: 20ms}
+tun: {netns: %s}
+`, ns.Path()), func(ctx context.Context) error {
+		var err error
+		out, err = runIn(ctx, ns, "ping", "-n", "-c", "40", "-i", "0.05", "10.99.0.2")
+		return err
+	})
+	var rtts []float64
+	for _, m := range regexp.MustCompile(`time=([0-9.]+) ms`).FindAllStringSubmatch(out, -1) {
+		v, _ := strconv.ParseFloat(m[1], 64)
+		rtts = append(rtts, v)
+	}
+	if len(rtts) != 40 {
+		t.Fatalf("%d replies, want 40:\n%s", len(rtts), out)
+	}
+	sort.Float64s(rtts)
+	p50, p99 := rtts[20], rtts[39]
+	t.Logf("ping RTT p50 %.3f ms, p99 %.3f ms, min %.3f (40 ms configured)", p50, p99, rtts[0])
+	if math.Abs(p50-40) > 2 {
+		t.Errorf("ping RTT p50 %.3f ms, want 40 +- 2 ms", p50)
+	}
+}
+
+// TestTUNTransparentRefusesOutsideAllow: curl to a destination routed into
+// the device but not in allow is reset at once, and counted as refused.
+func TestTUNTransparentRefusesOutsideAllow(t *testing.T) {
+	ns := testNetns(t)
+	requireTool(t, "curl", "curl")
+	var curlErr error
+	sum := runTUNIn(t, fmt.Sprintf(`
+duration: 60s
+tun:
+  netns: %s
+  routes: [192.0.2.0/24]
+  transparent: {allow: [198.51.100.0/24]}
+`, ns.Path()), func(ctx context.Context) error {
+		_, curlErr = runIn(ctx, ns, "curl", "-sS", "--max-time", "10", "http://192.0.2.1/")
+		return nil
+	})
+	var ee *exec.ExitError
+	if !errors.As(curlErr, &ee) || ee.ExitCode() != 7 {
+		t.Errorf("curl to a destination outside allow: %v, want exit status 7 (failed to connect)", curlErr)
+	}
+	if r := sum.Runs[0].TUN.Relay.TCP; r.Refused == 0 || r.Relayed != 0 {
+		t.Errorf("relay %+v, want refused and nothing relayed", r)
+	}
+}
+
+// TestTUNKernelFlows runs kernel flows (reno, cubic and bbr: whatever the
+// kernel offers) through a lossy path against the peer: each byte arrives
+// (the flow checks), retransmissions are read from TCP_INFO, and a kernel
+// UDP flow loses exactly what the uplink's loss dropped.
+func TestTUNKernelFlows(t *testing.T) {
+	ns := testNetns(t)
+	avail, err := stack.KernelCongestionControls()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var variants []string
+	for _, cc := range []string{"reno", "cubic", "bbr"} {
+		if slices.Contains(avail, cc) {
+			variants = append(variants, fmt.Sprintf("  - {name: %s, set: {flows.bulk.cc: %s}}", cc, cc))
+		}
+	}
+	sum := runTUNIn(t, fmt.Sprintf(`
+seed: 3
+duration: 60s
+link: {rate: 20Mbps, delay: 10ms, queue: 200, uplink: {loss: 2%%}}
+tun: {netns: %s}
+flows:
+  - {name: bulk, type: tcp, stack: kernel, size: 2MB}
+variants:
+%s
+`, ns.Path(), strings.Join(variants, "\n")), nil)
+	for _, r := range sum.Runs {
+		f := flowByName(t, r, "bulk")
+		t.Logf("%s: %.2f Mbit/s, %d retransmissions, srtt p50 %.1f ms", r.Variant, f.ThroughputBps/1e6, f.Retransmissions, f.RTTMs.P50)
+		if f.BytesReceived != 2e6 || f.Retransmissions == 0 || f.CC != r.Variant {
+			t.Errorf("%s: received %d of 2000000 bytes, %d retransmissions, cc %q", r.Variant, f.BytesReceived, f.Retransmissions, f.CC)
+		}
+	}
+
+	udp := runTUNIn(t, fmt.Sprintf(`
+seed: 5
+duration: 60s
+link: {uplink: {loss: 5%%, delay: 5ms}}
+tun: {netns: %s}
+flows:
+  - {name: probe, type: udp, stack: kernel, interval: 1ms, count: 3000, packet_size: 200}
+  - {name: back, type: udp, stack: kernel, direction: down, interval: 1ms, count: 1000, packet_size: 200}
+`, ns.Path()), nil).Runs[0]
+	probe, back := flowByName(t, udp, "probe"), flowByName(t, udp, "back")
+	if lost, drops := probe.PacketsSent-probe.PacketsReceived, udp.Links[0].Drops["loss"]; lost != drops {
+		t.Errorf("kernel UDP flow lost %d datagrams, the uplink's loss dropped %d", lost, drops)
+	}
+	// 3000 at 5%: sd of the ratio sqrt(.05*.95/3000) = 0.004; 4.5 sd.
+	if math.Abs(probe.LossRatio-0.05) > 0.018 {
+		t.Errorf("loss ratio %.4f, want 0.05 +- 0.018", probe.LossRatio)
+	}
+	if back.PacketsReceived != 1000 {
+		t.Errorf("the downlink flow received %d of 1000", back.PacketsReceived)
+	}
+}

@@ -1,0 +1,325 @@
+package emulator
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/stack"
+)
+
+// memDevice is a TUN device in memory, for TUN mode without root: what
+// the test's "kernel" (a netstack host) sends, Read returns; what the lab
+// writes, the kernel host receives.
+type memDevice struct {
+	name   string
+	in     chan []byte
+	out    func([]byte)
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newMemDevice(name string) *memDevice {
+	return &memDevice{name: name, in: make(chan []byte, 256), closed: make(chan struct{})}
+}
+
+func (d *memDevice) Read(buf []byte) (int, error) {
+	select {
+	case b := <-d.in:
+		return copy(buf, b), nil
+	case <-d.closed:
+		return 0, os.ErrClosed
+	}
+}
+
+func (d *memDevice) Write(pkt []byte) (int, error) {
+	select {
+	case <-d.closed:
+		return 0, os.ErrClosed
+	default:
+	}
+	if d.out != nil {
+		d.out(pkt)
+	}
+	return len(pkt), nil
+}
+
+func (d *memDevice) Name() string { return d.name }
+
+func (d *memDevice) Close() error {
+	d.once.Do(func() { close(d.closed) })
+	return nil
+}
+
+// send hands the lab a packet as the kernel would; false once closed.
+func (d *memDevice) send(b []byte) bool {
+	select {
+	case d.in <- b:
+		return true
+	case <-d.closed:
+		return false
+	}
+}
+
+// fakeKernel is a TUN mode run whose kernel is a netstack host behind a
+// memDevice.
+type fakeKernel struct {
+	dev  *memDevice
+	host *stack.Host
+	cfg  stack.TUNConfig
+}
+
+// fakeTUN returns an openDevice making a fakeKernel, sent on ready once
+// the device is open.
+func fakeTUN(t testing.TB, ready chan<- *fakeKernel) openDevice {
+	return func(cfg stack.TUNConfig) (device, error) {
+		d := newMemDevice(cfg.Name)
+		h, err := stack.NewHost(stack.HostConfig{Name: "kernel", Addrs: cfg.Addrs, MTU: cfg.MTU, Clock: clock.Real{}, Seed: 7, SACK: true,
+			Output: func(pkt [][]byte) { d.send(bytes.Join(pkt, nil)) }})
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { h.Close() })
+		d.out = h.Inject
+		ready <- &fakeKernel{dev: d, host: h, cfg: cfg}
+		return d, nil
+	}
+}
+
+// runTUN runs plan y in TUN mode over a fakeKernel; attached runs with
+// the kernel once the path is up.
+func runTUN(t *testing.T, y string, dial func(ctx context.Context, network, address string) (net.Conn, error),
+	attached func(ctx context.Context, k *fakeKernel) error) (*Summary, error) {
+	t.Helper()
+	ready := make(chan *fakeKernel, 1)
+	o := Options{openTUN: fakeTUN(t, ready), relayDial: dial, Attached: func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return attached(ctx, <-ready)
+	}}
+	return Run(context.Background(), mustPlan(t, y), o)
+}
+
+// TestTUNModeRelaysThroughThePath runs TUN mode's wiring without root: a
+// netstack host plays the kernel behind an in-memory device. Its TCP and
+// UDP reach the peer's echo service and a real HTTP server on loopback
+// (through a forward) across a path with 10 ms each way, and the relay's
+// counters say so.
+func TestTUNModeRelaysThroughThePath(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hello through netjam")
+	}))
+	defer srv.Close()
+	sum, err := runTUN(t, fmt.Sprintf(`
+link: {delay: 10ms}
+tun:
+  forward: [{proto: tcp, listen: 8080, to: %s}]
+`, srv.Listener.Addr()), nil, func(ctx context.Context, k *fakeKernel) error {
+		peer := netip.MustParseAddr("10.99.0.2")
+		// TCP echo: one round trip crosses both 10 ms delays.
+		c, err := k.host.DialTCP(ctx, netip.AddrPortFrom(peer, 7), stack.TCPOptions{})
+		if err != nil {
+			return fmt.Errorf("dial echo: %w", err)
+		}
+		defer c.Close()
+		start := time.Now()
+		msg := []byte("ping through the path")
+		if _, err := c.Write(msg); err != nil {
+			return err
+		}
+		got := make([]byte, len(msg))
+		if _, err := io.ReadFull(c, got); err != nil {
+			return fmt.Errorf("echo read: %w", err)
+		}
+		if rtt := time.Since(start); !bytes.Equal(got, msg) || rtt < 20*time.Millisecond {
+			return fmt.Errorf("echo: %q after %v, want %q after at least 20ms", got, rtt, msg)
+		}
+		// HTTP through the forward.
+		hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return k.host.DialTCP(ctx, netip.AddrPortFrom(peer, 8080), stack.TCPOptions{})
+		}}}
+		resp, err := hc.Get("http://netjam.test/")
+		if err != nil {
+			return fmt.Errorf("http: %w", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		hc.CloseIdleConnections()
+		if string(body) != "hello through netjam" {
+			return fmt.Errorf("http body %q", body)
+		}
+		// UDP echo.
+		u, err := k.host.DialUDP(netip.AddrPortFrom(peer, 7))
+		if err != nil {
+			return err
+		}
+		defer u.Close()
+		if _, err := u.Write([]byte("datagram")); err != nil {
+			return err
+		}
+		u.SetReadDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 100)
+		n, err := u.Read(buf)
+		if err != nil || string(buf[:n]) != "datagram" {
+			return fmt.Errorf("udp echo: %q, %v", buf[:n], err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sum.Runs[0]
+	if r.TUN == nil {
+		t.Fatal("no TUN summary")
+	}
+	if r.TUN.Relay.TCP.Served != 1 || r.TUN.Relay.TCP.Relayed != 1 || r.TUN.Relay.UDP.Served != 1 {
+		t.Errorf("relay counters %+v, want 1 TCP served, 1 relayed, 1 UDP served", r.TUN.Relay)
+	}
+	if r.TUN.Malformed != 0 || r.Links[0].PacketsOut == 0 || r.Links[1].PacketsOut == 0 {
+		t.Errorf("malformed %d, uplink out %d, downlink out %d", r.TUN.Malformed, r.Links[0].PacketsOut, r.Links[1].PacketsOut)
+	}
+}
+
+// TestTUNModeTransparentRefusesOutsideAllow: in transparent mode, a
+// destination in allow is relayed to, one outside is reset.
+func TestTUNModeTransparentRefusesOutsideAllow(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "allowed")
+			c.Close()
+		}
+	}()
+	// The relay dials the allowed 198.51.100.7:80 as asked, and the
+	// test's dialer takes it to the server on loopback.
+	target := netip.MustParseAddrPort("198.51.100.7:80")
+	var dialed []string
+	dial := func(ctx context.Context, network, address string) (net.Conn, error) {
+		dialed = append(dialed, network+" "+address)
+		var d net.Dialer
+		return d.DialContext(ctx, network, ln.Addr().String())
+	}
+	sum, err := runTUN(t, `
+tun:
+  routes: [198.51.100.0/24, 192.0.2.0/24]
+  transparent: {allow: [198.51.100.0/24]}
+`, dial, func(ctx context.Context, k *fakeKernel) error {
+		c, err := k.host.DialTCP(ctx, target, stack.TCPOptions{})
+		if err != nil {
+			return fmt.Errorf("allowed destination: %w", err)
+		}
+		b, err := io.ReadAll(c)
+		c.Close()
+		if err != nil || string(b) != "allowed" {
+			return fmt.Errorf("allowed destination: %q, %v", b, err)
+		}
+		_, err = k.host.DialTCP(ctx, netip.MustParseAddrPort("192.0.2.1:80"), stack.TCPOptions{})
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("a destination outside allow: got %v, want connection refused", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := sum.Runs[0].TUN.Relay.TCP; r.Relayed != 1 || r.Refused != 1 {
+		t.Errorf("relay %+v, want 1 relayed, 1 refused", r)
+	}
+	if len(dialed) != 1 || dialed[0] != "tcp 198.51.100.7:80" {
+		t.Errorf("the relay dialed %q, want only tcp 198.51.100.7:80", dialed)
+	}
+}
+
+func TestWellFormed(t *testing.T) {
+	v4 := make([]byte, 28)
+	v4[0], v4[3] = 0x45, 28
+	v6 := make([]byte, 48)
+	v6[0], v6[5] = 0x60, 8
+	for _, c := range []struct {
+		name string
+		b    []byte
+		ok   bool
+	}{
+		{"ipv4", v4, true},
+		{"ipv6", v6, true},
+		{"empty", nil, false},
+		{"ipv4 short", v4[:19], false},
+		{"ipv4 length disagrees", v4[:27], false},
+		{"ipv4 ihl 4", append([]byte{0x44}, v4[1:]...), false},
+		{"ipv4 ihl past total", append([]byte{0x4f}, v4[1:]...), false},
+		{"ipv6 short", v6[:39], false},
+		{"ipv6 length disagrees", v6[:47], false},
+		{"version 5", append([]byte{0x55}, v4[1:]...), false},
+	} {
+		if got := wellFormed(c.b); got != c.ok {
+			t.Errorf("%s: wellFormed = %v, want %v", c.name, got, c.ok)
+		}
+	}
+}
+
+// FuzzTUNPacket feeds any bytes to TUN mode's read loop, as a device
+// could return them: nothing panics, and every packet is either counted
+// as malformed or enters the uplink.
+func FuzzTUNPacket(f *testing.F) {
+	v4 := []byte{0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 10, 99, 0, 1, 10, 99, 0, 2, 0, 1, 0, 7, 0, 8, 0, 0}
+	f.Add(v4)
+	f.Add([]byte{0x60, 0, 0, 0, 0, 0, 17, 64})
+	f.Add([]byte{})
+	f.Add(bytes.Repeat([]byte{0xff}, 60))
+	ready := make(chan *fakeKernel, 1)
+	s := mustPlan(f, "tun: {}").Runs[0]
+	s.Seed = 1
+	l, err := newLab(s, clock.Real{}, zap.NewNop(), "", labHooks{open: fakeTUN(f, ready)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l.start(ctx)
+	k := <-ready
+	f.Cleanup(func() {
+		cancel()
+		l.close()
+	})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		malformed := l.tun.malformed.Load()
+		before := malformed + l.path.Up.Stats().InPackets
+		if !k.dev.send(bytes.Clone(b)) {
+			t.Fatal("device closed")
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for l.tun.malformed.Load()+l.path.Up.Stats().InPackets == before {
+			if time.Now().After(deadline) {
+				t.Fatalf("a %d-byte packet was neither counted malformed nor sent into the uplink", len(b))
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+		if got := l.tun.malformed.Load() + l.path.Up.Stats().InPackets - before; got != 1 {
+			t.Fatalf("one packet counted %d times", got)
+		}
+		if counted := l.tun.malformed.Load() != malformed; counted == wellFormed(b) {
+			t.Fatalf("counted malformed: %v, well formed: %v", counted, wellFormed(b))
+		}
+	})
+}
