@@ -20,7 +20,7 @@ import (
 const (
 	exitOK       = 0
 	exitFailed   = 1 // a run that failed or was interrupted
-	exitBadUsage = 2 // bad usage or bad scenario: nothing was started
+	exitBadUsage = 2 // bad usage, a bad scenario or a missing privilege: nothing was started
 )
 
 func main() {
@@ -56,6 +56,7 @@ Examples:
    netjam run                                   # the embedded default scenario
    netjam run configs/reference.yaml --set link.uplink.loss=5% --seed 7
    netjam validate configs/*.yaml
+   sudo netjam shell --set link.delay=20ms -- ping -c 3 10.99.0.2
    netjam --log-level debug --log-format json run my.yaml`,
 		Writer:    stdout,
 		ErrWriter: stderr,
@@ -72,7 +73,7 @@ Examples:
 			}
 			return nil
 		},
-		Commands:        []*cli.Command{runCommand(), validateCommand(), plotCommand(), versionCommand()},
+		Commands:        []*cli.Command{runCommand(), shellCommand(), validateCommand(), plotCommand(), versionCommand()},
 		HideHelpCommand: true,
 		// --set values are YAML and may hold commas: {time: 5ms, jitter: 1ms}.
 		DisableSliceFlagSeparator: true,

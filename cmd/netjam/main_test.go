@@ -13,7 +13,13 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(beNetjam) == "1" {
+		// A child of a test, running as netjam (see netjamProcess).
+		os.Exit(run(append([]string{"netjam"}, os.Args[1:]...), os.Stdout, os.Stderr))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // netjam runs the CLI in-process and returns its exit code and output.
 func netjam(t *testing.T, args ...string) (code int, stdout, stderr string) {

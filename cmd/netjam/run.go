@@ -148,6 +148,6 @@ func doRun(c *cli.Context) error {
 	case errors.Is(runErr, context.Canceled):
 		return cli.Exit("interrupted; partial results in "+out, exitFailed)
 	default:
-		return cli.Exit(runErr, exitFailed)
+		return cli.Exit(runErr, exitCodeOf(runErr))
 	}
 }

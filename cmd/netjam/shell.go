@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+
+	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/stack"
+)
+
+func shellCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "shell",
+		Usage:     "run a command in a network namespace whose only way out is the emulated path",
+		ArgsUsage: "[SCENARIO.yaml] -- COMMAND [ARGS...]",
+		Description: `Makes a fresh network namespace holding only a loopback device and the
+scenario's TUN device, with default routes into the device, and runs
+COMMAND in it, as mahimahi's shells do: every packet COMMAND sends crosses
+the scenario's uplink, every reply its downlink. The peer (NETJAM_PEER in
+COMMAND's environment, 10.99.0.2 by default) answers ping and relays the
+scenario's tun.forward ports to real servers, and tun.transparent's allow
+list to any destination. The scenario's flows run alongside.
+
+The namespace and the device go away with COMMAND; netjam exits with
+COMMAND's exit status (128+N when a signal N ended it). Without a scenario
+file, or when it has no tun section, the device takes its defaults.
+Ctrl-C reaches COMMAND from the terminal; netjam passes SIGTERM and SIGHUP
+on to it. Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN); without, exits 2
+saying how to get them.
+
+Examples:
+   sudo netjam shell --set link.delay=50ms -- ping -c 5 10.99.0.2
+   sudo netjam shell configs/tun-iperf3.yaml -- iperf3 -c 10.99.0.2 -C bbr
+   sudo netjam shell my.yaml --variant lossy -- bash`,
+		Flags: []cli.Flag{
+			&cli.StringSliceFlag{Name: "set", Usage: "override a scenario key by its dotted path: KEY=VALUE (repeatable); VALUE is YAML"},
+			&cli.Uint64Flag{Name: "seed", Usage: "seed for every random decision (overrides the scenario's)"},
+			&cli.StringFlag{Name: "variant", Usage: "the variant to run, when the scenario has variants"},
+			&cli.StringFlag{Name: "out", Usage: "write the run's results (summary.json, timeseries.csv, ...) into this folder"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no table when COMMAND ends"},
+		},
+		OnUsageError: usageError,
+		Action:       doShell,
+	}
+}
+
+// shellDuration is a shell run's duration when the scenario names none
+// that is longer: the run lasts as long as COMMAND, and the duration only
+// bounds the scenario's flows.
+const shellDuration = 24 * time.Hour
+
+func doShell(c *cli.Context) error {
+	// The flag parser drops a "--" that directly follows the flags (no
+	// scenario file) and keeps one after the file.
+	args := c.Args().Slice()
+	var files, command []string
+	dash := slices.Index(args, "--")
+	if dash >= 0 {
+		files, command = args[:dash], args[dash+1:]
+	} else {
+		command = args
+	}
+	if len(command) == 0 {
+		return cli.Exit("shell needs a command after --: netjam shell [SCENARIO.yaml] -- COMMAND [ARGS...]", exitBadUsage)
+	}
+	if len(files) > 1 {
+		return cli.Exit(fmt.Sprintf("shell takes at most one scenario file before --, got %d", len(files)), exitBadUsage)
+	}
+	s, err := shellScenario(c, files)
+	if err != nil {
+		return err
+	}
+	level := c.String("log-level")
+	if !c.IsSet("log-level") {
+		level = "warn" // COMMAND owns the terminal
+	}
+	log, err := newLogger(level, c.String("log-format"), c.App.ErrWriter, nil)
+	if err != nil {
+		return cli.Exit(err, exitBadUsage)
+	}
+	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
+
+	ns, err := stack.NewNetns()
+	if err != nil {
+		return cli.Exit(err, exitCodeOf(err))
+	}
+	defer ns.Close()
+	s.TUN.Netns = ns.Path()
+	for _, a := range s.TUN.Address {
+		def := netip.MustParsePrefix("0.0.0.0/0")
+		if a.Addr().Is6() {
+			def = netip.MustParsePrefix("::/0")
+		}
+		s.TUN.Routes = append(s.TUN.Routes, def)
+	}
+
+	// SIGTERM and SIGHUP go on to COMMAND, which then ends, and so does
+	// the run. SIGINT from the terminal reaches COMMAND by itself (it is
+	// in netjam's process group); netjam ignores it rather than die with
+	// the namespace in use.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
+	defer signal.Stop(sigs)
+
+	status := -1
+	attached := func(ctx context.Context) error {
+		cmd := exec.Command(command[0], command[1:]...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		cmd.Env = append(os.Environ(), shellEnv(s)...)
+		if err := ns.Do(cmd.Start); err != nil {
+			return fmt.Errorf("starting %s: %w", command[0], err)
+		}
+		waited := make(chan error, 1)
+		go func() { waited <- cmd.Wait() }()
+		var killTimer <-chan time.Time
+		for {
+			select {
+			case err := <-waited:
+				status = exitStatus(cmd, err)
+				return nil
+			case sig := <-sigs:
+				if sig == syscall.SIGINT {
+					continue
+				}
+				log.Info("passing a signal on to the command", zap.Stringer("signal", sig))
+				cmd.Process.Signal(sig)
+				if killTimer == nil {
+					killTimer = time.After(10 * time.Second)
+				}
+			case <-killTimer:
+				log.Warn("the command did not end 10 s after the signal: killing it")
+				cmd.Process.Kill()
+			}
+		}
+	}
+	sum, runErr := emulator.Run(context.Background(), &scenario.Plan{Name: s.Name, Runs: []*scenario.Scenario{s}},
+		emulator.Options{Log: log.Named("emulator"), Version: versionString(), Attached: attached})
+	if out := c.String("out"); out != "" && sum != nil {
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
+		}
+		if err := emulator.WriteResults(out, &scenario.Plan{Name: s.Name, Runs: []*scenario.Scenario{s}}, sum); err != nil {
+			return cli.Exit(fmt.Sprintf("writing results: %v", err), exitFailed)
+		}
+	}
+	if !c.Bool("quiet") && sum != nil && len(sum.Runs) > 0 && sum.Runs[0].Skipped == "" {
+		emulator.PrintTable(c.App.ErrWriter, sum)
+	}
+	if runErr != nil {
+		return cli.Exit(runErr, exitCodeOf(runErr))
+	}
+	if status != 0 {
+		return cli.Exit("", status)
+	}
+	return nil
+}
+
+// shellScenario loads the one run a shell runs: the file's (or an empty
+// scenario's), with a tun section.
+func shellScenario(c *cli.Context, files []string) (*scenario.Scenario, error) {
+	o := scenario.Options{Sets: c.StringSlice("set")}
+	if c.IsSet("seed") {
+		v := c.Uint64("seed")
+		o.Seed = &v
+	}
+	load := func(o scenario.Options) (*scenario.Plan, error) {
+		if len(files) == 0 {
+			return scenario.Parse("shell", []byte(fmt.Sprintf("duration: %s\n", shellDuration)), o)
+		}
+		return scenario.Load(files[0], o)
+	}
+	plan, err := load(o)
+	if err != nil {
+		return nil, cli.Exit(err, exitBadUsage)
+	}
+	if plan.Runs[0].TUN == nil {
+		// Defaults for the device, under what the user set.
+		o.Sets = append([]string{"tun={}"}, o.Sets...)
+		if plan, err = load(o); err != nil {
+			return nil, cli.Exit(err, exitBadUsage)
+		}
+	}
+	var s *scenario.Scenario
+	variant := c.String("variant")
+	var names []string
+	for _, r := range plan.Runs {
+		names = append(names, r.Variant)
+		if r.Variant == variant {
+			s = r
+		}
+	}
+	switch {
+	case s != nil:
+	case variant == "" && len(plan.Runs) > 1:
+		return nil, cli.Exit(fmt.Sprintf("%s has variants; choose one with --variant (%s)", plan.Path, strings.Join(names, ", ")), exitBadUsage)
+	default:
+		return nil, cli.Exit(fmt.Sprintf("--variant: %s has no variant %q (it has: %s)", plan.Path, variant, strings.Join(names, ", ")), exitBadUsage)
+	}
+	if s.TUN.Netns != "" {
+		return nil, cli.Exit(fmt.Sprintf("%s: tun.netns: a shell makes its own namespace; remove tun.netns", plan.Path), exitBadUsage)
+	}
+	return s, nil
+}
+
+// shellEnv tells COMMAND where the path leads.
+func shellEnv(s *scenario.Scenario) []string {
+	env := []string{"NETJAM_DEVICE=" + s.TUN.Name}
+	for _, p := range s.TUN.Peer {
+		if p.Is4() {
+			env = append(env, "NETJAM_PEER="+p.String())
+		} else {
+			env = append(env, "NETJAM_PEER6="+p.String())
+		}
+	}
+	return env
+}
+
+// exitStatus is a finished command's exit status as a shell reports it.
+func exitStatus(cmd *exec.Cmd, err error) int {
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		return exitFailed
+	}
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+// exitCodeOf is 2 for a missing privilege, 1 for any other failure.
+func exitCodeOf(err error) int {
+	if emulator.IsPrivilege(err) {
+		return exitBadUsage
+	}
+	return exitFailed
+}

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/netjam/netjam/stack"
+)
+
+// Tests of TUN mode and shells through the netjam process itself (the
+// test binary re-executed as netjam, see TestMain): exit statuses, and
+// that nothing netjam made outlives it, whatever ends it.
+
+// beNetjam, set in a child's environment, makes the test binary run as
+// netjam with the child's arguments.
+const beNetjam = "NETJAM_TEST_BE_NETJAM"
+
+// requireRoot skips t without root or /dev/net/tun (fails it with
+// NETJAM_REQUIRE_TUN=1).
+func requireRoot(t *testing.T) {
+	t.Helper()
+	reason := ""
+	if os.Geteuid() != 0 {
+		reason = "not running as root (TUN devices and namespaces need it)"
+	} else if _, err := os.Stat("/dev/net/tun"); err != nil {
+		reason = fmt.Sprintf("no TUN device node: %v", err)
+	}
+	if reason == "" {
+		return
+	}
+	if os.Getenv("NETJAM_REQUIRE_TUN") == "1" {
+		t.Fatalf("NETJAM_REQUIRE_TUN=1, but %s", reason)
+	}
+	t.Skipf("skipped: %s; set NETJAM_REQUIRE_TUN=1 to make this a failure", reason)
+}
+
+// netjamProcess returns a command running netjam with args.
+func netjamProcess(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(os.Environ(), beNetjam+"=1")
+	return cmd
+}
+
+// waitFor polls cond for up to 30 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// TestSignalsLeaveNothingBehind ends a TUN mode run with SIGTERM (netjam
+// cleans up and exits 1, interrupted) and with SIGKILL (the kernel
+// removes the device with netjam's descriptor): in both cases the device
+// and its route are gone. The device lives in a namespace of the test.
+func TestSignalsLeaveNothingBehind(t *testing.T) {
+	requireRoot(t)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			ns, err := stack.NewNetns()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ns.Close()
+			dir := t.TempDir()
+			path := filepath.Join(dir, "tun.yaml")
+			os.WriteFile(path, []byte(fmt.Sprintf(`name: signals
+duration: 10m
+link: {delay: 5ms}
+tun: {name: njsig0, netns: %s, routes: [198.18.7.0/24]}
+`, ns.Path())), 0o644)
+			cmd := netjamProcess(t, "run", "-q", "--out", filepath.Join(dir, "out"), path)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var nl *netlink.Handle
+			if err := ns.Do(func() (err error) { nl, err = netlink.NewHandle(); return err }); err != nil {
+				t.Fatal(err)
+			}
+			defer nl.Close()
+			routeThere := func() bool {
+				routes, _ := nl.RouteList(nil, netlink.FAMILY_V4)
+				for _, r := range routes {
+					if r.Dst != nil && r.Dst.String() == "198.18.7.0/24" {
+						return true
+					}
+				}
+				return false
+			}
+			waitFor(t, "the device and its route", func() bool {
+				_, err := nl.LinkByName("njsig0")
+				return err == nil && routeThere()
+			})
+			cmd.Process.Signal(sig)
+			err = cmd.Wait()
+			code := cmd.ProcessState.ExitCode()
+			if sig == syscall.SIGTERM && (code != exitFailed || !strings.Contains(stderr.String(), "interrupted")) {
+				t.Errorf("after SIGTERM: exit %d (%v), stderr %q; want 1, interrupted", code, err, stderr.String())
+			}
+			// The kernel deletes a device whose last descriptor closed at
+			// once, though not necessarily before wait returns.
+			waitFor(t, "the device to go", func() bool {
+				_, err := nl.LinkByName("njsig0")
+				return err != nil && !routeThere()
+			})
+		})
+	}
+}
+
+// TestShell runs commands in shells: the command sees only the device and
+// the loopback, gets the peer in its environment, and its exit status is
+// netjam's; SIGTERM to netjam reaches the command, and the namespace is
+// gone with it.
+func TestShell(t *testing.T) {
+	requireRoot(t)
+	out, err := netjamProcess(t, "shell", "-q", "--", "sh", "-c", `ip -o link | wc -l; ip route; echo peer=$NETJAM_PEER; exit 7`).Output()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 7 {
+		t.Fatalf("exit status %v, want 7; output %s", err, out)
+	}
+	if got := string(out); !strings.HasPrefix(got, "2\ndefault dev netjam0") || !strings.Contains(got, "peer=10.99.0.2") {
+		t.Errorf("inside the shell: %q, want 2 links (lo, netjam0), the default route through netjam0, the peer", got)
+	}
+
+	// SIGTERM: passed on to the command, which ends; netjam exits with
+	// the command's status, and the namespace is no more (its inode is
+	// no process's and nothing is mounted for it).
+	cmd := netjamProcess(t, "shell", "-q", "--", "sh", "-c", `readlink /proc/self/ns/net; exec sleep 60`)
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	n, _ := io.ReadAtLeast(stdout, buf, 1)
+	nsID := strings.TrimSpace(string(buf[:n]))
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 128+int(syscall.SIGTERM) {
+		t.Errorf("after SIGTERM: exit %d, want %d (the command's status)", code, 128+int(syscall.SIGTERM))
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/ns/net")
+	for _, p := range procs {
+		if id, _ := os.Readlink(p); id == nsID {
+			t.Errorf("%s is still in the shell's namespace %s", p, nsID)
+		}
+	}
+}
+
+// TestWithoutPrivilegesExit2 runs TUN mode as an unprivileged user: netjam
+// exits 2 and says what is needed and how to get it.
+func TestWithoutPrivilegesExit2(t *testing.T) {
+	requireRoot(t)
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv (util-linux) is not installed")
+	}
+	// The test binary's folder is not open to others: copy it.
+	exe, _ := os.Executable()
+	dir, err := os.MkdirTemp("", "netjam-priv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "netjam")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "tun.yaml")
+	os.WriteFile(path, []byte("name: priv\nduration: 1s\ntun: {}\n"), 0o644)
+	out := filepath.Join(dir, "out")
+	os.Mkdir(out, 0o777)
+	os.Chmod(out, 0o777) // past the umask: nobody writes the results
+	for _, args := range [][]string{
+		{"run", "-q", "--out", out, path},
+		{"shell", "--", "true"},
+	} {
+		cmd := exec.Command(setpriv, append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", bin}, args...)...)
+		cmd.Env = append(os.Environ(), beNetjam+"=1")
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitBadUsage {
+			t.Errorf("netjam %s as nobody: %v, want exit 2\n%s", args[0], err, out)
+			continue
+		}
+		if s := string(out); !strings.Contains(s, "CAP_") || !strings.Contains(s, "sudo") {
+			t.Errorf("netjam %s as nobody does not say what is needed:\n%s", args[0], s)
+		}
+	}
+}
