@@ -131,7 +131,23 @@ func PrintTable(w io.Writer, sum *Summary) error {
 				pair(l.TransitMs.P50, l.TransitMs.P99, l.TransitMs.Count), late, l.Configured.Summary)
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range sum.Runs {
+		if t := r.TUN; t != nil {
+			rt, ru := t.Relay.TCP, t.Relay.UDP
+			fmt.Fprintf(w, "\nvariant %s: TUN %s, kernel %s, peer %s; relay TCP %d relayed, %d served, %d refused, %d failed; UDP %d relayed, %d served, %d refused; %d malformed packets\n",
+				variantName(r.Variant), t.Device, strings.Join(t.Kernel, " "), strings.Join(t.Peer, " "),
+				rt.Relayed, rt.Served, rt.Refused+rt.NoService+rt.Limited, rt.DialErrors+rt.Errors, ru.Relayed, ru.Served, ru.Refused+ru.NoService+ru.Limited, t.Malformed)
+		}
+	}
+	for _, r := range sum.Runs {
+		if r.Skipped != "" {
+			fmt.Fprintf(w, "\nvariant %s: skipped: %s\n", variantName(r.Variant), r.Skipped)
+		}
+	}
+	return nil
 }
 
 func variantName(v string) string {

@@ -26,6 +26,12 @@ import (
 // servers stay on loopback in the test's namespace. They need root and
 // /dev/net/tun, and skip without (fail with NETJAM_REQUIRE_TUN=1).
 
+// tunPrivileged reports whether TUN mode can run here.
+func tunPrivileged() bool {
+	_, err := os.Stat("/dev/net/tun")
+	return os.Geteuid() == 0 && err == nil
+}
+
 // requireTUN skips t without root or /dev/net/tun.
 func requireTUN(t testing.TB) {
 	t.Helper()

@@ -59,6 +59,9 @@ type runInfo struct {
 	Links     []linkInfo `json:"links"`
 	Fairness  *float64   `json:"fairness"`
 	WiFi      *wifiInfo  `json:"wifi"`
+	// Skipped says why the run did not happen (TUN mode without the
+	// privileges it needs); such a run has no figures.
+	Skipped string `json:"skipped"`
 }
 
 // wifiInfo is a run's Wi-Fi cell: its medium and each contender.
@@ -247,6 +250,7 @@ type folder struct {
 	dir       string
 	sum       summary
 	runs      []*run
+	skipped   []runInfo // runs that did not happen
 	scenarios []scenarioFile
 }
 
@@ -285,6 +289,10 @@ func load(dir string) (*folder, error) {
 	// (a summary written by an interrupted run, say) after them.
 	seen := map[string]bool{}
 	for _, ri := range f.sum.Runs {
+		if ri.Skipped != "" {
+			f.skipped = append(f.skipped, ri)
+			continue
+		}
 		s := series[ri.Variant]
 		if s == nil {
 			s = &runSeries{variant: ri.Variant, kinds: map[string]*kindSeries{}}

@@ -44,6 +44,13 @@ func HTML(dir string, version string) error {
 			page.LinkStats = append(page.LinkStats, linkStats(r, l))
 		}
 	}
+	for _, ri := range f.skipped {
+		v := ri.Variant
+		if v == "" {
+			v = "-"
+		}
+		page.Runs = append(page.Runs, runRow{Variant: v, Seed: ri.Seed, Skipped: ri.Skipped})
+	}
 	for _, fig := range figures(f) {
 		b, err := render(f, &fig, formatPNG)
 		if err != nil {
@@ -90,6 +97,7 @@ type runRow struct {
 	Variant   string
 	Seed      uint64
 	DurationS float64
+	Skipped   string // why the run did not happen; "" when it did
 }
 
 // flowRow has the columns of netjam run's flow table.
@@ -341,8 +349,9 @@ table.linkstat th, table.delays th { text-align: left; }
 <h2 id="runs">Runs</h2>
 <table class="runs">
 <tr><th>variant</th><th>seed</th><th>duration s</th></tr>
-{{range .Runs}}<tr><td>{{.Variant}}</td><td class="n">{{.Seed}}</td><td class="n">{{printf "%.2f" .DurationS}}</td></tr>
-{{end}}</table>
+{{range .Runs}}{{if .Skipped}}<tr><td>{{.Variant}}</td><td colspan="2">skipped: {{.Skipped}}</td></tr>
+{{else}}<tr><td>{{.Variant}}</td><td class="n">{{.Seed}}</td><td class="n">{{printf "%.2f" .DurationS}}</td></tr>
+{{end}}{{end}}</table>
 
 <h2 id="flows">Flows</h2>
 {{if .Flows}}<table class="flows">

@@ -38,6 +38,7 @@ Examples:
    netjam run my.yaml --set link.uplink.loss=5% --set link.delay=20ms
    netjam run my.yaml --set 'link.delay={time: 50ms, jitter: 5ms, distribution: normal}'
    netjam run my.yaml --seed 7 --duration 10s --out /tmp/run1 --quiet
+   netjam run configs/wifi-coexistence.yaml --variant cubic --variant bbr
    netjam run my.yaml --capture client --capture server   # then: tshark -r client.pcap`,
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "set", Usage: "override a scenario key by its dotted path: KEY=VALUE (repeatable); VALUE is YAML"},
@@ -45,6 +46,7 @@ Examples:
 			&cli.DurationFlag{Name: "duration", Usage: "upper bound of each run (overrides the scenario's)"},
 			&cli.StringFlag{Name: "out", Usage: "output folder (default results/<scenario>-<YYYYmmdd-HHMMSS>)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no table and log only warnings and errors"},
+			&cli.StringSliceFlag{Name: "variant", Usage: "run only this variant (repeatable; default: every variant)"},
 			&cli.StringSliceFlag{Name: "capture", Usage: "write a pcap file of the packets at this point: client or server (repeatable; replaces the scenario's capture points)"},
 			&cli.IntFlag{Name: "parallel", Value: 1, Usage: "how many variants may run at once (real-time runs compete for the CPU: keep 1 unless the machine has cores to spare)"},
 		},
@@ -83,6 +85,11 @@ func doRun(c *cli.Context) error {
 			return err
 		}
 		return cli.Exit(err, exitBadUsage)
+	}
+	if vs := c.StringSlice("variant"); len(vs) > 0 {
+		if plan.Runs, err = chooseVariants(plan, vs); err != nil {
+			return cli.Exit(err, exitBadUsage)
+		}
 	}
 	for _, p := range c.StringSlice("capture") {
 		if !slices.Contains(scenario.CapturePoints, p) {
@@ -150,4 +157,27 @@ func doRun(c *cli.Context) error {
 	default:
 		return cli.Exit(runErr, exitCodeOf(runErr))
 	}
+}
+
+// chooseVariants returns the runs of plan named by names, in plan order.
+func chooseVariants(plan *scenario.Plan, names []string) ([]*scenario.Scenario, error) {
+	var all []string
+	for _, s := range plan.Runs {
+		all = append(all, s.Variant)
+	}
+	if len(plan.Runs) == 1 && plan.Runs[0].Variant == "" {
+		return nil, fmt.Errorf("--variant: %s has no variants", plan.Path)
+	}
+	for _, n := range names {
+		if !slices.Contains(all, n) {
+			return nil, fmt.Errorf("--variant: %s has no variant %q (it has: %s)", plan.Path, n, strings.Join(all, ", "))
+		}
+	}
+	var out []*scenario.Scenario
+	for _, s := range plan.Runs {
+		if slices.Contains(names, s.Variant) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
 }
