@@ -2,10 +2,18 @@ package emulator
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/netjam/netjam/stack"
 )
 
 func cpuTime() time.Duration {
@@ -47,4 +55,174 @@ flows: [{name: bulk, type: tcp, duration: %v}]
 			b.ReportMetric(bps/n/1e6, "Mbit/s")
 		})
 	}
+}
+
+// iperf3Result is what BenchmarkTUNIperf3 reads from iperf3 -J: the
+// receiver's rate (TCP) or what arrived (UDP).
+type iperf3Result struct {
+	Error string `json:"error"`
+	End   struct {
+		SumReceived struct {
+			BitsPerSecond float64 `json:"bits_per_second"`
+		} `json:"sum_received"`
+		Sum struct {
+			BitsPerSecond float64 `json:"bits_per_second"`
+			LostPercent   float64 `json:"lost_percent"`
+		} `json:"sum"`
+	} `json:"end"`
+}
+
+func (r iperf3Result) bps(udp bool) float64 {
+	if udp {
+		return r.End.Sum.BitsPerSecond * (1 - r.End.Sum.LostPercent/100)
+	}
+	return r.End.SumReceived.BitsPerSecond
+}
+
+// iperf3Modes are the transfers BenchmarkTUNIperf3 measures: TCP from the
+// client namespace (kernel -> TUN -> uplink -> netjam), TCP the other way
+// (-R), and UDP offered at 3 Gbit/s.
+var iperf3Modes = []struct {
+	name string
+	args []string
+	udp  bool
+}{
+	{"tcp-up", nil, false},
+	{"tcp-down", []string{"-R"}, false},
+	{"udp-up", []string{"-u", "-b", "3G", "-l", "1400"}, true},
+}
+
+// BenchmarkTUNIperf3 measures TUN mode with no impairment against a plain
+// veth pair between two namespaces: iperf3 (TCP both ways, UDP) for 3 s
+// each; Gbit/s received, the path's packets per second (both directions),
+// and netjam's CPU seconds per second (the veth rows have no netjam: their
+// CPU is the kernel's and not counted). Needs root.
+//
+//	go test -run XXX -bench TUNIperf3 -benchtime 1x ./emulator/
+func BenchmarkTUNIperf3(b *testing.B) {
+	const secs = "3"
+	for _, m := range iperf3Modes {
+		b.Run("netjam/"+m.name, func(b *testing.B) {
+			ns := testNetns(b)
+			port := iperf3Server(b)
+			y := fmt.Sprintf(`
+duration: 60s
+tun:
+  netns: %s
+  forward:
+    - {proto: tcp, listen: 5201, to: 127.0.0.1:%d}
+    - {proto: udp, listen: 5201, to: 127.0.0.1:%d}
+`, ns.Path(), port, port)
+			var bps, pps, cpu float64
+			for b.Loop() {
+				var out string
+				var c0 time.Duration
+				var w0 time.Time
+				var wall time.Duration
+				sum := runTUNIn(b, y, func(ctx context.Context) error {
+					c0, w0 = cpuTime(), time.Now()
+					var err error
+					out, err = runIn(ctx, ns, "iperf3", append([]string{"-c", "10.99.0.2", "-t", secs, "-J"}, m.args...)...)
+					wall = time.Since(w0)
+					cpu += (cpuTime() - c0).Seconds() / wall.Seconds()
+					return err
+				})
+				var r iperf3Result
+				if err := json.Unmarshal([]byte(out), &r); err != nil {
+					b.Fatalf("iperf3: %v\n%s", err, out)
+				}
+				bps += r.bps(m.udp)
+				l := sum.Runs[0].Links
+				pps += float64(l[0].PacketsOut+l[1].PacketsOut) / wall.Seconds()
+			}
+			n := float64(b.N)
+			b.ReportMetric(bps/n/1e9, "Gbit/s")
+			b.ReportMetric(pps/n, "packets/s")
+			b.ReportMetric(cpu/n, "cpu-s/s")
+		})
+	}
+	for _, m := range iperf3Modes {
+		b.Run("veth/"+m.name, func(b *testing.B) {
+			client, server := vethPair(b)
+			bin := requireTool(b, "iperf3", "iperf3")
+			srv := exec.Command(bin, "-s", "-B", "10.98.0.2")
+			if err := server.Do(srv.Start); err != nil {
+				b.Fatal(err)
+			}
+			defer func() {
+				srv.Process.Kill()
+				srv.Wait()
+			}()
+			var bps float64
+			for b.Loop() {
+				var out string
+				var err error
+				for range 50 { // until the server listens
+					out, err = runIn(context.Background(), client, "iperf3", append([]string{"-c", "10.98.0.2", "-t", secs, "-J"}, m.args...)...)
+					if err == nil && !strings.Contains(out, `"error":`) {
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				var r iperf3Result
+				if err := json.Unmarshal([]byte(out), &r); err != nil {
+					b.Fatalf("iperf3: %v\n%s", err, out)
+				}
+				if r.bps(m.udp) == 0 {
+					b.Fatalf("iperf3 measured nothing:\n%s", out)
+				}
+				bps += r.bps(m.udp)
+			}
+			b.ReportMetric(bps/float64(b.N)/1e9, "Gbit/s")
+		})
+	}
+}
+
+// vethPair returns two namespaces joined by a veth pair: 10.98.0.1/24 in
+// the first, 10.98.0.2/24 in the second. Both go with the benchmark.
+func vethPair(b *testing.B) (*stack.Netns, *stack.Netns) {
+	a, z := testNetns(b), testNetns(b)
+	err := a.Do(func() error {
+		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "nj-a"}, PeerName: "nj-z"}
+		if err := netlink.LinkAdd(v); err != nil {
+			return err
+		}
+		peer, err := netlink.LinkByName("nj-z")
+		if err != nil {
+			return err
+		}
+		zfd, err := os.Open(z.Path())
+		if err != nil {
+			return err
+		}
+		defer zfd.Close()
+		if err := netlink.LinkSetNsFd(peer, int(zfd.Fd())); err != nil {
+			return err
+		}
+		addr, _ := netlink.ParseAddr("10.98.0.1/24")
+		if err := netlink.AddrAdd(v, addr); err != nil {
+			return err
+		}
+		return netlink.LinkSetUp(v)
+	})
+	if err == nil {
+		err = z.Do(func() error {
+			l, err := netlink.LinkByName("nj-z")
+			if err != nil {
+				return err
+			}
+			addr, _ := netlink.ParseAddr("10.98.0.2/24")
+			if err := netlink.AddrAdd(l, addr); err != nil {
+				return err
+			}
+			return netlink.LinkSetUp(l)
+		})
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	return a, z
 }

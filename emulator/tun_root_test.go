@@ -92,7 +92,7 @@ func runIn(ctx context.Context, ns *stack.Netns, name string, args ...string) (s
 
 // runTUNIn runs plan y with its device in ns; attached runs once the path
 // is up.
-func runTUNIn(t *testing.T, y string, attached func(ctx context.Context) error) *Summary {
+func runTUNIn(t testing.TB, y string, attached func(ctx context.Context) error) *Summary {
 	t.Helper()
 	sum, err := Run(context.Background(), mustPlan(t, y), Options{Attached: attached})
 	if err != nil {
@@ -102,7 +102,7 @@ func runTUNIn(t *testing.T, y string, attached func(ctx context.Context) error) 
 }
 
 // iperf3Server starts iperf3 -s on loopback; it returns the port.
-func iperf3Server(t *testing.T) int {
+func iperf3Server(t testing.TB) int {
 	t.Helper()
 	bin := requireTool(t, "iperf3", "iperf3")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
