@@ -158,7 +158,7 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir strin
 	if err := l.openCaptures(s, outDir); err != nil {
 		return fail(err)
 	}
-	tunStation := -1
+	var tunStations []int // the cell's stations the kernel sits behind
 	if s.WiFi != nil {
 		cfg := s.WiFi.Config(s.Seed)
 		l.cell, err = wifi.NewRunner(cfg, clk, l.fromCell(true), l.fromCell(false))
@@ -166,8 +166,8 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir strin
 			return fail(err)
 		}
 		for i, st := range s.WiFi.Stations {
-			if s.TUN != nil && st.Name == s.TUN.Station {
-				tunStation = i // the kernel's endpoint goes here, see setupTUN
+			if s.TUN != nil && s.TUN.Station(st.Name) >= 0 {
+				tunStations = append(tunStations, i) // the kernel's endpoints go here, see setupTUN
 				continue
 			}
 			sack := true
@@ -198,7 +198,7 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir strin
 	}
 	// The device comes last: once it is up, the kernel may send.
 	if s.TUN != nil {
-		if err := l.setupTUN(s, log, hooks, tunStation); err != nil {
+		if err := l.setupTUN(s, log, hooks, tunStations); err != nil {
 			return fail(err)
 		}
 	}

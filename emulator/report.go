@@ -75,11 +75,15 @@ func PrintTable(w io.Writer, sum *Summary) error {
 		hasFlows = hasFlows || len(r.Flows) > 0
 	}
 	if hasFlows {
-		fmt.Fprintln(tw, "variant\tflow\ttype\tcc\tMbit/s\tdone s\tretrans\tRTO\tlost\tdelay mean/p95 ms\tjitter ms\tfairness\t")
+		fmt.Fprintln(tw, "variant\tflow\ttype\tcc\tMbit/s\tshare\tdone s\tretrans\tRTO\tlost\tdelay mean/p95 ms\tjitter ms\tfairness\t")
 		for _, r := range sum.Runs {
 			fair := "-"
 			if r.Fairness != nil {
 				fair = fmt.Sprintf("%.3f", *r.Fairness)
+			}
+			total := 0.0
+			for _, f := range r.Flows {
+				total += f.ThroughputBps
 			}
 			for _, f := range r.Flows {
 				mbps := fmt.Sprintf("%.2f", f.ThroughputBps/1e6)
@@ -102,8 +106,12 @@ func PrintTable(w io.Writer, sum *Summary) error {
 				if cc == "" {
 					cc = "-"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", variantName(r.Variant), f.Name, f.Type, cc,
-					mbps, done, retr, rto, lost, delay, jit, fair)
+				sh := "-"
+				if total > 0 {
+					sh = fmt.Sprintf("%.1f%%", 100*f.ThroughputBps/total)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", variantName(r.Variant), f.Name, f.Type, cc,
+					mbps, sh, done, retr, rto, lost, delay, jit, fair)
 			}
 		}
 		if err := tw.Flush(); err != nil {

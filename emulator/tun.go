@@ -64,15 +64,24 @@ func openTUN(cfg stack.TUNConfig) (device, error) {
 
 // tunEnd is TUN mode's part of a lab.
 type tunEnd struct {
-	cfg    *scenario.TUN
-	dev    device
-	ns     *stack.Netns // the device's namespace; nil: netjam's own
-	kernel *endHost     // the client-side endpoint: writes into dev
-	peer   *endHost     // the server-side host owning the peer addresses
-	relay  *stack.Relay
-	// kernelAddr and peerAddr are the addresses kernel flows use: IPv4
-	// when the device has IPv4.
-	kernelAddr, peerAddr netip.Addr
+	cfg *scenario.TUN
+	dev device
+	ns  *stack.Netns // the device's namespace; nil: netjam's own
+	// kernels are the client-side endpoints, all writing into dev: one
+	// per Wi-Fi station the kernel sits behind (in the order of
+	// cfg.Stations), or one wired endpoint.
+	kernels []*endHost
+	// fromStation maps a source address of the kernel to its station's
+	// endpoint, for packets read from the device; packets from any other
+	// address (link-local, say) count as the first's.
+	fromStation map[netip.Addr]*endHost
+	peer        *endHost // the server-side host owning the peer addresses
+	relay       *stack.Relay
+	// peerAddr is the peer address kernel flows use (IPv4 when the
+	// device has IPv4), kernelAddrs each endpoint's address in its
+	// family.
+	peerAddr    netip.Addr
+	kernelAddrs []netip.Addr
 
 	readDone chan struct{} // closed when the read loop ends; nil before start
 
@@ -81,11 +90,12 @@ type tunEnd struct {
 }
 
 // setupTUN builds TUN mode for s: the peer host and its relay, then the
-// device, then the kernel's endpoint (as Wi-Fi station station when it is
-// not -1). The read loop starts with the lab.
-func (l *lab) setupTUN(s *scenario.Scenario, log *zap.Logger, hooks labHooks, station int) error {
+// device, then the kernel's endpoints: one per station of s.TUN.Stations
+// (stations lists their indexes in the cell, ascending), or one wired
+// endpoint when there are none. The read loop starts with the lab.
+func (l *lab) setupTUN(s *scenario.Scenario, log *zap.Logger, hooks labHooks, stations []int) error {
 	c := s.TUN
-	t := &tunEnd{cfg: c}
+	t := &tunEnd{cfg: c, fromStation: map[netip.Addr]*endHost{}}
 	l.tun = t
 	var peerAddrs []netip.Prefix
 	for _, a := range c.Address {
@@ -95,7 +105,7 @@ func (l *lab) setupTUN(s *scenario.Scenario, log *zap.Logger, hooks labHooks, st
 			}
 		}
 	}
-	t.kernelAddr, t.peerAddr = c.Address[0].Addr(), peerAddrs[0].Addr()
+	t.peerAddr = peerAddrs[0].Addr()
 	mtu := c.MTU
 	if mtu == 0 {
 		mtu = s.MTU
@@ -129,27 +139,53 @@ func (l *lab) setupTUN(s *scenario.Scenario, log *zap.Logger, hooks labHooks, st
 			return err
 		}
 	}
-	t.dev, err = hooks.open(stack.TUNConfig{Name: c.Name, Addrs: c.Address, MTU: mtu, Routes: c.Routes, Netns: t.ns.Path()})
+	// The device has the kernel's addresses, and one more per further
+	// station, in the same networks.
+	addrs := append([]netip.Prefix(nil), c.Address...)
+	for _, sa := range c.StationAddrs[min(1, len(c.StationAddrs)):] {
+		for i, a := range sa {
+			addrs = append(addrs, netip.PrefixFrom(a, c.Address[i].Bits()))
+		}
+	}
+	t.dev, err = hooks.open(stack.TUNConfig{Name: c.Name, Addrs: addrs, MTU: mtu, Routes: c.Routes, Netns: t.ns.Path()})
 	if err != nil {
 		return err
 	}
 	dev := t.dev
-	t.kernel = &endHost{v4: t.kernelAddr, sack: true, station: station, in: newInbox(func(b []byte) {
+	in := newInbox(func(b []byte) {
 		if _, err := dev.Write(b); err != nil {
 			t.writeErrors.Add(1)
 		}
-	})}
-	if station >= 0 {
-		// Station i is client i (see newLab).
-		l.clients = append(l.clients[:station], append([]*endHost{t.kernel}, l.clients[station:]...)...)
-	} else {
-		l.clients = append(l.clients, t.kernel)
+	})
+	if len(stations) == 0 {
+		k := &endHost{v4: c.Address[0].Addr(), sack: true, station: -1, in: in}
+		t.kernels, t.kernelAddrs = []*endHost{k}, []netip.Addr{k.v4}
+		for _, a := range c.Address {
+			l.client[a.Addr()] = k
+		}
 	}
-	for _, a := range c.Address {
-		l.client[a.Addr()] = t.kernel
+	for j, name := range c.Stations {
+		k := &endHost{v4: c.StationAddrs[j][0], sack: true, station: s.WiFi.Station(name), in: in}
+		t.kernels, t.kernelAddrs = append(t.kernels, k), append(t.kernelAddrs, k.v4)
+		for _, a := range c.StationAddrs[j] {
+			l.client[a] = k
+			t.fromStation[a] = k
+		}
 	}
-	log.Info("TUN device", zap.String("device", dev.Name()), zap.Stringers("kernel", c.Address),
-		zap.Stringers("peer", peerAddrs), zap.Int("mtu", mtu), zap.String("netns", c.Netns))
+	// Station i is client i (see newLab): the kernel's endpoints go in
+	// where newLab left their stations out, in the cell's order.
+	for _, st := range stations {
+		for _, k := range t.kernels {
+			if k.station == st {
+				l.clients = append(l.clients[:st], append([]*endHost{k}, l.clients[st:]...)...)
+			}
+		}
+	}
+	if len(stations) == 0 {
+		l.clients = append(l.clients, t.kernels[0])
+	}
+	log.Info("TUN device", zap.String("device", dev.Name()), zap.Stringers("kernel", addrs),
+		zap.Stringers("peer", peerAddrs), zap.Int("mtu", mtu), zap.String("netns", c.Netns), zap.Strings("stations", c.Stations))
 	return nil
 }
 
@@ -185,11 +221,25 @@ func (l *lab) fromKernel(p *impair.Packet) {
 	if l.capClient != nil {
 		l.capClient.WritePacket(l.clk.Now(), p.Data)
 	}
-	if t.kernel.station >= 0 {
-		l.cell.Send(p, t.kernel.station, false)
+	k := t.kernels[0]
+	if len(t.kernels) > 1 {
+		if e := t.fromStation[srcAddr(p.Data)]; e != nil {
+			k = e
+		}
+	}
+	if k.station >= 0 {
+		l.cell.Send(p, k.station, false)
 		return
 	}
 	l.path.Up.Send(p)
+}
+
+// srcAddr returns the source address of a well-formed IPv4 or IPv6 packet.
+func srcAddr(b []byte) netip.Addr {
+	if b[0]>>4 == 4 {
+		return netip.AddrFrom4([4]byte(b[12:16]))
+	}
+	return netip.AddrFrom16([16]byte(b[8:24]))
 }
 
 // wellFormed reports whether b is an IPv4 or IPv6 packet whose header fits
@@ -233,6 +283,9 @@ type TUNSummary struct {
 	Device string   `json:"device"`
 	Kernel []string `json:"kernel_addresses"`
 	Peer   []string `json:"peer_addresses"`
+	// Stations pairs each Wi-Fi station the kernel sits behind with its
+	// addresses ("sta1 10.99.0.1").
+	Stations []string `json:"stations,omitempty"`
 	// Malformed counts what the device delivered that was not an IPv4
 	// or IPv6 packet; WriteErrors what it refused to take.
 	Malformed   uint64           `json:"malformed"`
@@ -249,6 +302,11 @@ func (l *lab) tunSummary() *TUNSummary {
 	ts := &TUNSummary{Device: t.dev.Name(), Malformed: t.malformed.Load(), WriteErrors: t.writeErrors.Load()}
 	for _, a := range t.cfg.Address {
 		ts.Kernel = append(ts.Kernel, a.String())
+	}
+	for j, name := range t.cfg.Stations {
+		for _, a := range t.cfg.StationAddrs[j] {
+			ts.Stations = append(ts.Stations, name+" "+a.String())
+		}
 	}
 	for _, p := range t.cfg.Peer {
 		ts.Peer = append(ts.Peer, p.String())
@@ -284,6 +342,8 @@ func privilegeReason(err error) string {
 func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port uint16, clk clock.Clock) (flows.Flow, []closer, error) {
 	t := l.tun
 	peer := t.peer.host
+	// The flow's kernel end sends from its station's address.
+	local := t.kernelAddrs[max(0, t.cfg.Station(f.Station))]
 	switch {
 	case f.Type == "tcp" && f.Direction == "down":
 		return nil, nil, fmt.Errorf("flow %s: a kernel TCP flow sends from the kernel: direction up only", f.Name)
@@ -297,7 +357,7 @@ func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port ui
 			err := t.ns.Do(func() error {
 				var err error
 				c, err = stack.DialKernelTCP(ctx, netip.AddrPortFrom(t.peerAddr, port),
-					stack.KernelTCPOptions{CC: f.CC, SendBuffer: int(f.SendBuffer), ReceiveBuffer: int(f.ReceiveBuffer)})
+					stack.KernelTCPOptions{CC: f.CC, SendBuffer: int(f.SendBuffer), ReceiveBuffer: int(f.ReceiveBuffer), Local: local})
 				return err
 			})
 			if err != nil {
@@ -311,18 +371,19 @@ func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port ui
 		var err error
 		if f.Direction == "down" {
 			err = t.ns.Do(func() error {
-				recv, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(t.kernelAddr, port)))
+				recv, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, port)))
 				return err
 			})
 			if err == nil {
-				if send, err = peer.DialUDP(netip.AddrPortFrom(t.kernelAddr, port)); err != nil {
+				if send, err = peer.DialUDP(netip.AddrPortFrom(local, port)); err != nil {
 					recv.Close()
 				}
 			}
 		} else {
 			if recv, err = peer.ListenUDP(port); err == nil {
 				err = t.ns.Do(func() error {
-					send, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(t.peerAddr, port)))
+					send, err = net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, 0)),
+						net.UDPAddrFromAddrPort(netip.AddrPortFrom(t.peerAddr, port)))
 					return err
 				})
 				if err != nil {

@@ -332,3 +332,40 @@ flows:
 		t.Errorf("the downlink flow received %d of 1000", back.PacketsReceived)
 	}
 }
+
+// TestTUNKernelStations puts the kernel behind two stations of a Wi-Fi
+// cell, told apart by source address, next to a netstack station: each
+// kernel flow's frames are its own station's, and every datagram of each
+// arrives (the cell and the link have room for all).
+func TestTUNKernelStations(t *testing.T) {
+	ns := testNetns(t)
+	sum := runTUNIn(t, fmt.Sprintf(`
+duration: 30s
+wifi: {standard: 802.11g, stations: [{name: a}, {name: b}, {name: c}]}
+link: {rate: 20Mbps, delay: 5ms}
+tun: {netns: %s, station: [b, a]}
+flows:
+  - {name: from-a, type: udp, stack: kernel, station: a, interval: 2ms, count: 500, packet_size: 1000}
+  - {name: from-b, type: udp, stack: kernel, station: b, interval: 1ms, count: 1000, packet_size: 1000}
+  - {name: to-a, type: udp, stack: kernel, station: a, direction: down, interval: 4ms, count: 250, packet_size: 500}
+  - {name: from-c, type: udp, station: c, interval: 4ms, count: 250, packet_size: 1000}
+`, ns.Path()), nil).Runs[0]
+	for name, want := range map[string]uint64{"from-a": 500, "from-b": 1000, "to-a": 250, "from-c": 250} {
+		if f := flowByName(t, sum, name); f.PacketsReceived != want {
+			t.Errorf("%s: %d of %d datagrams arrived", name, f.PacketsReceived, want)
+		}
+	}
+	// Each station's delivered uplink frames: its own flow's datagrams
+	// (and nothing of the others').
+	got := map[string]uint64{}
+	for _, st := range sum.WiFi.Stations {
+		got[st.Name] = st.Delivered
+	}
+	if got["a"] < 500 || got["a"] > 510 || got["b"] < 1000 || got["b"] > 1010 || got["c"] != 250 {
+		t.Errorf("frames delivered per station %v, want a ~500, b ~1000, c 250", got)
+	}
+	if sum.WiFi.AP.Delivered < 250 {
+		t.Errorf("the AP delivered %d frames, want the 250 of to-a at least", sum.WiFi.AP.Delivered)
+	}
+	t.Logf("stations %v, AP %d; TUN %v", got, sum.WiFi.AP.Delivered, sum.TUN.Stations)
+}

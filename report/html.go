@@ -102,7 +102,7 @@ type runRow struct {
 
 // flowRow has the columns of netjam run's flow table.
 type flowRow struct {
-	Variant, Flow, Type, CC, Mbps, Done, Retrans, RTO, Lost, Delay, Jitter, Fairness string
+	Variant, Flow, Type, CC, Mbps, Share, Done, Retrans, RTO, Lost, Delay, Jitter, Fairness string
 }
 
 // wifiRow has the columns of netjam run's Wi-Fi table.
@@ -183,10 +183,14 @@ func flowRows(r *run) []flowRow {
 		fair = fmt.Sprintf("%.3f", *r.info.Fairness)
 	}
 	var rows []flowRow
+	total := 0.0
+	for _, f := range r.info.Flows {
+		total += f.ThroughputBps
+	}
 	for _, f := range r.info.Flows {
 		row := flowRow{
 			Variant: r.title(), Flow: f.Name, Type: f.Type, CC: dash(f.CC),
-			Mbps: fmt.Sprintf("%.2f", f.ThroughputBps/1e6),
+			Mbps: fmt.Sprintf("%.2f", f.ThroughputBps/1e6), Share: share(f.ThroughputBps, total),
 			Done: "-", Retrans: "-", RTO: "-", Lost: "-", Delay: "-", Jitter: "-", Fairness: fair,
 		}
 		switch f.Type {
@@ -206,6 +210,14 @@ func flowRows(r *run) []flowRow {
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// share is a flow's part of its run's total throughput, as a percentage.
+func share(bps, total float64) string {
+	if total <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*bps/total)
 }
 
 // linkRows formats the run's directions as netjam run's table does.
@@ -355,8 +367,8 @@ table.linkstat th, table.delays th { text-align: left; }
 
 <h2 id="flows">Flows</h2>
 {{if .Flows}}<table class="flows">
-<tr><th>variant</th><th>flow</th><th>type</th><th>cc</th><th>Mbit/s</th><th>done s</th><th>retrans</th><th>RTO</th><th>lost</th><th>delay mean/p95 ms</th><th>jitter ms</th><th>fairness</th></tr>
-{{range .Flows}}<tr><td>{{.Variant}}</td><td>{{.Flow}}</td><td>{{.Type}}</td><td>{{.CC}}</td><td class="n">{{.Mbps}}</td><td class="n">{{.Done}}</td><td class="n">{{.Retrans}}</td><td class="n">{{.RTO}}</td><td class="n">{{.Lost}}</td><td class="n">{{.Delay}}</td><td class="n">{{.Jitter}}</td><td class="n">{{.Fairness}}</td></tr>
+<tr><th>variant</th><th>flow</th><th>type</th><th>cc</th><th>Mbit/s</th><th>share</th><th>done s</th><th>retrans</th><th>RTO</th><th>lost</th><th>delay mean/p95 ms</th><th>jitter ms</th><th>fairness</th></tr>
+{{range .Flows}}<tr><td>{{.Variant}}</td><td>{{.Flow}}</td><td>{{.Type}}</td><td>{{.CC}}</td><td class="n">{{.Mbps}}</td><td class="n">{{.Share}}</td><td class="n">{{.Done}}</td><td class="n">{{.Retrans}}</td><td class="n">{{.RTO}}</td><td class="n">{{.Lost}}</td><td class="n">{{.Delay}}</td><td class="n">{{.Jitter}}</td><td class="n">{{.Fairness}}</td></tr>
 {{end}}</table>
 <p class="meta">Mbit/s: goodput; done: completion time; retrans, RTO: TCP retransmissions and timeouts; lost: UDP datagrams lost of sent; delay: TCP smoothed RTT or UDP one-way delay; jitter: RFC 3550; fairness: Jain's index of the run.</p>
 {{else}}<p>No flows.</p>

@@ -136,14 +136,18 @@ func (d *decoder) flows(n *yaml.Node, mtu int, mtuOK bool, duration time.Duratio
 		case v != nil:
 			name, ok := d.station(v, join(path, "station"), w)
 			fl.Station = name
-			if !ok || t == nil || t.Station == "" {
+			if !ok || t == nil || len(t.Stations) == 0 {
 				break
 			}
-			// The TUN's station is the kernel.
+			// The TUN's stations are the kernel.
 			switch {
-			case fl.Stack == StackKernel && name != t.Station:
-				d.errorf(v, join(path, "station"), "the kernel sits behind station %s (tun.station), so a kernel flow runs there", t.Station)
-			case fl.Stack == StackNetstack && name == t.Station:
+			case fl.Stack == StackKernel && t.Station(name) < 0:
+				which := "station " + t.Stations[0]
+				if len(t.Stations) > 1 {
+					which = "stations " + strings.Join(t.Stations, ", ")
+				}
+				d.errorf(v, join(path, "station"), "the kernel sits behind %s (tun.station), so a kernel flow runs there", which)
+			case fl.Stack == StackNetstack && t.Station(name) >= 0:
 				d.errorf(v, join(path, "station"), "station %s is the kernel's (tun.station); a netstack flow needs another station, or stack: kernel", name)
 			}
 		}

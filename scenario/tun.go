@@ -56,10 +56,18 @@ type TUN struct {
 	// scenario names as ip netns does. "" means netjam's own namespace.
 	// Kernel flows then run in it too.
 	Netns string
-	// Station, with a Wi-Fi cell, is the station whose frames the
-	// device's packets are: the kernel sits behind that station.
-	// Required with a cell, not allowed without one.
-	Station string
+	// Stations, with a Wi-Fi cell, are the stations the kernel sits
+	// behind: required with a cell (at least one), not allowed without.
+	// The device's packets are told apart by source address: the first
+	// station has Address; each further one an address of its own in
+	// each network of Address (StationAddrs).
+	Stations []string
+	// StationAddrs holds each station's kernel addresses, one per entry
+	// of Address and in its order: StationAddrs[0] are Address's own;
+	// further stations take the next free host addresses of the
+	// networks, after the kernel's and skipping the peers (10.99.0.1,
+	// then 10.99.0.3, 10.99.0.4, ...).
+	StationAddrs [][]netip.Addr
 }
 
 // Forward relays one port of the peer to a fixed target.
@@ -289,10 +297,21 @@ func (d *decoder) tun(n *yaml.Node, mtu int, mtuOK bool, w *WiFi) *TUN {
 	case v != nil && w == nil:
 		d.errorf(v, "tun.station", "there is no wifi cell in this scenario")
 	case v == nil && w != nil:
-		d.errorf(n, "tun.station", "with a wifi cell, tun needs a station: the one the kernel sits behind")
+		d.errorf(n, "tun.station", "with a wifi cell, tun needs a station: the one the kernel sits behind (or a list of them)")
 	case v != nil:
-		if name, ok := d.station(v, "tun.station", w); ok {
-			t.Station = name
+		seen := map[string]bool{}
+		for _, it := range d.scalars(v, "tun.station", "a station name") {
+			if name, ok := d.station(it, "tun.station", w); ok {
+				if seen[name] {
+					d.errorf(it, "tun.station", "%s is listed twice", quote(name))
+					continue
+				}
+				seen[name] = true
+				t.Stations = append(t.Stations, name)
+			}
+		}
+		if len(t.Stations) > 0 && len(t.Address) > 0 {
+			d.stationAddrs(v, t)
 		}
 	}
 	return t
@@ -501,6 +520,51 @@ func (d *decoder) network(n *yaml.Node, path string) (netip.Prefix, bool) {
 		return p, false
 	}
 	return p, true
+}
+
+// stationAddrs gives each station of t its kernel addresses: the first
+// Address's, each further one the next free hosts of Address's networks.
+func (d *decoder) stationAddrs(n *yaml.Node, t *TUN) {
+	used := map[netip.Addr]bool{}
+	for _, p := range t.Peer {
+		used[p] = true
+	}
+	next := make([]netip.Addr, len(t.Address))
+	for i, p := range t.Address {
+		used[p.Addr()] = true
+		next[i] = p.Addr()
+	}
+	t.StationAddrs = nil
+	for k, name := range t.Stations {
+		var addrs []netip.Addr
+		for i, p := range t.Address {
+			if k == 0 {
+				addrs = append(addrs, p.Addr())
+				continue
+			}
+			a := next[i].Next()
+			for a.IsValid() && p.Contains(a) && (used[a] || !hostOf(p, a)) {
+				a = a.Next()
+			}
+			if !a.IsValid() || !p.Contains(a) {
+				d.errorf(n, "tun.station", "no address is left in %v for station %s: give tun.address a larger network", p.Masked(), name)
+				return
+			}
+			used[a], next[i] = true, a
+			addrs = append(addrs, a)
+		}
+		t.StationAddrs = append(t.StationAddrs, addrs)
+	}
+}
+
+// Station returns the index in Stations of the station called name, or -1.
+func (t *TUN) Station(name string) int {
+	for i, s := range t.Stations {
+		if s == name {
+			return i
+		}
+	}
+	return -1
 }
 
 // station decodes the name of a station of w.

@@ -125,7 +125,21 @@ tun:
 		})},
 		{"tun: {netns: lab}\n", withTUN(func(t *TUN) { t.Netns = "/var/run/netns/lab" })},
 		{"tun: {netns: /proc/1234/ns/net}\n", withTUN(func(t *TUN) { t.Netns = "/proc/1234/ns/net" })},
-		{"wifi: {stations: [{name: a}, {name: b}]}\ntun: {station: b}\n", withTUN(func(t *TUN) { t.Station = "b" })},
+		{"wifi: {stations: [{name: a}, {name: b}]}\ntun: {station: b}\n", withTUN(func(t *TUN) {
+			t.Stations = []string{"b"}
+			t.StationAddrs = [][]netip.Addr{{netip.MustParseAddr("10.99.0.1")}}
+		})},
+		// Further stations take the next free hosts, skipping the peer.
+		{"wifi: {stations: [{name: a}, {name: b}, {name: c}]}\ntun: {station: [c, a, b], address: [10.99.0.1/24, fd99::1/64]}\n", withTUN(func(t *TUN) {
+			t.Address = prefixes("10.99.0.1/24", "fd99::1/64")
+			t.Peer = []netip.Addr{netip.MustParseAddr("10.99.0.2"), netip.MustParseAddr("fd99::2")}
+			t.Stations = []string{"c", "a", "b"}
+			t.StationAddrs = [][]netip.Addr{
+				{netip.MustParseAddr("10.99.0.1"), netip.MustParseAddr("fd99::1")},
+				{netip.MustParseAddr("10.99.0.3"), netip.MustParseAddr("fd99::3")},
+				{netip.MustParseAddr("10.99.0.4"), netip.MustParseAddr("fd99::4")},
+			}
+		})},
 	}
 	for _, tt := range tests {
 		s := mustParse(t, tt.src)
@@ -263,7 +277,7 @@ func TestTUNErrors(t *testing.T) {
 
 		// station
 		{"tun: {station: sta1}\n", "x.yaml:1: tun.station: there is no wifi cell in this scenario"},
-		{"wifi: {stations: [{name: a}]}\ntun: {}\n", "x.yaml:2: tun.station: with a wifi cell, tun needs a station: the one the kernel sits behind"},
+		{"wifi: {stations: [{name: a}]}\ntun: {}\n", "x.yaml:2: tun.station: with a wifi cell, tun needs a station: the one the kernel sits behind (or a list of them)"},
 		{"wifi: {stations: [{name: a}, {name: b}]}\ntun: {station: c}\n", `x.yaml:2: tun.station: "c" is not a station (expected one of: a, b)`},
 	}
 	for _, tt := range tests {
@@ -342,7 +356,7 @@ flows:
   - {name: n, type: tcp, size: 1MB, station: phone, sack: false}
   - {name: m, type: tcp, size: 1MB, station: phone, sack: false}
 `)
-	if got := []string{s.Flows[0].Station, s.TUN.Station}; got[0] != "laptop" || got[1] != "laptop" {
+	if got := []string{s.Flows[0].Station, s.TUN.Stations[0]}; got[0] != "laptop" || got[1] != "laptop" {
 		t.Errorf("stations %v", got)
 	}
 }
@@ -379,6 +393,12 @@ func TestKernelFlowErrors(t *testing.T) {
 		// Wi-Fi: the TUN's station is the kernel's.
 		{"wifi: {stations: [{name: a}, {name: b}]}\ntun: {station: a}\nflows:\n  - {name: k, type: tcp, size: 1MB, stack: kernel, station: b}\n",
 			"x.yaml:4: flows.k.station: the kernel sits behind station a (tun.station), so a kernel flow runs there"},
+		{"wifi: {stations: [{name: a}, {name: b}, {name: c}]}\ntun: {station: [a, b]}\nflows:\n  - {name: k, type: tcp, size: 1MB, stack: kernel, station: c}\n",
+			"x.yaml:4: flows.k.station: the kernel sits behind stations a, b (tun.station), so a kernel flow runs there"},
+		{"wifi: {stations: [{name: a}, {name: b}]}\ntun: {station: [a, a]}\n",
+			`x.yaml:2: tun.station: "a" is listed twice`},
+		{"wifi: {stations: [{name: a}, {name: b}, {name: c}]}\ntun: {address: 10.99.0.1/30, station: [a, b, c]}\n",
+			"x.yaml:2: tun.station: no address is left in 10.99.0.0/30 for station b: give tun.address a larger network"},
 		{"wifi: {stations: [{name: a}, {name: b}]}\ntun: {station: a}\nflows:\n  - {name: n, type: tcp, size: 1MB, station: a}\n",
 			"x.yaml:4: flows.n.station: station a is the kernel's (tun.station); a netstack flow needs another station, or stack: kernel"},
 		{"wifi: {stations: [{name: a}]}\ntun: {station: a}\nflows:\n  - {name: k, type: tcp, size: 1MB, stack: kernel}\n",

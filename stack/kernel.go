@@ -44,6 +44,9 @@ type KernelTCPOptions struct {
 	// connection is made (the kernel doubles them, and turns its
 	// auto-tuning off for the buffer set); 0 leaves auto-tuning on.
 	SendBuffer, ReceiveBuffer int
+	// Local is the address to send from; the zero Addr lets the kernel
+	// choose by route.
+	Local netip.Addr
 }
 
 // control applies o to a socket before it connects or listens: the
@@ -95,6 +98,9 @@ func DialKernelTCP(ctx context.Context, addr netip.AddrPort, o KernelTCPOptions)
 		return nil, err
 	}
 	d := net.Dialer{Control: o.control}
+	if o.Local.IsValid() {
+		d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(o.Local, 0))
+	}
 	c, err := d.DialContext(ctx, "tcp", addr.String())
 	if err != nil {
 		return nil, err
