@@ -43,6 +43,9 @@ type lab struct {
 	path *Path
 	cell *wifi.Runner // nil without a Wi-Fi cell
 	pool *impair.Pool
+	// bigPool holds GSO packets (see impair.Packet.SetGSO); pool the
+	// MTU-sized rest.
+	bigPool *impair.Pool
 	// clients and servers are the hosts of each side; client and server
 	// map every address to its host. All are written before the path
 	// starts, then only read.
@@ -70,6 +73,9 @@ type endHost struct {
 	v4      netip.Addr
 	sack    bool
 	station int // its index in the Wi-Fi cell; -1 for a wired host
+	// send puts a packet from this end into the path (the kernel's
+	// endpoints: the uplink, or the medium as its station).
+	send func(p *impair.Packet)
 }
 
 // inbox hands the packets leaving a direction to one host on a goroutine
@@ -88,15 +94,14 @@ type inbox struct {
 // is counted.
 const inboxLen = 1024
 
-// newInbox starts an inbox that hands each packet to deliver, which must
-// not keep it.
-func newInbox(deliver func(pkt []byte)) *inbox {
+// newInbox starts an inbox that hands each packet to deliver, which owns
+// it (and releases it).
+func newInbox(deliver func(p *impair.Packet)) *inbox {
 	b := &inbox{ch: make(chan *impair.Packet, inboxLen), done: make(chan struct{})}
 	go func() {
 		defer close(b.done)
 		for p := range b.ch {
-			deliver(p.Data)
-			p.Release()
+			deliver(p)
 		}
 	}()
 	return b
@@ -140,11 +145,13 @@ func hostAddrs(i int, server bool) []netip.Prefix {
 // failed newLab.
 func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir string, hooks labHooks) (*lab, error) {
 	l := &lab{
-		clk:    clk,
-		log:    log,
-		pool:   impair.NewPool(s.MTU),
-		client: map[netip.Addr]*endHost{},
-		server: map[netip.Addr]*endHost{},
+		clk:  clk,
+		log:  log,
+		pool: impair.NewPool(s.MTU),
+		// Large TCP segments from a TUN device with offload.
+		bigPool: impair.NewPool(maxGSOPacket),
+		client:  map[netip.Addr]*endHost{},
+		server:  map[netip.Addr]*endHost{},
 	}
 	var err error
 	l.path, err = newPath(s, clk, l.deliver(true), l.deliver(false))
@@ -239,12 +246,25 @@ func (l *lab) addHost(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, se
 	if err != nil {
 		return nil, err
 	}
-	e := &endHost{host: h, in: newInbox(h.Inject), v4: addrs[0].Addr(), sack: sack, station: station}
+	e := &endHost{host: h, in: newInbox(injector(h)), v4: addrs[0].Addr(), sack: sack, station: station}
 	*side = append(*side, e)
 	for _, a := range addrs {
 		owner[a.Addr()] = e
 	}
 	return e, nil
+}
+
+// injector returns an inbox's delivery into h. A GSO packet (a large TCP
+// segment that crossed the path whole) goes in whole, gVisor taking
+// segments of any size, once its checksum is complete.
+func injector(h *stack.Host) func(p *impair.Packet) {
+	return func(p *impair.Packet) {
+		if _, partial, ok := p.GSO(); ok && partial {
+			impair.CompleteChecksum(p.Data)
+		}
+		h.Inject(p.Data)
+		p.Release()
+	}
 }
 
 // find returns the wired host of a side with the SACK setting, or nil.
@@ -268,40 +288,74 @@ func (l *lab) ends(s *scenario.Scenario, f scenario.Flow) (client, server *endHo
 
 // copyOut copies a packet a host sends into a pooled packet; nil when it
 // does not fit (counted).
-func (l *lab) copyOut(slices [][]byte) *impair.Packet {
+func (l *lab) copyOut(slices [][]byte, g stack.GSO) *impair.Packet {
 	n := 0
 	for _, s := range slices {
 		n += len(s)
 	}
-	if n > l.pool.Size() {
+	pool := l.pool
+	if n > pool.Size() && g.MSS > 0 {
+		pool = l.bigPool
+	}
+	if n > pool.Size() {
 		l.tooLarge.Add(1)
 		return nil
 	}
-	p := l.pool.Get(n)
+	p := pool.Get(n)
 	off := 0
 	for _, s := range slices {
 		off += copy(p.Data[off:], s)
 	}
+	completeChecksum(p, g)
 	return p
+}
+
+// completeChecksum settles the checksum of p, which came with g: a large
+// TCP segment becomes a GSO packet (completed or split later); a TCP
+// segment whose checksum may be partial has it computed; any other
+// partial checksum (UDP, from a TUN device) is completed.
+func completeChecksum(p *impair.Packet, g stack.GSO) {
+	switch {
+	case g.MSS > 0 && p.SetGSO(g.MSS, g.NeedsCsum):
+	case !g.NeedsCsum:
+	case impair.CompleteChecksum(p.Data):
+	default:
+		impair.CompletePartial(p.Data, g.CsumStart, g.CsumOffset)
+	}
 }
 
 // output returns a wired host's Output: into the direction r, captured
 // on the way when cw is not nil.
 func (l *lab) output(r *impair.Runner, cw *capture.Writer) func([][]byte) {
-	return func(slices [][]byte) {
-		if p := l.copyOut(slices); p != nil {
-			if cw != nil {
-				cw.WritePacket(l.clk.Now(), p.Data) // a full capture counts what it skips
-			}
-			r.Send(p)
+	out := l.outputGSO(r, cw)
+	return func(slices [][]byte) { out(slices, stack.GSO{}) }
+}
+
+// outputGSO returns a wired host's OutputGSO: as output, and a large
+// segment crosses the direction whole when it allows, or is split here,
+// on the sender's goroutine.
+func (l *lab) outputGSO(r *impair.Runner, cw *capture.Writer) func([][]byte, stack.GSO) {
+	send := func(p *impair.Packet) { r.Send(p) }
+	return func(slices [][]byte, g stack.GSO) {
+		p := l.copyOut(slices, g)
+		if p == nil {
+			return
 		}
+		if cw != nil {
+			cw.WritePacket(l.clk.Now(), p.Data) // a full capture counts what it skips
+		}
+		if p.Segments() > 1 && !r.KeepsSegments() {
+			l.pool.Split(p, send)
+			return
+		}
+		r.Send(p)
 	}
 }
 
 // toCell returns a station host's Output: onto the Wi-Fi medium.
 func (l *lab) toCell(station int) func([][]byte) {
 	return func(slices [][]byte) {
-		if p := l.copyOut(slices); p != nil {
+		if p := l.copyOut(slices, stack.GSO{}); p != nil {
 			if l.capClient != nil {
 				l.capClient.WritePacket(l.clk.Now(), p.Data)
 			}

@@ -38,8 +38,10 @@ import (
 
 // device is the TUN device as the lab uses it; *stack.TUN outside tests.
 type device interface {
-	Read(buf []byte) (int, error)
-	Write(pkt []byte) (int, error)
+	ReadPacket(buf []byte) (int, stack.GSO, error)
+	WritePacket(pkt [][]byte, g stack.GSO) (int, error)
+	// Offload reports whether the device takes GSO packets.
+	Offload() bool
 	Name() string
 	Close() error
 }
@@ -112,12 +114,12 @@ func (l *lab) setupTUN(s *scenario.Scenario, log *zap.Logger, hooks labHooks, st
 	}
 	h, err := stack.NewHost(stack.HostConfig{
 		Name: "peer", Addrs: peerAddrs, MTU: mtu, Clock: l.clk, Seed: s.Seed + 2*maxHosts + 1, SACK: true,
-		Transparent: c.Transparent != nil, Output: l.output(l.path.Down, l.capServer), Log: log,
+		Transparent: c.Transparent != nil, OutputGSO: l.outputGSO(l.path.Down, l.capServer), Log: log,
 	})
 	if err != nil {
 		return err
 	}
-	t.peer = &endHost{host: h, in: newInbox(h.Inject), v4: t.peerAddr, sack: true, station: -1}
+	t.peer = &endHost{host: h, in: newInbox(injector(h)), v4: t.peerAddr, sack: true, station: -1}
 	l.servers = append(l.servers, t.peer)
 	for _, a := range peerAddrs {
 		l.server[a.Addr()] = t.peer
@@ -147,25 +149,45 @@ func (l *lab) setupTUN(s *scenario.Scenario, log *zap.Logger, hooks labHooks, st
 			addrs = append(addrs, netip.PrefixFrom(a, c.Address[i].Bits()))
 		}
 	}
-	t.dev, err = hooks.open(stack.TUNConfig{Name: c.Name, Addrs: addrs, MTU: mtu, Routes: c.Routes, Netns: t.ns.Path()})
+	t.dev, err = hooks.open(stack.TUNConfig{Name: c.Name, Addrs: addrs, MTU: mtu, Routes: c.Routes, Netns: t.ns.Path(), Offload: c.Offload})
 	if err != nil {
 		return err
 	}
 	dev := t.dev
-	in := newInbox(func(b []byte) {
-		if _, err := dev.Write(b); err != nil {
+	vec := make([][]byte, 1) // the inbox's goroutine's own: no allocation per packet
+	write := func(p *impair.Packet) {
+		var g stack.GSO
+		if mss, _, ok := p.GSO(); ok {
+			// A large segment that crossed the path whole: the kernel
+			// takes it as its segments, completing the checksum.
+			impair.PseudoChecksum(p.Data)
+			g = stack.GSO{MSS: mss, NeedsCsum: true}
+		}
+		vec[0] = p.Data
+		if _, err := dev.WritePacket(vec, g); err != nil {
 			t.writeErrors.Add(1)
 		}
+		vec[0] = nil
+		p.Release()
+	}
+	in := newInbox(func(p *impair.Packet) {
+		if p.Segments() > 1 && !dev.Offload() {
+			// A device without offload takes MTU-sized packets only.
+			l.pool.Split(p, write)
+			return
+		}
+		write(p)
 	})
 	if len(stations) == 0 {
-		k := &endHost{v4: c.Address[0].Addr(), sack: true, station: -1, in: in}
+		k := &endHost{v4: c.Address[0].Addr(), sack: true, station: -1, in: in, send: func(p *impair.Packet) { l.path.Up.Send(p) }}
 		t.kernels, t.kernelAddrs = []*endHost{k}, []netip.Addr{k.v4}
 		for _, a := range c.Address {
 			l.client[a.Addr()] = k
 		}
 	}
 	for j, name := range c.Stations {
-		k := &endHost{v4: c.StationAddrs[j][0], sack: true, station: s.WiFi.Station(name), in: in}
+		st := s.WiFi.Station(name)
+		k := &endHost{v4: c.StationAddrs[j][0], sack: true, station: st, in: in, send: func(p *impair.Packet) { l.cell.Send(p, st, false) }}
 		t.kernels, t.kernelAddrs = append(t.kernels, k), append(t.kernelAddrs, k.v4)
 		for _, a := range c.StationAddrs[j] {
 			l.client[a] = k
@@ -195,27 +217,46 @@ func (l *lab) startTUN() {
 	t.readDone = make(chan struct{})
 	go func() {
 		defer close(t.readDone)
+		// One read buffer, as large as a segment with offload can be;
+		// each packet is then copied into a pooled packet of its size,
+		// so that an ACK does not hold 64 KiB while it crosses the path.
+		buf := make([]byte, maxGSOPacket)
 		for {
-			p := l.pool.Get(l.pool.Size())
-			n, err := t.dev.Read(p.Data)
+			n, g, err := t.dev.ReadPacket(buf)
 			if err != nil {
-				p.Release()
 				return
 			}
-			p.Data = p.Data[:n]
-			l.fromKernel(p)
+			l.fromKernel(buf[:n], g)
 		}
 	}()
 }
 
+// maxGSOPacket is the largest packet a device with offload hands over.
+const maxGSOPacket = 65535
+
 // fromKernel puts a packet the kernel sent into the path: onto the medium
 // when the device is a Wi-Fi station, into the uplink otherwise. What is
-// not a well-formed IPv4 or IPv6 packet is dropped and counted.
-func (l *lab) fromKernel(p *impair.Packet) {
+// not a well-formed IPv4 or IPv6 packet is dropped and counted. A large
+// TCP segment (offload) crosses the uplink whole when the uplink allows
+// (impair.Config.KeepsSegments); otherwise it is split here, on the read
+// loop's goroutine, into MTU-sized segments. The medium always takes
+// segments, one frame each.
+func (l *lab) fromKernel(b []byte, g stack.GSO) {
 	t := l.tun
-	if !wellFormed(p.Data) {
+	if !wellFormed(b) {
 		t.malformed.Add(1)
-		p.Release()
+		return
+	}
+	var p *impair.Packet
+	switch {
+	case g.MSS > 0 && len(b) <= l.bigPool.Size():
+		p = l.bigPool.Copy(b)
+		completeChecksum(p, g)
+	case len(b) <= l.pool.Size():
+		p = l.pool.Copy(b)
+		completeChecksum(p, g)
+	default:
+		l.tooLarge.Add(1)
 		return
 	}
 	if l.capClient != nil {
@@ -227,11 +268,11 @@ func (l *lab) fromKernel(p *impair.Packet) {
 			k = e
 		}
 	}
-	if k.station >= 0 {
-		l.cell.Send(p, k.station, false)
+	if p.Segments() > 1 && (k.station >= 0 || !l.path.Up.KeepsSegments()) {
+		l.pool.Split(p, k.send)
 		return
 	}
-	l.path.Up.Send(p)
+	k.send(p)
 }
 
 // srcAddr returns the source address of a well-formed IPv4 or IPv6 packet.

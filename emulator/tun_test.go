@@ -37,28 +37,34 @@ func newMemDevice(name string) *memDevice {
 	return &memDevice{name: name, in: make(chan []byte, 256), closed: make(chan struct{})}
 }
 
-func (d *memDevice) Read(buf []byte) (int, error) {
+func (d *memDevice) ReadPacket(buf []byte) (int, stack.GSO, error) {
 	select {
 	case b := <-d.in:
-		return copy(buf, b), nil
+		return copy(buf, b), stack.GSO{}, nil
 	case <-d.closed:
-		return 0, os.ErrClosed
+		return 0, stack.GSO{}, os.ErrClosed
 	}
 }
 
-func (d *memDevice) Write(pkt []byte) (int, error) {
+func (d *memDevice) WritePacket(pkt [][]byte, g stack.GSO) (int, error) {
 	select {
 	case <-d.closed:
 		return 0, os.ErrClosed
 	default:
 	}
-	if d.out != nil {
-		d.out(pkt)
+	if g != (stack.GSO{}) {
+		return 0, errors.New("memDevice: no offload")
 	}
-	return len(pkt), nil
+	b := bytes.Join(pkt, nil)
+	if d.out != nil {
+		d.out(b)
+	}
+	return len(b), nil
 }
 
 func (d *memDevice) Name() string { return d.name }
+
+func (d *memDevice) Offload() bool { return false }
 
 func (d *memDevice) Close() error {
 	d.once.Do(func() { close(d.closed) })

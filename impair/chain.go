@@ -24,6 +24,7 @@ type Chain struct {
 	now  time.Time // logical time of the latest event processed
 	wall time.Time // when set (by Runner), the clock reading lateness is measured against
 
+	keep    bool            // GSO packets cross whole (Config.KeepsSegments)
 	io      Counters        // packets into and out of the whole direction
 	transit stats.Histogram // time from Arrive to delivery, ns
 	late    stats.Histogram // delivery lateness of a Runner behind the logical time, ns
@@ -52,7 +53,7 @@ func NewChain(cfg Config, deliver func(now time.Time, p *Packet)) (*Chain, error
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("impair: direction %q: %w", cfg.Name, err)
 	}
-	c := &Chain{name: cfg.Name, deliver: deliver}
+	c := &Chain{name: cfg.Name, deliver: deliver, keep: cfg.KeepsSegments()}
 	if cfg.Loss.Model != LossNone {
 		c.stages = append(c.stages, newLossStage(cfg.Loss, newRand(cfg.Seed, cfg.Name, "loss")))
 	}
@@ -100,10 +101,28 @@ func (c *Chain) Arrive(t time.Time, p *Packet) {
 		t = c.now
 	}
 	c.Advance(t)
+	if p.segs > 0 && !c.keep {
+		// The sender should have split it (see Runner.KeepsSegments);
+		// segments from p's own pool then.
+		pl := p.pool
+		if pl == nil {
+			pl = NewPool(len(p.Data))
+		}
+		pl.Split(p, func(s *Packet) { c.admit(t, s) })
+		return
+	}
+	c.admit(t, p)
+}
+
+func (c *Chain) admit(t time.Time, p *Packet) {
 	p.Arrival = t
 	c.io.in(p)
 	c.hops[0].Push(t, p)
 }
+
+// KeepsSegments reports whether GSO packets cross the direction whole
+// (Config.KeepsSegments); when not, senders split them first (Pool.Split).
+func (c *Chain) KeepsSegments() bool { return c.keep }
 
 // Advance processes, in time order, every event due at or before t. Events
 // at the same instant run downstream first, so a departure frees its room

@@ -196,6 +196,15 @@ type QueueConfig struct {
 	MaxBurst time.Duration // PIE 150ms
 }
 
+// KeepsSegments reports whether GSO packets may cross the direction whole:
+// when none of its stages decides per packet (no loss, duplication,
+// corruption, rate, slots, jitter or reordering; a fixed delay is
+// fine). Otherwise they are split into their segments on the way in.
+func (c *Config) KeepsSegments() bool {
+	return c.Loss.Model == LossNone && c.Duplicate.P == 0 && c.Corrupt.P == 0 && c.Rate.Bitrate == 0 &&
+		!c.Slot.enabled() && c.Delay.Jitter == 0 && c.Reorder.P == 0
+}
+
 // Validate reports every out-of-range field. Package scenario gives users
 // better messages; this guards the library's own invariants.
 func (c *Config) Validate() error {

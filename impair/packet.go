@@ -26,6 +26,12 @@ type Packet struct {
 	seq uint64
 	// hash caches the packet's flow hash (0: not computed yet).
 	hash uint32
+	// segs, mss and hdrLen describe a GSO packet (see SetGSO): its
+	// segments (0: not a GSO packet), their payload size and the length
+	// of the headers each repeats; partial says its TCP checksum is not
+	// final.
+	segs, mss, hdrLen uint16
+	partial           bool
 	// next links packets in the intrusive queues of the stage holding it.
 	next *Packet
 	pool *Pool
@@ -91,6 +97,7 @@ func (p *Packet) clone() *Packet {
 		c = &Packet{Data: append([]byte(nil), p.Data...)}
 	}
 	c.Arrival, c.Enqueued, c.hash = p.Arrival, p.Enqueued, p.hash
+	c.segs, c.mss, c.hdrLen, c.partial = p.segs, p.mss, p.hdrLen, p.partial
 	return c
 }
 

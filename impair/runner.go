@@ -49,6 +49,11 @@ func NewRunner(cfg Config, clk clock.Clock, deliver func(now time.Time, p *Packe
 	return &Runner{chain: c, clk: clk, in: make(chan *Packet, n), done: make(chan struct{})}, nil
 }
 
+// KeepsSegments reports whether GSO packets cross the direction whole; a
+// sender splits them (Pool.Split) before Send when not, so that the
+// split runs on its goroutine rather than the direction's.
+func (r *Runner) KeepsSegments() bool { return r.chain.keep }
+
 // Send hands p to the direction, stamped with the clock's time. It never
 // blocks: when the input channel is full, or the Runner is closed, p is
 // dropped and counted (DropInput, DropFlushed). It reports whether p was

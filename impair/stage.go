@@ -86,21 +86,22 @@ type Counters struct {
 	BusyNs atomic.Int64
 }
 
-// in counts a packet entering the stage.
+// in counts a packet entering the stage (a GSO packet as its segments,
+// here and in out and drop).
 func (c *Counters) in(p *Packet) {
-	c.InPackets.Add(1)
-	c.InBytes.Add(uint64(len(p.Data)))
+	c.InPackets.Add(uint64(p.Segments()))
+	c.InBytes.Add(uint64(p.WireLen()))
 }
 
 // out counts a packet leaving the stage.
 func (c *Counters) out(p *Packet) {
-	c.OutPackets.Add(1)
-	c.OutBytes.Add(uint64(len(p.Data)))
+	c.OutPackets.Add(uint64(p.Segments()))
+	c.OutBytes.Add(uint64(p.WireLen()))
 }
 
 // drop counts p as dropped for reason r and releases it.
 func (c *Counters) drop(p *Packet, r DropReason) {
-	c.Drops[r].Add(1)
+	c.Drops[r].Add(uint64(p.Segments()))
 	p.Release()
 }
 

@@ -50,6 +50,11 @@ type TUN struct {
 	Services bool
 	// UDPIdle ends a relayed UDP session idle this long; default 60s.
 	UDPIdle time.Duration
+	// Offload lets the kernel hand over and take TCP segments of up to
+	// 64 KiB with checksums left to the receiver (virtio-net headers,
+	// TSO); the path still applies every impairment to each MTU-sized
+	// segment, splitting where a stage decides per packet. Default true.
+	Offload bool
 	// Netns puts the device in an existing network namespace, given as
 	// the absolute path of its file: as written in the scenario
 	// (/proc/PID/ns/net), or /var/run/netns/NAME for a namespace the
@@ -105,7 +110,7 @@ const (
 var defaultTUNAddress = netip.MustParsePrefix("10.99.0.1/24")
 
 var (
-	tunKeys         = []string{"name", "address", "peer", "mtu", "routes", "forward", "transparent", "services", "udp_idle", "netns", "station"}
+	tunKeys         = []string{"name", "address", "peer", "mtu", "routes", "forward", "transparent", "services", "udp_idle", "netns", "station", "offload"}
 	forwardKeys     = []string{"proto", "listen", "to"}
 	transparentKeys = []string{"allow"}
 	forwardProtos   = []string{"tcp", "udp"}
@@ -116,7 +121,7 @@ var (
 // reported and decoded as all defaults, so that kernel flows are not also
 // told to add a tun section.
 func (d *decoder) tun(n *yaml.Node, mtu int, mtuOK bool, w *WiFi) *TUN {
-	t := &TUN{Name: defaultTUNName, MTU: mtu, Services: true, UDPIdle: defaultTUNUDPIdle}
+	t := &TUN{Name: defaultTUNName, MTU: mtu, Services: true, UDPIdle: defaultTUNUDPIdle, Offload: true}
 	f, ok := d.fields(n, "tun", "a mapping of TUN keys (tun: {} for every default)", tunKeys)
 	if !ok {
 		t.Address = []netip.Prefix{defaultTUNAddress}
@@ -256,6 +261,11 @@ func (d *decoder) tun(n *yaml.Node, mtu int, mtuOK bool, w *WiFi) *TUN {
 	}
 
 	servicesOK := true
+	if v := f["offload"]; v != nil {
+		if o, ok := d.boolean(v, "tun.offload"); ok {
+			t.Offload = o
+		}
+	}
 	if v := f["services"]; v != nil {
 		var s bool
 		if s, servicesOK = d.boolean(v, "tun.services"); servicesOK {

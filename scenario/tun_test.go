@@ -27,6 +27,7 @@ func defaultTUN() *TUN {
 		MTU:      1500,
 		Services: true,
 		UDPIdle:  60 * time.Second,
+		Offload:  true,
 	}
 }
 
@@ -124,6 +125,7 @@ tun:
 			t.Transparent = &Transparent{Allow: prefixes("192.0.2.0/24")}
 		})},
 		{"tun: {netns: lab}\n", withTUN(func(t *TUN) { t.Netns = "/var/run/netns/lab" })},
+		{"tun: {offload: false}\n", withTUN(func(t *TUN) { t.Offload = false })},
 		{"tun: {netns: /proc/1234/ns/net}\n", withTUN(func(t *TUN) { t.Netns = "/proc/1234/ns/net" })},
 		{"wifi: {stations: [{name: a}, {name: b}]}\ntun: {station: b}\n", withTUN(func(t *TUN) {
 			t.Stations = []string{"b"}
@@ -155,7 +157,7 @@ func TestTUNErrors(t *testing.T) {
 		{"tun: true\n", "x.yaml:1: tun: expected a mapping of TUN keys (tun: {} for every default), got true"},
 		{"tun: [a]\n", "x.yaml:1: tun: expected a mapping of TUN keys (tun: {} for every default), got a list"},
 		{"tun:\n  adress: 10.0.0.1/24\n", `x.yaml:2: tun.adress: unknown key; did you mean "address"?`},
-		{"tun: {x: 1}\n", "x.yaml:1: tun.x: unknown key (expected one of: address, forward, mtu, name, netns, peer, routes, services, station, transparent, udp_idle)"},
+		{"tun: {x: 1}\n", "x.yaml:1: tun.x: unknown key (expected one of: address, forward, mtu, name, netns, offload, peer, routes, services, station, transparent, udp_idle)"},
 		{"tun: {}\ntun: {}\n", "x.yaml:2: tun: duplicate key (first at line 1)"},
 
 		// name

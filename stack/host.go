@@ -74,6 +74,16 @@ type HostConfig struct {
 	// host, including this one, but not Close. It is not called once Close
 	// has returned.
 	Output func(pkt [][]byte)
+	// OutputGSO, when not nil, replaces Output and turns on segmentation
+	// offload: the host's TCP then sends segments of up to GSOMaxSize
+	// bytes that stand for several of GSO.MSS payload bytes each, and
+	// leaves the checksums of its TCP segments partial, as it does for a
+	// host NIC with TSO. Every packet comes with its GSO description:
+	// every TCP packet has NeedsCsum (its checksum field may hold only the
+	// pseudo-header's sum, or may be complete), and MSS when it stands for
+	// several segments; others have a zero GSO. Whoever receives a TCP
+	// packet computes its checksum (or splits it, which does).
+	OutputGSO func(pkt [][]byte, g GSO)
 	// Log is the logger; nil means none. The host names it "stack" and
 	// adds its name; nothing is logged per packet.
 	Log *zap.Logger
@@ -99,7 +109,7 @@ func (c *HostConfig) Validate() error {
 	if c.Clock == nil {
 		add("clock: must be set")
 	}
-	if c.Output == nil {
+	if c.Output == nil && c.OutputGSO == nil {
 		add("output: must be set")
 	}
 	return errors.Join(errs...)
@@ -157,7 +167,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		name:    cfg.Name,
 		log:     log.Named("stack").With(zap.String("host", cfg.Name)),
 		s:       s,
-		link:    newLink(uint32(cfg.MTU), cfg.Output),
+		link:    newLink(uint32(cfg.MTU), cfg.Output, cfg.OutputGSO),
 		closers: make(map[closer]struct{}),
 	}
 	if err := h.setup(cfg); err != nil {

@@ -21,7 +21,10 @@ import (
 // per packet; avoiding them is the reason for this type.
 type link struct {
 	output func([][]byte)
-	mtu    atomic.Uint32
+	// outputGSO, when not nil, replaces output and makes the link offer
+	// host GSO (see HostConfig.OutputGSO).
+	outputGSO func([][]byte, GSO)
+	mtu       atomic.Uint32
 
 	// disp is the dispatcher gVisor attached, nil before Attach and after
 	// the NIC is removed. Inject loads it on every packet.
@@ -47,10 +50,16 @@ const shutBit = int64(1) << 62
 var (
 	_ stack.LinkEndpoint       = (*link)(nil)
 	_ stack.QueueingDiscipline = (*link)(nil)
+	_ stack.GSOEndpoint        = (*link)(nil)
 )
 
-func newLink(mtu uint32, output func([][]byte)) *link {
-	l := &link{output: output}
+// GSOMaxSize is the largest segment a host with OutputGSO sends: what
+// fits, with its headers, in an IP packet (IPv4's total length is 16
+// bits).
+const GSOMaxSize = 65535 - 60 - 60
+
+func newLink(mtu uint32, output func([][]byte), outputGSO func([][]byte, GSO)) *link {
+	l := &link{output: output, outputGSO: outputGSO}
 	l.mtu.Store(mtu)
 	l.scratch.New = func() any {
 		s := make([][]byte, 0, 4)
@@ -144,9 +153,40 @@ func (l *link) write(pkt *stack.PacketBuffer, s [][]byte) [][]byte {
 	}
 	l.outPackets.Add(1)
 	l.outBytes.Add(uint64(size))
-	l.output(s)
+	if l.outputGSO != nil {
+		// gVisor's TCP leaves the checksum of every segment of an
+		// endpoint on a GSO route partial, its ACKs included, though only
+		// segments larger than the MSS carry GSOOptions: any TCP packet
+		// is reported as needing its checksum (a complete one is simply
+		// computed again).
+		var g GSO
+		if pkt.TransportProtocolNumber == header.TCPProtocolNumber && len(s) > 0 && len(s[0]) > 0 {
+			g = GSO{NeedsCsum: true, CsumStart: header.IPv6MinimumSize, CsumOffset: header.TCPChecksumOffset}
+			if s[0][0]>>4 == 4 {
+				g.CsumStart = int(s[0][0]&0x0f) * 4
+			}
+			if o := pkt.GSOOptions; o.Type == stack.GSOTCPv4 || o.Type == stack.GSOTCPv6 {
+				g.MSS = int(o.MSS)
+			}
+		}
+		l.outputGSO(s, g)
+	} else {
+		l.output(s)
+	}
 	clear(s) // hold no reference to packet memory in the pool
 	return s[:0]
+}
+
+// GSOMaxSize implements stack.GSOEndpoint.
+func (l *link) GSOMaxSize() uint32 { return GSOMaxSize }
+
+// SupportedGSO implements stack.GSOEndpoint: host GSO (segments split by
+// whoever receives them) with OutputGSO, none without.
+func (l *link) SupportedGSO() stack.SupportedGSO {
+	if l.outputGSO != nil {
+		return stack.HostGSOSupported
+	}
+	return stack.GSONotSupported
 }
 
 // MTU implements stack.LinkEndpoint.
@@ -169,7 +209,7 @@ func (*link) SetLinkAddress(tcpip.LinkAddress) {}
 //   - no checksum offload, so outbound packets carry real checksums (the
 //     path may corrupt them, a TUN may carry them to a real host) and
 //     inbound checksums are verified, so corruption shows up as drops.
-//   - no GSO: the path must see MTU-sized IP packets, as on a real link.
+//   - GSO only through GSOEndpoint, with OutputGSO (see there).
 func (*link) Capabilities() stack.LinkEndpointCapabilities { return 0 }
 
 // Attach implements stack.LinkEndpoint; d is nil when the NIC is removed.

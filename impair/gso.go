@@ -1,0 +1,254 @@
+package impair
+
+import "encoding/binary"
+
+// Segmentation offload (GSO). A sender that offloads segmentation (the
+// kernel writing into a TUN device with virtio-net headers, gVisor with
+// GSO on) hands over one TCP segment of up to 64 KiB that stands for
+// several MTU-sized ones, each MSS bytes of payload with a copy of the
+// headers. Such a packet crosses the path whole when no stage of the
+// direction decides per packet (Config.KeepsSegments: no loss,
+// duplication, corruption, rate, slots, jitter or reordering): the
+// counters then count it as its segments, in packets and in bytes on the
+// wire. Otherwise it is split into its segments before it enters the
+// direction (by its sender, Pool.Split, or by Chain.Arrive), so every impairment applies to
+// each MTU-sized packet as it would on a real link.
+
+// gsoMaxSegments bounds the segments of one GSO packet: 64 KiB of payload
+// in segments of at least 536 bytes (IPv4's minimum MSS) is 123.
+const gsoMaxSegments = 128
+
+// SetGSO marks p, a TCP segment over IPv4 or IPv6, as standing for
+// segments of mss payload bytes each. partial says its TCP checksum is
+// not final (the sender left it to be completed, as with checksum
+// offload): whoever delivers p whole must complete it (CompleteChecksum),
+// and a split computes each segment's. It reports false, leaving p an
+// ordinary packet, when p is not such a TCP segment (then, if partial,
+// its checksum stays as it is) or when it fits in one segment; p's
+// checksum is then completed when partial.
+func (p *Packet) SetGSO(mss int, partial bool) bool {
+	p.segs, p.hdrLen, p.partial = 0, 0, false
+	ipLen, ok := tcpHeaders(p.Data)
+	if !ok || mss <= 0 {
+		return false
+	}
+	tcpLen := int(p.Data[ipLen+12]>>4) * 4
+	payload := len(p.Data) - ipLen - tcpLen
+	if payload <= mss {
+		if partial {
+			CompleteChecksum(p.Data)
+		}
+		return false
+	}
+	n := (payload + mss - 1) / mss
+	if n > gsoMaxSegments || mss > 0xffff {
+		return false
+	}
+	p.segs, p.mss, p.hdrLen, p.partial = uint16(n), uint16(mss), uint16(ipLen+tcpLen), partial
+	return true
+}
+
+// GSO reports p's segment size and whether it is a GSO packet (see
+// SetGSO); partial says its TCP checksum is not final.
+func (p *Packet) GSO() (mss int, partial, ok bool) {
+	if p.segs == 0 {
+		return 0, false, false
+	}
+	return int(p.mss), p.partial, true
+}
+
+// Segments returns how many packets p stands for on the wire: 1, or its
+// segments for a GSO packet.
+func (p *Packet) Segments() int { return max(1, int(p.segs)) }
+
+// WireLen returns the bytes p occupies on the wire: its length, plus, for
+// a GSO packet, a copy of its headers for every segment after the first.
+func (p *Packet) WireLen() int {
+	if p.segs == 0 {
+		return len(p.Data)
+	}
+	return len(p.Data) + (int(p.segs)-1)*int(p.hdrLen)
+}
+
+// tcpHeaders returns the length of the IP header of b when b is an
+// unfragmented TCP segment over IPv4, or over IPv6 with no extension
+// header, whose TCP header fits.
+func tcpHeaders(b []byte) (ipLen int, ok bool) {
+	if len(b) < 20 {
+		return 0, false
+	}
+	switch b[0] >> 4 {
+	case 4:
+		ipLen = int(b[0]&0x0f) * 4
+		frag := binary.BigEndian.Uint16(b[6:8])
+		if ipLen < 20 || b[9] != 6 || frag&0x3fff != 0 || int(binary.BigEndian.Uint16(b[2:4])) != len(b) {
+			return 0, false
+		}
+	case 6:
+		ipLen = 40
+		if len(b) < 40 || b[6] != 6 || 40+int(binary.BigEndian.Uint16(b[4:6])) != len(b) {
+			return 0, false
+		}
+	default:
+		return 0, false
+	}
+	if len(b) < ipLen+20 {
+		return 0, false
+	}
+	tcpLen := int(b[ipLen+12]>>4) * 4
+	if tcpLen < 20 || len(b) < ipLen+tcpLen {
+		return 0, false
+	}
+	return ipLen, true
+}
+
+// Split hands emit p's segments as ordinary packets from pool, each a
+// complete IP packet with its own length, IPv4 identification and header
+// checksum, sequence number, flags (FIN and PSH on the last segment only,
+// CWR on the first only) and TCP checksum, and with p's timestamps; p is
+// released. A packet that is not a GSO packet is handed over as it is.
+func (pl *Pool) Split(p *Packet, emit func(*Packet)) {
+	if p.segs == 0 {
+		emit(p)
+		return
+	}
+	b := p.Data
+	hl := int(p.hdrLen)
+	ipLen, _ := tcpHeaders(b)
+	mss := int(p.mss)
+	payload := b[hl:]
+	seq := binary.BigEndian.Uint32(b[ipLen+4:])
+	flags := b[ipLen+13]
+	v4 := b[0]>>4 == 4
+	var id uint16
+	if v4 {
+		id = binary.BigEndian.Uint16(b[4:6])
+	}
+	for i := 0; len(payload) > 0; i++ {
+		n := min(mss, len(payload))
+		var s *Packet
+		switch {
+		case hl+n <= pl.size:
+			s = pl.Get(hl + n)
+		case p.pool != nil && hl+n <= p.pool.size:
+			s = p.pool.Get(hl + n) // a segment larger than pl's packets
+		default:
+			s = &Packet{Data: make([]byte, hl+n)}
+		}
+		copy(s.Data, b[:hl])
+		copy(s.Data[hl:], payload[:n])
+		payload = payload[n:]
+		h := s.Data
+		if v4 {
+			binary.BigEndian.PutUint16(h[2:4], uint16(hl+n))
+			binary.BigEndian.PutUint16(h[4:6], id+uint16(i))
+			h[10], h[11] = 0, 0
+			binary.BigEndian.PutUint16(h[10:12], ^fold(sum(h[:ipLen], 0)))
+		} else {
+			binary.BigEndian.PutUint16(h[4:6], uint16(hl+n-40))
+		}
+		binary.BigEndian.PutUint32(h[ipLen+4:], seq+uint32(i*mss))
+		f := flags
+		if len(payload) > 0 {
+			f &^= 0x09 // FIN, PSH: the last segment's
+		}
+		if i > 0 {
+			f &^= 0x80 // CWR: the first segment's
+		}
+		h[ipLen+13] = f
+		CompleteChecksum(h)
+		s.Arrival, s.Enqueued = p.Arrival, p.Enqueued
+		emit(s)
+	}
+	p.Release()
+}
+
+// CompleteChecksum computes the TCP checksum of b, an IPv4 or IPv6 TCP
+// segment, over its pseudo-header, header and payload, and stores it;
+// whatever the checksum field held is ignored. It reports false, leaving
+// b alone, when b is not such a segment.
+func CompleteChecksum(b []byte) bool {
+	ipLen, ok := tcpHeaders(b)
+	if !ok {
+		return false
+	}
+	tcp := b[ipLen:]
+	var s uint64
+	if b[0]>>4 == 4 {
+		s = sum(b[12:20], 0) // source and destination
+	} else {
+		s = sum(b[8:40], 0)
+	}
+	s += 6 + uint64(len(tcp)) // protocol and TCP length
+	tcp[16], tcp[17] = 0, 0
+	binary.BigEndian.PutUint16(tcp[16:18], ^fold(sum(tcp, s)))
+	return true
+}
+
+// CompletePartial completes a checksum its sender left partial, as a
+// device with checksum offload would: the field at start+offset holds
+// the pseudo-header's sum, and the checksum covers b from start on. It
+// reports false, changing nothing, when the field is not inside b.
+func CompletePartial(b []byte, start, offset int) bool {
+	at := start + offset
+	if start < 0 || offset < 0 || at+2 > len(b) {
+		return false
+	}
+	c := ^fold(sum(b[start:], 0))
+	if c == 0 && offset == 6 {
+		c = 0xffff // UDP sends a computed 0 as all ones
+	}
+	binary.BigEndian.PutUint16(b[at:], c)
+	return true
+}
+
+// PseudoChecksum stores in b's TCP checksum field the folded sum of its
+// pseudo-header alone (not complemented): what a device with checksum
+// offload (a TUN device given a virtio-net header with NEEDS_CSUM)
+// expects there, adding the sum of the segment itself.
+func PseudoChecksum(b []byte) {
+	ipLen, ok := tcpHeaders(b)
+	if !ok {
+		return
+	}
+	var s uint64
+	if b[0]>>4 == 4 {
+		s = sum(b[12:20], 0)
+	} else {
+		s = sum(b[8:40], 0)
+	}
+	s += 6 + uint64(len(b)-ipLen)
+	binary.BigEndian.PutUint16(b[ipLen+16:ipLen+18], fold(s))
+}
+
+// sum adds b to the one's complement sum s as big-endian 16-bit words (an
+// odd last byte padded with zero). It adds 32-bit words into 64 bits,
+// which cannot overflow for any packet, and fold does the rest.
+func sum(b []byte, s uint64) uint64 {
+	for len(b) >= 16 {
+		s += uint64(binary.BigEndian.Uint32(b)) + uint64(binary.BigEndian.Uint32(b[4:])) +
+			uint64(binary.BigEndian.Uint32(b[8:])) + uint64(binary.BigEndian.Uint32(b[12:]))
+		b = b[16:]
+	}
+	for len(b) >= 4 {
+		s += uint64(binary.BigEndian.Uint32(b))
+		b = b[4:]
+	}
+	if len(b) >= 2 {
+		s += uint64(binary.BigEndian.Uint16(b))
+		b = b[2:]
+	}
+	if len(b) == 1 {
+		s += uint64(b[0]) << 8
+	}
+	return s
+}
+
+// fold folds a 64-bit one's complement sum into 16 bits.
+func fold(s uint64) uint16 {
+	s = (s >> 32) + (s & 0xffffffff)
+	s = (s >> 32) + (s & 0xffffffff)
+	s = (s >> 16) + (s & 0xffff)
+	s = (s >> 16) + (s & 0xffff)
+	return uint16(s)
+}

@@ -1,0 +1,277 @@
+package impair
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+	"time"
+)
+
+// naiveSum is the RFC 1071 checksum the obvious way: 16-bit big-endian
+// words, end-around carry after each addition.
+func naiveSum(b []byte) uint16 {
+	var s uint32
+	for i := 0; i+1 < len(b); i += 2 {
+		s += uint32(b[i])<<8 | uint32(b[i+1])
+		s = (s & 0xffff) + s>>16
+	}
+	if len(b)%2 == 1 {
+		s += uint32(b[len(b)-1]) << 8
+		s = (s & 0xffff) + s>>16
+	}
+	return uint16(s)
+}
+
+// tcpChecksumOK verifies b's TCP checksum the naive way.
+func tcpChecksumOK(t *testing.T, b []byte) bool {
+	t.Helper()
+	ipLen, ok := tcpHeaders(b)
+	if !ok {
+		t.Fatalf("not a TCP segment: % x", b[:20])
+	}
+	var pseudo []byte
+	if b[0]>>4 == 4 {
+		pseudo = append(pseudo, b[12:20]...)
+	} else {
+		pseudo = append(pseudo, b[8:40]...)
+	}
+	l := len(b) - ipLen
+	pseudo = append(pseudo, 0, 0, 0, 6, byte(l>>8), byte(l))
+	return naiveSum(append(pseudo, b[ipLen:]...)) == 0xffff
+}
+
+// superSegment returns a TCP segment with payload bytes of pattern, over
+// IPv4 (with a 12-byte TCP option) or IPv6, flags CWR, ACK, PSH and FIN.
+func superSegment(v6 bool, payload int) []byte {
+	tcp := make([]byte, 32+payload)
+	binary.BigEndian.PutUint16(tcp[0:], 40000)
+	binary.BigEndian.PutUint16(tcp[2:], 5201)
+	binary.BigEndian.PutUint32(tcp[4:], 0xfffff000) // wraps across the segments
+	binary.BigEndian.PutUint32(tcp[8:], 77)
+	tcp[12] = 8 << 4
+	tcp[13] = 0x80 | 0x10 | 0x08 | 0x01
+	binary.BigEndian.PutUint16(tcp[14:], 512)
+	copy(tcp[20:], []byte{1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2}) // NOP NOP timestamps
+	for i := range payload {
+		tcp[32+i] = byte(i*7 + i/251)
+	}
+	if v6 {
+		ip := make([]byte, 40)
+		ip[0] = 0x60
+		binary.BigEndian.PutUint16(ip[4:], uint16(len(tcp)))
+		ip[6], ip[7] = 6, 64
+		ip[8], ip[23] = 0xfd, 1
+		ip[24], ip[39] = 0xfd, 2
+		return append(ip, tcp...)
+	}
+	ip := make([]byte, 20)
+	ip[0] = 0x45
+	binary.BigEndian.PutUint16(ip[2:], uint16(20+len(tcp)))
+	binary.BigEndian.PutUint16(ip[4:], 0xfffe) // wraps too
+	ip[6] = 0x40                               // DF
+	ip[8], ip[9] = 64, 6
+	copy(ip[12:], []byte{10, 99, 0, 1, 10, 99, 0, 2})
+	return append(ip, tcp...)
+}
+
+func TestSplitMakesEverySegmentWhole(t *testing.T) {
+	for _, v6 := range []bool{false, true} {
+		const mss, payload = 1448, 10000 // 6 full segments and one of 1312
+		b := superSegment(v6, payload)
+		pool := NewPool(1520)
+		big := NewPool(len(b))
+		p := big.Copy(b)
+		p.Arrival = time.Unix(5, 0)
+		if !p.SetGSO(mss, true) {
+			t.Fatal("SetGSO refused a TCP segment")
+		}
+		hl := len(b) - payload
+		if p.Segments() != 7 || p.WireLen() != len(b)+6*hl {
+			t.Fatalf("segments %d, wire length %d; want 7, %d", p.Segments(), p.WireLen(), len(b)+6*hl)
+		}
+		var segs []*Packet
+		pool.Split(p, func(s *Packet) { segs = append(segs, s) })
+		if len(segs) != 7 {
+			t.Fatalf("v6=%v: %d segments, want 7", v6, len(segs))
+		}
+		var joined []byte
+		ipLen := hl - 32
+		for i, s := range segs {
+			h := s.Data
+			n := min(mss, payload-i*mss)
+			if len(h) != hl+n || s.Arrival != time.Unix(5, 0) || s.Segments() != 1 {
+				t.Errorf("segment %d: length %d, want %d (arrival %v)", i, len(h), hl+n, s.Arrival)
+			}
+			if v6 {
+				if got := int(binary.BigEndian.Uint16(h[4:])); got != len(h)-40 {
+					t.Errorf("segment %d: payload length %d", i, got)
+				}
+			} else {
+				if got := int(binary.BigEndian.Uint16(h[2:])); got != len(h) {
+					t.Errorf("segment %d: total length %d", i, got)
+				}
+				if id := binary.BigEndian.Uint16(h[4:]); id != uint16(0xfffe+i) {
+					t.Errorf("segment %d: id %#x", i, id)
+				}
+				if naiveSum(h[:20]) != 0xffff {
+					t.Errorf("segment %d: bad IPv4 header checksum", i)
+				}
+			}
+			if seq := binary.BigEndian.Uint32(h[ipLen+4:]); seq != 0xfffff000+uint32(i*mss) {
+				t.Errorf("segment %d: seq %#x", i, seq)
+			}
+			f := h[ipLen+13]
+			wantFlags := byte(0x10)
+			if i == 0 {
+				wantFlags |= 0x80
+			}
+			if i == 6 {
+				wantFlags |= 0x09
+			}
+			if f != wantFlags {
+				t.Errorf("segment %d: flags %#x, want %#x", i, f, wantFlags)
+			}
+			if !bytes.Equal(h[ipLen+14:ipLen+16], b[ipLen+14:ipLen+16]) || !bytes.Equal(h[ipLen+18:hl], b[ipLen+18:hl]) {
+				t.Errorf("segment %d: window or options changed", i)
+			}
+			if !tcpChecksumOK(t, h) {
+				t.Errorf("segment %d: bad TCP checksum", i)
+			}
+			joined = append(joined, h[hl:]...)
+		}
+		if !bytes.Equal(joined, b[hl:]) {
+			t.Errorf("v6=%v: the segments' payloads do not make the original's", v6)
+		}
+	}
+}
+
+func TestSetGSO(t *testing.T) {
+	pool := NewPool(65536)
+	b := superSegment(false, 1000)
+	p := pool.Copy(b)
+	if p.SetGSO(1448, true) || p.Segments() != 1 {
+		t.Error("a segment within one MSS is not a GSO packet")
+	}
+	if !tcpChecksumOK(t, p.Data) {
+		t.Error("SetGSO left the checksum of a partial one-segment packet incomplete")
+	}
+	udp := superSegment(false, 3000)
+	udp[9] = 17
+	if pool.Copy(udp).SetGSO(1448, false) {
+		t.Error("SetGSO took a UDP packet")
+	}
+	frag := superSegment(false, 3000)
+	frag[6] |= 0x20 // more fragments
+	if pool.Copy(frag).SetGSO(1448, false) {
+		t.Error("SetGSO took a fragment")
+	}
+	short := superSegment(true, 3000)
+	if pool.Copy(short[:len(short)-1]).SetGSO(1448, false) {
+		t.Error("SetGSO took an IPv6 packet whose length field disagrees")
+	}
+	q := pool.Copy(superSegment(true, 3000))
+	if !q.SetGSO(1000, false) || q.Segments() != 3 {
+		t.Errorf("IPv6: segments %d", q.Segments())
+	}
+	if mss, partial, ok := q.GSO(); mss != 1000 || partial || !ok {
+		t.Errorf("GSO() = %d, %v, %v", mss, partial, ok)
+	}
+	q.Release()
+	if r := pool.Get(100); r.Segments() != 1 {
+		t.Error("a released packet kept its GSO state")
+	}
+}
+
+func TestCompleteAndPseudoChecksum(t *testing.T) {
+	for _, v6 := range []bool{false, true} {
+		for _, n := range []int{0, 1, 2, 3, 1447, 1448, 60000} {
+			b := superSegment(v6, n)
+			CompleteChecksum(b)
+			if !tcpChecksumOK(t, b) {
+				t.Errorf("v6=%v, %d bytes: bad checksum", v6, n)
+			}
+			// The pseudo-header sum plus the segment's own sum (what a
+			// device with offload adds) gives the full checksum.
+			PseudoChecksum(b)
+			ipLen, _ := tcpHeaders(b)
+			if got := ^fold(sum(b[ipLen:], 0)); !tcpChecksumOKWith(b, got) {
+				t.Errorf("v6=%v, %d bytes: the pseudo-header sum does not complete to the checksum", v6, n)
+			}
+		}
+	}
+}
+
+// tcpChecksumOKWith reports whether b is valid with checksum c.
+func tcpChecksumOKWith(b []byte, c uint16) bool {
+	ipLen, _ := tcpHeaders(b)
+	b = bytes.Clone(b)
+	binary.BigEndian.PutUint16(b[ipLen+16:], c)
+	var pseudo []byte
+	if b[0]>>4 == 4 {
+		pseudo = append(pseudo, b[12:20]...)
+	} else {
+		pseudo = append(pseudo, b[8:40]...)
+	}
+	l := len(b) - ipLen
+	pseudo = append(pseudo, 0, 0, 0, 6, byte(l>>8), byte(l))
+	return naiveSum(append(pseudo, b[ipLen:]...)) == 0xffff
+}
+
+func FuzzChecksumSum(f *testing.F) {
+	f.Add([]byte{0xff, 0xff, 0xff})
+	f.Add(bytes.Repeat([]byte{0xff}, 1000))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := fold(sum(b, 0)), naiveSum(b); got != want && !(got == 0xffff && want == 0) && !(got == 0 && want == 0xffff) {
+			t.Fatalf("fold(sum) = %#x, naive %#x", got, want)
+		}
+	})
+}
+
+// TestChainKeepsOrSplitsSegments: a direction with only a fixed delay
+// carries a GSO packet whole and counts its segments; one with a rate
+// splits it and sends each segment at its own time.
+func TestChainKeepsOrSplitsSegments(t *testing.T) {
+	b := superSegment(false, 4000) // 3 segments of 1448, 1448, 1104
+	hl := len(b) - 4000
+	big := NewPool(len(b))
+	t0 := time.Unix(100, 0)
+
+	var got []*Packet
+	var at []time.Time
+	deliver := func(now time.Time, p *Packet) { got, at = append(got, p), append(at, now) }
+	c, err := NewChain(Config{Name: "up", Delay: DelayConfig{Time: 10 * time.Millisecond}}, deliver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := big.Copy(b)
+	p.SetGSO(1448, false)
+	c.Arrive(t0, p)
+	c.Advance(t0.Add(time.Second))
+	st := c.Stats()
+	if len(got) != 1 || got[0].Segments() != 3 || st.InPackets != 3 || st.OutPackets != 3 || st.OutBytes != uint64(len(b)+2*hl) {
+		t.Fatalf("delay only: %d packets out, stats %+v", len(got), st)
+	}
+
+	got, at = nil, nil
+	c, err = NewChain(Config{Name: "up", Rate: RateConfig{Bitrate: 10e6}}, deliver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.KeepsSegments() {
+		t.Fatal("a rate-limited direction keeps segments")
+	}
+	p = big.Copy(b)
+	p.SetGSO(1448, false)
+	c.Arrive(t0, p)
+	c.Advance(t0.Add(time.Second))
+	if len(got) != 3 {
+		t.Fatalf("rate: %d packets out, want 3 segments", len(got))
+	}
+	// Each segment is serialized on its own: 1500 bytes at 10 Mbit/s
+	// take 1.2 ms.
+	for i, want := range []time.Duration{1200 * time.Microsecond, 2400 * time.Microsecond, 2400*time.Microsecond + time.Duration(hl+1104)*800} {
+		if d := at[i].Sub(t0); d != want {
+			t.Errorf("segment %d left after %v, want %v", i, d, want)
+		}
+	}
+}
