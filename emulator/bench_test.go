@@ -101,45 +101,15 @@ var iperf3Modes = []struct {
 //	go test -run XXX -bench TUNIperf3 -benchtime 1x ./emulator/
 func BenchmarkTUNIperf3(b *testing.B) {
 	const secs = "3"
-	for _, m := range iperf3Modes {
-		b.Run("netjam/"+m.name, func(b *testing.B) {
-			ns := testNetns(b)
-			port := iperf3Server(b)
-			y := fmt.Sprintf(`
-duration: 60s
-tun:
-  netns: %s
-  forward:
-    - {proto: tcp, listen: 5201, to: 127.0.0.1:%d}
-    - {proto: udp, listen: 5201, to: 127.0.0.1:%d}
-`, ns.Path(), port, port)
-			var bps, pps, cpu float64
-			for b.Loop() {
-				var out string
-				var c0 time.Duration
-				var w0 time.Time
-				var wall time.Duration
-				sum := runTUNIn(b, y, func(ctx context.Context) error {
-					c0, w0 = cpuTime(), time.Now()
-					var err error
-					out, err = runIn(ctx, ns, "iperf3", append([]string{"-c", "10.99.0.2", "-t", secs, "-J"}, m.args...)...)
-					wall = time.Since(w0)
-					cpu += (cpuTime() - c0).Seconds() / wall.Seconds()
-					return err
-				})
-				var r iperf3Result
-				if err := json.Unmarshal([]byte(out), &r); err != nil {
-					b.Fatalf("iperf3: %v\n%s", err, out)
-				}
-				bps += r.bps(m.udp)
-				l := sum.Runs[0].Links
-				pps += float64(l[0].PacketsOut+l[1].PacketsOut) / wall.Seconds()
-			}
-			n := float64(b.N)
-			b.ReportMetric(bps/n/1e9, "Gbit/s")
-			b.ReportMetric(pps/n, "packets/s")
-			b.ReportMetric(cpu/n, "cpu-s/s")
-		})
+	for _, path := range []struct{ name, link string }{
+		{"netjam", "{}"},
+		// Per-packet stages: every large segment is split into
+		// MTU-sized ones, each serialized and given its loss draw.
+		{"netjam-impaired", "{rate: 10Gbps, delay: 1ms, loss: 0.001%, queue: 10000}"},
+	} {
+		for _, m := range iperf3Modes {
+			benchTUNIperf3(b, path.name+"/"+m.name, path.link, m.args, m.udp, secs)
+		}
 	}
 	for _, m := range iperf3Modes {
 		b.Run("veth/"+m.name, func(b *testing.B) {
@@ -225,4 +195,46 @@ func vethPair(b *testing.B) (*stack.Netns, *stack.Netns) {
 		b.Fatal(err)
 	}
 	return a, z
+}
+
+// benchTUNIperf3 runs iperf3 with args from a namespace through TUN mode
+// whose link is link, against an iperf3 server on loopback.
+func benchTUNIperf3(b *testing.B, name, link string, args []string, udp bool, secs string) {
+	b.Run(name, func(b *testing.B) {
+		ns := testNetns(b)
+		port := iperf3Server(b)
+		y := fmt.Sprintf(`
+duration: 60s
+link: %s
+tun:
+  netns: %s
+  forward:
+    - {proto: tcp, listen: 5201, to: 127.0.0.1:%d}
+    - {proto: udp, listen: 5201, to: 127.0.0.1:%d}
+`, link, ns.Path(), port, port)
+		var bps, pps, cpu float64
+		for b.Loop() {
+			var out string
+			var wall time.Duration
+			sum := runTUNIn(b, y, func(ctx context.Context) error {
+				c0, w0 := cpuTime(), time.Now()
+				var err error
+				out, err = runIn(ctx, ns, "iperf3", append([]string{"-c", "10.99.0.2", "-t", secs, "-J"}, args...)...)
+				wall = time.Since(w0)
+				cpu += (cpuTime() - c0).Seconds() / wall.Seconds()
+				return err
+			})
+			var r iperf3Result
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				b.Fatalf("iperf3: %v\n%s", err, out)
+			}
+			bps += r.bps(udp)
+			l := sum.Runs[0].Links
+			pps += float64(l[0].PacketsOut+l[1].PacketsOut) / wall.Seconds()
+		}
+		n := float64(b.N)
+		b.ReportMetric(bps/n/1e9, "Gbit/s")
+		b.ReportMetric(pps/n, "packets/s")
+		b.ReportMetric(cpu/n, "cpu-s/s")
+	})
 }

@@ -78,8 +78,11 @@ type LinkSummary struct {
 	// DeliveryDrops counts packets that left the direction but found the
 	// receiving host's inbox full (the host fell behind): the emulator's
 	// own overload, not an impairment; 0 in a healthy run.
-	DeliveryDrops uint64              `json:"delivery_drops"`
-	Stages        []impair.StageStats `json:"stages"`
+	DeliveryDrops uint64 `json:"delivery_drops"`
+	// WholeGSO counts the large TCP segments of segmentation offload (TUN
+	// mode) that crossed whole; the packet counts count their segments.
+	WholeGSO uint64              `json:"whole_gso,omitempty"`
+	Stages   []impair.StageStats `json:"stages"`
 }
 
 // Achieved is what a direction did, to set beside Configured: the
@@ -123,6 +126,7 @@ func linkSummary(d scenario.Direction, st impair.Stats) LinkSummary {
 		BytesIn:    st.InBytes,
 		PacketsOut: st.OutPackets,
 		BytesOut:   st.OutBytes,
+		WholeGSO:   st.WholeGSO,
 		Drops:      st.Drops,
 		TransitMs:  st.Transit.Scale(nsPerMs),
 		LatenessMs: st.Lateness.Scale(nsPerMs),

@@ -1,10 +1,12 @@
 package emulator
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"os"
@@ -368,4 +370,80 @@ flows:
 		t.Errorf("the AP delivered %d frames, want the 250 of to-a at least", sum.WiFi.AP.Delivered)
 	}
 	t.Logf("stations %v, AP %d; TUN %v", got, sum.WiFi.AP.Delivered, sum.TUN.Stations)
+}
+
+// TestTUNOffload carries the kernel's large TCP segments (TSO) and the
+// peer's (host GSO) across the path: whole when the path only delays,
+// split into MTU-sized segments when a stage decides per packet (a rate
+// here), and not at all with offload off. Every byte must arrive as sent
+// either way: a kernel flow up checks its own bytes, and 4 MB echoed by
+// the peer's echo service come back to a kernel socket unchanged.
+func TestTUNOffload(t *testing.T) {
+	ns := testNetns(t)
+	for _, c := range []struct {
+		name, link, offload string
+		whole               bool // expect whole GSO packets both ways
+	}{
+		{"whole", "{delay: 2ms}", "true", true},
+		{"split", "{delay: 2ms, rate: 400Mbps, queue: 2000}", "true", false},
+		{"off", "{delay: 2ms}", "false", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			echoed := make([]byte, 4<<20)
+			sum := runTUNIn(t, fmt.Sprintf(`
+duration: 60s
+link: %s
+tun: {netns: %s, offload: %s}
+flows: [{name: up, type: tcp, stack: kernel, size: 20MB}]
+`, c.link, ns.Path(), c.offload), func(ctx context.Context) error {
+				var conn net.Conn
+				if err := ns.Do(func() (err error) {
+					var d net.Dialer
+					conn, err = d.DialContext(ctx, "tcp", "10.99.0.2:7")
+					return err
+				}); err != nil {
+					return err
+				}
+				defer conn.Close()
+				sent := make([]byte, len(echoed))
+				for i := range sent {
+					sent[i] = byte(i*31 + i>>12)
+				}
+				werr := make(chan error, 1)
+				go func() {
+					_, err := conn.Write(sent)
+					werr <- err
+				}()
+				conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+				if _, err := io.ReadFull(conn, echoed); err != nil {
+					return fmt.Errorf("echo: %w", err)
+				}
+				if err := <-werr; err != nil {
+					return err
+				}
+				if !bytes.Equal(echoed, sent) {
+					return errors.New("the echo differs from what was sent")
+				}
+				return nil
+			}).Runs[0]
+			f := flowByName(t, sum, "up")
+			up, down := sum.Links[0], sum.Links[1]
+			t.Logf("%s: kernel flow %.2f Gbit/s; whole GSO packets up %d, down %d; packets up %d, down %d",
+				c.name, f.ThroughputBps/1e9, up.WholeGSO, down.WholeGSO, up.PacketsOut, down.PacketsOut)
+			if f.BytesReceived != 20e6 {
+				t.Errorf("the kernel flow delivered %d of 20000000 bytes", f.BytesReceived)
+			}
+			// Without the device's offload the kernel sends MTU-sized
+			// packets; the peer's own GSO still crosses a delay-only
+			// downlink whole, and is split before the device.
+			switch {
+			case c.whole && (up.WholeGSO == 0 || down.WholeGSO == 0):
+				t.Errorf("whole GSO packets up %d, down %d; want both", up.WholeGSO, down.WholeGSO)
+			case c.name == "split" && up.WholeGSO+down.WholeGSO > 0:
+				t.Errorf("whole GSO packets up %d, down %d across a rate limit", up.WholeGSO, down.WholeGSO)
+			case c.name == "off" && up.WholeGSO > 0:
+				t.Errorf("%d whole GSO packets from a device without offload", up.WholeGSO)
+			}
+		})
+	}
 }

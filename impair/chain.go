@@ -198,6 +198,9 @@ type Stats struct {
 	OutPackets uint64            `json:"packets_out"`
 	OutBytes   uint64            `json:"bytes_out"`
 	Drops      map[string]uint64 `json:"drops"`
+	// WholeGSO counts the large TCP segments (segmentation offload) that
+	// crossed the direction whole; their segments are in the packets.
+	WholeGSO uint64 `json:"whole_gso,omitempty"`
 	// Transit is the time packets spent in the direction (ns): queueing,
 	// serialization, slot wait and delay.
 	Transit stats.Summary `json:"transit_ns"`
@@ -217,6 +220,7 @@ func (c *Chain) Stats() Stats {
 		InBytes:    io.InBytes,
 		OutPackets: io.OutPackets,
 		OutBytes:   io.OutBytes,
+		WholeGSO:   io.WholeGSO,
 		Drops:      map[string]uint64{},
 		Transit:    c.transit.Snapshot(),
 		Lateness:   c.late.Snapshot(),

@@ -248,7 +248,7 @@ func TestChainKeepsOrSplitsSegments(t *testing.T) {
 	c.Arrive(t0, p)
 	c.Advance(t0.Add(time.Second))
 	st := c.Stats()
-	if len(got) != 1 || got[0].Segments() != 3 || st.InPackets != 3 || st.OutPackets != 3 || st.OutBytes != uint64(len(b)+2*hl) {
+	if len(got) != 1 || got[0].Segments() != 3 || st.InPackets != 3 || st.OutPackets != 3 || st.OutBytes != uint64(len(b)+2*hl) || st.WholeGSO != 1 {
 		t.Fatalf("delay only: %d packets out, stats %+v", len(got), st)
 	}
 

@@ -76,6 +76,10 @@ type Counters struct {
 	// packets sent past the delay line.
 	Duplicated, Corrupted, Marked, Reordered atomic.Uint64
 
+	// WholeGSO counts GSO packets that entered whole (see SetGSO); their
+	// segments are in InPackets.
+	WholeGSO atomic.Uint64
+
 	// QueueLen and QueueBytes are the stage's current backlog.
 	QueueLen, QueueBytes atomic.Int64
 	// Sojourn records, for the bottleneck, each packet's time in the queue
@@ -89,6 +93,9 @@ type Counters struct {
 // in counts a packet entering the stage (a GSO packet as its segments,
 // here and in out and drop).
 func (c *Counters) in(p *Packet) {
+	if p.segs > 0 {
+		c.WholeGSO.Add(1)
+	}
 	c.InPackets.Add(uint64(p.Segments()))
 	c.InBytes.Add(uint64(p.WireLen()))
 }
@@ -117,10 +124,13 @@ type StageStats struct {
 	Corrupted  uint64            `json:"corrupted,omitempty"`
 	Marked     uint64            `json:"ecn_marked,omitempty"`
 	Reordered  uint64            `json:"reordered,omitempty"`
-	QueueLen   int64             `json:"queue_packets,omitempty"`
-	QueueBytes int64             `json:"queue_bytes,omitempty"`
-	Sojourn    *stats.Summary    `json:"sojourn_ns,omitempty"`
-	BusyNs     int64             `json:"busy_ns,omitempty"`
+	// WholeGSO counts the large TCP segments (segmentation offload) that
+	// crossed whole, each counted in the packets as its segments.
+	WholeGSO   uint64         `json:"whole_gso,omitempty"`
+	QueueLen   int64          `json:"queue_packets,omitempty"`
+	QueueBytes int64          `json:"queue_bytes,omitempty"`
+	Sojourn    *stats.Summary `json:"sojourn_ns,omitempty"`
+	BusyNs     int64          `json:"busy_ns,omitempty"`
 }
 
 // Snapshot copies the counters. It allocates and is meant for reporting,
@@ -136,6 +146,7 @@ func (c *Counters) Snapshot(name string) StageStats {
 		Corrupted:  c.Corrupted.Load(),
 		Marked:     c.Marked.Load(),
 		Reordered:  c.Reordered.Load(),
+		WholeGSO:   c.WholeGSO.Load(),
 		QueueLen:   c.QueueLen.Load(),
 		QueueBytes: c.QueueBytes.Load(),
 		BusyNs:     c.BusyNs.Load(),
