@@ -26,6 +26,7 @@ import (
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/stack"
 )
 
 // Options are how a plan is run, as opposed to what it runs.
@@ -56,8 +57,13 @@ type Options struct {
 	// is interrupted. Attached's error becomes the run's.
 	Attached func(ctx context.Context) error
 
-	// openTUN opens TUN devices; nil means stack.OpenTUN. Tests replace
-	// it with an in-memory device.
+	// OpenTUN, when not nil, replaces stack.OpenTUN: it gets the device
+	// TUN mode wants and returns it open and configured (netjam shell
+	// without root has it made in a user namespace; see cmd/netjam).
+	OpenTUN func(cfg stack.TUNConfig) (*stack.TUN, error)
+
+	// openTUN opens TUN devices; nil means OpenTUN, or stack.OpenTUN.
+	// Tests replace it with an in-memory device.
 	openTUN openDevice
 	// relayDial, when not nil, replaces the relay's dialer (tests).
 	relayDial func(ctx context.Context, network, address string) (net.Conn, error)
@@ -215,7 +221,17 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 		log = log.With(zap.String("variant", s.Variant))
 	}
 	open := o.openTUN
-	if open == nil {
+	switch {
+	case open != nil:
+	case o.OpenTUN != nil:
+		open = func(cfg stack.TUNConfig) (device, error) {
+			t, err := o.OpenTUN(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return t, nil
+		}
+	default:
 		open = openTUN
 	}
 	l, err := newLab(s, o.Clock, log, o.OutDir, labHooks{open: open, dial: o.relayDial})

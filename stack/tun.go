@@ -619,6 +619,45 @@ func (t *TUN) Index() int { return t.index }
 // MTU returns the device's MTU: the largest packet Read returns.
 func (t *TUN) MTU() int { return t.mtu }
 
+// File returns the device's open file, to hand it to another process
+// (SCM_RIGHTS); the TUN keeps owning it.
+func (t *TUN) File() *os.File { return t.f }
+
+// TUNFromFile wraps a TUN device opened elsewhere (another process, in
+// another namespace, handed over with SCM_RIGHTS) and configured there:
+// name and mtu as it has them; vnet says it was opened with virtio-net
+// headers and tso that the kernel agreed to segmentation offload. The TUN
+// owns f: Close closes it, and changes nothing else (whoever made the
+// device configured it, and its namespace removes it).
+func TUNFromFile(f *os.File, name string, mtu int, vnet, tso bool) (*TUN, error) {
+	// A descriptor of its own, non-blocking, so that reads go through
+	// Go's poller and Close wakes them; f is closed.
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("stack: TUN %s: %w", name, err)
+	}
+	fd := -1
+	var derr error
+	if err := rc.Control(func(s uintptr) { fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return nil, fmt.Errorf("stack: TUN %s: %w", name, err)
+	}
+	if derr != nil {
+		return nil, fmt.Errorf("stack: TUN %s: dup: %w", name, derr)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("stack: TUN %s: %w", name, err)
+	}
+	nf := os.NewFile(uintptr(fd), "/dev/net/tun")
+	raw, err := nf.SyscallConn()
+	if err != nil {
+		nf.Close()
+		return nil, fmt.Errorf("stack: TUN %s: %w", name, err)
+	}
+	return &TUN{name: name, mtu: mtu, f: nf, raw: raw, vnet: vnet, tso: tso, ns: netns.None()}, nil
+}
+
 // Offload reports whether the kernel hands over and takes large TCP
 // segments (TUNConfig.Offload, and the kernel agreed).
 func (t *TUN) Offload() bool { return t.tso }

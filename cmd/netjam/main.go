@@ -29,6 +29,9 @@ func main() {
 
 // run is main without os.Exit, for tests.
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 1 && args[1] == nsInitArg {
+		return runNSInit() // a rootless shell's first process, see rootless.go
+	}
 	app := newApp(stdout, stderr)
 	err := app.Run(flagsFirst(app, args))
 	if err == nil {

@@ -93,12 +93,19 @@ func doShell(c *cli.Context) error {
 	}
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
 
+	// With root, a namespace of netjam's making; without, a rootless
+	// shell (see rootless.go) where the system allows user namespaces.
 	ns, err := stack.NewNetns()
-	if err != nil {
+	rootlessShell := err != nil && emulator.IsPrivilege(err) && os.Geteuid() != 0
+	switch {
+	case rootlessShell && s.KernelFlows():
+		return cli.Exit("kernel flows in netjam shell need root: their sockets would live in the command's user namespace, which netjam cannot enter", exitBadUsage)
+	case err != nil && !rootlessShell:
 		return cli.Exit(err, exitCodeOf(err))
+	case err == nil:
+		defer ns.Close()
+		s.TUN.Netns = ns.Path()
 	}
-	defer ns.Close()
-	s.TUN.Netns = ns.Path()
 	for _, a := range s.TUN.Address {
 		def := netip.MustParsePrefix("0.0.0.0/0")
 		if a.Addr().Is6() {
@@ -116,38 +123,42 @@ func doShell(c *cli.Context) error {
 	defer signal.Stop(sigs)
 
 	status := -1
-	attached := func(ctx context.Context) error {
-		cmd := exec.Command(command[0], command[1:]...)
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-		cmd.Env = append(os.Environ(), shellEnv(s)...)
-		if err := ns.Do(cmd.Start); err != nil {
-			return fmt.Errorf("starting %s: %w", command[0], err)
-		}
-		waited := make(chan error, 1)
-		go func() { waited <- cmd.Wait() }()
-		var killTimer <-chan time.Time
-		for {
-			select {
-			case err := <-waited:
-				status = exitStatus(cmd, err)
-				return nil
-			case sig := <-sigs:
-				if sig == syscall.SIGINT {
-					continue
-				}
-				log.Info("passing a signal on to the command", zap.Stringer("signal", sig))
-				cmd.Process.Signal(sig)
-				if killTimer == nil {
-					killTimer = time.After(10 * time.Second)
-				}
-			case <-killTimer:
-				log.Warn("the command did not end 10 s after the signal: killing it")
-				cmd.Process.Kill()
-			}
+	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString()}
+	var rl *rootless
+	if rootlessShell {
+		log.Info("no root: the shell runs in a user namespace", zap.NamedError("reason", err))
+		opts.OpenTUN = func(cfg stack.TUNConfig) (*stack.TUN, error) {
+			r, t, err := startRootless(cfg, command, shellEnv(s))
+			rl = r
+			return t, err
 		}
 	}
-	sum, runErr := emulator.Run(context.Background(), &scenario.Plan{Name: s.Name, Runs: []*scenario.Scenario{s}},
-		emulator.Options{Log: log.Named("emulator"), Version: versionString(), Attached: attached})
+	opts.Attached = func(ctx context.Context) error {
+		var cmd *exec.Cmd
+		if rl != nil {
+			// The namespaces' first process becomes the command.
+			cmd = rl.cmd
+			if err := rl.start(); err != nil {
+				return fmt.Errorf("starting %s: %w", command[0], err)
+			}
+		} else {
+			cmd = exec.Command(command[0], command[1:]...)
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+			cmd.Env = append(os.Environ(), shellEnv(s)...)
+			if err := ns.Do(cmd.Start); err != nil {
+				return fmt.Errorf("starting %s: %w", command[0], err)
+			}
+		}
+		status = waitCommand(cmd, sigs, log)
+		return nil
+	}
+	sum, runErr := emulator.Run(context.Background(), &scenario.Plan{Name: s.Name, Runs: []*scenario.Scenario{s}}, opts)
+	if rl != nil && status < 0 {
+		// The run failed before the command started: end the
+		// namespaces' first process.
+		rl.cmd.Process.Kill()
+		rl.cmd.Wait()
+	}
 	if out := c.String("out"); out != "" && sum != nil {
 		if err := os.MkdirAll(out, 0o755); err != nil {
 			return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
@@ -213,6 +224,33 @@ func shellScenario(c *cli.Context, files []string) (*scenario.Scenario, error) {
 		return nil, cli.Exit(fmt.Sprintf("%s: tun.netns: a shell makes its own namespace; remove tun.netns", plan.Path), exitBadUsage)
 	}
 	return s, nil
+}
+
+// waitCommand waits for cmd to end, passing SIGTERM and SIGHUP from sigs
+// on to it (and killing it 10 s after the first if it is still there),
+// and returns its exit status.
+func waitCommand(cmd *exec.Cmd, sigs <-chan os.Signal, log *zap.Logger) int {
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	var killTimer <-chan time.Time
+	for {
+		select {
+		case err := <-waited:
+			return exitStatus(cmd, err)
+		case sig := <-sigs:
+			if sig == syscall.SIGINT {
+				continue
+			}
+			log.Info("passing a signal on to the command", zap.Stringer("signal", sig))
+			cmd.Process.Signal(sig)
+			if killTimer == nil {
+				killTimer = time.After(10 * time.Second)
+			}
+		case <-killTimer:
+			log.Warn("the command did not end 10 s after the signal: killing it")
+			cmd.Process.Kill()
+		}
+	}
 }
 
 // shellEnv tells COMMAND where the path leads.

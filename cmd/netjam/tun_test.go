@@ -4,9 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -165,13 +169,14 @@ func TestShell(t *testing.T) {
 	}
 }
 
-// TestWithoutPrivilegesExit2 runs TUN mode as an unprivileged user: netjam
-// exits 2 and says what is needed and how to get it.
-func TestWithoutPrivilegesExit2(t *testing.T) {
-	requireRoot(t)
+// asNobody returns a command running netjam as user nobody, with no
+// capability; dir is a folder nobody may write. Without setpriv the test
+// is skipped.
+func asNobody(t *testing.T, args ...string) (*exec.Cmd, string) {
+	t.Helper()
 	setpriv, err := exec.LookPath("setpriv")
 	if err != nil {
-		t.Skip("setpriv (util-linux) is not installed")
+		missing(t, "setpriv is not installed (apt-get install util-linux)")
 	}
 	// The test binary's folder is not open to others: copy it.
 	exe, _ := os.Executable()
@@ -179,8 +184,8 @@ func TestWithoutPrivilegesExit2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o755)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o777)
 	b, err := os.ReadFile(exe)
 	if err != nil {
 		t.Fatal(err)
@@ -189,26 +194,66 @@ func TestWithoutPrivilegesExit2(t *testing.T) {
 	if err := os.WriteFile(bin, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, "tun.yaml")
-	os.WriteFile(path, []byte("name: priv\nduration: 1s\ntun: {}\n"), 0o644)
-	out := filepath.Join(dir, "out")
-	os.Mkdir(out, 0o777)
-	os.Chmod(out, 0o777) // past the umask: nobody writes the results
-	for _, args := range [][]string{
-		{"run", "-q", "--out", out, path},
-		{"shell", "--", "true"},
-	} {
-		cmd := exec.Command(setpriv, append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", bin}, args...)...)
-		cmd.Env = append(os.Environ(), beNetjam+"=1")
-		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != exitBadUsage {
-			t.Errorf("netjam %s as nobody: %v, want exit 2\n%s", args[0], err, out)
-			continue
-		}
-		if s := string(out); !strings.Contains(s, "CAP_") || !strings.Contains(s, "sudo") {
-			t.Errorf("netjam %s as nobody does not say what is needed:\n%s", args[0], s)
+	cmd := exec.Command(setpriv, append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", bin}, args...)...)
+	cmd.Env = append(os.Environ(), beNetjam+"=1")
+	cmd.Dir = dir
+	return cmd, dir
+}
+
+// missing skips t for reason, or fails it with NETJAM_REQUIRE_TUN=1.
+func missing(t *testing.T, reason string) {
+	t.Helper()
+	if os.Getenv("NETJAM_REQUIRE_TUN") == "1" {
+		t.Fatalf("NETJAM_REQUIRE_TUN=1, but %s", reason)
+	}
+	t.Skipf("skipped: %s", reason)
+}
+
+// TestWithoutPrivilegesExit2 runs TUN mode as an unprivileged user: netjam
+// run exits 2 and says what is needed and how to get it.
+func TestWithoutPrivilegesExit2(t *testing.T) {
+	requireRoot(t)
+	cmd, dir := asNobody(t, "run", "-q", "--out", "out", "tun.yaml")
+	os.WriteFile(filepath.Join(dir, "tun.yaml"), []byte("name: priv\nduration: 1s\ntun: {}\n"), 0o644)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitBadUsage {
+		t.Fatalf("netjam run as nobody: %v, want exit 2\n%s", err, out)
+	}
+	if s := string(out); !strings.Contains(s, "CAP_NET_ADMIN") || !strings.Contains(s, "sudo") {
+		t.Errorf("netjam run as nobody does not say what is needed:\n%s", s)
+	}
+}
+
+// TestShellRootless runs netjam shell as an unprivileged user: the shell
+// lives in a user namespace of its own, the command crosses the path
+// (ping measures its delay) and reaches a server on the host's loopback
+// through a forward, which only netjam outside the namespace can reach.
+func TestShellRootless(t *testing.T) {
+	requireRoot(t) // to become nobody
+	if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(b)) == "0" {
+		missing(t, "unprivileged user namespaces are off (kernel.unprivileged_userns_clone=0)")
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "host service")
+	}))
+	defer srv.Close()
+	cmd, _ := asNobody(t, "shell", "-q", "--set", "link.delay=10ms",
+		"--set", fmt.Sprintf("tun={forward: [{proto: tcp, listen: 8080, to: %s}]}", srv.Listener.Addr()),
+		"--", "sh", "-c", `id -u; ping -n -c 3 -i 0.2 $NETJAM_PEER | grep -o 'time=[0-9.]*'; curl -s http://$NETJAM_PEER:8080/; exit 3`)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("rootless shell: %v, want the command's exit status 3\n%s", err, out)
+	}
+	got := string(out)
+	t.Logf("rootless shell:\n%s", got)
+	if !strings.HasPrefix(got, "0\n") || strings.Count(got, "time=") != 3 || !strings.HasSuffix(got, "host service") {
+		t.Errorf("rootless shell output %q: want uid 0 (of the user namespace), 3 pings, the host service", got)
+	}
+	for _, m := range regexp.MustCompile(`time=([0-9.]+)`).FindAllStringSubmatch(got, -1) {
+		if v, _ := strconv.ParseFloat(m[1], 64); v < 20 || v > 25 {
+			t.Errorf("ping RTT %s ms across 10 ms each way", m[1])
 		}
 	}
 }
