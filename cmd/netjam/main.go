@@ -33,6 +33,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runNSInit() // a rootless shell's first process, see rootless.go
 	}
 	app := newApp(stdout, stderr)
+	app.Metadata = map[string]any{"args": args} // a rootless run starts netjam again with them
 	err := app.Run(flagsFirst(app, args))
 	if err == nil {
 		return exitOK

@@ -6,11 +6,16 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 
+	"github.com/urfave/cli/v2"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/stack"
 )
 
@@ -170,11 +175,7 @@ func runNSInit() int {
 		return fail(fmt.Errorf("rootless shell: bad configuration: %v", err))
 	}
 	os.Unsetenv(nsInitEnv)
-	lo, err := netlink.LinkByName("lo")
-	if err == nil {
-		err = netlink.LinkSetUp(lo)
-	}
-	if err != nil {
+	if err := loopbackUp(); err != nil {
 		return fail(fmt.Errorf("rootless shell: loopback: %w", err))
 	}
 	path, err := exec.LookPath(conf.Command[0])
@@ -196,4 +197,99 @@ func runNSInit() int {
 	err = syscall.Exec(path, conf.Command, os.Environ())
 	fmt.Fprintf(os.Stderr, "netjam: %s: %v\n", conf.Command[0], err)
 	return 127
+}
+
+// A rootless run: `netjam run` of a scenario in TUN mode, by a user
+// without CAP_NET_ADMIN, runs again as root of a user and network
+// namespace of its own, where it may make the device. Kernel flows run
+// there too, against the peer; nothing reaches the host's own network,
+// so a scenario whose TUN relays to real servers (forward, transparent)
+// or names a namespace needs real privileges instead.
+
+// rootlessRunEnv marks netjam run started again in its namespaces.
+const rootlessRunEnv = "NETJAM_ROOTLESS_RUN"
+
+// needsRootless reports whether plan needs a TUN device this process may
+// not make, and can do without the host's network.
+func needsRootless(plan *scenario.Plan) bool {
+	if hasNetAdmin() {
+		return false
+	}
+	tun := false
+	for _, s := range plan.Runs {
+		if s.TUN == nil {
+			continue
+		}
+		tun = true
+		if len(s.TUN.Forward) > 0 || s.TUN.Transparent != nil || s.TUN.Netns != "" {
+			return false // needs the host's network: the privilege error says what to do
+		}
+	}
+	return tun
+}
+
+// hasNetAdmin reports whether this process has CAP_NET_ADMIN in effect.
+func hasNetAdmin() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return os.Geteuid() == 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && caps&(1<<unix.CAP_NET_ADMIN) != 0
+		}
+	}
+	return false
+}
+
+// rerunRootless runs this netjam command again in a new user and network
+// namespace, passing SIGINT, SIGTERM and SIGHUP on, and returns its
+// outcome. ok is false when the system does not allow that (no user
+// namespaces): the caller goes on without.
+func rerunRootless(c *cli.Context) (err error, ok bool) {
+	args, _ := c.App.Metadata["args"].([]string)
+	exe, err := os.Executable()
+	if err != nil || len(args) == 0 {
+		return nil, false
+	}
+	cmd := exec.Command(exe, args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.App.Writer, c.App.ErrWriter
+	cmd.Env = append(os.Environ(), rootlessRunEnv+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+		GidMappingsEnableSetgroups: false,
+		Pdeathsig:                  syscall.SIGKILL,
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(c.App.ErrWriter, "netjam: user namespaces are not available (%v): the runs in TUN mode need root or CAP_NET_ADMIN\n", err)
+		return nil, false
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	for {
+		select {
+		case err := <-waited:
+			if code := exitStatus(cmd, err); code != 0 {
+				return cli.Exit("", code), true
+			}
+			return nil, true
+		case sig := <-sigs:
+			cmd.Process.Signal(sig)
+		}
+	}
+}
+
+// loopbackUp sets the loopback device of this process's namespace up.
+func loopbackUp() error {
+	lo, err := netlink.LinkByName("lo")
+	if err != nil {
+		return err
+	}
+	return netlink.LinkSetUp(lo)
 }

@@ -99,6 +99,20 @@ func doRun(c *cli.Context) error {
 	if c.Int("parallel") < 1 {
 		return cli.Exit(fmt.Sprintf("--parallel: %d is out of range (expected 1 or more)", c.Int("parallel")), exitBadUsage)
 	}
+	switch {
+	case os.Getenv(rootlessRunEnv) == "1":
+		if err := loopbackUp(); err != nil {
+			return cli.Exit(fmt.Sprintf("rootless run: %v", err), exitFailed)
+		}
+	case needsRootless(plan):
+		if !c.Bool("quiet") {
+			fmt.Fprintln(c.App.ErrWriter, "netjam: no CAP_NET_ADMIN for the TUN device: running in a user and network namespace of its own (rootless)")
+		}
+		if err, ok := rerunRootless(c); ok {
+			return err
+		}
+		// No user namespaces here: run what runs without the device.
+	}
 	out := c.String("out")
 	if out == "" {
 		out = emulator.DefaultOutDir(plan.Name, time.Now())

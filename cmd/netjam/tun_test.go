@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -209,12 +210,13 @@ func missing(t *testing.T, reason string) {
 	t.Skipf("skipped: %s", reason)
 }
 
-// TestWithoutPrivilegesExit2 runs TUN mode as an unprivileged user: netjam
-// run exits 2 and says what is needed and how to get it.
+// TestWithoutPrivilegesExit2 runs TUN mode as an unprivileged user with a
+// forward (which needs netjam in the user's own namespace, so no rootless
+// run): netjam run exits 2 and says what is needed and how to get it.
 func TestWithoutPrivilegesExit2(t *testing.T) {
 	requireRoot(t)
 	cmd, dir := asNobody(t, "run", "-q", "--out", "out", "tun.yaml")
-	os.WriteFile(filepath.Join(dir, "tun.yaml"), []byte("name: priv\nduration: 1s\ntun: {}\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "tun.yaml"), []byte("name: priv\nduration: 1s\ntun: {forward: [{proto: tcp, listen: 80, to: 127.0.0.1:80}]}\n"), 0o644)
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != exitBadUsage {
@@ -255,5 +257,49 @@ func TestShellRootless(t *testing.T) {
 		if v, _ := strconv.ParseFloat(m[1], 64); v < 20 || v > 25 {
 			t.Errorf("ping RTT %s ms across 10 ms each way", m[1])
 		}
+	}
+}
+
+// TestRunRootless runs a scenario with kernel flows as an unprivileged
+// user: netjam runs again in a user and network namespace of its own,
+// where it makes the device; the kernel's TCP and UDP cross the path.
+func TestRunRootless(t *testing.T) {
+	requireRoot(t) // to become nobody
+	if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(b)) == "0" {
+		missing(t, "unprivileged user namespaces are off (kernel.unprivileged_userns_clone=0)")
+	}
+	cmd, dir := asNobody(t, "run", "-q", "--out", "out", "kernel.yaml")
+	os.WriteFile(filepath.Join(dir, "kernel.yaml"), []byte(`name: rootless
+duration: 20s
+link: {delay: 5ms, loss: 1%}
+tun: {}
+flows:
+  - {name: bulk, type: tcp, stack: kernel, cc: cubic, size: 1MB}
+  - {name: probe, type: udp, stack: kernel, interval: 2ms, count: 200}
+`), 0o644)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("rootless run: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "out", "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum struct {
+		Runs []struct {
+			Flows []struct {
+				Name            string `json:"name"`
+				Stack           string `json:"stack"`
+				BytesReceived   uint64 `json:"bytes_received"`
+				PacketsReceived uint64 `json:"packets_received"`
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &sum); err != nil || len(sum.Runs) != 1 || len(sum.Runs[0].Flows) != 2 {
+		t.Fatalf("summary: %v\n%s", err, b)
+	}
+	f := sum.Runs[0].Flows
+	if f[0].Stack != "kernel" || f[0].BytesReceived != 1e6 || f[1].PacketsReceived < 180 {
+		t.Errorf("rootless kernel flows: %+v", f)
 	}
 }
