@@ -38,8 +38,11 @@ The namespace and the device go away with COMMAND; netjam exits with
 COMMAND's exit status (128+N when a signal N ended it). Without a scenario
 file, or when it has no tun section, the device takes its defaults.
 Ctrl-C reaches COMMAND from the terminal; netjam passes SIGTERM and SIGHUP
-on to it. Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN); without, exits 2
-saying how to get them.
+on to it. With root, the namespace is netjam's; without, where the system
+allows unprivileged user namespaces, COMMAND runs as root of a user
+namespace of its own (rootless, as unshare -r does), and netjam, outside
+it, still relays to the host's services. Where neither works, netjam
+exits 2 saying how to get what is missing.
 
 Examples:
    sudo netjam shell --set link.delay=50ms -- ping -c 5 10.99.0.2
