@@ -583,15 +583,21 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 			recv.Close()
 			return nil, nil, err
 		}
-		fl, err := flows.NewUDP(flows.UDPSpec{Name: f.Name, FlowID: uint32(i + 1), Rate: f.Rate, Interval: f.Interval,
-			PacketSize: f.PacketSize, Count: f.Count, Duration: f.Duration, Start: f.Start}, clk, send, recv)
-		if err != nil {
-			send.Close()
-			recv.Close()
-			return nil, nil, err
-		}
-		return fl, []closer{send, recv}, nil
+		return newUDPFlow(i, f, clk, send, recv)
 	}
+}
+
+// newUDPFlow makes flow number i, f, of its connected ends; on error it
+// closes them.
+func newUDPFlow(i int, f scenario.Flow, clk clock.Clock, send net.Conn, recv net.PacketConn) (flows.Flow, []closer, error) {
+	fl, err := flows.NewUDP(flows.UDPSpec{Name: f.Name, FlowID: uint32(i + 1), Rate: f.Rate, Interval: f.Interval,
+		PacketSize: f.PacketSize, Count: f.Count, Duration: f.Duration, Start: f.Start}, clk, send, recv)
+	if err != nil {
+		send.Close()
+		recv.Close()
+		return nil, nil, err
+	}
+	return fl, []closer{send, recv}, nil
 }
 
 type closer interface{ Close() error }

@@ -435,13 +435,6 @@ func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port ui
 		if err != nil {
 			return nil, nil, fmt.Errorf("flow %s: %w", f.Name, err)
 		}
-		fl, err := flows.NewUDP(flows.UDPSpec{Name: f.Name, FlowID: uint32(i + 1), Rate: f.Rate, Interval: f.Interval,
-			PacketSize: f.PacketSize, Count: f.Count, Duration: f.Duration, Start: f.Start}, clk, send, recv)
-		if err != nil {
-			send.Close()
-			recv.Close()
-			return nil, nil, err
-		}
-		return fl, []closer{send, recv}, nil
+		return newUDPFlow(i, f, clk, send, recv)
 	}
 }

@@ -29,15 +29,7 @@ func tcpChecksumOK(t *testing.T, b []byte) bool {
 	if !ok {
 		t.Fatalf("not a TCP segment: % x", b[:20])
 	}
-	var pseudo []byte
-	if b[0]>>4 == 4 {
-		pseudo = append(pseudo, b[12:20]...)
-	} else {
-		pseudo = append(pseudo, b[8:40]...)
-	}
-	l := len(b) - ipLen
-	pseudo = append(pseudo, 0, 0, 0, 6, byte(l>>8), byte(l))
-	return naiveSum(append(pseudo, b[ipLen:]...)) == 0xffff
+	return tcpChecksumOKWith(b, binary.BigEndian.Uint16(b[ipLen+16:]))
 }
 
 // superSegment returns a TCP segment with payload bytes of pattern, over

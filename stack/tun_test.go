@@ -81,23 +81,12 @@ func inNetns(ns netns.NsHandle, f func() error) error {
 func newNetns(t testing.TB) netns.NsHandle {
 	t.Helper()
 	requireTUN(t)
-	var ns netns.NsHandle
-	var err error
-	onThread(func() {
-		if ns, err = netns.New(); err == nil {
-			var lo netlink.Link
-			if lo, err = netlink.LinkByName("lo"); err == nil {
-				err = netlink.LinkSetUp(lo)
-			}
-		}
-	})
+	n, err := NewNetns()
 	if err != nil {
-		if ns.IsOpen() {
-			ns.Close()
-		}
 		missing(t, fmt.Sprintf("cannot make a network namespace: %v", err))
 	}
-	t.Cleanup(func() { ns.Close() })
+	ns := n.h
+	t.Cleanup(func() { n.Close() })
 	return ns
 }
 
