@@ -107,6 +107,38 @@ func newInbox(deliver func(p *impair.Packet)) *inbox {
 	return b
 }
 
+// inboxBatch bounds the packets a batch inbox hands over at once.
+const inboxBatch = 64
+
+// newBatchInbox starts an inbox that hands deliver every packet waiting
+// when it looks, up to inboxBatch at a time: those that arrived while it
+// was busy (a burst), never waiting for more. deliver owns them.
+func newBatchInbox(deliver func(ps []*impair.Packet)) *inbox {
+	b := &inbox{ch: make(chan *impair.Packet, inboxLen), done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		batch := make([]*impair.Packet, 0, inboxBatch)
+		for p := range b.ch {
+			batch = append(batch[:0], p)
+		more:
+			for len(batch) < inboxBatch {
+				select {
+				case q, ok := <-b.ch:
+					if !ok {
+						break more
+					}
+					batch = append(batch, q)
+				default:
+					break more
+				}
+			}
+			deliver(batch)
+			clear(batch)
+		}
+	}()
+	return b
+}
+
 // put hands p over without blocking.
 func (b *inbox) put(p *impair.Packet) {
 	select {

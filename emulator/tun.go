@@ -170,13 +170,20 @@ func (l *lab) setupTUN(s *scenario.Scenario, log *zap.Logger, hooks labHooks, st
 		vec[0] = nil
 		p.Release()
 	}
-	in := newInbox(func(p *impair.Packet) {
-		if p.Segments() > 1 && !dev.Offload() {
-			// A device without offload takes MTU-sized packets only.
-			l.pool.Split(p, write)
-			return
+	in := newBatchInbox(func(ps []*impair.Packet) {
+		if dev.Offload() {
+			// Segments of one connection that left the path together
+			// go to the kernel as one, as a NIC's GRO would pass them.
+			ps = l.bigPool.Coalesce(ps)
 		}
-		write(p)
+		for _, p := range ps {
+			if p.Segments() > 1 && !dev.Offload() {
+				// A device without offload takes MTU-sized packets only.
+				l.pool.Split(p, write)
+				continue
+			}
+			write(p)
+		}
 	})
 	if len(stations) == 0 {
 		k := &endHost{v4: c.Address[0].Addr(), sack: true, station: -1, in: in, send: func(p *impair.Packet) { l.path.Up.Send(p) }}

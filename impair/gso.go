@@ -252,3 +252,136 @@ func fold(s uint64) uint16 {
 	s = (s >> 16) + (s & 0xffff)
 	return uint16(s)
 }
+
+// Coalesce merges, in ps (packets that arrived together, in order), each
+// run of consecutive segments of one TCP connection into one GSO packet
+// from pl, as a NIC's receive offload (GRO) does, and releases the
+// segments it merged. It returns the packets that remain, in order,
+// reusing ps's array. Only what arrived together is merged, so no packet
+// waits for another. A run is segments with the same addresses, ports,
+// IP and TCP header fields (acknowledgement, window, options) but the
+// lengths, identification, checksums and sequence numbers, each starting
+// where the previous ended with the same payload size, only the last
+// possibly smaller or carrying PSH, and no other flag than ACK (and CWR on
+// the first). A merged packet's checksum is left partial.
+func (pl *Pool) Coalesce(ps []*Packet) []*Packet {
+	out := ps[:0]
+	for i := 0; i < len(ps); {
+		first := ps[i]
+		j := i + 1
+		if mss, ok := coalescable(first, true); ok {
+			total := len(first.Data)
+			for ; j < len(ps) && j-i < gsoMaxSegments; j++ {
+				n, ok := coalescable(ps[j], false)
+				if !ok || n > mss || !sameRun(first, ps[j], total) || total+n > pl.size {
+					break
+				}
+				total += n
+				if n < mss || ps[j].Data[tcpOff(ps[j].Data)+13]&0x08 != 0 {
+					j++ // a short or pushed segment ends the run
+					break
+				}
+			}
+			if j-i > 1 {
+				out = append(out, pl.merge(ps[i:j], mss, total))
+				i = j
+				continue
+			}
+		}
+		out = append(out, first)
+		i++
+	}
+	clear(ps[len(out):])
+	return out
+}
+
+// tcpOff returns the offset of the TCP header of a packet tcpHeaders took.
+func tcpOff(b []byte) int {
+	if b[0]>>4 == 4 {
+		return int(b[0]&0x0f) * 4
+	}
+	return 40
+}
+
+// coalescable returns the payload size of p when p may be part of a run:
+// an ordinary TCP segment with a payload, over IPv4 without options or
+// IPv6, flags ACK (and PSH, and CWR when first).
+func coalescable(p *Packet, first bool) (int, bool) {
+	if p.segs != 0 {
+		return 0, false
+	}
+	b := p.Data
+	ipLen, ok := tcpHeaders(b)
+	if !ok || (b[0]>>4 == 4 && ipLen != 20) {
+		return 0, false
+	}
+	flags := b[ipLen+13]
+	allowed := byte(0x10 | 0x08)
+	if first {
+		allowed |= 0x80
+	}
+	if flags&0x10 == 0 || flags&^allowed != 0 {
+		return 0, false
+	}
+	n := len(b) - ipLen - int(b[ipLen+12]>>4)*4
+	return n, n > 0
+}
+
+// sameRun reports whether q continues the run that first starts and that
+// holds total bytes so far.
+func sameRun(first, q *Packet, total int) bool {
+	a, b := first.Data, q.Data
+	ipLen := tcpOff(a)
+	if b[0]>>4 != a[0]>>4 || tcpOff(b) != ipLen {
+		return false
+	}
+	if ipLen == 20 {
+		// TOS, flags and TTL, protocol, addresses; not length, id or
+		// checksum.
+		if a[1] != b[1] || a[6]&0xe0 != b[6]&0xe0 || a[8] != b[8] || !equal(a[12:20], b[12:20]) {
+			return false
+		}
+	} else if !equal(a[0:4], b[0:4]) || a[7] != b[7] || !equal(a[8:40], b[8:40]) {
+		return false
+	}
+	ta, tb := a[ipLen:], b[ipLen:]
+	hl := int(ta[12]>>4) * 4
+	if int(tb[12]>>4)*4 != hl || !equal(ta[0:4], tb[0:4]) || !equal(ta[8:12], tb[8:12]) || !equal(ta[14:16], tb[14:16]) || !equal(ta[20:hl], tb[20:hl]) {
+		return false
+	}
+	payloadSoFar := total - ipLen - hl
+	return binary.BigEndian.Uint32(tb[4:8]) == binary.BigEndian.Uint32(ta[4:8])+uint32(payloadSoFar)
+}
+
+func equal(a, b []byte) bool { return string(a) == string(b) }
+
+// merge makes one GSO packet of the run rs, total bytes long, and
+// releases rs.
+func (pl *Pool) merge(rs []*Packet, mss, total int) *Packet {
+	first := rs[0]
+	ipLen := tcpOff(first.Data)
+	hl := ipLen + int(first.Data[ipLen+12]>>4)*4
+	m := pl.Get(total)
+	copy(m.Data, first.Data[:hl])
+	off := hl
+	var flags byte
+	for _, r := range rs {
+		off += copy(m.Data[off:], r.Data[hl:])
+		flags |= r.Data[ipLen+13] & 0x08 // PSH from any (the last)
+	}
+	h := m.Data
+	if ipLen == 20 {
+		binary.BigEndian.PutUint16(h[2:4], uint16(total))
+		h[10], h[11] = 0, 0
+		binary.BigEndian.PutUint16(h[10:12], ^fold(sum(h[:20], 0)))
+	} else {
+		binary.BigEndian.PutUint16(h[4:6], uint16(total-40))
+	}
+	h[ipLen+13] |= flags
+	m.Arrival, m.Enqueued = first.Arrival, first.Enqueued
+	m.segs, m.mss, m.hdrLen, m.partial = uint16(len(rs)), uint16(mss), uint16(hl), true
+	for _, r := range rs {
+		r.Release()
+	}
+	return m
+}

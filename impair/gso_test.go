@@ -3,6 +3,7 @@ package impair
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -265,5 +266,69 @@ func TestChainKeepsOrSplitsSegments(t *testing.T) {
 		if d := at[i].Sub(t0); d != want {
 			t.Errorf("segment %d left after %v, want %v", i, d, want)
 		}
+	}
+}
+
+// TestCoalesceUndoesSplit: a segment split into its MTU-sized parts and
+// coalesced again is the same segment (but for its checksums); a segment
+// of another connection, a gap in sequence, or a FIN ends a run.
+func TestCoalesceUndoesSplit(t *testing.T) {
+	for _, v6 := range []bool{false, true} {
+		b := superSegment(v6, 10000)
+		ipLen, _ := tcpHeaders(b)
+		b[ipLen+13] = 0x80 | 0x10 | 0x08 // CWR, ACK, PSH: no FIN
+		hl := len(b) - 10000
+		small, big := NewPool(1600), NewPool(65536)
+		p := big.Copy(b)
+		p.SetGSO(1448, false)
+		var segs []*Packet
+		small.Split(p, func(s *Packet) { segs = append(segs, s) })
+		got := big.Coalesce(segs)
+		if len(got) != 1 || got[0].Segments() != 7 || got[0].WireLen() != len(b)+6*hl {
+			t.Fatalf("v6=%v: %d packets, segments %d", v6, len(got), got[0].Segments())
+		}
+		m := got[0].Data
+		if mss, partial, _ := got[0].GSO(); mss != 1448 || !partial {
+			t.Errorf("mss %d, partial %v", mss, partial)
+		}
+		CompleteChecksum(m)
+		if !tcpChecksumOK(t, m) || (!v6 && naiveSum(m[:20]) != 0xffff) {
+			t.Error("bad checksums after completion")
+		}
+		want := bytes.Clone(b)
+		CompleteChecksum(want)
+		if !v6 {
+			want[10], want[11], m[10], m[11] = 0, 0, 0, 0
+		}
+		if !bytes.Equal(m, want) {
+			t.Errorf("v6=%v: the coalesced segment differs from the original", v6)
+		}
+	}
+
+	// Runs end where they must.
+	small, big := NewPool(1600), NewPool(65536)
+	parts := func(b []byte) []*Packet {
+		p := big.Copy(b)
+		p.SetGSO(1000, false)
+		var segs []*Packet
+		small.Split(p, func(s *Packet) { segs = append(segs, s) })
+		return segs
+	}
+	a := superSegment(false, 3000) // 3 segments, the last with FIN|PSH
+	other := superSegment(false, 2000)
+	other[20+1]++ // another source port: another connection
+	ps := append(parts(a), parts(other)...)
+	gap := parts(superSegment(false, 3000))
+	ps = append(ps, gap[0], gap[2]) // seq gap between them
+	got := big.Coalesce(ps)
+	var shape []int
+	for _, p := range got {
+		shape = append(shape, p.Segments())
+	}
+	// a: 2 merged + the FIN alone; other: 2 merged (ACK|PSH last... its
+	// last carries FIN too, so 1 + 1); the gap: 1 + 1.
+	want := []int{2, 1, 1, 1, 1, 1}
+	if fmt.Sprint(shape) != fmt.Sprint(want) {
+		t.Errorf("runs %v, want %v", shape, want)
 	}
 }
