@@ -119,7 +119,15 @@ func (l *lab) setupTUN(s *scenario.Scenario, log *zap.Logger, hooks labHooks, st
 	if err != nil {
 		return err
 	}
-	t.peer = &endHost{host: h, in: newInbox(injector(h)), v4: t.peerAddr, sack: true, station: -1}
+	// The peer takes what left the uplink together coalesced (GRO), as a
+	// NIC hands the kernel's TCP its segments: the senders are the
+	// kernel's, whose loss detection counts bytes, not ACKs.
+	inject := injector(h)
+	t.peer = &endHost{host: h, v4: t.peerAddr, sack: true, station: -1, in: newBatchInbox(func(ps []*impair.Packet) {
+		for _, p := range l.bigPool.Coalesce(ps) {
+			inject(p)
+		}
+	})}
 	l.servers = append(l.servers, t.peer)
 	for _, a := range peerAddrs {
 		l.server[a.Addr()] = t.peer
