@@ -106,6 +106,7 @@ func BenchmarkTUNIperf3(b *testing.B) {
 		// Per-packet stages: every large segment is split into
 		// MTU-sized ones, each serialized and given its loss draw.
 		{"netjam-impaired", "{rate: 10Gbps, delay: 1ms, loss: 0.001%, queue: 10000}"},
+		{"netjam-rate", "{rate: 10Gbps, delay: 1ms, queue: 10000}"},
 	} {
 		for _, m := range iperf3Modes {
 			benchTUNIperf3(b, path.name+"/"+m.name, path.link, m.args, m.udp, secs)
@@ -231,6 +232,7 @@ tun:
 			bps += r.bps(udp)
 			l := sum.Runs[0].Links
 			pps += float64(l[0].PacketsOut+l[1].PacketsOut) / wall.Seconds()
+			b.Logf("drops up %v down %v; delivery drops up %d down %d", l[0].Drops, l[1].Drops, l[0].DeliveryDrops, l[1].DeliveryDrops)
 		}
 		n := float64(b.N)
 		b.ReportMetric(bps/n/1e9, "Gbit/s")
