@@ -332,3 +332,50 @@ func TestCoalesceUndoesSplit(t *testing.T) {
 		t.Errorf("runs %v, want %v", shape, want)
 	}
 }
+
+// TestSplitCoalesceAllocateNothing: splitting a large segment and
+// coalescing its parts again draws every packet from the pools.
+func TestSplitCoalesceAllocateNothing(t *testing.T) {
+	b := superSegment(false, 20000)
+	ipLen, _ := tcpHeaders(b)
+	b[ipLen+13] = 0x10
+	small, big := NewPool(1600), NewPool(65536)
+	segs := make([]*Packet, 0, 64)
+	collect := func(s *Packet) { segs = append(segs, s) }
+	step := func() {
+		p := big.Copy(b)
+		p.SetGSO(1448, false)
+		segs = segs[:0]
+		small.Split(p, collect)
+		for _, m := range big.Coalesce(segs) {
+			m.Release()
+		}
+	}
+	step()
+	if raceEnabled {
+		t.Skip("sync.Pool drops packets at random under the race detector")
+	}
+	if n := testing.AllocsPerRun(1000, step); n != 0 {
+		t.Fatalf("%v allocations per split and coalesce", n)
+	}
+}
+
+func BenchmarkSplitCoalesce(b *testing.B) {
+	seg := superSegment(false, 64000)
+	ipLen, _ := tcpHeaders(seg)
+	seg[ipLen+13] = 0x10
+	small, big := NewPool(1600), NewPool(65536)
+	segs := make([]*Packet, 0, 64)
+	collect := func(s *Packet) { segs = append(segs, s) }
+	b.ReportAllocs()
+	b.SetBytes(int64(len(seg)))
+	for b.Loop() {
+		p := big.Copy(seg)
+		p.SetGSO(1448, false)
+		segs = segs[:0]
+		small.Split(p, collect)
+		for _, m := range big.Coalesce(segs) {
+			m.Release()
+		}
+	}
+}

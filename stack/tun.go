@@ -696,19 +696,19 @@ func (t *TUN) ReadPacket(buf []byte) (int, GSO, error) {
 		n, err := t.f.Read(buf)
 		return n, GSO{}, err
 	}
-	var hdr [vnetHdrLen]byte
-	iov := [2]unix.Iovec{{Base: &hdr[0]}, {}}
-	iov[0].SetLen(vnetHdrLen)
+	io := ioStates.Get().(*ioState)
+	defer io.put()
+	hdr := &io.hdr
+	io.iov[0].Base = &hdr[0]
+	io.iov[0].SetLen(vnetHdrLen)
+	io.n = 1
 	if len(buf) > 0 {
-		iov[1].Base = &buf[0]
-		iov[1].SetLen(len(buf))
+		io.iov[1].Base = &buf[0]
+		io.iov[1].SetLen(len(buf))
+		io.n = 2
 	}
-	var n uintptr
-	var errno syscall.Errno
-	err := t.raw.Read(func(fd uintptr) bool {
-		n, _, errno = unix.Syscall(unix.SYS_READV, fd, uintptr(unsafe.Pointer(&iov[0])), 2)
-		return errno != unix.EAGAIN
-	})
+	err := t.raw.Read(io.readFn)
+	n, errno := io.done, io.errno
 	switch {
 	case err != nil:
 		return 0, GSO{}, err
@@ -742,7 +742,10 @@ func (t *TUN) WritePacket(pkt [][]byte, g GSO) (int, error) {
 		}
 		return t.WriteVec(pkt)
 	}
-	var hdr [vnetHdrLen]byte
+	io := ioStates.Get().(*ioState)
+	defer io.put()
+	hdr := &io.hdr
+	*hdr = [vnetHdrLen]byte{}
 	if g.MSS > 0 || g.NeedsCsum {
 		first := pkt[0]
 		if len(first) < 20 {
@@ -769,8 +772,42 @@ func (t *TUN) WritePacket(pkt [][]byte, g GSO) (int, error) {
 		putLE16(hdr[6:], ipLen)             // csum_start
 		putLE16(hdr[8:], tcpChecksumOffset) // csum_offset
 	}
-	n, err := t.writev(hdr[:], pkt)
+	n, err := t.writev(io, true, pkt)
 	return max(0, n-vnetHdrLen), err
+}
+
+// ioState is what one readv(2) or writev(2) on the device needs, pooled so
+// that a packet's I/O allocates nothing: the vectors, the virtio-net
+// header, the results, and the functions the poller calls, made once.
+type ioState struct {
+	iov             [1 + maxIovecs]unix.Iovec
+	n               int
+	hdr             [vnetHdrLen]byte
+	done            uintptr
+	errno           syscall.Errno
+	readFn, writeFn func(fd uintptr) bool
+}
+
+var ioStates = sync.Pool{New: func() any {
+	s := new(ioState)
+	s.readFn, s.writeFn = s.read, s.write
+	return s
+}}
+
+func (s *ioState) read(fd uintptr) bool {
+	s.done, _, s.errno = unix.Syscall(unix.SYS_READV, fd, uintptr(unsafe.Pointer(&s.iov[0])), uintptr(s.n))
+	return s.errno != unix.EAGAIN
+}
+
+func (s *ioState) write(fd uintptr) bool {
+	s.done, _, s.errno = unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&s.iov[0])), uintptr(s.n))
+	return true // never wait for the device to drain
+}
+
+// put returns s to the pool, holding no reference to packet memory.
+func (s *ioState) put() {
+	s.iov = [1 + maxIovecs]unix.Iovec{}
+	ioStates.Put(s)
 }
 
 func putLE16(b []byte, v int) { b[0], b[1] = byte(v), byte(v>>8) }
@@ -788,12 +825,14 @@ func (t *TUN) WriteVec(pkt [][]byte) (int, error) {
 	if t.vnet {
 		return t.WritePacket(pkt, GSO{})
 	}
-	return t.writev(nil, pkt)
+	io := ioStates.Get().(*ioState)
+	defer io.put()
+	return t.writev(io, false, pkt)
 }
 
-// writev writes hdr (the virtio-net header, or nil) and pkt's slices as
-// one packet with one writev(2).
-func (t *TUN) writev(hdr []byte, pkt [][]byte) (int, error) {
+// writev writes pkt's slices as one packet with one writev(2), after
+// io's virtio-net header when withHdr.
+func (t *TUN) writev(io *ioState, withHdr bool, pkt [][]byte) (int, error) {
 	if len(pkt) > maxIovecs {
 		var b []byte
 		for _, s := range pkt {
@@ -801,37 +840,31 @@ func (t *TUN) writev(hdr []byte, pkt [][]byte) (int, error) {
 		}
 		pkt = [][]byte{b}
 	}
-	var iov [1 + maxIovecs]unix.Iovec
 	n := 0
-	if len(hdr) > 0 {
-		iov[0].Base = &hdr[0]
-		iov[0].SetLen(len(hdr))
+	if withHdr {
+		io.iov[0].Base = &io.hdr[0]
+		io.iov[0].SetLen(vnetHdrLen)
 		n++
 	}
 	for _, s := range pkt {
 		if len(s) == 0 {
 			continue
 		}
-		iov[n].Base = &s[0]
-		iov[n].SetLen(len(s))
+		io.iov[n].Base = &s[0]
+		io.iov[n].SetLen(len(s))
 		n++
 	}
 	if n == 0 {
 		return 0, nil
 	}
-	var written uintptr
-	var errno syscall.Errno
-	err := t.raw.Write(func(fd uintptr) bool {
-		written, _, errno = unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(n))
-		return true // never wait for the device to drain
-	})
-	if err != nil {
+	io.n = n
+	if err := t.raw.Write(io.writeFn); err != nil {
 		return 0, err
 	}
-	if errno != 0 {
-		return 0, &os.PathError{Op: "writev", Path: t.name, Err: errno}
+	if io.errno != 0 {
+		return 0, &os.PathError{Op: "writev", Path: t.name, Err: io.errno}
 	}
-	return int(written), nil
+	return int(io.done), nil
 }
 
 // Close removes what OpenTUN made, in this order: the routes it added,

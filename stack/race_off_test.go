@@ -1,0 +1,5 @@
+//go:build !race
+
+package stack
+
+const raceEnabled = false
