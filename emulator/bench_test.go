@@ -232,7 +232,9 @@ tun:
 			bps += r.bps(udp)
 			l := sum.Runs[0].Links
 			pps += float64(l[0].PacketsOut+l[1].PacketsOut) / wall.Seconds()
-			b.Logf("drops up %v down %v; delivery drops up %d down %d", l[0].Drops, l[1].Drops, l[0].DeliveryDrops, l[1].DeliveryDrops)
+			b.Logf("drops up %v down %v; delivery drops up %d down %d; lateness p99 up %.3f down %.3f ms; queue p99 up %.3f down %.3f ms; whole GSO up %d down %d",
+				l[0].Drops, l[1].Drops, l[0].DeliveryDrops, l[1].DeliveryDrops, l[0].LatenessMs.P99, l[1].LatenessMs.P99,
+				l[0].QueueDelayMs.P99, l[1].QueueDelayMs.P99, l[0].WholeGSO, l[1].WholeGSO)
 		}
 		n := float64(b.N)
 		b.ReportMetric(bps/n/1e9, "Gbit/s")
