@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -253,10 +254,16 @@ func TestShellRootless(t *testing.T) {
 	if !strings.HasPrefix(got, "0\n") || strings.Count(got, "time=") != 3 || !strings.HasSuffix(got, "host service") {
 		t.Errorf("rootless shell output %q: want uid 0 (of the user namespace), 3 pings, the host service", got)
 	}
+	// The path's delay, not the machine's load, is what is checked: no
+	// reply comes back before 20 ms, and the median within 2 ms of it.
+	var rtts []float64
 	for _, m := range regexp.MustCompile(`time=([0-9.]+)`).FindAllStringSubmatch(got, -1) {
-		if v, _ := strconv.ParseFloat(m[1], 64); v < 20 || v > 25 {
-			t.Errorf("ping RTT %s ms across 10 ms each way", m[1])
-		}
+		v, _ := strconv.ParseFloat(m[1], 64)
+		rtts = append(rtts, v)
+	}
+	slices.Sort(rtts)
+	if len(rtts) == 3 && (rtts[0] < 20 || rtts[1] > 22) {
+		t.Errorf("ping RTTs %v ms across 10 ms each way: want none below 20, the median within 2 ms", rtts)
 	}
 }
 
