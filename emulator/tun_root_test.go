@@ -447,3 +447,16 @@ flows: [{name: up, type: tcp, stack: kernel, size: 20MB}]
 		})
 	}
 }
+
+// TestTUNIdlePathIsQuiet: a device with only IPv4 sends nothing into the
+// path by itself (no IPv6 link-local traffic).
+func TestTUNIdlePathIsQuiet(t *testing.T) {
+	ns := testNetns(t)
+	sum := runTUNIn(t, fmt.Sprintf("duration: 60s\ntun: {netns: %s}\n", ns.Path()), func(ctx context.Context) error {
+		time.Sleep(1500 * time.Millisecond) // the kernel solicits routers within a second of a link going up
+		return nil
+	})
+	if n := sum.Runs[0].Links[0].PacketsIn; n != 0 {
+		t.Errorf("an idle IPv4-only device sent %d packets into the path", n)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/user"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -371,6 +372,7 @@ const (
 	vnetGSOTCPv6        = 4
 	vnetGSOECN          = 0x80
 	tcpChecksumOffset   = 16
+	ip6AddrGenModeNone  = 1 // IN6_ADDR_GEN_MODE_NONE
 	maxOffloadPacketLen = 65535
 )
 
@@ -574,6 +576,15 @@ func (t *TUN) configure(cfg TUNConfig, l netlink.Link) error {
 			return privErr(fmt.Sprintf("add address %v to %s", p, t.name), err)
 		}
 		t.addrs = append(t.addrs, p)
+	}
+
+	// A device of netjam's own without an IPv6 address gets no
+	// link-local one either, so the kernel sends nothing into it by
+	// itself (router solicitations, MLD reports): a path with no traffic
+	// carries none. (On a kernel without IPv6 there is nothing to turn
+	// off, and the request fails harmlessly.)
+	if !t.attached && !slices.ContainsFunc(cfg.Addrs, func(p netip.Prefix) bool { return p.Addr().Is6() }) {
+		t.nl.LinkSetIP6AddrGenMode(l, ip6AddrGenModeNone)
 	}
 
 	if l.Attrs().Flags&net.FlagUp == 0 {
