@@ -53,6 +53,18 @@ type nsReply struct {
 	Privilege bool
 }
 
+// userNetns starts a process as root of new user and network namespaces,
+// mapped to this process's user and group, killed if netjam ends first.
+func userNetns() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{
+		Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+		GidMappingsEnableSetgroups: false,
+		Pdeathsig:                  syscall.SIGKILL,
+	}
+}
+
 // rootless is a started rootless shell: its first process, waiting for
 // the go, and netjam's end of their socket.
 type rootless struct {
@@ -84,13 +96,7 @@ func startRootless(cfg stack.TUNConfig, command, env []string) (*rootless, *stac
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(append(os.Environ(), env...), nsInitEnv+"="+string(conf))
 	cmd.ExtraFiles = []*os.File{theirs} // fd 3
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET,
-		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
-		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
-		GidMappingsEnableSetgroups: false,
-		Pdeathsig:                  syscall.SIGKILL, // never outlive netjam
-	}
+	cmd.SysProcAttr = userNetns()
 	if err := cmd.Start(); err != nil {
 		ours.Close()
 		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EUSERS) {
@@ -256,13 +262,7 @@ func rerunRootless(c *cli.Context) (err error, ok bool) {
 	cmd := exec.Command(exe, args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.App.Writer, c.App.ErrWriter
 	cmd.Env = append(os.Environ(), rootlessRunEnv+"=1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET,
-		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
-		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
-		GidMappingsEnableSetgroups: false,
-		Pdeathsig:                  syscall.SIGKILL,
-	}
+	cmd.SysProcAttr = userNetns()
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
 	defer signal.Stop(sigs)

@@ -55,14 +55,20 @@ Examples:
 	}
 }
 
-// loadPlan loads the scenario named by the command's arguments, or the
-// embedded default when there are none.
-func loadPlan(c *cli.Context) (*scenario.Plan, error) {
+// planOptions are the overrides the command line gives: --set and --seed.
+func planOptions(c *cli.Context) scenario.Options {
 	o := scenario.Options{Sets: c.StringSlice("set")}
 	if c.IsSet("seed") {
 		v := c.Uint64("seed")
 		o.Seed = &v
 	}
+	return o
+}
+
+// loadPlan loads the scenario named by the command's arguments, or the
+// embedded default when there are none.
+func loadPlan(c *cli.Context) (*scenario.Plan, error) {
+	o := planOptions(c)
 	if c.IsSet("duration") {
 		v := c.Duration("duration")
 		o.Duration = &v

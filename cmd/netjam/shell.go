@@ -185,11 +185,7 @@ func doShell(c *cli.Context) error {
 // shellScenario loads the one run a shell runs: the file's (or an empty
 // scenario's), with a tun section.
 func shellScenario(c *cli.Context, files []string) (*scenario.Scenario, error) {
-	o := scenario.Options{Sets: c.StringSlice("set")}
-	if c.IsSet("seed") {
-		v := c.Uint64("seed")
-		o.Seed = &v
-	}
+	o := planOptions(c)
 	load := func(o scenario.Options) (*scenario.Plan, error) {
 		if len(files) == 0 {
 			return scenario.Parse("shell", []byte(fmt.Sprintf("duration: %s\n", shellDuration)), o)
