@@ -29,10 +29,6 @@ type Runner struct {
 	once   sync.Once
 }
 
-// batch bounds how many queued arrivals the goroutine takes before it lets
-// due departures go, so a flood of input cannot starve the output.
-const batch = 64
-
 // NewRunner builds a Runner for cfg on clk. deliver is called on the
 // Runner's goroutine with each packet leaving the direction and its logical
 // departure time; it owns the packet and must not block for long: the whole
@@ -114,76 +110,16 @@ func (r *Runner) Chain() *Chain { return r.chain }
 
 func (r *Runner) loop(ctx context.Context) {
 	defer close(r.done)
-	// With the real clock, the last stretch before an event is slept
-	// with nanosleep on a thread of our own, so that packets leave within
-	// microseconds of their departure time instead of up to a
-	// millisecond late. A manual clock needs none of that.
-	_, precise := r.clk.(clock.Real)
-	if precise {
-		defer clock.PreciseThread()()
-	}
-	timer := r.clk.NewTimer(time.Hour)
-	timer.Stop()
-	var armedAt time.Time
-	armed := false
-	for {
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		case p := <-r.in:
-			r.arrive(p)
-			r.drain()
-		case <-timer.C():
-			armed = false
-		}
-		for {
-			now := r.clk.Now()
+	clock.Drive(ctx, r.clk, clock.Model[*Packet]{
+		In: r.in,
+		Arrive: func(p *Packet) {
+			r.chain.wall = r.clk.Now()
+			r.chain.Arrive(p.Arrival, p)
+		},
+		Advance: func(now time.Time) (time.Time, bool) {
 			r.chain.wall = now
 			r.chain.Advance(now)
-			t, ok := r.chain.Next()
-			if !ok {
-				if armed {
-					timer.Stop()
-					armed = false
-				}
-				break
-			}
-			d := t.Sub(now)
-			if precise && d <= clock.Coarse {
-				// Close enough to sleep through: arrivals meanwhile
-				// wait at most this long in the channel, keeping
-				// their arrival times.
-				clock.PreciseSleep(d)
-				r.drain()
-				continue
-			}
-			wake := t
-			if precise {
-				wake = t.Add(-clock.Coarse) // then sleep the rest precisely
-			}
-			if !armed || !wake.Equal(armedAt) {
-				timer.Reset(wake.Sub(now))
-				armed, armedAt = true, wake
-			}
-			break
-		}
-	}
-}
-
-// drain takes up to a batch of queued arrivals without blocking.
-func (r *Runner) drain() {
-	for i := 0; i < batch; i++ {
-		select {
-		case p := <-r.in:
-			r.arrive(p)
-		default:
-			return
-		}
-	}
-}
-
-func (r *Runner) arrive(p *Packet) {
-	r.chain.wall = r.clk.Now()
-	r.chain.Arrive(p.Arrival, p)
+			return r.chain.Next()
+		},
+	})
 }

@@ -45,16 +45,10 @@ type arrival struct {
 	downlink bool
 }
 
-// Timing of the Runner's goroutine.
-const (
-	// batch bounds how many queued arrivals the goroutine takes before it
-	// lets due deliveries go, so a flood of input cannot starve the output.
-	batch = 64
-	// refresh is how often saturated background stations are simulated
-	// when no packet is queued (they deliver nothing, so only the
-	// statistics would lag).
-	refresh = 10 * time.Millisecond
-)
+// refresh is how often saturated background stations are simulated when no
+// packet is queued (they deliver nothing, so only the statistics would
+// lag).
+const refresh = 10 * time.Millisecond
 
 // NewRunner builds a Runner for cfg on clk. up and down are called on the
 // Runner's goroutine with each delivered packet, as for NewMedium; they
@@ -145,93 +139,20 @@ func (r *Runner) Medium() *Medium { return r.m }
 
 func (r *Runner) loop(ctx context.Context) {
 	defer close(r.done)
-	// With the real clock, the last stretch before an event is slept with
-	// nanosleep on a thread of our own, so that packets leave within
-	// microseconds of their delivery time instead of up to a millisecond
-	// late (see sleep_linux.go). A manual clock needs none of that.
-	_, precise := r.clk.(clock.Real)
-	if precise {
-		defer clock.PreciseThread()()
+	m := clock.Model[arrival]{
+		In: r.in,
+		Arrive: func(a arrival) {
+			r.m.wall = r.clk.Now()
+			r.m.Arrive(a.t, a.p, int(a.station), a.downlink)
+		},
+		Advance: func(now time.Time) (time.Time, bool) {
+			r.m.wall = now
+			r.m.Advance(now)
+			return r.m.Next()
+		},
 	}
-	timer := r.clk.NewTimer(time.Hour)
-	timer.Stop()
-	var armedAt time.Time
-	armed := false
-	r.advance() // the medium's time starts now
-	for {
-		// Run the medium up to now, then sleep until its next event.
-		for {
-			now := r.advance()
-			t, ok := r.m.Next()
-			if !ok && !r.background {
-				if armed {
-					timer.Stop()
-					armed = false
-				}
-				break
-			}
-			if !ok {
-				// Only background frames: no delivery is due, precision
-				// does not matter.
-				if wake := now.Add(refresh); !armed || !wake.Equal(armedAt) {
-					timer.Reset(refresh)
-					armed, armedAt = true, wake
-				}
-				break
-			}
-			d := t.Sub(now)
-			if precise && d <= clock.Coarse {
-				// Close enough to sleep through: arrivals meanwhile wait
-				// at most this long in the channel, keeping their
-				// arrival times.
-				clock.PreciseSleep(d)
-				r.drain()
-				continue
-			}
-			wake := t
-			if precise {
-				wake = t.Add(-clock.Coarse) // then sleep the rest precisely
-			}
-			if !armed || !wake.Equal(armedAt) {
-				timer.Reset(wake.Sub(now))
-				armed, armedAt = true, wake
-			}
-			break
-		}
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		case a := <-r.in:
-			r.arrive(a)
-			r.drain()
-		case <-timer.C():
-			armed = false
-		}
+	if r.background {
+		m.Refresh = refresh
 	}
-}
-
-// advance runs the medium up to the clock's time and returns that time.
-func (r *Runner) advance() time.Time {
-	now := r.clk.Now()
-	r.m.wall = now
-	r.m.Advance(now)
-	return now
-}
-
-// drain takes up to a batch of queued arrivals without blocking.
-func (r *Runner) drain() {
-	for range batch {
-		select {
-		case a := <-r.in:
-			r.arrive(a)
-		default:
-			return
-		}
-	}
-}
-
-func (r *Runner) arrive(a arrival) {
-	r.m.wall = r.clk.Now()
-	r.m.Arrive(a.t, a.p, int(a.station), a.downlink)
+	clock.Drive(ctx, r.clk, m)
 }

@@ -1,0 +1,103 @@
+package clock
+
+import (
+	"context"
+	"time"
+)
+
+// Model is a discrete-event model driven in real time by Drive: packets
+// arrive through a channel, and the model has events (departures,
+// deliveries) at times it names.
+type Model[T any] struct {
+	// In carries the arrivals.
+	In <-chan T
+	// Arrive takes one arrival, on Drive's goroutine.
+	Arrive func(T)
+	// Advance runs the model up to now and returns its next event, if it
+	// has one.
+	Advance func(now time.Time) (next time.Time, ok bool)
+	// Refresh, when not zero, wakes Drive at least this often while the
+	// model has no event, for a model that simulates something of its
+	// own (saturated stations) whose statistics would otherwise lag.
+	Refresh time.Duration
+}
+
+// DriveBatch bounds how many queued arrivals Drive takes before it lets
+// due events go, so that a flood of input cannot starve the output.
+const DriveBatch = 64
+
+// Drive runs m on the calling goroutine until ctx is done: it advances the
+// model to the clock's time, sleeps until its next event or an arrival,
+// and again. One reusable timer serves every wait; nothing is started per
+// packet.
+//
+// With the Real clock, the last stretch before an event (Coarse) is slept
+// with PreciseSleep on a thread of its own (PreciseThread), so that events
+// happen within microseconds of their time instead of up to a millisecond
+// late; arrivals meanwhile wait at most that long in the channel and keep
+// the arrival times stamped on them. Any other clock (Manual) is simply
+// waited on.
+func Drive[T any](ctx context.Context, clk Clock, m Model[T]) {
+	_, precise := clk.(Real)
+	if precise {
+		defer PreciseThread()()
+	}
+	timer := clk.NewTimer(time.Hour)
+	timer.Stop()
+	var armedAt time.Time
+	armed := false
+	arm := func(now, wake time.Time) {
+		if !armed || !wake.Equal(armedAt) {
+			timer.Reset(wake.Sub(now))
+			armed, armedAt = true, wake
+		}
+	}
+	drain := func() {
+		for range DriveBatch {
+			select {
+			case a := <-m.In:
+				m.Arrive(a)
+			default:
+				return
+			}
+		}
+	}
+	for {
+		for {
+			now := clk.Now()
+			t, ok := m.Advance(now)
+			if !ok {
+				switch {
+				case m.Refresh > 0:
+					arm(now, now.Add(m.Refresh))
+				case armed:
+					timer.Stop()
+					armed = false
+				}
+				break
+			}
+			d := t.Sub(now)
+			if precise && d <= Coarse {
+				PreciseSleep(d)
+				drain()
+				continue
+			}
+			wake := t
+			if precise {
+				wake = t.Add(-Coarse) // then sleep the rest precisely
+			}
+			arm(now, wake)
+			break
+		}
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case a := <-m.In:
+			m.Arrive(a)
+			drain()
+		case <-timer.C():
+			armed = false
+		}
+	}
+}

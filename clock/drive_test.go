@@ -1,0 +1,175 @@
+package clock
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+// echoModel is a model whose every arrival leaves delay later: a delay
+// line. It records when each left, by the clock.
+type echoModel struct {
+	mu     sync.Mutex
+	clk    *Manual
+	delay  time.Duration
+	due    []time.Time
+	left   chan time.Time
+	wakeup chan time.Time // each Advance, when not nil
+}
+
+func (e *echoModel) model() (Model[int], chan<- int) {
+	in := make(chan int, 8)
+	return Model[int]{
+		In: in,
+		Arrive: func(int) {
+			e.mu.Lock()
+			e.due = append(e.due, e.clk.Now().Add(e.delay))
+			e.mu.Unlock()
+		},
+		Advance: func(now time.Time) (time.Time, bool) {
+			if e.wakeup != nil {
+				e.wakeup <- now
+			}
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			for len(e.due) > 0 && !e.due[0].After(now) {
+				e.left <- now
+				e.due = e.due[1:]
+			}
+			if len(e.due) == 0 {
+				return time.Time{}, false
+			}
+			return e.due[0], true
+		},
+	}, in
+}
+
+func (e *echoModel) pending() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.due)
+}
+
+// waitArmed waits until Drive has armed its timer (the manual clock has a
+// deadline), so that advancing the clock fires it.
+func waitArmed(t *testing.T, m *Manual, want time.Time) {
+	t.Helper()
+	for range 10000 {
+		if next, ok := m.Next(); ok && next.Equal(want) {
+			return
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	t.Fatalf("Drive never armed its timer for %v", want.Sub(Epoch))
+}
+
+func TestDriveRunsEventsAtTheirTime(t *testing.T) {
+	clk := NewManual()
+	e := &echoModel{clk: clk, delay: 30 * time.Millisecond, left: make(chan time.Time, 8)}
+	m, in := e.model()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Drive(ctx, clk, m)
+	}()
+	in <- 1
+	waitArmed(t, clk, Epoch.Add(30*time.Millisecond))
+	clk.Advance(10 * time.Millisecond)
+	in <- 2 // due at 40 ms
+	for e.pending() < 2 {
+		time.Sleep(100 * time.Microsecond)
+	}
+	clk.Advance(20 * time.Millisecond)
+	if got := (<-e.left).Sub(Epoch); got != 30*time.Millisecond {
+		t.Fatalf("first left at %v, want 30ms", got)
+	}
+	waitArmed(t, clk, Epoch.Add(40*time.Millisecond))
+	clk.Advance(10 * time.Millisecond)
+	if got := (<-e.left).Sub(Epoch); got != 40*time.Millisecond {
+		t.Fatalf("second left at %v, want 40ms", got)
+	}
+	cancel()
+	<-done
+	if _, ok := clk.Next(); ok {
+		t.Fatal("Drive left its timer armed")
+	}
+}
+
+func TestDriveRefreshesAnIdleModel(t *testing.T) {
+	clk := NewManual()
+	e := &echoModel{clk: clk, left: make(chan time.Time, 8), wakeup: make(chan time.Time, 8)}
+	m, _ := e.model()
+	m.Refresh = 10 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Drive(ctx, clk, m)
+	}()
+	<-e.wakeup // the first Advance, at the start
+	for i := 1; i <= 3; i++ {
+		waitArmed(t, clk, Epoch.Add(time.Duration(i)*10*time.Millisecond))
+		clk.Advance(10 * time.Millisecond)
+		if got := (<-e.wakeup).Sub(Epoch); got != time.Duration(i)*10*time.Millisecond {
+			t.Fatalf("refresh %d at %v", i, got)
+		}
+	}
+	cancel()
+	<-done
+}
+
+func TestDriveWithoutRefreshSleepsUntilAnArrival(t *testing.T) {
+	clk := NewManual()
+	e := &echoModel{clk: clk, left: make(chan time.Time, 8), wakeup: make(chan time.Time, 8)}
+	m, in := e.model()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Drive(ctx, clk, m)
+	}()
+	<-e.wakeup
+	clk.Advance(time.Hour)
+	select {
+	case <-e.wakeup:
+		t.Fatal("an idle model without Refresh was woken")
+	case <-time.After(10 * time.Millisecond):
+	}
+	in <- 1
+	<-e.wakeup
+	cancel()
+	<-done
+}
+
+func TestPreciseThreadHasAProcOfItsOwn(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("PreciseThread does nothing outside Linux")
+	}
+	base := runtime.GOMAXPROCS(0)
+	var wg sync.WaitGroup
+	start, stop := make(chan struct{}), make(chan struct{})
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			undo := PreciseThread()
+			start <- struct{}{}
+			<-stop
+			undo()
+		}()
+	}
+	for range 4 {
+		<-start
+	}
+	if got := runtime.GOMAXPROCS(0); got != base+4 {
+		t.Errorf("4 precise threads: GOMAXPROCS %d, want %d", got, base+4)
+	}
+	close(stop)
+	wg.Wait()
+	if got := runtime.GOMAXPROCS(0); got != base {
+		t.Errorf("after they ended: GOMAXPROCS %d, want %d", got, base)
+	}
+}
