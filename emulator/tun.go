@@ -390,6 +390,14 @@ func privilegeReason(err error) string {
 	return strings.TrimSuffix(s, " Either:")
 }
 
+// abortOnClose is a kernel flow's TCP connection, reset when the run
+// closes it: the flow half-closed it already when done, and a graceful
+// close would leave the kernel retransmitting its FIN (when the path lost
+// the ACK) into the next run's device.
+type abortOnClose struct{ *stack.KernelTCPConn }
+
+func (c abortOnClose) Close() error { return c.Abort() }
+
 // newKernelFlow connects a flow of the kernel across the path: the
 // kernel's socket (in the device's namespace) on the client side, a
 // socket of the peer host on the server side. A TCP flow sends from the
@@ -419,7 +427,7 @@ func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port ui
 			if err != nil {
 				return nil, nil, err
 			}
-			return c, c.Info, nil
+			return abortOnClose{c}, c.Info, nil
 		})
 	default: // udp
 		var send net.Conn

@@ -313,6 +313,13 @@ variants:
 		}
 	}
 
+	// The runs reset their kernel sockets: none is left in the
+	// namespace (a TIME_WAIT, or a FIN retransmitted into the next run's
+	// device, which once shifted that run's loss draws by a packet).
+	if out, err := runIn(context.Background(), ns, "ss", "-Htan"); err != nil || strings.TrimSpace(out) != "" {
+		t.Errorf("kernel TCP sockets left in the namespace after the runs (%v):\n%s", err, out)
+	}
+
 	udp := runTUNIn(t, fmt.Sprintf(`
 seed: 5
 duration: 60s

@@ -35,6 +35,15 @@ type KernelTCPConn struct {
 	*net.TCPConn
 }
 
+// Abort closes the connection with a reset (SO_LINGER 0), so that the
+// kernel forgets it at once: nothing of it (a FIN retransmitted to a path
+// that is gone, a TIME_WAIT) outlives the run and reaches the next one
+// through a device with the same addresses.
+func (c *KernelTCPConn) Abort() error {
+	c.SetLinger(0)
+	return c.Close()
+}
+
 // KernelTCPOptions are the socket options of a kernel TCP connection.
 type KernelTCPOptions struct {
 	// CC is the congestion control (TCP_CONGESTION); "" means the
