@@ -26,6 +26,16 @@ type Model[T any] struct {
 // due events go, so that a flood of input cannot starve the output.
 const DriveBatch = 64
 
+// Slack is how close together a precise Drive runs events as one: when
+// the next event is less than Slack away, it sleeps Slack and then runs
+// everything due, each at most Slack late, instead of waking for every
+// event. At 10 Gbit/s, 1500-byte packets leave 1.2 us apart, and a
+// nanosleep per packet cost more CPU than the packets' own work (measured:
+// TCP out of a 10 Gbit/s path 2.6-2.7 Gbit/s without, 2.9-3.0 with).
+// Linux's fq qdisc makes the same trade with its timer_slack, 10 us by
+// default. Events further apart than Slack are run on time.
+const Slack = 10 * time.Microsecond
+
 // Drive runs m on the calling goroutine until ctx is done: it advances the
 // model to the clock's time, sleeps until its next event or an arrival,
 // and again. One reusable timer serves every wait; nothing is started per
@@ -34,9 +44,9 @@ const DriveBatch = 64
 // With the Real clock, the last stretch before an event (Coarse) is slept
 // with PreciseSleep on a thread of its own (PreciseThread), so that events
 // happen within microseconds of their time instead of up to a millisecond
-// late; arrivals meanwhile wait at most that long in the channel and keep
-// the arrival times stamped on them. Any other clock (Manual) is simply
-// waited on.
+// late (Slack late when events come closer together than that); arrivals
+// meanwhile wait at most that long in the channel and keep the arrival
+// times stamped on them. Any other clock (Manual) is simply waited on.
 func Drive[T any](ctx context.Context, clk Clock, m Model[T]) {
 	_, precise := clk.(Real)
 	if precise {
@@ -78,7 +88,7 @@ func Drive[T any](ctx context.Context, clk Clock, m Model[T]) {
 			}
 			d := t.Sub(now)
 			if precise && d <= Coarse {
-				PreciseSleep(d)
+				PreciseSleep(max(d, Slack))
 				drain()
 				continue
 			}
