@@ -291,9 +291,7 @@ func (l *lab) addHost(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, se
 // segments of any size, once its checksum is complete.
 func injector(h *stack.Host) func(p *impair.Packet) {
 	return func(p *impair.Packet) {
-		if _, partial, ok := p.GSO(); ok && partial {
-			impair.CompleteChecksum(p.Data)
-		}
+		p.FinishChecksum() // gVisor checks it
 		h.Inject(p.Data)
 		p.Release()
 	}

@@ -165,11 +165,18 @@ func (l *lab) setupTUN(s *scenario.Scenario, log *zap.Logger, hooks labHooks, st
 	vec := make([][]byte, 1) // the inbox's goroutine's own: no allocation per packet
 	write := func(p *impair.Packet) {
 		var g stack.GSO
-		if mss, _, ok := p.GSO(); ok {
-			// A large segment that crossed the path whole: the kernel
-			// takes it as its segments, completing the checksum.
+		switch mss, _, ok := p.GSO(); {
+		case ok:
+			// A large segment (that crossed the path whole, or
+			// merged after it): the kernel takes it as its segments,
+			// completing the checksum.
 			impair.PseudoChecksum(p.Data)
 			g = stack.GSO{MSS: mss, NeedsCsum: true}
+		case p.Partial() && dev.Offload():
+			impair.PseudoChecksum(p.Data)
+			g = stack.GSO{NeedsCsum: true}
+		default:
+			p.FinishChecksum()
 		}
 		vec[0] = p.Data
 		if _, err := dev.WritePacket(vec, g); err != nil {

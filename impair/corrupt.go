@@ -36,6 +36,9 @@ func (*corruptStage) Name() string { return "corrupt" }
 func (s *corruptStage) Push(now time.Time, p *Packet, out Sink) {
 	s.c.in(p)
 	if s.chance.next() {
+		// The checksum must be final before the bit flips, or the
+		// receiver's device would compute it over the damage.
+		p.FinishChecksum()
 		if b := ipPayload(p.Data); len(b) > 0 {
 			bit := s.rng.IntN(len(b) * 8)
 			b[bit>>3] ^= 1 << (bit & 7)

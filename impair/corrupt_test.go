@@ -129,6 +129,40 @@ func TestCorruptNoPayload(t *testing.T) {
 	}
 }
 
+// A segment whose checksum was left to the receiver's device gets its
+// final checksum before the bit flips, so that the receiver sees the
+// damage instead of a checksum computed over it.
+func TestCorruptFinishesAPartialChecksum(t *testing.T) {
+	pool := NewPool(1520)
+	big := NewPool(65536)
+	p := big.Copy(superSegment(false, 3000))
+	if !p.SetGSO(1448, true) {
+		t.Fatal("SetGSO refused a TCP segment")
+	}
+	var seg *Packet
+	pool.Split(p, func(s *Packet) {
+		if seg == nil {
+			seg = s
+		}
+	})
+	if !seg.Partial() {
+		t.Fatal("the segment of a partial packet is not partial")
+	}
+	want := append([]byte(nil), seg.Data...)
+	CompleteChecksum(want) // the segment as it should leave: final checksum, then one bit flipped
+	s := newCorruptStage(Chance{P: 1}, newRand(4, "up", "corrupt"))
+	s.Push(time.Time{}, seg, &recordSink{})
+	if seg.Partial() {
+		t.Error("a corrupted segment is still partial")
+	}
+	if flips := flippedBits(want, seg.Data); len(flips) != 1 || flips[0] < 40*8 {
+		t.Errorf("corrupted segment differs from its finished original at bits %v, want one payload bit", flips)
+	}
+	if tcpChecksumOK(t, seg.Data) {
+		t.Error("the corrupted segment's checksum matches its damaged payload")
+	}
+}
+
 func TestCorruptRate(t *testing.T) {
 	// As TestDuplicateRate: sd = sqrt(p(1-p)/n·(1+ρ)/(1-ρ)).
 	for _, c := range []Chance{{P: 0.1}, {P: 0.1, Correlation: 0.5}} {

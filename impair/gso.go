@@ -21,9 +21,8 @@ const gsoMaxSegments = 128
 // SetGSO marks p, a TCP segment over IPv4 or IPv6, as standing for
 // segments of mss payload bytes each. partial says its TCP checksum is
 // not final (the sender left it to be completed, as with checksum
-// offload): whoever delivers p whole must complete it (CompleteChecksum),
-// and a split computes each segment's. It reports false, leaving p an
-// ordinary packet, when p is not such a TCP segment (then, if partial,
+// offload), nor will its segments' be (see Partial). It reports false,
+// leaving p an ordinary packet, when p is not such a TCP segment (then, if partial,
 // its checksum stays as it is) or when it fits in one segment; p's
 // checksum is then completed when partial.
 func (p *Packet) SetGSO(mss int, partial bool) bool {
@@ -55,6 +54,23 @@ func (p *Packet) GSO() (mss int, partial, ok bool) {
 		return 0, false, false
 	}
 	return int(p.mss), p.partial, true
+}
+
+// Partial reports whether p's TCP checksum is not final, as a sender with
+// checksum offload leaves it: a GSO packet's (see SetGSO), its segments'
+// after a split, and a merged packet's (Coalesce). Whoever hands p to a
+// receiver that checks it completes it first (FinishChecksum); a device
+// with checksum offload takes it as it is, after PseudoChecksum. Nothing
+// in the path reads a TCP checksum, so the path carries it unfinished and
+// no byte of a transfer is summed where no one would check it.
+func (p *Packet) Partial() bool { return p.partial }
+
+// FinishChecksum completes p's TCP checksum when it is partial.
+func (p *Packet) FinishChecksum() {
+	if p.partial {
+		CompleteChecksum(p.Data)
+		p.partial = false
+	}
 }
 
 // Segments returns how many packets p stands for on the wire: 1, or its
@@ -106,7 +122,9 @@ func tcpHeaders(b []byte) (ipLen int, ok bool) {
 // complete IP packet with its own length, IPv4 identification and header
 // checksum, sequence number, flags (FIN and PSH on the last segment only,
 // CWR on the first only) and TCP checksum, and with p's timestamps; p is
-// released. A packet that is not a GSO packet is handed over as it is.
+// released. The segments of a partial p are partial (their TCP checksum
+// field holds the pseudo-header's sum); the others get their final TCP
+// checksum. A packet that is not a GSO packet is handed over as it is.
 func (pl *Pool) Split(p *Packet, emit func(*Packet)) {
 	if p.segs == 0 {
 		emit(p)
@@ -156,7 +174,12 @@ func (pl *Pool) Split(p *Packet, emit func(*Packet)) {
 			f &^= 0x80 // CWR: the first segment's
 		}
 		h[ipLen+13] = f
-		CompleteChecksum(h)
+		if p.partial {
+			PseudoChecksum(h)
+			s.partial = true
+		} else {
+			CompleteChecksum(h)
+		}
 		s.Arrival, s.Enqueued = p.Arrival, p.Enqueued
 		emit(s)
 	}

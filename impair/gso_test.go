@@ -68,14 +68,18 @@ func superSegment(v6 bool, payload int) []byte {
 }
 
 func TestSplitMakesEverySegmentWhole(t *testing.T) {
-	for _, v6 := range []bool{false, true} {
+	for _, c := range []struct{ v6, partial bool }{{false, true}, {true, true}, {false, false}, {true, false}} {
+		v6 := c.v6
 		const mss, payload = 1448, 10000 // 6 full segments and one of 1312
 		b := superSegment(v6, payload)
+		if !c.partial {
+			CompleteChecksum(b)
+		}
 		pool := NewPool(1520)
 		big := NewPool(len(b))
 		p := big.Copy(b)
 		p.Arrival = time.Unix(5, 0)
-		if !p.SetGSO(mss, true) {
+		if !p.SetGSO(mss, c.partial) {
 			t.Fatal("SetGSO refused a TCP segment")
 		}
 		hl := len(b) - payload
@@ -127,8 +131,18 @@ func TestSplitMakesEverySegmentWhole(t *testing.T) {
 			if !bytes.Equal(h[ipLen+14:ipLen+16], b[ipLen+14:ipLen+16]) || !bytes.Equal(h[ipLen+18:hl], b[ipLen+18:hl]) {
 				t.Errorf("segment %d: window or options changed", i)
 			}
+			if s.Partial() != c.partial {
+				t.Errorf("segment %d of a partial=%v packet: Partial() %v", i, c.partial, s.Partial())
+			}
+			if c.partial {
+				// What a device with checksum offload does with it.
+				if tcpChecksumOK(t, h) {
+					t.Errorf("segment %d: a partial segment's checksum was summed over it", i)
+				}
+				CompletePartial(h, ipLen, 16)
+			}
 			if !tcpChecksumOK(t, h) {
-				t.Errorf("segment %d: bad TCP checksum", i)
+				t.Errorf("segment %d (partial %v): bad TCP checksum", i, c.partial)
 			}
 			joined = append(joined, h[hl:]...)
 		}
