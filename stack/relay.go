@@ -224,6 +224,11 @@ type RelayCounters struct {
 	// by a close from either side (a reset, a failed write), and
 	// endpoints gVisor failed to create.
 	Errors uint64
+	// Dropped counts UDP datagrams the relay lost: its socket toward the
+	// client overflowed (the relay fell behind the datagrams arriving
+	// through the path), or the write toward either side failed. Counted
+	// when the session ends.
+	Dropped uint64
 	// Active is the number of connections or sessions open now.
 	Active int64
 	// BytesUp counts payload bytes from clients toward targets (or into
@@ -233,16 +238,16 @@ type RelayCounters struct {
 
 // relayCounters are one protocol's live counters.
 type relayCounters struct {
-	relayed, served, refused, noService, limited, dialErrors, errors atomic.Uint64
-	active                                                           atomic.Int64
-	up, down                                                         atomic.Uint64
+	relayed, served, refused, noService, limited, dialErrors, errors, dropped atomic.Uint64
+	active                                                                    atomic.Int64
+	up, down                                                                  atomic.Uint64
 }
 
 func (c *relayCounters) snapshot() RelayCounters {
 	return RelayCounters{
 		Relayed: c.relayed.Load(), Served: c.served.Load(), Refused: c.refused.Load(),
 		NoService: c.noService.Load(), Limited: c.limited.Load(), DialErrors: c.dialErrors.Load(),
-		Errors: c.errors.Load(), Active: c.active.Load(), BytesUp: c.up.Load(), BytesDown: c.down.Load(),
+		Errors: c.errors.Load(), Dropped: c.dropped.Load(), Active: c.active.Load(), BytesUp: c.up.Load(), BytesDown: c.down.Load(),
 	}
 }
 
@@ -642,7 +647,17 @@ func (c *relayTCP) abort() {
 // relayUDP is a UDP socket of the relay on the host, closed exactly once.
 type relayUDP struct {
 	*gonet.UDPConn
+	ep   tcpip.Endpoint
 	once sync.Once
+}
+
+// overflows returns the datagrams the socket dropped because its receive
+// buffer was full.
+func (c *relayUDP) overflows() uint64 {
+	if st, ok := c.ep.Stats().(*tcpip.TransportEndpointStats); ok {
+		return st.ReceiveErrors.ReceiveBufferOverflow.Value()
+	}
+	return 0
 }
 
 // Close closes the socket.
@@ -931,7 +946,7 @@ func (r *Relay) handleUDP(req *udp.ForwarderRequest) bool {
 		r.udpN.errors.Add(1)
 		return true
 	}
-	in := &relayUDP{UDPConn: gonet.NewUDPConn(&wq, ep)}
+	in := &relayUDP{UDPConn: gonet.NewUDPConn(&wq, ep), ep: ep}
 	if !r.keep(in) {
 		r.udpN.active.Add(-1)
 		return true
@@ -985,6 +1000,8 @@ func (r *Relay) udpSession(in *relayUDP, target netip.AddrPort) {
 			touch()
 			if _, err := in.Write((*bp)[:n]); err == nil {
 				r.udpN.down.Add(uint64(n))
+			} else {
+				r.udpN.dropped.Add(1)
 			}
 		}
 	}()
@@ -1006,9 +1023,12 @@ func (r *Relay) udpSession(in *relayUDP, target netip.AddrPort) {
 		touch()
 		if _, err := out.Write((*bp)[:n]); err == nil {
 			r.udpN.up.Add(uint64(n))
+		} else {
+			r.udpN.dropped.Add(1)
 		}
 	}
 	r.release(in, out)
+	r.udpN.dropped.Add(in.overflows())
 }
 
 // startUDPServices binds echo and discard to each peer address (not to
@@ -1031,7 +1051,7 @@ func (r *Relay) startUDPServices() error {
 				ep.Close()
 				return opError("listen", "udp", ap, terr)
 			}
-			c := &relayUDP{UDPConn: gonet.NewUDPConn(&wq, ep)}
+			c := &relayUDP{UDPConn: gonet.NewUDPConn(&wq, ep), ep: ep}
 			if !r.keep(c) {
 				return net.ErrClosed
 			}
@@ -1046,6 +1066,7 @@ func (r *Relay) startUDPServices() error {
 // (discard), until Close.
 func (r *Relay) serveUDP(c *relayUDP, echo bool) {
 	defer r.wg.Done()
+	defer func() { r.udpN.dropped.Add(c.overflows()) }()
 	bp := r.udpB.Get().(*[]byte)
 	defer r.udpB.Put(bp)
 	for {
@@ -1058,6 +1079,8 @@ func (r *Relay) serveUDP(c *relayUDP, echo bool) {
 		if echo {
 			if _, err := c.WriteTo((*bp)[:n], from); err == nil {
 				r.udpN.down.Add(uint64(n))
+			} else {
+				r.udpN.dropped.Add(1)
 			}
 		}
 	}

@@ -305,6 +305,83 @@ func TestRelayUDPForward(t *testing.T) {
 	}
 }
 
+// stuckTarget is a relay's UDP socket toward a target that takes no
+// datagram until released (its first Write blocks), then fails every
+// Write after the first fail writes. Its Read blocks until Close.
+type stuckTarget struct {
+	net.Conn // nil: only Write, Read and Close are called
+	release  chan struct{}
+	closed   chan struct{}
+	once     sync.Once
+	mu       sync.Mutex
+	written  int
+	fail     int
+}
+
+func (c *stuckTarget) Write(b []byte) (int, error) {
+	<-c.release
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.written >= c.fail {
+		return 0, syscall.ECONNREFUSED
+	}
+	c.written++
+	return len(b), nil
+}
+
+func (c *stuckTarget) Read([]byte) (int, error) {
+	<-c.closed
+	return 0, net.ErrClosed
+}
+
+func (c *stuckTarget) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return nil
+}
+
+func (c *stuckTarget) SetReadDeadline(time.Time) error { return nil }
+
+// TestRelayUDPCountsDrops sends a burst into a session whose target takes
+// nothing for a while: the relay's socket overflows, and later writes to
+// the target fail. Every datagram is either written or counted dropped.
+func TestRelayUDPCountsDrops(t *testing.T) {
+	target := &stuckTarget{release: make(chan struct{}), closed: make(chan struct{}), fail: 100}
+	client, r := newRelayPair(t, RelayConfig{
+		Forwards: []Forward{{Proto: "udp", Listen: 5353, To: netip.MustParseAddrPort("127.0.0.1:9")}},
+		UDPIdle:  300 * time.Millisecond,
+		Dial: func(context.Context, string, string) (net.Conn, error) {
+			return target, nil
+		},
+	})
+	c, err := client.DialUDP(netip.AddrPortFrom(peer4, 5353))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const sent = 2000 // 2 MB: well past a socket's receive buffer
+	b := make([]byte, 1000)
+	for i := range sent {
+		if _, err := c.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			// The session's socket exists before the burst (until
+			// then, each datagram would start a session of its own).
+			waitFor(t, "the session", func() bool { return r.Stats().UDP.Relayed == 1 })
+		}
+	}
+	waitFor(t, "the burst to reach the peer's socket", func() bool { return r.h.s.Stats().UDP.PacketsReceived.Value() >= sent })
+	close(target.release)
+	waitFor(t, "the idle session to end", func() bool { return r.Stats().UDP.Active == 0 })
+	st := r.Stats().UDP
+	target.mu.Lock()
+	written := target.written
+	target.mu.Unlock()
+	if written != target.fail || st.Dropped == 0 || uint64(written)+st.Dropped != sent {
+		t.Errorf("%d written to the target and %d counted dropped, want %d and the rest of %d", written, st.Dropped, target.fail, sent)
+	}
+}
+
 // TestRelayServices checks echo and discard over TCP and UDP, and that
 // other ports of the peer are closed.
 func TestRelayServices(t *testing.T) {
