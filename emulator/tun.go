@@ -42,6 +42,9 @@ type device interface {
 	WritePacket(pkt [][]byte, g stack.GSO) (int, error)
 	// Offload reports whether the device takes GSO packets.
 	Offload() bool
+	// Dropped returns what the kernel dropped at the device's queue
+	// before it was read, when that can be known.
+	Dropped() (uint64, bool)
 	Name() string
 	Close() error
 }
@@ -89,6 +92,7 @@ type tunEnd struct {
 
 	malformed   atomic.Uint64 // packets from the device that are not IPv4 or IPv6
 	writeErrors atomic.Uint64 // packets the device refused
+	kernelDrops uint64        // the device's drops, read when it closes
 }
 
 // setupTUN builds TUN mode for s: the peer host and its relay, then the
@@ -334,6 +338,9 @@ func (l *lab) stopTUN() error {
 	if t == nil || t.dev == nil {
 		return nil
 	}
+	if n, ok := t.dev.Dropped(); ok {
+		t.kernelDrops = n // the device goes with Close
+	}
 	err := t.dev.Close()
 	if t.readDone != nil {
 		<-t.readDone
@@ -351,8 +358,12 @@ type TUNSummary struct {
 	Stations []string `json:"stations,omitempty"`
 	// Malformed counts what the device delivered that was not an IPv4
 	// or IPv6 packet; WriteErrors what it refused to take.
-	Malformed   uint64           `json:"malformed"`
-	WriteErrors uint64           `json:"write_errors"`
+	Malformed   uint64 `json:"malformed"`
+	WriteErrors uint64 `json:"write_errors"`
+	// KernelDrops counts the packets the kernel dropped at the device's
+	// queue because netjam's read loop fell behind (tx_dropped; 0 when
+	// it cannot be read, in a rootless shell).
+	KernelDrops uint64           `json:"kernel_drops"`
 	Relay       stack.RelayStats `json:"relay"`
 	Forwards    []string         `json:"forwards,omitempty"`
 }
@@ -362,7 +373,7 @@ func (l *lab) tunSummary() *TUNSummary {
 	if t == nil || t.dev == nil {
 		return nil
 	}
-	ts := &TUNSummary{Device: t.dev.Name(), Malformed: t.malformed.Load(), WriteErrors: t.writeErrors.Load()}
+	ts := &TUNSummary{Device: t.dev.Name(), Malformed: t.malformed.Load(), WriteErrors: t.writeErrors.Load(), KernelDrops: t.kernelDrops}
 	for _, a := range t.cfg.Address {
 		ts.Kernel = append(ts.Kernel, a.String())
 	}

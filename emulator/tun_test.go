@@ -66,6 +66,8 @@ func (d *memDevice) Name() string { return d.name }
 
 func (d *memDevice) Offload() bool { return false }
 
+func (d *memDevice) Dropped() (uint64, bool) { return 0, false }
+
 func (d *memDevice) Close() error {
 	d.once.Do(func() { close(d.closed) })
 	return nil

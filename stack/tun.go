@@ -280,6 +280,22 @@ func (t *TUN) open(cfg TUNConfig) error {
 	return t.configure(cfg, l)
 }
 
+// Dropped returns how many packets the kernel dropped on their way into
+// the device before they could be read (the device's tx_dropped: its
+// queue was full because the reader fell behind). ok is false when that
+// cannot be read: a device from TUNFromFile, whose namespace netjam does
+// not hold, or one already closed.
+func (t *TUN) Dropped() (n uint64, ok bool) {
+	if t.nl == nil {
+		return 0, false
+	}
+	l, err := t.nl.LinkByIndex(t.index)
+	if err != nil || l.Attrs().Statistics == nil {
+		return 0, false
+	}
+	return l.Attrs().Statistics.TxDropped, true
+}
+
 // openDevice opens /dev/net/tun and creates or attaches the device, in
 // the namespace t.ns.
 func (t *TUN) openDevice(cfg TUNConfig, existing *netlink.Tuntap) error {

@@ -293,6 +293,42 @@ func TestTUNReadWrite(t *testing.T) {
 	}
 }
 
+// TestTUNDropped fills the device's queue while nothing reads it: the
+// kernel drops the rest, and Dropped says how many.
+func TestTUNDropped(t *testing.T) {
+	ns := newNetns(t)
+	tun, err := OpenTUN(TUNConfig{Addrs: tunAddrs[:1], Netns: nsPath(ns)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tun.Close()
+	if n, ok := tun.Dropped(); !ok || n != 0 {
+		t.Fatalf("a new device: Dropped %d, %v; want 0, true", n, ok)
+	}
+	var c *net.UDPConn
+	if err := inNetns(ns, func() (err error) {
+		c, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.MustParseAddrPort("10.99.0.2:5000")))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const sent = 3000
+	refused := 0
+	for range sent {
+		if _, err := c.Write([]byte("into a full queue")); err != nil {
+			refused++ // ENOBUFS: the queue in front of the device was full
+		}
+	}
+	n, ok := tun.Dropped()
+	t.Logf("%d datagrams sent, %d refused by the socket, %d dropped by the device", sent, refused, n)
+	// The device keeps its queue's worth (txqueuelen, 500), and the
+	// qdisc in front of it at most as much again.
+	if got := int(n); !ok || got > sent-refused || got < sent-refused-1000 {
+		t.Errorf("Dropped %d, %v; want all but at most 1000 of the %d the socket took", n, ok, sent-refused)
+	}
+}
+
 // TestTUNPersistent attaches to a persistent device that already has one
 // of the addresses: Close removes only what OpenTUN added and changed,
 // and leaves the device as it was.
