@@ -65,16 +65,25 @@ func waitArmed(t *testing.T, m *Manual, want time.Time) {
 	t.Fatalf("Drive never armed its timer for %v", want.Sub(Epoch))
 }
 
-func TestDriveRunsEventsAtTheirTime(t *testing.T) {
-	clk := NewManual()
-	e := &echoModel{clk: clk, delay: 30 * time.Millisecond, left: make(chan time.Time, 8)}
-	m, in := e.model()
+// startDrive runs Drive on its own goroutine; stop ends it and waits.
+func startDrive(clk *Manual, m Model[int]) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		Drive(ctx, clk, m)
 	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+func TestDriveRunsEventsAtTheirTime(t *testing.T) {
+	clk := NewManual()
+	e := &echoModel{clk: clk, delay: 30 * time.Millisecond, left: make(chan time.Time, 8)}
+	m, in := e.model()
+	stop := startDrive(clk, m)
 	in <- 1
 	waitArmed(t, clk, Epoch.Add(30*time.Millisecond))
 	clk.Advance(10 * time.Millisecond)
@@ -91,8 +100,7 @@ func TestDriveRunsEventsAtTheirTime(t *testing.T) {
 	if got := (<-e.left).Sub(Epoch); got != 40*time.Millisecond {
 		t.Fatalf("second left at %v, want 40ms", got)
 	}
-	cancel()
-	<-done
+	stop()
 	if _, ok := clk.Next(); ok {
 		t.Fatal("Drive left its timer armed")
 	}
@@ -103,12 +111,7 @@ func TestDriveRefreshesAnIdleModel(t *testing.T) {
 	e := &echoModel{clk: clk, left: make(chan time.Time, 8), wakeup: make(chan time.Time, 8)}
 	m, _ := e.model()
 	m.Refresh = 10 * time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		Drive(ctx, clk, m)
-	}()
+	stop := startDrive(clk, m)
 	<-e.wakeup // the first Advance, at the start
 	for i := 1; i <= 3; i++ {
 		waitArmed(t, clk, Epoch.Add(time.Duration(i)*10*time.Millisecond))
@@ -117,20 +120,14 @@ func TestDriveRefreshesAnIdleModel(t *testing.T) {
 			t.Fatalf("refresh %d at %v", i, got)
 		}
 	}
-	cancel()
-	<-done
+	stop()
 }
 
 func TestDriveWithoutRefreshSleepsUntilAnArrival(t *testing.T) {
 	clk := NewManual()
 	e := &echoModel{clk: clk, left: make(chan time.Time, 8), wakeup: make(chan time.Time, 8)}
 	m, in := e.model()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		Drive(ctx, clk, m)
-	}()
+	stop := startDrive(clk, m)
 	<-e.wakeup
 	clk.Advance(time.Hour)
 	select {
@@ -140,8 +137,7 @@ func TestDriveWithoutRefreshSleepsUntilAnArrival(t *testing.T) {
 	}
 	in <- 1
 	<-e.wakeup
-	cancel()
-	<-done
+	stop()
 }
 
 func TestPreciseThreadHasAProcOfItsOwn(t *testing.T) {

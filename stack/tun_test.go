@@ -236,13 +236,21 @@ func udp4(src, dst netip.AddrPort, data []byte) []byte {
 // TestTUNReadWrite passes a datagram each way between a kernel socket
 // and the device: Read returns what the kernel sends, Write and WriteVec
 // (the packet in several slices) deliver to the kernel.
-func TestTUNReadWrite(t *testing.T) {
+// testTUN opens a device with the first test address in a namespace of
+// its own; both go with the test.
+func testTUN(t *testing.T) (netns.NsHandle, *TUN) {
+	t.Helper()
 	ns := newNetns(t)
 	tun, err := OpenTUN(TUNConfig{Addrs: tunAddrs[:1], Netns: nsPath(ns)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tun.Close()
+	t.Cleanup(func() { tun.Close() })
+	return ns, tun
+}
+
+func TestTUNReadWrite(t *testing.T) {
+	ns, tun := testTUN(t)
 	if !strings.HasPrefix(tun.Name(), "tun") || tun.MTU() != 1500 {
 		t.Errorf("name %q and MTU %d, want the kernel's tunN and 1500", tun.Name(), tun.MTU())
 	}
@@ -296,12 +304,7 @@ func TestTUNReadWrite(t *testing.T) {
 // TestTUNDropped fills the device's queue while nothing reads it: the
 // kernel drops the rest, and Dropped says how many.
 func TestTUNDropped(t *testing.T) {
-	ns := newNetns(t)
-	tun, err := OpenTUN(TUNConfig{Addrs: tunAddrs[:1], Netns: nsPath(ns)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tun.Close()
+	ns, tun := testTUN(t)
 	if n, ok := tun.Dropped(); !ok || n != 0 {
 		t.Fatalf("a new device: Dropped %d, %v; want 0, true", n, ok)
 	}
@@ -672,12 +675,7 @@ func TestTUNSignal(t *testing.T) {
 // device's descriptor (water opens it without O_CLOEXEC; OpenTUN sets
 // the flag), so the device never outlives netjam in a child.
 func TestTUNCloseOnExec(t *testing.T) {
-	ns := newNetns(t)
-	tun, err := OpenTUN(TUNConfig{Addrs: tunAddrs[:1], Netns: nsPath(ns)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tun.Close()
+	testTUN(t)
 	fds, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Fatal(err)
