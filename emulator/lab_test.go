@@ -243,10 +243,10 @@ flows: [{name: bulk, type: tcp, size: 300KB}, {name: probe, type: udp, interval:
 	}
 }
 
-// TestCaptureRetransmissionsSeenByTshark: tshark's TCP analysis of the
-// client capture finds the retransmissions the sending stack counted. (A
-// retransmission sent soon after its original is "out-of-order" to tshark.)
-func TestCaptureRetransmissionsSeenByTshark(t *testing.T) {
+// requireTshark returns tshark's path, or skips the test without it
+// (fails it when NETJAM_REQUIRE_TSHARK=1).
+func requireTshark(t *testing.T) string {
+	t.Helper()
 	tshark, err := exec.LookPath("tshark")
 	if err != nil {
 		if os.Getenv("NETJAM_REQUIRE_TSHARK") == "1" {
@@ -254,6 +254,14 @@ func TestCaptureRetransmissionsSeenByTshark(t *testing.T) {
 		}
 		t.Skip("tshark is not installed (apt-get install tshark)")
 	}
+	return tshark
+}
+
+// TestCaptureRetransmissionsSeenByTshark: tshark's TCP analysis of the
+// client capture finds the retransmissions the sending stack counted. (A
+// retransmission sent soon after its original is "out-of-order" to tshark.)
+func TestCaptureRetransmissionsSeenByTshark(t *testing.T) {
+	tshark := requireTshark(t)
 	dir := t.TempDir()
 	sum, err := Run(context.Background(), mustPlan(t, `
 seed: 3

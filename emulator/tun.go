@@ -205,7 +205,7 @@ func (l *lab) setupTUN(s *scenario.Scenario, log *zap.Logger, hooks labHooks, st
 		}
 	})
 	if len(stations) == 0 {
-		k := &endHost{v4: c.Address[0].Addr(), sack: true, station: -1, in: in, send: func(p *impair.Packet) { l.path.Up.Send(p) }}
+		k := &endHost{v4: c.Address[0].Addr(), sack: true, station: -1, in: in, send: l.captured(func(p *impair.Packet) { l.path.Up.Send(p) })}
 		t.kernels, t.kernelAddrs = []*endHost{k}, []netip.Addr{k.v4}
 		for _, a := range c.Address {
 			l.client[a.Addr()] = k
@@ -213,7 +213,7 @@ func (l *lab) setupTUN(s *scenario.Scenario, log *zap.Logger, hooks labHooks, st
 	}
 	for j, name := range c.Stations {
 		st := s.WiFi.Station(name)
-		k := &endHost{v4: c.StationAddrs[j][0], sack: true, station: st, in: in, send: func(p *impair.Packet) { l.cell.Send(p, st, false) }}
+		k := &endHost{v4: c.StationAddrs[j][0], sack: true, station: st, in: in, send: l.captured(func(p *impair.Packet) { l.cell.Send(p, st, false) })}
 		t.kernels, t.kernelAddrs = append(t.kernels, k), append(t.kernelAddrs, k.v4)
 		for _, a := range c.StationAddrs[j] {
 			l.client[a] = k
@@ -285,20 +285,30 @@ func (l *lab) fromKernel(b []byte, g stack.GSO) {
 		l.tooLarge.Add(1)
 		return
 	}
-	if l.capClient != nil {
-		l.capClient.WritePacket(l.clk.Now(), p.Data)
-	}
 	k := t.kernels[0]
 	if len(t.kernels) > 1 {
 		if e := t.fromStation[srcAddr(p.Data)]; e != nil {
 			k = e
 		}
 	}
-	if p.Segments() > 1 && (k.station >= 0 || !l.path.Up.KeepsSegments()) {
+	if p.Segments() > 1 && (k.station >= 0 || !l.whole(l.path.Up)) {
 		l.pool.Split(p, k.send)
 		return
 	}
 	k.send(p)
+}
+
+// captured returns send, capturing each packet at the client's point
+// first when that capture is on.
+func (l *lab) captured(send func(*impair.Packet)) func(*impair.Packet) {
+	cw := l.capClient
+	if cw == nil {
+		return send
+	}
+	return func(p *impair.Packet) {
+		l.capture(cw, l.clk.Now(), p)
+		send(p)
+	}
 }
 
 // srcAddr returns the source address of a well-formed IPv4 or IPv6 packet.

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -452,6 +453,63 @@ flows: [{name: up, type: tcp, stack: kernel, size: 20MB}]
 				t.Errorf("%d whole GSO packets from a device without offload", up.WholeGSO)
 			}
 		})
+	}
+}
+
+// TestTUNCaptureShowsTheWire: with captures on, the large segments of
+// the kernel (up) and of the peer (down, echoed) are captured as the
+// MTU-sized packets they stand for, each with its final checksum, even
+// across a path that would carry them whole; the captures count what
+// the links counted.
+func TestTUNCaptureShowsTheWire(t *testing.T) {
+	tshark := requireTshark(t)
+	ns := testNetns(t)
+	dir := t.TempDir()
+	sum, err := Run(context.Background(), mustPlan(t, fmt.Sprintf(`
+duration: 60s
+link: {delay: 2ms}
+tun: {netns: %s}
+capture: [client, server]
+flows: [{name: up, type: tcp, stack: kernel, size: 2MB}]
+`, ns.Path())), Options{OutDir: dir, Attached: func(ctx context.Context) error {
+		var conn net.Conn
+		if err := ns.Do(func() (err error) {
+			var d net.Dialer
+			conn, err = d.DialContext(ctx, "tcp", "10.99.0.2:7")
+			return err
+		}); err != nil {
+			return err
+		}
+		defer conn.Close()
+		data := make([]byte, 1<<20)
+		go conn.Write(data)
+		conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		_, err := io.ReadFull(conn, data)
+		return err
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sum.Runs[0]
+	up, down := r.Links[0], r.Links[1]
+	if up.WholeGSO+down.WholeGSO != 0 {
+		t.Errorf("whole GSO packets up %d, down %d with captures on", up.WholeGSO, down.WholeGSO)
+	}
+	if got, want := r.Captures["client"].Packets, up.PacketsIn+down.PacketsOut; got != want {
+		t.Errorf("client capture %d packets, links say %d", got, want)
+	}
+	if got, want := r.Captures["server"].Packets, up.PacketsOut+down.PacketsIn; got != want {
+		t.Errorf("server capture %d packets, links say %d", got, want)
+	}
+	for _, f := range []string{"client.pcap", "server.pcap"} {
+		out, err := exec.Command(tshark, "-r", filepath.Join(dir, f), "-o", "tcp.check_checksum:TRUE",
+			"-Y", "frame.len > 1500 or tcp.checksum.status != 1", "-T", "fields", "-e", "frame.number").Output()
+		if err != nil {
+			t.Fatalf("tshark %s: %v", f, err)
+		}
+		if n := strings.Count(string(out), "\n"); n != 0 {
+			t.Errorf("%s: %d packets larger than the MTU or without a good TCP checksum", f, n)
+		}
 	}
 }
 
