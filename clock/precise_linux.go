@@ -29,9 +29,9 @@ const Coarse = time.Millisecond
 // 2-core machine, the two directions of a path held both Ps and every
 // other goroutine (the TUN writer, the netstack) waited for sysmon, which
 // measured as a TCP transfer out of a 10 Gbit/s path at 1.2 Gbit/s instead
-// of 2.1 to 2.6. One P more in all, not one per thread: one per thread was no
-// faster there (2.4 to 2.7 Gbit/s against 2.1 to 2.6) and cost half as
-// much CPU again at moderate rates, the runtime spinning up threads for
+// of 2.1 to 2.6. One P more in all, not one per thread: one per thread was
+// a little faster there (2.4 to 2.7 Gbit/s) but cost half as much CPU
+// again at moderate rates, the runtime spinning up threads for
 // the idle Ps (a lab flow at 100 Mbit/s: 0.72 CPU seconds per second
 // against 0.48 without the extra P and 0.54 with one).
 func PreciseThread() func() {
