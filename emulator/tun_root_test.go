@@ -65,6 +65,16 @@ func requireTool(t testing.TB, name, pkg string) string {
 	return p
 }
 
+// dialIn connects to a TCP address from inside ns.
+func dialIn(ctx context.Context, ns *stack.Netns, addr string) (conn net.Conn, err error) {
+	err = ns.Do(func() error {
+		var d net.Dialer
+		conn, err = d.DialContext(ctx, "tcp", addr)
+		return err
+	})
+	return conn, err
+}
+
 // testNetns makes a namespace for the test's device and clients.
 func testNetns(t testing.TB) *stack.Netns {
 	t.Helper()
@@ -404,12 +414,8 @@ link: %s
 tun: {netns: %s, offload: %s}
 flows: [{name: up, type: tcp, stack: kernel, size: 20MB}]
 `, c.link, ns.Path(), c.offload), func(ctx context.Context) error {
-				var conn net.Conn
-				if err := ns.Do(func() (err error) {
-					var d net.Dialer
-					conn, err = d.DialContext(ctx, "tcp", "10.99.0.2:7")
-					return err
-				}); err != nil {
+				conn, err := dialIn(ctx, ns, "10.99.0.2:7")
+				if err != nil {
 					return err
 				}
 				defer conn.Close()
@@ -472,19 +478,15 @@ tun: {netns: %s}
 capture: [client, server]
 flows: [{name: up, type: tcp, stack: kernel, size: 2MB}]
 `, ns.Path())), Options{OutDir: dir, Attached: func(ctx context.Context) error {
-		var conn net.Conn
-		if err := ns.Do(func() (err error) {
-			var d net.Dialer
-			conn, err = d.DialContext(ctx, "tcp", "10.99.0.2:7")
-			return err
-		}); err != nil {
+		conn, err := dialIn(ctx, ns, "10.99.0.2:7")
+		if err != nil {
 			return err
 		}
 		defer conn.Close()
 		data := make([]byte, 1<<20)
 		go conn.Write(data)
 		conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-		_, err := io.ReadFull(conn, data)
+		_, err = io.ReadFull(conn, data)
 		return err
 	}})
 	if err != nil {
