@@ -483,11 +483,16 @@ flows: [{name: up, type: tcp, stack: kernel, size: 2MB}]
 			return err
 		}
 		defer conn.Close()
-		data := make([]byte, 1<<20)
-		go conn.Write(data)
+		werr := make(chan error, 1)
+		go func() {
+			_, err := conn.Write(make([]byte, 1<<20))
+			werr <- err
+		}()
 		conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-		_, err = io.ReadFull(conn, data)
-		return err
+		if _, err := io.ReadFull(conn, make([]byte, 1<<20)); err != nil {
+			return err
+		}
+		return <-werr
 	}})
 	if err != nil {
 		t.Fatal(err)
