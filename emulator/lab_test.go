@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -90,6 +91,40 @@ flows: [{name: probe, type: udp, interval: 1ms, count: 4000, packet_size: 100}]
 	}
 	if up.Achieved.DelayMs.P50 != 20 {
 		t.Errorf("uplink added %.3f ms at p50, configured 20 ms", up.Achieved.DelayMs.P50)
+	}
+}
+
+// TestLabTraceDrivenLink: UDP offered above a trace-driven link's capacity
+// arrives at what its opportunities carry. The trace is a 100 ms round of
+// bursts and gaps: two opportunities a millisecond for 50 ms, none for
+// 49 ms, one at 100 ms, so 1010 a second of 1504 bytes: 12.15 Mbit/s of
+// IP, 1000/1028 of it payload (a packet spans opportunities, so a
+// saturated link wastes none).
+func TestLabTraceDrivenLink(t *testing.T) {
+	var b strings.Builder
+	for ms := 1; ms <= 50; ms++ {
+		fmt.Fprintf(&b, "%d\n%d\n", ms, ms)
+	}
+	b.WriteString("100\n")
+	trace := filepath.Join(t.TempDir(), "bursts.trace")
+	if err := os.WriteFile(trace, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := runPlan(t, fmt.Sprintf(`
+duration: 6s
+link: {uplink: {rate: {trace: %s}, queue: 100}}
+flows: [{name: flood, type: udp, rate: 20Mbps, packet_size: 1000, duration: 6s}]
+`, trace))
+	r := sum.Runs[0]
+	f := flowByName(t, r, "flood")
+	capacity := 1010 * 1504 * 8.0
+	t.Logf("delivered %.3f Mbit/s of payload; the trace carries %.3f of IP", f.ThroughputBps/1e6, capacity/1e6)
+	if payload := capacity * 1000 / 1028; math.Abs(f.ThroughputBps-payload)/payload > 0.03 {
+		t.Errorf("delivered %.3f Mbit/s, want %.3f within 3%%", f.ThroughputBps/1e6, payload/1e6)
+	}
+	up := r.Links[0]
+	if up.Configured.Trace != trace || up.Configured.RateBps != uint64(capacity) || up.Drops["queue"] == 0 {
+		t.Errorf("configured %+v, drops %v: want the trace, its mean rate and queue drops", up.Configured, up.Drops)
 	}
 }
 

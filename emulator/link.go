@@ -16,7 +16,7 @@ func directionConfig(name string, seed uint64, d scenario.Direction) (impair.Con
 		Duplicate:     impair.Chance{P: d.Duplicate.P, Correlation: d.Duplicate.Correlation},
 		Corrupt:       impair.Chance{P: d.Corrupt.P, Correlation: d.Corrupt.Correlation},
 		Reorder:       impair.ReorderConfig{P: d.Reorder.P, Correlation: d.Reorder.Correlation, Gap: d.Reorder.Gap},
-		Rate:          impair.RateConfig{Bitrate: d.Rate.Bitrate, PacketOverhead: d.Rate.PacketOverhead, CellSize: d.Rate.CellSize, CellOverhead: d.Rate.CellOverhead},
+		Rate:          impair.RateConfig{Bitrate: d.Rate.Bitrate, Trace: d.Rate.Trace, PacketOverhead: d.Rate.PacketOverhead, CellSize: d.Rate.CellSize, CellOverhead: d.Rate.CellOverhead},
 		Slot:          impair.SlotConfig{Min: d.Slot.Min, Max: d.Slot.Max, Packets: d.Slot.Packets, Bytes: d.Slot.Bytes},
 		InflightLimit: d.InflightLimit,
 		Delay: impair.DelayConfig{

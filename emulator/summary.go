@@ -2,6 +2,8 @@ package emulator
 
 import (
 	"fmt"
+	"math"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -106,8 +108,9 @@ type Configured struct {
 	JitterMs       float64 `json:"jitter_ms"`
 	Distribution   string  `json:"distribution,omitempty"`
 	LossModel      string  `json:"loss_model,omitempty"`
-	LossRatio      float64 `json:"loss_ratio"` // the model's long-run mean
-	RateBps        uint64  `json:"rate_bps"`   // 0: unlimited
+	LossRatio      float64 `json:"loss_ratio"`      // the model's long-run mean
+	RateBps        uint64  `json:"rate_bps"`        // 0: unlimited; a trace's mean
+	Trace          string  `json:"trace,omitempty"` // the trace file, for a trace-driven rate
 	QueueDiscpline string  `json:"queue_discipline,omitempty"`
 	QueuePackets   int     `json:"queue_limit_packets,omitempty"`
 	QueueBytes     int64   `json:"queue_limit_bytes,omitempty"`
@@ -164,6 +167,7 @@ func configured(d scenario.Direction) Configured {
 		JitterMs:  float64(d.Delay.Jitter) / float64(time.Millisecond),
 		LossModel: d.Loss.Model,
 		RateBps:   d.Rate.Bitrate,
+		Trace:     d.Rate.TraceFile,
 		Duplicate: d.Duplicate.P,
 		Corrupt:   d.Corrupt.P,
 		Reorder:   d.Reorder.P,
@@ -174,7 +178,10 @@ func configured(d scenario.Direction) Configured {
 	if cfg, err := directionConfig("", 0, d); err == nil {
 		c.LossRatio = cfg.Loss.MeanLoss()
 	}
-	if d.Rate.Bitrate > 0 {
+	if d.Rate.Trace != nil {
+		c.RateBps = uint64(math.Round(d.Rate.Trace.MeanBitrate()))
+	}
+	if d.Rate.Limited() {
 		c.QueueDiscpline = d.Queue.Discipline
 		c.QueuePackets = d.Queue.LimitPackets
 		c.QueueBytes = d.Queue.LimitBytes
@@ -209,7 +216,7 @@ func describe(d scenario.Direction) string {
 	if d.Corrupt.P > 0 {
 		parts = append(parts, "corrupt "+pct(d.Corrupt.P))
 	}
-	if d.Rate.Bitrate > 0 {
+	if d.Rate.Limited() {
 		q := d.Queue.Discipline
 		if d.Queue.LimitPackets > 0 {
 			q += fmt.Sprintf(" %dp", d.Queue.LimitPackets)
@@ -220,7 +227,11 @@ func describe(d scenario.Direction) string {
 		if d.Queue.ECN {
 			q += " ecn"
 		}
-		parts = append(parts, "rate "+scenario.FormatRate(d.Rate.Bitrate), "queue "+q)
+		rate := "rate " + scenario.FormatRate(d.Rate.Bitrate)
+		if t := d.Rate.Trace; t != nil {
+			rate = fmt.Sprintf("trace %s (mean %.3gMbps)", filepath.Base(d.Rate.TraceFile), t.MeanBitrate()/1e6)
+		}
+		parts = append(parts, rate, "queue "+q)
 	}
 	if d.Slot.Min > 0 || d.Slot.Max > 0 {
 		parts = append(parts, fmt.Sprintf("slot %v-%v", d.Slot.Min, d.Slot.Max))

@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// bottleneck is the queue in front of a serializer at a fixed bit rate: the
-// place where a path's capacity is set and where queueing delay builds up.
+// bottleneck is the queue in front of a serializer at a fixed bit rate, or
+// replaying a trace of delivery opportunities: the place where a path's
+// capacity is set and where queueing delay builds up.
 //
 // One packet at a time is "on the wire": it started transmission when the
 // previous one finished (or when it arrived at an idle link) and leaves when
@@ -23,10 +24,15 @@ type bottleneck struct {
 	// (in units of 1/Bitrate ns) so that their sum never drifts from
 	// bytes*8/rate, whatever the rate.
 	rem uint64
+	// trace replays RateConfig.Trace; nil at a fixed bit rate.
+	trace *traceLink
 }
 
 func newBottleneck(cfg Config) *bottleneck {
 	b := &bottleneck{rate: cfg.Rate}
+	if cfg.Rate.Trace != nil {
+		b.trace = newTraceLink(cfg.Rate.Trace)
+	}
 	b.q = newQueue(cfg.Queue, &b.c, newRand(cfg.Seed, cfg.Name, "queue"))
 	return b
 }
@@ -61,6 +67,13 @@ func (b *bottleneck) start(now time.Time) {
 	}
 	b.c.Sojourn.RecordDuration(now.Sub(p.Enqueued))
 	b.cur = p
+	if b.trace != nil {
+		// Busy from the start to the opportunity that carries the
+		// last byte, waiting for opportunities included.
+		b.doneAt = b.trace.depart(now, int64(b.rate.wireBytes(len(p.Data))))
+		b.c.BusyNs.Add(int64(b.doneAt.Sub(now)))
+		return
+	}
 	tx := b.txTime(len(p.Data))
 	b.c.BusyNs.Add(int64(tx))
 	b.doneAt = now.Add(tx)

@@ -63,7 +63,7 @@ func NewChain(cfg Config, deliver func(now time.Time, p *Packet)) (*Chain, error
 	if cfg.Corrupt.P > 0 {
 		c.stages = append(c.stages, newCorruptStage(cfg.Corrupt, newRand(cfg.Seed, cfg.Name, "corrupt")))
 	}
-	if cfg.Rate.Bitrate > 0 {
+	if cfg.Rate.limited() {
 		c.stages = append(c.stages, newBottleneck(cfg))
 	}
 	if cfg.Slot.enabled() {

@@ -125,6 +125,10 @@ type ReorderConfig struct {
 // RateConfig configures the serializer.
 type RateConfig struct {
 	Bitrate uint64 // bits per second; 0 means unlimited
+	// Trace, instead of Bitrate, gives the link's capacity as a schedule
+	// of delivery opportunities (mahimahi's traces); the overheads apply
+	// to what each packet takes of them.
+	Trace *Trace
 	// PacketOverhead is added to each packet's length when computing its
 	// transmission time (may be negative), as netem's packetoverhead.
 	PacketOverhead int
@@ -142,6 +146,9 @@ type SlotConfig struct {
 	Packets  int
 	Bytes    int64
 }
+
+// limited reports whether the rate limits the link at all.
+func (r RateConfig) limited() bool { return r.Bitrate > 0 || r.Trace != nil }
 
 func (s SlotConfig) enabled() bool { return s.Min > 0 || s.Max > 0 }
 
@@ -201,7 +208,7 @@ type QueueConfig struct {
 // corruption, rate, slots, jitter or reordering; a fixed delay is
 // fine). Otherwise they are split into their segments on the way in.
 func (c *Config) KeepsSegments() bool {
-	return c.Loss.Model == LossNone && c.Duplicate.P == 0 && c.Corrupt.P == 0 && c.Rate.Bitrate == 0 &&
+	return c.Loss.Model == LossNone && c.Duplicate.P == 0 && c.Corrupt.P == 0 && !c.Rate.limited() &&
 		!c.Slot.enabled() && c.Delay.Jitter == 0 && c.Reorder.P == 0
 }
 
@@ -270,6 +277,14 @@ func (c *Config) Validate() error {
 	}
 	if c.Rate.CellSize < 0 {
 		errs = append(errs, errors.New("rate.cell_size: must be >= 0"))
+	}
+	if t := c.Rate.Trace; t != nil {
+		if c.Rate.Bitrate > 0 {
+			errs = append(errs, errors.New("rate: a bitrate or a trace, not both"))
+		}
+		if err := t.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("rate.trace: %w", err))
+		}
 	}
 	q := c.Queue
 	if q.Discipline > PIE {

@@ -1,11 +1,15 @@
 package scenario
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/netjam/netjam/impair"
 )
 
 // Decoding of the direction keys, valid under link, link.uplink and
@@ -19,7 +23,7 @@ var (
 	lossKeys      = []string{"model", "p", "correlation", "r", "1-h", "1-k", "p13", "p31", "p32", "p23", "p14"}
 	chanceKeys    = []string{"p", "correlation"}
 	reorderKeys   = []string{"p", "correlation", "gap"}
-	rateKeys      = []string{"bitrate", "packet_overhead", "cell_size", "cell_overhead"}
+	rateKeys      = []string{"bitrate", "trace", "trace_bytes", "packet_overhead", "cell_size", "cell_overhead"}
 	slotKeys      = []string{"min", "max", "packets", "bytes"}
 	queueKeys     = []string{"limit", "bytes", "discipline", "ecn", "target", "interval", "flows", "quantum", "tupdate", "alpha", "beta", "max_burst"}
 	distributions = []string{"uniform", "normal", "pareto", "paretonormal"}
@@ -335,8 +339,8 @@ func (d *decoder) reorder(n *yaml.Node, path string) Reorder {
 	return v
 }
 
-// rate decodes `rate`: a rate or {bitrate, packet_overhead, cell_size,
-// cell_overhead}.
+// rate decodes `rate`: a rate or {bitrate or trace (and trace_bytes),
+// packet_overhead, cell_size, cell_overhead}.
 func (d *decoder) rate(n *yaml.Node, path string) Rate {
 	var v Rate
 	if n.Kind == yaml.ScalarNode {
@@ -347,10 +351,24 @@ func (d *decoder) rate(n *yaml.Node, path string) Rate {
 	if !ok {
 		return v
 	}
-	if x := f["bitrate"]; x != nil {
-		v.Bitrate, _ = d.bitrate(x, join(path, "bitrate"))
-	} else {
-		d.errorf(n, path, "missing key bitrate")
+	switch b, t := f["bitrate"], f["trace"]; {
+	case b != nil && t != nil:
+		d.errorf(t, join(path, "trace"), "a link's rate is a bitrate or a trace, not both")
+	case b != nil:
+		v.Bitrate, _ = d.bitrate(b, join(path, "bitrate"))
+	case t != nil:
+		v.Trace, v.TraceFile = d.trace(t, join(path, "trace"))
+	default:
+		d.errorf(n, path, "missing key bitrate (or trace)")
+	}
+	if x := f["trace_bytes"]; x != nil {
+		b, _ := d.integer(x, join(path, "trace_bytes"), 1, 65535)
+		switch {
+		case f["trace"] == nil:
+			d.errorf(x, join(path, "trace_bytes"), "needs a trace (it is what each of its delivery opportunities carries)")
+		case v.Trace != nil:
+			v.Trace.Bytes = int(b)
+		}
 	}
 	// Overheads are bytes added to (or, for a negative packet overhead,
 	// taken from) each packet's size when computing its time on the wire.
@@ -370,6 +388,41 @@ func (d *decoder) rate(n *yaml.Node, path string) Rate {
 		}
 	}
 	return v
+}
+
+// trace reads the trace file n names: a path relative to the scenario
+// file's folder (or, given on the command line, to the working folder).
+// It returns the trace and the path it was read from.
+func (d *decoder) trace(n *yaml.Node, path string) (*impair.Trace, string) {
+	name, ok := d.text(n, path)
+	if !ok {
+		return nil, ""
+	}
+	if name == "" {
+		d.errorf(n, path, "empty: expected the path of a trace file (mahimahi's format: one delivery time in ms per line)")
+		return nil, ""
+	}
+	file := name
+	if !filepath.IsAbs(file) && d.origins[n] == "" && d.file != "" {
+		file = filepath.Join(filepath.Dir(d.file), file)
+	}
+	if abs, err := filepath.Abs(file); err == nil {
+		// The resolved scenario (Scenario.YAML), written elsewhere,
+		// still finds the trace.
+		file, n.Value = abs, abs
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		d.errorf(n, path, "cannot read the trace: %v", err)
+		return nil, ""
+	}
+	defer f.Close()
+	t, err := impair.ParseTrace(f)
+	if err != nil {
+		d.errorf(n, path, "%s: %v", file, err)
+		return nil, ""
+	}
+	return t, file
 }
 
 // slot decodes `slot`: a duration (min = max) or {min, max, packets, bytes}.

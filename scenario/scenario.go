@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/netjam/netjam/impair"
 )
 
 // Options are what the command line adds on top of the file.
@@ -130,7 +132,14 @@ type Rate struct {
 	PacketOverhead int    // bytes added to each packet; may be negative, -1500..1500
 	CellSize       int    // bytes; when not 0, packets are rounded up to whole cells
 	CellOverhead   int    // bytes added to each cell
+	// Trace, instead of Bitrate, is a schedule of delivery opportunities
+	// read from TraceFile (mahimahi's format).
+	Trace     *impair.Trace
+	TraceFile string
 }
+
+// Limited reports whether the rate limits the link: a bitrate or a trace.
+func (r Rate) Limited() bool { return r.Bitrate > 0 || r.Trace != nil }
 
 // Slot is netem's slot: packets leave in bursts, one burst every Min to Max
 // (random in between), of at most Packets packets and Bytes bytes (0: no

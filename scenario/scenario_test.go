@@ -433,7 +433,7 @@ func TestErrors(t *testing.T) {
 		{name: "missing chance p", src: "link: {duplicate: {correlation: 5%}}\n",
 			want: "x.yaml:1: link.duplicate: missing key p (the probability)"},
 		{name: "missing bitrate", src: "link: {rate: {packet_overhead: 5}}\n",
-			want: "x.yaml:1: link.rate: missing key bitrate"},
+			want: "x.yaml:1: link.rate: missing key bitrate (or trace)"},
 		{name: "cell overhead alone", src: "link: {rate: {bitrate: 1Mbps, cell_overhead: 5}}\n",
 			want: "x.yaml:1: link.rate.cell_overhead: needs a cell_size (cells are what the overhead is added to)"},
 		{name: "slot max < min", src: "link: {slot: {min: 10ms, max: 5ms}}\n",
@@ -846,7 +846,13 @@ variants:
 		}{f, string(data), Options{}})
 	}
 	for _, c := range cases {
-		p, err := Parse("x.yaml", []byte(c.src), c.o)
+		// A shipped config is parsed under its own name: its trace
+		// files are found next to it.
+		file := "x.yaml"
+		if strings.HasSuffix(c.name, ".yaml") {
+			file = c.name
+		}
+		p, err := Parse(file, []byte(c.src), c.o)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -855,7 +861,7 @@ variants:
 			if err != nil {
 				t.Fatalf("%s/%s: YAML: %v", c.name, run.Variant, err)
 			}
-			if !strings.HasPrefix(string(out), "# netjam scenario resolved from x.yaml") {
+			if !strings.HasPrefix(string(out), "# netjam scenario resolved from "+file) {
 				t.Errorf("%s/%s: YAML does not start with the header comment:\n%s", c.name, run.Variant, out)
 			}
 			back, err := Parse("elsewhere.yaml", out, Options{})
@@ -1054,5 +1060,63 @@ func TestCapture(t *testing.T) {
 	_, err = Parse("x.yaml", []byte("capture: [middle]\n"), Options{})
 	if want := `x.yaml:1: capture.points: "middle" is not a capture point (expected one of: client, server)`; err == nil || err.Error() != want {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// TestTrace reads a trace relative to the scenario's folder, in every
+// form, and reports each mistake at its key.
+func TestTrace(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tracePath := write("lte.down", "# comment\n1\n1\n4\n")
+	write("bad.down", "1\n3\n2\n")
+	file := write("s.yaml", "link:\n  downlink:\n    rate: {trace: lte.down, trace_bytes: 1500, packet_overhead: 4}\n")
+	p, err := Load(file, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := p.Runs[0].Downlink.Rate
+	if r.Trace == nil || len(r.Trace.Times) != 3 || r.Trace.Bytes != 1500 || r.TraceFile != tracePath || r.PacketOverhead != 4 || r.Bitrate != 0 || !r.Limited() {
+		t.Fatalf("rate %+v, want the 3 opportunities of %s, 1500 bytes each", r, tracePath)
+	}
+	if p.Runs[0].Uplink.Rate.Limited() {
+		t.Error("the uplink got a rate")
+	}
+	// The resolved scenario names the trace by its full path, so that
+	// it runs from anywhere.
+	y, err := p.Runs[0].YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := filepath.Join(t.TempDir(), "copy.yaml")
+	os.WriteFile(copied, y, 0o644)
+	if q, err := Load(copied, Options{}); err != nil || q.Runs[0].Downlink.Rate.TraceFile != tracePath {
+		t.Errorf("the resolved scenario: %v\n%s", err, y)
+	}
+	// On the command line, a path is the shell's: relative to the working
+	// folder (here, an absolute one).
+	if p, err := Load(file, Options{Sets: []string{"link.uplink.rate={trace: " + tracePath + "}"}}); err != nil || p.Runs[0].Uplink.Rate.Trace == nil {
+		t.Errorf("--set a trace: %v", err)
+	}
+
+	for _, c := range []struct{ rate, want string }{
+		{"{bitrate: 1Mbps, trace: lte.down}", "s.yaml:1: link.rate.trace: a link's rate is a bitrate or a trace, not both"},
+		{"{bitrate: 1Mbps, trace_bytes: 100}", "s.yaml:1: link.rate.trace_bytes: needs a trace (it is what each of its delivery opportunities carries)"},
+		{"{trace: lte.down, trace_bytes: 0}", "s.yaml:1: link.rate.trace_bytes: 0 is out of range"},
+		{"{trace: missing.down}", "s.yaml:1: link.rate.trace: cannot read the trace: open " + filepath.Join(dir, "missing.down") + ": no such file or directory"},
+		{"{trace: bad.down}", "s.yaml:1: link.rate.trace: " + filepath.Join(dir, "bad.down") + ": line 3: 2 ms comes after 3 ms: times must not decrease"},
+		{`{trace: ""}`, "s.yaml:1: link.rate.trace: empty: expected the path of a trace file"},
+	} {
+		f := write("s.yaml", "link: {rate: "+c.rate+"}\n")
+		_, err := Load(f, Options{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("rate %s: %v\nwant: %s", c.rate, err, c.want)
+		}
 	}
 }
