@@ -417,6 +417,11 @@ func (d *decoder) trace(n *yaml.Node, path string) (*impair.Trace, string) {
 		return nil, ""
 	}
 	defer f.Close()
+	// A device or a pipe (/dev/stdin) could block the parse for good.
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		d.errorf(n, path, "%s is not a regular file", file)
+		return nil, ""
+	}
 	t, err := impair.ParseTrace(f)
 	if err != nil {
 		d.errorf(n, path, "%s: %v", file, err)

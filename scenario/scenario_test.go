@@ -1112,6 +1112,8 @@ func TestTrace(t *testing.T) {
 		{"{trace: missing.down}", "s.yaml:1: link.rate.trace: cannot read the trace: open " + filepath.Join(dir, "missing.down") + ": no such file or directory"},
 		{"{trace: bad.down}", "s.yaml:1: link.rate.trace: " + filepath.Join(dir, "bad.down") + ": line 3: 2 ms comes after 3 ms: times must not decrease"},
 		{`{trace: ""}`, "s.yaml:1: link.rate.trace: empty: expected the path of a trace file"},
+		{"{trace: /dev/null}", "s.yaml:1: link.rate.trace: /dev/null is not a regular file"},
+		{"{trace: " + dir + "}", "s.yaml:1: link.rate.trace: " + dir + " is not a regular file"},
 	} {
 		f := write("s.yaml", "link: {rate: "+c.rate+"}\n")
 		_, err := Load(f, Options{})
