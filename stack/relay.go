@@ -193,7 +193,8 @@ func (c *RelayConfig) Validate() error {
 
 // RelayStats are a Relay's counters since StartRelay, per protocol.
 type RelayStats struct {
-	TCP, UDP RelayCounters
+	TCP RelayCounters `json:"tcp"`
+	UDP RelayCounters `json:"udp"`
 }
 
 // RelayCounters count one protocol's connections (TCP) or sessions (UDP:
@@ -203,37 +204,38 @@ type RelayCounters struct {
 	// Relayed counts connections or sessions relayed to a target (a
 	// Forward's, or the destination in transparent mode) once the target
 	// was reached.
-	Relayed uint64
+	Relayed uint64 `json:"relayed"`
 	// Served counts connections (TCP) or datagrams (UDP) handled by the
 	// echo and discard services.
-	Served uint64
+	Served uint64 `json:"served"`
 	// Refused counts connections (reset) and UDP datagrams (dropped) to a
 	// destination that is neither the peer nor in Allow.
-	Refused uint64
+	Refused uint64 `json:"refused"`
 	// NoService counts connections and UDP datagrams to a port of the
 	// peer that has no Forward or service (TCP reset, ICMP port
 	// unreachable).
-	NoService uint64
+	NoService uint64 `json:"no_service"`
 	// Limited counts connections (reset) and UDP datagrams (dropped)
 	// turned away because the relay's limits were reached.
-	Limited uint64
+	Limited uint64 `json:"limited"`
 	// DialErrors counts targets that could not be reached: the TCP client
 	// is reset, the UDP session's datagrams are dropped.
-	DialErrors uint64
+	DialErrors uint64 `json:"dial_errors"`
 	// Errors counts relayed or served connections that ended other than
 	// by a close from either side (a reset, a failed write), and
 	// endpoints gVisor failed to create.
-	Errors uint64
+	Errors uint64 `json:"errors"`
 	// Dropped counts UDP datagrams the relay lost: its socket toward the
 	// client overflowed (the relay fell behind the datagrams arriving
 	// through the path), or the write toward either side failed. Counted
 	// when the session ends.
-	Dropped uint64
+	Dropped uint64 `json:"dropped"`
 	// Active is the number of connections or sessions open now.
-	Active int64
+	Active int64 `json:"active"`
 	// BytesUp counts payload bytes from clients toward targets (or into
 	// the services), BytesDown payload bytes back to clients.
-	BytesUp, BytesDown uint64
+	BytesUp   uint64 `json:"bytes_up"`
+	BytesDown uint64 `json:"bytes_down"`
 }
 
 // relayCounters are one protocol's live counters.
