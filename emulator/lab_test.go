@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -110,17 +111,41 @@ func TestLabTraceDrivenLink(t *testing.T) {
 	if err := os.WriteFile(trace, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sum := runPlan(t, fmt.Sprintf(`
+	out := t.TempDir()
+	plan := mustPlan(t, fmt.Sprintf(`
 duration: 6s
 link: {uplink: {rate: {trace: %s}, queue: 100}}
 flows: [{name: flood, type: udp, rate: 20Mbps, packet_size: 1000, duration: 6s}]
 `, trace))
+	sum, err := Run(context.Background(), plan, Options{OutDir: out})
+	if err == nil {
+		err = WriteResults(out, plan, sum)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := sum.Runs[0]
 	f := flowByName(t, r, "flood")
 	capacity := 1010 * 1504 * 8.0
 	t.Logf("delivered %.3f Mbit/s of payload; the trace carries %.3f of IP", f.ThroughputBps/1e6, capacity/1e6)
 	if payload := capacity * 1000 / 1028; math.Abs(f.ThroughputBps-payload)/payload > 0.03 {
 		t.Errorf("delivered %.3f Mbit/s, want %.3f within 3%%", f.ThroughputBps/1e6, payload/1e6)
+	}
+	// The time series has what the trace offered in each interval:
+	// on average its capacity (samples of 100 ms, one round each).
+	csv, err := os.ReadFile(filepath.Join(out, "timeseries.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n, total float64
+	for _, line := range strings.Split(string(csv), "\n") {
+		if f := strings.Split(line, ","); len(f) == 5 && f[2] == "capacity_bps" && f[3] == "uplink" {
+			v, _ := strconv.ParseFloat(f[4], 64)
+			n, total = n+1, total+v
+		}
+	}
+	if n < 50 || math.Abs(total/n-capacity)/capacity > 0.02 {
+		t.Errorf("%.0f capacity samples, mean %.3f Mbit/s; want about 60, %.3f within 2%%", n, total/n/1e6, capacity/1e6)
 	}
 	up := r.Links[0]
 	if up.Configured.Trace != trace || up.Configured.RateBps != uint64(capacity) || up.Drops["queue"] == 0 {

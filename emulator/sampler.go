@@ -16,6 +16,7 @@ const (
 	kindQueuePackets = "queue_packets" // bottleneck backlog at the sample time
 	kindSojourn      = "sojourn_ms"    // mean queue sojourn of the packets dequeued in the interval
 	kindLinkRate     = "link_bps"      // IP bits/s that left the direction in the interval
+	kindCapacity     = "capacity_bps"  // bits/s a trace-driven link offered in the interval, used or not
 	kindDrops        = "drops"         // packets dropped in the interval, all reasons
 	kindAirtime      = "airtime_share" // a Wi-Fi station's (or the AP's) share of the interval on the medium
 	kindCollisions   = "collisions"    // a Wi-Fi station's collisions in the interval
@@ -39,9 +40,15 @@ type sampler struct {
 
 // linkProbe keeps the previous reading of a direction, for rates.
 type linkProbe struct {
-	name     string
-	r        *impair.Runner
-	queue    *impair.Counters // the bottleneck's, nil without one
+	name  string
+	r     *impair.Runner
+	queue *impair.Counters // the bottleneck's, nil without one
+	// capacity reads what a trace-driven bottleneck offered (at a fixed
+	// rate it says it has nothing to read).
+	capacity interface {
+		CapacityBytes(time.Time) (int64, bool)
+	}
+	lastCap  int64
 	lastT    time.Time
 	lastOut  uint64
 	lastDrop uint64
@@ -56,6 +63,14 @@ func newSampler(clk clock.Clock, interval time.Duration, series *flows.Series, f
 		for _, st := range r.Chain().Stages() {
 			if st.Name() == "queue" {
 				lp.queue = st.Counters()
+				if c, ok := st.(interface {
+					CapacityBytes(time.Time) (int64, bool)
+				}); ok {
+					lp.capacity = c
+					// What it offered before sampling starts (the
+					// handshakes') is not the first interval's.
+					lp.lastCap, _ = c.CapacityBytes(lp.lastT)
+				}
 			}
 		}
 		s.links = append(s.links, lp)
@@ -114,6 +129,12 @@ func (s *sampler) sample(now time.Time) {
 		}
 		if dt := now.Sub(l.lastT).Seconds(); dt > 0 {
 			s.series.Add(now, kindLinkRate, l.name, float64(out-l.lastOut)*8/dt)
+			if l.capacity != nil {
+				if c, ok := l.capacity.CapacityBytes(now); ok {
+					s.series.Add(now, kindCapacity, l.name, float64(c-l.lastCap)*8/dt)
+					l.lastCap = c
+				}
+			}
 		}
 		s.series.Add(now, kindDrops, l.name, float64(drops-l.lastDrop))
 		l.lastT, l.lastOut, l.lastDrop = now, out, drops

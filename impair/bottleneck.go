@@ -104,6 +104,17 @@ func (b *bottleneck) txTime(n int) time.Duration {
 	return time.Duration(ns)
 }
 
+// CapacityBytes returns, for a trace-driven link, the bytes its delivery
+// opportunities offered from its start (its first packet) up to t, used
+// or lost; false at a fixed rate, or before the first packet. Safe on any
+// goroutine.
+func (b *bottleneck) CapacityBytes(t time.Time) (int64, bool) {
+	if b.trace == nil {
+		return 0, false
+	}
+	return b.trace.capacity(t)
+}
+
 func (b *bottleneck) Flush() {
 	if b.cur != nil {
 		b.c.drop(b.cur, DropFlushed)

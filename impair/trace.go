@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -122,6 +123,9 @@ type traceLink struct {
 
 	started bool
 	base    time.Time // the trace's start: the first packet's arrival
+	// start is base in Unix nanoseconds for other goroutines (capacity);
+	// 0 before the first packet.
+	start atomic.Int64
 	next    int64     // the first opportunity not used yet, counted from base
 	left    int64     // bytes left in opportunity next-1
 	leftAt  time.Time // its time
@@ -145,6 +149,7 @@ func (l *traceLink) depart(now time.Time, size int64) time.Time {
 	switch {
 	case !l.started:
 		l.started, l.base = true, now
+		l.start.Store(now.UnixNano())
 		l.next = l.after(now)
 	case now.Equal(l.leftAt):
 		// Continuing at the opportunity the previous packet left at.
@@ -170,8 +175,23 @@ func (l *traceLink) depart(now time.Time, size int64) time.Time {
 }
 
 // after returns the first opportunity later than now.
-func (l *traceLink) after(now time.Time) int64 {
-	rel := now.Sub(l.base)
+func (l *traceLink) after(now time.Time) int64 { return l.upTo(now.Sub(l.base)) }
+
+// capacity returns the bytes the trace's opportunities offered from its
+// start up to t, used or not; false before the first packet started it.
+// Safe on any goroutine.
+func (l *traceLink) capacity(t time.Time) (int64, bool) {
+	start := l.start.Load()
+	if start == 0 {
+		return 0, false
+	}
+	rel := t.Sub(time.Unix(0, start))
+	return (l.upTo(rel) - l.upTo(0)) * l.per, true
+}
+
+// upTo returns how many opportunities there are at or before rel from the
+// trace's start (the index of the first one later).
+func (l *traceLink) upTo(rel time.Duration) int64 {
 	if rel < 0 {
 		return 0
 	}

@@ -201,3 +201,33 @@ func BenchmarkChainTrace(b *testing.B) {
 		b.Errorf("%d of %d packets dropped at the queue: the trace is the bottleneck", d, b.N)
 	}
 }
+
+// TestTraceCapacity counts what the opportunities offered, used or not,
+// from the first packet on, as the time series reports it.
+func TestTraceCapacity(t *testing.T) {
+	tr := &Trace{Times: ms(0, 1, 2, 2, 5, 10), Bytes: 100}
+	c, _, pool := newTestChain(t, Config{Rate: RateConfig{Trace: tr}})
+	b := c.Stages()[0].(interface {
+		CapacityBytes(time.Time) (int64, bool)
+	})
+	if _, ok := b.CapacityBytes(t0.Add(time.Hour)); ok {
+		t.Error("a capacity before the first packet")
+	}
+	start := t0.Add(3 * time.Millisecond)
+	c.Arrive(start, testPacket(pool, 100, 1))
+	drain(c)
+	for _, w := range []struct {
+		at   time.Duration
+		want int64
+	}{
+		{0, 0},                        // the opportunity at 0 is the packet's own instant: not offered
+		{2 * time.Millisecond, 300},   // 1, 2, 2
+		{9 * time.Millisecond, 400},   // and 5
+		{10 * time.Millisecond, 600},  // 10, and the second round's 0
+		{25 * time.Millisecond, 1600}, // 5 of the first round, 6 of the second, 5 of the third
+	} {
+		if got, ok := b.CapacityBytes(start.Add(w.at)); !ok || got != w.want {
+			t.Errorf("capacity %v after the start: %d (%v), want %d", w.at, got, ok, w.want)
+		}
+	}
+}

@@ -35,6 +35,7 @@ const (
 	kindSRTT       = "srtt_ms"        // TCP flow: smoothed RTT, ms
 	kindDelay      = "delay_ms"       // UDP flow: mean one-way delay of the interval, ms
 	kindLinkRate   = "link_bps"       // direction: IP bit/s out over the interval
+	kindCapacity   = "capacity_bps"   // trace-driven direction: bit/s its opportunities offered
 	kindDrops      = "drops"          // direction: packets dropped in the interval
 	kindQueue      = "queue_packets"  // direction: bottleneck backlog, packets
 	kindSojourn    = "sojourn_ms"     // direction: mean queue sojourn of the interval, ms

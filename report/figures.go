@@ -121,13 +121,23 @@ func throughputFigures(f *folder) []figure {
 	if !hasKind(f, kindThroughput) {
 		return nil
 	}
+	flowsOf := flowCurves(kindThroughput, 1e-6)
 	return []figure{{
 		name:  "throughput",
 		title: "throughput per flow",
 		facets: []facet{{
 			xLabel: timeLabel, yLabel: "throughput (Mbit/s)",
 			xFrom0: true, yFrom0: true, clipPeaks: true,
-			curves: flowCurves(kindThroughput, 1e-6),
+			// A trace-driven link's capacity is drawn with the flows,
+			// in grey: what they could have had.
+			curves: func(r *run) []curve {
+				cs := flowsOf(r)
+				for _, d := range r.series.names(kindCapacity) {
+					cs = append(cs, curve{key: d + " capacity", label: d + " capacity (trace, IP bits)",
+						pts: scaled(r.series.get(kindCapacity, d), 1e-6), color: color.Gray{Y: 150}})
+				}
+				return cs
+			},
 		}},
 	}}
 }

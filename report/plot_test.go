@@ -130,7 +130,7 @@ func TestSVGTitlesAxesAndLegends(t *testing.T) {
 		want []string
 	}{
 		{"throughput.svg", []string{"synthetic — throughput per flow", "variant a", "variant b", "bulk", "probe",
-			"throughput (Mbit/s)", "time since the run's start (s)"}},
+			"downlink capacity (trace, IP bits)", "throughput (Mbit/s)", "time since the run's start (s)"}},
 		{"delay.svg", []string{"synthetic — one-way delay of the UDP flows (mean per sample interval)", "variant a", "variant b", "probe", "one-way delay (ms)"}},
 		{"delay-cdf.svg", []string{"a: probe", "b: probe", "p50, p95, p99 of every datagram (summary.json)", "share of sample intervals", "one-way delay (ms)"}},
 		{"rtt.svg", []string{"synthetic — smoothed RTT of the TCP flows (sender's srtt)", "bulk", "smoothed RTT (ms)"}},

@@ -18,6 +18,7 @@ type synthRun struct {
 	udp     bool // a UDP flow "probe"
 	drops   bool // uplink drops every 10th interval
 	wifi    bool // a Wi-Fi cell: station sta1 and the AP
+	trace   bool // a trace-driven downlink: its capacity
 }
 
 // writeSynth writes a small run output folder into dir, shaped like netjam
@@ -100,6 +101,9 @@ func writeSynth(t testing.TB, dir string, runs ...synthRun) {
 			row(r.variant, ts, "sojourn_ms", "uplink", 10+8*math.Sin(ph))
 			row(r.variant, ts, "link_bps", "downlink", 2e5)
 			row(r.variant, ts, "drops", "downlink", 0)
+			if r.trace {
+				row(r.variant, ts, "capacity_bps", "downlink", 6e6+5e6*math.Sin(ph))
+			}
 			if r.wifi {
 				row(r.variant, ts, "airtime_share", "sta1", 0.3)
 				row(r.variant, ts, "airtime_share", "ap", 0.05)
@@ -134,7 +138,7 @@ func writeSynth(t testing.TB, dir string, runs ...synthRun) {
 func twoVariants(t testing.TB, dir string) {
 	writeSynth(t, dir,
 		synthRun{variant: "a", tcp: true, udp: true, wifi: true},
-		synthRun{variant: "b", tcp: true, udp: true, drops: true, wifi: true})
+		synthRun{variant: "b", tcp: true, udp: true, drops: true, wifi: true, trace: true})
 }
 
 // drawn is the twoVariants folder after Plot and HTML, drawn once for
