@@ -125,10 +125,10 @@ type traceLink struct {
 	base    time.Time // the trace's start: the first packet's arrival
 	// start is base in Unix nanoseconds for other goroutines (capacity);
 	// 0 before the first packet.
-	start atomic.Int64
-	next    int64     // the first opportunity not used yet, counted from base
-	left    int64     // bytes left in opportunity next-1
-	leftAt  time.Time // its time
+	start  atomic.Int64
+	next   int64     // the first opportunity not used yet, counted from base
+	left   int64     // bytes left in opportunity next-1
+	leftAt time.Time // its time
 }
 
 func newTraceLink(t *Trace) *traceLink {
