@@ -414,13 +414,19 @@ func TestChainAllocatesNothingPerPacket(t *testing.T) {
 }
 
 func BenchmarkChain(b *testing.B) {
-	c, err := NewChain(Config{
+	benchChain(b, Config{
 		Seed:  1,
 		Loss:  LossConfig{Model: LossRandom, P: 0.01},
 		Rate:  RateConfig{Bitrate: 100e9},
 		Queue: QueueConfig{LimitPackets: 1000},
 		Delay: DelayConfig{Time: time.Millisecond},
-	}, func(_ time.Time, p *Packet) { p.Release() })
+	}, 100*time.Nanosecond)
+}
+
+// benchChain sends 1000-byte packets into the chain cfg describes, one
+// every gap, and reports packets per second.
+func benchChain(b *testing.B, cfg Config, gap time.Duration) *Chain {
+	c, err := NewChain(cfg, func(_ time.Time, p *Packet) { p.Release() })
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -429,8 +435,9 @@ func BenchmarkChain(b *testing.B) {
 	now := t0
 	b.ReportAllocs()
 	for b.Loop() {
-		now = now.Add(100 * time.Nanosecond)
+		now = now.Add(gap)
 		c.Arrive(now, pool.Copy(tmpl.Data))
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "packets/s")
+	return c
 }

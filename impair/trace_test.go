@@ -178,25 +178,13 @@ func BenchmarkChainTrace(b *testing.B) {
 			tr.Times = append(tr.Times, time.Duration(ms)*time.Millisecond)
 		}
 	}
-	c, err := NewChain(Config{
+	c := benchChain(b, Config{
 		Seed:  1,
 		Loss:  LossConfig{Model: LossRandom, P: 0.01},
 		Rate:  RateConfig{Trace: tr},
 		Queue: QueueConfig{LimitPackets: 10000},
 		Delay: DelayConfig{Time: time.Millisecond},
-	}, func(_ time.Time, p *Packet) { p.Release() })
-	if err != nil {
-		b.Fatal(err)
-	}
-	pool := NewPool(2048)
-	tmpl := testPacket(pool, 1000, 1)
-	now := t0
-	b.ReportAllocs()
-	for b.Loop() {
-		now = now.Add(time.Microsecond)
-		c.Arrive(now, pool.Copy(tmpl.Data))
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "packets/s")
+	}, time.Microsecond)
 	if d := c.Stats().Drops["queue"]; d > uint64(b.N)/100 {
 		b.Errorf("%d of %d packets dropped at the queue: the trace is the bottleneck", d, b.N)
 	}
