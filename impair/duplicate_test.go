@@ -103,10 +103,5 @@ func TestDuplicateAllocs(t *testing.T) {
 	for range 10 {
 		run()
 	}
-	if raceEnabled {
-		t.Skip("sync.Pool drops packets at random under the race detector")
-	}
-	if a := testing.AllocsPerRun(1000, run); a != 0 {
-		t.Errorf("%v allocations per duplicated packet", a)
-	}
+	checkPooledNoAllocs(t, 1000, "duplicated packet", run)
 }

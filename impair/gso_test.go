@@ -347,43 +347,16 @@ func TestCoalesceUndoesSplit(t *testing.T) {
 	}
 }
 
-// TestSplitCoalesceAllocateNothing: splitting a large segment and
-// coalescing its parts again draws every packet from the pools.
-func TestSplitCoalesceAllocateNothing(t *testing.T) {
-	b := superSegment(false, 20000)
-	ipLen, _ := tcpHeaders(b)
-	b[ipLen+13] = 0x10
-	small, big := NewPool(1600), NewPool(65536)
-	segs := make([]*Packet, 0, 64)
-	collect := func(s *Packet) { segs = append(segs, s) }
-	step := func() {
-		p := big.Copy(b)
-		p.SetGSO(1448, false)
-		segs = segs[:0]
-		small.Split(p, collect)
-		for _, m := range big.Coalesce(segs) {
-			m.Release()
-		}
-	}
-	step()
-	if raceEnabled {
-		t.Skip("sync.Pool drops packets at random under the race detector")
-	}
-	if n := testing.AllocsPerRun(1000, step); n != 0 {
-		t.Fatalf("%v allocations per split and coalesce", n)
-	}
-}
-
-func BenchmarkSplitCoalesce(b *testing.B) {
-	seg := superSegment(false, 64000)
+// splitCoalesce returns a step that splits a large segment of payload
+// bytes into MTU-sized packets and coalesces them again, releasing all.
+func splitCoalesce(payload int) (seg []byte, step func()) {
+	seg = superSegment(false, payload)
 	ipLen, _ := tcpHeaders(seg)
 	seg[ipLen+13] = 0x10
 	small, big := NewPool(1600), NewPool(65536)
 	segs := make([]*Packet, 0, 64)
 	collect := func(s *Packet) { segs = append(segs, s) }
-	b.ReportAllocs()
-	b.SetBytes(int64(len(seg)))
-	for b.Loop() {
+	return seg, func() {
 		p := big.Copy(seg)
 		p.SetGSO(1448, false)
 		segs = segs[:0]
@@ -391,5 +364,22 @@ func BenchmarkSplitCoalesce(b *testing.B) {
 		for _, m := range big.Coalesce(segs) {
 			m.Release()
 		}
+	}
+}
+
+// TestSplitCoalesceAllocateNothing: splitting a large segment and
+// coalescing its parts again draws every packet from the pools.
+func TestSplitCoalesceAllocateNothing(t *testing.T) {
+	_, step := splitCoalesce(20000)
+	step()
+	checkPooledNoAllocs(t, 1000, "split and coalesce", step)
+}
+
+func BenchmarkSplitCoalesce(b *testing.B) {
+	seg, step := splitCoalesce(64000)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(seg)))
+	for b.Loop() {
+		step()
 	}
 }
