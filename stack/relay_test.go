@@ -101,6 +101,31 @@ func udpEchoServer(t testing.TB) netip.AddrPort {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(echoUDP(c))
+	return c.LocalAddr().(*net.UDPAddr).AddrPort()
+}
+
+// recordDials wraps a relay's Dial: the returned list has every
+// "network address" it was asked for, in order.
+func recordDials(dial func(ctx context.Context, network, address string) (net.Conn, error)) (
+	func(ctx context.Context, network, address string) (net.Conn, error), func() []string) {
+	var mu sync.Mutex
+	var dialed []string
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+			mu.Lock()
+			dialed = append(dialed, network+" "+address)
+			mu.Unlock()
+			return dial(ctx, network, address)
+		}, func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(dialed)
+		}
+}
+
+// echoUDP answers each datagram c receives with itself, on a goroutine of
+// its own; stop closes c and waits for the goroutine.
+func echoUDP(c net.PacketConn) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -113,8 +138,7 @@ func udpEchoServer(t testing.TB) netip.AddrPort {
 			c.WriteTo(buf[:n], from)
 		}
 	}()
-	t.Cleanup(func() { c.Close(); <-done })
-	return c.LocalAddr().(*net.UDPAddr).AddrPort()
+	return func() { c.Close(); <-done }
 }
 
 // sumThenSend is a server that reads the client's stream to its end,
@@ -445,19 +469,14 @@ func TestRelayTransparent(t *testing.T) {
 	down := payload(100<<10, 5)
 	tcpTarget := tcpServer(t, sumThenSend(down))
 	udpTarget := udpEchoServer(t)
-	var mu sync.Mutex
-	var dialed []string
-	dial := func(ctx context.Context, network, address string) (net.Conn, error) {
-		mu.Lock()
-		dialed = append(dialed, network+" "+address)
-		mu.Unlock()
+	dial, dialed := recordDials(func(ctx context.Context, network, _ string) (net.Conn, error) {
 		to := tcpTarget
 		if network == "udp" {
 			to = udpTarget
 		}
 		var d net.Dialer
 		return d.DialContext(ctx, network, to.String())
-	}
+	})
 	client, r := newRelayPair(t, RelayConfig{
 		Transparent: true,
 		Allow:       []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:1::/48")},
@@ -507,11 +526,9 @@ func TestRelayTransparent(t *testing.T) {
 	if st.UDP.Relayed != 1 || st.UDP.Refused != 1 {
 		t.Errorf("udp stats %+v, want 1 relayed and 1 refused", st.UDP)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	want := []string{"tcp 198.51.100.7:80", "tcp [2001:db8:1::7]:443", "udp 198.51.100.7:53"}
-	if !slices.Equal(dialed, want) {
-		t.Errorf("dialed %q, want %q", dialed, want)
+	if got := dialed(); !slices.Equal(got, want) {
+		t.Errorf("dialed %q, want %q", got, want)
 	}
 }
 

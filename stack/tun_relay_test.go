@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -257,26 +256,9 @@ func TestTUNRelayTransparent(t *testing.T) {
 	srv.Listener = l
 	srv.Start()
 	defer srv.Close()
-	udpDone := make(chan struct{})
-	go func() {
-		defer close(udpDone)
-		buf := make([]byte, 65536)
-		for {
-			n, from, err := u.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			u.WriteTo(buf[:n], from)
-		}
-	}()
-	defer func() { u.Close(); <-udpDone }()
+	defer echoUDP(u)()
 
-	var mu sync.Mutex
-	var dialed []string
-	dialInServer := func(ctx context.Context, network, address string) (net.Conn, error) {
-		mu.Lock()
-		dialed = append(dialed, network+" "+address)
-		mu.Unlock()
+	dialInServer, dialed := recordDials(func(ctx context.Context, network, address string) (net.Conn, error) {
 		var c net.Conn
 		err := inNetns(srvNS, func() (err error) {
 			var d net.Dialer
@@ -284,7 +266,7 @@ func TestTUNRelayTransparent(t *testing.T) {
 			return err
 		})
 		return c, err
-	}
+	})
 	lab := newTUNLab(t, RelayConfig{
 		Transparent: true,
 		Allow:       []netip.Prefix{netip.MustParsePrefix("10.99.1.0/24"), netip.MustParsePrefix("fd99:1::/64")},
@@ -317,14 +299,12 @@ func TestTUNRelayTransparent(t *testing.T) {
 	if st.TCP.Relayed != 2 || st.TCP.Refused != 1 || st.UDP.Relayed != 1 || st.UDP.Refused != 1 {
 		t.Errorf("stats %+v, want 2 TCP relayed and 1 refused, 1 UDP session relayed and 1 datagram refused", st)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, d := range dialed {
+	for _, d := range dialed() {
 		if strings.Contains(d, "10.99.2.") {
 			t.Errorf("the relay dialled %s, outside allow", d)
 		}
 	}
-	t.Logf("dialled: %q", dialed)
+	t.Logf("dialled: %q", dialed())
 }
 
 // FuzzTUNPacket feeds arbitrary bytes, as if read from the device, to a

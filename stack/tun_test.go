@@ -332,21 +332,28 @@ func TestTUNDropped(t *testing.T) {
 	}
 }
 
+// addTuntap makes the persistent device d (without packet information) in
+// ns, as `ip tuntap add` does, and returns its link.
+func addTuntap(t *testing.T, ns netns.NsHandle, nl *netlink.Handle, d *netlink.Tuntap) netlink.Link {
+	t.Helper()
+	d.Flags |= netlink.TUNTAP_NO_PI
+	if err := inNetns(ns, func() error { return netlink.LinkAdd(d) }); err != nil {
+		t.Fatal(err)
+	}
+	l, err := nl.LinkByName(d.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // TestTUNPersistent attaches to a persistent device that already has one
 // of the addresses: Close removes only what OpenTUN added and changed,
 // and leaves the device as it was.
 func TestTUNPersistent(t *testing.T) {
 	ns := newNetns(t)
 	nl := nlAt(t, ns)
-	if err := inNetns(ns, func() error {
-		return netlink.LinkAdd(&netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: "netjam7"}, Mode: netlink.TUNTAP_MODE_TUN, Flags: netlink.TUNTAP_NO_PI})
-	}); err != nil {
-		t.Fatal(err)
-	}
-	l, err := nl.LinkByName("netjam7")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := addTuntap(t, ns, nl, &netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: "netjam7"}, Mode: netlink.TUNTAP_MODE_TUN})
 	kept := tunAddrs[0]
 	if err := nl.AddrAdd(l, &netlink.Addr{IPNet: ipNet(kept)}); err != nil {
 		t.Fatal(err)
@@ -376,15 +383,7 @@ func TestTUNPersistent(t *testing.T) {
 func TestTUNOpenErrors(t *testing.T) {
 	ns := newNetns(t)
 	nl := nlAt(t, ns)
-	if err := inNetns(ns, func() error {
-		return netlink.LinkAdd(&netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: "tap0"}, Mode: netlink.TUNTAP_MODE_TAP, Flags: netlink.TUNTAP_NO_PI})
-	}); err != nil {
-		t.Fatal(err)
-	}
-	d, err := nl.LinkByName("tap0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := addTuntap(t, ns, nl, &netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: "tap0"}, Mode: netlink.TUNTAP_MODE_TAP})
 	nl.LinkSetUp(d)
 	taken := netip.MustParsePrefix("10.99.9.0/24")
 	if err := nl.RouteAdd(&netlink.Route{LinkIndex: d.Attrs().Index, Dst: ipNet(taken)}); err != nil {
@@ -581,12 +580,7 @@ func TestTUNPrivilege(t *testing.T) {
 	checkGone(t, nl, "netjam3")
 
 	// Root makes a persistent device for nobody, not configured yet.
-	if err := inNetns(ns, func() error {
-		return netlink.LinkAdd(&netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: "netjam3"}, Mode: netlink.TUNTAP_MODE_TUN,
-			Flags: netlink.TUNTAP_NO_PI, Owner: 65534, Group: 65534})
-	}); err != nil {
-		t.Fatal(err)
-	}
+	addTuntap(t, ns, nl, &netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: "netjam3"}, Mode: netlink.TUNTAP_MODE_TUN, Owner: 65534, Group: 65534})
 	out = run(2, "stack: TUN: add address 10.99.0.1/24 to netjam3: operation not permitted: configuring a network device needs CAP_NET_ADMIN. Either:\n",
 		"\n  - configure the persistent device netjam3 once as root, so netjam finds it ready and changes nothing: sudo ip addr add 10.99.0.1/24 dev netjam3 && sudo ip link set netjam3 mtu 1500 up && sudo ip route add 10.99.1.0/24 dev netjam3")
 	t.Logf("as nobody, with an unconfigured device:\n%s", out)
@@ -610,12 +604,7 @@ func TestTUNPrivilege(t *testing.T) {
 	}
 
 	// Someone else's device.
-	if err := inNetns(ns, func() error {
-		return netlink.LinkAdd(&netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: "netjam4"}, Mode: netlink.TUNTAP_MODE_TUN,
-			Flags: netlink.TUNTAP_NO_PI, Owner: 4242, Group: 4242})
-	}); err != nil {
-		t.Fatal(err)
-	}
+	addTuntap(t, ns, nl, &netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: "netjam4"}, Mode: netlink.TUNTAP_MODE_TUN, Owner: 4242, Group: 4242})
 	cfg.Name = "netjam4"
 	out = run(2, "stack: TUN: attach to device netjam4: operation not permitted: the persistent device netjam4 belongs to uid 4242; attaching to it needs to be its owner (or in its group), or CAP_NET_ADMIN. Either:\n",
 		"\n  - make the device yours: sudo ip tuntap del dev netjam4 mode tun && sudo ip tuntap add dev netjam4 mode tun user nobody")
