@@ -14,6 +14,8 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/netjam/netjam/stack"
+
+	"github.com/netjam/netjam/internal/testenv"
 )
 
 func cpuTime() time.Duration {
@@ -126,7 +128,7 @@ func BenchmarkTUNIperf3(b *testing.B) {
 	for _, m := range iperf3Modes {
 		b.Run("veth/"+m.name, func(b *testing.B) {
 			client, server := vethPair(b)
-			bin := requireTool(b, "iperf3", "iperf3")
+			bin := testenv.RequireTool(b, "iperf3", "iperf3")
 			srv := exec.Command(bin, "-s", "-B", "10.98.0.2")
 			if err := server.Do(srv.Start); err != nil {
 				b.Fatal(err)

@@ -14,6 +14,8 @@ import (
 
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/scenario"
+
+	"github.com/netjam/netjam/internal/testenv"
 )
 
 // runPlan runs a scenario text and returns its summary; a failed run fails
@@ -209,7 +211,7 @@ func TestShippedConfigsRun(t *testing.T) {
 			for _, s := range p.Runs {
 				tun = tun || s.TUN != nil
 			}
-			privileged := tun && tunPrivileged()
+			privileged := tun && testenv.TUNPrivileged()
 			if tun && (privileged || os.Getenv("NETJAM_REQUIRE_TUN") == "1") {
 				ns := testNetns(t)
 				for _, s := range p.Runs {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -21,6 +20,8 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/stack"
+
+	"github.com/netjam/netjam/internal/testenv"
 )
 
 // Tests of TUN mode over real TUN devices: each makes a network namespace
@@ -28,42 +29,6 @@ import (
 // curl) and kernel flows there; netjam's relay sockets and the test's
 // servers stay on loopback in the test's namespace. They need root and
 // /dev/net/tun, and skip without (fail with NETJAM_REQUIRE_TUN=1).
-
-// tunPrivileged reports whether TUN mode can run here.
-func tunPrivileged() bool {
-	_, err := os.Stat("/dev/net/tun")
-	return os.Geteuid() == 0 && err == nil
-}
-
-// requireTUN skips t without root or /dev/net/tun.
-func requireTUN(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		missing(t, "not running as root: TUN devices and network namespaces need CAP_NET_ADMIN and CAP_SYS_ADMIN (run: sudo go test ./emulator/)")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		missing(t, fmt.Sprintf("no TUN device node: %v (sudo modprobe tun; in a container: --device /dev/net/tun)", err))
-	}
-}
-
-// missing skips t for reason, or fails it when NETJAM_REQUIRE_TUN=1.
-func missing(t testing.TB, reason string) {
-	t.Helper()
-	if os.Getenv("NETJAM_REQUIRE_TUN") == "1" {
-		t.Fatalf("NETJAM_REQUIRE_TUN=1, but %s", reason)
-	}
-	t.Skipf("skipped: %s; set NETJAM_REQUIRE_TUN=1 to make this a failure", reason)
-}
-
-// requireTool returns the path of a program the test runs.
-func requireTool(t testing.TB, name, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		missing(t, fmt.Sprintf("%s is not installed (apt-get install %s)", name, pkg))
-	}
-	return p
-}
 
 // dialIn connects to a TCP address from inside ns.
 func dialIn(ctx context.Context, ns *stack.Netns, addr string) (conn net.Conn, err error) {
@@ -78,7 +43,7 @@ func dialIn(ctx context.Context, ns *stack.Netns, addr string) (conn net.Conn, e
 // testNetns makes a namespace for the test's device and clients.
 func testNetns(t testing.TB) *stack.Netns {
 	t.Helper()
-	requireTUN(t)
+	testenv.RequireTUN(t)
 	ns, err := stack.NewNetns()
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +82,7 @@ func runTUNIn(t testing.TB, y string, attached func(ctx context.Context) error) 
 // iperf3Server starts iperf3 -s on loopback; it returns the port.
 func iperf3Server(t testing.TB) int {
 	t.Helper()
-	bin := requireTool(t, "iperf3", "iperf3")
+	bin := testenv.RequireTool(t, "iperf3", "iperf3")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +160,7 @@ func TestTUNIperf3TCPCongestionControls(t *testing.T) {
 		t.Run(cc, func(t *testing.T) {
 			avail, _ := stack.KernelCongestionControls()
 			if !slices.Contains(avail, cc) {
-				missing(t, fmt.Sprintf("the kernel does not offer %s (modprobe tcp_%s)", cc, cc))
+				testenv.Missing(t, fmt.Sprintf("the kernel does not offer %s (modprobe tcp_%s)", cc, cc))
 			}
 			var report string
 			sum := runTUNIn(t, fmt.Sprintf(`
@@ -238,7 +203,7 @@ tun:
 // 2 ms (median of 40 pings).
 func TestTUNPingRTT(t *testing.T) {
 	ns := testNetns(t)
-	requireTool(t, "ping", "iputils-ping")
+	testenv.RequireTool(t, "ping", "iputils-ping")
 	var out string
 	runTUNIn(t, fmt.Sprintf(`
 duration: 60s
@@ -269,7 +234,7 @@ tun: {netns: %s}
 // the device but not in allow is reset at once, and counted as refused.
 func TestTUNTransparentRefusesOutsideAllow(t *testing.T) {
 	ns := testNetns(t)
-	requireTool(t, "curl", "curl")
+	testenv.RequireTool(t, "curl", "curl")
 	var curlErr error
 	sum := runTUNIn(t, fmt.Sprintf(`
 duration: 60s

@@ -24,6 +24,8 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
+
+	"github.com/netjam/netjam/internal/testenv"
 )
 
 // tunLab is TUN mode without the emulated path: a TUN device in a network
@@ -108,7 +110,7 @@ func dialIn(t testing.TB, ns netns.NsHandle, network, addr string) net.Conn {
 // TestTUNRelayPing pings the peer through the device with the real ping,
 // over IPv4 and IPv6: gVisor answers.
 func TestTUNRelayPing(t *testing.T) {
-	ping := requireTool(t, "ping", "iputils-ping")
+	ping := testenv.RequireTool(t, "ping", "iputils-ping")
 	lab := newTUNLab(t, RelayConfig{})
 	for _, dst := range []string{"10.99.0.2", "fd99::2"} {
 		out, err := runIn(lab.ns, exec.Command(ping, "-n", "-c", "3", "-i", "0.2", "-W", "5", dst))
@@ -128,7 +130,7 @@ func lastLine(s string) string {
 // to and from an HTTP server on 127.0.0.1 of the test's namespace,
 // byte-exact, over IPv4 and IPv6.
 func TestTUNRelayCurl(t *testing.T) {
-	curl := requireTool(t, "curl", "curl")
+	curl := testenv.RequireTool(t, "curl", "curl")
 	body := payload(8<<20, 11)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
@@ -225,7 +227,7 @@ func TestTUNRelayServices(t *testing.T) {
 // machine: 10.99.1.5 and fd99:1::5 are addresses of that namespace, and
 // 10.99.2.0/24 is nowhere.
 func TestTUNRelayTransparent(t *testing.T) {
-	curl := requireTool(t, "curl", "curl")
+	curl := testenv.RequireTool(t, "curl", "curl")
 	srvNS := newNetns(t)
 	snl := nlAt(t, srvNS)
 	lo, err := snl.LinkByName("lo")
@@ -375,7 +377,7 @@ func FuzzTUNPacket(f *testing.F) {
 // gVisor), dir=down from the server (iperf3 -R). Run it with
 // -benchtime=1x: each run is one 3 s iperf3 test.
 func BenchmarkTUNThroughput(b *testing.B) {
-	iperf := requireTool(b, "iperf3", "iperf3")
+	iperf := testenv.RequireTool(b, "iperf3", "iperf3")
 	for _, dir := range []string{"up", "down"} {
 		b.Run("dir="+dir, func(b *testing.B) {
 			port := closedPort(b)

@@ -23,6 +23,8 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip"
 	gvchecksum "gvisor.dev/gvisor/pkg/tcpip/checksum"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
+
+	"github.com/netjam/netjam/internal/testenv"
 )
 
 // The tests of this file and of tun_relay_test.go make real TUN devices,
@@ -31,37 +33,6 @@ import (
 // they do can reach the machine's own network. They need root and
 // /dev/net/tun: without them they are skipped, saying why, unless
 // NETJAM_REQUIRE_TUN=1 (CI sets it), which turns the skip into a failure.
-
-// requireTUN skips or fails t unless it can make TUN devices and network
-// namespaces.
-func requireTUN(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		missing(t, "not running as root: TUN devices and network namespaces need CAP_NET_ADMIN and CAP_SYS_ADMIN (run: sudo go test ./stack/)")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		missing(t, fmt.Sprintf("no TUN device node: %v (sudo modprobe tun; in a container: --device /dev/net/tun)", err))
-	}
-}
-
-// requireTool returns the path of an external program the test runs.
-func requireTool(t testing.TB, name, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		missing(t, fmt.Sprintf("%s is not installed (apt-get install %s)", name, pkg))
-	}
-	return p
-}
-
-// missing skips t for reason, or fails it when NETJAM_REQUIRE_TUN=1.
-func missing(t testing.TB, reason string) {
-	t.Helper()
-	if os.Getenv("NETJAM_REQUIRE_TUN") == "1" {
-		t.Fatalf("NETJAM_REQUIRE_TUN=1, but %s", reason)
-	}
-	t.Skipf("skipped: %s; set NETJAM_REQUIRE_TUN=1 to make this a failure", reason)
-}
 
 // inNetns runs f with the calling thread in ns: sockets f opens and
 // processes it starts live in ns.
@@ -80,10 +51,10 @@ func inNetns(ns netns.NsHandle, f func() error) error {
 // device is up.
 func newNetns(t testing.TB) netns.NsHandle {
 	t.Helper()
-	requireTUN(t)
+	testenv.RequireTUN(t)
 	n, err := NewNetns()
 	if err != nil {
-		missing(t, fmt.Sprintf("cannot make a network namespace: %v", err))
+		testenv.Missing(t, fmt.Sprintf("cannot make a network namespace: %v", err))
 	}
 	ns := n.h
 	t.Cleanup(func() { n.Close() })
@@ -223,16 +194,6 @@ func TestTUNOpenClose(t *testing.T) {
 	checkGone(t, nl, "netjam0", tunRoutes...)
 }
 
-// udp4 builds an IPv4 UDP packet.
-func udp4(src, dst netip.AddrPort, data []byte) []byte {
-	u := make([]byte, header.UDPMinimumSize+len(data))
-	copy(u[header.UDPMinimumSize:], data)
-	header.UDP(u).Encode(&header.UDPFields{SrcPort: src.Port(), DstPort: dst.Port(), Length: uint16(len(u))})
-	xsum := header.PseudoHeaderChecksum(header.UDPProtocolNumber, tcpipAddr(src.Addr()), tcpipAddr(dst.Addr()), uint16(len(u)))
-	header.UDP(u).SetChecksum(^header.UDP(u).CalculateChecksum(checksumOf(xsum, data)))
-	return ipPacket(src.Addr(), dst.Addr(), uint8(header.UDPProtocolNumber), u)
-}
-
 // TestTUNReadWrite passes a datagram each way between a kernel socket
 // and the device: Read returns what the kernel sends, Write and WriteVec
 // (the packet in several slices) deliver to the kernel.
@@ -289,7 +250,7 @@ func TestTUNReadWrite(t *testing.T) {
 		func(p []byte) (int, error) { return tun.WriteVec([][]byte{p[:10], {}, p[10:30], p[30:]}) },
 	} {
 		msg := fmt.Sprintf("from the device %d", i)
-		p := udp4(peer, netip.MustParseAddrPort("10.99.0.1:4000"), []byte(msg))
+		p := udpDatagram(peer, netip.MustParseAddrPort("10.99.0.1:4000"), []byte(msg))
 		if n, err := write(p); err != nil || n != len(p) {
 			t.Fatalf("write %d: %d, %v", i, n, err)
 		}
@@ -720,9 +681,6 @@ func tcpPacket(src, dst netip.AddrPort, flags header.TCPFlags, data []byte) []by
 
 // udpDatagram builds a UDP datagram in an IPv4 or IPv6 packet.
 func udpDatagram(src, dst netip.AddrPort, data []byte) []byte {
-	if src.Addr().Is4() {
-		return udp4(src, dst, data)
-	}
 	u := make([]byte, header.UDPMinimumSize+len(data))
 	copy(u[header.UDPMinimumSize:], data)
 	header.UDP(u).Encode(&header.UDPFields{SrcPort: src.Port(), DstPort: dst.Port(), Length: uint16(len(u))})

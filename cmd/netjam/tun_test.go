@@ -21,6 +21,8 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/netjam/netjam/stack"
+
+	"github.com/netjam/netjam/internal/testenv"
 )
 
 // Tests of TUN mode and shells through the netjam process itself (the
@@ -30,25 +32,6 @@ import (
 // beNetjam, set in a child's environment, makes the test binary run as
 // netjam with the child's arguments.
 const beNetjam = "NETJAM_TEST_BE_NETJAM"
-
-// requireRoot skips t without root or /dev/net/tun (fails it with
-// NETJAM_REQUIRE_TUN=1).
-func requireRoot(t *testing.T) {
-	t.Helper()
-	reason := ""
-	if os.Geteuid() != 0 {
-		reason = "not running as root (TUN devices and namespaces need it)"
-	} else if _, err := os.Stat("/dev/net/tun"); err != nil {
-		reason = fmt.Sprintf("no TUN device node: %v", err)
-	}
-	if reason == "" {
-		return
-	}
-	if os.Getenv("NETJAM_REQUIRE_TUN") == "1" {
-		t.Fatalf("NETJAM_REQUIRE_TUN=1, but %s", reason)
-	}
-	t.Skipf("skipped: %s; set NETJAM_REQUIRE_TUN=1 to make this a failure", reason)
-}
 
 // netjamProcess returns a command running netjam with args.
 func netjamProcess(t *testing.T, args ...string) *exec.Cmd {
@@ -77,7 +60,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // removes the device with netjam's descriptor): in both cases the device
 // and its route are gone. The device lives in a namespace of the test.
 func TestSignalsLeaveNothingBehind(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireTUN(t)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			ns, err := stack.NewNetns()
@@ -137,7 +120,7 @@ tun: {name: njsig0, netns: %s, routes: [198.18.7.0/24]}
 // netjam's; SIGTERM to netjam reaches the command, and the namespace is
 // gone with it.
 func TestShell(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireTUN(t)
 	out, err := netjamProcess(t, "shell", "-q", "--", "sh", "-c", `ip -o link | wc -l; ip route; echo peer=$NETJAM_PEER; exit 7`).Output()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 7 {
@@ -178,7 +161,7 @@ func asNobody(t *testing.T, args ...string) (*exec.Cmd, string) {
 	t.Helper()
 	setpriv, err := exec.LookPath("setpriv")
 	if err != nil {
-		missing(t, "setpriv is not installed (apt-get install util-linux)")
+		testenv.Missing(t, "setpriv is not installed (apt-get install util-linux)")
 	}
 	// The test binary's folder is not open to others: copy it.
 	exe, _ := os.Executable()
@@ -202,20 +185,11 @@ func asNobody(t *testing.T, args ...string) (*exec.Cmd, string) {
 	return cmd, dir
 }
 
-// missing skips t for reason, or fails it with NETJAM_REQUIRE_TUN=1.
-func missing(t *testing.T, reason string) {
-	t.Helper()
-	if os.Getenv("NETJAM_REQUIRE_TUN") == "1" {
-		t.Fatalf("NETJAM_REQUIRE_TUN=1, but %s", reason)
-	}
-	t.Skipf("skipped: %s", reason)
-}
-
 // TestWithoutPrivilegesExit2 runs TUN mode as an unprivileged user with a
 // forward (which needs netjam in the user's own namespace, so no rootless
 // run): netjam run exits 2 and says what is needed and how to get it.
 func TestWithoutPrivilegesExit2(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireTUN(t)
 	cmd, dir := asNobody(t, "run", "-q", "--out", "out", "tun.yaml")
 	os.WriteFile(filepath.Join(dir, "tun.yaml"), []byte("name: priv\nduration: 1s\ntun: {forward: [{proto: tcp, listen: 80, to: 127.0.0.1:80}]}\n"), 0o644)
 	out, err := cmd.CombinedOutput()
@@ -233,9 +207,9 @@ func TestWithoutPrivilegesExit2(t *testing.T) {
 // (ping measures its delay) and reaches a server on the host's loopback
 // through a forward, which only netjam outside the namespace can reach.
 func TestShellRootless(t *testing.T) {
-	requireRoot(t) // to become nobody
+	testenv.RequireTUN(t) // to become nobody
 	if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(b)) == "0" {
-		missing(t, "unprivileged user namespaces are off (kernel.unprivileged_userns_clone=0)")
+		testenv.Missing(t, "unprivileged user namespaces are off (kernel.unprivileged_userns_clone=0)")
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "host service")
@@ -271,9 +245,9 @@ func TestShellRootless(t *testing.T) {
 // user: netjam runs again in a user and network namespace of its own,
 // where it makes the device; the kernel's TCP and UDP cross the path.
 func TestRunRootless(t *testing.T) {
-	requireRoot(t) // to become nobody
+	testenv.RequireTUN(t) // to become nobody
 	if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(b)) == "0" {
-		missing(t, "unprivileged user namespaces are off (kernel.unprivileged_userns_clone=0)")
+		testenv.Missing(t, "unprivileged user namespaces are off (kernel.unprivileged_userns_clone=0)")
 	}
 	cmd, dir := asNobody(t, "run", "-q", "--out", "out", "kernel.yaml")
 	os.WriteFile(filepath.Join(dir, "kernel.yaml"), []byte(`name: rootless
