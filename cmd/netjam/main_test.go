@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
@@ -31,8 +32,91 @@ func netjam(t *testing.T, args ...string) (code int, stdout, stderr string) {
 
 func TestVersion(t *testing.T) {
 	code, out, _ := netjam(t, "version")
-	if code != 0 || !strings.HasPrefix(out, "netjam dev") {
+	// A test binary has no stamped version: the toolchain says (devel).
+	if code != 0 || !strings.HasPrefix(out, "netjam (devel) ") {
 		t.Fatalf("exit %d, output %q", code, out)
+	}
+}
+
+func TestFormatVersion(t *testing.T) {
+	rev := []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef"}, {Key: "vcs.modified", Value: "true"}}
+	for _, tc := range []struct {
+		stamped, module string
+		settings        []debug.BuildSetting
+		ok              bool
+		want            string
+	}{
+		{"v0.1.0", "(devel)", nil, true, "v0.1.0"},
+		{"", "v0.2.0", nil, true, "v0.2.0"},
+		{"", "(devel)", rev, true, "(devel) (0123456789ab+dirty)"},
+		{"", "", nil, true, "(devel)"},
+		{"", "", nil, false, "(devel)"},
+		{"", "v0.0.0-20260101000000-0123456789ab+dirty", rev, true, "v0.0.0-20260101000000-0123456789ab+dirty"},
+	} {
+		bi := &debug.BuildInfo{Main: debug.Module{Version: tc.module}, Settings: tc.settings}
+		if got := formatVersion(tc.stamped, bi, tc.ok); got != tc.want {
+			t.Errorf("formatVersion(%q, %q, %v) = %q, want %q", tc.stamped, tc.module, tc.ok, got, tc.want)
+		}
+	}
+}
+
+// TestExitCodesAndMessages checks each exit code the README promises, and
+// the message that goes with it, for the mistakes of a first hour.
+func TestExitCodesAndMessages(t *testing.T) {
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "script.sh")
+	os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644)
+	tab := filepath.Join(dir, "tab.yaml")
+	os.WriteFile(tab, []byte("name: x\nlink:\n\tdelay: 5ms\n"), 0o644)
+	level := filepath.Join(dir, "level.yaml")
+	os.WriteFile(level, []byte("name: x\nloss: 5%\nlink:\n  jitter: 5ms\n"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want []string // in stderr
+	}{
+		{nil, 2, []string{"USAGE:", "netjam: no command given"}},
+		{[]string{"frobnicate"}, 2, []string{"USAGE:", `netjam: "frobnicate" is not a command (the commands are run, shell, validate, plot, version)`}},
+		{[]string{"--log-level", "debug", "frobnicate", "x"}, 2, []string{`"frobnicate" is not a command`}},
+		{[]string{"run", "--duration", "5"}, 2, []string{`netjam: --duration: "5" is not a duration (missing unit; examples: 50ms, 250us, 1.5s)`}},
+		{[]string{"run", "--duration", "48h", "--out", dir}, 2, []string{`--duration: 48h0m0s is out of range (expected more than 0s, up to 24h)`}},
+		{[]string{"run", "--seed", "seven"}, 2, []string{`netjam: --seed: "seven" is not a seed (expected an integer from 0 to 18446744073709551615)`}},
+		{[]string{"shell", "--seed", "-1", "--", "true"}, 2, []string{`--seed: "-1" is not a seed`}},
+		{[]string{"shell", "../../configs/tun-iperf3.yaml"}, 2, []string{"netjam: shell needs a command after --: netjam shell [SCENARIO.yaml] -- COMMAND [ARGS...]"}},
+		{[]string{"shell", "ping", "-c", "1", "10.99.0.2"}, 2, []string{"netjam: shell: -c follows the command ping: netjam's flags go before \"--\" and the command after it:\n  netjam shell -- ping -c 1 10.99.0.2\n"}},
+		{[]string{"shell", "--seed", "7", "x.yaml", "ping", "-q", "h"}, 2, []string{"  netjam shell --seed 7 x.yaml -- ping -q h\n"}},
+		{[]string{"shell", "--", "netjam-no-such-command"}, 127, []string{"netjam: shell: netjam-no-such-command: command not found\n"}},
+		{[]string{"shell", "--", filepath.Join(dir, "missing")}, 127, []string{"command not found"}},
+		{[]string{"shell", "--", notExec}, 126, []string{"netjam: shell: " + notExec + ": cannot run: permission denied\n"}},
+		{[]string{"shell", "--", dir}, 126, []string{"cannot run: is a directory"}},
+		{[]string{"validate", tab}, 2, []string{tab + ":3:1: yaml: found character that cannot start any token (a tab in the indentation: YAML indents with spaces only)"}},
+		{[]string{"validate", level}, 2, []string{
+			level + ":2: loss: unknown key at this level; did you mean link.loss?",
+			level + ":4: link.jitter: unknown key at this level; did you mean link.delay.jitter?"}},
+	} {
+		code, _, errOut := netjam(t, tc.args...)
+		if code != tc.code {
+			t.Errorf("netjam %q: exit %d, want %d\n%s", tc.args, code, tc.code, errOut)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(errOut, w) {
+				t.Errorf("netjam %q: stderr lacks %q:\n%s", tc.args, w, errOut)
+			}
+		}
+	}
+}
+
+func TestSeedHelpClaimsNoZeroDefault(t *testing.T) {
+	for _, cmd := range []string{"run", "shell"} {
+		_, out, _ := netjam(t, cmd, "--help")
+		i := strings.Index(out, "--seed value")
+		if i < 0 {
+			t.Fatalf("%s --help has no --seed:\n%s", cmd, out)
+		}
+		line, _, _ := strings.Cut(out[i:], "\n")
+		if strings.Contains(line, "default: 0") || !strings.Contains(line, "default: the scenario's seed, else a random one") {
+			t.Errorf("%s --help: %s", cmd, line)
+		}
 	}
 }
 
@@ -163,6 +247,9 @@ func TestFlagsMayFollowArguments(t *testing.T) {
 		{[]string{"netjam", "validate", "a.yaml", "--set", "k=v", "b.yaml"}, []string{"netjam", "validate", "--set", "k=v", "a.yaml", "b.yaml"}},
 		{[]string{"netjam", "run", "--", "-odd.yaml"}, []string{"netjam", "run", "--", "-odd.yaml"}},
 		{[]string{"netjam", "nosuch", "x", "--y"}, []string{"netjam", "nosuch", "x", "--y"}},
+		// A shell's command keeps its arguments; the scenario file is not the command.
+		{[]string{"netjam", "shell", "a.yaml", "-q", "--", "ping", "-c", "1"}, []string{"netjam", "shell", "-q", "a.yaml", "--", "ping", "-c", "1"}},
+		{[]string{"netjam", "shell", "a.yaml", "ping", "h"}, []string{"netjam", "shell", "a.yaml", "ping", "h"}},
 		{[]string{"netjam", "run", "a.yaml", "--log-level", "warn", "-q", "--log-format=json"}, []string{"netjam", "--log-level", "warn", "--log-format=json", "run", "-q", "a.yaml"}},
 	} {
 		got := flagsFirst(app, tc.in)

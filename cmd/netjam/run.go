@@ -42,8 +42,8 @@ Examples:
    netjam run my.yaml --capture client --capture server   # then: tshark -r client.pcap`,
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "set", Usage: "override a scenario key by its dotted path: KEY=VALUE (repeatable); VALUE is YAML"},
-			&cli.Uint64Flag{Name: "seed", Usage: "seed for every random decision (overrides the scenario's)"},
-			&cli.DurationFlag{Name: "duration", Usage: "upper bound of each run (overrides the scenario's)"},
+			seedFlag(),
+			&cli.StringFlag{Name: "duration", Usage: "upper bound of each run, such as 10s (default: the scenario's duration, else 30s)"},
 			&cli.StringFlag{Name: "out", Usage: "output folder (default results/<scenario>-<YYYYmmdd-HHMMSS>)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no table and log only warnings and errors"},
 			&cli.StringSliceFlag{Name: "variant", Usage: "run only this variant (repeatable; default: every variant)"},
@@ -55,23 +55,41 @@ Examples:
 	}
 }
 
-// planOptions are the overrides the command line gives: --set and --seed.
-func planOptions(c *cli.Context) scenario.Options {
+// seedFlag is --seed, parsed by planOptions as the scenario file's seed
+// is, not by urfave/cli (whose help would show "default: 0", which is not
+// the default).
+func seedFlag() cli.Flag {
+	return &cli.StringFlag{Name: "seed", Usage: "seed for every random decision: the same seed gives the same impairment decisions in the same order (default: the scenario's seed, else a random one, written to the results)"}
+}
+
+// planOptions are the overrides the command line gives: --set and --seed,
+// and --duration for commands that have it, parsed as the scenario file's
+// values are, with the file's messages.
+func planOptions(c *cli.Context) (scenario.Options, error) {
 	o := scenario.Options{Sets: c.StringSlice("set")}
 	if c.IsSet("seed") {
-		v := c.Uint64("seed")
+		v, err := scenario.ParseSeed(c.String("seed"))
+		if err != nil {
+			return o, cli.Exit("--seed: "+err.Error(), exitBadUsage)
+		}
 		o.Seed = &v
 	}
-	return o
+	if c.IsSet("duration") {
+		v, err := scenario.ParseDuration(c.String("duration"))
+		if err != nil {
+			return o, cli.Exit("--duration: "+err.Error(), exitBadUsage)
+		}
+		o.Duration = &v
+	}
+	return o, nil
 }
 
 // loadPlan loads the scenario named by the command's arguments, or the
 // embedded default when there are none.
 func loadPlan(c *cli.Context) (*scenario.Plan, error) {
-	o := planOptions(c)
-	if c.IsSet("duration") {
-		v := c.Duration("duration")
-		o.Duration = &v
+	o, err := planOptions(c)
+	if err != nil {
+		return nil, err
 	}
 	switch c.NArg() {
 	case 0:

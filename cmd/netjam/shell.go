@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -35,7 +36,9 @@ scenario's tun.forward ports to real servers, and tun.transparent's allow
 list to any destination. The scenario's flows run alongside.
 
 The namespace and the device go away with COMMAND; netjam exits with
-COMMAND's exit status (128+N when a signal N ended it). Without a scenario
+COMMAND's exit status (128+N when a signal N ended it; 127 when COMMAND
+is not found, 126 when it cannot be run, as shells do). netjam's flags go
+before "--", COMMAND and its arguments after it. Without a scenario
 file, or when it has no tun section, the device takes its defaults.
 Ctrl-C reaches COMMAND from the terminal; netjam passes SIGTERM and SIGHUP
 on to it. With root, the namespace is netjam's; without, where the system
@@ -50,7 +53,7 @@ Examples:
    sudo netjam shell my.yaml --variant lossy -- bash`,
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "set", Usage: "override a scenario key by its dotted path: KEY=VALUE (repeatable); VALUE is YAML"},
-			&cli.Uint64Flag{Name: "seed", Usage: "seed for every random decision (overrides the scenario's)"},
+			seedFlag(),
 			&cli.StringFlag{Name: "variant", Usage: "the variant to run, when the scenario has variants"},
 			&cli.StringFlag{Name: "out", Usage: "write the run's results (summary.json, timeseries.csv, ...) into this folder"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no table when COMMAND ends"},
@@ -71,9 +74,14 @@ func doShell(c *cli.Context) error {
 	args := c.Args().Slice()
 	var files, command []string
 	dash := slices.Index(args, "--")
-	if dash >= 0 {
+	switch {
+	case dash >= 0:
 		files, command = args[:dash], args[dash+1:]
-	} else {
+	case len(args) > 0 && isScenarioFile(args[0]):
+		// netjam shell my.yaml, or netjam shell my.yaml ping 10.99.0.2:
+		// the file is the scenario, never the command.
+		files, command = args[:1], args[1:]
+	default:
 		command = args
 	}
 	if len(command) == 0 {
@@ -85,6 +93,10 @@ func doShell(c *cli.Context) error {
 	s, err := shellScenario(c, files)
 	if err != nil {
 		return err
+	}
+	// Find the command before making anything, and fail as a shell does.
+	if _, err := exec.LookPath(command[0]); err != nil {
+		return commandError(command[0], err)
 	}
 	level := c.String("log-level")
 	if !c.IsSet("log-level") {
@@ -149,7 +161,7 @@ func doShell(c *cli.Context) error {
 			cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 			cmd.Env = append(os.Environ(), shellEnv(s)...)
 			if err := ns.Do(cmd.Start); err != nil {
-				return fmt.Errorf("starting %s: %w", command[0], err)
+				return commandError(command[0], err)
 			}
 		}
 		status = waitCommand(cmd, sigs, log)
@@ -174,6 +186,10 @@ func doShell(c *cli.Context) error {
 		emulator.PrintTable(c.App.ErrWriter, sum)
 	}
 	if runErr != nil {
+		var ec cli.ExitCoder
+		if errors.As(runErr, &ec) {
+			return cli.Exit(runErr, ec.ExitCode()) // the command could not be started
+		}
 		return cli.Exit(runErr, exitCodeOf(runErr))
 	}
 	if status != 0 {
@@ -185,7 +201,10 @@ func doShell(c *cli.Context) error {
 // shellScenario loads the one run a shell runs: the file's (or an empty
 // scenario's), with a tun section.
 func shellScenario(c *cli.Context, files []string) (*scenario.Scenario, error) {
-	o := planOptions(c)
+	o, err := planOptions(c)
+	if err != nil {
+		return nil, err
+	}
 	load := func(o scenario.Options) (*scenario.Plan, error) {
 		if len(files) == 0 {
 			return scenario.Parse("shell", []byte(fmt.Sprintf("duration: %s\n", shellDuration)), o)
@@ -276,6 +295,25 @@ func exitStatus(cmd *exec.Cmd, err error) int {
 		return 128 + int(ws.Signal())
 	}
 	return cmd.ProcessState.ExitCode()
+}
+
+// Exit statuses of a command that could not be started, as POSIX shells
+// give them.
+const (
+	exitCannotRun = 126 // found, but not executable
+	exitNotFound  = 127
+)
+
+// commandError is the error for a command that could not be started:
+// exit status 127 when it does not exist, 126 when it cannot be run.
+func commandError(name string, err error) error {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return cli.Exit(fmt.Sprintf("shell: %s: command not found", name), exitNotFound)
+	}
+	if cause := errors.Unwrap(err); cause != nil {
+		err = cause // "permission denied", without exec's own wording around it
+	}
+	return cli.Exit(fmt.Sprintf("shell: %s: cannot run: %v", name, err), exitCannotRun)
 }
 
 // exitCodeOf is 2 for a missing privilege, 1 for any other failure.
