@@ -75,12 +75,8 @@ func PrintTable(w io.Writer, sum *Summary) error {
 		hasFlows = hasFlows || len(r.Flows) > 0
 	}
 	if hasFlows {
-		fmt.Fprintln(tw, "variant\tflow\ttype\tcc\tMbit/s\tshare\tdone s\tretrans\tRTO\tlost\tdelay mean/p95 ms\tjitter ms\tfairness\t")
+		fmt.Fprintln(tw, "variant\tflow\ttype\tcc\tMbit/s\tshare\tdone s\tretrans\tRTO\tlost\tdelay mean/p95 ms\tjitter ms\t")
 		for _, r := range sum.Runs {
-			fair := "-"
-			if r.Fairness != nil {
-				fair = fmt.Sprintf("%.3f", *r.Fairness)
-			}
 			total := 0.0
 			for _, f := range r.Flows {
 				total += f.ThroughputBps
@@ -89,9 +85,7 @@ func PrintTable(w io.Writer, sum *Summary) error {
 				mbps := fmt.Sprintf("%.2f", f.ThroughputBps/1e6)
 				done, retr, rto, lost, delay, jit := "-", "-", "-", "-", "-", "-"
 				if t := f.TCPSummary; t != nil {
-					if t.CompletionS > 0 {
-						done = fmt.Sprintf("%.2f", t.CompletionS)
-					}
+					done = doneCell(t)
 					retr, rto = fmt.Sprint(t.Retransmissions), fmt.Sprint(t.Timeouts)
 					if t.RTTMs.Count > 0 {
 						delay = fmt.Sprintf("rtt %.1f/%.1f", t.RTTMs.Mean, t.RTTMs.P95)
@@ -110,12 +104,17 @@ func PrintTable(w io.Writer, sum *Summary) error {
 				if total > 0 {
 					sh = fmt.Sprintf("%.1f%%", 100*f.ThroughputBps/total)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", variantName(r.Variant), f.Name, f.Type, cc,
-					mbps, sh, done, retr, rto, lost, delay, jit, fair)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", variantName(r.Variant), f.Name, f.Type, cc,
+					mbps, sh, done, retr, rto, lost, delay, jit)
 			}
 		}
 		if err := tw.Flush(); err != nil {
 			return err
+		}
+		for _, r := range sum.Runs {
+			if line := fairnessLine(&r); line != "" {
+				fmt.Fprintf(w, "variant %s: %s\n", variantName(r.Variant), line)
+			}
 		}
 		fmt.Fprintln(w)
 	}
@@ -156,6 +155,24 @@ func PrintTable(w io.Writer, sum *Summary) error {
 		}
 	}
 	return nil
+}
+
+// doneCell is a TCP flow's "done s" cell: its completion time in seconds, or,
+// for a flow the run's end cut short, how far it got.
+func doneCell(t *flows.TCPSummary) string {
+	if t.Completed {
+		return fmt.Sprintf("%.2f", t.CompletionS)
+	}
+	return flows.Unfinished(t.BytesReceived, t.Size)
+}
+
+// fairnessLine says what RunSummary.Fairness is and over which flows; ""
+// when no flows compete.
+func fairnessLine(r *RunSummary) string {
+	if r.Fairness == nil {
+		return ""
+	}
+	return fmt.Sprintf("fairness (Jain's index) %.3f among the TCP flows sharing a direction: %s", *r.Fairness, strings.Join(r.FairnessFlows, ", "))
 }
 
 func variantName(v string) string {

@@ -319,12 +319,14 @@ func (f *TCPBulk) Summary() FlowSummary {
 		Timeouts:        last.Timeouts,
 		RTTMs:           f.rtt.Snapshot().Scale(nsPerMs),
 		CwndMax:         cwndMax,
+		Size:            uint64(f.spec.Size),
 	}
 	var active time.Duration
 	switch {
 	case f.complete.Load():
 		active = time.Duration(f.completion.Load())
 		ts.CompletionS = active.Seconds()
+		ts.Completed = true
 	case ended:
 		active = end.Sub(start)
 	case started:
