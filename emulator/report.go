@@ -144,9 +144,9 @@ func PrintTable(w io.Writer, sum *Summary) error {
 	for _, r := range sum.Runs {
 		if t := r.TUN; t != nil {
 			rt, ru := t.Relay.TCP, t.Relay.UDP
-			fmt.Fprintf(w, "\nvariant %s: TUN %s, kernel %s, peer %s; relay TCP %d relayed, %d served, %d refused, %d failed; UDP %d relayed, %d served, %d refused, %d datagrams dropped; %d packets dropped by the kernel before netjam read them, %d malformed\n",
+			fmt.Fprintf(w, "\nvariant %s: TUN %s, kernel %s, peer %s; relay TCP %d relayed, %d served, %d refused, %d reset by an end, %d failed; UDP %d relayed, %d served, %d refused, %d datagrams dropped; %d packets dropped by the kernel before netjam read them, %d malformed\n",
 				variantName(r.Variant), t.Device, strings.Join(t.Kernel, " "), strings.Join(t.Peer, " "),
-				rt.Relayed, rt.Served, rt.Refused+rt.NoService+rt.Limited, rt.DialErrors+rt.Errors, ru.Relayed, ru.Served, ru.Refused+ru.NoService+ru.Limited, ru.Dropped, t.KernelDrops, t.Malformed)
+				rt.Relayed, rt.Served, rt.Refused+rt.NoService+rt.Limited, rt.Resets, rt.DialErrors+rt.Errors, ru.Relayed, ru.Served, ru.Refused+ru.NoService+ru.Limited, ru.Dropped, t.KernelDrops, t.Malformed)
 		}
 	}
 	for _, r := range sum.Runs {

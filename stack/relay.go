@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -221,9 +222,16 @@ type RelayCounters struct {
 	// DialErrors counts targets that could not be reached: the TCP client
 	// is reset, the UDP session's datagrams are dropped.
 	DialErrors uint64 `json:"dial_errors"`
-	// Errors counts relayed or served connections that ended other than
-	// by a close from either side (a reset, a failed write), and
-	// endpoints gVisor failed to create.
+	// Resets counts relayed connections that one end reset (or wrote to
+	// after the other had closed: iperf3's server closes its data
+	// connection at the end of a test while the client's last data are
+	// still on their way, and the write of those gets EPIPE), a reset the
+	// relay passed on to the other end as a direct connection would have
+	// seen it. Not a failure of the relay.
+	Resets uint64 `json:"resets"`
+	// Errors counts relayed or served connections that ended in a
+	// failure of the relay's own (a write or read failing other than by
+	// the other end's reset), and endpoints gVisor failed to create.
 	Errors uint64 `json:"errors"`
 	// Dropped counts UDP datagrams the relay lost: its socket toward the
 	// client overflowed (the relay fell behind the datagrams arriving
@@ -240,16 +248,16 @@ type RelayCounters struct {
 
 // relayCounters are one protocol's live counters.
 type relayCounters struct {
-	relayed, served, refused, noService, limited, dialErrors, errors, dropped atomic.Uint64
-	active                                                                    atomic.Int64
-	up, down                                                                  atomic.Uint64
+	relayed, served, refused, noService, limited, dialErrors, resets, errors, dropped atomic.Uint64
+	active                                                                            atomic.Int64
+	up, down                                                                          atomic.Uint64
 }
 
 func (c *relayCounters) snapshot() RelayCounters {
 	return RelayCounters{
 		Relayed: c.relayed.Load(), Served: c.served.Load(), Refused: c.refused.Load(),
 		NoService: c.noService.Load(), Limited: c.limited.Load(), DialErrors: c.dialErrors.Load(),
-		Errors: c.errors.Load(), Dropped: c.dropped.Load(), Active: c.active.Load(), BytesUp: c.up.Load(), BytesDown: c.down.Load(),
+		Resets: c.resets.Load(), Errors: c.errors.Load(), Dropped: c.dropped.Load(), Active: c.active.Load(), BytesUp: c.up.Load(), BytesDown: c.down.Load(),
 	}
 }
 
@@ -588,6 +596,7 @@ func (r *Relay) handleTCP(req *tcp.ForwarderRequest) {
 		// The client went away during the handshake.
 		req.Complete(true)
 		r.tcpN.errors.Add(1)
+		r.log.Debug("tcp relay failed: no endpoint for the client's connection", zap.Stringer("src", src), zap.Stringer("dst", dst), zap.Stringer("error", terr))
 		if out != nil {
 			out.Close()
 		}
@@ -680,9 +689,18 @@ func (c *relayUDP) Close() error {
 // still stall the connection through gVisor's zero-window handling (see
 // echoTCP); the relay cannot buffer its way out of that without bound.
 func (r *Relay) pipe(in *relayTCP, out net.Conn) {
-	var failed atomic.Bool
-	abort := func() {
+	var failed, reset atomic.Bool
+	abort := func(way string, err error) {
 		if failed.CompareAndSwap(false, true) {
+			reset.Store(isReset(err))
+			if !r.isClosed() {
+				msg := "tcp relay failed: both ends reset"
+				if reset.Load() {
+					msg = "tcp connection reset by an end: reset passed on to the other"
+				}
+				r.log.Debug(msg, zap.String("way", way),
+					zap.Stringer("client", in.RemoteAddr()), zap.Stringer("target", out.RemoteAddr()), zap.Error(err))
+			}
 			in.abort()
 			if tc, ok := out.(*net.TCPConn); ok {
 				tc.SetLinger(0) // close with a reset
@@ -696,17 +714,33 @@ func (r *Relay) pipe(in *relayTCP, out net.Conn) {
 		defer r.wg.Done()
 		defer close(done)
 		if err := r.copyHalf(out, in, &r.tcpN.up); err != nil {
-			abort()
+			abort("client to target", err)
 		}
 	}()
 	if err := r.copyHalf(in, out, &r.tcpN.down); err != nil {
-		abort()
+		abort("target to client", err)
 	}
 	<-done
-	if failed.Load() && !r.isClosed() {
+	switch {
+	case !failed.Load() || r.isClosed():
+	case reset.Load():
+		r.tcpN.resets.Add(1)
+	default:
 		r.tcpN.errors.Add(1)
 	}
 	r.release(in, out)
+}
+
+// isReset reports whether err, from a read or write of a relayed
+// connection, is the other end's doing: a reset (ECONNRESET from the
+// host's socket, gVisor's "connection reset by peer" from the client's),
+// or a write after that end closed (EPIPE).
+func isReset(err error) bool {
+	if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	// gonet gives gVisor's errors as text only.
+	return strings.HasSuffix(err.Error(), (&tcpip.ErrConnectionReset{}).String())
 }
 
 // copyHalf copies src to dst until src ends, then half-closes dst. It
@@ -759,8 +793,11 @@ func (r *Relay) isClosed() bool {
 func (r *Relay) echoTCP(c *relayTCP) {
 	ring := newByteRing(echoBuffer)
 	var failed atomic.Bool
-	fail := func() {
+	fail := func(op string, err error) {
 		if failed.CompareAndSwap(false, true) {
+			if !r.isClosed() {
+				r.log.Debug("tcp echo failed", zap.String("op", op), zap.Stringer("client", c.RemoteAddr()), zap.Error(err))
+			}
 			c.abort()    // wakes a blocked Read or Write
 			ring.close() // wakes the other goroutine
 		}
@@ -779,7 +816,7 @@ func (r *Relay) echoTCP(c *relayTCP) {
 			r.tcpN.down.Add(uint64(n))
 			ring.consumed(n)
 			if err != nil {
-				fail()
+				fail("write", err)
 				return
 			}
 		}
@@ -800,7 +837,7 @@ func (r *Relay) echoTCP(c *relayTCP) {
 			break
 		}
 		if err != nil {
-			fail()
+			fail("read", err)
 			break
 		}
 	}
@@ -903,6 +940,7 @@ func (r *Relay) discardTCP(c *relayTCP) {
 		if err != nil {
 			if !r.isClosed() {
 				r.tcpN.errors.Add(1)
+				r.log.Debug("tcp discard failed", zap.Stringer("client", c.RemoteAddr()), zap.Error(err))
 			}
 			break
 		}
@@ -946,6 +984,7 @@ func (r *Relay) handleUDP(req *udp.ForwarderRequest) bool {
 	if terr != nil {
 		r.udpN.active.Add(-1)
 		r.udpN.errors.Add(1)
+		r.log.Debug("udp relay failed: no endpoint for the client's session", zap.Stringer("src", src), zap.Stringer("dst", dst), zap.Stringer("error", terr))
 		return true
 	}
 	in := &relayUDP{UDPConn: gonet.NewUDPConn(&wq, ep), ep: ep}

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
 )
 
 // These tests run the relay in memory, without root: a client Host wired
@@ -709,5 +711,54 @@ func TestRelayByteRing(t *testing.T) {
 	}
 	if ring.writable() != nil {
 		t.Error("a closed ring is writable")
+	}
+}
+
+// TestRelayTCPTargetReset: a target that closes while the client is still
+// sending (iperf3's server at the end of a test) makes the relay's write
+// fail with EPIPE or ECONNRESET. That is the target's doing, passed on to
+// the client as a reset as a direct connection would have seen it: a
+// reset, not a failure of the relay.
+func TestRelayTCPTargetReset(t *testing.T) {
+	target := tcpServer(t, func(c net.Conn) {
+		var b [1]byte
+		c.Read(b[:])
+		c.(*net.TCPConn).SetLinger(0) // close with a reset, unread data or not
+	})
+	client, r := newRelayPair(t, RelayConfig{Forwards: []Forward{{Proto: "tcp", Listen: 5201, To: target}}})
+	c, err := client.DialTCP(testCtx(t), netip.AddrPortFrom(peer4, 5201), TCPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	buf := make([]byte, 64<<10)
+	var werr error
+	for i := 0; i < 1000 && werr == nil; i++ {
+		_, werr = c.Write(buf)
+	}
+	if werr == nil {
+		t.Fatal("the client's writes went on after the target's reset")
+	}
+	waitFor(t, "the relayed connection to end", func() bool { return r.Stats().TCP.Active == 0 })
+	if st := r.Stats().TCP; st.Relayed != 1 || st.Resets != 1 || st.Errors != 0 {
+		t.Errorf("stats %+v, want one reset and no error", st)
+	}
+}
+
+func TestIsReset(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&net.OpError{Op: "write", Err: os.NewSyscallError("write", syscall.EPIPE)}, true},
+		{&net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, true},
+		{&net.OpError{Op: "read", Err: errors.New((&tcpip.ErrConnectionReset{}).String())}, true},
+		{&net.OpError{Op: "write", Err: os.NewSyscallError("write", syscall.ENOBUFS)}, false},
+		{errors.New("timeout"), false},
+	} {
+		if got := isReset(tc.err); got != tc.want {
+			t.Errorf("isReset(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }
