@@ -20,8 +20,8 @@ func parseLevel(s string) (zapcore.Level, error) {
 
 // newLogger builds the run's logger: console or JSON lines on stderr at
 // the chosen level, and, when logFile is not nil, JSON lines into it too
-// (netjam.log of a run), so a saved run has its full log whatever the
-// terminal showed.
+// (netjam.log of a run) at that level or info, whichever says more, so a
+// saved run has its full log whatever the terminal showed.
 func newLogger(level, format string, stderr, logFile io.Writer) (*zap.Logger, error) {
 	lvl, err := parseLevel(level)
 	if err != nil {
@@ -39,7 +39,10 @@ func newLogger(level, format string, stderr, logFile io.Writer) (*zap.Logger, er
 	}
 	cores := []zapcore.Core{zapcore.NewCore(enc, zapcore.AddSync(stderr), lvl)}
 	if logFile != nil {
-		cores = append(cores, zapcore.NewCore(zapcore.NewJSONEncoder(encCfg), zapcore.AddSync(logFile), lvl))
+		// The file has at least the info level: --quiet, or a shell's
+		// default of warnings (its terminal is the command's), quiet the
+		// terminal, not the record.
+		cores = append(cores, zapcore.NewCore(zapcore.NewJSONEncoder(encCfg), zapcore.AddSync(logFile), min(lvl, zapcore.InfoLevel)))
 	}
 	return zap.New(zapcore.NewTee(cores...)), nil
 }

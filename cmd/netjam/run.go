@@ -172,14 +172,8 @@ func doRun(c *cli.Context) error {
 		opts.Progress = &progress{w: f}
 	}
 	sum, runErr := emulator.Run(ctx, plan, opts)
-	if err := emulator.WriteResults(out, plan, sum); err != nil {
-		return cli.Exit(fmt.Sprintf("writing results: %v", err), exitFailed)
-	}
-	if _, err := report.Plot(out); err != nil {
-		return cli.Exit(fmt.Sprintf("drawing plots: %v", err), exitFailed)
-	}
-	if err := report.HTML(out, versionString()); err != nil {
-		return cli.Exit(fmt.Sprintf("writing report.html: %v", err), exitFailed)
+	if err := writeOutputs(out, plan, sum); err != nil {
+		return err
 	}
 	if !c.Bool("quiet") {
 		if err := emulator.PrintTable(c.App.Writer, sum); err != nil {
@@ -195,6 +189,22 @@ func doRun(c *cli.Context) error {
 	default:
 		return cli.Exit(runErr, exitCodeOf(runErr))
 	}
+}
+
+// writeOutputs writes what a run leaves in its output folder besides
+// netjam.log and the captures: summary.json, timeseries.csv, the resolved
+// scenario, the plots and report.html.
+func writeOutputs(out string, plan *scenario.Plan, sum *emulator.Summary) error {
+	if err := emulator.WriteResults(out, plan, sum); err != nil {
+		return cli.Exit(fmt.Sprintf("writing results: %v", err), exitFailed)
+	}
+	if _, err := report.Plot(out); err != nil {
+		return cli.Exit(fmt.Sprintf("drawing plots: %v", err), exitFailed)
+	}
+	if err := report.HTML(out, versionString()); err != nil {
+		return cli.Exit(fmt.Sprintf("writing report.html: %v", err), exitFailed)
+	}
+	return nil
 }
 
 // chooseVariants returns the runs of plan named by names, in plan order.

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -55,7 +57,7 @@ Examples:
 			&cli.StringSliceFlag{Name: "set", Usage: "override a scenario key by its dotted path: KEY=VALUE (repeatable); VALUE is YAML"},
 			seedFlag(),
 			&cli.StringFlag{Name: "variant", Usage: "the variant to run, when the scenario has variants"},
-			&cli.StringFlag{Name: "out", Usage: "write the run's results (summary.json, timeseries.csv, ...) into this folder"},
+			&cli.StringFlag{Name: "out", Usage: "write the run's results into this folder, as netjam run does (summary.json, timeseries.csv, plots, report.html, netjam.log)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no table when COMMAND ends"},
 		},
 		OnUsageError: usageError,
@@ -102,7 +104,22 @@ func doShell(c *cli.Context) error {
 	if !c.IsSet("log-level") {
 		level = "warn" // COMMAND owns the terminal
 	}
-	log, err := newLogger(level, c.String("log-format"), c.App.ErrWriter, nil)
+	// With --out, the folder holds what run's does, netjam.log included
+	// (at the level asked for, or info: the terminal is COMMAND's).
+	var logFile io.Writer
+	out := c.String("out")
+	if out != "" {
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
+		}
+		f, err := os.Create(filepath.Join(out, "netjam.log"))
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
+		}
+		defer f.Close()
+		logFile = f
+	}
+	log, err := newLogger(level, c.String("log-format"), c.App.ErrWriter, logFile)
 	if err != nil {
 		return cli.Exit(err, exitBadUsage)
 	}
@@ -174,12 +191,9 @@ func doShell(c *cli.Context) error {
 		rl.cmd.Process.Kill()
 		rl.cmd.Wait()
 	}
-	if out := c.String("out"); out != "" && sum != nil {
-		if err := os.MkdirAll(out, 0o755); err != nil {
-			return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
-		}
-		if err := emulator.WriteResults(out, &scenario.Plan{Name: s.Name, Runs: []*scenario.Scenario{s}}, sum); err != nil {
-			return cli.Exit(fmt.Sprintf("writing results: %v", err), exitFailed)
+	if out != "" && sum != nil {
+		if err := writeOutputs(out, &scenario.Plan{Name: s.Name, Runs: []*scenario.Scenario{s}}, sum); err != nil {
+			return err
 		}
 	}
 	if !c.Bool("quiet") && sum != nil && len(sum.Runs) > 0 && sum.Runs[0].Skipped == "" {

@@ -188,6 +188,27 @@ func asNobody(t *testing.T, args ...string) (*exec.Cmd, string) {
 // TestWithoutPrivilegesExit2 runs TUN mode as an unprivileged user with a
 // forward (which needs netjam in the user's own namespace, so no rootless
 // run): netjam run exits 2 and says what is needed and how to get it.
+// TestShellOutWritesWhatRunWrites: netjam shell --out leaves the folder a
+// run leaves: results, plots, report.html and netjam.log (with the info
+// lines the terminal did not show).
+func TestShellOutWritesWhatRunWrites(t *testing.T) {
+	testenv.RequireTUN(t)
+	out := filepath.Join(t.TempDir(), "out")
+	cmd := netjamProcess(t, "shell", "-q", "--out", out, "--set", "link.delay=5ms",
+		"--set", "flows=[{name: probe, type: udp, interval: 10ms, duration: 1s}]", "--", "sleep", "1.5")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	for _, f := range []string{"summary.json", "timeseries.csv", "scenario.yaml", "report.html", "throughput.png", "throughput.svg", "delay.png"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "netjam.log")); !strings.Contains(string(b), `"msg":"run end"`) {
+		t.Errorf("netjam.log lacks the run's info lines:\n%s", b)
+	}
+}
+
 func TestWithoutPrivilegesExit2(t *testing.T) {
 	testenv.RequireTUN(t)
 	cmd, dir := asNobody(t, "run", "-q", "--out", "out", "tun.yaml")
