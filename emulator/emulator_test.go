@@ -148,7 +148,9 @@ flows:
 
 func TestFairnessOnlyAmongCompetingFlows(t *testing.T) {
 	spec := func(typ, dir string) scenario.Flow { return scenario.Flow{Type: typ, Direction: dir} }
-	sum := func(name string, bps float64) flows.FlowSummary { return flows.FlowSummary{Name: name, ThroughputBps: bps} }
+	sum := func(name string, bps float64) flows.FlowSummary {
+		return flows.FlowSummary{Name: name, ThroughputBps: bps}
+	}
 	for _, tc := range []struct {
 		name  string
 		specs []scenario.Flow
