@@ -239,7 +239,9 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 	if err != nil {
 		if IsPrivilege(err) {
 			// The other variants run; this one is reported as skipped.
-			log.Warn("run skipped: TUN mode needs privileges", zap.Error(err))
+			// Said once, at the end, by the caller; the table and
+			// summary.json say which runs were skipped.
+			log.Debug("run skipped: TUN mode needs privileges", zap.Error(err))
 			return &RunSummary{Variant: s.Variant, Seed: s.Seed, Skipped: privilegeReason(err)}, nil, fmt.Errorf("run %s: %w", runName(s), err)
 		}
 		return nil, nil, fmt.Errorf("run %s: %w", runName(s), err)

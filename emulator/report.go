@@ -121,7 +121,13 @@ func PrintTable(w io.Writer, sum *Summary) error {
 	if err := printWiFi(w, sum); err != nil {
 		return err
 	}
-	fmt.Fprintln(tw, "variant\tlink\tpackets in\tout\tloss% (conf)\tdrops\tMbit/s (conf)\tqueue p50/p99 ms\tadded p50/p99 ms\tlate p99 ms\tconfigured\t")
+	hasLinks := false
+	for _, r := range sum.Runs {
+		hasLinks = hasLinks || len(r.Links) > 0
+	}
+	if hasLinks { // not when every run was skipped
+		fmt.Fprintln(tw, "variant\tlink\tpackets in\tout\tloss% (conf)\tdrops\tMbit/s (conf)\tqueue p50/p99 ms\tadded p50/p99 ms\tlate p99 ms\tconfigured\t")
+	}
 	for _, r := range sum.Runs {
 		for _, l := range r.Links {
 			rate := "-"

@@ -408,9 +408,14 @@ func (l *lab) tunSummary() *TUNSummary {
 // device node, no CAP_NET_ADMIN): the command line exits with status 2.
 func IsPrivilege(err error) bool { return errors.Is(err, stack.ErrPrivilege) }
 
-// privilegeReason is the first line of a privilege error, for a skipped
-// run's row.
+// privilegeReason is a privilege error without its advice, in plain
+// words, for a skipped run's row: what is needed, then what failed. The
+// advice is the caller's to give, once, at the end.
 func privilegeReason(err error) string {
+	var pe *stack.PrivilegeError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("%s (%s: %v)", strings.TrimSuffix(pe.Need, "."), pe.Op, pe.Err)
+	}
 	s := err.Error()
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]

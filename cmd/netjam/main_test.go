@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -11,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/urfave/cli/v2"
 	"go.uber.org/goleak"
+
+	"github.com/netjam/netjam/stack"
 )
 
 func TestMain(m *testing.M) {
@@ -316,5 +321,29 @@ flows: [{name: probe, type: udp, interval: 10ms, duration: 10m}]
 	}
 	if err := json.Unmarshal(b, &sum); err != nil || len(sum.Runs) != 1 || sum.Runs[0].Flows[0].PacketsReceived == 0 {
 		t.Fatalf("summary after interrupt: %s (%v)", b, err)
+	}
+}
+
+func TestFailureGivesPrivilegeAdviceOnce(t *testing.T) {
+	pe := func() error {
+		return &stack.PrivilegeError{Op: "create device netjam0", Err: syscall.EPERM, Need: "creating a TUN device needs CAP_NET_ADMIN.",
+			Fixes: []string{"run netjam as root", "sudo setcap cap_net_admin+ep netjam"}}
+	}
+	advice := "creating a TUN device needs CAP_NET_ADMIN (create device netjam0: operation not permitted). Either:\n  - run netjam as root\n  - sudo setcap cap_net_admin+ep netjam"
+	for _, tc := range []struct {
+		err  error
+		code int
+		want string
+	}{
+		{fmt.Errorf("run a: %w", pe()), 2, advice},
+		{errors.Join(fmt.Errorf("run a: %w", pe()), fmt.Errorf("run b: %w", pe())), 2, "2 runs were skipped: " + advice},
+		{errors.Join(fmt.Errorf("run a: %w", pe()), errors.New("run b: flow x: broken pipe")), 1, "run b: flow x: broken pipe\n" + advice},
+		{errors.New("run b: flow x: broken pipe"), 1, "run b: flow x: broken pipe"},
+	} {
+		err := failure(tc.err)
+		var ec cli.ExitCoder
+		if !errors.As(err, &ec) || ec.ExitCode() != tc.code || err.Error() != tc.want {
+			t.Errorf("failure(%q) = %q (exit %d), want %q (exit %d)", tc.err, err, ec.ExitCode(), tc.want, tc.code)
+		}
 	}
 }

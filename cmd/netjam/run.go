@@ -187,7 +187,7 @@ func doRun(c *cli.Context) error {
 	case errors.Is(runErr, context.Canceled):
 		return cli.Exit("interrupted; partial results in "+out, exitFailed)
 	default:
-		return cli.Exit(runErr, exitCodeOf(runErr))
+		return failure(runErr)
 	}
 }
 

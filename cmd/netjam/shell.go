@@ -133,7 +133,7 @@ func doShell(c *cli.Context) error {
 	case rootlessShell && s.KernelFlows():
 		return cli.Exit("kernel flows in netjam shell need root: their sockets would live in the command's user namespace, which netjam cannot enter", exitBadUsage)
 	case err != nil && !rootlessShell:
-		return cli.Exit(err, exitCodeOf(err))
+		return failure(err)
 	case err == nil:
 		defer ns.Close()
 		s.TUN.Netns = ns.Path()
@@ -204,7 +204,7 @@ func doShell(c *cli.Context) error {
 		if errors.As(runErr, &ec) {
 			return cli.Exit(runErr, ec.ExitCode()) // the command could not be started
 		}
-		return cli.Exit(runErr, exitCodeOf(runErr))
+		return failure(runErr)
 	}
 	if status != 0 {
 		return cli.Exit("", status)
