@@ -201,7 +201,7 @@ func TestRunDefaultScenarioWritesResults(t *testing.T) {
 	if !strings.Contains(stdout, "loss-5") || !strings.Contains(stdout, "uplink") {
 		t.Errorf("table lacks the runs:\n%s", stdout)
 	}
-	for _, f := range []string{"summary.json", "timeseries.csv", "netjam.log", "scenario-no-loss.yaml", "scenario-loss-5.yaml", "scenario-seed-exact.yaml"} {
+	for _, f := range []string{"summary.json", "timeseries.csv", "netjam.log", "scenario-no-loss.yaml", "scenario-loss-5.yaml", "scenario-loopback-mtu.yaml"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("missing %s: %v", f, err)
 		}
