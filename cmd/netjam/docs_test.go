@@ -43,9 +43,17 @@ var (
 const outPlaceholder = "results/tcp-vs-udp-loss-YYYYmmdd-HHMMSS"
 
 func TestDocSamples(t *testing.T) {
+	// netjam runs as a child in the repository's root, as a reader would
+	// run it, so the test need not change its own directory and may run
+	// beside the others (the default run takes some 40 s, mostly waiting).
+	t.Parallel()
 	update := os.Getenv("NETJAM_UPDATE_DOCS") == "1"
-	t.Chdir("../..")
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, doc := range docFiles {
+		doc := filepath.Join(root, doc)
 		b, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)
@@ -71,13 +79,13 @@ func TestDocSamples(t *testing.T) {
 			quoted := strings.Join(lines[i+2:end], "\n")
 			var got, mode string
 			if fm != nil {
-				f, err := os.ReadFile(fm[1])
+				f, err := os.ReadFile(filepath.Join(root, fm[1]))
 				if err != nil {
 					t.Fatalf("%s:%d: %v", doc, i+1, err)
 				}
 				got, mode = strings.TrimSuffix(string(f), "\n"), "exact"
 			} else {
-				got, mode = sampleOutput(t, sm[2], strings.Fields(sm[3]), update), sm[1]
+				got, mode = sampleOutput(t, root, sm[2], strings.Fields(sm[3]), update), sm[1]
 			}
 			switch {
 			case update && got != quoted:
@@ -100,17 +108,17 @@ func TestDocSamples(t *testing.T) {
 	}
 	// CI runs the README's test command: the line after this comment in
 	// .ci/run must be a line of the README.
-	ci, err := os.ReadFile(".ci/run")
+	ci, err := os.ReadFile(filepath.Join(root, ".ci/run"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, after, ok := strings.Cut(string(ci), "# The README's test command:\n")
 	cmd, _, _ := strings.Cut(after, "\n")
-	readme, _ := os.ReadFile("README.md")
+	readme, _ := os.ReadFile(filepath.Join(root, "README.md"))
 	if !ok || cmd == "" || !strings.Contains("\n"+string(readme)+"\n", "\n"+cmd+"\n") {
 		t.Errorf("the README does not give .ci/run's test command %q", cmd)
 	}
-	if _, err := os.Stat("docs/throughput.png"); err != nil {
+	if _, err := os.Stat(filepath.Join(root, "docs/throughput.png")); err != nil {
 		t.Errorf("the README's picture: %v (NETJAM_UPDATE_DOCS=1 draws it)", err)
 	}
 }
@@ -119,17 +127,21 @@ func TestDocSamples(t *testing.T) {
 // without its last newline. A run writes into a folder of the test's,
 // named in the output as outPlaceholder; with update, the default run's
 // throughput plot becomes docs/throughput.png.
-func sampleOutput(t *testing.T, stream string, args []string, update bool) string {
+func sampleOutput(t *testing.T, root, stream string, args []string, update bool) string {
 	t.Helper()
 	var out string
 	if len(args) > 0 && args[0] == "run" {
 		out = filepath.Join(t.TempDir(), "out")
 		args = append([]string{"run", "--out", out}, args[1:]...)
 	}
-	_, stdout, stderr := netjam(t, args...)
-	got := stdout
+	cmd := netjamProcess(t, args...)
+	cmd.Dir = root
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Run() // a sample may well show a failure
+	got := stdout.String()
 	if stream == "stderr" {
-		got = stderr
+		got = stderr.String()
 	}
 	if out != "" {
 		got = strings.ReplaceAll(got, out, outPlaceholder)
@@ -138,7 +150,7 @@ func sampleOutput(t *testing.T, stream string, args []string, update bool) strin
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile("docs/throughput.png", png, 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(root, "docs/throughput.png"), png, 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
