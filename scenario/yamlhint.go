@@ -85,17 +85,17 @@ func yamlHint(data []byte, line int, msg string) (hintLine, col int, hint string
 	case strings.Contains(msg, "did not find expected key"), strings.Contains(msg, "expected '-' indicator"):
 		// A line that moves back left to a column where no line above
 		// starts is the misaligned one.
-		seen := map[int]bool{}
+		seen, deepest := map[int]bool{}, -1
 		for i := 1; i <= len(lines); i++ {
 			l := at(i)
 			if t := strings.TrimSpace(l); t == "" || strings.HasPrefix(t, "#") {
 				continue
 			}
 			in := indentOf(l)
-			if i >= line && len(seen) > 0 && !seen[in] && in < maxKey(seen) {
+			if i >= line && !seen[in] && in < deepest {
 				return i, in + 1, "this line lines up with no key above it: the keys of one mapping start in the same column"
 			}
-			seen[in] = true
+			seen[in], deepest = true, max(deepest, in)
 		}
 		return 0, 0, "the indentation does not line up: the keys of one mapping start in the same column"
 	}
@@ -105,12 +105,4 @@ func yamlHint(data []byte, line int, msg string) (hintLine, col int, hint string
 // indentOf is the number of spaces that start line.
 func indentOf(line string) int {
 	return len(line) - len(strings.TrimLeft(line, " "))
-}
-
-func maxKey(m map[int]bool) int {
-	best := 0
-	for k := range m {
-		best = max(best, k)
-	}
-	return best
 }
