@@ -1022,6 +1022,18 @@ func (r *Relay) udpSession(in *relayUDP, target netip.AddrPort) {
 	var last atomic.Int64
 	touch := func() { last.Store(int64(time.Since(start))) }
 	var dead atomic.Bool // the target's socket failed
+	// Failures are logged once per session, with the first cause and
+	// the count, not once per datagram.
+	var dropped atomic.Uint64
+	var firstErr atomic.Pointer[error]
+	drop := func(way string, err error) {
+		dropped.Add(1)
+		r.udpN.dropped.Add(1)
+		if firstErr.Load() == nil {
+			e := fmt.Errorf("%s: %w", way, err)
+			firstErr.CompareAndSwap(nil, &e)
+		}
+	}
 
 	r.wg.Add(1)
 	go func() {
@@ -1035,6 +1047,9 @@ func (r *Relay) udpSession(in *relayUDP, target netip.AddrPort) {
 					continue // an ICMP error from the target: keep the session
 				}
 				dead.Store(true)
+				if !r.isClosed() {
+					r.log.Debug("udp relay failed: the target's socket", zap.Stringer("target", target), zap.Error(err))
+				}
 				in.SetReadDeadline(time.Now()) // wake the other direction
 				return
 			}
@@ -1042,7 +1057,7 @@ func (r *Relay) udpSession(in *relayUDP, target netip.AddrPort) {
 			if _, err := in.Write((*bp)[:n]); err == nil {
 				r.udpN.down.Add(uint64(n))
 			} else {
-				r.udpN.dropped.Add(1)
+				drop("to the client", err)
 			}
 		}
 	}()
@@ -1065,11 +1080,20 @@ func (r *Relay) udpSession(in *relayUDP, target netip.AddrPort) {
 		if _, err := out.Write((*bp)[:n]); err == nil {
 			r.udpN.up.Add(uint64(n))
 		} else {
-			r.udpN.dropped.Add(1)
+			drop("to the target", err)
 		}
 	}
 	r.release(in, out)
-	r.udpN.dropped.Add(in.overflows())
+	overflows := in.overflows()
+	r.udpN.dropped.Add(overflows)
+	if n := dropped.Load(); n > 0 || overflows > 0 {
+		var cause error
+		if p := firstErr.Load(); p != nil {
+			cause = *p
+		}
+		r.log.Debug("udp session dropped datagrams", zap.Stringer("target", target), zap.Uint64("write_failures", n),
+			zap.Uint64("socket_overflows", overflows), zap.NamedError("first_cause", cause))
+	}
 }
 
 // startUDPServices binds echo and discard to each peer address (not to
