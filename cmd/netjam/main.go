@@ -97,6 +97,12 @@ Examples:
 // noCommand is the app's action, reached only when the first argument
 // after the global flags is not a command: usage on stderr, exit 2.
 func noCommand(c *cli.Context) error {
+	if c.Args().First() == "help" { // netjam help [COMMAND], as people type it
+		if name := c.Args().Get(1); name != "" && c.App.Command(name) != nil {
+			return cli.ShowCommandHelp(c, name)
+		}
+		return cli.ShowAppHelp(c)
+	}
 	cli.HelpPrinter(c.App.ErrWriter, cli.AppHelpTemplate, c.App)
 	if c.NArg() == 0 {
 		return cli.Exit("no command given", exitBadUsage)

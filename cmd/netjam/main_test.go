@@ -111,6 +111,18 @@ func TestExitCodesAndMessages(t *testing.T) {
 	}
 }
 
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"--help"}, {"help", "run"}, {"run", "--help"}} {
+		code, out, errOut := netjam(t, args...)
+		if code != 0 || !strings.Contains(out, "USAGE:") || errOut != "" {
+			t.Errorf("netjam %q: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+	}
+	if _, out, _ := netjam(t, "help", "run"); !strings.Contains(out, "netjam run [command options] [SCENARIO.yaml]") {
+		t.Errorf("netjam help run: %s", out)
+	}
+}
+
 func TestSeedHelpClaimsNoZeroDefault(t *testing.T) {
 	for _, cmd := range []string{"run", "shell"} {
 		_, out, _ := netjam(t, cmd, "--help")
