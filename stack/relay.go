@@ -569,12 +569,14 @@ func (r *Relay) handleTCP(req *tcp.ForwarderRequest) {
 		return
 	case actNoService:
 		r.tcpN.noService.Add(1)
+		r.log.Debug("tcp reset: no forward or service on this port", zap.Stringer("src", src), zap.Stringer("dst", dst))
 		req.Complete(true)
 		return
 	}
 	if r.tcpN.active.Add(1) > maxTCPConns {
 		r.tcpN.active.Add(-1)
 		r.tcpN.limited.Add(1)
+		r.log.Debug("tcp reset: the relay's connection limit is reached", zap.Stringer("src", src), zap.Stringer("dst", dst), zap.Int("limit", maxTCPConns))
 		req.Complete(true)
 		return
 	}
@@ -977,6 +979,7 @@ func (r *Relay) handleUDP(req *udp.ForwarderRequest) bool {
 	if r.udpN.active.Add(1) > maxUDPSessions {
 		r.udpN.active.Add(-1)
 		r.udpN.limited.Add(1)
+		r.log.Debug("udp dropped: the relay's session limit is reached", zap.Stringer("src", src), zap.Stringer("dst", dst), zap.Int("limit", maxUDPSessions))
 		return true
 	}
 	var wq waiter.Queue
