@@ -195,6 +195,13 @@ tun:
 			if e.CC != cc || e.SumSent.Bytes == 0 || e.SumReceived.BitsPerSecond == 0 || e.SumSent.Retransmits == 0 {
 				t.Errorf("iperf3 -C %s: %+v", cc, e)
 			}
+			// The control and the data connection were relayed; the
+			// server's close of the data connection while the client's
+			// last data were on their way is a reset passed on, not a
+			// failure of the relay.
+			if r := sum.Runs[0].TUN.Relay.TCP; r.Relayed != 2 || r.Errors != 0 || r.DialErrors != 0 {
+				t.Errorf("relay: %+v, want 2 connections relayed and no failure", r)
+			}
 		})
 	}
 }
