@@ -25,11 +25,11 @@ type Chain struct {
 	now  time.Time // logical time of the latest event processed
 	wall time.Time // when set (by Runner), the clock reading lateness is measured against
 
-	keep    atomic.Bool     // GSO packets cross whole (Config.KeepsSegments); Set may change it
-	changes int             // how many times Set changed the chain
+	keep    atomic.Bool // GSO packets cross whole (Config.KeepsSegments); Set may change it
+	changes int         // how many times Set changed the chain
 	// pub is stages for other goroutines (Stats, Drops, Stages): Set
 	// replaces the chain's own slice, never this one's contents.
-	pub atomic.Pointer[[]Stage]
+	pub     atomic.Pointer[[]Stage]
 	io      Counters        // packets into and out of the whole direction
 	transit stats.Histogram // time from Arrive to delivery, ns
 	late    stats.Histogram // delivery lateness of a Runner behind the logical time, ns
