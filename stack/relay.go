@@ -37,6 +37,10 @@ import (
 //   - a peer address and port 7 or 9 with Services on: echo or discard;
 //   - a peer address and any other port: refused as a closed port would
 //     be (TCP reset, ICMP port unreachable), counted as NoService;
+//   - a destination a host socket must never be dialled to (unspecified,
+//     loopback, multicast, broadcast, link-local, IPv4-mapped; see
+//     special): refused whatever Allow says, counted as Refused with its
+//     reason. Only a Forward reaches the host's loopback;
 //   - in transparent mode, any other destination in Allow: relayed to that
 //     same destination;
 //   - anything else: refused (TCP reset; UDP dropped without a word),
@@ -209,8 +213,14 @@ type RelayCounters struct {
 	// echo and discard services.
 	Served uint64 `json:"served"`
 	// Refused counts connections (reset) and UDP datagrams (dropped) to a
-	// destination that is neither the peer nor in Allow.
+	// destination that is neither the peer nor in Allow, or that the
+	// relay never reaches (see RefusedBy).
 	Refused uint64 `json:"refused"`
+	// RefusedBy splits Refused by reason: "not_allowed" (outside Allow),
+	// or a destination refused whatever Allow says: "unspecified",
+	// "loopback", "multicast", "broadcast", "link_local", "ipv4_mapped".
+	// Reasons that never happened are left out.
+	RefusedBy map[string]uint64 `json:"refused_by,omitempty"`
 	// NoService counts connections and UDP datagrams to a port of the
 	// peer that has no Forward or service (TCP reset, ICMP port
 	// unreachable).
@@ -243,10 +253,26 @@ type relayCounters struct {
 	relayed, served, refused, noService, limited, dialErrors, errors, dropped atomic.Uint64
 	active                                                                    atomic.Int64
 	up, down                                                                  atomic.Uint64
+	refusedBy                                                                 [nRefusals]atomic.Uint64
+}
+
+// refuse counts a refusal for why.
+func (c *relayCounters) refuse(why refusal) {
+	c.refused.Add(1)
+	c.refusedBy[why].Add(1)
 }
 
 func (c *relayCounters) snapshot() RelayCounters {
-	return RelayCounters{
+	var by map[string]uint64
+	for why := range c.refusedBy {
+		if n := c.refusedBy[why].Load(); n > 0 {
+			if by == nil {
+				by = make(map[string]uint64)
+			}
+			by[refusal(why).String()] = n
+		}
+	}
+	return RelayCounters{RefusedBy: by,
 		Relayed: c.relayed.Load(), Served: c.served.Load(), Refused: c.refused.Load(),
 		NoService: c.noService.Load(), Limited: c.limited.Load(), DialErrors: c.dialErrors.Load(),
 		Errors: c.errors.Load(), Dropped: c.dropped.Load(), Active: c.active.Load(), BytesUp: c.up.Load(), BytesDown: c.down.Load(),
@@ -266,8 +292,9 @@ type Relay struct {
 	cfg RelayConfig
 	log *zap.Logger
 
-	peer     map[netip.Addr]bool // the host's own addresses
-	forwards map[string]netip.AddrPort
+	peer      map[netip.Addr]bool // the host's own addresses
+	broadcast map[netip.Addr]bool // the broadcast address of each of its IPv4 networks
+	forwards  map[string]netip.AddrPort
 
 	ctx    context.Context // ends with Close; bounds every dial
 	cancel context.CancelFunc
@@ -331,9 +358,28 @@ func (h *Host) StartRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) 
 	for _, f := range cfg.Forwards {
 		r.forwards[f.Proto+"/"+strconv.Itoa(int(f.Listen))] = netip.AddrPortFrom(f.To.Addr().Unmap(), f.To.Port())
 	}
+	var nets []netip.Prefix
 	for _, pa := range h.s.AllAddresses()[nicID] {
-		r.peer[addrOf(pa.AddressWithPrefix.Address)] = true
+		a := addrOf(pa.AddressWithPrefix.Address)
+		if a == broadcast4 {
+			continue // gVisor's IPv4 endpoint lists it among its own
+		}
+		r.peer[a] = true
+		nets = append(nets, netip.PrefixFrom(a, pa.AddressWithPrefix.PrefixLen))
 	}
+	// The machine's own networks too: their broadcast address is a
+	// destination on this side of the path, never behind it.
+	if ifas, err := net.InterfaceAddrs(); err == nil {
+		for _, ifa := range ifas {
+			if n, ok := ifa.(*net.IPNet); ok {
+				ones, bits := n.Mask.Size()
+				if a, ok := netip.AddrFromSlice(n.IP); ok && a.Unmap().Is4() {
+					nets = append(nets, netip.PrefixFrom(a.Unmap(), ones-(bits-32)))
+				}
+			}
+		}
+	}
+	r.broadcast = directedBroadcasts(nets)
 
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	if err := h.attachRelay(r); err != nil {
@@ -503,31 +549,107 @@ const (
 	actDiscard
 )
 
-// decide picks the action for a new connection or session to dst, and the
-// target when it is relayed.
-func (r *Relay) decide(proto string, dst netip.AddrPort) (action, netip.AddrPort) {
+// decide picks the action for a new connection or session to dst, the
+// target when it is relayed, and the reason when it is refused. Special
+// destinations (see special) are refused before Allow is looked at.
+func (r *Relay) decide(proto string, dst netip.AddrPort) (action, netip.AddrPort, refusal) {
 	if r.peer[dst.Addr()] {
 		if to, ok := r.forwards[proto+"/"+strconv.Itoa(int(dst.Port()))]; ok {
-			return actRelay, to
+			return actRelay, to, 0
 		}
 		if r.cfg.Services {
 			switch dst.Port() {
 			case echoPort:
-				return actEcho, netip.AddrPort{}
+				return actEcho, netip.AddrPort{}, 0
 			case discardPort:
-				return actDiscard, netip.AddrPort{}
+				return actDiscard, netip.AddrPort{}, 0
 			}
 		}
-		return actNoService, netip.AddrPort{}
+		return actNoService, netip.AddrPort{}, 0
+	}
+	if why := r.special(dst.Addr()); why != refusedNotAllowed {
+		return actRefuse, netip.AddrPort{}, why
 	}
 	if r.cfg.Transparent {
 		for _, p := range r.cfg.Allow {
 			if p.Contains(dst.Addr()) {
-				return actRelay, dst
+				return actRelay, dst, 0
 			}
 		}
 	}
-	return actRefuse, netip.AddrPort{}
+	return actRefuse, netip.AddrPort{}, refusedNotAllowed
+}
+
+// refusal is why the relay refused a destination.
+type refusal int
+
+// Reasons for refusing a destination, in the order special checks them.
+const (
+	refusedNotAllowed  refusal = iota // neither the peer nor in Allow
+	refusedUnspecified                // 0.0.0.0/8, ::
+	refusedLoopback                   // 127.0.0.0/8, ::1
+	refusedMulticast                  // 224.0.0.0/4, ff00::/8
+	refusedBroadcast                  // 255.255.255.255, a network's broadcast
+	refusedLinkLocal                  // 169.254.0.0/16, fe80::/10
+	refusedMapped                     // ::ffff:0:0/96
+	nRefusals
+)
+
+// refusalNames name the reasons in RelayCounters.RefusedBy and in logs.
+var refusalNames = [nRefusals]string{"not_allowed", "unspecified", "loopback", "multicast", "broadcast", "link_local", "ipv4_mapped"}
+
+func (w refusal) String() string { return refusalNames[w] }
+
+// special returns why the relay refuses destination a never relays to whatever Allow says,
+// or refusedNotAllowed when a is an ordinary unicast address.
+//
+// A host socket dialled to any of these does not reach what the client
+// named: Linux delivers 0.0.0.0 and :: to the machine's own loopback (so a
+// datagram the client sends to 0.0.0.0:P reaches a service on 127.0.0.1:P
+// of the host), an IPv4-mapped address is dialled as the IPv4 address it
+// holds (::ffff:127.0.0.1 is loopback again), and multicast, broadcast and
+// link-local destinations reach the machine's own networks rather than a
+// destination behind the path. Forwards are not checked: only an explicit
+// Forward may reach the host's loopback.
+func (r *Relay) special(a netip.Addr) refusal {
+	switch {
+	case a.Is4In6():
+		return refusedMapped
+	case a.IsUnspecified() || a.Is4() && a.As4()[0] == 0:
+		// 0.0.0.0/8 is "this network" (RFC 1122 3.2.1.3): Linux
+		// treats the whole block as the local host.
+		return refusedUnspecified
+	case a.IsLoopback():
+		return refusedLoopback
+	case a.IsMulticast():
+		return refusedMulticast
+	case a == broadcast4 || r.broadcast[a]:
+		return refusedBroadcast
+	case a.IsLinkLocalUnicast():
+		return refusedLinkLocal
+	}
+	return refusedNotAllowed
+}
+
+// broadcast4 is IPv4's limited broadcast address.
+var broadcast4 = netip.AddrFrom4([4]byte{255, 255, 255, 255})
+
+// directedBroadcasts returns the broadcast address of each IPv4 network
+// in ps that has one (not /31 or /32, RFC 3021).
+func directedBroadcasts(ps []netip.Prefix) map[netip.Addr]bool {
+	out := make(map[netip.Addr]bool)
+	for _, p := range ps {
+		if !p.Addr().Is4() || p.Bits() > 30 {
+			continue
+		}
+		b := p.Masked().Addr().As4()
+		host := ^uint32(0) >> p.Bits()
+		for i := range 4 {
+			b[i] |= byte(host >> (24 - 8*i))
+		}
+		out[netip.AddrFrom4(b)] = true
+	}
+	return out
 }
 
 // dial connects to target with the configured Dial, bounded by
@@ -552,11 +674,11 @@ func (r *Relay) handleTCP(req *tcp.ForwarderRequest) {
 	id := req.ID()
 	src := netip.AddrPortFrom(addrOf(id.RemoteAddress), id.RemotePort)
 	dst := netip.AddrPortFrom(addrOf(id.LocalAddress), id.LocalPort)
-	act, target := r.decide("tcp", dst)
+	act, target, why := r.decide("tcp", dst)
 	switch act {
 	case actRefuse:
-		r.tcpN.refused.Add(1)
-		r.log.Debug("tcp refused: destination not allowed", zap.Stringer("src", src), zap.Stringer("dst", dst))
+		r.tcpN.refuse(why)
+		r.log.Debug("tcp refused", zap.Stringer("src", src), zap.Stringer("dst", dst), zap.Stringer("reason", why))
 		req.Complete(true)
 		return
 	case actNoService:
@@ -923,11 +1045,11 @@ func (r *Relay) handleUDP(req *udp.ForwarderRequest) bool {
 	id := req.ID()
 	src := netip.AddrPortFrom(addrOf(id.RemoteAddress), id.RemotePort)
 	dst := netip.AddrPortFrom(addrOf(id.LocalAddress), id.LocalPort)
-	act, target := r.decide("udp", dst)
+	act, target, why := r.decide("udp", dst)
 	switch act {
 	case actRefuse:
-		r.udpN.refused.Add(1)
-		r.log.Debug("udp refused: destination not allowed", zap.Stringer("src", src), zap.Stringer("dst", dst))
+		r.udpN.refuse(why)
+		r.log.Debug("udp refused", zap.Stringer("src", src), zap.Stringer("dst", dst), zap.Stringer("reason", why))
 		return true // dropped without a word
 	case actRelay:
 	default:
