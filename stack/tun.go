@@ -734,15 +734,24 @@ func (t *TUN) ReadPacket(buf []byte) (int, GSO, error) {
 		io.iov[1].SetLen(len(buf))
 		io.n = 2
 	}
-	err := t.raw.Read(io.readFn)
-	n, errno := io.done, io.errno
-	switch {
-	case err != nil:
+	if err := t.raw.Read(io.readFn); err != nil {
 		return 0, GSO{}, err
+	}
+	return t.readResult(io, len(buf))
+}
+
+// readResult interprets a readv(2) of the virtio-net header and a buffer
+// of bufLen bytes. The count readv returns is checked against what was
+// offered before it is used as a length: a short read (no whole header)
+// or a count past the buffer (which a kernel bug or a changed header size
+// would give) is an error, never a slice past the packet.
+func (t *TUN) readResult(io *ioState, bufLen int) (int, GSO, error) {
+	n, errno, hdr := io.done, io.errno, &io.hdr
+	switch {
 	case errno != 0:
 		return 0, GSO{}, &os.PathError{Op: "readv", Path: t.name, Err: errno}
-	case n < vnetHdrLen:
-		return 0, GSO{}, &os.PathError{Op: "readv", Path: t.name, Err: syscall.EIO}
+	case n < vnetHdrLen || n > uintptr(vnetHdrLen+bufLen):
+		return 0, GSO{}, &os.PathError{Op: "readv", Path: t.name, Err: fmt.Errorf("%w: %d bytes from a read of %d", syscall.EIO, n, vnetHdrLen+bufLen)}
 	}
 	var g GSO
 	if hdr[0]&vnetFlagNeedsCsum != 0 {
