@@ -307,6 +307,7 @@ type Relay struct {
 	once   sync.Once
 
 	tcpN, udpN relayCounters
+	fwd        *forwarders // installed in h.fwd while the relay runs
 
 	bufs sync.Pool // *[]byte of tcpCopyBuffer bytes, for TCP copies
 	udpB sync.Pool // *[]byte of udpBuffer bytes, for UDP datagrams
@@ -316,10 +317,11 @@ type Relay struct {
 // ends (then it stops as Close does, except that it does not wait: call
 // Close to wait).
 //
-// A Host takes at most one Relay, and StartRelay must be called before the
-// host's first Inject: gVisor reads the handlers it installs without
-// synchronization (stack.SetTransportProtocolHandler may only be called
-// during initialization), so StartRelay refuses once packets have arrived.
+// A Host takes at most one Relay at a time. StartRelay may be called at
+// any time, also while packets arrive: the host installed its transport
+// handlers when it was made, and the relay's forwarders are swapped in
+// atomically. Packets that arrived before are answered as by a host
+// without a relay.
 //
 // Close the Relay before its Host. Host.Close also stops a Relay still
 // running (it closes all its sockets) but does not wait for its
@@ -412,29 +414,29 @@ func (h *Host) StartRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) 
 	return r, nil
 }
 
-// attachRelay registers r with h (so Host.Close stops it) and installs
-// the forwarders. This is the hook that would move into NewHost if a Host
-// installed its transport handlers at creation (see the doc of
-// StartRelay for why it cannot be done later).
+// attachRelay registers r with h (so Host.Close stops it) and swaps its
+// forwarders in (see Host.fwd).
 func (h *Host) attachRelay(r *Relay) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	switch {
-	case h.closed:
+	if h.closed {
 		return fmt.Errorf("stack: host %q: relay: %w", h.name, net.ErrClosed)
-	case h.inPackets.Load() != 0:
-		return fmt.Errorf("stack: host %q: relay: must be started before the host receives its first packet", h.name)
 	}
 	for c := range h.closers {
 		if _, ok := c.(*Relay); ok {
 			return fmt.Errorf("stack: host %q: relay: the host has a relay already", h.name)
 		}
 	}
+	r.fwd = &forwarders{
+		tcp: tcp.NewForwarder(h.s, 0, maxTCPPending, r.handleTCP),
+		udp: udp.NewForwarder(h.s, r.handleUDP),
+	}
+	if !h.fwd.CompareAndSwap(nil, r.fwd) {
+		// A relay closed but not yet untracked: its shutdown clears
+		// fwd before it lets go of the host.
+		return fmt.Errorf("stack: host %q: relay: the host has a relay already", h.name)
+	}
 	h.closers[r] = struct{}{}
-	tf := tcp.NewForwarder(h.s, 0, maxTCPPending, r.handleTCP)
-	uf := udp.NewForwarder(h.s, r.handleUDP)
-	h.s.SetTransportProtocolHandler(tcp.ProtocolNumber, tf.HandlePacket)
-	h.s.SetTransportProtocolHandler(udp.ProtocolNumber, uf.HandlePacket)
 	return nil
 }
 
@@ -482,6 +484,9 @@ func (r *Relay) shutdown() {
 		}
 		for c := range conns {
 			c.Close()
+		}
+		if r.fwd != nil {
+			r.h.fwd.CompareAndSwap(r.fwd, nil) // new requests get gVisor's own answer
 		}
 		if r.cfg.Transparent {
 			r.h.s.SetSpoofing(nicID, false)
