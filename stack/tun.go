@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"os/user"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -344,19 +343,15 @@ func (t *TUN) openDevice(cfg TUNConfig, existing *netlink.Tuntap) error {
 		r = open()
 	} else {
 		// Another namespace: the open runs on a thread of its own,
-		// moved into t.ns. That thread is never unlocked: it ends with
-		// the goroutine, so no other goroutine ever runs in the
-		// namespace it was moved to.
-		done := make(chan result, 1)
-		go func() {
-			runtime.LockOSThread()
+		// moved into t.ns and thrown away afterwards (onThread), so no
+		// other goroutine ever runs in the namespace it was moved to.
+		onThread(func() {
 			if err := netns.Set(t.ns); err != nil {
-				done <- result{err: fmt.Errorf("stack: TUN: entering network namespace %q (needs CAP_SYS_ADMIN): %w", cfg.Netns, err), setns: true}
+				r = result{err: fmt.Errorf("stack: TUN: entering network namespace %q (needs CAP_SYS_ADMIN): %w", cfg.Netns, err), setns: true}
 				return
 			}
-			done <- open()
-		}()
-		r = <-done
+			r = open()
+		})
 	}
 	if r.setns {
 		return r.err
