@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -142,7 +140,8 @@ func doRun(c *cli.Context) error {
 	}
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
 
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	written := newOutputs(out, "summary.json, timeseries.csv and the resolved scenario", "the plots", "report.html")
+	ctx, stop := interruptible(c.Context, c.App.ErrWriter, written, os.Exit)
 	defer stop()
 	log.Info("netjam run", zap.String("scenario", plan.Path), zap.Int("runs", len(plan.Runs)),
 		zap.String("out", out), zap.String("version", versionString()))
@@ -157,12 +156,15 @@ func doRun(c *cli.Context) error {
 	if err := emulator.WriteResults(out, plan, sum); err != nil {
 		return cli.Exit(fmt.Sprintf("writing results: %v", err), exitFailed)
 	}
+	written.written("summary.json, timeseries.csv and the resolved scenario")
 	if _, err := report.Plot(out); err != nil {
 		return cli.Exit(fmt.Sprintf("drawing plots: %v", err), exitFailed)
 	}
+	written.written("the plots")
 	if err := report.HTML(out, versionString()); err != nil {
 		return cli.Exit(fmt.Sprintf("writing report.html: %v", err), exitFailed)
 	}
+	written.written("report.html")
 	if !c.Bool("quiet") {
 		if err := emulator.PrintTable(c.App.Writer, sum); err != nil {
 			return cli.Exit(err, exitFailed)
