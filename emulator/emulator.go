@@ -263,6 +263,9 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 	// time.
 	start := o.Clock.Now()
 	series := flows.NewSeries(s.Variant, start)
+	if o.OutDir != "" {
+		series.SpillTo(o.OutDir)
+	}
 	// Flows stop sending by the run's duration (see lab.newFlow); what is
 	// in flight then gets drainGrace to arrive before the run is cut.
 	runCtx, cancel := context.WithTimeout(ctx, s.Duration+drainGrace)

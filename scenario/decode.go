@@ -428,6 +428,7 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 // variant is one entry of the variants list.
 type variant struct {
 	name string
+	at   *yaml.Node // the name's node, for errors about the whole variant
 	sets []override
 }
 
@@ -473,7 +474,7 @@ func (d *decoder) variants(n *yaml.Node) []variant {
 			continue
 		}
 		first[name] = nn
-		v := variant{name: name}
+		v := variant{name: name, at: nn}
 		if sn := f["set"]; sn != nil {
 			v.sets = d.variantSet(sn, path+".set")
 		}

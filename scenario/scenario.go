@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -204,8 +205,17 @@ func Parse(path string, data []byte, o Options) (*Plan, error) {
 	sets, errs := parseSets(o.Sets)
 	errs = append(fileDec.errs, errs...)
 
+	// Each run decodes a copy of the file without its variants: copies of
+	// the variants in every run would make their cost grow as its square.
+	// (A file with two variants keys keeps them for the decoder to report.)
+	if i := keyIndex(root, "variants"); i >= 0 && keyIndex(&yaml.Node{Content: root.Content[i+2:]}, "variants") < 0 {
+		body := *root
+		body.Content = append(slices.Clip(root.Content[:i]), root.Content[i+2:]...)
+		root = &body
+	}
 	base, baseErrs := resolve(path, root, nil, sets, o)
 	errs = append(errs, baseErrs...)
+	total := size(base.tree)
 	plan := &Plan{Name: base.Name, Path: path}
 	if len(variants) == 0 {
 		plan.Runs = []*Scenario{base}
@@ -214,8 +224,15 @@ func Parse(path string, data []byte, o Options) (*Plan, error) {
 	for _, e := range baseErrs {
 		inBase[e.Error()] = true
 	}
-	for _, v := range variants {
+	for i, v := range variants {
 		s, verrs := resolve(path, root, &v, sets, o)
+		// Every run is kept until all are checked: bound them together.
+		if total += size(s.tree); total > maxRunNodes {
+			errs = append(errs, &Error{File: path, Line: v.at.Line, Path: "variants." + v.name,
+				Msg: fmt.Sprintf("the runs expand to %d YAML nodes once this variant is added, over the limit of %d for all runs together (variant %d of %d); use fewer variants, a smaller file or fewer aliases",
+					total, maxRunNodes, i+1, len(variants))})
+			break
+		}
 		for _, e := range verrs {
 			if inBase[e.Error()] {
 				continue
