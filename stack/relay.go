@@ -87,6 +87,18 @@ type RelayConfig struct {
 	// UDPIdle ends a UDP session that has carried no datagram either way
 	// for this long; 0 means DefaultUDPIdle.
 	UDPIdle time.Duration
+	// TCPIdle resets a relayed or served TCP connection that has carried
+	// no byte either way for this long; 0 means DefaultTCPIdle. Without
+	// it a client that vanished (or never meant to talk) would hold its
+	// connection, its buffers and the target's socket for good.
+	TCPIdle time.Duration
+	// Budget bounds the bytes the relay's own buffers take across all
+	// its connections and sessions (copy buffers, echo rings, datagram
+	// buffers); 0 means DefaultBudget. A connection or session that would
+	// take the relay past it is turned away (reset, dropped), counted as
+	// Limited; an echo ring that cannot grow waits instead (backpressure).
+	// The sockets' own buffers are bounded by their sizes, not by Budget.
+	Budget int64
 	// DialTimeout bounds connecting to a target; 0 means
 	// DefaultDialTimeout. A TCP client's SYN is answered only once the
 	// target has accepted, and reset if the target cannot be reached.
@@ -107,6 +119,12 @@ type RelayConfig struct {
 const (
 	DefaultUDPIdle     = 60 * time.Second
 	DefaultDialTimeout = 10 * time.Second
+	// DefaultTCPIdle is when Linux's TCP keepalive, with its defaults,
+	// would start probing a silent connection.
+	DefaultTCPIdle = 2 * time.Hour
+	// DefaultBudget holds 2048 relayed TCP connections' copy buffers, or
+	// 64 echo connections whose rings all grew to their cap.
+	DefaultBudget = 256 << 20
 )
 
 // Limits of a Relay. Beyond them new connections are reset and new UDP
@@ -130,9 +148,15 @@ const (
 	tcpCopyBuffer = 64 << 10
 	// udpBuffer holds the largest UDP payload.
 	udpBuffer = 64 << 10
-	// echoBuffer is what the TCP echo service holds between reading and
-	// writing back, per connection (see echoTCP for why it holds any).
-	echoBuffer = 4 << 20
+	// udpCharge is what a UDP session takes of the budget: a datagram
+	// buffer per direction, held while it waits.
+	udpCharge = 2 * udpBuffer
+	// echoBuffer is the most the TCP echo service holds between reading
+	// and writing back, per connection (see echoTCP for why it holds
+	// any); its ring starts at echoInitial bytes and doubles when full, so
+	// an idle or interactive connection holds little.
+	echoBuffer  = 4 << 20
+	echoInitial = 16 << 10
 )
 
 // Service ports.
@@ -189,6 +213,12 @@ func (c *RelayConfig) Validate() error {
 	if c.UDPIdle < 0 {
 		add("udp_idle: %v is negative", c.UDPIdle)
 	}
+	if c.TCPIdle < 0 {
+		add("tcp_idle: %v is negative", c.TCPIdle)
+	}
+	if c.Budget < 0 {
+		add("budget: %d is negative", c.Budget)
+	}
 	if c.DialTimeout < 0 {
 		add("dial_timeout: %v is negative", c.DialTimeout)
 	}
@@ -199,6 +229,8 @@ func (c *RelayConfig) Validate() error {
 type RelayStats struct {
 	TCP RelayCounters `json:"tcp"`
 	UDP RelayCounters `json:"udp"`
+	// BufferBytes is what the relay's own buffers take now, of Budget.
+	BufferBytes int64 `json:"buffer_bytes"`
 }
 
 // RelayCounters count one protocol's connections (TCP) or sessions (UDP:
@@ -226,8 +258,13 @@ type RelayCounters struct {
 	// unreachable).
 	NoService uint64 `json:"no_service"`
 	// Limited counts connections (reset) and UDP datagrams (dropped)
-	// turned away because the relay's limits were reached.
+	// turned away because the relay's limits were reached: its count of
+	// connections or sessions, or its Budget (counted in OverBudget too).
 	Limited uint64 `json:"limited"`
+	// OverBudget counts the part of Limited turned away for Budget.
+	OverBudget uint64 `json:"over_budget"`
+	// Idle counts TCP connections reset after TCPIdle without a byte.
+	Idle uint64 `json:"idle"`
 	// DialErrors counts targets that could not be reached: the TCP client
 	// is reset, the UDP session's datagrams are dropped.
 	DialErrors uint64 `json:"dial_errors"`
@@ -250,10 +287,10 @@ type RelayCounters struct {
 
 // relayCounters are one protocol's live counters.
 type relayCounters struct {
-	relayed, served, refused, noService, limited, dialErrors, errors, dropped atomic.Uint64
-	active                                                                    atomic.Int64
-	up, down                                                                  atomic.Uint64
-	refusedBy                                                                 [nRefusals]atomic.Uint64
+	relayed, served, refused, noService, limited, overBudget, idle, dialErrors, errors, dropped atomic.Uint64
+	active                                                                                      atomic.Int64
+	up, down                                                                                    atomic.Uint64
+	refusedBy                                                                                   [nRefusals]atomic.Uint64
 }
 
 // refuse counts a refusal for why.
@@ -274,7 +311,7 @@ func (c *relayCounters) snapshot() RelayCounters {
 	}
 	return RelayCounters{RefusedBy: by,
 		Relayed: c.relayed.Load(), Served: c.served.Load(), Refused: c.refused.Load(),
-		NoService: c.noService.Load(), Limited: c.limited.Load(), DialErrors: c.dialErrors.Load(),
+		NoService: c.noService.Load(), Limited: c.limited.Load(), OverBudget: c.overBudget.Load(), Idle: c.idle.Load(), DialErrors: c.dialErrors.Load(),
 		Errors: c.errors.Load(), Dropped: c.dropped.Load(), Active: c.active.Load(), BytesUp: c.up.Load(), BytesDown: c.down.Load(),
 	}
 }
@@ -307,6 +344,7 @@ type Relay struct {
 	once   sync.Once
 
 	tcpN, udpN relayCounters
+	budget     budget
 	fwd        *forwarders // installed in h.fwd while the relay runs
 
 	bufs sync.Pool // *[]byte of tcpCopyBuffer bytes, for TCP copies
@@ -339,6 +377,12 @@ func (h *Host) StartRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) 
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = DefaultDialTimeout
 	}
+	if cfg.TCPIdle == 0 {
+		cfg.TCPIdle = DefaultTCPIdle
+	}
+	if cfg.Budget == 0 {
+		cfg.Budget = DefaultBudget
+	}
 	if cfg.Dial == nil {
 		d := &net.Dialer{Timeout: cfg.DialTimeout}
 		cfg.Dial = d.DialContext
@@ -354,6 +398,7 @@ func (h *Host) StartRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) 
 		peer:     make(map[netip.Addr]bool),
 		forwards: make(map[string]netip.AddrPort),
 		conns:    make(map[io.Closer]struct{}),
+		budget:   budget{limit: cfg.Budget},
 	}
 	r.bufs.New = func() any { b := make([]byte, tcpCopyBuffer); return &b }
 	r.udpB.New = func() any { b := make([]byte, udpBuffer); return &b }
@@ -442,7 +487,7 @@ func (h *Host) attachRelay(r *Relay) error {
 
 // Stats returns the relay's counters; safe at any time, also after Close.
 func (r *Relay) Stats() RelayStats {
-	return RelayStats{TCP: r.tcpN.snapshot(), UDP: r.udpN.snapshot()}
+	return RelayStats{TCP: r.tcpN.snapshot(), UDP: r.udpN.snapshot(), BufferBytes: r.budget.used()}
 }
 
 // Close stops the relay, in this order: no new connection or session is
@@ -698,6 +743,15 @@ func (r *Relay) handleTCP(req *tcp.ForwarderRequest) {
 		return
 	}
 	defer r.tcpN.active.Add(-1)
+	charge := tcpCharge(act)
+	if !r.budget.take(charge) {
+		r.tcpN.limited.Add(1)
+		r.tcpN.overBudget.Add(1)
+		r.log.Debug("tcp limited: the relay's buffer budget is spent", zap.Stringer("src", src), zap.Stringer("dst", dst))
+		req.Complete(true)
+		return
+	}
+	defer r.budget.give(charge)
 
 	var out net.Conn
 	if act == actRelay {
@@ -733,6 +787,7 @@ func (r *Relay) handleTCP(req *tcp.ForwarderRequest) {
 		}
 		return
 	}
+	act2 := newActivity(r.cfg.TCPIdle)
 	switch act {
 	case actRelay:
 		if !r.keep(out) {
@@ -740,13 +795,108 @@ func (r *Relay) handleTCP(req *tcp.ForwarderRequest) {
 			return
 		}
 		r.tcpN.relayed.Add(1)
-		r.pipe(in, out)
+		r.pipe(in, out, act2)
 	case actEcho:
 		r.tcpN.served.Add(1)
-		r.echoTCP(in)
+		r.echoTCP(in, act2)
 	case actDiscard:
 		r.tcpN.served.Add(1)
-		r.discardTCP(in)
+		r.discardTCP(in, act2)
+	}
+}
+
+// tcpCharge is what a TCP connection handled as act takes of the budget
+// at first: its copy buffers, or its echo ring's first size.
+func tcpCharge(act action) int64 {
+	switch act {
+	case actRelay:
+		return 2 * tcpCopyBuffer
+	case actEcho:
+		return echoInitial
+	}
+	return tcpCopyBuffer
+}
+
+// budget is the relay's Budget: bytes its buffers may take.
+type budget struct {
+	limit int64
+	n     atomic.Int64
+}
+
+// take reserves n bytes; it reports false, reserving nothing, when that
+// would exceed the limit.
+func (b *budget) take(n int64) bool {
+	if b.n.Add(n) > b.limit {
+		b.n.Add(-n)
+		return false
+	}
+	return true
+}
+
+// give returns n bytes taken before.
+func (b *budget) give(n int64) { b.n.Add(-n) }
+
+func (b *budget) used() int64 { return b.n.Load() }
+
+// activity is when a connection last carried a byte, either way, for its
+// idle timeout. Reads wait with a deadline at the idle end known when
+// they start; when it passes, the other direction may have moved it.
+type activity struct {
+	start time.Time
+	idle  time.Duration
+	last  atomic.Int64 // nanoseconds since start, on the monotonic clock
+}
+
+func newActivity(idle time.Duration) *activity {
+	return &activity{start: time.Now(), idle: idle}
+}
+
+func (a *activity) touch() { a.last.Store(int64(time.Since(a.start))) }
+
+// deadline is the idle end as known now.
+func (a *activity) deadline() time.Time {
+	return a.start.Add(time.Duration(a.last.Load()) + a.idle)
+}
+
+// expired reports whether err is a read deadline that found the
+// connection idle; a deadline that passed while the other direction
+// moved it is not, and the caller sets the new one and reads on.
+func (a *activity) expired(err error) (deadline, idle bool) {
+	if !isTimeout(err) {
+		return false, false
+	}
+	return true, time.Since(a.start) >= time.Duration(a.last.Load())+a.idle
+}
+
+// isTimeout reports whether err is a read deadline passing: gonet reports
+// it as a net.Error with Timeout, not as os.ErrDeadlineExceeded.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
+// errIdle ends a connection that carried nothing for TCPIdle.
+var errIdle = errors.New("idle")
+
+// readIdle reads c until a byte arrives, an error, or the connection has
+// been idle for its timeout (errIdle).
+func readIdle(c net.Conn, b []byte, a *activity) (int, error) {
+	for {
+		n, err := c.Read(b)
+		if n > 0 {
+			a.touch()
+		}
+		if dl, idle := a.expired(err); dl {
+			switch {
+			case n > 0:
+				return n, nil // the next Read sets the deadline again
+			case idle:
+				return 0, errIdle
+			}
+			c.SetReadDeadline(a.deadline())
+			continue
+		}
+		return n, err
 	}
 }
 
@@ -806,7 +956,7 @@ func (c *relayUDP) Close() error {
 // until it has written (an echo server with full socket buffers) can
 // still stall the connection through gVisor's zero-window handling (see
 // echoTCP); the relay cannot buffer its way out of that without bound.
-func (r *Relay) pipe(in *relayTCP, out net.Conn) {
+func (r *Relay) pipe(in *relayTCP, out net.Conn, a *activity) {
 	var failed atomic.Bool
 	abort := func() {
 		if failed.CompareAndSwap(false, true) {
@@ -817,37 +967,56 @@ func (r *Relay) pipe(in *relayTCP, out net.Conn) {
 			out.Close()
 		}
 	}
+	var idled atomic.Bool
+	end := func(err error) {
+		if err == errIdle {
+			idled.Store(true)
+		}
+		abort()
+	}
 	done := make(chan struct{})
 	r.wg.Add(1) // the caller holds a count, so Add is safe
 	go func() {
 		defer r.wg.Done()
 		defer close(done)
-		if err := r.copyHalf(out, in, &r.tcpN.up); err != nil {
-			abort()
+		if err := r.copyHalf(out, in, &r.tcpN.up, a); err != nil {
+			end(err)
 		}
 	}()
-	if err := r.copyHalf(in, out, &r.tcpN.down); err != nil {
-		abort()
+	if err := r.copyHalf(in, out, &r.tcpN.down, a); err != nil {
+		end(err)
 	}
 	<-done
-	if failed.Load() && !r.isClosed() {
+	r.countEnd(failed.Load(), idled.Load())
+	r.release(in, out)
+}
+
+// countEnd counts how a served or relayed connection ended, unless Close
+// ended it.
+func (r *Relay) countEnd(failed, idle bool) {
+	switch {
+	case r.isClosed():
+	case idle:
+		r.tcpN.idle.Add(1)
+	case failed:
 		r.tcpN.errors.Add(1)
 	}
-	r.release(in, out)
 }
 
 // copyHalf copies src to dst until src ends, then half-closes dst. It
 // returns an error only when the copy failed (not at end of stream, not
 // when the relay closed the sockets).
-func (r *Relay) copyHalf(dst, src net.Conn, n *atomic.Uint64) error {
+func (r *Relay) copyHalf(dst, src net.Conn, n *atomic.Uint64, a *activity) error {
 	bp := r.bufs.Get().(*[]byte)
 	defer r.bufs.Put(bp)
 	buf := (*bp)[:cap(*bp)]
+	src.SetReadDeadline(a.deadline())
 	for {
-		nr, er := src.Read(buf)
+		nr, er := readIdle(src, buf, a)
 		if nr > 0 {
 			nw, ew := dst.Write(buf[:nr])
 			n.Add(uint64(nw))
+			a.touch()
 			if ew != nil {
 				return ew
 			}
@@ -883,9 +1052,10 @@ func (r *Relay) isClosed() bool {
 // a window edge it has moved back (transport/tcp receiver.acceptable; see
 // gvisor#10312 on its shrinking windows). Measured here before this
 // change: one 4 MiB echo in five stalled for good.
-func (r *Relay) echoTCP(c *relayTCP) {
-	ring := newByteRing(echoBuffer)
-	var failed atomic.Bool
+func (r *Relay) echoTCP(c *relayTCP, a *activity) {
+	ring := newByteRing(echoInitial, echoBuffer, r.budget.take)
+	defer func() { r.budget.give(int64(ring.size() - echoInitial)) }() // the first size is the caller's
+	var failed, idled atomic.Bool
 	fail := func() {
 		if failed.CompareAndSwap(false, true) {
 			c.abort()    // wakes a blocked Read or Write
@@ -904,6 +1074,7 @@ func (r *Relay) echoTCP(c *relayTCP) {
 			}
 			n, err := c.Write(b)
 			r.tcpN.down.Add(uint64(n))
+			a.touch()
 			ring.consumed(n)
 			if err != nil {
 				fail()
@@ -914,12 +1085,13 @@ func (r *Relay) echoTCP(c *relayTCP) {
 			c.CloseWrite()
 		}
 	}()
+	c.SetReadDeadline(a.deadline())
 	for {
 		b := ring.writable()
 		if b == nil {
 			break // failed
 		}
-		n, err := c.Read(b)
+		n, err := readIdle(c, b, a)
 		r.tcpN.up.Add(uint64(n))
 		ring.produced(n)
 		if err == io.EOF {
@@ -927,19 +1099,20 @@ func (r *Relay) echoTCP(c *relayTCP) {
 			break
 		}
 		if err != nil {
+			idled.Store(err == errIdle)
 			fail()
 			break
 		}
 	}
 	<-done
-	if failed.Load() && !r.isClosed() {
-		r.tcpN.errors.Add(1)
-	}
+	r.countEnd(failed.Load(), idled.Load())
 	r.release(c)
 }
 
 // byteRing is a bounded byte queue between one producer and one consumer
-// that read and write straight into and out of its memory.
+// that read and write straight into and out of its memory. It starts
+// small and doubles when the producer finds it full, up to a cap, as long
+// as grow grants the extra bytes; then the producer waits.
 type byteRing struct {
 	mu     sync.Mutex // guards everything below
 	cond   sync.Cond  // signalled on every change
@@ -947,12 +1120,39 @@ type byteRing struct {
 	start  int  // index of the first queued byte
 	n      int  // bytes queued
 	closed bool // no more bytes will be produced
+	max    int
+	grow   func(extra int64) bool
 }
 
-func newByteRing(size int) *byteRing {
-	b := &byteRing{buf: make([]byte, size)}
+// newByteRing returns a ring of size bytes that may grow to max; grow,
+// when not nil, is asked for each growth's extra bytes.
+func newByteRing(size, maxSize int, grow func(extra int64) bool) *byteRing {
+	b := &byteRing{buf: make([]byte, size), max: maxSize, grow: grow}
 	b.cond.L = &b.mu
 	return b
+}
+
+// size returns the ring's size now.
+func (b *byteRing) size() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.buf)
+}
+
+// tryGrow doubles the full ring, up to max, if grow grants it. The queued
+// bytes move to the front of the new memory; a slice the consumer holds
+// from readable stays valid (it reads the old memory, which nobody writes
+// any more), and its consumed count applies to the same bytes.
+func (b *byteRing) tryGrow() bool {
+	size := min(2*len(b.buf), b.max)
+	if size <= len(b.buf) || b.grow != nil && !b.grow(int64(size-len(b.buf))) {
+		return false
+	}
+	nb := make([]byte, size)
+	k := copy(nb, b.buf[b.start:])
+	copy(nb[k:], b.buf[:b.start])
+	b.buf, b.start = nb, 0
+	return true
 }
 
 // writable waits for free space and returns the contiguous part of it
@@ -960,7 +1160,7 @@ func newByteRing(size int) *byteRing {
 func (b *byteRing) writable() []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for b.n == len(b.buf) && !b.closed {
+	for b.n == len(b.buf) && !b.closed && !b.tryGrow() {
 		b.cond.Wait()
 	}
 	if b.closed {
@@ -1017,20 +1217,22 @@ func (b *byteRing) close() {
 }
 
 // discardTCP reads and drops what the client sends until it closes.
-func (r *Relay) discardTCP(c *relayTCP) {
+func (r *Relay) discardTCP(c *relayTCP, a *activity) {
 	bp := r.bufs.Get().(*[]byte)
 	defer r.bufs.Put(bp)
 	buf := (*bp)[:cap(*bp)]
+	c.SetReadDeadline(a.deadline())
 	for {
-		n, err := c.Read(buf)
+		n, err := readIdle(c, buf, a)
 		r.tcpN.up.Add(uint64(n))
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			if !r.isClosed() {
-				r.tcpN.errors.Add(1)
+			if err == errIdle {
+				c.abort()
 			}
+			r.countEnd(true, err == errIdle)
 			break
 		}
 	}
@@ -1068,16 +1270,25 @@ func (r *Relay) handleUDP(req *udp.ForwarderRequest) bool {
 		r.udpN.limited.Add(1)
 		return true
 	}
+	if !r.budget.take(udpCharge) {
+		r.udpN.active.Add(-1)
+		r.udpN.limited.Add(1)
+		r.udpN.overBudget.Add(1)
+		r.log.Debug("udp limited: the relay's buffer budget is spent", zap.Stringer("src", src), zap.Stringer("dst", dst))
+		return true
+	}
 	var wq waiter.Queue
 	ep, terr := req.CreateEndpoint(&wq)
 	if terr != nil {
 		r.udpN.active.Add(-1)
+		r.budget.give(udpCharge)
 		r.udpN.errors.Add(1)
 		return true
 	}
 	in := &relayUDP{UDPConn: gonet.NewUDPConn(&wq, ep), ep: ep}
 	if !r.keep(in) {
 		r.udpN.active.Add(-1)
+		r.budget.give(udpCharge)
 		return true
 	}
 	r.wg.Add(1) // this handler holds a count: Add is safe
@@ -1092,6 +1303,7 @@ func (r *Relay) handleUDP(req *udp.ForwarderRequest) bool {
 func (r *Relay) udpSession(in *relayUDP, target netip.AddrPort) {
 	defer r.wg.Done()
 	defer r.udpN.active.Add(-1)
+	defer r.budget.give(udpCharge)
 	out, err := r.dial("udp", target)
 	if err != nil {
 		r.udpN.dialErrors.Add(1)
@@ -1144,7 +1356,7 @@ func (r *Relay) udpSession(in *relayUDP, target netip.AddrPort) {
 		in.SetReadDeadline(start.Add(time.Duration(last.Load()) + idle))
 		n, err := in.Read(*bp)
 		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) && !dead.Load() && time.Since(start) < time.Duration(last.Load())+idle {
+			if isTimeout(err) && !dead.Load() && time.Since(start) < time.Duration(last.Load())+idle {
 				continue
 			}
 			break

@@ -746,7 +746,7 @@ dial_timeout: -1ns is negative`
 // that both sides wrap around at every offset.
 func TestRelayByteRing(t *testing.T) {
 	data := payload(1<<20, 21)
-	ring := newByteRing(1000)
+	ring := newByteRing(1000, 1000, nil)
 	got := make(chan []byte, 1)
 	go func() {
 		var out []byte
