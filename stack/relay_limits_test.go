@@ -202,3 +202,49 @@ func TestRelayIdleEchoMemory(t *testing.T) {
 		t.Errorf("stats %+v, want %d connections holding %d bytes of buffers each", st, conns, echoInitial)
 	}
 }
+
+// TestRelayUDPDownOnlyKeepsSession: a session whose datagrams flow only
+// from the target, more often than UDPIdle, stays open: the idle end is
+// the last datagram either way.
+func TestRelayUDPDownOnlyKeepsSession(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 100)
+		_, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		for i := range 12 {
+			time.Sleep(idle / 3)
+			pc.WriteTo([]byte{byte(i)}, from)
+		}
+	}()
+	defer func() { <-done }()
+	client, r := newRelayPair(t, RelayConfig{
+		Forwards: []Forward{{Proto: "udp", Listen: 5353, To: pc.LocalAddr().(*net.UDPAddr).AddrPort()}},
+		UDPIdle:  idle,
+	})
+	c, err := client.DialUDP(netip.AddrPortFrom(peer4, 5353))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("start"))
+	buf := make([]byte, 10)
+	for i := range 12 {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if n, err := c.Read(buf); err != nil || n != 1 || buf[0] != byte(i) {
+			t.Fatalf("datagram %d from the target: %d bytes %v, %v", i, n, buf[:n], err)
+		}
+	}
+	if st := r.Stats().UDP; st.Relayed != 1 {
+		t.Errorf("udp stats %+v, want one session throughout", st)
+	}
+}
