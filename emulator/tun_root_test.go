@@ -562,6 +562,32 @@ func firstLines(s string, n int) string {
 	return strings.Join(lines[:min(n, len(lines))], " ")
 }
 
+// TestTUNTCPIdle: tun.tcp_idle reaches the relay: a kernel connection to
+// the echo service that stays silent is reset after it, and counted.
+func TestTUNTCPIdle(t *testing.T) {
+	ns := testNetns(t)
+	sum := runTUNIn(t, fmt.Sprintf("duration: 60s\ntun: {netns: %s, tcp_idle: 300ms}\n", ns.Path()), func(ctx context.Context) error {
+		conn, err := dialIn(ctx, ns, "10.99.0.2:7")
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		start := time.Now()
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		n, err := conn.Read(make([]byte, 1))
+		if !errors.Is(err, syscall.ECONNRESET) {
+			return fmt.Errorf("a silent connection: read %d, %v after %v; want a reset after 300ms", n, err, time.Since(start))
+		}
+		if d := time.Since(start); d < 300*time.Millisecond {
+			return fmt.Errorf("reset after %v, before tcp_idle", d)
+		}
+		return nil
+	})
+	if r := sum.Runs[0].TUN.Relay.TCP; r.Idle != 1 || r.Errors != 0 {
+		t.Errorf("relay %+v, want one connection ended idle", r)
+	}
+}
+
 // TestTUNIdlePathIsQuiet: a device with only IPv4 sends nothing into the
 // path by itself (no IPv6 link-local traffic).
 func TestTUNIdlePathIsQuiet(t *testing.T) {

@@ -50,6 +50,10 @@ type TUN struct {
 	Services bool
 	// UDPIdle ends a relayed UDP session idle this long; default 60s.
 	UDPIdle time.Duration
+	// TCPIdle resets a relayed or served TCP connection that carried no
+	// byte either way this long; default 2h, when Linux's keepalive
+	// would start probing.
+	TCPIdle time.Duration
 	// Offload lets the kernel hand over and take TCP segments of up to
 	// 64 KiB with checksums left to the receiver (virtio-net headers,
 	// TSO); the path still applies every impairment to each MTU-sized
@@ -101,6 +105,8 @@ const (
 const (
 	defaultTUNName    = "netjam0"
 	defaultTUNUDPIdle = 60 * time.Second
+	defaultTUNTCPIdle = 2 * time.Hour
+	maxTUNTCPIdle     = 7 * 24 * time.Hour
 	maxIfName         = 15 // IFNAMSIZ - 1: the longest interface name Linux takes
 	minMTUIPv6        = 1280
 	netnsDir          = "/var/run/netns/" // where ip-netns(8) keeps named namespaces
@@ -110,7 +116,7 @@ const (
 var defaultTUNAddress = netip.MustParsePrefix("10.99.0.1/24")
 
 var (
-	tunKeys         = []string{"name", "address", "peer", "mtu", "routes", "forward", "transparent", "services", "udp_idle", "netns", "station", "offload"}
+	tunKeys         = []string{"name", "address", "peer", "mtu", "routes", "forward", "transparent", "services", "udp_idle", "tcp_idle", "netns", "station", "offload"}
 	forwardKeys     = []string{"proto", "listen", "to"}
 	transparentKeys = []string{"allow"}
 	forwardProtos   = []string{"tcp", "udp"}
@@ -121,7 +127,7 @@ var (
 // reported and decoded as all defaults, so that kernel flows are not also
 // told to add a tun section.
 func (d *decoder) tun(n *yaml.Node, mtu int, mtuOK bool, w *WiFi) *TUN {
-	t := &TUN{Name: defaultTUNName, MTU: mtu, Services: true, UDPIdle: defaultTUNUDPIdle, Offload: true}
+	t := &TUN{Name: defaultTUNName, MTU: mtu, Services: true, UDPIdle: defaultTUNUDPIdle, TCPIdle: defaultTUNTCPIdle, Offload: true}
 	f, ok := d.fields(n, "tun", "a mapping of TUN keys (tun: {} for every default)", tunKeys)
 	if !ok {
 		t.Address = []netip.Prefix{defaultTUNAddress}
@@ -283,6 +289,12 @@ func (d *decoder) tun(n *yaml.Node, mtu int, mtuOK bool, w *WiFi) *TUN {
 	if v := f["udp_idle"]; v != nil {
 		if idle, ok := d.duration(v, "tun.udp_idle", true, time.Hour); ok {
 			t.UDPIdle = idle
+		}
+	}
+
+	if v := f["tcp_idle"]; v != nil {
+		if idle, ok := d.duration(v, "tun.tcp_idle", true, maxTUNTCPIdle); ok {
+			t.TCPIdle = idle
 		}
 	}
 
