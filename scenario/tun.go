@@ -35,6 +35,11 @@ type TUN struct {
 	// MTU is the device's MTU; default the scenario's mtu, and never
 	// above it (at least 1280 with an IPv6 address).
 	MTU int
+	// HostRoutes lets Routes outside the device's networks change the
+	// host's routing when netjam holds CAP_NET_ADMIN from its file
+	// (setcap) without being root; default false (see
+	// stack.TUNConfig.HostRoutes).
+	HostRoutes bool
 	// Routes are extra networks routed into the device (for
 	// transparent relaying): no host bits set, not /0, each of a family
 	// of Address.
@@ -116,7 +121,7 @@ const (
 var defaultTUNAddress = netip.MustParsePrefix("10.99.0.1/24")
 
 var (
-	tunKeys         = []string{"name", "address", "peer", "mtu", "routes", "forward", "transparent", "services", "udp_idle", "tcp_idle", "netns", "station", "offload"}
+	tunKeys         = []string{"name", "address", "peer", "mtu", "routes", "forward", "transparent", "services", "udp_idle", "tcp_idle", "host_routes", "netns", "station", "offload"}
 	forwardKeys     = []string{"proto", "listen", "to"}
 	transparentKeys = []string{"allow"}
 	forwardProtos   = []string{"tcp", "udp"}
@@ -289,6 +294,12 @@ func (d *decoder) tun(n *yaml.Node, mtu int, mtuOK bool, w *WiFi) *TUN {
 	if v := f["udp_idle"]; v != nil {
 		if idle, ok := d.duration(v, "tun.udp_idle", true, time.Hour); ok {
 			t.UDPIdle = idle
+		}
+	}
+
+	if v := f["host_routes"]; v != nil {
+		if b, ok := d.boolean(v, "tun.host_routes"); ok {
+			t.HostRoutes = b
 		}
 	}
 

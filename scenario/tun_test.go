@@ -65,8 +65,8 @@ func TestTUN(t *testing.T) {
 		{"tun: ~\n", nil},
 		{"tun: {}\n", defaultTUN()},
 		{"mtu: 9000\ntun: {}\n", withTUN(func(t *TUN) { t.MTU = 9000 })},
-		{"tun: {name: wg-test.0, mtu: 1400, services: false, udp_idle: 5s, tcp_idle: 10m}\n", withTUN(func(t *TUN) {
-			t.Name, t.MTU, t.Services, t.UDPIdle, t.TCPIdle = "wg-test.0", 1400, false, 5*time.Second, 10*time.Minute
+		{"tun: {name: wg-test.0, mtu: 1400, services: false, udp_idle: 5s, tcp_idle: 10m, host_routes: true}\n", withTUN(func(t *TUN) {
+			t.Name, t.MTU, t.Services, t.UDPIdle, t.TCPIdle, t.HostRoutes = "wg-test.0", 1400, false, 5*time.Second, 10*time.Minute, true
 		})},
 		{"tun: {name: abcdefghijklmno}\n", withTUN(func(t *TUN) { t.Name = "abcdefghijklmno" })}, // 15 bytes
 		// One address or a list; the peers default to the next address,
@@ -158,7 +158,7 @@ func TestTUNErrors(t *testing.T) {
 		{"tun: true\n", "x.yaml:1: tun: expected a mapping of TUN keys (tun: {} for every default), got true"},
 		{"tun: [a]\n", "x.yaml:1: tun: expected a mapping of TUN keys (tun: {} for every default), got a list"},
 		{"tun:\n  adress: 10.0.0.1/24\n", `x.yaml:2: tun.adress: unknown key; did you mean "address"?`},
-		{"tun: {x: 1}\n", "x.yaml:1: tun.x: unknown key (expected one of: address, forward, mtu, name, netns, offload, peer, routes, services, station, tcp_idle, transparent, udp_idle)"},
+		{"tun: {x: 1}\n", "x.yaml:1: tun.x: unknown key (expected one of: address, forward, host_routes, mtu, name, netns, offload, peer, routes, services, station, tcp_idle, transparent, udp_idle)"},
 		{"tun: {}\ntun: {}\n", "x.yaml:2: tun: duplicate key (first at line 1)"},
 
 		// name

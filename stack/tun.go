@@ -69,6 +69,13 @@ type TUNConfig struct {
 	// of the calling thread. The TUN keeps a netlink socket in that
 	// namespace, so Close works from any goroutine.
 	Netns string
+	// HostRoutes lets OpenTUN add Routes outside the networks of Addrs
+	// to the caller's own namespace when netjam holds CAP_NET_ADMIN
+	// without being root (a file capability: setcap cap_net_admin+ep).
+	// Any user who may run the binary then has that capability, and
+	// routes of theirs would send other users' traffic into a device
+	// they read, so OpenTUN refuses such routes unless asked explicitly.
+	HostRoutes bool
 }
 
 // defaultTUNMTU is the MTU of a TUNConfig whose MTU is 0: Ethernet's.
@@ -217,6 +224,9 @@ type TUN struct {
 func OpenTUN(cfg TUNConfig) (*TUN, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("stack: TUN %q: %w", cfg.Name, err)
+	}
+	if out := outsideRoutes(cfg); len(out) > 0 && cfg.Netns == "" && !cfg.HostRoutes && setcapMode() {
+		return nil, fmt.Errorf("stack: TUN %q: routes %v lie outside the device's networks and would change this machine's routing for every user: netjam has CAP_NET_ADMIN from its file (setcap) without being root, so it adds such routes only when asked explicitly (tun.host_routes: true)", cfg.Name, out)
 	}
 	t := &TUN{mtu: cfg.mtu(), ns: netns.None()}
 	if err := t.open(cfg); err != nil {
@@ -1013,4 +1023,36 @@ func userName() string {
 		return u.Username
 	}
 	return strconv.Itoa(os.Getuid())
+}
+
+// outsideRoutes returns the Routes of cfg that no network of its Addrs
+// contains.
+func outsideRoutes(cfg TUNConfig) []netip.Prefix {
+	var out []netip.Prefix
+	for _, r := range cfg.Routes {
+		inside := false
+		for _, a := range cfg.Addrs {
+			inside = inside || a.Bits() <= r.Bits() && a.Contains(r.Addr())
+		}
+		if !inside {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// setcapMode reports whether netjam holds CAP_NET_ADMIN without being root:
+// a file capability (setcap cap_net_admin+ep), which every user who may
+// run the binary gets. Rootless mode is root of a user namespace, not
+// this.
+func setcapMode() bool {
+	if os.Geteuid() == 0 {
+		return false
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	return data[0].Effective&(1<<unix.CAP_NET_ADMIN) != 0
 }

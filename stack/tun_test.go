@@ -773,3 +773,22 @@ func TestTUNReadResultChecksLength(t *testing.T) {
 		}
 	}
 }
+
+// TestTUNSetcapRefusesHostRoutes runs OpenTUN in a binary given
+// CAP_NET_ADMIN by its file (setcap), as the user nobody, with a route
+// outside the device's network in nobody's (the machine's) namespace: it
+// is refused before anything is made, naming the key that allows it.
+func TestTUNSetcapRefusesHostRoutes(t *testing.T) {
+	testenv.RequireTUN(t)
+	setcap := testenv.RequireTool(t, "setcap", "libcap2-bin")
+	cmd := asNobody(helper(t, "open", TUNConfig{Name: "njsetcap0", Addrs: tunAddrs[:1], Routes: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/24")}}))
+	if out, err := exec.Command(setcap, "cap_net_admin+ep", cmd.Path).CombinedOutput(); err != nil {
+		testenv.Missing(t, fmt.Sprintf("setcap: %v: %s", err, out))
+	}
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "routes [198.18.0.0/24] lie outside the device's networks") ||
+		!strings.Contains(string(out), "tun.host_routes: true") {
+		t.Errorf("OpenTUN with a host route in setcap mode: %v\n%s", err, out)
+	}
+}
