@@ -3,6 +3,7 @@ module github.com/netjam/netjam
 go 1.26.3
 
 require (
+	github.com/joshdk/go-junit v1.0.0
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/songgao/water v0.0.0-20200317203138-2b4b6d7c09d8
 	github.com/urfave/cli/v2 v2.27.7

@@ -63,6 +63,19 @@ type runInfo struct {
 	// Skipped says why the run did not happen (TUN mode without the
 	// privileges it needs); such a run has no figures.
 	Skipped string `json:"skipped"`
+	// Error says why the run failed.
+	Error        string       `json:"error"`
+	Expectations []expectInfo `json:"expectations"`
+}
+
+// expectInfo is one expectation checked against a run.
+type expectInfo struct {
+	Expect  string   `json:"expect"`
+	Figure  string   `json:"figure"`
+	Got     *float64 `json:"got"`
+	GotText string   `json:"got_text"`
+	Pass    bool     `json:"pass"`
+	Error   string   `json:"error"`
 }
 
 // wifiInfo is a run's Wi-Fi cell: its medium and each contender.

@@ -33,7 +33,7 @@ const (
 
 // Keys of each mapping, in the order the reference documents them.
 var (
-	rootKeys      = []string{"name", "description", "seed", "duration", "mtu", "sample_interval", "capture", "link", "wifi", "tun", "flows", "variants"}
+	rootKeys      = []string{"name", "description", "seed", "duration", "mtu", "sample_interval", "capture", "link", "wifi", "tun", "flows", "expect", "variants"}
 	directionKeys = []string{"delay", "loss", "duplicate", "corrupt", "reorder", "rate", "slot", "queue", "inflight_limit"}
 	linkKeys      = append(slices.Clone(directionKeys), "uplink", "downlink")
 	variantKeys   = []string{"name", "set"}
@@ -409,6 +409,9 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 	}
 	if n := f["flows"]; n != nil {
 		s.Flows = d.flows(n, s.MTU, mtuOK, s.Duration, s.WiFi, s.TUN)
+	}
+	if n := f["expect"]; n != nil {
+		s.Expect = d.expect(n, s.Flows)
 	}
 
 	var shared, up, down map[string]*yaml.Node

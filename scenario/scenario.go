@@ -62,6 +62,8 @@ type Scenario struct {
 	// through a TUN device (TUN mode).
 	TUN   *TUN
 	Flows []Flow
+	// Expect are the figures the run must reach; checked after it.
+	Expect []Expectation
 
 	file string     // the source file, for YAML's header comment
 	tree *yaml.Node // the resolved tree (a mapping) behind YAML
