@@ -453,12 +453,42 @@ func (d *decoder) transparent(n *yaml.Node) *Transparent {
 			d.errorf(it, path, "%s has host bits set (the network is %s)", p, p.Masked())
 		case seen[p]:
 			d.errorf(it, path, "%s is listed twice", p)
+		case neverRelayed(p) != "":
+			d.errorf(it, path, "%s is %s, which the relay never reaches whatever allow says (a forward reaches loopback)", p, neverRelayed(p))
 		default:
 			seen[p] = true
 			tr.Allow = append(tr.Allow, p)
 		}
 	}
 	return tr
+}
+
+// specialNets are the destinations the relay refuses whatever allow says
+// (see stack's Relay), by what they are; IPv4-mapped networks are refused
+// by network already, and broadcast addresses depend on the machine.
+var specialNets = []struct {
+	p    netip.Prefix
+	what string
+}{
+	{netip.MustParsePrefix("0.0.0.0/8"), "unspecified (this host)"},
+	{netip.MustParsePrefix("::/128"), "unspecified (this host)"},
+	{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
+	{netip.MustParsePrefix("::1/128"), "loopback"},
+	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
+	{netip.MustParsePrefix("ff00::/8"), "multicast"},
+	{netip.MustParsePrefix("169.254.0.0/16"), "link-local"},
+	{netip.MustParsePrefix("fe80::/10"), "link-local"},
+}
+
+// neverRelayed says what p is when all of it lies in a range the relay
+// refuses; "" otherwise.
+func neverRelayed(p netip.Prefix) string {
+	for _, s := range specialNets {
+		if s.p.Bits() <= p.Bits() && s.p.Contains(p.Addr()) {
+			return s.what
+		}
+	}
+	return ""
 }
 
 // scalars returns the items of n, one scalar or a list of scalars; want

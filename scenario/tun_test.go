@@ -119,8 +119,8 @@ tun:
 			t.Services = false
 			t.Forward = []Forward{{Proto: "udp", Listen: 9, To: netip.MustParseAddrPort("127.0.0.1:9")}}
 		})},
-		{"tun: {transparent: {allow: [127.0.0.0/8, '::1/128']}}\n", withTUN(func(t *TUN) {
-			t.Transparent = &Transparent{Allow: prefixes("127.0.0.0/8", "::1/128")}
+		{"tun: {transparent: {allow: [198.51.100.0/24, '2001:db8::/32']}}\n", withTUN(func(t *TUN) {
+			t.Transparent = &Transparent{Allow: prefixes("198.51.100.0/24", "2001:db8::/32")}
 		})},
 		{"tun: {transparent: {allow: 192.0.2.0/24}}\n", withTUN(func(t *TUN) {
 			t.Transparent = &Transparent{Allow: prefixes("192.0.2.0/24")}
@@ -272,6 +272,9 @@ func TestTUNErrors(t *testing.T) {
 		{"tun: {udp_idle: 0}\n", "x.yaml:1: tun.udp_idle: 0 is out of range (expected more than 0s, up to 1h)"},
 		{"tun: {udp_idle: 61m}\n", "x.yaml:1: tun.udp_idle: 61m is out of range (expected more than 0s, up to 1h)"},
 		{"tun: {udp_idle: 60}\n", `x.yaml:1: tun.udp_idle: "60" is not a duration (missing unit; examples: 50ms, 250us, 1.5s)`},
+		{"tun: {transparent: {allow: [127.0.0.0/8, 10.0.0.0/8]}}\n", "x.yaml:1: tun.transparent.allow: 127.0.0.0/8 is loopback, which the relay never reaches whatever allow says (a forward reaches loopback)"},
+		{"tun: {transparent: {allow: [169.254.169.254/32]}}\n", "x.yaml:1: tun.transparent.allow: 169.254.169.254/32 is link-local, which the relay never reaches whatever allow says (a forward reaches loopback)"},
+		{"tun: {transparent: {allow: ['ff02::/16']}}\n", "x.yaml:1: tun.transparent.allow: ff02::/16 is multicast, which the relay never reaches whatever allow says (a forward reaches loopback)"},
 		{"tun: {tcp_idle: 0s}\n", "x.yaml:1: tun.tcp_idle: 0s is out of range (expected more than 0s, up to 168h)"},
 		{"tun: {tcp_idle: 169h}\n", "x.yaml:1: tun.tcp_idle: 169h is out of range (expected more than 0s, up to 168h)"},
 		{"tun: {tcp_idle: -1s}\n", "x.yaml:1: tun.tcp_idle: -1s is out of range (expected more than 0s, up to 168h)"},
