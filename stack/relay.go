@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -630,78 +629,6 @@ func (r *Relay) decide(proto string, dst netip.AddrPort) (action, netip.AddrPort
 	return actRefuse, netip.AddrPort{}, refusedNotAllowed
 }
 
-// refusal is why the relay refused a destination.
-type refusal int
-
-// Reasons for refusing a destination, in the order special checks them.
-const (
-	refusedNotAllowed  refusal = iota // neither the peer nor in Allow
-	refusedUnspecified                // 0.0.0.0/8, ::
-	refusedLoopback                   // 127.0.0.0/8, ::1
-	refusedMulticast                  // 224.0.0.0/4, ff00::/8
-	refusedBroadcast                  // 255.255.255.255, a network's broadcast
-	refusedLinkLocal                  // 169.254.0.0/16, fe80::/10
-	refusedMapped                     // ::ffff:0:0/96
-	nRefusals
-)
-
-// refusalNames name the reasons in RelayCounters.RefusedBy and in logs.
-var refusalNames = [nRefusals]string{"not_allowed", "unspecified", "loopback", "multicast", "broadcast", "link_local", "ipv4_mapped"}
-
-func (w refusal) String() string { return refusalNames[w] }
-
-// special returns why the relay refuses destination a never relays to whatever Allow says,
-// or refusedNotAllowed when a is an ordinary unicast address.
-//
-// A host socket dialled to any of these does not reach what the client
-// named: Linux delivers 0.0.0.0 and :: to the machine's own loopback (so a
-// datagram the client sends to 0.0.0.0:P reaches a service on 127.0.0.1:P
-// of the host), an IPv4-mapped address is dialled as the IPv4 address it
-// holds (::ffff:127.0.0.1 is loopback again), and multicast, broadcast and
-// link-local destinations reach the machine's own networks rather than a
-// destination behind the path. Forwards are not checked: only an explicit
-// Forward may reach the host's loopback.
-func (r *Relay) special(a netip.Addr) refusal {
-	switch {
-	case a.Is4In6():
-		return refusedMapped
-	case a.IsUnspecified() || a.Is4() && a.As4()[0] == 0:
-		// 0.0.0.0/8 is "this network" (RFC 1122 3.2.1.3): Linux
-		// treats the whole block as the local host.
-		return refusedUnspecified
-	case a.IsLoopback():
-		return refusedLoopback
-	case a.IsMulticast():
-		return refusedMulticast
-	case a == broadcast4 || r.broadcast[a]:
-		return refusedBroadcast
-	case a.IsLinkLocalUnicast():
-		return refusedLinkLocal
-	}
-	return refusedNotAllowed
-}
-
-// broadcast4 is IPv4's limited broadcast address.
-var broadcast4 = netip.AddrFrom4([4]byte{255, 255, 255, 255})
-
-// directedBroadcasts returns the broadcast address of each IPv4 network
-// in ps that has one (not /31 or /32, RFC 3021).
-func directedBroadcasts(ps []netip.Prefix) map[netip.Addr]bool {
-	out := make(map[netip.Addr]bool)
-	for _, p := range ps {
-		if !p.Addr().Is4() || p.Bits() > 30 {
-			continue
-		}
-		b := p.Masked().Addr().As4()
-		host := ^uint32(0) >> p.Bits()
-		for i := range 4 {
-			b[i] |= byte(host >> (24 - 8*i))
-		}
-		out[netip.AddrFrom4(b)] = true
-	}
-	return out
-}
-
 // dial connects to target with the configured Dial, bounded by
 // DialTimeout and by Close.
 func (r *Relay) dial(network string, target netip.AddrPort) (net.Conn, error) {
@@ -787,7 +714,7 @@ func (r *Relay) handleTCP(req *tcp.ForwarderRequest) {
 		}
 		return
 	}
-	act2 := newActivity(r.cfg.TCPIdle)
+	seen := newActivity(r.cfg.TCPIdle) // for TCPIdle, from the handshake on
 	switch act {
 	case actRelay:
 		if !r.keep(out) {
@@ -795,108 +722,13 @@ func (r *Relay) handleTCP(req *tcp.ForwarderRequest) {
 			return
 		}
 		r.tcpN.relayed.Add(1)
-		r.pipe(in, out, act2)
+		r.pipe(in, out, seen)
 	case actEcho:
 		r.tcpN.served.Add(1)
-		r.echoTCP(in, act2)
+		r.echoTCP(in, seen)
 	case actDiscard:
 		r.tcpN.served.Add(1)
-		r.discardTCP(in, act2)
-	}
-}
-
-// tcpCharge is what a TCP connection handled as act takes of the budget
-// at first: its copy buffers, or its echo ring's first size.
-func tcpCharge(act action) int64 {
-	switch act {
-	case actRelay:
-		return 2 * tcpCopyBuffer
-	case actEcho:
-		return echoInitial
-	}
-	return tcpCopyBuffer
-}
-
-// budget is the relay's Budget: bytes its buffers may take.
-type budget struct {
-	limit int64
-	n     atomic.Int64
-}
-
-// take reserves n bytes; it reports false, reserving nothing, when that
-// would exceed the limit.
-func (b *budget) take(n int64) bool {
-	if b.n.Add(n) > b.limit {
-		b.n.Add(-n)
-		return false
-	}
-	return true
-}
-
-// give returns n bytes taken before.
-func (b *budget) give(n int64) { b.n.Add(-n) }
-
-func (b *budget) used() int64 { return b.n.Load() }
-
-// activity is when a connection last carried a byte, either way, for its
-// idle timeout. Reads wait with a deadline at the idle end known when
-// they start; when it passes, the other direction may have moved it.
-type activity struct {
-	start time.Time
-	idle  time.Duration
-	last  atomic.Int64 // nanoseconds since start, on the monotonic clock
-}
-
-func newActivity(idle time.Duration) *activity {
-	return &activity{start: time.Now(), idle: idle}
-}
-
-func (a *activity) touch() { a.last.Store(int64(time.Since(a.start))) }
-
-// deadline is the idle end as known now.
-func (a *activity) deadline() time.Time {
-	return a.start.Add(time.Duration(a.last.Load()) + a.idle)
-}
-
-// expired reports whether err is a read deadline that found the
-// connection idle; a deadline that passed while the other direction
-// moved it is not, and the caller sets the new one and reads on.
-func (a *activity) expired(err error) (deadline, idle bool) {
-	if !isTimeout(err) {
-		return false, false
-	}
-	return true, time.Since(a.start) >= time.Duration(a.last.Load())+a.idle
-}
-
-// isTimeout reports whether err is a read deadline passing: gonet reports
-// it as a net.Error with Timeout, not as os.ErrDeadlineExceeded.
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
-}
-
-// errIdle ends a connection that carried nothing for TCPIdle.
-var errIdle = errors.New("idle")
-
-// readIdle reads c until a byte arrives, an error, or the connection has
-// been idle for its timeout (errIdle).
-func readIdle(c net.Conn, b []byte, a *activity) (int, error) {
-	for {
-		n, err := c.Read(b)
-		if n > 0 {
-			a.touch()
-		}
-		if dl, idle := a.expired(err); dl {
-			switch {
-			case n > 0:
-				return n, nil // the next Read sets the deadline again
-			case idle:
-				return 0, errIdle
-			}
-			c.SetReadDeadline(a.deadline())
-			continue
-		}
-		return n, err
+		r.discardTCP(in, seen)
 	}
 }
 
@@ -949,7 +781,8 @@ func (c *relayUDP) Close() error {
 // direction on this goroutine and one on another, until both directions
 // have ended. End of stream in one direction is passed on as a half-close
 // (CloseWrite) and the other direction goes on; an error in either (a
-// reset, a failed write) resets both connections.
+// reset, a failed write), or TCPIdle without a byte either way, resets
+// both connections.
 //
 // The directions never wait for each other, so the client's side keeps
 // being read whenever the target takes data. A target that stops reading
@@ -1004,8 +837,8 @@ func (r *Relay) countEnd(failed, idle bool) {
 }
 
 // copyHalf copies src to dst until src ends, then half-closes dst. It
-// returns an error only when the copy failed (not at end of stream, not
-// when the relay closed the sockets).
+// returns an error when the copy failed or the connection was idle for
+// TCPIdle (errIdle), not at end of stream.
 func (r *Relay) copyHalf(dst, src net.Conn, n *atomic.Uint64, a *activity) error {
 	bp := r.bufs.Get().(*[]byte)
 	defer r.bufs.Put(bp)
@@ -1107,113 +940,6 @@ func (r *Relay) echoTCP(c *relayTCP, a *activity) {
 	<-done
 	r.countEnd(failed.Load(), idled.Load())
 	r.release(c)
-}
-
-// byteRing is a bounded byte queue between one producer and one consumer
-// that read and write straight into and out of its memory. It starts
-// small and doubles when the producer finds it full, up to a cap, as long
-// as grow grants the extra bytes; then the producer waits.
-type byteRing struct {
-	mu     sync.Mutex // guards everything below
-	cond   sync.Cond  // signalled on every change
-	buf    []byte
-	start  int  // index of the first queued byte
-	n      int  // bytes queued
-	closed bool // no more bytes will be produced
-	max    int
-	grow   func(extra int64) bool
-}
-
-// newByteRing returns a ring of size bytes that may grow to max; grow,
-// when not nil, is asked for each growth's extra bytes.
-func newByteRing(size, maxSize int, grow func(extra int64) bool) *byteRing {
-	b := &byteRing{buf: make([]byte, size), max: maxSize, grow: grow}
-	b.cond.L = &b.mu
-	return b
-}
-
-// size returns the ring's size now.
-func (b *byteRing) size() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.buf)
-}
-
-// tryGrow doubles the full ring, up to max, if grow grants it. The queued
-// bytes move to the front of the new memory; a slice the consumer holds
-// from readable stays valid (it reads the old memory, which nobody writes
-// any more), and its consumed count applies to the same bytes.
-func (b *byteRing) tryGrow() bool {
-	size := min(2*len(b.buf), b.max)
-	if size <= len(b.buf) || b.grow != nil && !b.grow(int64(size-len(b.buf))) {
-		return false
-	}
-	nb := make([]byte, size)
-	k := copy(nb, b.buf[b.start:])
-	copy(nb[k:], b.buf[:b.start])
-	b.buf, b.start = nb, 0
-	return true
-}
-
-// writable waits for free space and returns the contiguous part of it
-// after the queued bytes; nil once closed.
-func (b *byteRing) writable() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for b.n == len(b.buf) && !b.closed && !b.tryGrow() {
-		b.cond.Wait()
-	}
-	if b.closed {
-		return nil
-	}
-	if b.n == 0 {
-		b.start = 0 // the consumer holds no slice: start over
-		return b.buf
-	}
-	end := (b.start + b.n) % len(b.buf)
-	if end < b.start {
-		return b.buf[end:b.start] // the queued bytes wrap around
-	}
-	return b.buf[end:]
-}
-
-// produced queues the first n bytes of the last writable slice.
-func (b *byteRing) produced(n int) {
-	b.mu.Lock()
-	b.n += n
-	b.mu.Unlock()
-	b.cond.Broadcast()
-}
-
-// readable waits for queued bytes and returns the contiguous part of them
-// at the front; nil once closed and empty.
-func (b *byteRing) readable() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for b.n == 0 && !b.closed {
-		b.cond.Wait()
-	}
-	if b.n == 0 {
-		return nil
-	}
-	return b.buf[b.start:min(b.start+b.n, len(b.buf))]
-}
-
-// consumed drops the first n queued bytes.
-func (b *byteRing) consumed(n int) {
-	b.mu.Lock()
-	b.start = (b.start + n) % len(b.buf)
-	b.n -= n
-	b.mu.Unlock()
-	b.cond.Broadcast()
-}
-
-// close ends the queue: writable returns nil, readable once it is empty.
-func (b *byteRing) close() {
-	b.mu.Lock()
-	b.closed = true
-	b.mu.Unlock()
-	b.cond.Broadcast()
 }
 
 // discardTCP reads and drops what the client sends until it closes.
