@@ -106,3 +106,32 @@ func watchInterrupts(parent context.Context, sigs <-chan os.Signal, stderr io.Wr
 		})
 	}
 }
+
+// exitOnSignal ends the process at once at the first signal from sigs,
+// printing what out says was not written, with 128+the signal's number;
+// stop ends the watch. A shell uses it once its command has ended.
+func exitOnSignal(sigs <-chan os.Signal, stderr io.Writer, out fmt.Stringer, exit func(int)) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case sig := <-sigs:
+			code := 128 + int(syscall.SIGINT)
+			if s, ok := sig.(syscall.Signal); ok {
+				code = 128 + int(s)
+			}
+			fmt.Fprintf(stderr, "netjam: %v: exiting at once; %v\n", sig, out)
+			exit(code)
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			wg.Wait()
+		})
+	}
+}

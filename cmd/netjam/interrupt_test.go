@@ -40,3 +40,24 @@ func TestWatchInterrupts(t *testing.T) {
 	stop()
 	stop()
 }
+
+// TestExitOnSignal: once a shell's command has ended, one signal ends
+// netjam at once.
+func TestExitOnSignal(t *testing.T) {
+	sigs := make(chan os.Signal, 1)
+	var stderr bytes.Buffer
+	exited := make(chan int, 1)
+	stop := exitOnSignal(sigs, &stderr, newOutputs("/tmp/out", "summary.json"), func(code int) { exited <- code })
+	sigs <- syscall.SIGINT
+	select {
+	case code := <-exited:
+		if want := "netjam: interrupt: exiting at once; not written to /tmp/out: summary.json\n"; code != 130 || stderr.String() != want {
+			t.Errorf("exit %d, %q; want 130, %q", code, stderr.String(), want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit after the signal")
+	}
+	stop()
+	stop = exitOnSignal(make(chan os.Signal), &stderr, newOutputs("x"), func(int) { t.Error("exit") })
+	stop()
+}

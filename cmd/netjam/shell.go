@@ -187,7 +187,12 @@ func doShell(c *cli.Context) error {
 		if err := os.MkdirAll(out, 0o755); err != nil {
 			return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
 		}
-		if err := emulator.WriteResults(out, &scenario.Plan{Name: s.Name, Runs: []*scenario.Scenario{s}}, sum); err != nil {
+		// COMMAND has ended: Ctrl-C is netjam's again, and ends it at
+		// once while it writes.
+		stop := exitOnSignal(sigs, c.App.ErrWriter, newOutputs(out, "summary.json, timeseries.csv and the resolved scenario"), os.Exit)
+		err := emulator.WriteResults(out, &scenario.Plan{Name: s.Name, Runs: []*scenario.Scenario{s}}, sum)
+		stop()
+		if err != nil {
 			return cli.Exit(fmt.Sprintf("writing results: %v", err), exitFailed)
 		}
 	}
