@@ -33,7 +33,7 @@ const (
 
 // Keys of each mapping, in the order the reference documents them.
 var (
-	rootKeys      = []string{"name", "description", "seed", "duration", "mtu", "sample_interval", "capture", "link", "wifi", "tun", "flows", "expect", "variants"}
+	rootKeys      = []string{"name", "description", "seed", "duration", "mtu", "sample_interval", "capture", "link", "wifi", "tun", "flows", "expect", "variants", "sweep"}
 	directionKeys = []string{"delay", "loss", "duplicate", "corrupt", "reorder", "rate", "slot", "queue", "inflight_limit"}
 	linkKeys      = append(slices.Clone(directionKeys), "uplink", "downlink")
 	variantKeys   = []string{"name", "set"}

@@ -33,6 +33,12 @@ type Plan struct {
 	// Runs holds one Scenario per variant, in file order; when the file has
 	// no variants, exactly one, whose Variant is "".
 	Runs []*Scenario
+	// Sweep is the file's parameter grid (its sweep key), or nil; Runs
+	// are the scenario as written, At resolves a point of the grid.
+	Sweep *Sweep
+
+	data []byte  // the file, for At
+	opts Options // the options Parse had, for At
 }
 
 // Scenario is one validated, fully resolved run of a scenario file: the file
@@ -204,21 +210,28 @@ func Parse(path string, data []byte, o Options) (*Plan, error) {
 	if n := lookup(root, "variants"); n != nil && !isNull(n) {
 		variants = fileDec.variants(n)
 	}
+	var sweep *Sweep
+	if n := lookup(root, "sweep"); n != nil && !isNull(n) {
+		sweep = fileDec.sweep(n)
+	}
 	sets, errs := parseSets(o.Sets)
 	errs = append(fileDec.errs, errs...)
 
-	// Each run decodes a copy of the file without its variants: copies of
-	// the variants in every run would make their cost grow as its square.
-	// (A file with two variants keys keeps them for the decoder to report.)
-	if i := keyIndex(root, "variants"); i >= 0 && keyIndex(&yaml.Node{Content: root.Content[i+2:]}, "variants") < 0 {
-		body := *root
-		body.Content = append(slices.Clip(root.Content[:i]), root.Content[i+2:]...)
-		root = &body
+	// Each run decodes a copy of the file without its variants (copies of
+	// the variants in every run would make their cost grow as its square)
+	// and without its sweep (a run is one point of it). A file with two
+	// such keys keeps them for the decoder to report.
+	for _, key := range []string{"variants", "sweep"} {
+		if i := keyIndex(root, key); i >= 0 && keyIndex(&yaml.Node{Content: root.Content[i+2:]}, key) < 0 {
+			body := *root
+			body.Content = append(slices.Clip(root.Content[:i]), root.Content[i+2:]...)
+			root = &body
+		}
 	}
 	base, baseErrs := resolve(path, root, nil, sets, o)
 	errs = append(errs, baseErrs...)
 	total := size(base.tree)
-	plan := &Plan{Name: base.Name, Path: path}
+	plan := &Plan{Name: base.Name, Path: path, Sweep: sweep, data: data, opts: o}
 	if len(variants) == 0 {
 		plan.Runs = []*Scenario{base}
 	}
