@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -144,7 +142,12 @@ func doRun(c *cli.Context) error {
 	}
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
 
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	pending := []string{"summary.json, timeseries.csv and the resolved scenario", "the plots", "report.html"}
+	if c.String("junit") != "" {
+		pending = append(pending, "the JUnit XML")
+	}
+	written := newOutputs(out, pending...)
+	ctx, stop := interruptible(c.Context, c.App.ErrWriter, written, os.Exit)
 	defer stop()
 	log.Info("netjam run", zap.String("scenario", plan.Path), zap.Int("runs", len(plan.Runs)),
 		zap.String("out", out), zap.String("version", versionString()))
@@ -159,16 +162,20 @@ func doRun(c *cli.Context) error {
 	if err := emulator.WriteResults(out, plan, sum); err != nil {
 		return cli.Exit(fmt.Sprintf("writing results: %v", err), exitFailed)
 	}
+	written.written("summary.json, timeseries.csv and the resolved scenario")
 	if _, err := report.Plot(out); err != nil {
 		return cli.Exit(fmt.Sprintf("drawing plots: %v", err), exitFailed)
 	}
+	written.written("the plots")
 	if err := report.HTML(out, versionString()); err != nil {
 		return cli.Exit(fmt.Sprintf("writing report.html: %v", err), exitFailed)
 	}
+	written.written("report.html")
 	if path := c.String("junit"); path != "" {
 		if err := report.WriteJUnit(path, out); err != nil {
 			return cli.Exit(fmt.Sprintf("writing JUnit XML: %v", err), exitFailed)
 		}
+		written.written("the JUnit XML")
 	}
 	if !c.Bool("quiet") {
 		if err := emulator.PrintTable(c.App.Writer, sum); err != nil {

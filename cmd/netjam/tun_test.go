@@ -154,6 +154,43 @@ func TestShell(t *testing.T) {
 	}
 }
 
+// TestShellConfinesTheCommand runs root shells' commands and asks them
+// who they are, what capabilities they hold, and whether they can enter
+// the host's network namespace: under sudo (SUDO_UID of nobody) the
+// command is that user with no capability; with --as-root --cap net_raw
+// it is root with CAP_NET_RAW (bit 13) alone. Neither can nsenter.
+func TestShellConfinesTheCommand(t *testing.T) {
+	testenv.RequireTUN(t)
+	nsenter := testenv.RequireTool(t, "nsenter", "util-linux")
+	// The test's own namespace is the host's, as far as the shell knows.
+	hostNS := fmt.Sprintf("/proc/%d/ns/net", os.Getpid())
+	script := `id -u; id -g; echo home=$HOME; grep CapEff /proc/self/status; ` + nsenter + ` --net=` + hostNS + ` true 2>/dev/null && echo escaped; true`
+	for _, c := range []struct {
+		name string
+		args []string
+		env  []string
+		want string
+	}{
+		{"sudo", nil, []string{"SUDO_UID=65534", "SUDO_GID=65534", "SUDO_USER=nobody"}, "65534\n65534\nhome=/nonexistent\nCapEff:\t0000000000000000\n"},
+		{"as-root", []string{"--as-root", "--cap", "net_raw"}, []string{"SUDO_UID=65534", "SUDO_GID=65534"}, "0\n0\nhome=" + os.Getenv("HOME") + "\nCapEff:\t0000000000002000\n"},
+		{"as-root-nothing", []string{"--as-root"}, nil, "0\n0\nhome=" + os.Getenv("HOME") + "\nCapEff:\t0000000000000000\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := netjamProcess(t, append(append([]string{"shell", "-q"}, c.args...), "--", "sh", "-c", script)...)
+			cmd.Env = append(cmd.Env, c.env...)
+			cmd.Dir = "/"
+			out, err := cmd.Output()
+			if err != nil || string(out) != c.want {
+				t.Errorf("%v: %q, want %q", err, out, c.want)
+			}
+		})
+	}
+	code, _, stderr := netjam(t, "shell", "--as-root", "--cap", "net_rawr", "--", "true")
+	if code != exitBadUsage || !strings.Contains(stderr, `--cap: "net_rawr" is not a capability`) {
+		t.Errorf("an unknown capability: exit %d, %q", code, stderr)
+	}
+}
+
 // asNobody returns a command running netjam as user nobody, with no
 // capability; dir is a folder nobody may write. Without setpriv the test
 // is skipped.
