@@ -137,7 +137,7 @@ func (l *lab) setupTUN(s *scenario.Scenario, log *zap.Logger, hooks labHooks, st
 		l.server[a.Addr()] = t.peer
 	}
 
-	rc := stack.RelayConfig{Services: c.Services, UDPIdle: c.UDPIdle, Dial: hooks.dial, Log: log}
+	rc := stack.RelayConfig{Services: c.Services, UDPIdle: c.UDPIdle, TCPIdle: c.TCPIdle, Dial: hooks.dial, Log: log}
 	for _, f := range c.Forward {
 		rc.Forwards = append(rc.Forwards, stack.Forward{Proto: f.Proto, Listen: f.Listen, To: f.To})
 	}
@@ -161,7 +161,7 @@ func (l *lab) setupTUN(s *scenario.Scenario, log *zap.Logger, hooks labHooks, st
 			addrs = append(addrs, netip.PrefixFrom(a, c.Address[i].Bits()))
 		}
 	}
-	t.dev, err = hooks.open(stack.TUNConfig{Name: c.Name, Addrs: addrs, MTU: mtu, Routes: c.Routes, Netns: t.ns.Path(), Offload: c.Offload})
+	t.dev, err = hooks.open(stack.TUNConfig{Name: c.Name, Addrs: addrs, MTU: mtu, Routes: c.Routes, HostRoutes: c.HostRoutes, Netns: t.ns.Path(), Offload: c.Offload})
 	if err != nil {
 		return err
 	}

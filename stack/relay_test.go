@@ -628,8 +628,72 @@ func TestRelayStart(t *testing.T) {
 	}
 	r.Close()
 	h.Inject([]byte{0x45})
-	if _, err := h.StartRelay(context.Background(), RelayConfig{}); err == nil || err.Error() != `stack: host "peer": relay: must be started before the host receives its first packet` {
-		t.Errorf("relay after Inject: %v", err)
+	r, err = h.StartRelay(context.Background(), RelayConfig{})
+	if err != nil {
+		t.Errorf("a second relay after the first closed, after Inject: %v", err)
+	} else {
+		r.Close()
+	}
+}
+
+// TestRelayStartWhileInjecting starts a relay while datagrams arrive on
+// another goroutine: StartRelay works whatever the order (the race
+// detector checks the handlers' hand-over), and once it has returned the
+// relay serves.
+func TestRelayStartWhileInjecting(t *testing.T) {
+	ab, ba := newWire(nil), newWire(nil)
+	client, err := NewHost(HostConfig{Name: "client", Addrs: relayClientAddrs, MTU: 1500, Clock: realClock, Output: ab.output})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	peer, err := NewHost(HostConfig{Name: "peer", Addrs: relayPeerAddrs, MTU: 1500, Clock: realClock, Output: ba.output})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	ab.to.Store(peer)
+	ba.to.Store(client)
+	defer ab.async(4096)()
+	defer ba.async(4096)()
+
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pkt := udpDatagram(netip.AddrPortFrom(relayClientAddrs[0].Addr(), 40000), netip.AddrPortFrom(peer4, 9), []byte("x"))
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				peer.Inject(pkt)
+			}
+		}
+	}()
+	waitFor(t, "datagrams to arrive", func() bool { return peer.Stats().InPackets > 100 })
+	r, err := peer.StartRelay(context.Background(), RelayConfig{Services: true})
+	close(stop)
+	<-done
+	if err != nil {
+		t.Fatalf("StartRelay while packets arrive: %v", err)
+	}
+	defer r.Close()
+	c, err := client.DialTCP(testCtx(t), netip.AddrPortFrom(peer4, echoPort), TCPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	exchangeEcho(t, c, payload(10<<10, 3))
+}
+
+// exchangeEcho writes b to an echo service on c and reads it back.
+func exchangeEcho(t *testing.T, c io.ReadWriter, b []byte) {
+	t.Helper()
+	go c.Write(b)
+	got := make([]byte, len(b))
+	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, b) {
+		t.Fatalf("echo: %v, got back %d bytes equal %v", err, len(got), bytes.Equal(got, b))
 	}
 }
 
@@ -684,7 +748,7 @@ dial_timeout: -1ns is negative`
 // that both sides wrap around at every offset.
 func TestRelayByteRing(t *testing.T) {
 	data := payload(1<<20, 21)
-	ring := newByteRing(1000)
+	ring := newByteRing(1000, 1000, nil)
 	got := make(chan []byte, 1)
 	go func() {
 		var out []byte

@@ -6,6 +6,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/netjam/netjam/stack"
 )
 
 func parseLevel(s string) (zapcore.Level, error) {
@@ -44,5 +46,9 @@ func newLogger(level, format string, stderr, logFile io.Writer) (*zap.Logger, er
 		// terminal, not the record.
 		cores = append(cores, zapcore.NewCore(zapcore.NewJSONEncoder(encCfg), zapcore.AddSync(logFile), min(lvl, zapcore.InfoLevel)))
 	}
-	return zap.New(zapcore.NewTee(cores...)), nil
+	log := zap.New(zapcore.NewTee(cores...))
+	// gVisor prints its own lines (martian packets from the path) on
+	// standard error, into a shell's terminal, unless routed here.
+	stack.RouteGVisorLog(log)
+	return log, nil
 }

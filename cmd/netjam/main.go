@@ -33,6 +33,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 1 && args[1] == nsInitArg {
 		return runNSInit() // a rootless shell's first process, see rootless.go
 	}
+	if len(args) > 1 && args[1] == capDropArg {
+		return runCapDrop(args[2:]) // a root shell's command, see confine.go
+	}
 	app := newApp(stdout, stderr)
 	app.Metadata = map[string]any{"args": args} // a rootless run starts netjam again with them
 	err := checkShellArgs(app, args)

@@ -359,3 +359,51 @@ func TestFailureGivesPrivilegeAdviceOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestSecondInterruptExitsAtOnce sends SIGINT twice to a run in progress,
+// 20 ms apart: the first stops the run, the second ends the process at
+// once with exit status 130 (128+SIGINT), saying what it did not write.
+func TestSecondInterruptExitsAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "long.yaml")
+	os.WriteFile(path, []byte(`name: long
+duration: 10m
+link: {delay: 10ms}
+flows: [{name: probe, type: udp, interval: 10ms, duration: 10m}]
+`), 0o644)
+	out := filepath.Join(dir, "out")
+	cmd := netjamProcess(t, "run", "--out", out, path)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(out, "netjam.log"))
+		if strings.Contains(string(b), "run start") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the run did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	// Two signals sent back to back would be one: Linux keeps one
+	// pending SIGINT. The results take far longer than this to write
+	// (plots, report.html).
+	time.Sleep(20 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGINT)
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("netjam did not end after a second SIGINT")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(stderr.String(), "not written to "+out+": ") {
+		t.Errorf("exit %d, stderr %q; want 130 and what was not written", code, stderr.String())
+	}
+}

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -162,7 +160,12 @@ func doRun(c *cli.Context) error {
 	}
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
 
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	pending := append([]string(nil), outputNames...)
+	if c.String("junit") != "" {
+		pending = append(pending, "the JUnit XML")
+	}
+	written := newOutputs(out, pending...)
+	ctx, stop := interruptible(c.Context, c.App.ErrWriter, written, os.Exit)
 	defer stop()
 	log.Info("netjam run", zap.String("scenario", plan.Path), zap.Int("runs", len(plan.Runs)),
 		zap.String("out", out), zap.String("version", versionString()))
@@ -174,13 +177,14 @@ func doRun(c *cli.Context) error {
 		opts.Progress = &progress{w: f}
 	}
 	sum, runErr := emulator.Run(ctx, plan, opts)
-	if err := writeOutputs(out, plan, sum); err != nil {
+	if err := writeOutputs(out, plan, sum, written); err != nil {
 		return err
 	}
 	if path := c.String("junit"); path != "" {
 		if err := report.WriteJUnit(path, out); err != nil {
 			return cli.Exit(fmt.Sprintf("writing JUnit XML: %v", err), exitFailed)
 		}
+		written.written("the JUnit XML")
 	}
 	if !c.Bool("quiet") {
 		if err := emulator.PrintTable(c.App.Writer, sum); err != nil {
@@ -204,19 +208,26 @@ func doRun(c *cli.Context) error {
 	}
 }
 
+// outputNames are the outputs writeOutputs writes, for the message of an
+// interrupt while it does.
+var outputNames = []string{"summary.json, timeseries.csv and the resolved scenario", "the plots", "report.html"}
+
 // writeOutputs writes what a run leaves in its output folder besides
 // netjam.log and the captures: summary.json, timeseries.csv, the resolved
-// scenario, the plots and report.html.
-func writeOutputs(out string, plan *scenario.Plan, sum *emulator.Summary) error {
+// scenario, the plots and report.html, marking each as written.
+func writeOutputs(out string, plan *scenario.Plan, sum *emulator.Summary, written *outputs) error {
 	if err := emulator.WriteResults(out, plan, sum); err != nil {
 		return cli.Exit(fmt.Sprintf("writing results: %v", err), exitFailed)
 	}
+	written.written(outputNames[0])
 	if _, err := report.Plot(out); err != nil {
 		return cli.Exit(fmt.Sprintf("drawing plots: %v", err), exitFailed)
 	}
+	written.written(outputNames[1])
 	if err := report.HTML(out, versionString()); err != nil {
 		return cli.Exit(fmt.Sprintf("writing report.html: %v", err), exitFailed)
 	}
+	written.written(outputNames[2])
 	return nil
 }
 

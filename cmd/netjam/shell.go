@@ -49,6 +49,12 @@ namespace of its own (rootless, as unshare -r does), and netjam, outside
 it, still relays to the host's services. Where neither works, netjam
 exits 2 saying how to get what is missing.
 
+Under sudo, COMMAND runs as the user who ran sudo (SUDO_UID, SUDO_GID,
+that user's groups and home), with no capability: a command holding
+root's capabilities could leave the namespace (nsenter) and change the
+host. --as-root keeps root with every capability dropped but those
+--cap names (--as-root --cap net_raw,net_bind_service).
+
 Examples:
    sudo netjam shell --set link.delay=50ms -- ping -c 5 10.99.0.2
    sudo netjam shell configs/tun-iperf3.yaml -- iperf3 -c 10.99.0.2 -C bbr
@@ -59,6 +65,8 @@ Examples:
 			&cli.StringFlag{Name: "variant", Usage: "the variant to run, when the scenario has variants"},
 			&cli.StringFlag{Name: "out", Usage: "write the run's results into this folder, as netjam run does (summary.json, timeseries.csv, plots, report.html, netjam.log)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no table when COMMAND ends"},
+			&cli.BoolFlag{Name: "as-root", Usage: "run COMMAND as root (under sudo it runs as the invoking user), with only the capabilities of --cap"},
+			&cli.StringSliceFlag{Name: "cap", Usage: "with --as-root: a capability COMMAND keeps, such as net_raw (repeatable, or comma-separated)"},
 		},
 		OnUsageError: usageError,
 		Action:       doShell,
@@ -96,6 +104,12 @@ func doShell(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if _, err := parseCaps(c.StringSlice("cap")); err != nil {
+		return cli.Exit(err, exitBadUsage)
+	}
+	if c.IsSet("cap") && !c.Bool("as-root") {
+		return cli.Exit("--cap: only with --as-root (a command run as the invoking user has no capability)", exitBadUsage)
+	}
 	// Find the command before making anything, and fail as a shell does.
 	if _, err := exec.LookPath(command[0]); err != nil {
 		return commandError(command[0], err)
@@ -130,6 +144,8 @@ func doShell(c *cli.Context) error {
 	ns, err := stack.NewNetns()
 	rootlessShell := err != nil && emulator.IsPrivilege(err) && os.Geteuid() != 0
 	switch {
+	case rootlessShell && (c.Bool("as-root") || c.IsSet("cap")):
+		return cli.Exit("--as-root and --cap: only for a shell run as root (a rootless shell's command is root of its own user namespace, with no power outside it)", exitBadUsage)
 	case rootlessShell && s.KernelFlows():
 		return cli.Exit("kernel flows in netjam shell need root: their sockets would live in the command's user namespace, which netjam cannot enter", exitBadUsage)
 	case err != nil && !rootlessShell:
@@ -177,6 +193,11 @@ func doShell(c *cli.Context) error {
 			cmd = exec.Command(command[0], command[1:]...)
 			cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 			cmd.Env = append(os.Environ(), shellEnv(s)...)
+			who, err := confine(cmd, c.Bool("as-root"), c.StringSlice("cap"), os.Getenv)
+			if err != nil {
+				return err
+			}
+			log.Info("the command runs as "+who, zap.Strings("command", command))
 			if err := ns.Do(cmd.Start); err != nil {
 				return commandError(command[0], err)
 			}
@@ -192,7 +213,13 @@ func doShell(c *cli.Context) error {
 		rl.cmd.Wait()
 	}
 	if out != "" && sum != nil {
-		if err := writeOutputs(out, &scenario.Plan{Name: s.Name, Runs: []*scenario.Scenario{s}}, sum); err != nil {
+		// COMMAND has ended: Ctrl-C is netjam's again, and ends it at
+		// once while it writes.
+		written := newOutputs(out, outputNames...)
+		stop := exitOnSignal(sigs, c.App.ErrWriter, written, os.Exit)
+		err := writeOutputs(out, &scenario.Plan{Name: s.Name, Runs: []*scenario.Scenario{s}}, sum, written)
+		stop()
+		if err != nil {
 			return err
 		}
 	}
