@@ -68,7 +68,10 @@ func TestRelayByteRingGrows(t *testing.T) {
 // nothing for TCPIdle, counted as Idle, and keeps one that talks (less
 // often than TCPIdle, in one direction only) open.
 func TestRelayTCPIdle(t *testing.T) {
-	const idle = 300 * time.Millisecond
+	// The talker writes every 100 ms: ten times in each idle period, so
+	// that a stall of the loaded machine (seen: 200 ms under the race
+	// detector) does not look like silence.
+	const idle = time.Second
 	target := tcpServer(t, func(c net.Conn) { io.Copy(c, c) })
 	client, r := newRelayPair(t, RelayConfig{
 		Services: true,
@@ -91,8 +94,8 @@ func TestRelayTCPIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer talker.Close()
-	for range 10 {
-		time.Sleep(idle / 3)
+	for range 25 {
+		time.Sleep(idle / 10)
 		if _, err := talker.Write([]byte("still here")); err != nil {
 			t.Fatalf("a talking connection failed: %v", err)
 		}
