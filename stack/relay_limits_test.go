@@ -210,7 +210,9 @@ func TestRelayIdleEchoMemory(t *testing.T) {
 // from the target, more often than UDPIdle, stays open: the idle end is
 // the last datagram either way.
 func TestRelayUDPDownOnlyKeepsSession(t *testing.T) {
-	const idle = 300 * time.Millisecond
+	// A datagram every 100 ms: ten per idle period, so that a stall of a
+	// loaded machine does not read as silence.
+	const idle = time.Second
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -224,8 +226,8 @@ func TestRelayUDPDownOnlyKeepsSession(t *testing.T) {
 		if err != nil {
 			return
 		}
-		for i := range 12 {
-			time.Sleep(idle / 3)
+		for i := range 15 {
+			time.Sleep(idle / 10)
 			pc.WriteTo([]byte{byte(i)}, from)
 		}
 	}()
@@ -241,7 +243,7 @@ func TestRelayUDPDownOnlyKeepsSession(t *testing.T) {
 	defer c.Close()
 	c.Write([]byte("start"))
 	buf := make([]byte, 10)
-	for i := range 12 {
+	for i := range 15 {
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if n, err := c.Read(buf); err != nil || n != 1 || buf[0] != byte(i) {
 			t.Fatalf("datagram %d from the target: %d bytes %v, %v", i, n, buf[:n], err)
