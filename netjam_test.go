@@ -314,3 +314,79 @@ func TestClosedPath(t *testing.T) {
 		t.Errorf("dial after Close: %v", err)
 	}
 }
+
+// TestSetKeepsConnections cuts the uplink (100% loss) in the middle of a
+// TCP exchange and restores it: the connection survives, the message sent
+// during the outage arrives once TCP retransmits it, and the uplink
+// counted what it dropped.
+func TestSetKeepsConnections(t *testing.T) {
+	srv, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	go func() {
+		c, err := srv.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.Copy(c, c)
+	}()
+	p := netjamtest.New(t, netjam.Link{Delay: 5 * time.Millisecond})
+	c, err := p.Dial("tcp", srv.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	echo := func(msg string, within time.Duration) error {
+		c.SetDeadline(time.Now().Add(within))
+		if _, err := c.Write([]byte(msg)); err != nil {
+			return err
+		}
+		buf := make([]byte, len(msg))
+		if _, err := io.ReadFull(c, buf); err != nil {
+			return err
+		}
+		if string(buf) != msg {
+			return fmt.Errorf("echo %q, want %q", buf, msg)
+		}
+		return nil
+	}
+	if err := echo("before", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Set("uplink.loss", "100%"); err != nil {
+		t.Fatal(err)
+	}
+	if err := echo("during", 500*time.Millisecond); err == nil {
+		t.Fatal("an echo crossed an uplink that loses everything")
+	}
+	if err := p.Set("uplink.loss", "0%"); err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, len("during"))
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "during" {
+		t.Fatalf("after the outage: %q, %v: the connection did not survive", buf, err)
+	}
+	if err := echo("after", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	st := p.Stats()
+	if st.Uplink.Drops["loss"] == 0 || st.Uplink.Configured.LossRatio != 0 || len(st.Conns) != 1 || st.Conns[0].Retransmits == 0 {
+		t.Errorf("uplink drops %v, configured loss %v, conns %+v: want the outage's drops, loss back to 0 and the retransmissions", st.Uplink.Drops, st.Uplink.Configured.LossRatio, st.Conns)
+	}
+	if err := p.Set("rate", "50Mbps"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ key, value, want string }{
+		{"uplink.queue", "{discipline: codel}", "netjam: Set uplink.queue: uplink: impair: the queue (discipline and limits) cannot change while the direction runs"},
+		{"loss", "150%", "link.loss: 150% is out of range"},
+		{"mtu", "9000", "--set link.mtu: unknown key"},
+	} {
+		if err := p.Set(c.key, c.value); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Set(%s, %s): %v, want %q", c.key, c.value, err, c.want)
+		}
+	}
+}

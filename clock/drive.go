@@ -16,6 +16,9 @@ type Model[T any] struct {
 	// Advance runs the model up to now and returns its next event, if it
 	// has one.
 	Advance func(now time.Time) (next time.Time, ok bool)
+	// Control, when not nil, carries functions to run on Drive's goroutine
+	// between two events: changes to the model while it runs.
+	Control <-chan func()
 	// Refresh, when not zero, wakes Drive at least this often while the
 	// model has no event, for a model that simulates something of its
 	// own (saturated stations) whose statistics would otherwise lag.
@@ -90,6 +93,11 @@ func Drive[T any](ctx context.Context, clk Clock, m Model[T]) {
 			if precise && d <= Coarse {
 				PreciseSleep(max(d, Slack))
 				drain()
+				select {
+				case f := <-m.Control:
+					f()
+				default:
+				}
 				continue
 			}
 			wake := t
@@ -108,6 +116,8 @@ func Drive[T any](ctx context.Context, clk Clock, m Model[T]) {
 			drain()
 		case <-timer.C():
 			armed = false
+		case f := <-m.Control:
+			f()
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -40,10 +41,28 @@ func TestSweepShardsMergeAsWhole(t *testing.T) {
 	if !strings.HasPrefix(stdout, "sweep grid: 12 runs, 0 done before, 12 to run, into ") {
 		t.Errorf("sweep's first line:\n%s", stdout)
 	}
-	for i := range 3 {
-		cmd := netjamProcess(t, "sweep", file, "-q", "--out", filepath.Join(dir, "shards", "s"+string(rune('0'+i))), "--shard", string(rune('0'+i))+"/3")
+	// Shard 0 by hand, 1 as a Kubernetes Indexed Job's pod, 2 as a Slurm
+	// array's task (whose IDs start at 1 here).
+	for i, env := range [][]string{nil, {"JOB_COMPLETION_INDEX=1", "JOB_COMPLETIONS=3"},
+		{"SLURM_ARRAY_TASK_ID=3", "SLURM_ARRAY_TASK_COUNT=3", "SLURM_ARRAY_TASK_MIN=1"}} {
+		shard := "auto"
+		if env == nil {
+			shard = "0/3"
+		}
+		cmd := netjamProcess(t, "sweep", file, "-q", "--out", filepath.Join(dir, "shards", "s"+strconv.Itoa(i)), "--shard", shard)
+		cmd.Env = append(cmd.Env, env...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("shard %d: %v\n%s", i, err, out)
+		}
+		ents, _ := os.ReadDir(filepath.Join(dir, "shards", "s"+strconv.Itoa(i)))
+		var runs []string
+		for _, e := range ents {
+			if e.IsDir() {
+				runs = append(runs, e.Name())
+			}
+		}
+		if len(runs) != 4 {
+			t.Errorf("shard %d ran %v, want 4 runs", i, runs)
 		}
 	}
 	code, stdout, stderr = netjam(t, "merge", whole)
