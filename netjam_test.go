@@ -390,3 +390,45 @@ func TestSetKeepsConnections(t *testing.T) {
 		}
 	}
 }
+
+// TestParallelPaths runs independent paths in parallel tests, each with
+// its own delay: each sees its own.
+func TestParallelPaths(t *testing.T) {
+	echo, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			n, a, err := echo.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			echo.WriteTo(buf[:n], a)
+		}
+	}()
+	t.Run("group", func(t *testing.T) {
+		for _, d := range []time.Duration{5 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond} {
+			t.Run(d.String(), func(t *testing.T) {
+				t.Parallel()
+				p := netjamtest.New(t, netjam.Link{Delay: d / 2})
+				c, err := p.Dial("udp", echo.LocalAddr().String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				start := time.Now()
+				c.Write([]byte("x"))
+				c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				if _, err := c.Read(make([]byte, 8)); err != nil {
+					t.Fatal(err)
+				}
+				if rtt := time.Since(start); rtt < d {
+					t.Errorf("round trip %v through a path of %v", rtt, d)
+				}
+			})
+		}
+	})
+}

@@ -68,7 +68,10 @@ func TestRelayByteRingGrows(t *testing.T) {
 // nothing for TCPIdle, counted as Idle, and keeps one that talks (less
 // often than TCPIdle, in one direction only) open.
 func TestRelayTCPIdle(t *testing.T) {
-	const idle = 300 * time.Millisecond
+	// The talker writes every 100 ms: ten times in each idle period, so
+	// that a stall of the loaded machine (seen: 200 ms under the race
+	// detector) does not look like silence.
+	const idle = time.Second
 	target := tcpServer(t, func(c net.Conn) { io.Copy(c, c) })
 	client, r := newRelayPair(t, RelayConfig{
 		Services: true,
@@ -91,8 +94,8 @@ func TestRelayTCPIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer talker.Close()
-	for range 10 {
-		time.Sleep(idle / 3)
+	for range 25 {
+		time.Sleep(idle / 10)
 		if _, err := talker.Write([]byte("still here")); err != nil {
 			t.Fatalf("a talking connection failed: %v", err)
 		}
@@ -207,7 +210,9 @@ func TestRelayIdleEchoMemory(t *testing.T) {
 // from the target, more often than UDPIdle, stays open: the idle end is
 // the last datagram either way.
 func TestRelayUDPDownOnlyKeepsSession(t *testing.T) {
-	const idle = 300 * time.Millisecond
+	// A datagram every 100 ms: ten per idle period, so that a stall of a
+	// loaded machine does not read as silence.
+	const idle = time.Second
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -221,8 +226,8 @@ func TestRelayUDPDownOnlyKeepsSession(t *testing.T) {
 		if err != nil {
 			return
 		}
-		for i := range 12 {
-			time.Sleep(idle / 3)
+		for i := range 15 {
+			time.Sleep(idle / 10)
 			pc.WriteTo([]byte{byte(i)}, from)
 		}
 	}()
@@ -238,7 +243,7 @@ func TestRelayUDPDownOnlyKeepsSession(t *testing.T) {
 	defer c.Close()
 	c.Write([]byte("start"))
 	buf := make([]byte, 10)
-	for i := range 12 {
+	for i := range 15 {
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if n, err := c.Read(buf); err != nil || n != 1 || buf[0] != byte(i) {
 			t.Fatalf("datagram %d from the target: %d bytes %v, %v", i, n, buf[:n], err)
