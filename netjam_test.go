@@ -147,21 +147,7 @@ func TestListenThroughPath(t *testing.T) {
 // the path, with Dial and with ListenPacket: each answer comes back after
 // the path's round trip, and ListenPacket speaks real addresses.
 func TestUDPThroughPath(t *testing.T) {
-	echo, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, a, err := echo.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			echo.WriteTo(buf[:n], a)
-		}
-	}()
+	echo := udpEcho(t)
 	p := netjamtest.New(t, netjam.Link{Delay: 20 * time.Millisecond})
 
 	c, err := p.Dial("udp", echo.LocalAddr().String())
@@ -394,21 +380,7 @@ func TestSetKeepsConnections(t *testing.T) {
 // TestParallelPaths runs independent paths in parallel tests, each with
 // its own delay: each sees its own.
 func TestParallelPaths(t *testing.T) {
-	echo, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
-	go func() {
-		buf := make([]byte, 64)
-		for {
-			n, a, err := echo.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			echo.WriteTo(buf[:n], a)
-		}
-	}()
+	echo := udpEcho(t)
 	t.Run("group", func(t *testing.T) {
 		for _, d := range []time.Duration{5 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond} {
 			t.Run(d.String(), func(t *testing.T) {
@@ -431,4 +403,26 @@ func TestParallelPaths(t *testing.T) {
 			})
 		}
 	})
+}
+
+// udpEcho starts a UDP echo server on the host's loopback, closed when t
+// ends.
+func udpEcho(t *testing.T) net.PacketConn {
+	t.Helper()
+	echo, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { echo.Close() })
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, a, err := echo.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			echo.WriteTo(buf[:n], a)
+		}
+	}()
+	return echo
 }

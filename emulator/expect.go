@@ -97,6 +97,7 @@ var unitSuffixes = []string{"_bps", "_ms", "_s", "_ratio", "_share", "_bytes"}
 func check(r *ExpectResult, e scenario.Expectation, doc any) {
 	dim, scale := scenario.DimNumber, 1.0
 	var figure []string
+	var holder map[string]any // the mapping that holds the current key
 	n := doc
 	for i, seg := range e.Path {
 		here := strings.Join(figure, ".")
@@ -129,7 +130,7 @@ func check(r *ExpectResult, e scenario.Expectation, doc any) {
 				dim, scale = d, s
 			}
 			figure = append(figure, key)
-			n = child
+			holder, n = v, child
 		case []any:
 			var names []string
 			found := false
@@ -152,6 +153,15 @@ func check(r *ExpectResult, e scenario.Expectation, doc any) {
 		}
 	}
 	r.Figure = strings.Join(figure, ".")
+	// A statistic of nothing (no datagram arrived) is no figure: its
+	// zeros must not pass for a small delay.
+	if c, isStat := holder["count"].(float64); isStat && c == 0 && figure[len(figure)-1] != "count" {
+		r.Error = fmt.Sprintf("%s has no samples (count 0)", strings.Join(figure[:len(figure)-1], "."))
+		return
+	}
+	if figure[len(figure)-1] == "count" {
+		dim, scale = scenario.DimNumber, 1 // a statistic's sample count has no unit
+	}
 	got, ok := n.(float64)
 	if !ok {
 		if m, isMap := n.(map[string]any); isMap {

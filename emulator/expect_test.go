@@ -43,6 +43,8 @@ func TestExpectations(t *testing.T) {
 		{"links.uplink.drops.nosuch == 0", "", "", `links.uplink.drops has no figure "nosuch" (it has: loss)`, false},
 		{"wifi.ap.drops == 0", "", "", `the run has no figure "wifi" (it has: duration_s, fairness, flows, links, seed, variant)`, false},
 		{"flows.bulk.type == 1", "flows.bulk.type", "", "flows.bulk.type is not a number", false},
+		{"flows.bulk.rtt_ms.p95 < 10ms", "flows.bulk.rtt_ms.p95", "", "flows.bulk.rtt_ms has no samples (count 0)", false},
+		{"flows.bulk.rtt_ms.count == 0", "flows.bulk.rtt_ms.count", "0", "", true},
 	} {
 		e, err := scenario.ParseExpectation(c.expect)
 		if err != nil {
