@@ -46,6 +46,11 @@ type timeline struct {
 func scheduleTimeline(path *Path, s *scenario.Scenario, start time.Time) (*timeline, error) {
 	tl := &timeline{start: start}
 	for _, p := range s.Timeline {
+		if p.At >= s.Duration {
+			// Checked with the file, but the run ends first (it was
+			// cut short by --duration, say).
+			break
+		}
 		up, err := directionConfig("uplink", s.Seed, p.Uplink)
 		if err != nil {
 			return nil, err

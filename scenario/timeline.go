@@ -43,7 +43,10 @@ var timelineKeys = []string{"at", "every", "from", "for", "ramp", "set"}
 // TimelinePoint is one moment of the timeline: what changed then, and the
 // settings of both directions from then on.
 type TimelinePoint struct {
-	At       time.Duration // from the start of the run
+	// At is the time from the start of the run; a point at or after the
+	// run's end (a run cut short by --duration) is checked but never
+	// applies.
+	At       time.Duration
 	Changes  []KeyChange
 	Uplink   Direction
 	Downlink Direction
@@ -170,10 +173,6 @@ func (d *decoder) timeline(n *yaml.Node, root *yaml.Node, dur time.Duration, mtu
 		starts := []time.Duration{at}
 		if everyOK {
 			starts = starts[:0]
-			if everyOK && from >= dur {
-				d.errorf(f["from"], join(path, "from"), "%s is not before the end of the run (duration %s)", formatDuration(from), formatDuration(dur))
-				continue
-			}
 			for t := from; t < dur; t += every {
 				if len(starts) >= MaxTimelineChanges {
 					tooMany(f["every"], path)
@@ -183,14 +182,6 @@ func (d *decoder) timeline(n *yaml.Node, root *yaml.Node, dur time.Duration, mtu
 			}
 		}
 		for _, t := range starts {
-			if t >= dur {
-				x := f["at"]
-				if x == nil {
-					x = f["from"]
-				}
-				d.errorf(x, path, "%s is not before the end of the run (duration %s)", formatDuration(t), formatDuration(dur))
-				break
-			}
 			for _, o := range sets {
 				w := window{from: t, to: t, entry: path, node: o.at}
 				e := &tlEvent{at: t, key: o.key, value: o.value, at0: o.at, entry: path}

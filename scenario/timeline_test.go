@@ -94,7 +94,8 @@ func TestTimelineErrors(t *testing.T) {
 		{"timeline:\n  - {at: 1s, set: {link.lost: 1%}}", `x.yaml:3: link.lost: unknown key; did you mean "loss"? (in the link the timeline makes at 1s, timeline[0])`},
 		{"timeline:\n  - {at: 1s, for: 2s, set: {link.loss: 1%}}\n  - {at: 2s, for: 2s, set: {link.loss: 5%}}", `x.yaml:4: timeline[1].set.link.loss: overlaps a for or ramp window of link.loss at 1s (timeline[0], line 3)`},
 		{"timeline:\n  - {at: 1s, for: 2s, set: {link.delay: 10ms}}\n  - {at: 2s, set: {link.delay.jitter: 5ms}}", `x.yaml:4: timeline[1].set.link.delay.jitter: overlaps a for or ramp window of link.delay at 1s (timeline[0], line 3)`},
-		{"timeline:\n  - {at: 40s, set: {link.loss: 1%}}", `x.yaml:3: timeline[0]: 40s is not before the end of the run (duration 30s)`},
+		{"timeline:\n  - {at: 40s, set: {link.loss: 1%}}", ``}, // after the run's end: checked, never applies
+		{"timeline:\n  - {at: 40s, set: {link.loss: 150%}}", `x.yaml:3: link.loss: 150% is out of range (expected 0% to 100%) (in the link the timeline makes at 40s, timeline[0])`},
 		{"timeline:\n  - {at: 1s, ramp: 1s, set: {link.queue.limit: 10}}", `x.yaml:3: timeline[0].set.link.queue.limit: cannot ramp: ramps change a rate, a delay, a jitter or a loss (link.rate, link.delay, link.delay.jitter, link.loss, each also per direction)`},
 		{"timeline:\n  - {at: 1s, ramp: 1s, set: {link.rate: 1Mbps}}", `x.yaml:3: timeline[0].set.link.rate: the rate is unlimited when the ramp starts (1s): set a rate to ramp from first`},
 		{"timeline:\n  - {every: 1s, for: 1s, set: {link.loss: 1%}}", `x.yaml:3: timeline[0].for: 1s is not shorter than every (1s): the windows would overlap`},
