@@ -394,11 +394,31 @@ func (d *decoder) compile(h tlHeap, root *yaml.Node, mtu int, mtuOK bool, state 
 		}
 		return u, w, len(sub.errs) == 0
 	}
-	valueOf := func(key string) *yaml.Node {
+	// rawOf is the key's own value: the timeline's or the file's; nil
+	// when not set.
+	rawOf := func(key string) *yaml.Node {
 		if v, ok := cur[key]; ok {
 			return v
 		}
 		return nodeAt(base, key)
+	}
+	// valueOf is the value of key in force, for the record: its own, or
+	// for a direction's key not set, the shared one it falls back to.
+	var valueOf func(key string) *yaml.Node
+	valueOf = func(key string) *yaml.Node {
+		if v, ok := cur[key]; ok && v != nil {
+			return v
+		} else if !ok {
+			if v := nodeAt(base, key); v != nil {
+				return v
+			}
+		}
+		for _, dir := range []string{"link.uplink.", "link.downlink."} {
+			if rest, ok := strings.CutPrefix(key, dir); ok {
+				return valueOf("link." + rest)
+			}
+		}
+		return nil
 	}
 	for h.Len() > 0 {
 		at := h[0].at
@@ -407,7 +427,7 @@ func (d *decoder) compile(h tlHeap, root *yaml.Node, mtu int, mtuOK bool, state 
 		for h.Len() > 0 && h[0].at == at {
 			e := heap.Pop(&h).(*tlEvent)
 			last = e
-			old := valueOf(e.key)
+			old, raw := valueOf(e.key), rawOf(e.key)
 			if e.ramp > 0 {
 				// No change at the start: the first step is a step later.
 				steps := d.ramp(e, state, at)
@@ -422,8 +442,8 @@ func (d *decoder) compile(h tlHeap, root *yaml.Node, mtu int, mtuOK bool, state 
 			}
 			if e.revert != nil {
 				// The window's end goes back to the value before it.
-				e.revert.value = old
-				if old == nil {
+				e.revert.value = raw
+				if raw == nil {
 					e.revert.value = nullNode
 				}
 			}
@@ -435,6 +455,11 @@ func (d *decoder) compile(h tlHeap, root *yaml.Node, mtu int, mtuOK bool, state 
 				order = append(order, e.key)
 			}
 			cur[e.key], keyAt[e.key] = v, e.at0
+			if v == nil {
+				// Back to not set: say what applies then.
+				cur[e.key] = nil
+				v = valueOf(e.key)
+			}
 			changes = append(changes, KeyChange{Key: e.key, Old: textOf(old), New: textOf(v)})
 		}
 		if len(changes) == 0 {

@@ -34,7 +34,7 @@ timeline:
 2.5s link.downlink.loss:"30%"->""
 5s link.loss:""->"100%"
 6s link.loss:"100%"->""
-10s link.uplink.rate:""->"2Mbps"
+10s link.uplink.rate:"10Mbps"->"2Mbps"
 12s link.downlink.loss:""->"30%"
 12.5s link.downlink.loss:"30%"->""
 22s link.downlink.loss:""->"30%"
@@ -50,6 +50,27 @@ timeline:
 	p = s.Timeline[4] // 10 s: the uplink's own rate, the downlink's shared one
 	if p.Uplink.Rate.Bitrate != 2e6 || p.Downlink.Rate.Bitrate != 10e6 || p.Uplink.Loss.Model != "" || p.Uplink.Delay.Time != 20*time.Millisecond {
 		t.Errorf("at 10s: up %+v, down %+v", p.Uplink, p.Downlink)
+	}
+}
+
+// TestTimelineRevertsToNotSet: a for window on a direction's key goes
+// back to the key not set, so the direction follows the shared key again.
+func TestTimelineRevertsToNotSet(t *testing.T) {
+	s := mustParse(t, `name: x
+link: {rate: 10Mbps}
+timeline:
+  - {at: 1s, for: 1s, set: {link.uplink.rate: 2Mbps}}
+  - {at: 3s, set: {link.rate: 5Mbps}}
+`)
+	want := `1s link.uplink.rate:"10Mbps"->"2Mbps"
+2s link.uplink.rate:"2Mbps"->"10Mbps"
+3s link.rate:"10Mbps"->"5Mbps"
+`
+	if got := pointsText(s.Timeline); got != want {
+		t.Fatalf("timeline:\n%s\nwant:\n%s", got, want)
+	}
+	if p := s.Timeline[2]; p.Uplink.Rate.Bitrate != 5e6 || p.Downlink.Rate.Bitrate != 5e6 {
+		t.Errorf("at 3s: up %d, down %d; want both 5 Mbit/s", p.Uplink.Rate.Bitrate, p.Downlink.Rate.Bitrate)
 	}
 }
 
