@@ -574,12 +574,14 @@ func firstLines(s string, n int) string {
 func TestTUNTCPIdle(t *testing.T) {
 	ns := testNetns(t)
 	sum := runTUNIn(t, fmt.Sprintf("duration: 60s\ntun: {netns: %s, tcp_idle: 300ms}\n", ns.Path()), func(ctx context.Context) error {
+		// The relay's idle clock starts when it has the connection,
+		// which may be before the dial returns here, not before it began.
+		start := time.Now()
 		conn, err := dialIn(ctx, ns, "10.99.0.2:7")
 		if err != nil {
 			return err
 		}
 		defer conn.Close()
-		start := time.Now()
 		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 		n, err := conn.Read(make([]byte, 1))
 		if !errors.Is(err, syscall.ECONNRESET) {
