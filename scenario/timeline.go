@@ -358,6 +358,7 @@ func (d *decoder) compile(h tlHeap, root *yaml.Node, mtu int, mtuOK bool, state 
 	keyAt := map[string]*yaml.Node{} // each key's node in the timeline, for errors
 	var order []string               // keys in the order first set, as they apply
 	var points []TimelinePoint
+	budget := MaxTimelineChanges // ramp steps left to make
 	decodeLink := func(at time.Duration, e *tlEvent) (Direction, Direction, bool) {
 		tree := clone(base, nil)
 		if lookup(tree, "link") == nil {
@@ -430,6 +431,12 @@ func (d *decoder) compile(h tlHeap, root *yaml.Node, mtu int, mtuOK bool, state 
 			old, raw := valueOf(e.key), rawOf(e.key)
 			if e.ramp > 0 {
 				// No change at the start: the first step is a step later.
+				// Bounded before it is made: a ramp of 24h would be
+				// millions of steps.
+				if budget -= int((e.ramp + RampStep - 1) / RampStep); budget < 0 {
+					d.errorf(e.at0, e.entry, "the timeline makes more than %d changes; make repeats rarer or ramps shorter", MaxTimelineChanges)
+					return nil
+				}
 				steps := d.ramp(e, state, at)
 				if steps == nil {
 					return nil

@@ -121,6 +121,7 @@ func TestTimelineErrors(t *testing.T) {
 		{"timeline:\n  - {at: 1s, ramp: 1s, set: {link.rate: 1Mbps}}", `x.yaml:3: timeline[0].set.link.rate: the rate is unlimited when the ramp starts (1s): set a rate to ramp from first`},
 		{"timeline:\n  - {every: 1s, for: 1s, set: {link.loss: 1%}}", `x.yaml:3: timeline[0].for: 1s is not shorter than every (1s): the windows would overlap`},
 		{"timeline:\n  - {every: 1ms, set: {link.loss: 1%}}", `x.yaml:3: timeline[0]: the timeline makes more than 10000 changes; make repeats rarer or ramps shorter`},
+		{"duration: 24h\nlink: {delay: 1ms}\ntimeline:\n  - {at: 1s, ramp: 23h, set: {link.delay: 2ms}}", `x.yaml:5: timeline[0]: the timeline makes more than 10000 changes; make repeats rarer or ramps shorter`},
 		{"timeline:\n  - {at: 1s, every: 2s, set: {link.loss: 1%}}", `x.yaml:3: timeline[0].every: an entry is at a time or repeats every, not both`},
 		{"timeline:\n  - {set: {link.loss: 1%}}", `x.yaml:3: timeline[0]: missing key at (or every)`},
 		{"timeline:\n  - {at: 1s, set: {link.uplink.delay: 5ms}}\nlink: {reorder: 10%, delay: 10ms}\n", ``},
