@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/netjam/netjam/impair"
@@ -59,17 +58,17 @@ func scheduleTimeline(path *Path, s *scenario.Scenario, start time.Time) (*timel
 		if err != nil {
 			return nil, err
 		}
-		var reported atomic.Int32
-		var mu sync.Mutex
+		var mu sync.Mutex // guards reported and errs, between the two directions
+		reported := 0
 		var errs []error
 		done := func(dir string) func(time.Time, error) {
 			return func(at time.Time, err error) {
 				mu.Lock()
+				defer mu.Unlock()
 				if err != nil {
 					errs = append(errs, fmt.Errorf("%s: %w", dir, err))
 				}
-				mu.Unlock()
-				if reported.Add(1) == 2 {
+				if reported++; reported == 2 {
 					tl.record(at, p.Changes, errors.Join(errs...))
 				}
 			}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/netjam/netjam/impair"
 )
 
 // The timeline changes the link while a run runs:
@@ -32,8 +34,8 @@ import (
 const (
 	// MaxTimelineChanges bounds the changes a timeline compiles to: one
 	// per step, two per `for`, one per ramp step (ramps are the bulk: 10
-	// s of ramp is 1000 steps). It matches impair.MaxScheduled.
-	MaxTimelineChanges = 10000
+	// s of ramp is 1000 steps): what a direction holds pending.
+	MaxTimelineChanges = impair.MaxScheduled
 	// RampStep is the longest step of a ramp.
 	RampStep = 10 * time.Millisecond
 )
@@ -53,8 +55,8 @@ type TimelinePoint struct {
 }
 
 // KeyChange is one key's change at a TimelinePoint, for events.jsonl and
-// summary.json: the values as the file writes them, "" for the default
-// (the key not set).
+// summary.json: the values as the file writes them; for a direction's
+// key not set, the shared key's value that applies; "" for the default.
 type KeyChange struct {
 	Key string `json:"key"`
 	Old string `json:"old"`
