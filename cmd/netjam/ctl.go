@@ -47,7 +47,6 @@ func startControl(c *cli.Context, ctx context.Context, out string) (*control.Ser
 		return nil, nil, cli.Exit(err, exitBadUsage)
 	}
 	ctx, stop := context.WithCancel(ctx)
-	os.Setenv(controlEnv, controlAddr(c, out)) // for commands netjam starts
 	return control.Serve(ln, socket, token, stop), ctx, nil
 }
 
