@@ -6,6 +6,8 @@
 //	GET   /v1/links    each direction's settings in force and counters, as summary.json has them
 //	PATCH /v1/links    {"set": {"link.uplink.loss": "5%"}}: change the path now, with --set's keys
 //	POST  /v1/stop     end the run as Ctrl-C would
+//	GET   /metrics     Prometheus metrics of the run: each direction's packets, bytes,
+//	                   drops by reason and settings in force, each flow's progress
 //
 // Errors are JSON, {"error": "..."}, with the scenario's own messages for
 // bad keys and values (400), 401 for a missing or wrong token, 409 when no
@@ -26,6 +28,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/netjam/netjam/emulator"
 )
@@ -90,6 +95,9 @@ func Serve(ln net.Listener, socket, token string, stop func()) *Server {
 	mux.HandleFunc("GET /v1/links", s.links)
 	mux.HandleFunc("PATCH /v1/links", s.set)
 	mux.HandleFunc("POST /v1/stop", s.doStop)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(s))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	s.srv = &http.Server{Handler: s.auth(mux), ReadHeaderTimeout: 5 * time.Second}
 	go s.srv.Serve(ln)
 	return s

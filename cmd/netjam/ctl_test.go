@@ -3,9 +3,12 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/netjam/netjam/internal/testenv"
 )
 
 // TestCtlChangesARun runs a scenario with a control socket and changes its
@@ -49,6 +52,19 @@ flows: [{name: probe, type: udp, interval: 5ms, count: 600}]
 	}
 	if code, stdout, stderrCtl = ctl("set", "link.uplink.loss=100%"); code != exitOK || !strings.Contains(stdout, `"loss_ratio": 1`) {
 		t.Fatalf("ctl set: exit %d\n%s%s", code, stdout, stderrCtl)
+	}
+	// The metrics, as Prometheus scrapes them: well-formed (promtool),
+	// with the change in them.
+	metrics, mcode, err := call("unix:"+sock, "", "GET", "/metrics", nil)
+	if err != nil || mcode != 200 || !strings.Contains(string(metrics), `netjam_link_configured_loss_ratio{direction="uplink"} 1`) ||
+		!strings.Contains(string(metrics), `netjam_flow_received_packets_total{flow="probe"}`) {
+		t.Errorf("/metrics: %d, %v\n%s", mcode, err, metrics)
+	}
+	promtool := testenv.RequireTool(t, "promtool", "prometheus")
+	check := exec.Command(promtool, "check", "metrics")
+	check.Stdin = strings.NewReader(string(metrics))
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
 	if err := run.Wait(); err != nil {
 		t.Fatalf("the run: %v\n%s", err, stderr.String())
