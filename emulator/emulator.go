@@ -58,6 +58,10 @@ type Options struct {
 	// is interrupted. Attached's error becomes the run's.
 	Attached func(ctx context.Context) error
 
+	// Live, when not nil, is handed each run once its flows started: a
+	// control endpoint's handle on it (see Live), valid until it ends.
+	Live func(*Live)
+
 	// OpenTUN, when not nil, replaces stack.OpenTUN: it gets the device
 	// TUN mode wants and returns it open and configured (netjam shell
 	// without root has it made in a user namespace; see cmd/netjam).
@@ -294,6 +298,11 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 			errs[i] = f.Run(runCtx)
 		}()
 	}
+	var lv *Live
+	if o.Live != nil {
+		lv = &Live{clk: o.Clock, start: start, path: l.path, fls: fls, tl: tl, stop: cancel, s: s}
+		o.Live(lv)
+	}
 	var attachedErr error
 	if l.tun != nil && o.Attached != nil {
 		attachedErr = o.Attached(ctx)
@@ -310,6 +319,9 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 		t.Stop()
 	}
 	cancel()
+	if lv != nil {
+		lv.end() // before the summary takes the timeline
+	}
 	smp.stop()
 	elapsed := o.Clock.Now().Sub(start)
 	if o.Progress != nil {

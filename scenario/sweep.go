@@ -320,3 +320,24 @@ func (s *Scenario) With(sets ...string) (*Scenario, error) {
 	out.Variant = s.Variant
 	return out, nil
 }
+
+// Value returns the value at the dotted key in s as YAML on one line ("5%",
+// "{time: 50ms, jitter: 5ms}"), or "" when s does not set it: the old side
+// of a change.
+func (s *Scenario) Value(key string) string {
+	n := s.tree
+	for _, seg := range strings.Split(key, ".") {
+		if n == nil || n.Kind != yaml.MappingNode {
+			return ""
+		}
+		n = lookup(n, seg)
+	}
+	if n == nil || isNull(n) {
+		return ""
+	}
+	v, err := valueText(n)
+	if err != nil {
+		return ""
+	}
+	return v
+}

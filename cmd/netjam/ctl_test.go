@@ -1,0 +1,82 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCtlChangesARun runs a scenario with a control socket and changes its
+// uplink from outside with netjam ctl while it runs: the change applies
+// (the path drops what it must from then on), is recorded in events.jsonl
+// and summary.json, and a bad value gets the scenario's message.
+func TestCtlChangesARun(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "live.yaml")
+	os.WriteFile(file, []byte(`name: live
+duration: 4s
+link: {delay: 5ms}
+flows: [{name: probe, type: udp, interval: 5ms, count: 600}]
+`), 0o644)
+	sock := filepath.Join(dir, "nj.sock")
+	run := netjamProcess(t, "run", file, "-q", "--out", filepath.Join(dir, "out"), "--control", "unix:"+sock, "--seed", "1")
+	var stderr strings.Builder
+	run.Stderr = &stderr
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer run.Process.Kill()
+	ctl := func(args ...string) (int, string, string) {
+		return netjam(t, append([]string{"ctl", "--control", "unix:" + sock}, args...)...)
+	}
+	waitFor(t, "the control API", func() bool {
+		code, _, _ := ctl("status")
+		return code == exitOK
+	})
+	code, stdout, stderrCtl := ctl("status")
+	var st struct {
+		Scenario string  `json:"scenario"`
+		ElapsedS float64 `json:"elapsed_s"`
+		Flows    []struct{ Name string }
+	}
+	if err := json.Unmarshal([]byte(stdout), &st); err != nil || code != exitOK || st.Scenario != "live" || len(st.Flows) != 1 {
+		t.Fatalf("ctl status: exit %d, %v\n%s%s", code, err, stdout, stderrCtl)
+	}
+	if code, _, stderrCtl = ctl("set", "link.uplink.loss=150%"); code != exitFailed || !strings.Contains(stderrCtl, "link.uplink.loss: 150% is out of range") {
+		t.Errorf("ctl set of a bad value: exit %d\n%s", code, stderrCtl)
+	}
+	if code, stdout, stderrCtl = ctl("set", "link.uplink.loss=100%"); code != exitOK || !strings.Contains(stdout, `"loss_ratio": 1`) {
+		t.Fatalf("ctl set: exit %d\n%s%s", code, stdout, stderrCtl)
+	}
+	if err := run.Wait(); err != nil {
+		t.Fatalf("the run: %v\n%s", err, stderr.String())
+	}
+	ev, err := os.ReadFile(filepath.Join(dir, "out", "events.jsonl"))
+	if err != nil || !strings.Contains(string(ev), `"key":"link.uplink.loss","old":"","new":"100%"`) {
+		t.Errorf("events.jsonl: %v\n%s", err, ev)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "out", "summary.json"))
+	var sum struct {
+		Runs []struct {
+			Links []struct {
+				Drops map[string]uint64 `json:"drops"`
+			} `json:"links"`
+			Timeline []struct{ Key, New string } `json:"timeline"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal(b, &sum); err != nil || len(sum.Runs) != 1 {
+		t.Fatal(err)
+	}
+	r := sum.Runs[0]
+	if len(r.Timeline) != 1 || r.Timeline[0].New != "100%" || r.Links[0].Drops["loss"] == 0 {
+		t.Errorf("summary: timeline %+v, uplink drops %v: want the change and the losses after it", r.Timeline, r.Links[0].Drops)
+	}
+	if _, err := os.Stat(sock); err == nil {
+		t.Error("the control socket is left behind")
+	}
+	if code, _, stderrCtl = ctl("status"); code != exitFailed {
+		t.Errorf("ctl status after the run: exit %d\n%s", code, stderrCtl)
+	}
+}
