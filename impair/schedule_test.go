@@ -44,6 +44,17 @@ func TestSetAtExact(t *testing.T) {
 	if _, ok := c.Next(); ok {
 		t.Error("Next reports an event after the last change")
 	}
+	// The window's end at 11 s: the packet a nanosecond before it is
+	// lost, the one at 11 s delivered.
+	end := at.Add(time.Second)
+	if err := c.SetAt(Change{At: end, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	c.Arrive(end.Add(-1), testPacket(pool, 100, 3))
+	c.Arrive(end, testPacket(pool, 100, 4))
+	if len(col.got) != 2 || col.got[1].id != 4 || !col.got[1].at.Equal(end) {
+		t.Fatalf("delivered %v: want packets 1 and 4 (4 at 11 s)", col.got)
+	}
 }
 
 // TestSetAtRateBetweenSerializations: a rate change at t applies to the

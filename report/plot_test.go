@@ -292,6 +292,7 @@ func TestNiceTicks(t *testing.T) {
 		{-7, 7, niceTicks{n: 3}, "-5 0 5"},
 		{0, 1040, niceTicks{n: 5}, "0 250 500 750 1000"},
 		{0, 1040, niceTicks{n: 4}, "0 500 1000"},
+		{0, 29, niceTicks{n: 12}, "0.0 2.5 5.0 7.5 10.0 12.5 15.0 17.5 20.0 22.5 25.0 27.5"}, // not 2, 8, 12 for 2.5, 7.5, 12.5
 	} {
 		if got := strings.Join(labels(tc.lo, tc.hi, tc.nt), " "); got != tc.want {
 			t.Errorf("Ticks(%g, %g) with %+v: %q, want %q", tc.lo, tc.hi, tc.nt, got, tc.want)

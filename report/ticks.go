@@ -3,6 +3,7 @@ package report
 import (
 	"math"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 )
@@ -27,11 +28,15 @@ func (nt niceTicks) Ticks(lo, hi float64) []plot.Tick {
 		step, minors = 1, 1
 	}
 	dec := 0
-	if step < 1 {
-		// Enough decimals for the step: 0.25 needs two, 0.5 one.
-		dec = int(math.Ceil(-math.Log10(step) - 1e-9))
-		if s := strconv.FormatFloat(step, 'f', -1, 64); len(s)-2 > dec {
-			dec = len(s) - 2
+	if step != math.Trunc(step) {
+		// Enough decimals for the step: 0.25 needs two, 0.5 and 2.5
+		// one (else 2.5 and 7.5 would read "2" and "8").
+		if step < 1 {
+			dec = int(math.Ceil(-math.Log10(step) - 1e-9))
+		}
+		s := strconv.FormatFloat(step, 'f', -1, 64)
+		if i := strings.IndexByte(s, '.'); i >= 0 && len(s)-i-1 > dec {
+			dec = len(s) - i - 1
 		}
 	}
 	var ticks []plot.Tick

@@ -315,10 +315,9 @@ func liveKeyProblem(key string) string {
 	case "inflight_limit":
 		return "the in-flight limit cannot change while the run runs"
 	case "queue":
-		if len(rest) == 1 {
-			return "set the queue's limits as " + key + ".limit and " + key + ".bytes: its other settings cannot change while the run runs"
-		}
-		if rest[1] != "limit" && rest[1] != "bytes" {
+		// The whole queue may be set (`queue: 50`, the limit's
+		// shorthand); fixedProblem refuses what else it changes.
+		if len(rest) > 1 && rest[1] != "limit" && rest[1] != "bytes" {
 			return "the queue's " + rest[1] + " cannot change while the run runs (its limit and bytes can)"
 		}
 	case "rate":
@@ -329,6 +328,27 @@ func liveKeyProblem(key string) string {
 		if len(rest) > 1 && rest[1] == "allow_reorder" {
 			return "allow_reorder cannot change while the run runs"
 		}
+	}
+	return ""
+}
+
+// fixedProblem names what next changes of was that a running direction
+// cannot change (impair.Chain.Set), or "": the check behind
+// liveKeyProblem's, on the settings a change makes whatever its keys.
+func fixedProblem(was, next Direction) string {
+	wq, nq := was.Queue, next.Queue
+	wq.LimitPackets, wq.LimitBytes = nq.LimitPackets, nq.LimitBytes
+	switch {
+	case wq != nq:
+		return "queue settings other than its limits (limit, bytes)"
+	case was.Slot != next.Slot:
+		return "slots"
+	case was.InflightLimit != next.InflightLimit:
+		return "in-flight limit"
+	case was.Rate.TraceFile != next.Rate.TraceFile || (was.Rate.Trace == nil) != (next.Rate.Trace == nil):
+		return "rate trace"
+	case was.Delay.AllowReorder != next.Delay.AllowReorder:
+		return "allow_reorder"
 	}
 	return ""
 }
@@ -361,6 +381,7 @@ func (d *decoder) compile(h tlHeap, root *yaml.Node, mtu int, mtuOK bool, state 
 	var order []string               // keys in the order first set, as they apply
 	var points []TimelinePoint
 	budget := MaxTimelineChanges // ramp steps left to make
+	first := state               // the file's link
 	decodeLink := func(at time.Duration, e *tlEvent) (Direction, Direction, bool) {
 		tree := clone(base, nil)
 		if lookup(tree, "link") == nil {
@@ -477,6 +498,15 @@ func (d *decoder) compile(h tlHeap, root *yaml.Node, mtu int, mtuOK bool, state 
 		u, w, ok := decodeLink(at, last)
 		if !ok {
 			return nil
+		}
+		for _, dw := range []struct {
+			name      string
+			was, next Direction
+		}{{"uplink", first.up, u}, {"downlink", first.down, w}} {
+			if why := fixedProblem(dw.was, dw.next); why != "" {
+				d.errorf(last.at0, last.entry, "the %s's %s cannot change while the run runs (at %s)", dw.name, why, formatDuration(at))
+				return nil
+			}
 		}
 		points = append(points, TimelinePoint{At: at, Changes: changes, Uplink: u, Downlink: w})
 		state = linkPair{u, w}

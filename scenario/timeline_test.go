@@ -108,6 +108,9 @@ func TestTimelineErrors(t *testing.T) {
 	for _, tc := range []struct{ src, want string }{
 		{"timeline: {at: 1s}", `x.yaml:2: timeline: expected a list of changes like {at: 10s, set: {link.loss: 5%}}, got a mapping`},
 		{"timeline:\n  - {at: 1s, set: {link.queue.discipline: codel}}", `x.yaml:3: timeline[0].set.link.queue.discipline: the queue's discipline cannot change while the run runs (its limit and bytes can)`},
+		{"link: {queue: 100}\ntimeline:\n  - {at: 1s, set: {link.queue: 50}}", ``},
+		{"link: {queue: 100}\ntimeline:\n  - {at: 1s, set: {link.uplink.queue: {discipline: codel}}}", `x.yaml:4: timeline[0]: the uplink's queue settings other than its limits (limit, bytes) cannot change while the run runs (at 1s)`},
+		{"link: {delay: {time: 5ms, allow_reorder: true}}\ntimeline:\n  - {at: 1s, set: {link.delay: 10ms}}", `x.yaml:4: timeline[0]: the uplink's allow_reorder cannot change while the run runs (at 1s)`},
 		{"timeline:\n  - {at: 1s, set: {link.uplink.slot: {min: 1ms, max: 2ms}}}", `x.yaml:3: timeline[0].set.link.uplink.slot: slots cannot change while the run runs`},
 		{"timeline:\n  - {at: 1s, set: {mtu: 1400}}", `x.yaml:3: timeline[0].set.mtu: only the link's keys (link.loss, link.uplink.rate, ...) change while the run runs`},
 		{"timeline:\n  - {at: 1s, set: {link.rate.trace: x.trace}}", `x.yaml:3: timeline[0].set.link.rate.trace: a rate trace cannot be set or changed while the run runs`},
