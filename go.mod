@@ -15,7 +15,7 @@ require (
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.48.0
 	gonum.org/v1/plot v0.17.0
-	gvisor.dev/gvisor v0.0.0-20260527191743-a81fd9dd382e
+	gvisor.dev/gvisor v0.0.0-20260905035102-160fafc42237
 )
 
 require (

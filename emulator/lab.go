@@ -623,7 +623,7 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 		if err != nil {
 			return nil, nil, err
 		}
-		return newTCPFlow(ctx, f, clk, ln, func() (net.Conn, func() stack.TCPInfo, error) {
+		return newTCPFlow(ctx, f, clk, ln, l.warnStall(f.Name), func() (net.Conn, func() stack.TCPInfo, error) {
 			c, err := from.DialTCP(ctx, dst, o)
 			if err != nil {
 				return nil, nil, err
@@ -662,7 +662,7 @@ type closer interface{ Close() error }
 // newTCPFlow connects a TCP bulk flow: dial connects its sender while ln
 // (closed on return) accepts its receiver. dial returns the sender and
 // how to read its TCP state.
-func newTCPFlow(ctx context.Context, f scenario.Flow, clk clock.Clock, ln *stack.TCPListener,
+func newTCPFlow(ctx context.Context, f scenario.Flow, clk clock.Clock, ln *stack.TCPListener, onStall func(flows.Stall),
 	dial func() (net.Conn, func() stack.TCPInfo, error)) (flows.Flow, []closer, error) {
 	defer ln.Close()
 	type accepted struct {
@@ -687,11 +687,13 @@ func newTCPFlow(ctx context.Context, f scenario.Flow, clk clock.Clock, ln *stack
 		send.Close()
 		return nil, nil, fmt.Errorf("flow %s: accept: %w", f.Name, a.err)
 	}
-	fl, err := flows.NewTCPBulk(flows.TCPBulkSpec{Name: f.Name, Size: f.Size, Duration: f.Duration, Start: f.Start}, clk, send, a.c,
+	spec := flows.TCPBulkSpec{Name: f.Name, Size: f.Size, Duration: f.Duration, Start: f.Start, OnStall: onStall}
+	fl, err := flows.NewTCPBulk(spec, clk, send, a.c,
 		func() flows.TCPInfo {
 			in := info()
 			return flows.TCPInfo{SRTT: in.SRTT, RTTVar: in.RTTVar, RTO: in.RTO, Cwnd: in.Cwnd, Ssthresh: in.Ssthresh,
-				Retransmits: in.Retransmits, FastRetransmits: in.FastRetransmits, Timeouts: in.Timeouts}
+				Retransmits: in.Retransmits, FastRetransmits: in.FastRetransmits, Timeouts: in.Timeouts,
+				SegmentsSent: in.SegmentsSent}
 		})
 	if err != nil {
 		send.Close()
@@ -699,6 +701,17 @@ func newTCPFlow(ctx context.Context, f scenario.Flow, clk clock.Clock, ln *stack
 		return nil, nil, err
 	}
 	return fl, []closer{send, a.c}, nil
+}
+
+// warnStall returns the function that logs a stall of the named flow as
+// it begins: the flow's figures are the sending stack's, not the path's,
+// from then on (see flows.Stall).
+func (l *lab) warnStall(flow string) func(flows.Stall) {
+	return func(st flows.Stall) {
+		l.log.Warn("tcp flow stalled: it has data to send and has sent nothing, not even a retransmission, for longer than max(1s, 3 RTO)",
+			zap.String("flow", flow), zap.Duration("silent_since", st.At), zap.Duration("rto", st.Info.RTO),
+			zap.Uint32("cwnd", st.Info.Cwnd), zap.Uint32("ssthresh", st.Info.Ssthresh), zap.Uint64("timeouts", st.Info.Timeouts))
+	}
 }
 
 // flowPort returns the port of flow number i: 5001 + i, or the next one

@@ -92,7 +92,7 @@ func PrintTable(w io.Writer, sum *Summary) error {
 					if t.CompletionS > 0 {
 						done = fmt.Sprintf("%.2f", t.CompletionS)
 					}
-					retr, rto = fmt.Sprint(t.Retransmissions), fmt.Sprint(t.Timeouts)
+					retr, rto = fmt.Sprint(t.Retransmissions), fmt.Sprint(t.Timeouts)+stallMark(t)
 					if t.RTTMs.Count > 0 {
 						delay = fmt.Sprintf("rtt %.1f/%.1f", t.RTTMs.Mean, t.RTTMs.P95)
 					}
@@ -151,11 +151,28 @@ func PrintTable(w io.Writer, sum *Summary) error {
 		}
 	}
 	for _, r := range sum.Runs {
+		for _, f := range r.Flows {
+			if t := f.TCPSummary; t != nil && t.Stalls > 0 {
+				fmt.Fprintf(w, "\nvariant %s: flow %s STALLED %d time(s), %.2f s in all: it had data to send and sent nothing, not even a retransmission, for longer than max(1 s, 3 RTO); its figures are the TCP stack's defect, not the path's\n",
+					variantName(r.Variant), f.Name, t.Stalls, t.StalledS)
+			}
+		}
+	}
+	for _, r := range sum.Runs {
 		if r.Skipped != "" {
 			fmt.Fprintf(w, "\nvariant %s: skipped: %s\n", variantName(r.Variant), r.Skipped)
 		}
 	}
 	return nil
+}
+
+// stallMark is what the RTO column adds for a flow that stalled (see
+// flows.TCPSummary.Stalls).
+func stallMark(t *flows.TCPSummary) string {
+	if t.Stalls == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" STALL %.1fs", t.StalledS)
 }
 
 func variantName(v string) string {

@@ -103,6 +103,14 @@ type TCPSummary struct {
 	RTTMs stats.Summary `json:"rtt_ms"`
 	// CwndMax is the largest congestion window sampled, in segments.
 	CwndMax uint32 `json:"cwnd_max"`
+	// Stalls counts the intervals in which the sender had data to send
+	// and sent nothing, not even a retransmission, for longer than
+	// StallThreshold; StalledS is their total length in seconds, each
+	// from the last segment sent before it to the first one after it (or
+	// to the flow's end). Both are 0 for a healthy TCP, whatever the path
+	// does; a stall is the sending stack's defect (see Stall).
+	Stalls   int     `json:"stalls"`
+	StalledS float64 `json:"stalled_s"`
 }
 
 // UDPSummary is the part of a FlowSummary specific to UDP. See UDPFlow for

@@ -23,6 +23,32 @@ type TCPInfo struct {
 	// Cwnd and Ssthresh are in segments.
 	Cwnd, Ssthresh                         uint32
 	Retransmits, FastRetransmits, Timeouts uint64
+	// SegmentsSent counts every segment the sender put on the wire,
+	// retransmissions and pure ACKs included: the stall detector's sign
+	// of life.
+	SegmentsSent uint64
+}
+
+// A Stall is an interval in which a TCP flow had data to send and sent
+// nothing for longer than StallThreshold. No path netjam emulates
+// explains one: even a path that loses everything sees the sender's
+// retransmissions, spaced by its retransmission timeout. A stall is a
+// defect of the sending stack (a congestion window stuck at zero with
+// no timer armed, say), and the flow's figures mean little after it.
+type Stall struct {
+	// At is when the sender last sent, relative to the flow's start.
+	At time.Duration
+	// Info is the sender's state when the stall was detected.
+	Info TCPInfo
+}
+
+// StallThreshold is how long a sender with data to send may send nothing
+// before it is stalled: max(1 s, 3 RTO). A retransmission timer that
+// works fires within one RTO (the current one, backoff included); three
+// leave room for an RTO that grows while the sender waits, and the 1 s
+// floor for sampling and scheduling on a busy machine.
+func StallThreshold(rto time.Duration) time.Duration {
+	return max(time.Second, 3*rto)
 }
 
 // TCPBulkSpec describes a bulk TCP transfer.
@@ -39,6 +65,9 @@ type TCPBulkSpec struct {
 	// RTT distribution and the congestion window; zero means
 	// DefaultInfoInterval.
 	InfoInterval time.Duration
+	// OnStall, if not nil, is called from Run's goroutine when a stall
+	// begins (see Stall); the emulator logs a warning with it.
+	OnStall func(Stall)
 }
 
 // DefaultInfoInterval is the default TCPBulkSpec.InfoInterval: a few
@@ -112,6 +141,16 @@ type TCPBulk struct {
 	end     time.Time  // Run's end
 	last    TCPInfo    // the latest info sample
 	cwndMax uint32
+
+	// The stall detector's state, on the clock of Run's goroutine (see
+	// detectStall). alive is when the sender was last seen sending, or
+	// had nothing to send; stalled is true from a stall's detection to
+	// the next segment sent; stalls and stalledFor count the stalls
+	// that ended, each counted from alive to the segment that ended it.
+	alive      time.Time
+	stalled    bool
+	stalls     int
+	stalledFor time.Duration
 }
 
 // writeChunk is the most the sender hands to one Write. Any size works, as a
@@ -165,7 +204,7 @@ func (f *TCPBulk) Run(ctx context.Context) error {
 	}
 	start := f.clk.Now()
 	f.mu.Lock()
-	f.started, f.start = true, start
+	f.started, f.start, f.alive = true, start, start
 	f.mu.Unlock()
 
 	results := make(chan error, 2)
@@ -218,6 +257,29 @@ func (f *TCPBulk) Run(ctx context.Context) error {
 	f.ended, f.end = true, f.clk.Now()
 	f.mu.Unlock()
 	return err
+}
+
+// detectStall updates the stall detector with the info sample i, taken at
+// now, and returns the stall that began, if one did. It is called with
+// f.mu held. The sender has data to send while the receiver has read less
+// than the sender wrote (the receiver reads at once whatever arrives); a
+// segment sent (i.SegmentsSent grows) is a sign of life. A sample without
+// SegmentsSent (an info function that cannot tell) detects nothing.
+func (f *TCPBulk) detectStall(now time.Time, i TCPInfo) (begun *Stall) {
+	prev := f.last.SegmentsSent
+	switch {
+	case i.SegmentsSent != prev || f.sent.Load() <= f.received.Load():
+		if f.stalled {
+			f.stalled = false
+			f.stalls++
+			f.stalledFor += now.Sub(f.alive)
+		}
+		f.alive = now
+	case !f.stalled && i.SegmentsSent > 0 && now.Sub(f.alive) > StallThreshold(i.RTO):
+		f.stalled = true
+		begun = &Stall{At: f.alive.Sub(f.start), Info: i}
+	}
+	return begun
 }
 
 // sender writes the pattern until Size bytes are written or stopSend is
@@ -292,9 +354,13 @@ func (f *TCPBulk) sampleInfo() {
 		f.rtt.RecordDuration(i.SRTT)
 	}
 	f.mu.Lock()
+	begun := f.detectStall(f.clk.Now(), i)
 	f.last = i
 	f.cwndMax = max(f.cwndMax, i.Cwnd)
 	f.mu.Unlock()
+	if begun != nil && f.spec.OnStall != nil {
+		f.spec.OnStall(*begun)
+	}
 }
 
 // Sample returns the bytes received so far and the latest cwnd and SRTT.
@@ -310,6 +376,16 @@ func (f *TCPBulk) Sample(now time.Time) Sample {
 func (f *TCPBulk) Summary() FlowSummary {
 	f.mu.Lock()
 	started, ended, start, end, last, cwndMax := f.started, f.ended, f.start, f.end, f.last, f.cwndMax
+	stalls, stalledFor := f.stalls, f.stalledFor
+	if f.stalled {
+		// A stall still going on counts, up to the end of Run (or now).
+		stalls++
+		upTo := end
+		if !ended {
+			upTo = f.clk.Now()
+		}
+		stalledFor += upTo.Sub(f.alive)
+	}
 	f.mu.Unlock()
 	ts := &TCPSummary{
 		BytesSent:       f.sent.Load(),
@@ -319,6 +395,8 @@ func (f *TCPBulk) Summary() FlowSummary {
 		Timeouts:        last.Timeouts,
 		RTTMs:           f.rtt.Snapshot().Scale(nsPerMs),
 		CwndMax:         cwndMax,
+		Stalls:          stalls,
+		StalledS:        stalledFor.Seconds(),
 	}
 	var active time.Duration
 	switch {

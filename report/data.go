@@ -103,6 +103,8 @@ type flowInfo struct {
 	Timeouts        uint64  `json:"timeouts"`
 	RTTMs           dist    `json:"rtt_ms"`
 	CwndMax         uint32  `json:"cwnd_max"`
+	Stalls          int     `json:"stalls"`
+	StalledS        float64 `json:"stalled_s"`
 
 	PacketsSent     uint64  `json:"packets_sent"`
 	PacketsReceived uint64  `json:"packets_received"`

@@ -199,6 +199,10 @@ func flowRows(r *run) []flowRow {
 				row.Done = fmt.Sprintf("%.2f", f.CompletionS)
 			}
 			row.Retrans, row.RTO = fmt.Sprint(f.Retransmissions), fmt.Sprint(f.Timeouts)
+			if f.Stalls > 0 {
+				// A stall is the sending stack's defect: see flows.Stall.
+				row.RTO += fmt.Sprintf(" STALL %.1fs", f.StalledS)
+			}
 			if f.RTTMs.Count > 0 {
 				row.Delay = fmt.Sprintf("rtt %.1f/%.1f", f.RTTMs.Mean, f.RTTMs.P95)
 			}
