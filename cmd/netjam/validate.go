@@ -35,6 +35,9 @@ Examples:
 					fmt.Fprintln(c.App.ErrWriter, err)
 					continue
 				}
+				for _, w := range plan.Warnings {
+					fmt.Fprintf(c.App.ErrWriter, "%s: warning: %s\n", path, w)
+				}
 				fmt.Fprintf(c.App.Writer, "%s: ok (%s, %d %s)\n", path, plan.Name, len(plan.Runs), plural(len(plan.Runs), "run"))
 			}
 			if bad > 0 {
