@@ -34,7 +34,7 @@ func mustParse(t *testing.T, src string, sets ...string) *Scenario {
 // exported returns s without its unexported fields, for comparisons.
 func exported(s *Scenario) Scenario {
 	c := *s
-	c.file, c.tree = "", nil
+	c.file, c.tree, c.shadowed = "", nil, nil
 	return c
 }
 
