@@ -674,7 +674,11 @@ func newTCPFlow(ctx context.Context, f scenario.Flow, clk clock.Clock, ln *stack
 		c, err := ln.Accept(ctx)
 		ach <- accepted{c, err}
 	}()
+	// The handshake's time, lost SYNs included: on the path's clock, from
+	// the dial (the first SYN) to the connection established.
+	began := clk.Now()
 	send, info, err := dial()
+	connect := clk.Now().Sub(began)
 	if err != nil {
 		ln.Close()
 		if a := <-ach; a.c != nil {
@@ -687,7 +691,7 @@ func newTCPFlow(ctx context.Context, f scenario.Flow, clk clock.Clock, ln *stack
 		send.Close()
 		return nil, nil, fmt.Errorf("flow %s: accept: %w", f.Name, a.err)
 	}
-	spec := flows.TCPBulkSpec{Name: f.Name, Size: f.Size, Duration: f.Duration, Start: f.Start, OnStall: onStall}
+	spec := flows.TCPBulkSpec{Name: f.Name, Size: f.Size, Duration: f.Duration, Start: f.Start, Connect: connect, OnStall: onStall}
 	fl, err := flows.NewTCPBulk(spec, clk, send, a.c,
 		func() flows.TCPInfo {
 			in := info()

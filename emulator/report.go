@@ -98,7 +98,7 @@ func PrintTable(w io.Writer, sum *Summary) error {
 					}
 				}
 				if u := f.UDPSummary; u != nil {
-					lost = fmt.Sprintf("%d/%d", u.PacketsSent-min(u.PacketsReceived, u.PacketsSent), u.PacketsSent)
+					lost = lostCell(u)
 					delay = fmt.Sprintf("%.1f/%.1f", u.DelayMs.Mean, u.DelayMs.P95)
 					jit = fmt.Sprintf("%.2f", u.JitterMs)
 				}
@@ -117,6 +117,7 @@ func PrintTable(w io.Writer, sum *Summary) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		fmt.Fprint(w, flowLegend)
 		fmt.Fprintln(w)
 	}
 	if err := printWiFi(w, sum); err != nil {
@@ -164,6 +165,22 @@ func PrintTable(w io.Writer, sum *Summary) error {
 		}
 	}
 	return nil
+}
+
+// flowLegend states the definitions of the flow table's figures (see
+// flows.FlowSummary and docs/measurements.md).
+const flowLegend = `Mbit/s: payload received after the first arrival, over first to last arrival at the receiver (after-stop drain included).
+done s: first write to last byte read. lost: datagrams sent that never arrived (+N in flight when the run was cut short).
+`
+
+// lostCell is the lost column of a UDP flow: lost/sent, and the datagrams
+// still in flight when the flow was cut short.
+func lostCell(u *flows.UDPSummary) string {
+	s := fmt.Sprintf("%d/%d", u.Lost, u.PacketsSent)
+	if u.InFlight > 0 {
+		s += fmt.Sprintf(" +%d in flight", u.InFlight)
+	}
+	return s
 }
 
 // stallMark is what the RTO column adds for a flow that stalled (see
@@ -239,6 +256,11 @@ func printWiFi(w io.Writer, sum *Summary) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintln(w)
+	_, err := fmt.Fprint(w, wifiLegend+"\n")
 	return err
 }
+
+// wifiLegend states the definition of the Wi-Fi table's Mbit/s (see
+// wifi.StationStats.Throughput): the flow table's, on IP bytes.
+const wifiLegend = `Mbit/s: IP bytes delivered after the first delivery, over first to last delivery (a UDP flow's figure plus 28 bytes a datagram).
+`

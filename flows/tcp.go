@@ -65,6 +65,9 @@ type TCPBulkSpec struct {
 	// RTT distribution and the congestion window; zero means
 	// DefaultInfoInterval.
 	InfoInterval time.Duration
+	// Connect is how long the connection's handshake took, measured by
+	// whoever connected the two ends; it is reported as ConnectS.
+	Connect time.Duration
 	// OnStall, if not nil, is called from Run's goroutine when a stall
 	// begins (see Stall); the emulator logs a warning with it.
 	OnStall func(Stall)
@@ -131,6 +134,14 @@ type TCPBulk struct {
 	lastByte   atomic.Int64
 	completion atomic.Int64
 	complete   atomic.Bool
+	// firstByte is when the receiver first read data (ns since start,
+	// -1 before), and firstBytes how much that read took: see
+	// arrivalRate. stoppedBytes is what the receiver had read when the
+	// sender stopped writing, stopped set after it.
+	firstByte    atomic.Int64
+	firstBytes   atomic.Uint64
+	stoppedBytes atomic.Uint64
+	stopped      atomic.Bool
 
 	rtt stats.Histogram // SRTT samples, in nanoseconds
 
@@ -177,7 +188,9 @@ func NewTCPBulk(spec TCPBulkSpec, clk clock.Clock, send, recv net.Conn, info fun
 	if spec.InfoInterval == 0 {
 		spec.InfoInterval = DefaultInfoInterval
 	}
-	return &TCPBulk{spec: spec, clk: clk, send: send, recv: recv, info: info, pat: newPattern(spec.Name)}, nil
+	f := &TCPBulk{spec: spec, clk: clk, send: send, recv: recv, info: info, pat: newPattern(spec.Name)}
+	f.firstByte.Store(-1)
+	return f, nil
 }
 
 // Name returns the flow's name.
@@ -304,6 +317,8 @@ func (f *TCPBulk) sender() error {
 			return fmt.Errorf("flows: %s: send: %w", f.spec.Name, err)
 		}
 	}
+	f.stoppedBytes.Store(f.received.Load())
+	f.stopped.Store(true)
 	if err := halfClose(f.send); err != nil {
 		return fmt.Errorf("flows: %s: closing the send side: %w", f.spec.Name, err)
 	}
@@ -329,8 +344,13 @@ func (f *TCPBulk) receiver(start time.Time) error {
 				return &DataError{Flow: f.spec.Name, Offset: at, Got: b[i], Want: f.pat.byteAt(at)}
 			}
 			off += int64(n)
+			at := int64(f.clk.Now().Sub(start))
+			if f.firstByte.Load() < 0 {
+				f.firstBytes.Store(uint64(n))
+				f.firstByte.Store(at)
+			}
 			f.received.Add(uint64(n))
-			f.lastByte.Store(int64(f.clk.Now().Sub(start)))
+			f.lastByte.Store(at)
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -375,7 +395,7 @@ func (f *TCPBulk) Sample(now time.Time) Sample {
 // TCPSummary for the definitions.
 func (f *TCPBulk) Summary() FlowSummary {
 	f.mu.Lock()
-	started, ended, start, end, last, cwndMax := f.started, f.ended, f.start, f.end, f.last, f.cwndMax
+	ended, end, last, cwndMax := f.ended, f.end, f.last, f.cwndMax
 	stalls, stalledFor := f.stalls, f.stalledFor
 	if f.stalled {
 		// A stall still going on counts, up to the end of Run (or now).
@@ -398,21 +418,27 @@ func (f *TCPBulk) Summary() FlowSummary {
 		Stalls:          stalls,
 		StalledS:        stalledFor.Seconds(),
 	}
-	var active time.Duration
-	switch {
-	case f.complete.Load():
-		active = time.Duration(f.completion.Load())
-		ts.CompletionS = active.Seconds()
-	case ended:
-		active = end.Sub(start)
-	case started:
-		active = f.clk.Now().Sub(start)
+	ts.ConnectS = f.spec.Connect.Seconds()
+	if f.complete.Load() {
+		ts.CompletionS = time.Duration(f.completion.Load()).Seconds()
+		ts.TotalS = ts.ConnectS + ts.CompletionS
+	}
+	var afterStop uint64
+	if f.stopped.Load() {
+		afterStop = ts.BytesReceived - min(f.stoppedBytes.Load(), ts.BytesReceived)
+	}
+	firstAt, lastAt := f.firstByte.Load(), f.lastByte.Load()
+	tput := arrivalRate(ts.BytesReceived, f.firstBytes.Load(), firstAt, lastAt)
+	if firstAt >= 0 && lastAt == firstAt {
+		// One read took everything: from the first write instead.
+		tput = bitRate(ts.BytesReceived, time.Duration(lastAt))
 	}
 	return FlowSummary{
-		Name:          f.spec.Name,
-		Type:          TypeTCP,
-		ThroughputBps: bitRate(ts.BytesReceived, active),
-		TCPSummary:    ts,
+		Name:           f.spec.Name,
+		Type:           TypeTCP,
+		ThroughputBps:  tput,
+		BytesAfterStop: afterStop,
+		TCPSummary:     ts,
 	}
 }
 

@@ -85,8 +85,8 @@ func TestTCPBulkClean(t *testing.T) {
 	if s.Type != "tcp" || s.BytesSent != size || s.BytesReceived != size || s.CompletionS <= 0 {
 		t.Fatalf("summary %+v, want %d bytes sent and received, and a completion time", *s.TCPSummary, size)
 	}
-	if want := bitRate(size, time.Duration(s.CompletionS*1e9)); s.ThroughputBps/want-1 > 1e-6 || want/s.ThroughputBps-1 > 1e-6 {
-		t.Errorf("throughput %v, want size*8/completion = %v", s.ThroughputBps, want)
+	if want := bitRate(size-f.firstBytes.Load(), time.Duration(f.lastByte.Load()-f.firstByte.Load())); s.ThroughputBps != want {
+		t.Errorf("throughput %v, want the bytes after the first read over first to last read = %v", s.ThroughputBps, want)
 	}
 	if got := f.Sample(time.Now()).Bytes; got != size {
 		t.Errorf("sample has %d bytes, want %d", got, size)
@@ -192,8 +192,16 @@ func TestTCPBulkDuration(t *testing.T) {
 	if s.BytesSent == 0 || s.BytesSent != s.BytesReceived {
 		t.Errorf("%d bytes sent, %d received; want equal, not zero", s.BytesSent, s.BytesReceived)
 	}
-	if s.CompletionS <= 0 || s.CompletionS > 0.095 || s.ThroughputBps != bitRate(s.BytesReceived, time.Duration(f.completion.Load())) {
-		t.Errorf("completion %vs, throughput %v: want a completion within the 95 ms and bytes*8 over it", s.CompletionS, s.ThroughputBps)
+	if s.CompletionS <= 0 || s.CompletionS > 0.095 {
+		t.Errorf("completion %vs: want one within the 95 ms", s.CompletionS)
+	}
+	first, last := f.firstByte.Load(), f.lastByte.Load()
+	want := bitRate(s.BytesReceived-f.firstBytes.Load(), time.Duration(last-first))
+	if last == first {
+		want = bitRate(s.BytesReceived, time.Duration(last))
+	}
+	if s.ThroughputBps != want {
+		t.Errorf("throughput %v, want %v (see arrivalRate)", s.ThroughputBps, want)
 	}
 	if r := s.RTTMs; r.Count != 10 || r.Min != 1 || r.Max != 10 || r.Mean != 5.5 {
 		t.Errorf("rtt %+v, want 10 samples from 1 to 10 ms, mean 5.5", r)

@@ -108,6 +108,8 @@ type flowInfo struct {
 
 	PacketsSent     uint64  `json:"packets_sent"`
 	PacketsReceived uint64  `json:"packets_received"`
+	Lost            uint64  `json:"lost"`
+	InFlight        uint64  `json:"in_flight"`
 	LossRatio       float64 `json:"loss_ratio"`
 	JitterMs        float64 `json:"jitter_ms"`
 	Reordered       uint64  `json:"reordered"`

@@ -207,7 +207,15 @@ func flowRows(r *run) []flowRow {
 				row.Delay = fmt.Sprintf("rtt %.1f/%.1f", f.RTTMs.Mean, f.RTTMs.P95)
 			}
 		case typeUDP:
-			row.Lost = fmt.Sprintf("%d/%d", f.PacketsSent-min(f.PacketsReceived, f.PacketsSent), f.PacketsSent)
+			lost := f.Lost
+			if lost == 0 && f.InFlight == 0 {
+				// A summary from before lost and in_flight.
+				lost = f.PacketsSent - min(f.PacketsReceived, f.PacketsSent)
+			}
+			row.Lost = fmt.Sprintf("%d/%d", lost, f.PacketsSent)
+			if f.InFlight > 0 {
+				row.Lost += fmt.Sprintf(" +%d in flight", f.InFlight)
+			}
 			row.Delay = fmt.Sprintf("%.1f/%.1f", f.DelayMs.Mean, f.DelayMs.P95)
 			row.Jitter = fmt.Sprintf("%.2f", f.JitterMs)
 		}
