@@ -351,3 +351,37 @@ flows: [{name: bulk, type: tcp, size: 2MB}]
 		t.Errorf("tshark sees %d retransmissions, the sender counted %d", seen, f.Retransmissions)
 	}
 }
+
+// TestLabRunEndsWithinASecondOfItsDuration fills a 1000-packet queue at
+// 1 Mbit/s (8 s of backlog) and checks that the run ends within a second of
+// its duration, counting what the queue still held as flushed, and what
+// arrived after the sender stopped apart.
+func TestLabRunEndsWithinASecondOfItsDuration(t *testing.T) {
+	sum := runPlan(t, `
+duration: 1s
+link: {uplink: {rate: 1Mbps, queue: 1000}}
+flows: [{name: flood, type: udp, rate: 10Mbps, packet_size: 1000, duration: 1s}]
+`)
+	r := sum.Runs[0]
+	if r.DurationS > 2 {
+		t.Errorf("run took %.2f s for a duration of 1 s, want at most 2", r.DurationS)
+	}
+	up := r.Links[0]
+	if up.Drops["flushed"] == 0 {
+		t.Errorf("no flushed packets with seconds of backlog at the end: %v", up.Drops)
+	}
+	f := flowByName(t, r, "flood")
+	// The run cut the flow short: the datagrams after the highest one
+	// received (queued, flushed at the end, or dropped by the full
+	// queue: the receiver cannot tell) are in flight, not lost.
+	if f.BytesAfterStop == 0 || f.InFlight == 0 || f.Lost+f.InFlight+f.PacketsReceived != f.PacketsSent {
+		t.Errorf("%d bytes after the stop, %d lost + %d in flight + %d received of %d sent; want some after the stop and in flight, adding up to sent",
+			f.BytesAfterStop, f.Lost, f.InFlight, f.PacketsReceived, f.PacketsSent)
+	}
+	// What arrived crossed the 1 Mbit/s link (1028 bytes per datagram
+	// on the wire): the flow's figure cannot exceed the link's payload
+	// rate by more than its interval's rounding.
+	if payload := 1e6 * 1000 / 1028; f.ThroughputBps > payload*1.01 {
+		t.Errorf("throughput %.3f Mbit/s above the link's payload rate %.3f", f.ThroughputBps/1e6, payload/1e6)
+	}
+}
