@@ -186,6 +186,9 @@ start:
 	var errs []error
 	for _, r := range results {
 		if r.rs != nil {
+			if r.err != nil && !errors.Is(r.err, context.Canceled) {
+				r.rs.Error = r.err.Error()
+			}
 			sum.Runs = append(sum.Runs, *r.rs)
 			if r.series != nil {
 				sum.series = append(sum.series, r.series)
@@ -269,6 +272,9 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 	// time.
 	start := o.Clock.Now()
 	series := flows.NewSeries(s.Variant, start)
+	if o.OutDir != "" {
+		series.SpillTo(o.OutDir)
+	}
 	// Flows stop sending by the run's duration (see lab.newFlow); what is
 	// in flight then gets drainGrace to arrive before the run is cut.
 	runCtx, cancel := context.WithTimeout(ctx, s.Duration+drainGrace)
@@ -354,6 +360,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 				zap.Uint64("packets_in", st.InPackets), zap.Uint64("packets_out", st.OutPackets), zap.Any("drops", st.Drops))
 		}
 	}
+	rs.Expectations = checkExpectations(rs, s.Expect)
 	// A flow cut short by the run's duration is not a failure; anything
 	// else a flow reports (a corrupted byte, a broken connection) is.
 	var failed []error

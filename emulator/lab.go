@@ -61,6 +61,13 @@ type lab struct {
 	// tun is TUN mode's part; nil without a tun section.
 	tun *tunEnd
 
+	// catchAll, when not nil, is the server-side host that takes the
+	// uplink's packets for destinations no host owns (a Bench's relay).
+	catchAll *endHost
+	// transparent makes the server-side hosts take any destination (see
+	// stack.HostConfig.Transparent).
+	transparent bool
+
 	noRoute  atomic.Uint64 // packets whose destination no host owns
 	tooLarge atomic.Uint64 // packets larger than the pool's buffers (never with a sane MTU)
 }
@@ -277,6 +284,7 @@ func (l *lab) addHost(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, se
 	}
 	h, err := stack.NewHost(stack.HostConfig{
 		Name: name, Addrs: addrs, MTU: s.MTU, Clock: clk, Seed: seed, SACK: sack, Output: out, Log: log,
+		Transparent: server && l.transparent,
 	})
 	if err != nil {
 		return nil, err
@@ -450,6 +458,9 @@ func (l *lab) deliver(toServer bool) func(time.Time, *impair.Packet) {
 		e := owner[dstAddr(p.Data)]
 		if e == nil && toServer && l.tun != nil && l.tun.cfg.Transparent != nil {
 			e = l.tun.peer // its relay takes any destination (and refuses what is not allowed)
+		}
+		if e == nil && toServer {
+			e = l.catchAll
 		}
 		switch {
 		case e == nil:

@@ -1,8 +1,9 @@
 package emulator
 
 import (
-	"bytes"
+	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +17,18 @@ import (
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/wifi"
 )
+
+// writeSeries writes the runs' time series into the file at path, streaming
+// each from where it was written out during the run.
+func writeSeries(path string, series []*flows.Series) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<16)
+	err = flows.WriteCSV(w, series...)
+	return errors.Join(err, w.Flush(), f.Close())
+}
 
 // DefaultOutDir is where a run writes its results when not told:
 // results/<scenario>-<YYYYmmdd-HHMMSS>.
@@ -35,11 +48,7 @@ func WriteResults(dir string, plan *scenario.Plan, sum *Summary) error {
 	if err := os.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644); err != nil {
 		return err
 	}
-	var csv bytes.Buffer
-	if err := flows.WriteCSV(&csv, sum.series...); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "timeseries.csv"), csv.Bytes(), 0o644); err != nil {
+	if err := writeSeries(filepath.Join(dir, "timeseries.csv"), sum.series); err != nil {
 		return err
 	}
 	ran := map[string]bool{}

@@ -41,6 +41,12 @@ type RunSummary struct {
 	Captures map[string]CaptureSummary `json:"captures,omitempty"`
 	// TUN is what TUN mode's device and relay saw; absent without it.
 	TUN *TUNSummary `json:"tun,omitempty"`
+	// Error, when not empty, says why the run failed (a flow reported
+	// corrupted data or a broken connection): its figures are partial.
+	Error string `json:"error,omitempty"`
+	// Expectations are the scenario's expect entries checked against
+	// this run, in the file's order.
+	Expectations []ExpectResult `json:"expectations,omitempty"`
 	// Skipped, when not empty, says why the run did not happen (TUN mode
 	// without the privileges it needs); nothing else is filled then.
 	Skipped string `json:"skipped,omitempty"`

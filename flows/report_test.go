@@ -3,6 +3,8 @@ package flows
 import (
 	"encoding/json"
 	"math"
+	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -102,5 +104,42 @@ func TestSummaryJSON(t *testing.T) {
 		if (back.TCPSummary == nil) != (tt.s.TCPSummary == nil) || (back.UDPSummary == nil) != (tt.s.UDPSummary == nil) {
 			t.Errorf("%s: read back with the wrong parts", b)
 		}
+	}
+}
+
+// TestSeriesBoundedMemory adds half a million rows (a 500 s run sampled
+// every millisecond): the series' heap stays flat, no file is left in its
+// folder, and WriteCSV writes every row back in order.
+func TestSeriesBoundedMemory(t *testing.T) {
+	dir := t.TempDir()
+	s := NewSeries("long", clock.Epoch)
+	s.SpillTo(dir)
+	defer s.Close()
+	const n = 500_000
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	base, peak := ms.HeapAlloc, uint64(0)
+	for i := range n {
+		s.Add(clock.Epoch.Add(time.Duration(i)*time.Millisecond), "queue_packets", "uplink", float64(i))
+		if i%50_000 == 49_999 {
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapAlloc)
+		}
+	}
+	if grew := int64(peak) - int64(base); grew > 8<<20 {
+		t.Errorf("the heap grew by %d MiB for %d rows, want at most 8", grew>>20, n)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("files left in the series' folder: %v", ents)
+	}
+	var b strings.Builder
+	if err := WriteCSV(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != n+1 || lines[1] != "long,0,queue_packets,uplink,0" || lines[n] != "long,499.999,queue_packets,uplink,499999" {
+		t.Errorf("CSV: %d lines, want %d; second %q, last %q", len(lines), n+1, lines[1], lines[len(lines)-1])
 	}
 }

@@ -2,7 +2,9 @@ package flows
 
 import (
 	"encoding/csv"
+	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -20,9 +22,11 @@ const (
 // Series is a run's time series in long format: one row per time, kind and
 // name (a flow or a link). It is safe for concurrent use.
 //
-// Rows are kept in memory until WriteCSV, about 50 bytes each: a 10-minute
-// run with 10 flows of 3 kinds sampled every 100 ms is 180,000 rows, about
-// 9 MB. That is meant for runs of minutes; sample less often for hours.
+// Its memory is bounded whatever the run's length and sample interval: it
+// holds at most spillRows rows (about 50 bytes each), and writes them out
+// in CSV form to a file of its own when it has that many. That file is
+// unlinked as soon as it is made, so nothing is left behind on any exit;
+// WriteCSV reads it back.
 type Series struct {
 	variant string // the run's variant, the first column of its rows
 
@@ -30,7 +34,16 @@ type Series struct {
 	start time.Time
 	rows  []row
 	prev  map[string]Sample // the last sample of each flow
+	dir   string            // where the spill file is made; "" is os.TempDir
+	spill *os.File          // rows written out, in CSV form; nil until needed
+	size  int64             // bytes written to spill
+	err   error             // the spill's first error; rows are lost after it
+	lost  int               // rows dropped after err
 }
+
+// spillRows is how many rows a Series holds before it writes them out:
+// 16384 rows take about 800 KB.
+const spillRows = 1 << 14
 
 // row is one row of the CSV: t seconds since the start.
 type row struct {
@@ -54,9 +67,72 @@ func (s *Series) Add(now time.Time, kind, name string, value float64) {
 	s.add(now, kind, name, value)
 }
 
+// SpillTo makes the series write the rows it no longer holds into a file
+// in dir (the run's output folder, say) instead of os.TempDir, which may be
+// held in memory (tmpfs). Call it before the first row.
+func (s *Series) SpillTo(dir string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dir = dir
+}
+
 func (s *Series) add(now time.Time, kind, name string, value float64) {
+	if s.err != nil && len(s.rows) >= spillRows {
+		s.lost++
+		return
+	}
 	t := float64(now.Sub(s.start)) / 1e9
 	s.rows = append(s.rows, row{t, kind, name, value})
+	if len(s.rows) >= spillRows && s.err == nil {
+		s.err = s.writeOut()
+	}
+}
+
+// writeOut appends the rows held to the spill file, making it first.
+func (s *Series) writeOut() error {
+	if s.spill == nil {
+		f, err := os.CreateTemp(s.dir, ".netjam-series-*.csv")
+		if err != nil {
+			return fmt.Errorf("time series: %w", err)
+		}
+		// Unlinked at once: the file lives as long as the descriptor.
+		os.Remove(f.Name())
+		s.spill = f
+	}
+	cw := &countingWriter{w: s.spill}
+	err := writeRows(cw, s.variant, s.rows)
+	s.size += cw.n
+	if err != nil {
+		return fmt.Errorf("time series: %w", err)
+	}
+	s.rows = s.rows[:0]
+	return nil
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Close releases the file the series' rows were written out to; the
+// series is empty afterwards. It is safe to call more than once.
+func (s *Series) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rows = nil
+	if s.spill == nil {
+		return nil
+	}
+	err := s.spill.Close()
+	s.spill, s.size = nil, 0
+	return err
 }
 
 // Observe appends the rows of flow name's sample smp, computed against its
@@ -92,21 +168,48 @@ func (s *Series) Observe(name string, smp Sample) {
 // WriteCSV writes the series of one or more runs as one CSV table with the
 // header variant,time_s,kind,name,value, each series' rows in the order
 // they were added. Numbers are in the shortest decimal form that reads back
-// exactly.
+// exactly. If a series could not write its rows out (a full disk), WriteCSV
+// writes what it has and returns that error with the number of rows lost.
 func WriteCSV(w io.Writer, series ...*Series) error {
-	cw := csv.NewWriter(w)
-	cw.Write([]string{"variant", "time_s", "kind", "name", "value"})
-	rec := make([]string, 5)
+	if _, err := io.WriteString(w, "variant,time_s,kind,name,value\n"); err != nil {
+		return err
+	}
 	for _, s := range series {
-		s.mu.Lock()
-		for _, r := range s.rows {
-			rec[0] = s.variant
-			rec[1] = strconv.FormatFloat(r.t, 'f', -1, 64)
-			rec[2], rec[3] = r.kind, r.name
-			rec[4] = strconv.FormatFloat(r.value, 'f', -1, 64)
-			cw.Write(rec)
+		if err := s.writeCSV(w); err != nil {
+			return err
 		}
-		s.mu.Unlock()
+	}
+	return nil
+}
+
+// writeCSV writes s's rows: those written out, then those held.
+func (s *Series) writeCSV(w io.Writer) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.spill != nil {
+		if _, err := io.Copy(w, io.NewSectionReader(s.spill, 0, s.size)); err != nil {
+			return fmt.Errorf("time series: %w", err)
+		}
+	}
+	if err := writeRows(w, s.variant, s.rows); err != nil {
+		return err
+	}
+	if s.err != nil {
+		return fmt.Errorf("%w (%d rows of run %q lost)", s.err, s.lost, s.variant)
+	}
+	return nil
+}
+
+// writeRows writes rows of variant as CSV records.
+func writeRows(w io.Writer, variant string, rows []row) error {
+	cw := csv.NewWriter(w)
+	rec := make([]string, 5)
+	for _, r := range rows {
+		rec[0] = variant
+		rec[1] = strconv.FormatFloat(r.t, 'f', -1, 64)
+		rec[2], rec[3] = r.kind, r.name
+		rec[4] = strconv.FormatFloat(r.value, 'f', -1, 64)
+		cw.Write(rec)
 	}
 	cw.Flush()
 	return cw.Error()

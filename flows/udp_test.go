@@ -250,8 +250,10 @@ func TestUDPCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx) }()
-	// Until datagram 10 is sent (at 100 ms), 5 ms before it arrives.
-	p.drive(t, func() bool { return f.sent.Load() >= 11 })
+	p.drive(t, func() bool { return f.Sample(clk.Now()).Packets >= 10 })
+	// Then to 100 ms, when datagram 10 goes, 5 ms before it arrives.
+	clk.Set(clock.Epoch.Add(100 * ms))
+	waitFor(t, "datagram 10 sent", func() bool { return f.sent.Load() >= 11 })
 	cancel()
 	err = <-done
 	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "probe") {

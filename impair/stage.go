@@ -56,6 +56,9 @@ const (
 
 var dropNames = [NumDropReasons]string{"loss", "burst", "queue", "aqm", "inflight", "input", "flushed"}
 
+// DropReasonNames returns the report names of every reason, in order.
+func DropReasonNames() []string { return append([]string(nil), dropNames[:]...) }
+
 // String returns the reason's report name.
 func (r DropReason) String() string {
 	if r < NumDropReasons {

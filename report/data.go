@@ -63,6 +63,19 @@ type runInfo struct {
 	// Skipped says why the run did not happen (TUN mode without the
 	// privileges it needs); such a run has no figures.
 	Skipped string `json:"skipped"`
+	// Error says why the run failed.
+	Error        string       `json:"error"`
+	Expectations []expectInfo `json:"expectations"`
+}
+
+// expectInfo is one expectation checked against a run.
+type expectInfo struct {
+	Expect  string   `json:"expect"`
+	Figure  string   `json:"figure"`
+	Got     *float64 `json:"got"`
+	GotText string   `json:"got_text"`
+	Pass    bool     `json:"pass"`
+	Error   string   `json:"error"`
 }
 
 // wifiInfo is a run's Wi-Fi cell: its medium and each contender.
@@ -215,6 +228,68 @@ type runSeries struct {
 type kindSeries struct {
 	names []string
 	pts   map[string][]point
+	th    map[string]*thinner // while the file is read
+}
+
+// maxPoints is how many points of one series the report keeps: a figure is
+// a thousand pixels wide, and a week sampled every millisecond must not
+// take the memory of its 600 million rows.
+const maxPoints = 1 << 13
+
+// thinner keeps a series that is read point by point within 2*maxPoints
+// points: when it has that many it merges them in pairs, and from then on
+// merges each run of stride points as it reads them. A merged point is at
+// the mean time of its points, with their mean value, or their sum for
+// the kinds that count events per interval (drops). Series of one run
+// sampled at the same instants are merged at the same instants.
+type thinner struct {
+	pts    []point
+	sum    bool
+	stride int
+	acc    point // the sums of the points read since the last one kept
+	n      int
+}
+
+func newThinner(kind string) *thinner { return &thinner{sum: kind == kindDrops, stride: 1} }
+
+func (th *thinner) add(p point) {
+	th.acc.t += p.t
+	th.acc.v += p.v
+	if th.n++; th.n < th.stride {
+		return
+	}
+	th.keep()
+	if len(th.pts) == 2*maxPoints {
+		for i := range maxPoints {
+			a, b := th.pts[2*i], th.pts[2*i+1]
+			th.pts[i] = th.merge(point{a.t + b.t, a.v + b.v}, 2)
+		}
+		th.pts = th.pts[:maxPoints]
+		th.stride *= 2
+	}
+}
+
+// keep appends the point the sums since the last one stand for.
+func (th *thinner) keep() {
+	th.pts = append(th.pts, th.merge(th.acc, th.n))
+	th.acc, th.n = point{}, 0
+}
+
+// merge is the point standing for n points whose sums are in p.
+func (th *thinner) merge(p point, n int) point {
+	p.t /= float64(n)
+	if !th.sum {
+		p.v /= float64(n)
+	}
+	return p
+}
+
+// points returns the series read, ending with what the last stride read.
+func (th *thinner) points() []point {
+	if th.n > 0 {
+		th.keep()
+	}
+	return th.pts
 }
 
 // get returns the points of kind for name, or nil.
@@ -374,13 +449,24 @@ func readSeries(r io.Reader) (map[string]*runSeries, []string, error) {
 		}
 		ks := rs.kinds[rec[2]]
 		if ks == nil {
-			ks = &kindSeries{pts: map[string][]point{}}
+			ks = &kindSeries{pts: map[string][]point{}, th: map[string]*thinner{}}
 			rs.kinds[rec[2]] = ks
 		}
-		if _, ok := ks.pts[rec[3]]; !ok {
+		th := ks.th[rec[3]]
+		if th == nil {
+			th = newThinner(rec[2])
+			ks.th[rec[3]] = th
 			ks.names = append(ks.names, rec[3])
 		}
-		ks.pts[rec[3]] = append(ks.pts[rec[3]], point{t, v})
+		th.add(point{t, v})
+	}
+	for _, rs := range out {
+		for _, ks := range rs.kinds {
+			for name, th := range ks.th {
+				ks.pts[name] = th.points()
+			}
+			ks.th = nil
+		}
 	}
 	return out, order, nil
 }

@@ -37,6 +37,7 @@ func HTML(dir string, version string) error {
 	}
 	for _, r := range f.runs {
 		page.Runs = append(page.Runs, runRow{Variant: r.title(), Seed: r.info.Seed, DurationS: r.info.DurationS})
+		page.Expectations = append(page.Expectations, expectRows(r)...)
 		page.Flows = append(page.Flows, flowRows(r)...)
 		page.Links = append(page.Links, linkRows(r)...)
 		page.WiFi = append(page.WiFi, wifiRows(r)...)
@@ -85,6 +86,7 @@ type pageData struct {
 	RunVersion    string
 	ReportVersion string
 	Runs          []runRow
+	Expectations  []expectRow
 	Flows         []flowRow
 	Links         []linkRow
 	WiFi          []wifiRow
@@ -98,6 +100,28 @@ type runRow struct {
 	Seed      uint64
 	DurationS float64
 	Skipped   string // why the run did not happen; "" when it did
+}
+
+// expectRow is one expectation checked against a run.
+type expectRow struct {
+	Variant, Expect, Got, Result, Error string
+	Pass                                bool
+}
+
+// expectRows returns r's expectations, in the scenario's order.
+func expectRows(r *run) []expectRow {
+	var out []expectRow
+	for _, e := range r.info.Expectations {
+		row := expectRow{Variant: r.title(), Expect: e.Expect, Got: dash(e.GotText), Pass: e.Pass, Error: e.Error, Result: "pass"}
+		switch {
+		case e.Error != "":
+			row.Result = "not checked"
+		case !e.Pass:
+			row.Result = "FAIL"
+		}
+		out = append(out, row)
+	}
+	return out
 }
 
 // flowRow has the columns of netjam run's flow table.
@@ -363,6 +387,8 @@ pre { background: #f7f7f7; border: 1px solid #e3e3e3; padding: 8px 12px; overflo
 .meta { color: #555; }
 .ls { display: flex; flex-wrap: wrap; gap: 0 24px; align-items: flex-start; }
 table.linkstat th, table.delays th { text-align: left; }
+tr.fail td { background: #fde2e1; color: #a40e0e; }
+tr.pass td:last-child { color: #1a7f37; }
 </style>
 </head>
 <body>
@@ -376,7 +402,13 @@ table.linkstat th, table.delays th { text-align: left; }
 {{range .Runs}}{{if .Skipped}}<tr><td>{{.Variant}}</td><td colspan="2">skipped: {{.Skipped}}</td></tr>
 {{else}}<tr><td>{{.Variant}}</td><td class="n">{{.Seed}}</td><td class="n">{{printf "%.2f" .DurationS}}</td></tr>
 {{end}}{{end}}</table>
-
+{{if .Expectations}}
+<h2 id="expectations">Expectations</h2>
+<table class="expectations">
+<tr><th>variant</th><th>expectation</th><th>got</th><th>result</th></tr>
+{{range .Expectations}}<tr class="{{if .Pass}}pass{{else}}fail{{end}}"><td>{{.Variant}}</td><td><code>{{.Expect}}</code></td><td class="n">{{.Got}}</td><td>{{.Result}}{{with .Error}}: {{.}}{{end}}</td></tr>
+{{end}}</table>
+{{end}}
 <h2 id="flows">Flows</h2>
 {{if .Flows}}<table class="flows">
 <tr><th>variant</th><th>flow</th><th>type</th><th>cc</th><th>Mbit/s</th><th>share</th><th>done s</th><th>retrans</th><th>RTO</th><th>lost</th><th>delay mean/p95 ms</th><th>jitter ms</th><th>fairness</th></tr>

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"image"
 	"image/png"
 	"os"
@@ -157,5 +158,39 @@ func TestHTMLWithoutPlotHasNoSVGLinks(t *testing.T) {
 	}
 	if !strings.Contains(page, `<tr><td>-</td><td class="n">42</td>`) {
 		t.Error("a run without variants is not shown as -")
+	}
+}
+
+// TestHTMLShowsExpectations renders a run with a passing and a failing
+// expectation: the page has an Expectations section whose failed row is
+// marked for red, with what the run got.
+func TestHTMLShowsExpectations(t *testing.T) {
+	dir := t.TempDir()
+	writeSynth(t, dir, synthRun{udp: true})
+	path := filepath.Join(dir, SummaryFile)
+	var sum map[string]any
+	b, _ := os.ReadFile(path)
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	sum["runs"].([]any)[0].(map[string]any)["expectations"] = []map[string]any{
+		{"expect": "flows.probe.loss < 1%", "figure": "flows.probe.loss_ratio", "got": 0.008, "got_text": "0.80%", "pass": true},
+		{"expect": "flows.probe.delay_ms.p95 < 40ms", "figure": "flows.probe.delay_ms.p95", "got": 42, "got_text": "42.00ms", "pass": false},
+	}
+	b, _ = json.Marshal(sum)
+	os.WriteFile(path, b, 0o644)
+	if err := HTML(dir, "dev"); err != nil {
+		t.Fatal(err)
+	}
+	page := readReport(t, dir)
+	for _, want := range []string{
+		`<h2 id="expectations">Expectations</h2>`,
+		`<tr class="pass"><td>-</td><td><code>flows.probe.loss &lt; 1%</code></td><td class="n">0.80%</td><td>pass</td></tr>`,
+		`<tr class="fail"><td>-</td><td><code>flows.probe.delay_ms.p95 &lt; 40ms</code></td><td class="n">42.00ms</td><td>FAIL</td></tr>`,
+		`tr.fail td { background: #fde2e1; color: #a40e0e; }`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("report.html lacks %s", want)
+		}
 	}
 }

@@ -33,7 +33,7 @@ const (
 
 // Keys of each mapping, in the order the reference documents them.
 var (
-	rootKeys      = []string{"name", "description", "seed", "duration", "mtu", "sample_interval", "capture", "link", "wifi", "tun", "flows", "variants"}
+	rootKeys      = []string{"name", "description", "seed", "duration", "mtu", "sample_interval", "capture", "link", "wifi", "tun", "flows", "expect", "variants", "sweep"}
 	directionKeys = []string{"delay", "loss", "duplicate", "corrupt", "reorder", "rate", "slot", "queue", "inflight_limit"}
 	linkKeys      = append(slices.Clone(directionKeys), "uplink", "downlink")
 	variantKeys   = []string{"name", "set"}
@@ -410,6 +410,9 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 	if n := f["flows"]; n != nil {
 		s.Flows = d.flows(n, s.MTU, mtuOK, s.Duration, s.WiFi, s.TUN)
 	}
+	if n := f["expect"]; n != nil {
+		s.Expect = d.expect(n, s.Flows)
+	}
 
 	var shared, up, down map[string]*yaml.Node
 	if n := f["link"]; n != nil {
@@ -428,6 +431,7 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 // variant is one entry of the variants list.
 type variant struct {
 	name string
+	at   *yaml.Node // the name's node, for errors about the whole variant
 	sets []override
 }
 
@@ -473,7 +477,7 @@ func (d *decoder) variants(n *yaml.Node) []variant {
 			continue
 		}
 		first[name] = nn
-		v := variant{name: name}
+		v := variant{name: name, at: nn}
 		if sn := f["set"]; sn != nil {
 			v.sets = d.variantSet(sn, path+".set")
 		}

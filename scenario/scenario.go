@@ -37,6 +37,12 @@ type Plan struct {
 	// uses: a --set of a shared link key (link.loss) that a direction's
 	// own key (link.uplink.loss) shadows. Say them before a run starts.
 	Warnings []string
+	// Sweep is the file's parameter grid (its sweep key), or nil; Runs
+	// are the scenario as written, At resolves a point of the grid.
+	Sweep *Sweep
+
+	data []byte  // the file, for At
+	opts Options // the options Parse had, for At
 }
 
 // Scenario is one validated, fully resolved run of a scenario file: the file
@@ -66,6 +72,8 @@ type Scenario struct {
 	// through a TUN device (TUN mode).
 	TUN   *TUN
 	Flows []Flow
+	// Expect are the figures the run must reach; checked after it.
+	Expect []Expectation
 
 	file string // the source file, for YAML's header comment
 	// shadowed holds the warnings of shadowedSets for this run.
@@ -208,12 +216,27 @@ func Parse(path string, data []byte, o Options) (*Plan, error) {
 	if n := lookup(root, "variants"); n != nil && !isNull(n) {
 		variants = fileDec.variants(n)
 	}
+	var sweep *Sweep
+	if n := lookup(root, "sweep"); n != nil && !isNull(n) {
+		sweep = fileDec.sweep(n)
+	}
 	sets, errs := parseSets(o.Sets)
 	errs = append(fileDec.errs, errs...)
 
+	// Each run decodes a copy of the file without its variants (copies of
+	// the variants in every run would make their cost grow as its square)
+	// and without its sweep (a run is one point of it). A file with two
+	// such keys keeps them for the decoder to report.
+	for _, key := range []string{"variants", "sweep"} {
+		if i := keyIndex(root, key); i >= 0 && keyIndex(&yaml.Node{Content: root.Content[i+2:]}, key) < 0 {
+			body := *root
+			body.Content = append(slices.Clip(root.Content[:i]), root.Content[i+2:]...)
+			root = &body
+		}
+	}
 	base, baseErrs := resolve(path, root, nil, sets, o)
 	errs = append(errs, baseErrs...)
-	plan := &Plan{Name: base.Name, Path: path}
+	plan := &Plan{Name: base.Name, Path: path, Sweep: sweep, data: data, opts: o}
 	warned := map[string]bool{}
 	warn := func(s *Scenario) {
 		for _, w := range s.shadowed {
@@ -223,6 +246,7 @@ func Parse(path string, data []byte, o Options) (*Plan, error) {
 			}
 		}
 	}
+	total := size(base.tree)
 	if len(variants) == 0 {
 		plan.Runs = []*Scenario{base}
 		warn(base)
@@ -231,8 +255,15 @@ func Parse(path string, data []byte, o Options) (*Plan, error) {
 	for _, e := range baseErrs {
 		inBase[e.Error()] = true
 	}
-	for _, v := range variants {
+	for i, v := range variants {
 		s, verrs := resolve(path, root, &v, sets, o)
+		// Every run is kept until all are checked: bound them together.
+		if total += size(s.tree); total > maxRunNodes {
+			errs = append(errs, &Error{File: path, Line: v.at.Line, Path: "variants." + v.name,
+				Msg: fmt.Sprintf("the runs expand to %d YAML nodes once this variant is added, over the limit of %d for all runs together (variant %d of %d); use fewer variants, a smaller file or fewer aliases",
+					total, maxRunNodes, i+1, len(variants))})
+			break
+		}
 		for _, e := range verrs {
 			if inBase[e.Error()] {
 				continue

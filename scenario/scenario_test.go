@@ -2,9 +2,12 @@ package scenario
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -1168,5 +1171,36 @@ variants:
 	}
 	if l := p.Runs[0].Uplink.Loss; l.P != 0 {
 		t.Errorf("uplink loss %+v after --set link.uplink.loss=0%%, want 0", l)
+	}
+}
+
+// TestVariantsBounded parses a file whose variants together would hold
+// millions of YAML nodes (400 variants of a file of 2000 flows, built with
+// aliases as a user would): Parse stops at the limit with an error naming
+// the variant and the limit, having allocated a bounded amount.
+func TestVariantsBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("name: big\nduration: 1s\nflows:\n")
+	for i := range 2000 {
+		if i == 0 {
+			fmt.Fprintf(&b, "  - {name: f%d, type: udp, count: &n 10, interval: &i 10ms}\n", i)
+		} else {
+			fmt.Fprintf(&b, "  - {name: f%d, type: udp, count: *n, interval: *i}\n", i)
+		}
+	}
+	b.WriteString("variants:\n")
+	for i := range 400 {
+		fmt.Fprintf(&b, "  - {name: v%d, set: {seed: %d}}\n", i, i)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := parse(b.String())
+	runtime.ReadMemStats(&after)
+	want := regexp.MustCompile(`^x\.yaml:2[0-9]{3}: variants\.v[0-9]+: the runs expand to [0-9]+ YAML nodes once this variant is added, over the limit of 524288 for all runs together \(variant [0-9]+ of 400\); use fewer variants, a smaller file or fewer aliases$`)
+	if err == nil || !want.MatchString(err.Error()) {
+		t.Errorf("Parse error: %v\nwant one matching %s", err, want)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 512<<20 {
+		t.Errorf("Parse allocated %d MiB, want at most 512", alloc>>20)
 	}
 }

@@ -21,6 +21,20 @@ import (
 // small file of nested aliases (a "billion laughs") cannot exhaust memory.
 const maxNodes = 1 << 16
 
+// maxRunNodes bounds the trees of all runs together (the base scenario and
+// every variant, each a copy of the file with its overrides): 400 variants
+// of a file near maxNodes would otherwise hold gigabytes.
+const maxRunNodes = 1 << 19
+
+// size returns the number of nodes in the tree n.
+func size(n *yaml.Node) int {
+	c := 1
+	for _, child := range n.Content {
+		c += size(child)
+	}
+	return c
+}
+
 // yamlLine splits the parser's "yaml: line 3: msg" into its line and message.
 var yamlLine = regexp.MustCompile(`(?s)^yaml: line ([0-9]+): (.*)$`)
 

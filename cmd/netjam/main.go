@@ -21,6 +21,7 @@ const (
 	exitOK       = 0
 	exitFailed   = 1 // a run that failed or was interrupted
 	exitBadUsage = 2 // bad usage, a bad scenario or a missing privilege: nothing was started
+	exitExpect   = 3 // every run worked, but an expectation of the scenario did not hold
 )
 
 func main() {

@@ -45,12 +45,44 @@ type nsInit struct {
 
 // nsReply is the first process's answer: the device's name and whether
 // the kernel agreed to offload, or what went wrong (Privilege: a missing
-// privilege, exit status 2).
+// privilege, exit status 2, in parts so that netjam gives its advice once).
 type nsReply struct {
 	Name      string
 	TSO       bool
 	Err       string
-	Privilege bool
+	Privilege *nsPrivilege `json:",omitempty"`
+}
+
+// nsPrivilege is a stack.PrivilegeError sent across the socket.
+type nsPrivilege struct {
+	Op, Need string
+	Errno    syscall.Errno
+	Fixes    []string
+}
+
+// privilegeReply is the reply for err, with its parts when err is a
+// missing privilege.
+func privilegeReply(err error) nsReply {
+	r := nsReply{Err: err.Error()}
+	var pe *stack.PrivilegeError
+	if errors.As(err, &pe) {
+		r.Privilege = &nsPrivilege{Op: pe.Op, Need: pe.Need, Fixes: pe.Fixes}
+		errors.As(pe.Err, &r.Privilege.Errno)
+	}
+	return r
+}
+
+// err rebuilds the first process's error in netjam.
+func (r nsReply) err() error {
+	p := r.Privilege
+	if p == nil {
+		return errors.New(r.Err)
+	}
+	var e error = p.Errno
+	if p.Errno == 0 {
+		e = errors.New(r.Err)
+	}
+	return &stack.PrivilegeError{Op: p.Op + " in the rootless shell's user namespace", Err: e, Need: p.Need, Fixes: p.Fixes}
 }
 
 // userNetns starts a process as root of new user and network namespaces,
@@ -125,13 +157,7 @@ func startRootless(cfg stack.TUNConfig, command, env []string) (*rootless, *stac
 		return fail(fmt.Errorf("rootless shell: %w", err))
 	}
 	if reply.Err != "" {
-		err := errors.New(reply.Err)
-		if reply.Privilege {
-			err = &stack.PrivilegeError{Op: "making the TUN device in a user namespace", Err: errors.New(reply.Err),
-				Need:  "the device node /dev/net/tun must be usable by every user (mode 0666).",
-				Fixes: []string{"run netjam as root: sudo " + exe + " shell ...", "sudo chmod 0666 /dev/net/tun"}}
-		}
-		return fail(err)
+		return fail(reply.err())
 	}
 	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
 	if err != nil || len(msgs) != 1 {
@@ -173,7 +199,7 @@ func runNSInit() int {
 		unix.Sendmsg(int(sock.Fd()), b, oob, nil, 0)
 	}
 	fail := func(err error) int {
-		reply(nsReply{Err: err.Error(), Privilege: errors.Is(err, stack.ErrPrivilege)}, -1)
+		reply(privilegeReply(err), -1)
 		return exitFailed
 	}
 	var conf nsInit

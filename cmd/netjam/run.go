@@ -39,7 +39,8 @@ Examples:
    netjam run my.yaml --set 'link.delay={time: 50ms, jitter: 5ms, distribution: normal}'
    netjam run my.yaml --seed 7 --duration 10s --out /tmp/run1 --quiet
    netjam run configs/wifi-coexistence.yaml --variant cubic --variant bbr
-   netjam run my.yaml --capture client --capture server   # then: tshark -r client.pcap`,
+   netjam run my.yaml --capture client --capture server   # then: tshark -r client.pcap
+   netjam run ci.yaml --junit report.xml   # exit 3 when an expect entry does not hold`,
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "set", Usage: "override a scenario key by its dotted path: KEY=VALUE (repeatable); VALUE is YAML"},
 			&cli.Uint64Flag{Name: "seed", Usage: "seed for every random decision (overrides the scenario's)"},
@@ -48,6 +49,7 @@ Examples:
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no table and log only warnings and errors"},
 			&cli.StringSliceFlag{Name: "variant", Usage: "run only this variant (repeatable; default: every variant)"},
 			&cli.StringSliceFlag{Name: "capture", Usage: "write a pcap file of the packets at this point: client or server (repeatable; replaces the scenario's capture points)"},
+			&cli.StringFlag{Name: "junit", Usage: "also write the runs and the scenario's expectations as JUnit XML into `FILE`, for CI"},
 			&cli.IntFlag{Name: "parallel", Value: 1, Usage: "how many variants may run at once (real-time runs compete for the CPU: keep 1 unless the machine has cores to spare)"},
 		},
 		OnUsageError: usageError,
@@ -166,13 +168,24 @@ func doRun(c *cli.Context) error {
 	if err := report.HTML(out, versionString()); err != nil {
 		return cli.Exit(fmt.Sprintf("writing report.html: %v", err), exitFailed)
 	}
+	if path := c.String("junit"); path != "" {
+		if err := report.WriteJUnit(path, out); err != nil {
+			return cli.Exit(fmt.Sprintf("writing JUnit XML: %v", err), exitFailed)
+		}
+	}
 	if !c.Bool("quiet") {
 		if err := emulator.PrintTable(c.App.Writer, sum); err != nil {
 			return cli.Exit(err, exitFailed)
 		}
+		if err := emulator.PrintExpectations(c.App.Writer, sum); err != nil {
+			return cli.Exit(err, exitFailed)
+		}
 		fmt.Fprintf(c.App.Writer, "\nresults in %s\n", out)
 	}
+	failed := emulator.ExpectationFailures(sum)
 	switch {
+	case runErr == nil && len(failed) > 0:
+		return cli.Exit(fmt.Sprintf("%d expectation(s) not met:\n  %s", len(failed), strings.Join(failed, "\n  ")), exitExpect)
 	case runErr == nil:
 		return nil
 	case errors.Is(runErr, context.Canceled):

@@ -185,20 +185,51 @@ func asNobody(t *testing.T, args ...string) (*exec.Cmd, string) {
 	return cmd, dir
 }
 
-// TestWithoutPrivilegesExit2 runs TUN mode as an unprivileged user with a
+// TestWithoutPrivilegesExit2 runs TUN mode as an unprivileged user, with
+// /dev/net/tun usable by every user and with it root's alone: netjam exits
+// 2 and says, once, what is needed and how to get it. netjam run has a
 // forward (which needs netjam in the user's own namespace, so no rootless
-// run): netjam run exits 2 and says what is needed and how to get it.
+// run); netjam shell tries a rootless shell.
 func TestWithoutPrivilegesExit2(t *testing.T) {
 	testenv.RequireTUN(t)
-	cmd, dir := asNobody(t, "run", "-q", "--out", "out", "tun.yaml")
-	os.WriteFile(filepath.Join(dir, "tun.yaml"), []byte("name: priv\nduration: 1s\ntun: {forward: [{proto: tcp, listen: 80, to: 127.0.0.1:80}]}\n"), 0o644)
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != exitBadUsage {
-		t.Fatalf("netjam run as nobody: %v, want exit 2\n%s", err, out)
-	}
-	if s := string(out); !strings.Contains(s, "CAP_NET_ADMIN") || !strings.Contains(s, "sudo") {
-		t.Errorf("netjam run as nobody does not say what is needed:\n%s", s)
+	for _, c := range []struct {
+		mode  os.FileMode
+		args  []string
+		wants []string
+	}{
+		{0o666, []string{"run", "-q", "--out", "out", "tun.yaml"}, []string{
+			"netjam: run priv: stack: TUN: create device netjam0: operation not permitted: creating a TUN device needs CAP_NET_ADMIN. Either:\n  - run netjam as root: sudo "}},
+		{0o600, []string{"run", "-q", "--out", "out", "tun.yaml"}, []string{
+			"netjam: run priv: stack: TUN: open /dev/net/tun: permission denied: TUN mode needs read-write access to /dev/net/tun (mode 0666 on most systems). Either:\n",
+			"\n  - make the node usable by every user, as most distributions ship it: sudo chmod 0666 /dev/net/tun\n"}},
+		{0o600, []string{"shell", "-q", "--", "true"}, []string{
+			"netjam: run shell: stack: TUN: open /dev/net/tun in the rootless shell's user namespace: permission denied: TUN mode needs read-write access to /dev/net/tun (mode 0666 on most systems). Either:\n",
+			"\n  - make the node usable by every user, as most distributions ship it: sudo chmod 0666 /dev/net/tun\n"}},
+	} {
+		t.Run(fmt.Sprintf("%s/%#o", c.args[0], c.mode), func(t *testing.T) {
+			if c.args[0] == "shell" {
+				testenv.RequireUserns(t)
+			}
+			testenv.SetTUNMode(t, c.mode)
+			cmd, dir := asNobody(t, c.args...)
+			os.WriteFile(filepath.Join(dir, "tun.yaml"), []byte("name: priv\nduration: 1s\ntun: {forward: [{proto: tcp, listen: 80, to: 127.0.0.1:80}]}\n"), 0o644)
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != exitBadUsage {
+				t.Fatalf("netjam %s as nobody: %v, want exit 2\n%s", c.args[0], err, out)
+			}
+			// The final error, netjam's last words.
+			s := string(out)
+			last := s[strings.LastIndex(s, "\nnetjam: ")+1:]
+			for _, w := range c.wants {
+				if !strings.Contains(last, w) {
+					t.Errorf("netjam %s as nobody does not say %q:\n%s", c.args[0], w, last)
+				}
+			}
+			if n := strings.Count(last, "Either:"); n != 1 {
+				t.Errorf("netjam %s as nobody gives its advice %d times:\n%s", c.args[0], n, last)
+			}
+		})
 	}
 }
 
@@ -207,10 +238,8 @@ func TestWithoutPrivilegesExit2(t *testing.T) {
 // (ping measures its delay) and reaches a server on the host's loopback
 // through a forward, which only netjam outside the namespace can reach.
 func TestShellRootless(t *testing.T) {
-	testenv.RequireTUN(t) // to become nobody
-	if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(b)) == "0" {
-		testenv.Missing(t, "unprivileged user namespaces are off (kernel.unprivileged_userns_clone=0)")
-	}
+	testenv.RequireTUNForAll(t) // to become nobody and open /dev/net/tun
+	testenv.RequireUserns(t)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "host service")
 	}))
@@ -245,10 +274,8 @@ func TestShellRootless(t *testing.T) {
 // user: netjam runs again in a user and network namespace of its own,
 // where it makes the device; the kernel's TCP and UDP cross the path.
 func TestRunRootless(t *testing.T) {
-	testenv.RequireTUN(t) // to become nobody
-	if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(b)) == "0" {
-		testenv.Missing(t, "unprivileged user namespaces are off (kernel.unprivileged_userns_clone=0)")
-	}
+	testenv.RequireTUNForAll(t) // to become nobody and open /dev/net/tun
+	testenv.RequireUserns(t)
 	cmd, dir := asNobody(t, "run", "-q", "--out", "out", "kernel.yaml")
 	os.WriteFile(filepath.Join(dir, "kernel.yaml"), []byte(`name: rootless
 duration: 20s

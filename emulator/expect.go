@@ -1,0 +1,277 @@
+package emulator
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/scenario"
+)
+
+// ExpectResult is one of a scenario's expectations checked against a run.
+type ExpectResult struct {
+	// Expect is the expectation as written.
+	Expect string `json:"expect"`
+	// Figure is the path of the figure it names in the run's summary,
+	// with its unit suffix (flows.bulk.throughput_bps).
+	Figure string `json:"figure,omitempty"`
+	// Got is the figure as the summary has it; GotText with its unit.
+	Got     *float64 `json:"got,omitempty"`
+	GotText string   `json:"got_text,omitempty"`
+	// Pass is true when the figure satisfies the expectation.
+	Pass bool `json:"pass"`
+	// Error says why the expectation could not be checked (it then fails).
+	Error string `json:"error,omitempty"`
+}
+
+// Failed reports whether any expectation of the run did not hold.
+func (r *RunSummary) Failed() bool {
+	for _, e := range r.Expectations {
+		if !e.Pass {
+			return true
+		}
+	}
+	return false
+}
+
+// checkExpectations checks es against rs, through rs as summary.json
+// writes it, so that an expectation names any figure by its path there.
+func checkExpectations(rs *RunSummary, es []scenario.Expectation) []ExpectResult {
+	if len(es) == 0 {
+		return nil
+	}
+	var doc any
+	b, err := json.Marshal(rs)
+	if err == nil {
+		err = json.Unmarshal(b, &doc)
+	}
+	out := make([]ExpectResult, len(es))
+	for i, e := range es {
+		out[i] = ExpectResult{Expect: e.Text}
+		if err != nil {
+			out[i].Error = err.Error()
+			continue
+		}
+		check(&out[i], e, doc)
+	}
+	return out
+}
+
+// unitOf is the kind of a figure and the factor that turns it into the
+// kind's base unit (seconds, bits per second, bytes, a fraction), from the
+// key that carries its unit.
+func unitOf(key string) (scenario.Dimension, float64, bool) {
+	for _, u := range []struct {
+		suffix string
+		dim    scenario.Dimension
+		scale  float64
+	}{
+		{"_ms", scenario.DimTime, 1e-3}, {"_ns", scenario.DimTime, 1e-9}, {"_s", scenario.DimTime, 1},
+		{"_bps", scenario.DimRate, 1}, {"_ratio", scenario.DimRatio, 1}, {"_share", scenario.DimRatio, 1},
+		{"_bytes", scenario.DimSize, 1},
+	} {
+		if strings.HasSuffix(key, u.suffix) {
+			return u.dim, u.scale, true
+		}
+	}
+	switch {
+	case strings.HasPrefix(key, "bytes_"):
+		return scenario.DimSize, 1, true
+	case key == "fairness" || key == "utilization":
+		return scenario.DimRatio, 1, true
+	}
+	return scenario.DimNumber, 1, false
+}
+
+// unitSuffixes are tried, in order, after a key the summary lacks: an
+// expectation may say throughput for throughput_bps.
+var unitSuffixes = []string{"_bps", "_ms", "_s", "_ratio", "_share", "_bytes"}
+
+// check resolves e's path in doc (summary.json's run, decoded) and compares.
+func check(r *ExpectResult, e scenario.Expectation, doc any) {
+	dim, scale := scenario.DimNumber, 1.0
+	var figure []string
+	n := doc
+	for i, seg := range e.Path {
+		here := strings.Join(figure, ".")
+		switch v := n.(type) {
+		case map[string]any:
+			key := seg
+			child, ok := v[key]
+			for _, suf := range unitSuffixes {
+				if ok {
+					break
+				}
+				key = seg + suf
+				child, ok = v[key]
+			}
+			if !ok {
+				// A counter by reason lists the reasons that happened.
+				if here != "" && strings.HasSuffix(here, ".drops") && slices.Contains(impair.DropReasonNames(), seg) && i == len(e.Path)-1 {
+					key, child, ok = seg, 0.0, true
+				}
+			}
+			if !ok {
+				where := "the run"
+				if here != "" {
+					where = here
+				}
+				r.Error = fmt.Sprintf("%s has no figure %q (it has: %s)", where, seg, strings.Join(slices.Sorted(maps.Keys(v)), ", "))
+				return
+			}
+			if d, s, ok := unitOf(key); ok {
+				dim, scale = d, s
+			}
+			figure = append(figure, key)
+			n = child
+		case []any:
+			var names []string
+			found := false
+			for _, item := range v {
+				m, _ := item.(map[string]any)
+				name, _ := m["name"].(string)
+				names = append(names, name)
+				if name == seg && !found {
+					n, found = item, true
+				}
+			}
+			if !found {
+				r.Error = fmt.Sprintf("%s has no item named %q (names: %s)", here, seg, strings.Join(names, ", "))
+				return
+			}
+			figure = append(figure, seg)
+		default:
+			r.Error = fmt.Sprintf("%s is a single figure; it has no %q", here, seg)
+			return
+		}
+	}
+	r.Figure = strings.Join(figure, ".")
+	got, ok := n.(float64)
+	if !ok {
+		if m, isMap := n.(map[string]any); isMap {
+			r.Error = fmt.Sprintf("%s is a set of figures (%s): name one, as %s.%s", r.Figure,
+				strings.Join(slices.Sorted(maps.Keys(m)), ", "), r.Figure, slices.Sorted(maps.Keys(m))[0])
+		} else {
+			r.Error = fmt.Sprintf("%s is not a number", r.Figure)
+		}
+		return
+	}
+	r.Got = &got
+	r.GotText = formatFigure(got, dim, scale)
+	if e.Dim != scenario.DimNumber && e.Dim != dim {
+		r.Error = fmt.Sprintf("%s is %s, but %s is %s", r.Figure, dimName(dim), strings.TrimSpace(e.Text[strings.LastIndexAny(e.Text, "<>=!")+1:]), e.Dim)
+		return
+	}
+	if e.Dim == scenario.DimNumber {
+		r.Pass = e.Holds(got)
+	} else {
+		r.Pass = e.Holds(got * scale)
+	}
+}
+
+// dimName names a figure's kind in messages.
+func dimName(d scenario.Dimension) string {
+	if d == scenario.DimNumber {
+		return "a count or a plain number"
+	}
+	return d.String()
+}
+
+// formatFigure writes a figure with its unit, as a person reads it.
+func formatFigure(v float64, dim scenario.Dimension, scale float64) string {
+	base := v * scale
+	switch dim {
+	case scenario.DimTime:
+		switch {
+		case base != 0 && base < 1e-3:
+			return strconv.FormatFloat(base*1e6, 'f', 1, 64) + "us"
+		case base < 1:
+			return strconv.FormatFloat(base*1e3, 'f', 2, 64) + "ms"
+		}
+		return strconv.FormatFloat(base, 'f', 3, 64) + "s"
+	case scenario.DimRate:
+		for _, u := range []struct {
+			mult float64
+			name string
+		}{{1e9, "Gbps"}, {1e6, "Mbps"}, {1e3, "kbps"}} {
+			if base >= u.mult {
+				return strconv.FormatFloat(base/u.mult, 'f', 2, 64) + u.name
+			}
+		}
+		return strconv.FormatFloat(base, 'f', 0, 64) + "bps"
+	case scenario.DimSize:
+		for _, u := range []struct {
+			mult float64
+			name string
+		}{{1e9, "GB"}, {1e6, "MB"}, {1e3, "kB"}} {
+			if base >= u.mult {
+				return strconv.FormatFloat(base/u.mult, 'f', 2, 64) + u.name
+			}
+		}
+		return strconv.FormatFloat(base, 'f', 0, 64) + "B"
+	case scenario.DimRatio:
+		return strconv.FormatFloat(base*100, 'f', 2, 64) + "%"
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
+}
+
+// PrintExpectations writes a table of every run's expectations: what was
+// expected, what the run got, and whether it held. It writes nothing when
+// the scenario has none.
+func PrintExpectations(w io.Writer, sum *Summary) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	printed := false
+	for _, r := range sum.Runs {
+		for _, e := range r.Expectations {
+			if !printed {
+				fmt.Fprintln(tw, "\nvariant\texpectation\tgot\tresult")
+				printed = true
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", dash(r.Variant), e.Expect, dash(e.GotText), resultOf(e))
+		}
+	}
+	return tw.Flush()
+}
+
+// ExpectationFailures returns one line per expectation that did not hold,
+// naming the run, for the final error message.
+func ExpectationFailures(sum *Summary) []string {
+	var out []string
+	for _, r := range sum.Runs {
+		name := sum.Scenario
+		if r.Variant != "" {
+			name += "/" + r.Variant
+		}
+		for _, e := range r.Expectations {
+			if !e.Pass {
+				out = append(out, fmt.Sprintf("%s: %s: %s", name, e.Expect, resultOf(e)))
+			}
+		}
+	}
+	return out
+}
+
+// resultOf says how an expectation fared, in a few words.
+func resultOf(e ExpectResult) string {
+	switch {
+	case e.Error != "":
+		return "not checked: " + e.Error
+	case !e.Pass:
+		return "FAIL (got " + e.GotText + ")"
+	}
+	return "pass"
+}
+
+// dash is s, or "-" for an empty s (the variant of a plan without any).
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

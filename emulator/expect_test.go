@@ -1,0 +1,56 @@
+package emulator
+
+import (
+	"testing"
+
+	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/stats"
+)
+
+// TestExpectations checks expectations against a run's summary: figures
+// found by path, named items and units, and what cannot be checked.
+func TestExpectations(t *testing.T) {
+	fair := 0.97
+	rs := &RunSummary{
+		DurationS: 10,
+		Flows: []flows.FlowSummary{
+			{Name: "bulk", Type: flows.TypeTCP, ThroughputBps: 3.21e6, TCPSummary: &flows.TCPSummary{BytesReceived: 5e6, Retransmissions: 51, CompletionS: 4.5}},
+			{Name: "video", Type: flows.TypeUDP, ThroughputBps: 1e6, UDPSummary: &flows.UDPSummary{LossRatio: 0.025, DelayMs: stats.Summary{Count: 10, P95: 142.5}}},
+		},
+		Links:    []LinkSummary{{Name: "uplink", Drops: map[string]uint64{"loss": 12}}, {Name: "downlink", Drops: map[string]uint64{}}},
+		Fairness: &fair,
+	}
+	for _, c := range []struct {
+		expect, figure, got, err string
+		pass                     bool
+	}{
+		{"flows.video.delay_ms.p95 < 150ms", "flows.video.delay_ms.p95", "142.50ms", "", true},
+		{"flows.video.delay_ms.p95 < 0.1s", "flows.video.delay_ms.p95", "142.50ms", "", false},
+		{"flows.bulk.throughput > 4Mbps", "flows.bulk.throughput_bps", "3.21Mbps", "", false},
+		{"flows.bulk.throughput >= 3.2Mbps", "flows.bulk.throughput_bps", "3.21Mbps", "", true},
+		{"flows.bulk.retransmissions <= 50", "flows.bulk.retransmissions", "51", "", false},
+		{"flows.bulk.completion <= 5s", "flows.bulk.completion_s", "4.500s", "", true},
+		{"flows.bulk.bytes_received == 5MB", "flows.bulk.bytes_received", "5.00MB", "", true},
+		{"flows.video.loss < 3%", "flows.video.loss_ratio", "2.50%", "", true},
+		{"links.uplink.drops.loss == 12", "links.uplink.drops.loss", "12", "", true},
+		{"links.downlink.drops.queue == 0", "links.downlink.drops.queue", "0", "", true},
+		{"fairness > 95%", "fairness", "97.00%", "", true},
+		{"duration_s <= 10", "duration_s", "10.000s", "", true},
+		{"flows.bulk.retransmissions < 5Mbps", "flows.bulk.retransmissions", "51", "flows.bulk.retransmissions is a count or a plain number, but 5Mbps is a rate", false},
+		{"flows.video.delay_ms > 1ms", "flows.video.delay_ms", "", "flows.video.delay_ms is a set of figures (count, max, mean, min, p50, p95, p99): name one, as flows.video.delay_ms.count", false},
+		{"flows.bulk.goodput > 1Mbps", "", "", `flows.bulk has no figure "goodput" (it has: bytes_received, bytes_sent, completion_s, cwnd_max, fast_retransmits, name, retransmissions, rtt_ms, throughput_bps, timeouts, type)`, false},
+		{"links.uplink.drops.nosuch == 0", "", "", `links.uplink.drops has no figure "nosuch" (it has: loss)`, false},
+		{"wifi.ap.drops == 0", "", "", `the run has no figure "wifi" (it has: duration_s, fairness, flows, links, seed, variant)`, false},
+		{"flows.bulk.type == 1", "flows.bulk.type", "", "flows.bulk.type is not a number", false},
+	} {
+		e, err := scenario.ParseExpectation(c.expect)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := checkExpectations(rs, []scenario.Expectation{e})[0]
+		if r.Expect != c.expect || r.Figure != c.figure || r.GotText != c.got || r.Error != c.err || r.Pass != c.pass {
+			t.Errorf("%s: %+v\nwant figure %q, got %q, error %q, pass %v", c.expect, r, c.figure, c.got, c.err, c.pass)
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package scenario
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Expectation is one entry of a scenario's expect list: a figure of the
+// run's summary (summary.json, one run), a comparison, and the value the
+// figure is compared with, as "flows.bulk.throughput > 4Mbps". The emulator
+// checks each after the run; one that does not hold makes `netjam run` exit
+// 3 (the run worked, the network was not good enough).
+type Expectation struct {
+	// Text is the expectation as written.
+	Text string
+	// Path is the figure's dotted path in a run of summary.json. Items of
+	// the lists of named things (flows, links) are addressed by name, and a
+	// key may leave out its unit suffix when the value has a unit
+	// (throughput for throughput_bps, delay_ms.p95 as it is).
+	Path []string
+	// Op is one of < <= > >= == !=.
+	Op string
+	// Value is what the figure is compared with, in Dim's base unit.
+	Value float64
+	// Dim is the value's kind, from its unit; DimNumber for a plain number,
+	// compared with the figure as summary.json has it.
+	Dim Dimension
+}
+
+// Dimension is the kind of a value in an expectation, from its unit.
+type Dimension int
+
+// The dimensions and their base units.
+const (
+	DimNumber Dimension = iota // a plain number
+	DimTime                    // seconds (50ms, 2s)
+	DimRate                    // bits per second (4Mbps)
+	DimSize                    // bytes (5MB, 1MiB)
+	DimRatio                   // a fraction (5%)
+)
+
+// String names the dimension in messages.
+func (d Dimension) String() string {
+	return [...]string{"a number", "a duration", "a rate", "a size", "a ratio"}[d]
+}
+
+// ExpectRoots are the first keys of an expectation's path: the figures of
+// one run in summary.json.
+var ExpectRoots = []string{"duration_s", "flows", "links", "fairness", "wifi", "captures", "tun"}
+
+// expectOps are the comparisons, longest first so that "<=" is not read as
+// "<" and "=...".
+var expectOps = []string{"<=", ">=", "==", "!=", "<", ">"}
+
+// expectForm splits an expectation into its path, operator and value.
+var expectForm = regexp.MustCompile(`^\s*([A-Za-z0-9_.-]+)\s*(<=|>=|==|!=|<|>)\s*(\S(?:.*\S)?)\s*$`)
+
+// Holds reports whether the figure got (in the base unit of e.Dim, or as
+// it is for DimNumber) satisfies e.
+func (e Expectation) Holds(got float64) bool {
+	switch e.Op {
+	case "<":
+		return got < e.Value
+	case "<=":
+		return got <= e.Value
+	case ">":
+		return got > e.Value
+	case ">=":
+		return got >= e.Value
+	case "==":
+		return got == e.Value
+	default:
+		return got != e.Value
+	}
+}
+
+// ParseExpectation parses one expectation, "PATH OP VALUE". It checks the
+// form, the operator, the value and its unit, and the path's first key;
+// which figures the path names is known once the run has a summary.
+func ParseExpectation(s string) (Expectation, error) {
+	m := expectForm.FindStringSubmatch(s)
+	if m == nil {
+		return Expectation{}, fmt.Errorf("%s is not an expectation (expected FIGURE OP VALUE with OP one of %s, as flows.bulk.throughput > 4Mbps)",
+			quote(s), strings.Join(expectOps, " "))
+	}
+	e := Expectation{Text: strings.TrimSpace(s), Op: m[2]}
+	e.Path = strings.Split(m[1], ".")
+	if slices.Contains(e.Path, "") {
+		return Expectation{}, fmt.Errorf("%s: empty key in the figure's path %s", quote(s), quote(m[1]))
+	}
+	if !slices.Contains(ExpectRoots, e.Path[0]) {
+		msg := fmt.Sprintf("%s: %s is not a figure of a run (figures: %s)", quote(s), quote(e.Path[0]), strings.Join(ExpectRoots, ", "))
+		if sug := suggest(e.Path[0], ExpectRoots); sug != "" {
+			msg += fmt.Sprintf("; did you mean %q?", sug)
+		}
+		return Expectation{}, fmt.Errorf("%s", msg)
+	}
+	v, dim, err := expectValue(m[3])
+	if err != nil {
+		return Expectation{}, fmt.Errorf("%s: %v", quote(s), err)
+	}
+	e.Value, e.Dim = v, dim
+	return e, nil
+}
+
+// expectValue parses an expectation's value: a plain number, or a number
+// with the unit of a duration, a rate, a size or a percentage.
+func expectValue(s string) (float64, Dimension, error) {
+	if v, err := strconv.ParseFloat(s, 64); err == nil {
+		return v, DimNumber, nil
+	}
+	if strings.HasSuffix(s, "%") {
+		v, err := ParseRatio(s)
+		return v, DimRatio, err
+	}
+	if d, err := parseDuration(s); err == nil {
+		return d.Seconds(), DimTime, nil
+	}
+	if r, err := ParseRate(s); err == nil && s != "unlimited" {
+		return float64(r), DimRate, nil
+	}
+	if b, err := ParseSize(s); err == nil {
+		return float64(b), DimSize, nil
+	}
+	return 0, 0, fmt.Errorf("%s is not a value (a number, or one with a unit: 150ms, 4Mbps, 5MB, 1%%)", quote(s))
+}
+
+// expect decodes the expect list: each entry a string. The flows and
+// links an expectation names must exist.
+func (d *decoder) expect(n *yaml.Node, fls []Flow) []Expectation {
+	if n.Kind != yaml.SequenceNode {
+		d.errorf(n, "expect", "expected a list of expectations (as flows.bulk.throughput > 4Mbps), got %s", describe(n))
+		return nil
+	}
+	var names []string
+	for _, f := range fls {
+		names = append(names, f.Name)
+	}
+	var out []Expectation
+	for i, item := range n.Content {
+		path := fmt.Sprintf("expect[%d]", i)
+		text, ok := d.text(item, path)
+		if !ok {
+			continue
+		}
+		e, err := ParseExpectation(text)
+		if err != nil {
+			d.errorf(item, path, "%v", err)
+			continue
+		}
+		if len(e.Path) < 2 {
+			if e.Path[0] == "flows" || e.Path[0] == "links" {
+				d.errorf(item, path, "%s: name the %s item (as %s.%s...)", quote(text), e.Path[0], e.Path[0], map[string]string{"flows": "bulk", "links": "uplink"}[e.Path[0]])
+				continue
+			}
+		} else if known := map[string][]string{"flows": names, "links": {"uplink", "downlink"}}[e.Path[0]]; known != nil && !slices.Contains(known, e.Path[1]) {
+			msg := fmt.Sprintf("%s: no %s named %s (names: %s)", quote(text), strings.TrimSuffix(e.Path[0], "s"), quote(e.Path[1]), strings.Join(known, ", "))
+			if sug := suggest(e.Path[1], known); sug != "" {
+				msg += fmt.Sprintf("; did you mean %q?", sug)
+			}
+			d.errorf(item, path, "%s", msg)
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}

@@ -1,0 +1,282 @@
+package scenario
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Sweep is a scenario's parameter grid, its sweep key: every combination
+// of its axes' values, each run once per seed (and once per variant, the
+// variants being one more axis). `netjam run` runs the scenario as
+// written; `netjam sweep` runs the grid.
+type Sweep struct {
+	// Axes are the swept keys, in the file's order (the first varies
+	// slowest).
+	Axes []Axis
+	// Seeds are the seeds each combination runs with; default 1.
+	Seeds []uint64
+}
+
+// Axis is one swept key and its values, each a YAML value as --set takes
+// it ("1%", "{discipline: fq_codel}").
+type Axis struct {
+	Key    string
+	Values []string
+}
+
+// Point is one combination of a sweep's values with one seed.
+type Point struct {
+	Index  int      // its place in the sweep's order, 0..Len()-1
+	Values []string // one per axis
+	Seed   uint64
+}
+
+// Limits of a sweep: enough for a study, not a typo's worth of runs.
+const (
+	maxSweepValues = 1000   // values of one axis
+	maxSweepSeeds  = 10000  // seeds
+	maxSweepPoints = 100000 // combinations times seeds
+)
+
+// Len returns the number of points: combinations times seeds.
+func (s *Sweep) Len() int {
+	n := len(s.Seeds)
+	for _, a := range s.Axes {
+		n *= len(a.Values)
+	}
+	return n
+}
+
+// Point returns point i: the last axis varies fastest, the seed fastest
+// of all, so that a point's seeds are neighbours.
+func (s *Sweep) Point(i int) Point {
+	p := Point{Index: i, Values: make([]string, len(s.Axes))}
+	p.Seed = s.Seeds[i%len(s.Seeds)]
+	i /= len(s.Seeds)
+	for j := len(s.Axes) - 1; j >= 0; j-- {
+		n := len(s.Axes[j].Values)
+		p.Values[j] = s.Axes[j].Values[i%n]
+		i /= n
+	}
+	return p
+}
+
+// Sets returns the point's values as --set arguments.
+func (s *Sweep) Sets(p Point) []string {
+	out := make([]string, len(s.Axes))
+	for j, a := range s.Axes {
+		out[j] = a.Key + "=" + p.Values[j]
+	}
+	return out
+}
+
+// checkSweepKey returns why key may not be swept, or "".
+func checkSweepKey(key string) string {
+	if msg := checkOverrideKey(key); msg != "" {
+		return msg
+	}
+	switch head, _, _ := strings.Cut(key, "."); head {
+	case "name":
+		return "all runs of a sweep share the scenario's name"
+	case "seed":
+		return "seeds are swept with sweep.seeds"
+	case "sweep":
+		return "a sweep cannot sweep itself"
+	}
+	return ""
+}
+
+// sweep decodes the sweep key.
+func (d *decoder) sweep(n *yaml.Node) *Sweep {
+	f, ok := d.fields(n, "sweep", "a mapping with grid and seeds", []string{"grid", "seeds"})
+	if !ok {
+		return nil
+	}
+	s := &Sweep{Seeds: []uint64{1}}
+	if g := f["grid"]; g == nil {
+		d.errorf(n, "sweep.grid", "not set: a sweep needs at least one swept key (as grid: {link.loss: [0%%, 1%%]})")
+	} else if g.Kind != yaml.MappingNode || len(g.Content) == 0 {
+		d.errorf(g, "sweep.grid", "expected a mapping of dotted keys to lists of values, got %s", describe(g))
+	} else {
+		seen := map[string]*yaml.Node{}
+		for j := 0; j+1 < len(g.Content); j += 2 {
+			k, v := g.Content[j], g.Content[j+1]
+			path := "sweep.grid." + k.Value
+			if prev, dup := seen[k.Value]; dup {
+				d.errorf(k, path, "duplicate key (first at line %d)", prev.Line)
+				continue
+			}
+			seen[k.Value] = k
+			if msg := checkSweepKey(k.Value); msg != "" {
+				d.errorf(k, path, "%s", msg)
+				continue
+			}
+			if a, ok := d.axis(k.Value, v, path); ok {
+				s.Axes = append(s.Axes, a)
+			}
+		}
+	}
+	if sn := f["seeds"]; sn != nil {
+		s.Seeds = d.sweepSeeds(sn)
+	}
+	if len(s.Seeds) > 0 && s.Len() > maxSweepPoints {
+		d.errorf(n, "sweep", "%d runs (combinations times seeds), more than %d", s.Len(), maxSweepPoints)
+	}
+	return s
+}
+
+// axis decodes one swept key's list of values.
+func (d *decoder) axis(key string, v *yaml.Node, path string) (Axis, bool) {
+	if v.Kind != yaml.SequenceNode || len(v.Content) == 0 {
+		d.errorf(v, path, "expected a non-empty list of values, got %s", describe(v))
+		return Axis{}, false
+	}
+	if len(v.Content) > maxSweepValues {
+		d.errorf(v, path, "%d values, more than %d", len(v.Content), maxSweepValues)
+		return Axis{}, false
+	}
+	a := Axis{Key: key}
+	for _, item := range v.Content {
+		text, err := valueText(item)
+		if err != nil {
+			d.errorf(item, path, "%v", err)
+			return Axis{}, false
+		}
+		if slices.Contains(a.Values, text) {
+			d.errorf(item, path, "%s is listed twice", quote(text))
+			return Axis{}, false
+		}
+		a.Values = append(a.Values, text)
+	}
+	return a, true
+}
+
+// valueText writes a YAML value on one line, in flow style, as --set
+// takes it back.
+func valueText(n *yaml.Node) (string, error) {
+	c := clone(n, func(m *yaml.Node) {
+		m.Style &^= yaml.LiteralStyle | yaml.FoldedStyle
+		if m.Kind == yaml.MappingNode || m.Kind == yaml.SequenceNode {
+			m.Style |= yaml.FlowStyle
+		}
+		m.HeadComment, m.LineComment, m.FootComment = "", "", ""
+	})
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// sweepSeeds decodes sweep.seeds: a count (seeds 1 to N) or a list.
+func (d *decoder) sweepSeeds(n *yaml.Node) []uint64 {
+	if n.Kind == yaml.ScalarNode {
+		v, ok := d.integer(n, "sweep.seeds", 1, maxSweepSeeds)
+		if !ok {
+			return nil
+		}
+		out := make([]uint64, v)
+		for i := range out {
+			out[i] = uint64(i + 1)
+		}
+		return out
+	}
+	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 || len(n.Content) > maxSweepSeeds {
+		d.errorf(n, "sweep.seeds", "expected a count of seeds (1 to %d) or a list of seeds, got %s", maxSweepSeeds, describe(n))
+		return nil
+	}
+	var out []uint64
+	for i, item := range n.Content {
+		v, ok := d.seed(item, fmt.Sprintf("sweep.seeds[%d]", i))
+		if !ok {
+			return nil
+		}
+		if slices.Contains(out, v) {
+			d.errorf(item, fmt.Sprintf("sweep.seeds[%d]", i), "seed %d is listed twice", v)
+			return nil
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// ParseGrid parses --grid arguments, KEY=V1,V2,...: each value is YAML, and
+// the list is read as a YAML flow list, so that a value may hold commas
+// inside braces ("link.queue={limit: 100},{limit: 1000}").
+func ParseGrid(args []string) ([]Axis, error) {
+	var out []Axis
+	var errs Errors
+	for _, arg := range args {
+		key, vals, ok := strings.Cut(arg, "=")
+		key = strings.TrimSpace(key)
+		if !ok || key == "" || vals == "" {
+			errs = append(errs, &Error{Origin: "--grid", Msg: fmt.Sprintf("%s is not KEY=V1,V2,...", quote(arg))})
+			continue
+		}
+		if msg := checkSweepKey(key); msg != "" {
+			errs = append(errs, &Error{Origin: "--grid", Msg: key + ": " + msg})
+			continue
+		}
+		n, _, msg := parseYAML([]byte("[" + vals + "]"))
+		if msg != "" {
+			errs = append(errs, &Error{Origin: "--grid", Msg: key + ": " + msg})
+			continue
+		}
+		d := newDecoder("", nil)
+		a, ok := d.axis(key, n, key)
+		if !ok {
+			for _, e := range d.errs {
+				errs = append(errs, &Error{Origin: "--grid", Msg: e.Path + ": " + e.Msg})
+			}
+			continue
+		}
+		out = append(out, a)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return out, nil
+}
+
+// SeedList returns the seeds 1 to n, as --seeds N means.
+func SeedList(n int) ([]uint64, error) {
+	if n < 1 || n > maxSweepSeeds {
+		return nil, fmt.Errorf("--seeds: %s is out of range (expected 1 to %d)", strconv.Itoa(n), maxSweepSeeds)
+	}
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = uint64(i + 1)
+	}
+	return out, nil
+}
+
+// At returns the plan of point pt of sweep s: the file with pt's values
+// and seed applied, after the variants and before the command line's
+// --set, one run per variant.
+func (p *Plan) At(s *Sweep, pt Point) (*Plan, error) {
+	o := p.opts
+	o.Sets = append(s.Sets(pt), p.opts.Sets...)
+	o.Seed = &pt.Seed
+	plan, err := Parse(p.Path, p.data, o)
+	var errs Errors
+	if errors.As(err, &errs) {
+		// A swept value's error names the point, not the command line.
+		for _, e := range errs {
+			if e.Origin != originSet {
+				continue
+			}
+			for _, a := range s.Axes {
+				if e.Path == a.Key || strings.HasPrefix(e.Path, a.Key+".") {
+					e.Origin = fmt.Sprintf("sweep point %d (%s)", pt.Index+1, strings.Join(s.Sets(pt), ", "))
+					break
+				}
+			}
+		}
+	}
+	return plan, err
+}
