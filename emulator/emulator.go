@@ -351,6 +351,16 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 		j := flows.Jain(tputs)
 		rs.Fairness = &j
 	}
+	for _, l := range rs.Links {
+		if l.DeliveryDrops > 0 {
+			log.Warn("netjam could not keep up: packets dropped inside netjam, not by the path (a receiving host was stuck)",
+				zap.String("link", l.Name), zap.Uint64("delivery_drops", l.DeliveryDrops))
+		}
+		if n := l.Drops[impair.DropInput.String()]; n > 0 {
+			log.Warn("netjam could not keep up: packets dropped at a direction's input, not by the configured path",
+				zap.String("link", l.Name), zap.Uint64("input_drops", n))
+		}
+	}
 	log.Info("run end", zap.Duration("elapsed", elapsed),
 		zap.Uint64("uplink_packets", rs.Links[0].PacketsOut), zap.Uint64("downlink_packets", rs.Links[1].PacketsOut),
 		zap.Uint64("no_route", l.noRoute.Load()))

@@ -86,15 +86,32 @@ type endHost struct {
 }
 
 // inbox hands the packets leaving a direction to one host on a goroutine
-// of its own, so that the direction's scheduler never waits for gVisor to
-// process a packet (or for a write into the TUN device): at high rates the
-// two then share the machine's cores instead of taking turns on one.
+// of its own, so that the direction's scheduler does not wait for gVisor
+// to process each packet (or for a write into the TUN device): at high
+// rates the two then share the machine's cores instead of taking turns on
+// one.
+//
+// When the host falls behind and the inbox is full, put waits for room
+// (up to putWait): backpressure, as a real NIC's full ring stops the
+// queue feeding it, so that a path configured to lose nothing loses
+// nothing inside netjam. The wait holds up the direction's scheduler (its
+// packets run late, which the lateness figures show) and, through the
+// direction's bounded input, the sender. No wait cycle is possible: the
+// inbox's goroutine only injects into its host, whose replies enter a
+// direction without waiting. Only a host stuck for putWait loses the
+// packet, counted in full and reported as netjam's own drop.
 type inbox struct {
-	ch   chan *impair.Packet
-	full atomic.Uint64 // packets dropped because the host fell behind
-	done chan struct{}
-	once sync.Once
+	ch    chan *impair.Packet
+	full  atomic.Uint64 // packets dropped after putWait: the host was stuck
+	waits atomic.Uint64 // puts that found the inbox full and waited
+	done  chan struct{}
+	once  sync.Once
 }
+
+// putWait bounds how long a put waits for a full inbox: far longer than a
+// host busy with a burst takes (an inbox of inboxLen packets is about 1 ms
+// of work), short enough that a stuck host does not stop the path.
+const putWait = 100 * time.Millisecond
 
 // inboxLen bounds the packets waiting for a host: about 1 ms at 10 Gbit/s
 // of 1500-byte packets; a host that far behind is overloaded, and the drop
@@ -146,11 +163,20 @@ func newBatchInbox(deliver func(ps []*impair.Packet)) *inbox {
 	return b
 }
 
-// put hands p over without blocking.
+// put hands p over, waiting up to putWait for room (see inbox).
 func (b *inbox) put(p *impair.Packet) {
 	select {
 	case b.ch <- p:
+		return
 	default:
+	}
+	// Full: only now a timer, so the common case allocates nothing.
+	b.waits.Add(1)
+	t := time.NewTimer(putWait)
+	defer t.Stop()
+	select {
+	case b.ch <- p:
+	case <-t.C:
 		b.full.Add(1)
 		p.Release()
 	}

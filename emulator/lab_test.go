@@ -385,3 +385,33 @@ flows: [{name: flood, type: udp, rate: 10Mbps, packet_size: 1000, duration: 1s}]
 		t.Errorf("throughput %.3f Mbit/s above the link's payload rate %.3f", f.ThroughputBps/1e6, payload/1e6)
 	}
 }
+
+// TestLabCleanPathLosesNothing runs one TCP flow at full speed for 5 s on
+// a path with no impairment: whatever the machine's speed, nothing may be
+// lost inside netjam (a full inbox waits, see inbox).
+func TestLabCleanPathLosesNothing(t *testing.T) {
+	sum := runPlan(t, `
+duration: 5s
+flows: [{name: bulk, type: tcp, duration: 5s}]
+`)
+	r := sum.Runs[0]
+	f := flowByName(t, r, "bulk")
+	for _, l := range r.Links {
+		var n uint64
+		for reason, d := range l.Drops {
+			if reason != "flushed" { // what was in flight at the end
+				n += d
+			}
+		}
+		if n > 0 || l.DeliveryDrops > 0 {
+			t.Errorf("%s: drops %v, %d delivery drops; want none on a clean path", l.Name, l.Drops, l.DeliveryDrops)
+		}
+	}
+	// Retransmissions are not checked: on a loaded machine the receiving
+	// host can be descheduled for longer than the sender's tail loss
+	// probe timeout (2 SRTT, a few ms here), and the sender then probes
+	// though nothing was lost (captured: every segment arrived in order,
+	// no SACK block was ever sent, the probe followed an ACK 19 ms late).
+	// See docs/measurements.md.
+	t.Logf("%.0f Mbit/s, %d retransmissions (spurious: nothing was dropped)", f.ThroughputBps/1e6, f.Retransmissions)
+}

@@ -144,7 +144,7 @@ func PrintTable(w io.Writer, sum *Summary) error {
 				late = fmt.Sprintf("%.2f", l.LatenessMs.P99)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f (%.2f)\t%s\t%s\t%s\t%s\t%s\t%s\t\n", variantName(r.Variant), l.Name, l.PacketsIn, l.PacketsOut,
-				100*l.Achieved.LossRatio, 100*l.Configured.LossRatio, drops(l.Drops), rate,
+				100*l.Achieved.LossRatio, 100*l.Configured.LossRatio, drops(l.Drops)+ownDrops(l.DeliveryDrops), rate,
 				pair(l.QueueDelayMs.P50, l.QueueDelayMs.P99, l.QueueDelayMs.Count),
 				pair(l.TransitMs.P50, l.TransitMs.P99, l.TransitMs.Count), late, l.Configured.Summary)
 		}
@@ -174,6 +174,15 @@ func PrintTable(w io.Writer, sum *Summary) error {
 		}
 	}
 	return nil
+}
+
+// ownDrops marks the packets netjam itself dropped delivering a
+// direction's packets (see LinkSummary.DeliveryDrops).
+func ownDrops(n uint64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", netjam's own %d", n)
 }
 
 // flowLegend states the definitions of the flow table's figures (see
