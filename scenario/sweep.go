@@ -272,7 +272,7 @@ func (p *Plan) At(s *Sweep, pt Point) (*Plan, error) {
 			}
 			for _, a := range s.Axes {
 				if e.Path == a.Key || strings.HasPrefix(e.Path, a.Key+".") {
-					e.Origin = fmt.Sprintf("sweep point %d (%s)", pt.Index+1, strings.Join(s.Sets(pt), ", "))
+					e.Origin = "sweep point " + strings.Join(s.Sets(pt), ", ")
 					break
 				}
 			}
@@ -280,3 +280,26 @@ func (p *Plan) At(s *Sweep, pt Point) (*Plan, error) {
 	}
 	return plan, err
 }
+
+// CheckSweep resolves every combination of the plan's sweep (with its
+// first seed: the seed changes no value) and returns their errors, each
+// once, at most maxSweepErrors of them; nil without a sweep.
+func (p *Plan) CheckSweep() error {
+	if p.Sweep == nil {
+		return nil
+	}
+	var out []string
+	seeds := len(p.Sweep.Seeds)
+	for i := 0; i < p.Sweep.Len() && len(out) < maxSweepErrors; i += seeds {
+		if _, err := p.At(p.Sweep, p.Sweep.Point(i)); err != nil && !slices.Contains(out, err.Error()) {
+			out = append(out, err.Error())
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(out, "\n"))
+}
+
+// maxSweepErrors bounds the errors CheckSweep reports.
+const maxSweepErrors = 10

@@ -91,7 +91,7 @@ x.yaml:8: sweep.every: unknown key`
 		t.Fatal(err)
 	}
 	_, err = p.At(p.Sweep, p.Sweep.Point(1))
-	if err == nil || err.Error() != "sweep point 2 (link.loss=150%): link.loss: 150% is out of range (expected 0% to 100%)" {
+	if err == nil || err.Error() != "sweep point link.loss=150%: link.loss: 150% is out of range (expected 0% to 100%)" {
 		t.Errorf("point 2: %v", err)
 	}
 	axes, err := ParseGrid([]string{"link.queue={limit: 10},{limit: 20}", "link.loss=1%,2%"})

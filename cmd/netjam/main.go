@@ -78,7 +78,7 @@ Examples:
 			}
 			return nil
 		},
-		Commands:        []*cli.Command{runCommand(), shellCommand(), validateCommand(), plotCommand(), versionCommand()},
+		Commands:        []*cli.Command{runCommand(), shellCommand(), sweepCommand(), mergeCommand(), validateCommand(), plotCommand(), versionCommand()},
 		HideHelpCommand: true,
 		// --set values are YAML and may hold commas: {time: 5ms, jitter: 1ms}.
 		DisableSliceFlagSeparator: true,

@@ -30,6 +30,9 @@ Examples:
 			bad := 0
 			for _, path := range c.Args().Slice() {
 				plan, err := scenario.Load(path, scenario.Options{Sets: c.StringSlice("set")})
+				if err == nil {
+					err = plan.CheckSweep()
+				}
 				if err != nil {
 					bad++
 					fmt.Fprintln(c.App.ErrWriter, err)
@@ -38,7 +41,12 @@ Examples:
 				for _, w := range plan.Warnings {
 					fmt.Fprintf(c.App.ErrWriter, "%s: warning: %s\n", path, w)
 				}
-				fmt.Fprintf(c.App.Writer, "%s: ok (%s, %d %s)\n", path, plan.Name, len(plan.Runs), plural(len(plan.Runs), "run"))
+				sweep := ""
+				if plan.Sweep != nil {
+					n := plan.Sweep.Len() * len(plan.Runs)
+					sweep = fmt.Sprintf("; a sweep of %d %s", n, plural(n, "run"))
+				}
+				fmt.Fprintf(c.App.Writer, "%s: ok (%s, %d %s%s)\n", path, plan.Name, len(plan.Runs), plural(len(plan.Runs), "run"), sweep)
 			}
 			if bad > 0 {
 				return cli.Exit(fmt.Sprintf("%d of %d %s invalid", bad, c.NArg(), plural(c.NArg(), "file")), exitBadUsage)

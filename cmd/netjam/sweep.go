@@ -1,0 +1,441 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+	"golang.org/x/term"
+
+	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/report"
+	"github.com/netjam/netjam/scenario"
+)
+
+func sweepCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "sweep",
+		Usage:     "run a scenario over a grid of parameters and seeds, each run in its own folder, resumable and shardable",
+		ArgsUsage: "SCENARIO.yaml",
+		Description: `Runs every combination of the scenario's sweep grid (its sweep key, or
+--grid), once per seed and per variant, each in a folder of the output
+folder named from its parameters (loss=1pct,cc=reno,seed=2). A run that
+finished is not run again: after an interruption, run the same command
+again. --shard runs only one shard of the runs, for a batch engine
+(Kubernetes Indexed Jobs, Slurm job arrays); netjam merge gathers the
+shards' folders into one table and report.
+
+The sweep key of a scenario:
+   sweep:
+     grid:
+       link.loss: [0%, 1%, 2%, 5%]
+       link.delay: [10ms, 50ms]
+       flows.bulk.cc: [reno, cubic]
+     seeds: 5            # seeds 1 to 5, or a list: [7, 11, 13]
+
+Examples:
+   netjam sweep configs/sweep-cc-loss.yaml --out /tmp/sweep
+   netjam sweep my.yaml --grid link.loss=0%,1%,2% --grid flows.bulk.cc=reno,cubic --seeds 3
+   netjam sweep my.yaml --shard 2/8 --out /results       # shard 2 of 8 (counted from 0)
+   netjam sweep my.yaml --shard auto --out /results      # from JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID
+   netjam merge /tmp/sweep`,
+		Flags: []cli.Flag{
+			&cli.StringSliceFlag{Name: "grid", Usage: "sweep KEY over values V1,V2,... (repeatable; each VALUE is YAML; replaces the file's values of KEY)"},
+			&cli.IntFlag{Name: "seeds", Usage: "run every combination with seeds 1 to `N` (replaces the file's sweep.seeds)"},
+			&cli.StringSliceFlag{Name: "set", Usage: "override a scenario key for every run: KEY=VALUE (repeatable); VALUE is YAML"},
+			&cli.DurationFlag{Name: "duration", Usage: "upper bound of each run (overrides the scenario's)"},
+			&cli.StringFlag{Name: "out", Usage: "output folder (default results/<scenario>-sweep)"},
+			&cli.IntFlag{Name: "parallel", Value: 1, Usage: "how many runs may run at once (real-time runs compete for the CPU: at most one per core)"},
+			&cli.StringFlag{Name: "shard", Usage: "run only shard `I/N` of the runs (I from 0), or auto: from JOB_COMPLETION_INDEX and JOB_COMPLETIONS (Kubernetes) or SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT (Slurm)"},
+			&cli.BoolFlag{Name: "plots", Usage: "also draw each run's plots and report.html (slower)"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print nothing but errors"},
+		},
+		OnUsageError: usageError,
+		Action:       doSweep,
+	}
+}
+
+// sweepRun is one run of a sweep: a point of the grid and a variant, and
+// what its sweep-run.json says of it once it finished.
+type sweepRun struct {
+	report.SweepRun
+	point   scenario.Point
+	variant int
+}
+
+func doSweep(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return cli.Exit(fmt.Sprintf("sweep takes one scenario file, got %d arguments", c.NArg()), exitBadUsage)
+	}
+	plan, runs, err := sweepRuns(c)
+	if err != nil {
+		return err
+	}
+	shard, shards, err := parseShard(c.String("shard"))
+	if err != nil {
+		return cli.Exit(err, exitBadUsage)
+	}
+	if c.Int("parallel") < 1 {
+		return cli.Exit(fmt.Sprintf("--parallel: %d is out of range (expected 1 or more)", c.Int("parallel")), exitBadUsage)
+	}
+	total := len(runs)
+	var mine []sweepRun
+	for _, r := range runs {
+		if r.Index%shards == shard {
+			mine = append(mine, r)
+		}
+	}
+	out := c.String("out")
+	if out == "" {
+		out = filepath.Join("results", plan.Name+"-sweep")
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
+	}
+	sp := report.SweepPlan{Scenario: plan.Name, Seeds: plan.Sweep.Seeds, Runs: total}
+	for _, a := range plan.Sweep.Axes {
+		sp.Axes = append(sp.Axes, report.SweepAxis{Key: a.Key, Values: a.Values})
+	}
+	for _, s := range plan.Runs {
+		if s.Variant != "" {
+			sp.Variants = append(sp.Variants, s.Variant)
+		}
+	}
+	if shards > 1 {
+		sp.Shard = fmt.Sprintf("%d/%d", shard, shards)
+	}
+	if err := writeJSON(filepath.Join(out, report.SweepPlanFile), sp); err != nil {
+		return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
+	}
+	logFile, err := os.OpenFile(filepath.Join(out, "netjam.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
+	}
+	defer logFile.Close()
+	// A sweep's console shows its progress; each run's log goes to the file.
+	level := c.String("log-level")
+	if !c.IsSet("log-level") {
+		level = "warn"
+	}
+	log, err := newLogger(level, c.String("log-format"), c.App.ErrWriter, logFile)
+	if err != nil {
+		return cli.Exit(err, exitBadUsage)
+	}
+	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
+
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log.Info("netjam sweep", zap.String("scenario", plan.Path), zap.Int("runs", total), zap.Int("shard_runs", len(mine)),
+		zap.String("shard", sp.Shard), zap.String("out", out))
+
+	var todo []sweepRun
+	for _, r := range mine {
+		if _, err := os.Stat(filepath.Join(out, r.ID, report.SweepRunFile)); err == nil {
+			continue // done before an interruption
+		}
+		todo = append(todo, r)
+	}
+	quiet := c.Bool("quiet")
+	if !quiet {
+		fmt.Fprintf(c.App.Writer, "sweep %s: %d runs", plan.Name, total)
+		if shards > 1 {
+			fmt.Fprintf(c.App.Writer, ", %d in shard %s", len(mine), sp.Shard)
+		}
+		fmt.Fprintf(c.App.Writer, ", %d done before, %d to run, into %s\n", len(mine)-len(todo), len(todo), out)
+	}
+	var bar *progressbar.ProgressBar
+	if f, ok := c.App.ErrWriter.(*os.File); ok && !quiet && term.IsTerminal(int(f.Fd())) {
+		bar = progressbar.NewOptions(len(todo), progressbar.OptionSetWriter(f), progressbar.OptionSetDescription("sweep"),
+			progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionShowElapsedTimeOnFinish(),
+			progressbar.OptionSetWidth(30))
+	}
+
+	var (
+		mu       sync.Mutex
+		failed   []string
+		unmet    []string
+		finished int
+	)
+	sem := make(chan struct{}, c.Int("parallel"))
+	var wg sync.WaitGroup
+	for _, r := range todo {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			start := time.Now()
+			runUnmet, err := runSweepPoint(ctx, c, plan, r, filepath.Join(out, r.ID), log)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case ctx.Err() != nil:
+				return // interrupted: not done
+			case err != nil:
+				failed = append(failed, fmt.Sprintf("%s: %v", r.ID, err))
+				log.Error("sweep run failed", zap.String("run", r.ID), zap.Error(err))
+			default:
+				finished++
+				unmet = append(unmet, runUnmet...)
+			}
+			switch {
+			case bar != nil:
+				bar.Add(1)
+			case !quiet:
+				fmt.Fprintf(c.App.Writer, "[%d/%d] %s: %s in %.1f s\n", finished+len(failed), len(todo), r.ID,
+					map[bool]string{true: "done", false: "failed"}[err == nil], time.Since(start).Seconds())
+			}
+		}()
+	}
+	wg.Wait()
+	if bar != nil {
+		bar.Finish()
+	}
+	switch {
+	case ctx.Err() != nil:
+		return cli.Exit(fmt.Sprintf("interrupted: %d of %d runs done; run the same command again to resume", len(mine)-len(todo)+finished, len(mine)), exitFailed)
+	case len(failed) > 0:
+		return cli.Exit(fmt.Sprintf("%d run(s) failed (run the same command again to retry them):\n  %s", len(failed), strings.Join(failed, "\n  ")), exitFailed)
+	case len(unmet) > 0:
+		return cli.Exit(fmt.Sprintf("%d expectation(s) not met:\n  %s", len(unmet), strings.Join(unmet, "\n  ")), exitExpect)
+	}
+	if !quiet {
+		fmt.Fprintf(c.App.Writer, "results in %s (netjam merge %s gathers them)\n", out, out)
+	}
+	return nil
+}
+
+// sweepRuns loads the scenario and lists every run of its sweep, in the
+// sweep's order, each checked: an invalid point stops the sweep before
+// anything runs.
+func sweepRuns(c *cli.Context) (*scenario.Plan, []sweepRun, error) {
+	o := planOptions(c)
+	if c.IsSet("duration") {
+		v := c.Duration("duration")
+		o.Duration = &v
+	}
+	plan, err := scenario.Load(c.Args().First(), o)
+	if err != nil {
+		return nil, nil, cli.Exit(err, exitBadUsage)
+	}
+	sw := plan.Sweep
+	if sw == nil {
+		sw = &scenario.Sweep{Seeds: []uint64{1}}
+	}
+	grid, err := scenario.ParseGrid(c.StringSlice("grid"))
+	if err != nil {
+		return nil, nil, cli.Exit(err, exitBadUsage)
+	}
+	for _, a := range grid {
+		if i := slices.IndexFunc(sw.Axes, func(b scenario.Axis) bool { return b.Key == a.Key }); i >= 0 {
+			sw.Axes[i] = a
+		} else {
+			sw.Axes = append(sw.Axes, a)
+		}
+	}
+	if c.IsSet("seeds") {
+		if sw.Seeds, err = scenario.SeedList(c.Int("seeds")); err != nil {
+			return nil, nil, cli.Exit(err, exitBadUsage)
+		}
+	}
+	if len(sw.Axes) == 0 {
+		return nil, nil, cli.Exit(fmt.Sprintf("%s has no sweep: give it a sweep key or use --grid KEY=V1,V2", plan.Path), exitBadUsage)
+	}
+	for _, s := range c.StringSlice("set") {
+		key, _, _ := strings.Cut(s, "=")
+		for _, a := range sw.Axes {
+			if strings.TrimSpace(key) == a.Key {
+				return nil, nil, cli.Exit(fmt.Sprintf("--set %s: the key is swept; sweep it over one value with --grid %s", key, s), exitBadUsage)
+			}
+		}
+	}
+	plan.Sweep = sw
+	if err := plan.CheckSweep(); err != nil {
+		return nil, nil, cli.Exit(err, exitBadUsage)
+	}
+	labels := axisLabels(sw.Axes)
+	var runs []sweepRun
+	for i := range sw.Len() {
+		pt := sw.Point(i)
+		at, err := plan.At(sw, pt)
+		if err != nil {
+			return nil, nil, cli.Exit(err, exitBadUsage)
+		}
+		params := map[string]string{}
+		var name []string
+		for j, a := range sw.Axes {
+			params[a.Key] = pt.Values[j]
+			name = append(name, labels[j]+"="+fileValue(pt.Values[j]))
+		}
+		for v, s := range at.Runs {
+			id := slices.Clone(name)
+			if s.Variant != "" {
+				id = append(id, "variant="+s.Variant)
+			}
+			id = append(id, "seed="+strconv.FormatUint(pt.Seed, 10))
+			runs = append(runs, sweepRun{SweepRun: report.SweepRun{Index: len(runs), ID: strings.Join(id, ","), Params: params,
+				Seed: pt.Seed, Variant: s.Variant, Scenario: plan.Name}, point: pt, variant: v})
+		}
+	}
+	seen := map[string]bool{}
+	for i := range runs {
+		if seen[runs[i].ID] {
+			runs[i].ID += ",run=" + strconv.Itoa(runs[i].Index) // two values that read the same in a file name
+		}
+		seen[runs[i].ID] = true
+	}
+	return plan, runs, nil
+}
+
+// runSweepPoint runs one run of the sweep into dir, and marks it done. It
+// returns the expectations the run did not meet.
+func runSweepPoint(ctx context.Context, c *cli.Context, plan *scenario.Plan, r sweepRun, dir string, log *zap.Logger) ([]string, error) {
+	at, err := plan.At(plan.Sweep, r.point)
+	if err != nil {
+		return nil, err
+	}
+	one := &scenario.Plan{Name: at.Name, Path: at.Path, Runs: at.Runs[r.variant : r.variant+1]}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	sum, runErr := emulator.Run(ctx, one, emulator.Options{Log: log.Named("emulator").With(zap.String("run", r.ID)),
+		Version: versionString(), OutDir: dir})
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if err := emulator.WriteResults(dir, one, sum); err != nil {
+		return nil, err
+	}
+	if c.Bool("plots") {
+		if _, err := report.Plot(dir); err != nil {
+			return nil, err
+		}
+		if err := report.HTML(dir, versionString()); err != nil {
+			return nil, err
+		}
+	}
+	if runErr != nil {
+		return nil, runErr
+	}
+	var unmet []string
+	for _, u := range emulator.ExpectationFailures(sum) {
+		unmet = append(unmet, r.ID+": "+u)
+	}
+	return unmet, writeJSON(filepath.Join(dir, report.SweepRunFile), r.SweepRun)
+}
+
+// writeJSON writes v into path atomically: a reader sees all of it or none.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// axisLabels names each axis in run folders by the last part of its key,
+// or more of it where two axes would read the same (flows.a.cc, flows.b.cc).
+func axisLabels(axes []scenario.Axis) []string {
+	labels := make([]string, len(axes))
+	for depth := 1; ; depth++ {
+		count := map[string]int{}
+		for i, a := range axes {
+			segs := strings.Split(a.Key, ".")
+			labels[i] = strings.Join(segs[max(0, len(segs)-depth):], ".")
+			count[labels[i]]++
+		}
+		unique := true
+		for _, n := range count {
+			unique = unique && n == 1
+		}
+		if unique {
+			return labels
+		}
+	}
+}
+
+// unsafeInName are the characters a value loses in a folder name.
+var unsafeInName = regexp.MustCompile(`[^A-Za-z0-9.+-]+`)
+
+// fileValue writes a swept value for a folder name: 1% is 1pct,
+// {discipline: fq_codel} is discipline_fq_codel.
+func fileValue(v string) string {
+	v = strings.ReplaceAll(v, "%", "pct")
+	v = strings.Trim(unsafeInName.ReplaceAllString(v, "_"), "_")
+	if v == "" {
+		v = "_"
+	}
+	return v
+}
+
+// parseShard reads --shard: "" (everything), "I/N", or "auto" (from the
+// batch engine's environment).
+func parseShard(s string) (shard, shards int, err error) {
+	switch s {
+	case "":
+		return 0, 1, nil
+	case "auto":
+		get := func(name string) (int, bool) {
+			v, ok := os.LookupEnv(name)
+			if !ok {
+				return 0, false
+			}
+			n, err := strconv.Atoi(v)
+			return n, err == nil
+		}
+		if i, ok := get("JOB_COMPLETION_INDEX"); ok {
+			n, ok := get("JOB_COMPLETIONS")
+			if !ok {
+				return 0, 0, errors.New("--shard auto: JOB_COMPLETION_INDEX is set (a Kubernetes Indexed Job), but JOB_COMPLETIONS, the job's completion count, is not: set it in the pod's environment (see deploy/kubernetes-job.yaml)")
+			}
+			return checkShard(i, n)
+		}
+		if id, ok := get("SLURM_ARRAY_TASK_ID"); ok {
+			n, ok := get("SLURM_ARRAY_TASK_COUNT")
+			if !ok {
+				return 0, 0, errors.New("--shard auto: SLURM_ARRAY_TASK_ID is set, but not SLURM_ARRAY_TASK_COUNT")
+			}
+			lo, _ := get("SLURM_ARRAY_TASK_MIN") // arrays may count from 1
+			return checkShard(id-lo, n)
+		}
+		return 0, 0, errors.New("--shard auto: neither JOB_COMPLETION_INDEX (Kubernetes Indexed Job) nor SLURM_ARRAY_TASK_ID (Slurm job array) is set")
+	}
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("--shard: %q is not I/N or auto", s)
+	}
+	return checkShard(i, n)
+}
+
+func checkShard(i, n int) (int, int, error) {
+	if n < 1 || i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("--shard: shard %d of %d does not exist (shards count from 0 to N-1)", i, n)
+	}
+	return i, n, nil
+}

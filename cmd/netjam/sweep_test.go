@@ -1,0 +1,146 @@
+package main
+
+import (
+	"encoding/csv"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// sweepYAML is a 2x2x3 sweep of UDP flows: what the path does to them
+// depends only on the seed's impairment decisions, not on timing, so runs
+// repeat exactly there. (What the receiver reads may not, on a machine too
+// busy to keep up.)
+const sweepYAML = `name: grid
+duration: 3s
+link: {delay: 2ms}
+flows: [{name: probe, type: udp, interval: 1ms, count: 300}]
+sweep:
+  grid:
+    link.loss: [2%, 10%]
+    link.delay: [1ms, 3ms]
+  seeds: 3
+`
+
+// TestSweepShardsMergeAsWhole runs a sweep whole, and again as three
+// shards in separate processes, merges both, and compares: the same runs
+// with the same parameters and the same losses on the path. It also resumes an
+// interrupted sweep: only the run that had not finished runs again.
+func TestSweepShardsMergeAsWhole(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "grid.yaml")
+	os.WriteFile(file, []byte(sweepYAML), 0o644)
+	whole := filepath.Join(dir, "whole")
+	code, stdout, stderr := netjam(t, "sweep", file, "--out", whole, "--parallel", "2")
+	if code != exitOK {
+		t.Fatalf("sweep: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if !strings.HasPrefix(stdout, "sweep grid: 12 runs, 0 done before, 12 to run, into ") {
+		t.Errorf("sweep's first line:\n%s", stdout)
+	}
+	// Shard 0 by hand, 1 as a Kubernetes Indexed Job's pod, 2 as a Slurm
+	// array's task (whose IDs start at 1 here).
+	for i, env := range [][]string{nil, {"JOB_COMPLETION_INDEX=1", "JOB_COMPLETIONS=3"},
+		{"SLURM_ARRAY_TASK_ID=3", "SLURM_ARRAY_TASK_COUNT=3", "SLURM_ARRAY_TASK_MIN=1"}} {
+		shard := "auto"
+		if env == nil {
+			shard = "0/3"
+		}
+		cmd := netjamProcess(t, "sweep", file, "-q", "--out", filepath.Join(dir, "shards", "s"+strconv.Itoa(i)), "--shard", shard)
+		cmd.Env = append(cmd.Env, env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("shard %d: %v\n%s", i, err, out)
+		}
+		ents, _ := os.ReadDir(filepath.Join(dir, "shards", "s"+strconv.Itoa(i)))
+		var runs []string
+		for _, e := range ents {
+			if e.IsDir() {
+				runs = append(runs, e.Name())
+			}
+		}
+		if len(runs) != 4 {
+			t.Errorf("shard %d ran %v, want 4 runs", i, runs)
+		}
+	}
+	code, stdout, stderr = netjam(t, "merge", whole)
+	if code != exitOK || !strings.Contains(stdout, filepath.Join(whole, "sweep.csv")) || !strings.Contains(stdout, "sweep.html") {
+		t.Fatalf("merge whole: exit %d\n%s%s", code, stdout, stderr)
+	}
+	merged := filepath.Join(dir, "merged")
+	if code, stdout, stderr = netjam(t, "merge", filepath.Join(dir, "shards"), "--out", merged); code != exitOK {
+		t.Fatalf("merge shards: exit %d\n%s%s", code, stdout, stderr)
+	}
+	a, b := readCSV(t, filepath.Join(whole, "sweep.csv")), readCSV(t, filepath.Join(merged, "sweep.csv"))
+	cols := []string{"index", "id", "link.loss", "link.delay", "seed", "flows.probe.packets_sent", "links.uplink.packets_out", "links.uplink.drops"}
+	if len(a) != 13 || len(b) != 13 {
+		t.Fatalf("sweep.csv: %d and %d lines, want a header and 12 runs", len(a), len(b))
+	}
+	for _, c := range cols {
+		ia, ib := slices.Index(a[0], c), slices.Index(b[0], c)
+		if ia < 0 || ib < 0 {
+			t.Fatalf("column %s missing: %v / %v", c, a[0], b[0])
+		}
+		for r := 1; r < 13; r++ {
+			if a[r][ia] != b[r][ib] {
+				t.Errorf("run %s: %s is %s whole, %s from shards", a[r][1], c, a[r][ia], b[r][ib])
+			}
+		}
+	}
+	if a[1][1] != "loss=2pct,delay=1ms,seed=1" || a[12][1] != "loss=10pct,delay=3ms,seed=3" {
+		t.Errorf("run names: %s ... %s", a[1][1], a[12][1])
+	}
+
+	// An interrupted sweep: one run did not finish. Merge says so; the
+	// sweep run again runs that one only.
+	os.Remove(filepath.Join(whole, "loss=10pct,delay=1ms,seed=2", "sweep-run.json"))
+	if code, _, stderr = netjam(t, "merge", whole); code != exitFailed || !strings.Contains(stderr, "1 of the sweep's 12 runs are missing (indexes [7])") {
+		t.Errorf("merge of an unfinished sweep: exit %d\n%s", code, stderr)
+	}
+	code, stdout, stderr = netjam(t, "sweep", file, "--out", whole)
+	if code != exitOK || !strings.Contains(stdout, "12 runs, 11 done before, 1 to run") || !strings.Contains(stdout, "[1/1] loss=10pct,delay=1ms,seed=2: done") {
+		t.Errorf("resumed sweep: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
+func readCSV(t *testing.T, path string) [][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+// TestSweepUsage: what a sweep refuses, with exit 2.
+func TestSweepUsage(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "grid.yaml")
+	os.WriteFile(file, []byte(sweepYAML), 0o644)
+	plain := filepath.Join(dir, "plain.yaml")
+	os.WriteFile(plain, []byte("flows: [{name: p, type: udp, interval: 1ms, count: 10}]\n"), 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sweep", file, "--shard", "3/3"}, "--shard: shard 3 of 3 does not exist (shards count from 0 to N-1)"},
+		{[]string{"sweep", file, "--shard", "x"}, `--shard: "x" is not I/N or auto`},
+		{[]string{"sweep", file, "--shard", "auto"}, "--shard auto: neither JOB_COMPLETION_INDEX"},
+		{[]string{"sweep", plain}, "has no sweep: give it a sweep key or use --grid KEY=V1,V2"},
+		{[]string{"sweep", file, "--set", "link.loss=1%"}, "--set link.loss: the key is swept"},
+		{[]string{"sweep", file, "--grid", "link.loss=1%,200%"}, "netjam: sweep point link.loss=200%, link.delay=1ms: link.loss: 200% is out of range (expected 0% to 100%)\nsweep point link.loss=200%, link.delay=3ms: link.loss: 200% is out of range (expected 0% to 100%)\n"},
+		{[]string{"sweep", file, "--seeds", "0"}, "--seeds: 0 is out of range (expected 1 to 10000)"},
+	} {
+		code, stdout, stderr := netjam(t, append(c.args, "--out", filepath.Join(dir, "out"))...)
+		if code != exitBadUsage || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, want 2 saying %q\n%s%s", c.args, code, c.want, stdout, stderr)
+		}
+	}
+}

@@ -1,0 +1,98 @@
+package deploy
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// TestKubernetesJob decodes the Job strictly into the Kubernetes API's own
+// types (an unknown or misplaced field, a wrong type, fails), then checks
+// what netjam needs of it: an Indexed Job whose JOB_COMPLETIONS is its
+// completion count, a sweep with --shard auto into a folder per index on
+// the volume, a shipped scenario, and a pod without privilege.
+func TestKubernetesJob(t *testing.T) {
+	b, err := os.ReadFile("kubernetes-job.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job batchv1.Job
+	if err := yaml.UnmarshalStrict(b, &job); err != nil {
+		t.Fatalf("kubernetes-job.yaml is not a valid batch/v1 Job: %v", err)
+	}
+	if job.APIVersion != "batch/v1" || job.Kind != "Job" {
+		t.Errorf("apiVersion %q, kind %q", job.APIVersion, job.Kind)
+	}
+	spec := job.Spec
+	if spec.CompletionMode == nil || *spec.CompletionMode != batchv1.IndexedCompletion || spec.Completions == nil {
+		t.Fatalf("not an Indexed Job with completions: %+v", spec)
+	}
+	pod := spec.Template.Spec
+	if pod.RestartPolicy != corev1.RestartPolicyNever || len(pod.Containers) != 1 {
+		t.Fatalf("pod: restartPolicy %q, %d containers", pod.RestartPolicy, len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	if env["JOB_COMPLETIONS"] != strings.TrimSpace(itoa(*spec.Completions)) {
+		t.Errorf("JOB_COMPLETIONS %q, but completions %d: netjam would cut the sweep into the wrong number of shards", env["JOB_COMPLETIONS"], *spec.Completions)
+	}
+	args := c.Args
+	if len(args) < 2 || args[0] != "sweep" || !slices.Contains(args, "auto") || args[slices.Index(args, "auto")-1] != "--shard" {
+		t.Errorf("args %q: want netjam sweep SCENARIO --shard auto", args)
+	}
+	if i := slices.Index(args, "--out"); i < 0 || !strings.Contains(args[i+1], "$(JOB_COMPLETION_INDEX)") {
+		t.Errorf("args %q: each shard needs a folder of its own (--out .../$(JOB_COMPLETION_INDEX))", args)
+	}
+	if scen := strings.TrimPrefix(args[1], "/configs/"); !fileExists(filepath.Join("..", "configs", scen)) {
+		t.Errorf("the scenario %s is not one the image ships (configs/)", args[1])
+	}
+	psc, sc := pod.SecurityContext, c.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") {
+		t.Errorf("the pod must run without privilege: %+v, %+v", psc, sc)
+	}
+	if c.Resources.Requests.Cpu().String() != "1" {
+		t.Errorf("cpu request %v: a real-time run needs a core of its own", c.Resources.Requests.Cpu())
+	}
+}
+
+// TestSlurmScript checks the script's syntax, then runs it as Slurm would
+// run task 3 of the array, with a stand-in netjam that prints its
+// arguments.
+func TestSlurmScript(t *testing.T) {
+	if out, err := exec.Command("bash", "-n", "slurm-array.sh").CombinedOutput(); err != nil {
+		t.Fatalf("bash -n: %v\n%s", err, out)
+	}
+	bin := t.TempDir()
+	os.WriteFile(filepath.Join(bin, "netjam"), []byte("#!/bin/sh\necho \"$@\"\n"), 0o755)
+	script, _ := filepath.Abs("slurm-array.sh")
+	cmd := exec.Command("bash", script, "configs/sweep-cc-loss.yaml")
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "SLURM_ARRAY_TASK_ID=3", "SLURM_ARRAY_TASK_COUNT=8", "SLURM_ARRAY_TASK_MIN=0")
+	out, err := cmd.CombinedOutput()
+	if err != nil || string(out) != "sweep configs/sweep-cc-loss.yaml --shard auto --out results/shard-3 -q\n" {
+		t.Errorf("task 3: %v\n%s", err, out)
+	}
+	b, _ := os.ReadFile("slurm-array.sh")
+	if !strings.Contains(string(b), "#SBATCH --array=0-7") || !strings.Contains(string(b), "#SBATCH --cpus-per-task=1") {
+		t.Errorf("the script must be an array of one-core tasks")
+	}
+}
+
+func itoa(n int32) string { return strconv.Itoa(int(n)) }
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

@@ -1,0 +1,309 @@
+package report
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"html/template"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gonum.org/v1/gonum/stat"
+	"gonum.org/v1/gonum/stat/distuv"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// SweepHTMLFile is the merged sweep's page.
+const SweepHTMLFile = "sweep.html"
+
+// sweepFigureSuffixes are the figures a sweep draws, by the end of their
+// column's name, with their axis label and scale.
+var sweepFigureSuffixes = []struct {
+	suffix, label string
+	scale         float64
+}{
+	{".throughput_bps", "throughput (Mbit/s)", 1e-6},
+	{".completion_s", "completion time (s)", 1},
+	{".retransmissions", "retransmissions", 1},
+	{".timeouts", "retransmission timeouts", 1},
+	{".rtt_ms.p50", "smoothed RTT, median (ms)", 1},
+	{".loss_ratio", "datagrams lost (%)", 100},
+	{".delay_ms.p95", "one-way delay, p95 (ms)", 1},
+	{".jitter_ms", "jitter (ms)", 1},
+}
+
+// WriteSweepReport writes sweep.json, sweep.csv, one plot per figure (PNG
+// and SVG) and sweep.html into dir, and returns the files' names.
+func WriteSweepReport(dir string, res *SweepResult, version string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := WriteSweep(dir, res); err != nil {
+		return nil, err
+	}
+	names := []string{SweepJSONFile, SweepCSVFile}
+	page := sweepPage{Res: res, Version: version}
+	for _, col := range res.Columns {
+		fig, ok := sweepFigure(res, col)
+		if !ok {
+			continue
+		}
+		base := "sweep-" + fileSafe(col)
+		for _, ext := range []string{formatPNG, formatSVG} {
+			if err := fig.Save(widthPx*px, heightPx*px, filepath.Join(dir, base+"."+ext)); err != nil {
+				return nil, fmt.Errorf("drawing %s: %w", col, err)
+			}
+			names = append(names, base+"."+ext)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, base+"."+formatPNG))
+		if err != nil {
+			return nil, err
+		}
+		page.Figures = append(page.Figures, figureData{Name: base, Title: fig.Title.Text, SVG: base + "." + formatSVG,
+			Src: template.HTMLAttr(`src="data:image/png;base64,` + base64.StdEncoding.EncodeToString(b) + `"`), W: widthPx, H: heightPx})
+	}
+	var buf bytes.Buffer
+	if err := sweepTemplate.Execute(&buf, page); err != nil {
+		return nil, err
+	}
+	if err := writeFile(filepath.Join(dir, SweepHTMLFile), buf.Bytes()); err != nil {
+		return nil, err
+	}
+	return append(names, SweepHTMLFile), nil
+}
+
+// xValue reads a swept value as a number for the x axis: its number and
+// unit ("10ms" is 10 and "ms", "1%" is 1 and "%"); ok is false for a value
+// that is not a number with a unit (reno, {limit: 100}).
+func xValue(v string) (x float64, unit string, ok bool) {
+	i := strings.IndexFunc(v, func(r rune) bool { return !(r >= '0' && r <= '9' || r == '.' || r == '-' || r == '+' || r == 'e') })
+	if i == 0 {
+		return 0, "", false
+	}
+	if i < 0 {
+		i = len(v)
+	}
+	x, err := strconv.ParseFloat(v[:i], 64)
+	if err != nil {
+		return 0, "", false
+	}
+	return x, strings.TrimSpace(v[i:]), true
+}
+
+// sweepFigure draws column col of res against the first swept key: for
+// each combination of the other keys (and the variant), the mean across
+// seeds with its 95% confidence interval (Student's t). A TCP flow's
+// throughput against a loss rate gets the Mathis model beside it.
+func sweepFigure(res *SweepResult, col string) (*plot.Plot, bool) {
+	var label string
+	var scale float64
+	for _, f := range sweepFigureSuffixes {
+		if strings.HasSuffix(col, f.suffix) && strings.HasPrefix(col, "flows.") {
+			label, scale = f.label, f.scale
+		}
+	}
+	if label == "" || len(res.Axes) == 0 {
+		return nil, false
+	}
+	xa := res.Axes[0]
+	numeric, unit := true, ""
+	xs := make([]float64, len(xa.Values))
+	for i, v := range xa.Values {
+		x, u, ok := xValue(v)
+		numeric = numeric && ok && (i == 0 || u == unit)
+		xs[i], unit = x, u
+	}
+	if !numeric {
+		for i := range xs {
+			xs[i] = float64(i)
+		}
+	}
+	// Lines: the other keys' values and the variant, in the sweep's order.
+	type line struct {
+		name    string
+		byX     map[int][]float64
+		rtts    []float64 // the flow's median smoothed RTTs, ms, for the Mathis model
+		ordinal int
+	}
+	lines := map[string]*line{}
+	flow := strings.TrimPrefix(col, "flows.")
+	flow = flow[:strings.Index(flow, ".")]
+	for _, r := range res.Results {
+		v, ok := r.Figures[col]
+		if !ok {
+			continue
+		}
+		xi := slices.Index(xa.Values, r.Params[xa.Key])
+		var parts []string
+		for _, a := range res.Axes[1:] {
+			parts = append(parts, shortKey(a.Key)+"="+r.Params[a.Key])
+		}
+		if r.Variant != "" {
+			parts = append(parts, "variant "+r.Variant)
+		}
+		name := strings.Join(parts, ", ")
+		l := lines[name]
+		if l == nil {
+			l = &line{name: name, byX: map[int][]float64{}, ordinal: len(lines)}
+			lines[name] = l
+		}
+		l.byX[xi] = append(l.byX[xi], v*scale)
+		if rtt, ok := r.Figures["flows."+flow+".rtt_ms.p50"]; ok {
+			l.rtts = append(l.rtts, rtt)
+		}
+	}
+	if len(lines) == 0 {
+		return nil, false
+	}
+	ordered := make([]*line, 0, len(lines))
+	for _, l := range lines {
+		ordered = append(ordered, l)
+	}
+	slices.SortFunc(ordered, func(a, b *line) int { return a.ordinal - b.ordinal })
+
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s: %s against %s (mean and 95%% CI over %d seed(s))", flow, strings.TrimSuffix(label, ""), xa.Key, len(res.Seeds))
+	p.X.Label.Text = xa.Key
+	if unit != "" {
+		p.X.Label.Text += " (" + unit + ")"
+	}
+	p.Y.Label.Text = label
+	p.Add(plotter.NewGrid())
+	if !numeric {
+		p.NominalX(xa.Values...)
+	}
+	mathis := strings.HasSuffix(col, ".throughput_bps") && unit == "%" && strings.HasSuffix(xa.Key, "loss")
+	for i, l := range ordered {
+		var pts plotter.XYs
+		var errs plotter.YErrors
+		for xi := range xa.Values {
+			ys := l.byX[xi]
+			if len(ys) == 0 {
+				continue
+			}
+			mean, half := meanCI(ys)
+			pts = append(pts, plotter.XY{X: xs[xi], Y: mean})
+			errs = append(errs, struct{ Low, High float64 }{half, half})
+		}
+		clr := palette[i%len(palette)]
+		ln, sc, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			continue
+		}
+		ln.Color, ln.Width, ln.Dashes = clr, vg.Points(1.6), dashes[(i/len(palette))%len(dashes)]
+		sc.Color, sc.Shape = clr, draw.CircleGlyph{}
+		eb := &plotter.YErrorBars{XYs: pts, YErrors: errs, LineStyle: draw.LineStyle{Color: clr, Width: vg.Points(1)}, CapWidth: vg.Points(6)}
+		p.Add(ln, sc, eb)
+		name := l.name
+		if name == "" {
+			name = flow
+		}
+		p.Legend.Add(name, ln, sc)
+		if mathis && len(l.rtts) > 0 {
+			if m := mathisLine(xs, stat.Mean(l.rtts, nil), scale); m != nil {
+				m.Color, m.Width, m.Dashes = clr, vg.Points(1), []vg.Length{vg.Points(2), vg.Points(3)}
+				p.Add(m)
+				p.Legend.Add(name+": Mathis, MSS 1460 B / RTT "+strconv.FormatFloat(stat.Mean(l.rtts, nil), 'f', 0, 64)+" ms · 1.22/√p", m)
+			}
+		}
+	}
+	// Confidence intervals of few seeds reach below zero; the figures do not.
+	p.Y.Min = 0
+	p.Legend.Top = true
+	p.Legend.Left = false
+	return p, true
+}
+
+// mathisLine is the Mathis model's throughput, MSS/RTT·sqrt(3/2)/sqrt(p),
+// over the loss rates xs (in %), for MSS 1460 bytes and the RTT in ms,
+// drawn in the figure's scale.
+func mathisLine(xs []float64, rttMs, scale float64) *plotter.Line {
+	var pts plotter.XYs
+	lo, hi := slices.Min(xs), slices.Max(xs)
+	for i := 0; i <= 100; i++ {
+		x := lo + (hi-lo)*float64(i)/100
+		if x <= 0 || rttMs <= 0 {
+			continue
+		}
+		bps := 1460 * 8 / (rttMs / 1e3) * math.Sqrt(1.5) / math.Sqrt(x/100)
+		pts = append(pts, plotter.XY{X: x, Y: bps * scale})
+	}
+	if len(pts) < 2 {
+		return nil
+	}
+	l, err := plotter.NewLine(pts)
+	if err != nil {
+		return nil
+	}
+	return l
+}
+
+// meanCI returns the mean of ys and the half-width of its 95% confidence
+// interval (Student's t with n-1 degrees of freedom; 0 for one value).
+func meanCI(ys []float64) (mean, half float64) {
+	mean, sd := stat.MeanStdDev(ys, nil)
+	n := float64(len(ys))
+	if len(ys) < 2 {
+		return mean, 0
+	}
+	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: n - 1}.Quantile(0.975)
+	return mean, t * sd / math.Sqrt(n)
+}
+
+// shortKey is a swept key's last part, for legends.
+func shortKey(k string) string { return k[strings.LastIndex(k, ".")+1:] }
+
+// sweepPage is what sweep.html shows.
+type sweepPage struct {
+	Res     *SweepResult
+	Version string
+	Figures []figureData
+}
+
+var sweepTemplate = template.Must(template.New("sweep").Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>netjam sweep: {{.Res.Scenario}}</title>
+<style>
+body { font-family: "Liberation Sans", Arial, Helvetica, sans-serif; margin: 24px auto; max-width: 1240px; padding: 0 16px; color: #222; }
+h2 { border-bottom: 1px solid #ccc; padding-bottom: 4px; margin-top: 1.8em; }
+table { border-collapse: collapse; margin: 8px 0 16px; font-size: 0.9em; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; }
+th { background: #f3f3f3; }
+figure { margin: 16px 0 32px; }
+figure img { display: block; max-width: 100%; height: auto; border: 1px solid #eee; }
+figcaption { font-size: 0.9em; color: #555; margin-top: 4px; }
+.meta { color: #555; }
+.missing { color: #a40e0e; }
+</style>
+</head>
+<body>
+<h1>netjam sweep: {{.Res.Scenario}}</h1>
+<p class="meta">Merged by netjam {{.Version}}: {{.Res.Found}} of {{.Res.Runs}} runs{{with .Res.Missing}} <span class="missing">({{len .}} missing)</span>{{end}}; every run's figures are in <a href="sweep.csv">sweep.csv</a> and <a href="sweep.json">sweep.json</a>.</p>
+<h2>Grid</h2>
+<table>
+<tr><th>key</th><th>values</th></tr>
+{{range .Res.Axes}}<tr><td><code>{{.Key}}</code></td><td>{{range $i, $v := .Values}}{{if $i}}, {{end}}<code>{{$v}}</code>{{end}}</td></tr>
+{{end}}<tr><td>seeds</td><td>{{range $i, $v := .Res.Seeds}}{{if $i}}, {{end}}{{$v}}{{end}}</td></tr>
+{{with .Res.Variants}}<tr><td>variants</td><td>{{range $i, $v := .}}{{if $i}}, {{end}}{{$v}}{{end}}</td></tr>{{end}}
+</table>
+<h2>Figures</h2>
+<p class="meta">Each point is the mean across seeds, its bar the 95% confidence interval of that mean (Student's t).</p>
+{{range .Figures}}<figure id="fig-{{.Name}}">
+<img {{.Src}} width="{{.W}}" height="{{.H}}" alt="{{.Title}}">
+<figcaption>{{.Title}} (<a href="{{.SVG}}">{{.SVG}}</a>)</figcaption>
+</figure>
+{{else}}<p>No figure to draw.</p>
+{{end}}
+</body>
+</html>
+`))
