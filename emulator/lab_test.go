@@ -415,3 +415,26 @@ flows: [{name: bulk, type: tcp, duration: 5s}]
 	// See docs/measurements.md.
 	t.Logf("%.0f Mbit/s, %d retransmissions (spurious: nothing was dropped)", f.ThroughputBps/1e6, f.Retransmissions)
 }
+
+// TestLabFlowsAddUpToWhatThePathCarried runs ten TCP flows through one
+// 20 Mbit/s bottleneck: their throughputs, each over its own arrival
+// interval, must not add up to more than the link carried.
+func TestLabFlowsAddUpToWhatThePathCarried(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("duration: 3s\nlink: {delay: 5ms, uplink: {rate: 20Mbps, queue: 100}}\nflows:\n")
+	for i := range 10 {
+		fmt.Fprintf(&b, "  - {name: f%d, type: tcp, duration: 3s}\n", i)
+	}
+	sum := runPlan(t, b.String())
+	r := sum.Runs[0]
+	total := 0.0
+	for _, f := range r.Flows {
+		total += f.ThroughputBps
+	}
+	// 1420 bytes of payload in each 1472-byte packet, at most 20 Mbit/s
+	// of packets; 1% for the arrival intervals' ends.
+	if max := 20e6 * 1420 / 1472 * 1.01; total > max {
+		t.Errorf("the flows add up to %.2f Mbit/s, more than the %.2f the link could carry", total/1e6, max/1e6)
+	}
+	t.Logf("flows add up to %.2f Mbit/s", total/1e6)
+}
