@@ -414,7 +414,7 @@ tr.pass td:last-child { color: #1a7f37; }
 <tr><th>variant</th><th>flow</th><th>type</th><th>cc</th><th>Mbit/s</th><th>share</th><th>done s</th><th>retrans</th><th>RTO</th><th>lost</th><th>delay mean/p95 ms</th><th>jitter ms</th><th>fairness</th></tr>
 {{range .Flows}}<tr><td>{{.Variant}}</td><td>{{.Flow}}</td><td>{{.Type}}</td><td>{{.CC}}</td><td class="n">{{.Mbps}}</td><td class="n">{{.Share}}</td><td class="n">{{.Done}}</td><td class="n">{{.Retrans}}</td><td class="n">{{.RTO}}</td><td class="n">{{.Lost}}</td><td class="n">{{.Delay}}</td><td class="n">{{.Jitter}}</td><td class="n">{{.Fairness}}</td></tr>
 {{end}}</table>
-<p class="meta">Mbit/s: goodput; done: completion time; retrans, RTO: TCP retransmissions and timeouts; lost: UDP datagrams lost of sent; delay: TCP smoothed RTT or UDP one-way delay; jitter: RFC 3550; fairness: Jain's index of the run.</p>
+<p class="meta">Mbit/s: payload received after the first arrival, over first to last arrival at the receiver (what arrived after the sender stopped included); done: first write to last byte read; retrans, RTO: TCP retransmissions and timeouts (STALL: the sender had data and sent nothing for longer than max(1 s, 3 RTO)); lost: UDP datagrams lost of sent, and those still in flight when the run cut the flow; delay: TCP smoothed RTT or UDP one-way delay; jitter: RFC 3550; fairness: Jain's index of the run.</p>
 {{else}}<p>No flows.</p>
 {{end}}
 <h2 id="links">Links</h2>
@@ -428,6 +428,7 @@ tr.pass td:last-child { color: #1a7f37; }
 <tr><th>variant</th><th>station</th><th>attempts</th><th>ok</th><th>collisions</th><th>retries</th><th>drops</th><th>airtime %</th><th>Mbit/s</th><th>access delay mean/p95 ms</th><th>medium busy %</th></tr>
 {{range .WiFi}}<tr><td>{{.Variant}}</td><td>{{.Station}}</td><td class="n">{{.Attempts}}</td><td class="n">{{.OK}}</td><td class="n">{{.Collisions}}</td><td class="n">{{.Retries}}</td><td class="n">{{.Drops}}</td><td class="n">{{.Airtime}}</td><td class="n">{{.Mbps}}</td><td class="n">{{.Delay}}</td><td class="n">{{.Busy}}</td></tr>
 {{end}}</table>
+<p class="meta">Mbit/s: IP bytes delivered after the first delivery, over first to last delivery (a UDP flow's figure plus 28 bytes a datagram).</p>
 {{end}}<h2 id="plots">Plots</h2>
 {{range .Figures}}<figure id="fig-{{.Name}}">
 <img class="plot" {{.Src}} width="{{.W}}" height="{{.H}}" alt="{{.Title}}">
