@@ -108,8 +108,9 @@ func tune(s *stack.Stack, sack bool) error {
 	// recovery, and each ACK moved cwnd towards it). With nothing in
 	// flight and a window of 0 no segment and no timer is ever sent
 	// again. gVisor fixed it in google/gvisor#13958 (August 2026, "tcp:
-	// prevent CUBIC ACKs from reducing cwnd"); go.mod requires a gVisor
-	// with the fix. flows.Stall detects a stall should another appear.
+	// prevent CUBIC ACKs from reducing cwnd"; the window of 0 is the one
+	// of gvisor#6113); go.mod requires a gVisor with the fix. flows.Stall
+	// detects a stall should another appear.
 	//
 	// What remains of RACK's known weakness: it has no undo of spurious
 	// recoveries (DSACK/Eifel are detected, then ignored), so a path that
