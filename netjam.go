@@ -185,6 +185,31 @@ func (l Link) scenario() ([]byte, error) {
 	return yaml.Marshal(s)
 }
 
+// Set changes the path while it runs, without breaking its connections:
+// key is a key of a scenario's link ("loss", "delay", "uplink.rate",
+// "downlink.loss", "link.uplink.delay" also works), value as a scenario
+// file has it ("30%", "100ms", "2Mbps", "{time: 50ms, jitter: 5ms}").
+// Each direction changes between two packets and keeps what it holds: a
+// new rate applies to the queue's packets, a new delay to the packets
+// sent from then on, as netem's tc change does. The queue's discipline and
+// limits, traces and slots cannot change while a path runs. On error
+// nothing changed.
+func (p *Path) Set(key, value string) error {
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	if key != "link" && !strings.HasPrefix(key, "link.") {
+		key = "link." + key
+	}
+	if err := p.b.Set(key + "=" + value); err != nil {
+		return fmt.Errorf("netjam: Set %s: %w", strings.TrimPrefix(key, "link."), err)
+	}
+	return nil
+}
+
 // Seed returns the seed of the path's random decisions: Link.Seed, or the
 // one picked for it. A Link with this seed repeats every decision.
 func (p *Path) Seed() uint64 { return p.seed }

@@ -147,21 +147,7 @@ func TestListenThroughPath(t *testing.T) {
 // the path, with Dial and with ListenPacket: each answer comes back after
 // the path's round trip, and ListenPacket speaks real addresses.
 func TestUDPThroughPath(t *testing.T) {
-	echo, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, a, err := echo.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			echo.WriteTo(buf[:n], a)
-		}
-	}()
+	echo := udpEcho(t)
 	p := netjamtest.New(t, netjam.Link{Delay: 20 * time.Millisecond})
 
 	c, err := p.Dial("udp", echo.LocalAddr().String())
@@ -313,4 +299,130 @@ func TestClosedPath(t *testing.T) {
 	if _, err := p.Dial("tcp", srv.Addr().String()); !errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("dial after Close: %v", err)
 	}
+}
+
+// TestSetKeepsConnections cuts the uplink (100% loss) in the middle of a
+// TCP exchange and restores it: the connection survives, the message sent
+// during the outage arrives once TCP retransmits it, and the uplink
+// counted what it dropped.
+func TestSetKeepsConnections(t *testing.T) {
+	srv, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	go func() {
+		c, err := srv.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.Copy(c, c)
+	}()
+	p := netjamtest.New(t, netjam.Link{Delay: 5 * time.Millisecond})
+	c, err := p.Dial("tcp", srv.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	echo := func(msg string, within time.Duration) error {
+		c.SetDeadline(time.Now().Add(within))
+		if _, err := c.Write([]byte(msg)); err != nil {
+			return err
+		}
+		buf := make([]byte, len(msg))
+		if _, err := io.ReadFull(c, buf); err != nil {
+			return err
+		}
+		if string(buf) != msg {
+			return fmt.Errorf("echo %q, want %q", buf, msg)
+		}
+		return nil
+	}
+	if err := echo("before", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Set("uplink.loss", "100%"); err != nil {
+		t.Fatal(err)
+	}
+	if err := echo("during", 500*time.Millisecond); err == nil {
+		t.Fatal("an echo crossed an uplink that loses everything")
+	}
+	if err := p.Set("uplink.loss", "0%"); err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, len("during"))
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "during" {
+		t.Fatalf("after the outage: %q, %v: the connection did not survive", buf, err)
+	}
+	if err := echo("after", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	st := p.Stats()
+	if st.Uplink.Drops["loss"] == 0 || st.Uplink.Configured.LossRatio != 0 || len(st.Conns) != 1 || st.Conns[0].Retransmits == 0 {
+		t.Errorf("uplink drops %v, configured loss %v, conns %+v: want the outage's drops, loss back to 0 and the retransmissions", st.Uplink.Drops, st.Uplink.Configured.LossRatio, st.Conns)
+	}
+	if err := p.Set("rate", "50Mbps"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ key, value, want string }{
+		{"uplink.queue", "{discipline: codel}", "netjam: Set uplink.queue: uplink: impair: the queue (discipline and limits) cannot change while the direction runs"},
+		{"loss", "150%", "link.loss: 150% is out of range"},
+		{"mtu", "9000", "--set link.mtu: unknown key"},
+	} {
+		if err := p.Set(c.key, c.value); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Set(%s, %s): %v, want %q", c.key, c.value, err, c.want)
+		}
+	}
+}
+
+// TestParallelPaths runs independent paths in parallel tests, each with
+// its own delay: each sees its own.
+func TestParallelPaths(t *testing.T) {
+	echo := udpEcho(t)
+	t.Run("group", func(t *testing.T) {
+		for _, d := range []time.Duration{5 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond} {
+			t.Run(d.String(), func(t *testing.T) {
+				t.Parallel()
+				p := netjamtest.New(t, netjam.Link{Delay: d / 2})
+				c, err := p.Dial("udp", echo.LocalAddr().String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				start := time.Now()
+				c.Write([]byte("x"))
+				c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				if _, err := c.Read(make([]byte, 8)); err != nil {
+					t.Fatal(err)
+				}
+				if rtt := time.Since(start); rtt < d {
+					t.Errorf("round trip %v through a path of %v", rtt, d)
+				}
+			})
+		}
+	})
+}
+
+// udpEcho starts a UDP echo server on the host's loopback, closed when t
+// ends.
+func udpEcho(t *testing.T) net.PacketConn {
+	t.Helper()
+	echo, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { echo.Close() })
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, a, err := echo.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			echo.WriteTo(buf[:n], a)
+		}
+	}()
+	return echo
 }

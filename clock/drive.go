@@ -16,6 +16,9 @@ type Model[T any] struct {
 	// Advance runs the model up to now and returns its next event, if it
 	// has one.
 	Advance func(now time.Time) (next time.Time, ok bool)
+	// Control, when not nil, carries functions to run on Drive's goroutine
+	// between two events: changes to the model while it runs.
+	Control <-chan func()
 	// Refresh, when not zero, wakes Drive at least this often while the
 	// model has no event, for a model that simulates something of its
 	// own (saturated stations) whose statistics would otherwise lag.
@@ -97,6 +100,8 @@ func Drive[T any](ctx context.Context, clk Clock, m Model[T]) {
 				case <-ctx.Done():
 					timer.Stop()
 					return
+				case f := <-m.Control:
+					f()
 				default:
 				}
 				continue
@@ -117,6 +122,8 @@ func Drive[T any](ctx context.Context, clk Clock, m Model[T]) {
 			drain()
 		case <-timer.C():
 			armed = false
+		case f := <-m.Control:
+			f()
 		}
 	}
 }

@@ -3,8 +3,11 @@ package emulator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -25,6 +28,7 @@ import (
 // TUN mode and captures are refused.
 type Bench struct {
 	l      *lab
+	mu     sync.Mutex // guards s, the settings in force, and orders Sets
 	s      *scenario.Scenario
 	client *stack.Host
 	server *stack.Host
@@ -125,7 +129,10 @@ func hostAddr(i int, server, v6 bool) netip.Addr {
 // Links returns the path's two directions as summary.json has them: what
 // each was configured to do and its counters so far.
 func (b *Bench) Links() []LinkSummary {
-	ls := []LinkSummary{linkSummary(b.s.Uplink, b.l.path.Up.Stats()), linkSummary(b.s.Downlink, b.l.path.Down.Stats())}
+	b.mu.Lock()
+	s := b.s
+	b.mu.Unlock()
+	ls := []LinkSummary{linkSummary(s.Uplink, b.l.path.Up.Stats()), linkSummary(s.Downlink, b.l.path.Down.Stats())}
 	ls[0].DeliveryDrops = b.l.deliveryDrops(true)
 	ls[1].DeliveryDrops = b.l.deliveryDrops(false)
 	return ls
@@ -140,4 +147,42 @@ func (b *Bench) Close() {
 	b.cancel()
 	b.l.close()
 	b.relay.Close()
+}
+
+// Set changes the path while it runs, as the overrides sets say
+// ("link.uplink.loss=30%", in --set's form; only the link's keys), each
+// direction between two of its packets and keeping what it holds (see
+// impair.Chain.Set). On error nothing changed.
+func (b *Bench) Set(sets ...string) error {
+	for _, kv := range sets {
+		if key, _, _ := strings.Cut(kv, "="); key != "link" && !strings.HasPrefix(key, "link.") {
+			return fmt.Errorf("%s: only the link's keys (link.loss, link.uplink.rate, ...) change while a path runs", key)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	next, err := b.s.With(sets...)
+	if err != nil {
+		return err
+	}
+	up, err := directionConfig("uplink", next.Seed, next.Uplink)
+	if err != nil {
+		return err
+	}
+	down, err := directionConfig("downlink", next.Seed, next.Downlink)
+	if err != nil {
+		return err
+	}
+	if err := b.l.path.Up.Set(up); err != nil {
+		return fmt.Errorf("uplink: %w", err)
+	}
+	if err := b.l.path.Down.Set(down); err != nil {
+		// Back to what the uplink had, which it takes again.
+		if old, oerr := directionConfig("uplink", b.s.Seed, b.s.Uplink); oerr == nil {
+			b.l.path.Up.Set(old)
+		}
+		return fmt.Errorf("downlink: %w", err)
+	}
+	b.s = next
+	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -247,7 +248,9 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 	if err != nil {
 		if IsPrivilege(err) {
 			// The other variants run; this one is reported as skipped.
-			log.Warn("run skipped: TUN mode needs privileges", zap.Error(err))
+			// Said once, at the end, by the caller; the table and
+			// summary.json say which runs were skipped.
+			log.Debug("run skipped: TUN mode needs privileges", zap.Error(err))
 			return &RunSummary{Variant: s.Variant, Seed: s.Seed, Skipped: privilegeReason(err)}, nil, fmt.Errorf("run %s: %w", runName(s), err)
 		}
 		return nil, nil, fmt.Errorf("run %s: %w", runName(s), err)
@@ -334,7 +337,6 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 	rs.TUN = l.tunSummary()
 	rs.Links[0].DeliveryDrops = l.deliveryDrops(true)
 	rs.Links[1].DeliveryDrops = l.deliveryDrops(false)
-	var tputs []float64
 	for i, f := range fls {
 		fs := f.Summary()
 		fs.Stack = s.Flows[i].Stack
@@ -345,11 +347,10 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 			}
 		}
 		rs.Flows[i] = fs
-		tputs = append(tputs, fs.ThroughputBps)
-	}
-	if len(tputs) > 1 {
-		j := flows.Jain(tputs)
-		rs.Fairness = &j
+		if t := fs.TCPSummary; t != nil && !t.Completed {
+			log.Warn("flow "+fs.Name+" did not finish when the run ended: "+strings.TrimPrefix(flows.Unfinished(t.BytesReceived, t.Size), "unfinished: ")+" received",
+				zap.String("flow", fs.Name), zap.Uint64("bytes_received", t.BytesReceived), zap.Uint64("size", t.Size))
+		}
 	}
 	for _, l := range rs.Links {
 		if l.DeliveryDrops > 0 {
@@ -361,6 +362,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 				zap.String("link", l.Name), zap.Uint64("input_drops", n))
 		}
 	}
+	rs.Fairness, rs.FairnessFlows = fairness(s.Flows, rs.Flows)
 	log.Info("run end", zap.Duration("elapsed", elapsed),
 		zap.Uint64("uplink_packets", rs.Links[0].PacketsOut), zap.Uint64("downlink_packets", rs.Links[1].PacketsOut),
 		zap.Uint64("no_route", l.noRoute.Load()))
@@ -393,4 +395,25 @@ func runName(s *scenario.Scenario) string {
 		return s.Name
 	}
 	return s.Name + "/" + s.Variant
+}
+
+// fairness is Jain's index of the flows that compete for one bottleneck,
+// and their names (see RunSummary.Fairness): the TCP flows of the uplink,
+// else of the downlink, when there are at least two.
+func fairness(specs []scenario.Flow, sums []flows.FlowSummary) (*float64, []string) {
+	for _, dir := range []string{"up", "down"} {
+		var names []string
+		var tputs []float64
+		for i, f := range specs {
+			if f.Type == flows.TypeTCP && f.Direction == dir {
+				names = append(names, sums[i].Name)
+				tputs = append(tputs, sums[i].ThroughputBps)
+			}
+		}
+		if len(tputs) > 1 {
+			j := flows.Jain(tputs)
+			return &j, names
+		}
+	}
+	return nil, nil
 }

@@ -2,12 +2,16 @@ package emulator
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/scenario"
 )
@@ -98,5 +102,72 @@ func TestRunStopsOnCancelledContext(t *testing.T) {
 	sum, err := Run(ctx, p, Options{})
 	if err == nil || len(sum.Runs) != 0 {
 		t.Fatalf("cancelled run: err %v, %d runs", err, len(sum.Runs))
+	}
+}
+
+// TestUnfinishedFlowIsMarked: a flow the run's end cuts short is marked in
+// the summary (completed false, bytes received of size), in the table,
+// and by a warning; one that finishes is not.
+func TestUnfinishedFlowIsMarked(t *testing.T) {
+	p := mustPlan(t, `
+duration: 1s
+link: {rate: 1Mbps, delay: 5ms}
+flows:
+  - {name: big, type: tcp, size: 5MiB}
+  - {name: small, type: tcp, size: 20KB}
+`)
+	core, logs := observer.New(zap.WarnLevel)
+	sum, err := Run(context.Background(), p, Options{Log: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, small := sum.Runs[0].Flows[0], sum.Runs[0].Flows[1]
+	if big.Completed || big.Size != 5<<20 || big.BytesReceived == 0 || big.BytesReceived >= big.Size {
+		t.Errorf("big: completed %v, %d of %d bytes", big.Completed, big.BytesReceived, big.Size)
+	}
+	if !small.Completed || small.Size != 20000 || small.BytesReceived != 20000 {
+		t.Errorf("small: completed %v, %d of %d bytes", small.Completed, small.BytesReceived, small.Size)
+	}
+	warn := logs.FilterMessageSnippet("did not finish").All()
+	if len(warn) != 1 || !strings.Contains(warn[0].Message, "flow big did not finish when the run ended: ") || !strings.HasSuffix(warn[0].Message, " of 5.0 MiB received") {
+		t.Errorf("warnings %+v", warn)
+	}
+	var buf strings.Builder
+	if err := PrintTable(&buf, sum); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), flows.Unfinished(big.BytesReceived, big.Size)) {
+		t.Errorf("table lacks %q:\n%s", flows.Unfinished(big.BytesReceived, big.Size), buf.String())
+	}
+	// The two TCP flows share the uplink: one fairness line, naming them.
+	if n := strings.Count(buf.String(), "fairness"); n != 1 || !strings.Contains(buf.String(), "fairness (Jain's index) ") ||
+		!strings.Contains(buf.String(), " among the TCP flows sharing a direction: big, small\n") {
+		t.Errorf("%d fairness lines:\n%s", n, buf.String())
+	}
+}
+
+func TestFairnessOnlyAmongCompetingFlows(t *testing.T) {
+	spec := func(typ, dir string) scenario.Flow { return scenario.Flow{Type: typ, Direction: dir} }
+	sum := func(name string, bps float64) flows.FlowSummary {
+		return flows.FlowSummary{Name: name, ThroughputBps: bps}
+	}
+	for _, tc := range []struct {
+		name  string
+		specs []scenario.Flow
+		sums  []flows.FlowSummary
+		want  []string
+		jain  float64
+	}{
+		{"a call and a download", []scenario.Flow{spec("udp", "up"), spec("tcp", "up")}, []flows.FlowSummary{sum("call", 64e3), sum("dl", 9e6)}, nil, 0},
+		{"one each way", []scenario.Flow{spec("tcp", "up"), spec("tcp", "down")}, []flows.FlowSummary{sum("u", 1e6), sum("d", 9e6)}, nil, 0},
+		{"two up, a call", []scenario.Flow{spec("tcp", "up"), spec("udp", "up"), spec("tcp", "up")},
+			[]flows.FlowSummary{sum("a", 3e6), sum("call", 64e3), sum("b", 1e6)}, []string{"a", "b"}, 16.0 / 20},
+		{"two down", []scenario.Flow{spec("tcp", "up"), spec("tcp", "down"), spec("tcp", "down")},
+			[]flows.FlowSummary{sum("u", 3e6), sum("d1", 2e6), sum("d2", 2e6)}, []string{"d1", "d2"}, 1},
+	} {
+		j, names := fairness(tc.specs, tc.sums)
+		if strings.Join(names, ",") != strings.Join(tc.want, ",") || (j == nil) != (tc.want == nil) || j != nil && math.Abs(*j-tc.jain) > 1e-12 {
+			t.Errorf("%s: fairness %v over %v, want %v over %v", tc.name, j, names, tc.jain, tc.want)
+		}
 	}
 }

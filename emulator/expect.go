@@ -97,39 +97,22 @@ var unitSuffixes = []string{"_bps", "_ms", "_s", "_ratio", "_share", "_bytes"}
 func check(r *ExpectResult, e scenario.Expectation, doc any) {
 	dim, scale := scenario.DimNumber, 1.0
 	var figure []string
+	var holder map[string]any // the mapping that holds the current key
 	n := doc
 	for i, seg := range e.Path {
 		here := strings.Join(figure, ".")
 		switch v := n.(type) {
 		case map[string]any:
-			key := seg
-			child, ok := v[key]
-			for _, suf := range unitSuffixes {
-				if ok {
-					break
-				}
-				key = seg + suf
-				child, ok = v[key]
-			}
-			if !ok {
-				// A counter by reason lists the reasons that happened.
-				if here != "" && strings.HasSuffix(here, ".drops") && slices.Contains(impair.DropReasonNames(), seg) && i == len(e.Path)-1 {
-					key, child, ok = seg, 0.0, true
-				}
-			}
-			if !ok {
-				where := "the run"
-				if here != "" {
-					where = here
-				}
-				r.Error = fmt.Sprintf("%s has no figure %q (it has: %s)", where, seg, strings.Join(slices.Sorted(maps.Keys(v)), ", "))
+			key, child, err := lookupKey(v, seg, here, i == len(e.Path)-1)
+			if err != "" {
+				r.Error = err
 				return
 			}
 			if d, s, ok := unitOf(key); ok {
 				dim, scale = d, s
 			}
 			figure = append(figure, key)
-			n = child
+			holder, n = v, child
 		case []any:
 			var names []string
 			found := false
@@ -152,6 +135,15 @@ func check(r *ExpectResult, e scenario.Expectation, doc any) {
 		}
 	}
 	r.Figure = strings.Join(figure, ".")
+	// A statistic of nothing (no datagram arrived) is no figure: its
+	// zeros must not pass for a small delay.
+	if c, isStat := holder["count"].(float64); isStat && c == 0 && figure[len(figure)-1] != "count" {
+		r.Error = fmt.Sprintf("%s has no samples (count 0)", strings.Join(figure[:len(figure)-1], "."))
+		return
+	}
+	if figure[len(figure)-1] == "count" {
+		dim, scale = scenario.DimNumber, 1 // a statistic's sample count has no unit
+	}
 	got, ok := n.(float64)
 	if !ok {
 		if m, isMap := n.(map[string]any); isMap {
@@ -173,6 +165,30 @@ func check(r *ExpectResult, e scenario.Expectation, doc any) {
 	} else {
 		r.Pass = e.Holds(got * scale)
 	}
+}
+
+// lookupKey finds seg in the mapping v found at path here: as it is, or
+// with a unit suffix (throughput for throughput_bps); a drop reason that
+// did not happen (the last key under a drops map) is 0. err says what is
+// missing.
+func lookupKey(v map[string]any, seg, here string, last bool) (key string, child any, err string) {
+	if child, ok := v[seg]; ok {
+		return seg, child, ""
+	}
+	for _, suf := range unitSuffixes {
+		if child, ok := v[seg+suf]; ok {
+			return seg + suf, child, ""
+		}
+	}
+	// A counter by reason lists the reasons that happened.
+	if last && strings.HasSuffix(here, ".drops") && slices.Contains(impair.DropReasonNames(), seg) {
+		return seg, 0.0, ""
+	}
+	where := "the run"
+	if here != "" {
+		where = here
+	}
+	return "", nil, fmt.Sprintf("%s has no figure %q (it has: %s)", where, seg, strings.Join(slices.Sorted(maps.Keys(v)), ", "))
 }
 
 // dimName names a figure's kind in messages.

@@ -84,12 +84,8 @@ func PrintTable(w io.Writer, sum *Summary) error {
 		hasFlows = hasFlows || len(r.Flows) > 0
 	}
 	if hasFlows {
-		fmt.Fprintln(tw, "variant\tflow\ttype\tcc\tMbit/s\tshare\tdone s\tretrans\tRTO\tlost\tdelay mean/p95 ms\tjitter ms\tfairness\t")
+		fmt.Fprintln(tw, "variant\tflow\ttype\tcc\tMbit/s\tshare\tdone s\tretrans\tRTO\tlost\tdelay mean/p95 ms\tjitter ms\t")
 		for _, r := range sum.Runs {
-			fair := "-"
-			if r.Fairness != nil {
-				fair = fmt.Sprintf("%.3f", *r.Fairness)
-			}
 			total := 0.0
 			for _, f := range r.Flows {
 				total += f.ThroughputBps
@@ -98,9 +94,7 @@ func PrintTable(w io.Writer, sum *Summary) error {
 				mbps := fmt.Sprintf("%.2f", f.ThroughputBps/1e6)
 				done, retr, rto, lost, delay, jit := "-", "-", "-", "-", "-", "-"
 				if t := f.TCPSummary; t != nil {
-					if t.CompletionS > 0 {
-						done = fmt.Sprintf("%.2f", t.CompletionS)
-					}
+					done = doneCell(t)
 					retr, rto = fmt.Sprint(t.Retransmissions), fmt.Sprint(t.Timeouts)+stallMark(t)
 					if t.RTTMs.Count > 0 {
 						delay = fmt.Sprintf("rtt %.1f/%.1f", t.RTTMs.Mean, t.RTTMs.P95)
@@ -119,12 +113,17 @@ func PrintTable(w io.Writer, sum *Summary) error {
 				if total > 0 {
 					sh = fmt.Sprintf("%.1f%%", 100*f.ThroughputBps/total)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", variantName(r.Variant), f.Name, f.Type, cc,
-					mbps, sh, done, retr, rto, lost, delay, jit, fair)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", variantName(r.Variant), f.Name, f.Type, cc,
+					mbps, sh, done, retr, rto, lost, delay, jit)
 			}
 		}
 		if err := tw.Flush(); err != nil {
 			return err
+		}
+		for _, r := range sum.Runs {
+			if line := fairnessLine(&r); line != "" {
+				fmt.Fprintf(w, "variant %s: %s\n", variantName(r.Variant), line)
+			}
 		}
 		fmt.Fprint(w, flowLegend)
 		fmt.Fprintln(w)
@@ -132,7 +131,13 @@ func PrintTable(w io.Writer, sum *Summary) error {
 	if err := printWiFi(w, sum); err != nil {
 		return err
 	}
-	fmt.Fprintln(tw, "variant\tlink\tpackets in\tout\tloss% (conf)\tdrops\tMbit/s (conf)\tqueue p50/p99 ms\tadded p50/p99 ms\tlate p99 ms\tconfigured\t")
+	hasLinks := false
+	for _, r := range sum.Runs {
+		hasLinks = hasLinks || len(r.Links) > 0
+	}
+	if hasLinks { // not when every run was skipped
+		fmt.Fprintln(tw, "variant\tlink\tpackets in\tout\tloss% (conf)\tdrops\tMbit/s (conf)\tqueue p50/p99 ms\tadded p50/p99 ms\tlate p99 ms\tconfigured\t")
+	}
 	for _, r := range sum.Runs {
 		for _, l := range r.Links {
 			rate := "-"
@@ -155,9 +160,9 @@ func PrintTable(w io.Writer, sum *Summary) error {
 	for _, r := range sum.Runs {
 		if t := r.TUN; t != nil {
 			rt, ru := t.Relay.TCP, t.Relay.UDP
-			fmt.Fprintf(w, "\nvariant %s: TUN %s, kernel %s, peer %s; relay TCP %d relayed, %d served, %d refused, %d failed; UDP %d relayed, %d served, %d refused, %d datagrams dropped; %d packets dropped by the kernel before netjam read them, %d malformed\n",
+			fmt.Fprintf(w, "\nvariant %s: TUN %s, kernel %s, peer %s; relay TCP %d relayed, %d served, %d refused, %d reset by an end, %d failed; UDP %d relayed, %d served, %d refused, %d datagrams dropped; %d packets dropped by the kernel before netjam read them, %d malformed\n",
 				variantName(r.Variant), t.Device, strings.Join(t.Kernel, " "), strings.Join(t.Peer, " "),
-				rt.Relayed, rt.Served, rt.Refused+rt.NoService+rt.Limited, rt.DialErrors+rt.Errors, ru.Relayed, ru.Served, ru.Refused+ru.NoService+ru.Limited, ru.Dropped, t.KernelDrops, t.Malformed)
+				rt.Relayed, rt.Served, rt.Refused+rt.NoService+rt.Limited, rt.Resets, rt.DialErrors+rt.Errors, ru.Relayed, ru.Served, ru.Refused+ru.NoService+ru.Limited, ru.Dropped, t.KernelDrops, t.Malformed)
 		}
 	}
 	for _, r := range sum.Runs {
@@ -208,6 +213,24 @@ func stallMark(t *flows.TCPSummary) string {
 		return ""
 	}
 	return fmt.Sprintf(" STALL %.1fs", t.StalledS)
+}
+
+// doneCell is a TCP flow's "done s" cell: its completion time in seconds, or,
+// for a flow the run's end cut short, how far it got.
+func doneCell(t *flows.TCPSummary) string {
+	if t.Completed {
+		return fmt.Sprintf("%.2f", t.CompletionS)
+	}
+	return flows.Unfinished(t.BytesReceived, t.Size)
+}
+
+// fairnessLine says what RunSummary.Fairness is and over which flows; ""
+// when no flows compete.
+func fairnessLine(r *RunSummary) string {
+	if r.Fairness == nil {
+		return ""
+	}
+	return fmt.Sprintf("fairness (Jain's index) %.3f among the TCP flows sharing a direction: %s", *r.Fairness, strings.Join(r.FairnessFlows, ", "))
 }
 
 func variantName(v string) string {

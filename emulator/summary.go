@@ -30,9 +30,14 @@ type RunSummary struct {
 	DurationS float64             `json:"duration_s"`
 	Flows     []flows.FlowSummary `json:"flows"`
 	Links     []LinkSummary       `json:"links"`
-	// Fairness is Jain's index of the flows' throughputs; absent with
-	// fewer than two flows.
-	Fairness *float64 `json:"fairness,omitempty"`
+	// Fairness is Jain's index of the throughputs of the flows that
+	// compete for one bottleneck, FairnessFlows: the TCP flows of one
+	// direction (congestion-controlled, each taking what it can get; a
+	// UDP flow sends at its own rate whatever the others do). Absent
+	// unless at least two flows compete; with competing flows in both
+	// directions, it is the uplink's.
+	Fairness      *float64 `json:"fairness,omitempty"`
+	FairnessFlows []string `json:"fairness_flows,omitempty"`
 	// WiFi is what the Wi-Fi cell's medium saw, per station and for the
 	// AP; absent without a cell.
 	WiFi *wifi.Stats `json:"wifi,omitempty"`

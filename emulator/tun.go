@@ -137,7 +137,7 @@ func (l *lab) setupTUN(s *scenario.Scenario, log *zap.Logger, hooks labHooks, st
 		l.server[a.Addr()] = t.peer
 	}
 
-	rc := stack.RelayConfig{Services: c.Services, UDPIdle: c.UDPIdle, Dial: hooks.dial, Log: log}
+	rc := stack.RelayConfig{Services: c.Services, UDPIdle: c.UDPIdle, TCPIdle: c.TCPIdle, Dial: hooks.dial, Log: log}
 	for _, f := range c.Forward {
 		rc.Forwards = append(rc.Forwards, stack.Forward{Proto: f.Proto, Listen: f.Listen, To: f.To})
 	}
@@ -161,7 +161,7 @@ func (l *lab) setupTUN(s *scenario.Scenario, log *zap.Logger, hooks labHooks, st
 			addrs = append(addrs, netip.PrefixFrom(a, c.Address[i].Bits()))
 		}
 	}
-	t.dev, err = hooks.open(stack.TUNConfig{Name: c.Name, Addrs: addrs, MTU: mtu, Routes: c.Routes, Netns: t.ns.Path(), Offload: c.Offload})
+	t.dev, err = hooks.open(stack.TUNConfig{Name: c.Name, Addrs: addrs, MTU: mtu, Routes: c.Routes, HostRoutes: c.HostRoutes, Netns: t.ns.Path(), Offload: c.Offload})
 	if err != nil {
 		return err
 	}
@@ -408,9 +408,14 @@ func (l *lab) tunSummary() *TUNSummary {
 // device node, no CAP_NET_ADMIN): the command line exits with status 2.
 func IsPrivilege(err error) bool { return errors.Is(err, stack.ErrPrivilege) }
 
-// privilegeReason is the first line of a privilege error, for a skipped
-// run's row.
+// privilegeReason is a privilege error without its advice, in plain
+// words, for a skipped run's row: what is needed, then what failed. The
+// advice is the caller's to give, once, at the end.
 func privilegeReason(err error) string {
+	var pe *stack.PrivilegeError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("%s (%s: %v)", strings.TrimSuffix(pe.Need, "."), pe.Op, pe.Err)
+	}
 	s := err.Error()
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]

@@ -16,8 +16,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/netjam/netjam/stack"
 
@@ -194,6 +197,13 @@ tun:
 				sum.Runs[0].Links[0].Drops["loss"])
 			if e.CC != cc || e.SumSent.Bytes == 0 || e.SumReceived.BitsPerSecond == 0 || e.SumSent.Retransmits == 0 {
 				t.Errorf("iperf3 -C %s: %+v", cc, e)
+			}
+			// The control and the data connection were relayed; the
+			// server's close of the data connection while the client's
+			// last data were on their way is a reset passed on, not a
+			// failure of the relay.
+			if r := sum.Runs[0].TUN.Relay.TCP; r.Relayed != 2 || r.Errors != 0 || r.DialErrors != 0 {
+				t.Errorf("relay: %+v, want 2 connections relayed and no failure", r)
 			}
 		})
 	}
@@ -482,6 +492,108 @@ flows: [{name: up, type: tcp, stack: kernel, size: 2MB}]
 		if n := strings.Count(string(out), "\n"); n != 0 {
 			t.Errorf("%s: %d packets larger than the MTU or without a good TCP checksum", f, n)
 		}
+	}
+}
+
+// TestTUNSmallMSSSplit sends 4 MB from kernel sockets whose MSS is set
+// small (TCP_MAXSEG 88, Linux's smallest, 200 and 536) across a path with
+// a rate, which needs every packet on its own: the kernel hands the device
+// segments of up to 64 KiB standing for hundreds of MSS, and each must be
+// split into packets of at most the MTU, as the capture of the client's
+// side shows them. A limit on the segments of a GSO packet once let such
+// segments cross whole (726 uplink packets of 9,990 bytes on average).
+func TestTUNSmallMSSSplit(t *testing.T) {
+	tshark := requireTshark(t)
+	ns := testNetns(t)
+	for _, mss := range []int{88, 200, 536} {
+		t.Run(strconv.Itoa(mss), func(t *testing.T) {
+			dir := t.TempDir()
+			sum, err := Run(context.Background(), mustPlan(t, fmt.Sprintf(`
+duration: 60s
+link: {delay: 1ms, rate: 1Gbps, queue: 10000}
+tun: {netns: %s, offload: true}
+capture: [client]
+`, ns.Path())), Options{OutDir: dir, Attached: func(ctx context.Context) error {
+				var conn net.Conn
+				err := ns.Do(func() (err error) {
+					d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+						var serr error
+						if err := c.Control(func(fd uintptr) {
+							serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG, mss)
+						}); err != nil {
+							return err
+						}
+						return serr
+					}}
+					conn, err = d.DialContext(ctx, "tcp", "10.99.0.2:9")
+					return err
+				})
+				if err != nil {
+					return err
+				}
+				defer conn.Close()
+				if _, err := conn.Write(make([]byte, 4<<20)); err != nil {
+					return err
+				}
+				// The discard service closes once it has read all.
+				conn.(*net.TCPConn).CloseWrite()
+				conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+				_, err = io.Copy(io.Discard, conn)
+				return err
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			up := sum.Runs[0].Links[0]
+			t.Logf("MSS %d: %d packets, %d bytes up (%.0f bytes on average), whole GSO %d", mss, up.PacketsIn, up.BytesIn,
+				float64(up.BytesIn)/float64(max(1, up.PacketsIn)), up.WholeGSO)
+			if up.BytesIn < 4<<20 || up.BytesIn > up.PacketsIn*1500 || up.WholeGSO != 0 {
+				t.Errorf("MSS %d: %d bytes in %d packets up, %d whole GSO; want at least 4 MiB in packets of at most 1500 bytes",
+					mss, up.BytesIn, up.PacketsIn, up.WholeGSO)
+			}
+			out, err := exec.Command(tshark, "-r", filepath.Join(dir, "client.pcap"), "-Y", "frame.len > 1500",
+				"-T", "fields", "-e", "frame.len").Output()
+			if err != nil {
+				t.Fatalf("tshark: %v", err)
+			}
+			if n := strings.Count(string(out), "\n"); n != 0 {
+				t.Errorf("MSS %d: %d packets on the path larger than the MTU: %s", mss, n, firstLines(string(out), 5))
+			}
+		})
+	}
+}
+
+// firstLines returns the first n lines of s.
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	return strings.Join(lines[:min(n, len(lines))], " ")
+}
+
+// TestTUNTCPIdle: tun.tcp_idle reaches the relay: a kernel connection to
+// the echo service that stays silent is reset after it, and counted.
+func TestTUNTCPIdle(t *testing.T) {
+	ns := testNetns(t)
+	sum := runTUNIn(t, fmt.Sprintf("duration: 60s\ntun: {netns: %s, tcp_idle: 300ms}\n", ns.Path()), func(ctx context.Context) error {
+		// The relay's idle clock starts when it has the connection,
+		// which may be before the dial returns here, not before it began.
+		start := time.Now()
+		conn, err := dialIn(ctx, ns, "10.99.0.2:7")
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		n, err := conn.Read(make([]byte, 1))
+		if !errors.Is(err, syscall.ECONNRESET) {
+			return fmt.Errorf("a silent connection: read %d, %v after %v; want a reset after 300ms", n, err, time.Since(start))
+		}
+		if d := time.Since(start); d < 300*time.Millisecond {
+			return fmt.Errorf("reset after %v, before tcp_idle", d)
+		}
+		return nil
+	})
+	if r := sum.Runs[0].TUN.Relay.TCP; r.Idle != 1 || r.Errors != 0 {
+		t.Errorf("relay %+v, want one connection ended idle", r)
 	}
 }
 

@@ -93,6 +93,14 @@ type FlowSummary struct {
 type TCPSummary struct {
 	BytesSent     uint64 `json:"bytes_sent"`
 	BytesReceived uint64 `json:"bytes_received"`
+	// Size is the number of bytes the flow was to move; absent for a flow
+	// bounded by a duration.
+	Size uint64 `json:"size,omitempty"`
+	// Completed is whether the receiver got everything: Size bytes, or,
+	// for a flow bounded by a duration, the sender's end of stream. A
+	// flow the run's end cut short has Completed false, no CompletionS,
+	// and BytesReceived of Size says how far it got.
+	Completed bool `json:"completed"`
 	// CompletionS is the time from the flow's start to the last byte
 	// read, in seconds, set once the receiver has everything: Size bytes,
 	// or, for a flow bounded by Duration, everything up to the sender's

@@ -417,11 +417,13 @@ func (f *TCPBulk) Summary() FlowSummary {
 		CwndMax:         cwndMax,
 		Stalls:          stalls,
 		StalledS:        stalledFor.Seconds(),
+		Size:            uint64(f.spec.Size),
 	}
 	ts.ConnectS = f.spec.Connect.Seconds()
 	if f.complete.Load() {
 		ts.CompletionS = time.Duration(f.completion.Load()).Seconds()
 		ts.TotalS = ts.ConnectS + ts.CompletionS
+		ts.Completed = true
 	}
 	var afterStop uint64
 	if f.stopped.Load() {

@@ -82,7 +82,7 @@ func TestTCPBulkClean(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := f.Summary()
-	if s.Type != "tcp" || s.BytesSent != size || s.BytesReceived != size || s.CompletionS <= 0 {
+	if s.Type != "tcp" || s.BytesSent != size || s.BytesReceived != size || s.CompletionS <= 0 || !s.Completed || s.Size != size {
 		t.Fatalf("summary %+v, want %d bytes sent and received, and a completion time", *s.TCPSummary, size)
 	}
 	if want := bitRate(size-f.firstBytes.Load(), time.Duration(f.lastByte.Load()-f.firstByte.Load())); s.ThroughputBps != want {
@@ -113,8 +113,8 @@ func TestTCPBulkCorruptByte(t *testing.T) {
 	if !strings.Contains(err.Error(), fmt.Sprintf("bulk: received byte at offset %d is", at)) {
 		t.Errorf("error %q does not name the flow and the offset", err)
 	}
-	if got := f.Summary().BytesReceived; got != at {
-		t.Errorf("%d bytes counted as received, want the %d good ones", got, at)
+	if s := f.Summary(); s.BytesReceived != at || s.Completed || s.Size != 2<<20 {
+		t.Errorf("%d of %d bytes counted as received, completed %v; want the %d good ones of %d, not completed", s.BytesReceived, s.Size, s.Completed, at, 2<<20)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 type bottleneck struct {
 	c    Counters
 	q    Queue
+	qcfg QueueConfig // what q was made of (see Chain.Set)
 	rate RateConfig
 
 	cur    *Packet   // on the wire; nil when idle
@@ -29,7 +30,7 @@ type bottleneck struct {
 }
 
 func newBottleneck(cfg Config) *bottleneck {
-	b := &bottleneck{rate: cfg.Rate}
+	b := &bottleneck{rate: cfg.Rate, qcfg: cfg.Queue}
 	if cfg.Rate.Trace != nil {
 		b.trace = newTraceLink(cfg.Rate.Trace)
 	}

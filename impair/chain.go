@@ -2,6 +2,7 @@ package impair
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/netjam/netjam/stats"
@@ -24,7 +25,11 @@ type Chain struct {
 	now  time.Time // logical time of the latest event processed
 	wall time.Time // when set (by Runner), the clock reading lateness is measured against
 
-	keep    bool            // GSO packets cross whole (Config.KeepsSegments)
+	keep    atomic.Bool // GSO packets cross whole (Config.KeepsSegments); Set may change it
+	changes int         // how many times Set changed the chain
+	// pub is stages for other goroutines (Stats, Drops, Stages): Set
+	// replaces the chain's own slice, never this one's contents.
+	pub     atomic.Pointer[[]Stage]
 	io      Counters        // packets into and out of the whole direction
 	transit stats.Histogram // time from Arrive to delivery, ns
 	late    stats.Histogram // delivery lateness of a Runner behind the logical time, ns
@@ -53,42 +58,54 @@ func NewChain(cfg Config, deliver func(now time.Time, p *Packet)) (*Chain, error
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("impair: direction %q: %w", cfg.Name, err)
 	}
-	c := &Chain{name: cfg.Name, deliver: deliver, keep: cfg.KeepsSegments()}
+	c := &Chain{name: cfg.Name, deliver: deliver}
+	c.keep.Store(cfg.KeepsSegments())
+	var stages []Stage
 	if cfg.Loss.Model != LossNone {
-		c.stages = append(c.stages, newLossStage(cfg.Loss, newRand(cfg.Seed, cfg.Name, "loss")))
+		stages = append(stages, newLossStage(cfg.Loss, newRand(cfg.Seed, cfg.Name, "loss")))
 	}
 	if cfg.Duplicate.P > 0 {
-		c.stages = append(c.stages, newDuplicateStage(cfg.Duplicate, newRand(cfg.Seed, cfg.Name, "duplicate")))
+		stages = append(stages, newDuplicateStage(cfg.Duplicate, newRand(cfg.Seed, cfg.Name, "duplicate")))
 	}
 	if cfg.Corrupt.P > 0 {
-		c.stages = append(c.stages, newCorruptStage(cfg.Corrupt, newRand(cfg.Seed, cfg.Name, "corrupt")))
+		stages = append(stages, newCorruptStage(cfg.Corrupt, newRand(cfg.Seed, cfg.Name, "corrupt")))
 	}
 	if cfg.Rate.limited() {
-		c.stages = append(c.stages, newBottleneck(cfg))
+		stages = append(stages, newBottleneck(cfg))
 	}
 	if cfg.Slot.enabled() {
-		c.stages = append(c.stages, newSlotGate(cfg))
+		stages = append(stages, newSlotGate(cfg))
 	}
 	if cfg.Delay.Time > 0 || cfg.Delay.Jitter > 0 || cfg.Reorder.P > 0 {
-		c.stages = append(c.stages, newDelayLine(cfg))
+		stages = append(stages, newDelayLine(cfg))
 	}
-	c.hops = make([]hop, len(c.stages)+1)
+	c.install(stages)
+	return c, nil
+}
+
+// install makes stages the chain's, in packet order, and publishes them.
+func (c *Chain) install(stages []Stage) {
+	c.stages = stages
+	c.hops = make([]hop, len(stages)+1)
 	for i := range c.hops {
 		c.hops[i] = hop{c: c, i: i}
 	}
-	for i := len(c.stages) - 1; i >= 0; i-- {
-		if _, ok := c.stages[i].(interface{ isPassive() }); !ok {
+	c.timed = c.timed[:0:0]
+	for i := len(stages) - 1; i >= 0; i-- {
+		if _, ok := stages[i].(interface{ isPassive() }); !ok {
 			c.timed = append(c.timed, i)
 		}
 	}
-	return c, nil
+	pub := stages
+	c.pub.Store(&pub)
 }
 
 // Name returns the direction's name.
 func (c *Chain) Name() string { return c.name }
 
-// Stages returns the chain's stages in packet order.
-func (c *Chain) Stages() []Stage { return c.stages }
+// Stages returns the chain's stages in packet order; safe on any
+// goroutine (a Set after it does not change the slice returned).
+func (c *Chain) Stages() []Stage { return *c.pub.Load() }
 
 // Now returns the logical time of the latest event the chain processed.
 func (c *Chain) Now() time.Time { return c.now }
@@ -101,7 +118,7 @@ func (c *Chain) Arrive(t time.Time, p *Packet) {
 		t = c.now
 	}
 	c.Advance(t)
-	if p.segs > 0 && !c.keep {
+	if p.segs > 0 && !c.keep.Load() {
 		// The sender should have split it (see Runner.KeepsSegments);
 		// segments from p's own pool then.
 		pl := p.pool
@@ -122,7 +139,7 @@ func (c *Chain) admit(t time.Time, p *Packet) {
 
 // KeepsSegments reports whether GSO packets cross the direction whole
 // (Config.KeepsSegments); when not, senders split them first (Pool.Split).
-func (c *Chain) KeepsSegments() bool { return c.keep }
+func (c *Chain) KeepsSegments() bool { return c.keep.Load() }
 
 // Advance processes, in time order, every event due at or before t. Events
 // at the same instant run downstream first, so a departure frees its room
@@ -184,7 +201,7 @@ func (c *Chain) Counters() *Counters { return &c.io }
 // stage or at the input. Safe at any time; it allocates nothing.
 func (c *Chain) Drops(r DropReason) uint64 {
 	n := c.io.Drops[r].Load()
-	for _, s := range c.stages {
+	for _, s := range *c.pub.Load() {
 		n += s.Counters().Drops[r].Load()
 	}
 	return n
@@ -228,7 +245,7 @@ func (c *Chain) Stats() Stats {
 	for k, v := range io.Drops {
 		s.Drops[k] += v
 	}
-	for _, st := range c.stages {
+	for _, st := range *c.pub.Load() {
 		ss := st.Counters().Snapshot(st.Name())
 		for k, v := range ss.Drops {
 			s.Drops[k] += v

@@ -327,6 +327,33 @@ func TestInflightLimit(t *testing.T) {
 	}
 }
 
+// TestInflightBytes: a delay line holds at most DefaultInflightBytes of
+// packet buffers, however few packets that is. Packets from a pool of
+// 64 KiB buffers (what segmentation offload needs) count 64 KiB each,
+// even those holding an ACK: 2048 fit, where the packet limit alone
+// (16384) would have held a gigabyte. The slot gate has the same bound.
+func TestInflightBytes(t *testing.T) {
+	for name, cfg := range map[string]Config{
+		"delay": {Delay: DelayConfig{Time: time.Second}},
+		"slot":  {Slot: SlotConfig{Min: time.Second, Max: time.Second, Packets: 1}},
+	} {
+		c, col, _ := newTestChain(t, cfg)
+		big := NewPool(65536)
+		const sent = 3000
+		for i := range sent {
+			c.Arrive(t0, testPacket(big, 100, uint32(i)))
+		}
+		held := int64(DefaultInflightBytes / 65536)
+		if d := c.Stats().Drops["inflight"]; d != sent-uint64(held) {
+			t.Errorf("%s: %d of %d packets dropped as inflight, want all past %d", name, d, sent, held)
+		}
+		drain(c)
+		if got := len(col.got); int64(got) != held && cfg.Slot.Packets == 0 {
+			t.Errorf("%s: delivered %d, want %d", name, got, held)
+		}
+	}
+}
+
 // TestConservation: in a busy chain every packet is delivered, dropped with
 // a reason, or still held; after a drain nothing is held.
 func TestConservation(t *testing.T) {

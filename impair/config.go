@@ -27,6 +27,12 @@ type Config struct {
 	// InflightLimit bounds the packets held after the bottleneck (slot
 	// gate and delay line). 0 means DefaultInflightLimit.
 	InflightLimit int
+	// InflightBytes bounds the memory of the packets each of those
+	// stages holds, counting each packet's buffer: with segmentation
+	// offload a packet may take 64 KiB, so a bound in packets alone
+	// would let one line hold a gigabyte. 0 means DefaultInflightBytes.
+	// Past either bound packets are dropped, counted as DropInflight.
+	InflightBytes int64
 	// InputLimit bounds the Runner's input channel. 0 means
 	// DefaultInputLimit.
 	InputLimit int
@@ -35,6 +41,8 @@ type Config struct {
 // Defaults for the limits of a Config.
 const (
 	DefaultInflightLimit = 16384
+	// DefaultInflightBytes holds 10 Gbit/s for 100 ms of delay.
+	DefaultInflightBytes = 128 << 20
 	DefaultInputLimit    = 4096
 	DefaultQueueLimit    = 1000
 )
@@ -296,7 +304,7 @@ func (c *Config) Validate() error {
 	if q.Flows < 0 || q.Flows > 65536 || q.Quantum < 0 {
 		errs = append(errs, errors.New("queue: flows must be in 0..65536 and quantum >= 0"))
 	}
-	if c.InflightLimit < 0 || c.InputLimit < 0 {
+	if c.InflightLimit < 0 || c.InputLimit < 0 || c.InflightBytes < 0 {
 		errs = append(errs, errors.New("inflight and input limits must be >= 0"))
 	}
 	return errors.Join(errs...)

@@ -22,6 +22,8 @@ type delayLine struct {
 	jit     *jitter    // nil without jitter
 	reorder *reorderer // nil without reordering
 	limit   int
+	maxMem  int64 // bound of mem
+	mem     int64 // the held packets' buffers, in bytes
 
 	ring ring      // order-keeping mode
 	heap []*Packet // AllowReorder mode
@@ -30,7 +32,7 @@ type delayLine struct {
 }
 
 func newDelayLine(cfg Config) *delayLine {
-	d := &delayLine{cfg: cfg.Delay, limit: inflightLimit(cfg)}
+	d := &delayLine{cfg: cfg.Delay, limit: inflightLimit(cfg), maxMem: inflightBytes(cfg)}
 	if cfg.Delay.Jitter > 0 {
 		d.jit = newJitter(cfg.Delay, newRand(cfg.Seed, cfg.Name, "jitter"))
 	}
@@ -58,10 +60,11 @@ func (d *delayLine) Push(now time.Time, p *Packet, out Sink) {
 		out.Push(now, p)
 		return
 	}
-	if d.len() >= d.limit {
+	if d.len() >= d.limit || d.mem+p.mem() > d.maxMem {
 		d.c.drop(p, DropInflight)
 		return
 	}
+	d.mem += p.mem()
 	delay := d.cfg.Time
 	if d.jit != nil {
 		delay += d.jit.next()
@@ -106,6 +109,7 @@ func (d *delayLine) Wake(now time.Time, out Sink) {
 		} else {
 			p = d.ring.pop()
 		}
+		d.mem -= p.mem()
 		d.c.out(p)
 		out.Push(p.due, p)
 	}
@@ -121,6 +125,7 @@ func (d *delayLine) Flush() {
 	}
 	clear(d.heap)
 	d.heap = d.heap[:0]
+	d.mem = 0
 	d.c.QueueLen.Store(0)
 }
 

@@ -14,8 +14,11 @@ import "encoding/binary"
 // direction (by its sender, Pool.Split, or by Chain.Arrive), so every impairment applies to
 // each MTU-sized packet as it would on a real link.
 
-// gsoMaxSegments bounds the segments of one GSO packet: 64 KiB of payload
-// in segments of at least 536 bytes (IPv4's minimum MSS) is 123.
+// gsoMaxSegments bounds the segments Coalesce merges into one packet, as
+// a NIC's receive offload bounds them: 64 KiB of payload in segments of
+// at least 536 bytes (IPv4's default MSS) is 123. A GSO packet a sender
+// makes has no such bound (SetGSO): Linux's TCP with TCP_MAXSEG 88 sends
+// 64 KiB as 745 segments.
 const gsoMaxSegments = 128
 
 // SetGSO marks p, a TCP segment over IPv4 or IPv6, as standing for
@@ -39,8 +42,11 @@ func (p *Packet) SetGSO(mss int, partial bool) bool {
 		}
 		return false
 	}
+	// Any count: a packet of up to 64 KiB has at most 65535 segments,
+	// which segs holds. Refusing a count here would leave p an ordinary
+	// packet that crosses every stage whole.
 	n := (payload + mss - 1) / mss
-	if n > gsoMaxSegments || mss > 0xffff {
+	if mss > 0xffff {
 		return false
 	}
 	p.segs, p.mss, p.hdrLen, p.partial = uint16(n), uint16(mss), uint16(ipLen+tcpLen), partial

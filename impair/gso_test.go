@@ -189,6 +189,50 @@ func TestSetGSO(t *testing.T) {
 	}
 }
 
+// TestSplitAnySegmentCount splits the largest GSO packets a kernel TCP
+// with a small MSS sends (TCP_MAXSEG 88, Linux's smallest, makes 745
+// segments of 64 KiB): every segment is at most its headers and one MSS,
+// with a good checksum, and together they carry the whole payload. Such a
+// packet once stayed whole (a limit of 128 segments), so loss and queue
+// limits acted on 64 KiB at a time.
+func TestSplitAnySegmentCount(t *testing.T) {
+	pool := NewPool(65536)
+	for _, v6 := range []bool{false, true} {
+		for _, mss := range []int{88, 200, 536, 1448} {
+			payload := 65535 - 20 - 32 // the largest IPv4 packet
+			if v6 {
+				payload = 65536 - 40 - 32 // a packet of the largest MTU
+			}
+			b := superSegment(v6, payload)
+			p := pool.Copy(b)
+			if !p.SetGSO(mss, false) {
+				t.Fatalf("v6=%v mss %d: SetGSO refused a %d-byte segment", v6, mss, len(b))
+			}
+			want := (payload + mss - 1) / mss
+			if p.Segments() != want {
+				t.Errorf("v6=%v mss %d: %d segments, want %d", v6, mss, p.Segments(), want)
+			}
+			hl := len(b) - payload
+			var got []byte
+			n := 0
+			pool.Split(p, func(s *Packet) {
+				if len(s.Data) > hl+mss {
+					t.Errorf("v6=%v mss %d: segment %d is %d bytes, more than %d", v6, mss, n, len(s.Data), hl+mss)
+				}
+				if !tcpChecksumOK(t, s.Data) {
+					t.Errorf("v6=%v mss %d: segment %d has a bad checksum", v6, mss, n)
+				}
+				got = append(got, s.Data[hl:]...)
+				n++
+				s.Release()
+			})
+			if n != want || !bytes.Equal(got, b[hl:]) {
+				t.Errorf("v6=%v mss %d: %d segments carrying %d bytes, want %d carrying the %d of the payload", v6, mss, n, len(got), want, payload)
+			}
+		}
+	}
+}
+
 func TestCompleteAndPseudoChecksum(t *testing.T) {
 	for _, v6 := range []bool{false, true} {
 		for _, n := range []int{0, 1, 2, 3, 1447, 1448, 60000} {

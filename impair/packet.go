@@ -41,6 +41,16 @@ type Packet struct {
 // Len returns the packet's length in bytes.
 func (p *Packet) Len() int { return len(p.Data) }
 
+// mem returns the bytes p's buffer takes, whatever its length: what p
+// costs a stage that holds it (a pooled 64 KiB buffer holding an ACK
+// still takes 64 KiB).
+func (p *Packet) mem() int64 {
+	if p.buf != nil {
+		return int64(cap(p.buf))
+	}
+	return int64(cap(p.Data))
+}
+
 // Release returns p to its pool. p must not be used afterwards.
 func (p *Packet) Release() {
 	if p.pool != nil {

@@ -2,6 +2,7 @@ package impair
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,10 +24,14 @@ type Runner struct {
 	clk   clock.Clock
 	in    chan *Packet
 
-	closed atomic.Bool
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+	ctl chan func() // Set's changes, run on the goroutine
+
+	mu      sync.Mutex // orders Start and Set
+	started bool
+	closed  atomic.Bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+	once    sync.Once
 }
 
 // NewRunner builds a Runner for cfg on clk. deliver is called on the
@@ -42,13 +47,13 @@ func NewRunner(cfg Config, clk clock.Clock, deliver func(now time.Time, p *Packe
 	if n == 0 {
 		n = DefaultInputLimit
 	}
-	return &Runner{chain: c, clk: clk, in: make(chan *Packet, n), done: make(chan struct{})}, nil
+	return &Runner{chain: c, clk: clk, in: make(chan *Packet, n), ctl: make(chan func()), done: make(chan struct{})}, nil
 }
 
 // KeepsSegments reports whether GSO packets cross the direction whole; a
 // sender splits them (Pool.Split) before Send when not, so that the
 // split runs on its goroutine rather than the direction's.
-func (r *Runner) KeepsSegments() bool { return r.chain.keep }
+func (r *Runner) KeepsSegments() bool { return r.chain.keep.Load() }
 
 // Send hands p to the direction, stamped with the clock's time. It never
 // blocks: when the input channel is full, or the Runner is closed, p is
@@ -74,8 +79,44 @@ func (r *Runner) Send(p *Packet) bool {
 // Start launches the Runner's goroutine. It stops when ctx is done or Close
 // is called.
 func (r *Runner) Start(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	ctx, r.cancel = context.WithCancel(ctx)
+	r.started = true
 	go r.loop(ctx)
+}
+
+// ErrClosed is Set's error on a closed Runner.
+var ErrClosed = errors.New("impair: direction closed")
+
+// Set changes the direction to cfg between two packets, keeping what it
+// holds (see Chain.Set for what changes how, and what cannot change), and
+// returns once the change is made. It may be called from any goroutine,
+// before Start or while the Runner runs. The input limit cannot change.
+func (r *Runner) Set(cfg Config) error {
+	if n := cfg.InputLimit; n != 0 && n != cap(r.in) || n == 0 && cap(r.in) != DefaultInputLimit {
+		return errors.New("impair: the input limit cannot change while the direction runs")
+	}
+	r.mu.Lock()
+	if !r.started {
+		defer r.mu.Unlock()
+		if r.closed.Load() {
+			return ErrClosed
+		}
+		return r.chain.Set(cfg)
+	}
+	r.mu.Unlock()
+	res := make(chan error, 1)
+	select {
+	case r.ctl <- func() {
+		r.chain.wall = r.clk.Now()
+		r.chain.Advance(r.clk.Now())
+		res <- r.chain.Set(cfg)
+	}:
+		return <-res
+	case <-r.done:
+		return ErrClosed
+	}
 }
 
 // Close stops the goroutine, waits for it, and drops every packet still in
@@ -111,7 +152,8 @@ func (r *Runner) Chain() *Chain { return r.chain }
 func (r *Runner) loop(ctx context.Context) {
 	defer close(r.done)
 	clock.Drive(ctx, r.clk, clock.Model[*Packet]{
-		In: r.in,
+		In:      r.in,
+		Control: r.ctl,
 		Arrive: func(p *Packet) {
 			r.chain.wall = r.clk.Now()
 			r.chain.Arrive(p.Arrival, p)

@@ -14,10 +14,12 @@ import (
 // while nothing waited is not saved up: a packet arriving at an idle gate
 // waits one full gap.
 type slotGate struct {
-	c     Counters
-	cfg   SlotConfig
-	rng   *rand.Rand
-	limit int
+	c      Counters
+	cfg    SlotConfig
+	rng    *rand.Rand
+	limit  int
+	maxMem int64 // bound of mem
+	mem    int64 // the held packets' buffers, in bytes
 
 	q        fifo
 	open     time.Time // when the current slot opens (or opened)
@@ -27,9 +29,10 @@ type slotGate struct {
 
 func newSlotGate(cfg Config) *slotGate {
 	return &slotGate{
-		cfg:   cfg.Slot,
-		rng:   newRand(cfg.Seed, cfg.Name, "slot"),
-		limit: inflightLimit(cfg),
+		cfg:    cfg.Slot,
+		rng:    newRand(cfg.Seed, cfg.Name, "slot"),
+		limit:  inflightLimit(cfg),
+		maxMem: inflightBytes(cfg),
 	}
 }
 
@@ -38,6 +41,13 @@ func inflightLimit(cfg Config) int {
 		return cfg.InflightLimit
 	}
 	return DefaultInflightLimit
+}
+
+func inflightBytes(cfg Config) int64 {
+	if cfg.InflightBytes > 0 {
+		return cfg.InflightBytes
+	}
+	return DefaultInflightBytes
 }
 
 func (s *slotGate) Name() string        { return "slot" }
@@ -56,10 +66,11 @@ func (s *slotGate) nextSlot(t time.Time) {
 
 func (s *slotGate) Push(now time.Time, p *Packet, out Sink) {
 	s.c.in(p)
-	if s.q.n >= s.limit {
+	if s.q.n >= s.limit || s.mem+p.mem() > s.maxMem {
 		s.c.drop(p, DropInflight)
 		return
 	}
+	s.mem += p.mem()
 	if s.q.n == 0 && now.After(s.open) {
 		s.nextSlot(now)
 	}
@@ -73,6 +84,7 @@ func (s *slotGate) Wake(now time.Time, out Sink) {
 	t := s.open
 	for s.q.n > 0 {
 		p := s.q.pop()
+		s.mem -= p.mem()
 		if s.cfg.Packets > 0 {
 			s.pktsLeft--
 		}
@@ -93,5 +105,6 @@ func (s *slotGate) Flush() {
 	for s.q.n > 0 {
 		s.c.drop(s.q.pop(), DropFlushed)
 	}
+	s.mem = 0
 	s.c.QueueLen.Store(0)
 }

@@ -59,7 +59,9 @@ type runInfo struct {
 	Flows     []flowInfo `json:"flows"`
 	Links     []linkInfo `json:"links"`
 	Fairness  *float64   `json:"fairness"`
-	WiFi      *wifiInfo  `json:"wifi"`
+	// FairnessFlows names the flows Fairness is over.
+	FairnessFlows []string  `json:"fairness_flows"`
+	WiFi          *wifiInfo `json:"wifi"`
 	// Skipped says why the run did not happen (TUN mode without the
 	// privileges it needs); such a run has no figures.
 	Skipped string `json:"skipped"`
@@ -111,6 +113,8 @@ type flowInfo struct {
 	BytesSent       uint64  `json:"bytes_sent"`
 	BytesReceived   uint64  `json:"bytes_received"`
 	CompletionS     float64 `json:"completion_s"`
+	Size            uint64  `json:"size"`
+	Completed       *bool   `json:"completed"` // nil in a summary.json from before the field
 	Retransmissions uint64  `json:"retransmissions"`
 	FastRetransmits uint64  `json:"fast_retransmits"`
 	Timeouts        uint64  `json:"timeouts"`

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/netjam/netjam/flows"
 )
 
 // ReportFile is the name of the page HTML writes.
@@ -39,6 +41,10 @@ func HTML(dir string, version string) error {
 		page.Runs = append(page.Runs, runRow{Variant: r.title(), Seed: r.info.Seed, DurationS: r.info.DurationS})
 		page.Expectations = append(page.Expectations, expectRows(r)...)
 		page.Flows = append(page.Flows, flowRows(r)...)
+		if fr := r.info.Fairness; fr != nil {
+			page.Fairness = append(page.Fairness, fmt.Sprintf("%s: fairness (Jain's index) %.3f among the TCP flows sharing a direction: %s",
+				r.title(), *fr, strings.Join(r.info.FairnessFlows, ", ")))
+		}
 		page.Links = append(page.Links, linkRows(r)...)
 		page.WiFi = append(page.WiFi, wifiRows(r)...)
 		for _, l := range r.info.Links {
@@ -86,6 +92,7 @@ type pageData struct {
 	RunVersion    string
 	ReportVersion string
 	Runs          []runRow
+	Fairness      []string // one line per run whose flows compete
 	Expectations  []expectRow
 	Flows         []flowRow
 	Links         []linkRow
@@ -126,7 +133,7 @@ func expectRows(r *run) []expectRow {
 
 // flowRow has the columns of netjam run's flow table.
 type flowRow struct {
-	Variant, Flow, Type, CC, Mbps, Share, Done, Retrans, RTO, Lost, Delay, Jitter, Fairness string
+	Variant, Flow, Type, CC, Mbps, Share, Done, Retrans, RTO, Lost, Delay, Jitter string
 }
 
 // wifiRow has the columns of netjam run's Wi-Fi table.
@@ -202,10 +209,6 @@ func fileExists(path string) bool {
 
 // flowRows formats the run's flows as netjam run's table does.
 func flowRows(r *run) []flowRow {
-	fair := "-"
-	if r.info.Fairness != nil {
-		fair = fmt.Sprintf("%.3f", *r.info.Fairness)
-	}
 	var rows []flowRow
 	total := 0.0
 	for _, f := range r.info.Flows {
@@ -215,13 +218,11 @@ func flowRows(r *run) []flowRow {
 		row := flowRow{
 			Variant: r.title(), Flow: f.Name, Type: f.Type, CC: dash(f.CC),
 			Mbps: fmt.Sprintf("%.2f", f.ThroughputBps/1e6), Share: share(f.ThroughputBps, total),
-			Done: "-", Retrans: "-", RTO: "-", Lost: "-", Delay: "-", Jitter: "-", Fairness: fair,
+			Done: "-", Retrans: "-", RTO: "-", Lost: "-", Delay: "-", Jitter: "-",
 		}
 		switch f.Type {
 		case typeTCP:
-			if f.CompletionS > 0 {
-				row.Done = fmt.Sprintf("%.2f", f.CompletionS)
-			}
+			row.Done = done(f)
 			row.Retrans, row.RTO = fmt.Sprint(f.Retransmissions), fmt.Sprint(f.Timeouts)
 			if f.Stalls > 0 {
 				// A stall is the sending stack's defect: see flows.Stall.
@@ -246,6 +247,21 @@ func flowRows(r *run) []flowRow {
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// done is a TCP flow's "done s" cell, as netjam run's table has it: its
+// completion time, or how far a flow the run's end cut short got. A
+// summary.json from before "completed" was written has a completion time
+// for exactly the flows that completed.
+func done(f flowInfo) string {
+	completed := f.CompletionS > 0
+	if f.Completed != nil {
+		completed = *f.Completed
+	}
+	if completed {
+		return fmt.Sprintf("%.2f", f.CompletionS)
+	}
+	return flows.Unfinished(f.BytesReceived, f.Size)
 }
 
 // share is a flow's part of its run's total throughput, as a percentage.
@@ -411,10 +427,12 @@ tr.pass td:last-child { color: #1a7f37; }
 {{end}}
 <h2 id="flows">Flows</h2>
 {{if .Flows}}<table class="flows">
-<tr><th>variant</th><th>flow</th><th>type</th><th>cc</th><th>Mbit/s</th><th>share</th><th>done s</th><th>retrans</th><th>RTO</th><th>lost</th><th>delay mean/p95 ms</th><th>jitter ms</th><th>fairness</th></tr>
-{{range .Flows}}<tr><td>{{.Variant}}</td><td>{{.Flow}}</td><td>{{.Type}}</td><td>{{.CC}}</td><td class="n">{{.Mbps}}</td><td class="n">{{.Share}}</td><td class="n">{{.Done}}</td><td class="n">{{.Retrans}}</td><td class="n">{{.RTO}}</td><td class="n">{{.Lost}}</td><td class="n">{{.Delay}}</td><td class="n">{{.Jitter}}</td><td class="n">{{.Fairness}}</td></tr>
+<tr><th>variant</th><th>flow</th><th>type</th><th>cc</th><th>Mbit/s</th><th>share</th><th>done s</th><th>retrans</th><th>RTO</th><th>lost</th><th>delay mean/p95 ms</th><th>jitter ms</th></tr>
+{{range .Flows}}<tr><td>{{.Variant}}</td><td>{{.Flow}}</td><td>{{.Type}}</td><td>{{.CC}}</td><td class="n">{{.Mbps}}</td><td class="n">{{.Share}}</td><td class="n">{{.Done}}</td><td class="n">{{.Retrans}}</td><td class="n">{{.RTO}}</td><td class="n">{{.Lost}}</td><td class="n">{{.Delay}}</td><td class="n">{{.Jitter}}</td></tr>
 {{end}}</table>
-<p class="meta">Mbit/s: payload received after the first arrival, over first to last arrival at the receiver (what arrived after the sender stopped included); done: first write to last byte read; retrans, RTO: TCP retransmissions and timeouts (STALL: the sender had data and sent nothing for longer than max(1 s, 3 RTO)); lost: UDP datagrams lost of sent, and those still in flight when the run cut the flow; delay: TCP smoothed RTT or UDP one-way delay; jitter: RFC 3550; fairness: Jain's index of the run.</p>
+{{range .Fairness}}<p>{{.}}</p>
+{{end}}
+<p class="meta">Mbit/s: payload received after the first arrival, over first to last arrival at the receiver (what arrived after the sender stopped included); done: first write to last byte read; unfinished: a TCP flow the run's end cut short, with what it received of its size; retrans, RTO: TCP retransmissions and timeouts (STALL: the sender had data and sent nothing for longer than max(1 s, 3 RTO)); lost: UDP datagrams lost of sent, and those still in flight when the run cut the flow; delay: TCP smoothed RTT or UDP one-way delay; jitter: RFC 3550.</p>
 {{else}}<p>No flows.</p>
 {{end}}
 <h2 id="links">Links</h2>

@@ -94,9 +94,11 @@ func TestHTMLEmbedsEveryFigureAndTable(t *testing.T) {
 		`<tr><td>a</td><td class="n">42</td><td class="n">10.01</td></tr>`,
 		`<tr><td>b</td><td class="n">43</td><td class="n">10.01</td></tr>`,
 		// The flow table: netjam run's columns.
-		"<th>variant</th><th>flow</th><th>type</th><th>cc</th><th>Mbit/s</th><th>share</th><th>done s</th><th>retrans</th><th>RTO</th><th>lost</th><th>delay mean/p95 ms</th><th>jitter ms</th><th>fairness</th>",
-		`<tr><td>a</td><td>bulk</td><td>tcp</td><td>cubic</td><td class="n">7.50</td><td class="n">78.9%</td><td class="n">9.60</td><td class="n">12</td><td class="n">1</td><td class="n">-</td><td class="n">rtt 25.0/30.0</td><td class="n">-</td><td class="n">0.900</td></tr>`,
-		`<tr><td>b</td><td>probe</td><td>udp</td><td>-</td><td class="n">2.00</td><td class="n">21.1%</td><td class="n">-</td><td class="n">-</td><td class="n">-</td><td class="n">20/2500</td><td class="n">31.0/42.0</td><td class="n">0.75</td><td class="n">0.900</td></tr>`,
+		"<th>variant</th><th>flow</th><th>type</th><th>cc</th><th>Mbit/s</th><th>share</th><th>done s</th><th>retrans</th><th>RTO</th><th>lost</th><th>delay mean/p95 ms</th><th>jitter ms</th></tr>",
+		`<tr><td>a</td><td>bulk</td><td>tcp</td><td>cubic</td><td class="n">7.50</td><td class="n">78.9%</td><td class="n">9.60</td><td class="n">12</td><td class="n">1</td><td class="n">-</td><td class="n">rtt 25.0/30.0</td><td class="n">-</td></tr>`,
+		`<tr><td>b</td><td>probe</td><td>udp</td><td>-</td><td class="n">2.00</td><td class="n">21.1%</td><td class="n">-</td><td class="n">-</td><td class="n">-</td><td class="n">20/2500</td><td class="n">31.0/42.0</td><td class="n">0.75</td></tr>`,
+		// Fairness once per run, naming the flows it is over.
+		"<p>a: fairness (Jain&#39;s index) 0.900 among the TCP flows sharing a direction: bulk, other</p>",
 		// The link table: netjam run's columns.
 		"<th>variant</th><th>link</th><th>packets in</th><th>out</th><th>loss% (conf)</th><th>drops</th><th>Mbit/s (conf)</th><th>queue p50/p99 ms</th><th>added p50/p99 ms</th><th>late p99 ms</th><th>configured</th>",
 		`<tr><td>a</td><td>uplink</td><td class="n">9000</td><td class="n">8890</td><td class="n">1.20 (1.00)</td><td>loss 10, queue 100</td><td class="n">9.99 (10.00)</td><td class="n">11.00/22.00</td><td class="n">21.00/32.00</td><td class="n">0.10</td><td>rate 10Mbps, queue droptail 100p, delay 10ms</td></tr>`,
@@ -158,6 +160,26 @@ func TestHTMLWithoutPlotHasNoSVGLinks(t *testing.T) {
 	}
 	if !strings.Contains(page, `<tr><td>-</td><td class="n">42</td>`) {
 		t.Error("a run without variants is not shown as -")
+	}
+}
+
+func TestDoneCell(t *testing.T) {
+	yes, no := true, false
+	for _, tc := range []struct {
+		f    flowInfo
+		want string
+	}{
+		{flowInfo{CompletionS: 9.6, Completed: &yes, Size: 5e6, BytesReceived: 5e6}, "9.60"},
+		{flowInfo{Completed: &no, Size: 5e6, BytesReceived: 1234567}, "unfinished: 1.2 of 5.0 MB"},
+		{flowInfo{Completed: &no, Size: 5 << 20, BytesReceived: 1258291}, "unfinished: 1.2 of 5.0 MiB"},
+		{flowInfo{Completed: &no, BytesReceived: 999}, "unfinished: 999 B"},
+		// A summary.json from before "completed": the completion time says.
+		{flowInfo{CompletionS: 2.5}, "2.50"},
+		{flowInfo{BytesReceived: 2e9}, "unfinished: 2.0 GB"},
+	} {
+		if got := done(tc.f); got != tc.want {
+			t.Errorf("done(%+v) = %q, want %q", tc.f, got, tc.want)
+		}
 	}
 }
 

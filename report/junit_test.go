@@ -3,10 +3,13 @@ package report
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
 	junit "github.com/joshdk/go-junit"
+
+	"github.com/netjam/netjam/internal/testenv"
 )
 
 // TestJUnit writes the JUnit XML of a folder with a passing variant, one
@@ -28,6 +31,13 @@ func TestJUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("JUnit:\n%s", b.String())
+	// The schema of the format CI systems read, checked by xmllint.
+	xmllint := testenv.RequireTool(t, "xmllint", "libxml2-utils")
+	file := filepath.Join(dir, "junit.xml")
+	os.WriteFile(file, b.Bytes(), 0o644)
+	if out, err := exec.Command(xmllint, "--noout", "--schema", "testdata/junit.xsd", file).CombinedOutput(); err != nil {
+		t.Errorf("xmllint: %v\n%s", err, out)
+	}
 	suites, err := junit.Ingest(b.Bytes())
 	if err != nil {
 		t.Fatal(err)

@@ -146,6 +146,12 @@ func TestSVGTitlesAxesAndLegends(t *testing.T) {
 			}
 		}
 	}
+	// The throughput figure says why a TCP flow can spike above the
+	// link's rate (in lines wrapped to the figure's width).
+	if all := strings.Join(svgTexts(t, dir, "throughput.svg"), " "); !strings.Contains(all,
+		"After a loss is repaired, a TCP receiver delivers at once the data it held behind the hole: a spike above the link's rate, not a burst on the link.") {
+		t.Errorf("throughput.svg does not explain the spikes: %q", all)
+	}
 	// The UDP flow is not in the TCP figures, nor the TCP flow in the
 	// UDP ones.
 	if slices.Contains(svgTexts(t, dir, "rtt.svg"), "probe") || slices.Contains(svgTexts(t, dir, "delay.svg"), "bulk") {

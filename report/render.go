@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	xfont "golang.org/x/image/font"
 	"gonum.org/v1/plot"
@@ -181,7 +182,7 @@ func drawFigure(f *folder, fig *figure, dc draw.Canvas) error {
 	}
 	legend = append(legend, fixed...)
 
-	body := drawHeader(dc, f.sum.Scenario+" — "+fig.title, legend)
+	body := drawHeader(dc, f.sum.Scenario+" — "+fig.title, legend, fig.note)
 
 	// The panels, with shared axes per column.
 	plots := make([][]*plot.Plot, rows)
@@ -384,9 +385,10 @@ func plotterOf(c curve, s thumb) (plot.Plotter, error) {
 	return l, nil
 }
 
-// drawHeader draws the figure's title and its legend (wrapped to as many
-// lines as it needs) at the top of dc, and returns the canvas left below.
-func drawHeader(dc draw.Canvas, title string, legend []legendEntry) draw.Canvas {
+// drawHeader draws the figure's title, its legend (wrapped to as many
+// lines as it needs) and its note (wrapped too) at the top of dc, and
+// returns the canvas left below.
+func drawHeader(dc draw.Canvas, title string, legend []legendEntry, note string) draw.Canvas {
 	handler := plot.DefaultTextHandler
 	ts := text.Style{Color: color.Black, Font: font.From(boldFont, 14), XAlign: draw.XCenter, YAlign: draw.YTop, Handler: handler}
 	top := dc.Max.Y - 10*px
@@ -432,6 +434,24 @@ func drawHeader(dc draw.Canvas, title string, legend []legendEntry) draw.Canvas 
 			x += p.w + sep
 		}
 		y -= lineH
+	}
+	if note != "" {
+		ns := ls
+		ns.Color = color.Gray{Y: 70}
+		ns.XAlign = draw.XCenter
+		var line string
+		flush := func() {
+			dc.FillText(ns, vg.Point{X: (dc.Min.X + dc.Max.X) / 2, Y: y - lineH/2}, line)
+			y -= lineH
+			line = ""
+		}
+		for _, w := range strings.Fields(note) {
+			if line != "" && ns.Width(line+" "+w) > maxW {
+				flush()
+			}
+			line = strings.TrimPrefix(line+" "+w, " ")
+		}
+		flush()
 	}
 	return draw.Crop(dc, 0, 0, 0, y-dc.Max.Y-4*px)
 }

@@ -113,63 +113,16 @@ func sweepFigure(res *SweepResult, col string) (*plot.Plot, bool) {
 		return nil, false
 	}
 	xa := res.Axes[0]
-	numeric, unit := true, ""
-	xs := make([]float64, len(xa.Values))
-	for i, v := range xa.Values {
-		x, u, ok := xValue(v)
-		numeric = numeric && ok && (i == 0 || u == unit)
-		xs[i], unit = x, u
-	}
-	if !numeric {
-		for i := range xs {
-			xs[i] = float64(i)
-		}
-	}
-	// Lines: the other keys' values and the variant, in the sweep's order.
-	type line struct {
-		name    string
-		byX     map[int][]float64
-		rtts    []float64 // the flow's median smoothed RTTs, ms, for the Mathis model
-		ordinal int
-	}
-	lines := map[string]*line{}
+	xs, unit, numeric := xPositions(xa.Values)
 	flow := strings.TrimPrefix(col, "flows.")
 	flow = flow[:strings.Index(flow, ".")]
-	for _, r := range res.Results {
-		v, ok := r.Figures[col]
-		if !ok {
-			continue
-		}
-		xi := slices.Index(xa.Values, r.Params[xa.Key])
-		var parts []string
-		for _, a := range res.Axes[1:] {
-			parts = append(parts, shortKey(a.Key)+"="+r.Params[a.Key])
-		}
-		if r.Variant != "" {
-			parts = append(parts, "variant "+r.Variant)
-		}
-		name := strings.Join(parts, ", ")
-		l := lines[name]
-		if l == nil {
-			l = &line{name: name, byX: map[int][]float64{}, ordinal: len(lines)}
-			lines[name] = l
-		}
-		l.byX[xi] = append(l.byX[xi], v*scale)
-		if rtt, ok := r.Figures["flows."+flow+".rtt_ms.p50"]; ok {
-			l.rtts = append(l.rtts, rtt)
-		}
-	}
-	if len(lines) == 0 {
+	ordered := sweepLines(res, col, flow, scale)
+	if len(ordered) == 0 {
 		return nil, false
 	}
-	ordered := make([]*line, 0, len(lines))
-	for _, l := range lines {
-		ordered = append(ordered, l)
-	}
-	slices.SortFunc(ordered, func(a, b *line) int { return a.ordinal - b.ordinal })
 
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("%s: %s against %s (mean and 95%% CI over %d seed(s))", flow, strings.TrimSuffix(label, ""), xa.Key, len(res.Seeds))
+	p.Title.Text = fmt.Sprintf("%s: %s against %s (mean and 95%% CI over %d seed(s))", flow, label, xa.Key, len(res.Seeds))
 	p.X.Label.Text = xa.Key
 	if unit != "" {
 		p.X.Label.Text += " (" + unit + ")"
@@ -219,6 +172,73 @@ func sweepFigure(res *SweepResult, col string) (*plot.Plot, bool) {
 	p.Legend.Top = true
 	p.Legend.Left = false
 	return p, true
+}
+
+// xPositions places the first key's values on the x axis: at their
+// numbers when all are numbers with one unit ("10ms", "25ms"), else at
+// 0, 1, 2... (numeric is then false).
+func xPositions(values []string) (xs []float64, unit string, numeric bool) {
+	numeric = true
+	xs = make([]float64, len(values))
+	for i, v := range values {
+		x, u, ok := xValue(v)
+		numeric = numeric && ok && (i == 0 || u == unit)
+		xs[i], unit = x, u
+	}
+	if !numeric {
+		for i := range xs {
+			xs[i] = float64(i)
+		}
+		unit = ""
+	}
+	return xs, unit, numeric
+}
+
+// sweepLine is one line of a sweep's figure: a combination of the swept
+// keys but the first (and a variant), and the figure's values at each of
+// the first key's values, one per seed.
+type sweepLine struct {
+	name    string
+	byX     map[int][]float64 // by the index of the first key's value
+	rtts    []float64         // the flow's median smoothed RTTs, ms, for the Mathis model
+	ordinal int
+}
+
+// sweepLines gathers column col of res (a figure of flow) into lines, in
+// the order the sweep met them, values scaled.
+func sweepLines(res *SweepResult, col, flow string, scale float64) []*sweepLine {
+	xa := res.Axes[0]
+	lines := map[string]*sweepLine{}
+	for _, r := range res.Results {
+		v, ok := r.Figures[col]
+		if !ok {
+			continue
+		}
+		xi := slices.Index(xa.Values, r.Params[xa.Key])
+		var parts []string
+		for _, a := range res.Axes[1:] {
+			parts = append(parts, shortKey(a.Key)+"="+r.Params[a.Key])
+		}
+		if r.Variant != "" {
+			parts = append(parts, "variant "+r.Variant)
+		}
+		name := strings.Join(parts, ", ")
+		l := lines[name]
+		if l == nil {
+			l = &sweepLine{name: name, byX: map[int][]float64{}, ordinal: len(lines)}
+			lines[name] = l
+		}
+		l.byX[xi] = append(l.byX[xi], v*scale)
+		if rtt, ok := r.Figures["flows."+flow+".rtt_ms.p50"]; ok {
+			l.rtts = append(l.rtts, rtt)
+		}
+	}
+	ordered := make([]*sweepLine, 0, len(lines))
+	for _, l := range lines {
+		ordered = append(ordered, l)
+	}
+	slices.SortFunc(ordered, func(a, b *sweepLine) int { return a.ordinal - b.ordinal })
+	return ordered
 }
 
 // mathisLine is the Mathis model's throughput, MSS/RTT·sqrt(3/2)/sqrt(p),

@@ -70,7 +70,7 @@ func writeSynth(t testing.TB, dir string, runs ...synthRun) {
 		}
 		fair := 0.9
 		run := m{"variant": r.variant, "seed": 42 + ri, "duration_s": 10.01, "flows": flows,
-			"links": []m{link("uplink", true), link("downlink", false)}, "fairness": fair}
+			"links": []m{link("uplink", true), link("downlink", false)}, "fairness": fair, "fairness_flows": []string{"bulk", "other"}}
 		if r.wifi {
 			run["wifi"] = m{"utilization": 0.35,
 				"stations": []m{{"name": "sta1", "attempts": 1000, "successes": 990, "collisions": 10, "retries": 10,

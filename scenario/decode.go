@@ -125,7 +125,7 @@ func (d *decoder) mapping(n *yaml.Node, path string, keys []string) map[string]*
 		case k.ShortTag() == "!!merge":
 			d.errorf(k, path, "merge keys (<<) are not supported; write the keys out")
 		case !slices.Contains(keys, k.Value):
-			d.errorf(k, p, "%s", unknownKey(k.Value, keys))
+			d.errorf(k, p, "%s", unknownKey(path, k.Value, keys))
 		case dup && (d.origins[prev] != "" || prev.Line == 0):
 			d.errorf(k, p, "duplicate key")
 		case dup:

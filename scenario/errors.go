@@ -3,6 +3,7 @@ package scenario
 import (
 	"cmp"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,12 +18,16 @@ const (
 )
 
 // Error is one problem in a scenario: where it is and what is wrong. Its
-// text is "FILE:LINE: PATH: MSG" for a value in the file,
+// text is "FILE:LINE: PATH: MSG" (FILE:LINE:COLUMN for a YAML syntax
+// error whose likely cause was found) for a value in the file,
 // "FILE:LINE: variant NAME: PATH: MSG" for a value a variant sets, and
 // "--set PATH: MSG" for a value given on the command line.
 type Error struct {
 	File string // the scenario file as named to Load or Parse; "" for command-line values
 	Line int    // 1-based line in File; 0 when the problem is not on one line
+	// Column is the 1-based column on Line, for YAML syntax errors whose
+	// likely cause was found; 0 otherwise.
+	Column int
 	// Origin is where the value came from: "" (the file), "--set",
 	// "--duration" or "variant NAME" (the variant's set, or a file value
 	// that is only wrong in combination with the variant).
@@ -49,6 +54,9 @@ func (e *Error) Error() string {
 			b.WriteString(e.File)
 			if e.Line > 0 {
 				b.WriteString(":" + strconv.Itoa(e.Line))
+				if e.Column > 0 {
+					b.WriteString(":" + strconv.Itoa(e.Column))
+				}
 			}
 			b.WriteString(": ")
 		}
@@ -117,13 +125,61 @@ func cmpBool(a, b bool) int {
 	return -1
 }
 
-// unknownKey is the message for key, which is not one of known: a
-// suggestion when one known key is close, else the whole list.
-func unknownKey(key string, known []string) string {
+// unknownKey is the message for key, which is not one of known, the keys
+// of the mapping at path: where the key exists deeper in the scenario (loss
+// at the top level is link.loss; link.jitter is link.delay.jitter), that
+// place; else a suggestion when one known key is close; else the whole
+// list.
+func unknownKey(path, key string, known []string) string {
+	if p := elsewhere(path, key); p != "" {
+		return fmt.Sprintf("unknown key at this level; did you mean %s?", p)
+	}
 	if s := suggest(key, known); s != "" {
 		return fmt.Sprintf("unknown key; did you mean %q?", s)
 	}
 	return "unknown key (expected one of: " + strings.Join(sorted(known), ", ") + ")"
+}
+
+// keyPlaces lists the mappings of a scenario by their path ("[]" for any
+// item of a list) with their keys, shallow ones first.
+func keyPlaces() [][2]any {
+	places := [][2]any{
+		{"", rootKeys}, {"link", linkKeys}, {"capture", captureKeys}, {"tun", tunKeys}, {"wifi", wifiKeys},
+		{"flows[]", flowKeys}, {"variants[]", variantKeys},
+		{"link.uplink", directionKeys}, {"link.downlink", directionKeys},
+		{"tun.transparent", transparentKeys}, {"tun.forward[]", forwardKeys}, {"wifi.stations[]", stationKeys},
+	}
+	for _, dir := range []string{"link", "link.uplink", "link.downlink"} {
+		places = append(places,
+			[2]any{dir + ".delay", delayKeys}, [2]any{dir + ".loss", lossKeys}, [2]any{dir + ".rate", rateKeys},
+			[2]any{dir + ".queue", queueKeys}, [2]any{dir + ".reorder", reorderKeys}, [2]any{dir + ".slot", slotKeys},
+			[2]any{dir + ".duplicate", chanceKeys}, [2]any{dir + ".corrupt", chanceKeys})
+	}
+	return places
+}
+
+// listIndex matches the index of a list item in a path.
+var listIndex = regexp.MustCompile(`\[[0-9]+\]`)
+
+// elsewhere returns the shallowest place below path (the mapping where key
+// was found and is unknown) where key is a key, written as a path from the
+// top; "" when there is none.
+func elsewhere(path, key string) string {
+	general := listIndex.ReplaceAllString(path, "[]")
+	best := ""
+	for _, pl := range keyPlaces() {
+		at, keys := pl[0].(string), pl[1].([]string)
+		below := general == "" || strings.HasPrefix(at, general+".")
+		if !below || !slices.Contains(keys, key) {
+			continue
+		}
+		full := path + strings.TrimPrefix(at, general)
+		full = strings.TrimPrefix(full+"."+key, ".")
+		if best == "" || strings.Count(full, ".") < strings.Count(best, ".") {
+			best = full
+		}
+	}
+	return best
 }
 
 // suggest returns the option closest to word by edit distance, if it is at

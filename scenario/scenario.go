@@ -200,7 +200,14 @@ func Load(path string, o Options) (*Plan, error) {
 func Parse(path string, data []byte, o Options) (*Plan, error) {
 	root, line, msg := parseYAML(data)
 	if msg != "" {
-		return nil, Errors{{File: path, Line: line, Msg: msg}}
+		e := &Error{File: path, Line: line, Msg: msg}
+		if l, col, hint := yamlHint(data, line, msg); hint != "" {
+			e.Msg += " (" + hint + ")"
+			if l > 0 {
+				e.Line, e.Column = l, col
+			}
+		}
+		return nil, Errors{e}
 	}
 	if isNull(root) {
 		// An empty file is a scenario of defaults: a link that does nothing.

@@ -303,3 +303,20 @@ func (p *Plan) CheckSweep() error {
 
 // maxSweepErrors bounds the errors CheckSweep reports.
 const maxSweepErrors = 10
+
+// With returns s with sets applied, as --set applies them ("link.loss=5%"),
+// each value checked as a file's is: the settings of a run that changes
+// while it runs. s is not changed.
+func (s *Scenario) With(sets ...string) (*Scenario, error) {
+	y, err := s.YAML()
+	if err != nil {
+		return nil, err
+	}
+	p, err := Parse(s.file, y, Options{Sets: sets})
+	if err != nil {
+		return nil, err
+	}
+	out := p.Runs[0]
+	out.Variant = s.Variant
+	return out, nil
+}

@@ -35,6 +35,11 @@ type TUN struct {
 	// MTU is the device's MTU; default the scenario's mtu, and never
 	// above it (at least 1280 with an IPv6 address).
 	MTU int
+	// HostRoutes lets Routes outside the device's networks change the
+	// host's routing when netjam holds CAP_NET_ADMIN from its file
+	// (setcap) without being root; default false (see
+	// stack.TUNConfig.HostRoutes).
+	HostRoutes bool
 	// Routes are extra networks routed into the device (for
 	// transparent relaying): no host bits set, not /0, each of a family
 	// of Address.
@@ -50,6 +55,10 @@ type TUN struct {
 	Services bool
 	// UDPIdle ends a relayed UDP session idle this long; default 60s.
 	UDPIdle time.Duration
+	// TCPIdle resets a relayed or served TCP connection that carried no
+	// byte either way this long; default 2h, when Linux's keepalive
+	// would start probing.
+	TCPIdle time.Duration
 	// Offload lets the kernel hand over and take TCP segments of up to
 	// 64 KiB with checksums left to the receiver (virtio-net headers,
 	// TSO); the path still applies every impairment to each MTU-sized
@@ -101,6 +110,8 @@ const (
 const (
 	defaultTUNName    = "netjam0"
 	defaultTUNUDPIdle = 60 * time.Second
+	defaultTUNTCPIdle = 2 * time.Hour
+	maxTUNTCPIdle     = 7 * 24 * time.Hour
 	maxIfName         = 15 // IFNAMSIZ - 1: the longest interface name Linux takes
 	minMTUIPv6        = 1280
 	netnsDir          = "/var/run/netns/" // where ip-netns(8) keeps named namespaces
@@ -110,7 +121,7 @@ const (
 var defaultTUNAddress = netip.MustParsePrefix("10.99.0.1/24")
 
 var (
-	tunKeys         = []string{"name", "address", "peer", "mtu", "routes", "forward", "transparent", "services", "udp_idle", "netns", "station", "offload"}
+	tunKeys         = []string{"name", "address", "peer", "mtu", "routes", "forward", "transparent", "services", "udp_idle", "tcp_idle", "host_routes", "netns", "station", "offload"}
 	forwardKeys     = []string{"proto", "listen", "to"}
 	transparentKeys = []string{"allow"}
 	forwardProtos   = []string{"tcp", "udp"}
@@ -121,7 +132,7 @@ var (
 // reported and decoded as all defaults, so that kernel flows are not also
 // told to add a tun section.
 func (d *decoder) tun(n *yaml.Node, mtu int, mtuOK bool, w *WiFi) *TUN {
-	t := &TUN{Name: defaultTUNName, MTU: mtu, Services: true, UDPIdle: defaultTUNUDPIdle, Offload: true}
+	t := &TUN{Name: defaultTUNName, MTU: mtu, Services: true, UDPIdle: defaultTUNUDPIdle, TCPIdle: defaultTUNTCPIdle, Offload: true}
 	f, ok := d.fields(n, "tun", "a mapping of TUN keys (tun: {} for every default)", tunKeys)
 	if !ok {
 		t.Address = []netip.Prefix{defaultTUNAddress}
@@ -286,6 +297,18 @@ func (d *decoder) tun(n *yaml.Node, mtu int, mtuOK bool, w *WiFi) *TUN {
 		}
 	}
 
+	if v := f["host_routes"]; v != nil {
+		if b, ok := d.boolean(v, "tun.host_routes"); ok {
+			t.HostRoutes = b
+		}
+	}
+
+	if v := f["tcp_idle"]; v != nil {
+		if idle, ok := d.duration(v, "tun.tcp_idle", true, maxTUNTCPIdle); ok {
+			t.TCPIdle = idle
+		}
+	}
+
 	if v := f["netns"]; v != nil {
 		if s, ok := d.text(v, "tun.netns"); ok {
 			switch {
@@ -430,12 +453,42 @@ func (d *decoder) transparent(n *yaml.Node) *Transparent {
 			d.errorf(it, path, "%s has host bits set (the network is %s)", p, p.Masked())
 		case seen[p]:
 			d.errorf(it, path, "%s is listed twice", p)
+		case neverRelayed(p) != "":
+			d.errorf(it, path, "%s is %s, which the relay never reaches whatever allow says (a forward reaches loopback)", p, neverRelayed(p))
 		default:
 			seen[p] = true
 			tr.Allow = append(tr.Allow, p)
 		}
 	}
 	return tr
+}
+
+// specialNets are the destinations the relay refuses whatever allow says
+// (see stack's Relay), by what they are; IPv4-mapped networks are refused
+// by network already, and broadcast addresses depend on the machine.
+var specialNets = []struct {
+	p    netip.Prefix
+	what string
+}{
+	{netip.MustParsePrefix("0.0.0.0/8"), "unspecified (this host)"},
+	{netip.MustParsePrefix("::/128"), "unspecified (this host)"},
+	{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
+	{netip.MustParsePrefix("::1/128"), "loopback"},
+	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
+	{netip.MustParsePrefix("ff00::/8"), "multicast"},
+	{netip.MustParsePrefix("169.254.0.0/16"), "link-local"},
+	{netip.MustParsePrefix("fe80::/10"), "link-local"},
+}
+
+// neverRelayed says what p is when all of it lies in a range the relay
+// refuses; "" otherwise.
+func neverRelayed(p netip.Prefix) string {
+	for _, s := range specialNets {
+		if s.p.Bits() <= p.Bits() && s.p.Contains(p.Addr()) {
+			return s.what
+		}
+	}
+	return ""
 }
 
 // scalars returns the items of n, one scalar or a list of scalars; want

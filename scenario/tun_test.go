@@ -27,6 +27,7 @@ func defaultTUN() *TUN {
 		MTU:      1500,
 		Services: true,
 		UDPIdle:  60 * time.Second,
+		TCPIdle:  2 * time.Hour,
 		Offload:  true,
 	}
 }
@@ -64,8 +65,8 @@ func TestTUN(t *testing.T) {
 		{"tun: ~\n", nil},
 		{"tun: {}\n", defaultTUN()},
 		{"mtu: 9000\ntun: {}\n", withTUN(func(t *TUN) { t.MTU = 9000 })},
-		{"tun: {name: wg-test.0, mtu: 1400, services: false, udp_idle: 5s}\n", withTUN(func(t *TUN) {
-			t.Name, t.MTU, t.Services, t.UDPIdle = "wg-test.0", 1400, false, 5*time.Second
+		{"tun: {name: wg-test.0, mtu: 1400, services: false, udp_idle: 5s, tcp_idle: 10m, host_routes: true}\n", withTUN(func(t *TUN) {
+			t.Name, t.MTU, t.Services, t.UDPIdle, t.TCPIdle, t.HostRoutes = "wg-test.0", 1400, false, 5*time.Second, 10*time.Minute, true
 		})},
 		{"tun: {name: abcdefghijklmno}\n", withTUN(func(t *TUN) { t.Name = "abcdefghijklmno" })}, // 15 bytes
 		// One address or a list; the peers default to the next address,
@@ -118,8 +119,8 @@ tun:
 			t.Services = false
 			t.Forward = []Forward{{Proto: "udp", Listen: 9, To: netip.MustParseAddrPort("127.0.0.1:9")}}
 		})},
-		{"tun: {transparent: {allow: [127.0.0.0/8, '::1/128']}}\n", withTUN(func(t *TUN) {
-			t.Transparent = &Transparent{Allow: prefixes("127.0.0.0/8", "::1/128")}
+		{"tun: {transparent: {allow: [198.51.100.0/24, '2001:db8::/32']}}\n", withTUN(func(t *TUN) {
+			t.Transparent = &Transparent{Allow: prefixes("198.51.100.0/24", "2001:db8::/32")}
 		})},
 		{"tun: {transparent: {allow: 192.0.2.0/24}}\n", withTUN(func(t *TUN) {
 			t.Transparent = &Transparent{Allow: prefixes("192.0.2.0/24")}
@@ -157,7 +158,7 @@ func TestTUNErrors(t *testing.T) {
 		{"tun: true\n", "x.yaml:1: tun: expected a mapping of TUN keys (tun: {} for every default), got true"},
 		{"tun: [a]\n", "x.yaml:1: tun: expected a mapping of TUN keys (tun: {} for every default), got a list"},
 		{"tun:\n  adress: 10.0.0.1/24\n", `x.yaml:2: tun.adress: unknown key; did you mean "address"?`},
-		{"tun: {x: 1}\n", "x.yaml:1: tun.x: unknown key (expected one of: address, forward, mtu, name, netns, offload, peer, routes, services, station, transparent, udp_idle)"},
+		{"tun: {x: 1}\n", "x.yaml:1: tun.x: unknown key (expected one of: address, forward, host_routes, mtu, name, netns, offload, peer, routes, services, station, tcp_idle, transparent, udp_idle)"},
 		{"tun: {}\ntun: {}\n", "x.yaml:2: tun: duplicate key (first at line 1)"},
 
 		// name
@@ -271,6 +272,12 @@ func TestTUNErrors(t *testing.T) {
 		{"tun: {udp_idle: 0}\n", "x.yaml:1: tun.udp_idle: 0 is out of range (expected more than 0s, up to 1h)"},
 		{"tun: {udp_idle: 61m}\n", "x.yaml:1: tun.udp_idle: 61m is out of range (expected more than 0s, up to 1h)"},
 		{"tun: {udp_idle: 60}\n", `x.yaml:1: tun.udp_idle: "60" is not a duration (missing unit; examples: 50ms, 250us, 1.5s)`},
+		{"tun: {transparent: {allow: [127.0.0.0/8, 10.0.0.0/8]}}\n", "x.yaml:1: tun.transparent.allow: 127.0.0.0/8 is loopback, which the relay never reaches whatever allow says (a forward reaches loopback)"},
+		{"tun: {transparent: {allow: [169.254.169.254/32]}}\n", "x.yaml:1: tun.transparent.allow: 169.254.169.254/32 is link-local, which the relay never reaches whatever allow says (a forward reaches loopback)"},
+		{"tun: {transparent: {allow: ['ff02::/16']}}\n", "x.yaml:1: tun.transparent.allow: ff02::/16 is multicast, which the relay never reaches whatever allow says (a forward reaches loopback)"},
+		{"tun: {tcp_idle: 0s}\n", "x.yaml:1: tun.tcp_idle: 0s is out of range (expected more than 0s, up to 168h)"},
+		{"tun: {tcp_idle: 169h}\n", "x.yaml:1: tun.tcp_idle: 169h is out of range (expected more than 0s, up to 168h)"},
+		{"tun: {tcp_idle: -1s}\n", "x.yaml:1: tun.tcp_idle: -1s is out of range (expected more than 0s, up to 168h)"},
 
 		// netns
 		{"tun: {netns: ns/lab}\n", `x.yaml:1: tun.netns: "ns/lab" is a relative path; give a namespace name (as in ip netns) or an absolute path like /proc/PID/ns/net`},

@@ -287,3 +287,24 @@ func quote(s string) string {
 	}
 	return strconv.Quote(s)
 }
+
+// ParseDuration parses a duration as the scenario file writes one ("30s",
+// "1m30s", "50 ms"), with the file's messages ("missing unit" for a bare
+// number), for command-line flags that set a duration.
+func ParseDuration(s string) (time.Duration, error) {
+	return parseDuration(s)
+}
+
+// ParseSeed parses a seed as the scenario file writes one: an unsigned
+// 64-bit integer, decimal or with a 0x, 0o or 0b prefix, "_" allowed
+// between digits.
+func ParseSeed(s string) (uint64, error) {
+	v, err := strconv.ParseUint(strings.ReplaceAll(s, "_", ""), 0, 64)
+	if err != nil {
+		if bareNumber.MatchString(s) && !strings.Contains(s, ".") && !strings.HasPrefix(s, "-") {
+			return 0, fmt.Errorf("%s is out of range (expected 0 to %d)", s, uint64(math.MaxUint64))
+		}
+		return 0, fmt.Errorf("%s is not a seed (expected an integer from 0 to %d)", quote(s), uint64(math.MaxUint64))
+	}
+	return v, nil
+}

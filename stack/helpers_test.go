@@ -18,8 +18,12 @@ import (
 
 // TestMain checks that no goroutine outlives the tests: every Host's
 // Close must have stopped gVisor's processors and our own goroutines.
-// Nothing is ignored.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// Nothing is ignored. gVisor's log lines (martian packets the tests send
+// on purpose) are discarded, as the command routes them.
+func TestMain(m *testing.M) {
+	RouteGVisorLog(nil)
+	goleak.VerifyTestMain(m)
+}
 
 // family describes the addresses of a test pair.
 type family struct {

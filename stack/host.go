@@ -17,6 +17,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 
 	"github.com/netjam/netjam/clock"
 )
@@ -132,6 +133,17 @@ type Host struct {
 	closers map[closer]struct{} // every open endpoint the host made
 
 	inPackets, inBytes, malformed, inDropped atomic.Uint64
+
+	// fwd holds the running Relay's forwarders, nil without one. The
+	// transport handlers NewHost installs read it for each packet that
+	// no endpoint of the host takes (see handleUnmatched).
+	fwd atomic.Pointer[forwarders]
+}
+
+// forwarders are a Relay's gVisor forwarders.
+type forwarders struct {
+	tcp *tcp.Forwarder
+	udp *udp.Forwarder
 }
 
 // closer is an endpoint wrapper the Host closes on Close.
@@ -216,6 +228,23 @@ func (h *Host) setup(cfg HostConfig) error {
 	}
 	h.s.SetRouteTable(routes)
 	h.ccs = availableCC(h.s)
+	// The transport handlers are installed here, before any packet can
+	// arrive, because gVisor reads them without synchronization
+	// (SetTransportProtocolHandler may only be called during
+	// initialization). A Relay started later swaps its forwarders in
+	// through fwd, an atomic pointer, whatever packets are in flight.
+	h.s.SetTransportProtocolHandler(tcp.ProtocolNumber, func(id stack.TransportEndpointID, pkt *stack.PacketBuffer) bool {
+		if f := h.fwd.Load(); f != nil {
+			return f.tcp.HandlePacket(id, pkt)
+		}
+		return false // gVisor's own answer: a reset
+	})
+	h.s.SetTransportProtocolHandler(udp.ProtocolNumber, func(id stack.TransportEndpointID, pkt *stack.PacketBuffer) bool {
+		if f := h.fwd.Load(); f != nil {
+			return f.udp.HandlePacket(id, pkt)
+		}
+		return false // gVisor's own answer: ICMP port unreachable
+	})
 	return nil
 }
 

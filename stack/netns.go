@@ -8,6 +8,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Netns is a Linux network namespace that netjam opens sockets and starts
@@ -105,11 +106,25 @@ func (n *Netns) Close() error {
 // onThread runs f on a goroutine locked to a thread of its own, which ends
 // with the goroutine (it exits still locked), so whatever f does to the
 // thread's namespace never reaches another goroutine.
+//
+// That thread must not be the process's main thread: Go does not end the
+// main thread when a goroutine locked to it exits, it parks it, and the
+// main thread's namespaces are the process's own (/proc/PID/ns/net, what
+// nsenter --target PID and every child started from it would see). Any
+// goroutine can run on the main thread (with one P it is the usual case),
+// so when the new goroutine finds itself there it keeps the main thread
+// locked while f runs on another goroutine, which then cannot be placed
+// there, and lets it go unchanged.
 func onThread(f func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			onThread(f)
+			runtime.UnlockOSThread()
+			return
+		}
 		f()
 	}()
 	<-done

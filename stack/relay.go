@@ -7,8 +7,8 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -37,6 +37,10 @@ import (
 //   - a peer address and port 7 or 9 with Services on: echo or discard;
 //   - a peer address and any other port: refused as a closed port would
 //     be (TCP reset, ICMP port unreachable), counted as NoService;
+//   - a destination a host socket must never be dialled to (unspecified,
+//     loopback, multicast, broadcast, link-local, IPv4-mapped; see
+//     special): refused whatever Allow says, counted as Refused with its
+//     reason. Only a Forward reaches the host's loopback;
 //   - in transparent mode, any other destination in Allow: relayed to that
 //     same destination;
 //   - anything else: refused (TCP reset; UDP dropped without a word),
@@ -83,6 +87,18 @@ type RelayConfig struct {
 	// UDPIdle ends a UDP session that has carried no datagram either way
 	// for this long; 0 means DefaultUDPIdle.
 	UDPIdle time.Duration
+	// TCPIdle resets a relayed or served TCP connection that has carried
+	// no byte either way for this long; 0 means DefaultTCPIdle. Without
+	// it a client that vanished (or never meant to talk) would hold its
+	// connection, its buffers and the target's socket for good.
+	TCPIdle time.Duration
+	// Budget bounds the bytes the relay's own buffers take across all
+	// its connections and sessions (copy buffers, echo rings, datagram
+	// buffers); 0 means DefaultBudget. A connection or session that would
+	// take the relay past it is turned away (reset, dropped), counted as
+	// Limited; an echo ring that cannot grow waits instead (backpressure).
+	// The sockets' own buffers are bounded by their sizes, not by Budget.
+	Budget int64
 	// DialTimeout bounds connecting to a target; 0 means
 	// DefaultDialTimeout. A TCP client's SYN is answered only once the
 	// target has accepted, and reset if the target cannot be reached.
@@ -103,6 +119,12 @@ type RelayConfig struct {
 const (
 	DefaultUDPIdle     = 60 * time.Second
 	DefaultDialTimeout = 10 * time.Second
+	// DefaultTCPIdle is when Linux's TCP keepalive, with its defaults,
+	// would start probing a silent connection.
+	DefaultTCPIdle = 2 * time.Hour
+	// DefaultBudget holds 2048 relayed TCP connections' copy buffers, or
+	// 64 echo connections whose rings all grew to their cap.
+	DefaultBudget = 256 << 20
 )
 
 // Limits of a Relay. Beyond them new connections are reset and new UDP
@@ -126,9 +148,15 @@ const (
 	tcpCopyBuffer = 64 << 10
 	// udpBuffer holds the largest UDP payload.
 	udpBuffer = 64 << 10
-	// echoBuffer is what the TCP echo service holds between reading and
-	// writing back, per connection (see echoTCP for why it holds any).
-	echoBuffer = 4 << 20
+	// udpCharge is what a UDP session takes of the budget: a datagram
+	// buffer per direction, held while it waits.
+	udpCharge = 2 * udpBuffer
+	// echoBuffer is the most the TCP echo service holds between reading
+	// and writing back, per connection (see echoTCP for why it holds
+	// any); its ring starts at echoInitial bytes and doubles when full, so
+	// an idle or interactive connection holds little.
+	echoBuffer  = 4 << 20
+	echoInitial = 16 << 10
 )
 
 // Service ports.
@@ -185,6 +213,12 @@ func (c *RelayConfig) Validate() error {
 	if c.UDPIdle < 0 {
 		add("udp_idle: %v is negative", c.UDPIdle)
 	}
+	if c.TCPIdle < 0 {
+		add("tcp_idle: %v is negative", c.TCPIdle)
+	}
+	if c.Budget < 0 {
+		add("budget: %d is negative", c.Budget)
+	}
 	if c.DialTimeout < 0 {
 		add("dial_timeout: %v is negative", c.DialTimeout)
 	}
@@ -195,6 +229,8 @@ func (c *RelayConfig) Validate() error {
 type RelayStats struct {
 	TCP RelayCounters `json:"tcp"`
 	UDP RelayCounters `json:"udp"`
+	// BufferBytes is what the relay's own buffers take now, of Budget.
+	BufferBytes int64 `json:"buffer_bytes"`
 }
 
 // RelayCounters count one protocol's connections (TCP) or sessions (UDP:
@@ -209,21 +245,39 @@ type RelayCounters struct {
 	// echo and discard services.
 	Served uint64 `json:"served"`
 	// Refused counts connections (reset) and UDP datagrams (dropped) to a
-	// destination that is neither the peer nor in Allow.
+	// destination that is neither the peer nor in Allow, or that the
+	// relay never reaches (see RefusedBy).
 	Refused uint64 `json:"refused"`
+	// RefusedBy splits Refused by reason: "not_allowed" (outside Allow),
+	// or a destination refused whatever Allow says: "unspecified",
+	// "loopback", "multicast", "broadcast", "link_local", "ipv4_mapped".
+	// Reasons that never happened are left out.
+	RefusedBy map[string]uint64 `json:"refused_by,omitempty"`
 	// NoService counts connections and UDP datagrams to a port of the
 	// peer that has no Forward or service (TCP reset, ICMP port
 	// unreachable).
 	NoService uint64 `json:"no_service"`
 	// Limited counts connections (reset) and UDP datagrams (dropped)
-	// turned away because the relay's limits were reached.
+	// turned away because the relay's limits were reached: its count of
+	// connections or sessions, or its Budget (counted in OverBudget too).
 	Limited uint64 `json:"limited"`
+	// OverBudget counts the part of Limited turned away for Budget.
+	OverBudget uint64 `json:"over_budget"`
+	// Idle counts TCP connections reset after TCPIdle without a byte.
+	Idle uint64 `json:"idle"`
 	// DialErrors counts targets that could not be reached: the TCP client
 	// is reset, the UDP session's datagrams are dropped.
 	DialErrors uint64 `json:"dial_errors"`
-	// Errors counts relayed or served connections that ended other than
-	// by a close from either side (a reset, a failed write), and
-	// endpoints gVisor failed to create.
+	// Resets counts relayed connections that one end reset (or wrote to
+	// after the other had closed: iperf3's server closes its data
+	// connection at the end of a test while the client's last data are
+	// still on their way, and the write of those gets EPIPE), a reset the
+	// relay passed on to the other end as a direct connection would have
+	// seen it. Not a failure of the relay.
+	Resets uint64 `json:"resets"`
+	// Errors counts relayed or served connections that ended in a
+	// failure of the relay's own (a write or read failing other than by
+	// the other end's reset), and endpoints gVisor failed to create.
 	Errors uint64 `json:"errors"`
 	// Dropped counts UDP datagrams the relay lost: its socket toward the
 	// client overflowed (the relay fell behind the datagrams arriving
@@ -240,16 +294,32 @@ type RelayCounters struct {
 
 // relayCounters are one protocol's live counters.
 type relayCounters struct {
-	relayed, served, refused, noService, limited, dialErrors, errors, dropped atomic.Uint64
-	active                                                                    atomic.Int64
-	up, down                                                                  atomic.Uint64
+	relayed, served, refused, noService, limited, overBudget, idle, dialErrors, resets, errors, dropped atomic.Uint64
+	active                                                                                              atomic.Int64
+	up, down                                                                                            atomic.Uint64
+	refusedBy                                                                                           [nRefusals]atomic.Uint64
+}
+
+// refuse counts a refusal for why.
+func (c *relayCounters) refuse(why refusal) {
+	c.refused.Add(1)
+	c.refusedBy[why].Add(1)
 }
 
 func (c *relayCounters) snapshot() RelayCounters {
-	return RelayCounters{
+	var by map[string]uint64
+	for why := range c.refusedBy {
+		if n := c.refusedBy[why].Load(); n > 0 {
+			if by == nil {
+				by = make(map[string]uint64)
+			}
+			by[refusal(why).String()] = n
+		}
+	}
+	return RelayCounters{RefusedBy: by,
 		Relayed: c.relayed.Load(), Served: c.served.Load(), Refused: c.refused.Load(),
-		NoService: c.noService.Load(), Limited: c.limited.Load(), DialErrors: c.dialErrors.Load(),
-		Errors: c.errors.Load(), Dropped: c.dropped.Load(), Active: c.active.Load(), BytesUp: c.up.Load(), BytesDown: c.down.Load(),
+		NoService: c.noService.Load(), Limited: c.limited.Load(), OverBudget: c.overBudget.Load(), Idle: c.idle.Load(), DialErrors: c.dialErrors.Load(),
+		Resets: c.resets.Load(), Errors: c.errors.Load(), Dropped: c.dropped.Load(), Active: c.active.Load(), BytesUp: c.up.Load(), BytesDown: c.down.Load(),
 	}
 }
 
@@ -266,8 +336,9 @@ type Relay struct {
 	cfg RelayConfig
 	log *zap.Logger
 
-	peer     map[netip.Addr]bool // the host's own addresses
-	forwards map[string]netip.AddrPort
+	peer      map[netip.Addr]bool // the host's own addresses
+	broadcast map[netip.Addr]bool // the broadcast address of each of its IPv4 networks
+	forwards  map[string]netip.AddrPort
 
 	ctx    context.Context // ends with Close; bounds every dial
 	cancel context.CancelFunc
@@ -280,6 +351,8 @@ type Relay struct {
 	once   sync.Once
 
 	tcpN, udpN relayCounters
+	budget     budget
+	fwd        *forwarders // installed in h.fwd while the relay runs
 
 	bufs sync.Pool // *[]byte of tcpCopyBuffer bytes, for TCP copies
 	udpB sync.Pool // *[]byte of udpBuffer bytes, for UDP datagrams
@@ -289,10 +362,11 @@ type Relay struct {
 // ends (then it stops as Close does, except that it does not wait: call
 // Close to wait).
 //
-// A Host takes at most one Relay, and StartRelay must be called before the
-// host's first Inject: gVisor reads the handlers it installs without
-// synchronization (stack.SetTransportProtocolHandler may only be called
-// during initialization), so StartRelay refuses once packets have arrived.
+// A Host takes at most one Relay at a time. StartRelay may be called at
+// any time, also while packets arrive: the host installed its transport
+// handlers when it was made, and the relay's forwarders are swapped in
+// atomically. Packets that arrived before are answered as by a host
+// without a relay.
 //
 // Close the Relay before its Host. Host.Close also stops a Relay still
 // running (it closes all its sockets) but does not wait for its
@@ -310,6 +384,12 @@ func (h *Host) StartRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) 
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = DefaultDialTimeout
 	}
+	if cfg.TCPIdle == 0 {
+		cfg.TCPIdle = DefaultTCPIdle
+	}
+	if cfg.Budget == 0 {
+		cfg.Budget = DefaultBudget
+	}
 	if cfg.Dial == nil {
 		d := &net.Dialer{Timeout: cfg.DialTimeout}
 		cfg.Dial = d.DialContext
@@ -325,15 +405,35 @@ func (h *Host) StartRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) 
 		peer:     make(map[netip.Addr]bool),
 		forwards: make(map[string]netip.AddrPort),
 		conns:    make(map[io.Closer]struct{}),
+		budget:   budget{limit: cfg.Budget},
 	}
 	r.bufs.New = func() any { b := make([]byte, tcpCopyBuffer); return &b }
 	r.udpB.New = func() any { b := make([]byte, udpBuffer); return &b }
 	for _, f := range cfg.Forwards {
 		r.forwards[f.Proto+"/"+strconv.Itoa(int(f.Listen))] = netip.AddrPortFrom(f.To.Addr().Unmap(), f.To.Port())
 	}
+	var nets []netip.Prefix
 	for _, pa := range h.s.AllAddresses()[nicID] {
-		r.peer[addrOf(pa.AddressWithPrefix.Address)] = true
+		a := addrOf(pa.AddressWithPrefix.Address)
+		if a == broadcast4 {
+			continue // gVisor's IPv4 endpoint lists it among its own
+		}
+		r.peer[a] = true
+		nets = append(nets, netip.PrefixFrom(a, pa.AddressWithPrefix.PrefixLen))
 	}
+	// The machine's own networks too: their broadcast address is a
+	// destination on this side of the path, never behind it.
+	if ifas, err := net.InterfaceAddrs(); err == nil {
+		for _, ifa := range ifas {
+			if n, ok := ifa.(*net.IPNet); ok {
+				ones, bits := n.Mask.Size()
+				if a, ok := netip.AddrFromSlice(n.IP); ok && a.Unmap().Is4() {
+					nets = append(nets, netip.PrefixFrom(a.Unmap(), ones-(bits-32)))
+				}
+			}
+		}
+	}
+	r.broadcast = directedBroadcasts(nets)
 
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	if err := h.attachRelay(r); err != nil {
@@ -366,35 +466,35 @@ func (h *Host) StartRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) 
 	return r, nil
 }
 
-// attachRelay registers r with h (so Host.Close stops it) and installs
-// the forwarders. This is the hook that would move into NewHost if a Host
-// installed its transport handlers at creation (see the doc of
-// StartRelay for why it cannot be done later).
+// attachRelay registers r with h (so Host.Close stops it) and swaps its
+// forwarders in (see Host.fwd).
 func (h *Host) attachRelay(r *Relay) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	switch {
-	case h.closed:
+	if h.closed {
 		return fmt.Errorf("stack: host %q: relay: %w", h.name, net.ErrClosed)
-	case h.inPackets.Load() != 0:
-		return fmt.Errorf("stack: host %q: relay: must be started before the host receives its first packet", h.name)
 	}
 	for c := range h.closers {
 		if _, ok := c.(*Relay); ok {
 			return fmt.Errorf("stack: host %q: relay: the host has a relay already", h.name)
 		}
 	}
+	r.fwd = &forwarders{
+		tcp: tcp.NewForwarder(h.s, 0, maxTCPPending, r.handleTCP),
+		udp: udp.NewForwarder(h.s, r.handleUDP),
+	}
+	if !h.fwd.CompareAndSwap(nil, r.fwd) {
+		// A relay closed but not yet untracked: its shutdown clears
+		// fwd before it lets go of the host.
+		return fmt.Errorf("stack: host %q: relay: the host has a relay already", h.name)
+	}
 	h.closers[r] = struct{}{}
-	tf := tcp.NewForwarder(h.s, 0, maxTCPPending, r.handleTCP)
-	uf := udp.NewForwarder(h.s, r.handleUDP)
-	h.s.SetTransportProtocolHandler(tcp.ProtocolNumber, tf.HandlePacket)
-	h.s.SetTransportProtocolHandler(udp.ProtocolNumber, uf.HandlePacket)
 	return nil
 }
 
 // Stats returns the relay's counters; safe at any time, also after Close.
 func (r *Relay) Stats() RelayStats {
-	return RelayStats{TCP: r.tcpN.snapshot(), UDP: r.udpN.snapshot()}
+	return RelayStats{TCP: r.tcpN.snapshot(), UDP: r.udpN.snapshot(), BufferBytes: r.budget.used()}
 }
 
 // Close stops the relay, in this order: no new connection or session is
@@ -436,6 +536,9 @@ func (r *Relay) shutdown() {
 		}
 		for c := range conns {
 			c.Close()
+		}
+		if r.fwd != nil {
+			r.h.fwd.CompareAndSwap(r.fwd, nil) // new requests get gVisor's own answer
 		}
 		if r.cfg.Transparent {
 			r.h.s.SetSpoofing(nicID, false)
@@ -503,31 +606,35 @@ const (
 	actDiscard
 )
 
-// decide picks the action for a new connection or session to dst, and the
-// target when it is relayed.
-func (r *Relay) decide(proto string, dst netip.AddrPort) (action, netip.AddrPort) {
+// decide picks the action for a new connection or session to dst, the
+// target when it is relayed, and the reason when it is refused. Special
+// destinations (see special) are refused before Allow is looked at.
+func (r *Relay) decide(proto string, dst netip.AddrPort) (action, netip.AddrPort, refusal) {
 	if r.peer[dst.Addr()] {
 		if to, ok := r.forwards[proto+"/"+strconv.Itoa(int(dst.Port()))]; ok {
-			return actRelay, to
+			return actRelay, to, 0
 		}
 		if r.cfg.Services {
 			switch dst.Port() {
 			case echoPort:
-				return actEcho, netip.AddrPort{}
+				return actEcho, netip.AddrPort{}, 0
 			case discardPort:
-				return actDiscard, netip.AddrPort{}
+				return actDiscard, netip.AddrPort{}, 0
 			}
 		}
-		return actNoService, netip.AddrPort{}
+		return actNoService, netip.AddrPort{}, 0
+	}
+	if why := r.special(dst.Addr()); why != refusedNotAllowed {
+		return actRefuse, netip.AddrPort{}, why
 	}
 	if r.cfg.Transparent {
 		for _, p := range r.cfg.Allow {
 			if p.Contains(dst.Addr()) {
-				return actRelay, dst
+				return actRelay, dst, 0
 			}
 		}
 	}
-	return actRefuse, netip.AddrPort{}
+	return actRefuse, netip.AddrPort{}, refusedNotAllowed
 }
 
 // dial connects to target with the configured Dial, bounded by
@@ -552,25 +659,36 @@ func (r *Relay) handleTCP(req *tcp.ForwarderRequest) {
 	id := req.ID()
 	src := netip.AddrPortFrom(addrOf(id.RemoteAddress), id.RemotePort)
 	dst := netip.AddrPortFrom(addrOf(id.LocalAddress), id.LocalPort)
-	act, target := r.decide("tcp", dst)
+	act, target, why := r.decide("tcp", dst)
 	switch act {
 	case actRefuse:
-		r.tcpN.refused.Add(1)
-		r.log.Debug("tcp refused: destination not allowed", zap.Stringer("src", src), zap.Stringer("dst", dst))
+		r.tcpN.refuse(why)
+		r.log.Debug("tcp refused", zap.Stringer("src", src), zap.Stringer("dst", dst), zap.Stringer("reason", why))
 		req.Complete(true)
 		return
 	case actNoService:
 		r.tcpN.noService.Add(1)
+		r.log.Debug("tcp reset: no forward or service on this port", zap.Stringer("src", src), zap.Stringer("dst", dst))
 		req.Complete(true)
 		return
 	}
 	if r.tcpN.active.Add(1) > maxTCPConns {
 		r.tcpN.active.Add(-1)
 		r.tcpN.limited.Add(1)
+		r.log.Debug("tcp reset: the relay's connection limit is reached", zap.Stringer("src", src), zap.Stringer("dst", dst), zap.Int("limit", maxTCPConns))
 		req.Complete(true)
 		return
 	}
 	defer r.tcpN.active.Add(-1)
+	charge := tcpCharge(act)
+	if !r.budget.take(charge) {
+		r.tcpN.limited.Add(1)
+		r.tcpN.overBudget.Add(1)
+		r.log.Debug("tcp limited: the relay's buffer budget is spent", zap.Stringer("src", src), zap.Stringer("dst", dst))
+		req.Complete(true)
+		return
+	}
+	defer r.budget.give(charge)
 
 	var out net.Conn
 	if act == actRelay {
@@ -588,6 +706,7 @@ func (r *Relay) handleTCP(req *tcp.ForwarderRequest) {
 		// The client went away during the handshake.
 		req.Complete(true)
 		r.tcpN.errors.Add(1)
+		r.log.Debug("tcp relay failed: no endpoint for the client's connection", zap.Stringer("src", src), zap.Stringer("dst", dst), zap.Stringer("error", terr))
 		if out != nil {
 			out.Close()
 		}
@@ -606,6 +725,7 @@ func (r *Relay) handleTCP(req *tcp.ForwarderRequest) {
 		}
 		return
 	}
+	seen := newActivity(r.cfg.TCPIdle) // for TCPIdle, from the handshake on
 	switch act {
 	case actRelay:
 		if !r.keep(out) {
@@ -613,13 +733,13 @@ func (r *Relay) handleTCP(req *tcp.ForwarderRequest) {
 			return
 		}
 		r.tcpN.relayed.Add(1)
-		r.pipe(in, out)
+		r.pipe(in, out, seen)
 	case actEcho:
 		r.tcpN.served.Add(1)
-		r.echoTCP(in)
+		r.echoTCP(in, seen)
 	case actDiscard:
 		r.tcpN.served.Add(1)
-		r.discardTCP(in)
+		r.discardTCP(in, seen)
 	}
 }
 
@@ -672,17 +792,30 @@ func (c *relayUDP) Close() error {
 // direction on this goroutine and one on another, until both directions
 // have ended. End of stream in one direction is passed on as a half-close
 // (CloseWrite) and the other direction goes on; an error in either (a
-// reset, a failed write) resets both connections.
+// reset, a failed write), or TCPIdle without a byte either way, resets
+// both connections.
 //
 // The directions never wait for each other, so the client's side keeps
 // being read whenever the target takes data. A target that stops reading
 // until it has written (an echo server with full socket buffers) can
 // still stall the connection through gVisor's zero-window handling (see
 // echoTCP); the relay cannot buffer its way out of that without bound.
-func (r *Relay) pipe(in *relayTCP, out net.Conn) {
-	var failed atomic.Bool
-	abort := func() {
+func (r *Relay) pipe(in *relayTCP, out net.Conn, a *activity) {
+	var failed, reset atomic.Bool
+	abort := func(way string, err error) {
 		if failed.CompareAndSwap(false, true) {
+			reset.Store(isReset(err))
+			if !r.isClosed() {
+				msg := "tcp relay failed: both ends reset"
+				switch {
+				case err == errIdle:
+					msg = "tcp connection idle too long: both ends reset"
+				case reset.Load():
+					msg = "tcp connection reset by an end: reset passed on to the other"
+				}
+				r.log.Debug(msg, zap.String("way", way),
+					zap.Stringer("client", in.RemoteAddr()), zap.Stringer("target", out.RemoteAddr()), zap.Error(err))
+			}
 			in.abort()
 			if tc, ok := out.(*net.TCPConn); ok {
 				tc.SetLinger(0) // close with a reset
@@ -690,37 +823,72 @@ func (r *Relay) pipe(in *relayTCP, out net.Conn) {
 			out.Close()
 		}
 	}
+	var idled atomic.Bool
+	end := func(way string, err error) {
+		if err == errIdle {
+			idled.Store(true)
+		}
+		abort(way, err)
+	}
 	done := make(chan struct{})
 	r.wg.Add(1) // the caller holds a count, so Add is safe
 	go func() {
 		defer r.wg.Done()
 		defer close(done)
-		if err := r.copyHalf(out, in, &r.tcpN.up); err != nil {
-			abort()
+		if err := r.copyHalf(out, in, &r.tcpN.up, a); err != nil {
+			end("client to target", err)
 		}
 	}()
-	if err := r.copyHalf(in, out, &r.tcpN.down); err != nil {
-		abort()
+	if err := r.copyHalf(in, out, &r.tcpN.down, a); err != nil {
+		end("target to client", err)
 	}
 	<-done
-	if failed.Load() && !r.isClosed() {
-		r.tcpN.errors.Add(1)
+	if failed.Load() && reset.Load() && !idled.Load() && !r.isClosed() {
+		r.tcpN.resets.Add(1)
+	} else {
+		r.countEnd(failed.Load(), idled.Load())
 	}
 	r.release(in, out)
 }
 
+// isReset reports whether err, from a read or write of a relayed
+// connection, is the other end's doing: a reset (ECONNRESET from the
+// host's socket, gVisor's "connection reset by peer" from the client's),
+// or a write after that end closed (EPIPE).
+func isReset(err error) bool {
+	if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	// gonet gives gVisor's errors as text only.
+	return strings.HasSuffix(err.Error(), (&tcpip.ErrConnectionReset{}).String())
+}
+
+// countEnd counts how a served or relayed connection ended, unless Close
+// ended it.
+func (r *Relay) countEnd(failed, idle bool) {
+	switch {
+	case r.isClosed():
+	case idle:
+		r.tcpN.idle.Add(1)
+	case failed:
+		r.tcpN.errors.Add(1)
+	}
+}
+
 // copyHalf copies src to dst until src ends, then half-closes dst. It
-// returns an error only when the copy failed (not at end of stream, not
-// when the relay closed the sockets).
-func (r *Relay) copyHalf(dst, src net.Conn, n *atomic.Uint64) error {
+// returns an error when the copy failed or the connection was idle for
+// TCPIdle (errIdle), not at end of stream.
+func (r *Relay) copyHalf(dst, src net.Conn, n *atomic.Uint64, a *activity) error {
 	bp := r.bufs.Get().(*[]byte)
 	defer r.bufs.Put(bp)
 	buf := (*bp)[:cap(*bp)]
+	src.SetReadDeadline(a.deadline())
 	for {
-		nr, er := src.Read(buf)
+		nr, er := readIdle(src, buf, a)
 		if nr > 0 {
 			nw, ew := dst.Write(buf[:nr])
 			n.Add(uint64(nw))
+			a.touch()
 			if ew != nil {
 				return ew
 			}
@@ -756,11 +924,15 @@ func (r *Relay) isClosed() bool {
 // a window edge it has moved back (transport/tcp receiver.acceptable; see
 // gvisor#10312 on its shrinking windows). Measured here before this
 // change: one 4 MiB echo in five stalled for good.
-func (r *Relay) echoTCP(c *relayTCP) {
-	ring := newByteRing(echoBuffer)
-	var failed atomic.Bool
-	fail := func() {
+func (r *Relay) echoTCP(c *relayTCP, a *activity) {
+	ring := newByteRing(echoInitial, echoBuffer, r.budget.take)
+	defer func() { r.budget.give(int64(ring.size() - echoInitial)) }() // the first size is the caller's
+	var failed, idled atomic.Bool
+	fail := func(op string, err error) {
 		if failed.CompareAndSwap(false, true) {
+			if !r.isClosed() {
+				r.log.Debug("tcp echo failed", zap.String("op", op), zap.Stringer("client", c.RemoteAddr()), zap.Error(err))
+			}
 			c.abort()    // wakes a blocked Read or Write
 			ring.close() // wakes the other goroutine
 		}
@@ -777,9 +949,10 @@ func (r *Relay) echoTCP(c *relayTCP) {
 			}
 			n, err := c.Write(b)
 			r.tcpN.down.Add(uint64(n))
+			a.touch()
 			ring.consumed(n)
 			if err != nil {
-				fail()
+				fail("write", err)
 				return
 			}
 		}
@@ -787,12 +960,13 @@ func (r *Relay) echoTCP(c *relayTCP) {
 			c.CloseWrite()
 		}
 	}()
+	c.SetReadDeadline(a.deadline())
 	for {
 		b := ring.writable()
 		if b == nil {
 			break // failed
 		}
-		n, err := c.Read(b)
+		n, err := readIdle(c, b, a)
 		r.tcpN.up.Add(uint64(n))
 		ring.produced(n)
 		if err == io.EOF {
@@ -800,110 +974,36 @@ func (r *Relay) echoTCP(c *relayTCP) {
 			break
 		}
 		if err != nil {
-			fail()
+			idled.Store(err == errIdle)
+			fail("read", err)
 			break
 		}
 	}
 	<-done
-	if failed.Load() && !r.isClosed() {
-		r.tcpN.errors.Add(1)
-	}
+	r.countEnd(failed.Load(), idled.Load())
 	r.release(c)
 }
 
-// byteRing is a bounded byte queue between one producer and one consumer
-// that read and write straight into and out of its memory.
-type byteRing struct {
-	mu     sync.Mutex // guards everything below
-	cond   sync.Cond  // signalled on every change
-	buf    []byte
-	start  int  // index of the first queued byte
-	n      int  // bytes queued
-	closed bool // no more bytes will be produced
-}
-
-func newByteRing(size int) *byteRing {
-	b := &byteRing{buf: make([]byte, size)}
-	b.cond.L = &b.mu
-	return b
-}
-
-// writable waits for free space and returns the contiguous part of it
-// after the queued bytes; nil once closed.
-func (b *byteRing) writable() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for b.n == len(b.buf) && !b.closed {
-		b.cond.Wait()
-	}
-	if b.closed {
-		return nil
-	}
-	if b.n == 0 {
-		b.start = 0 // the consumer holds no slice: start over
-		return b.buf
-	}
-	end := (b.start + b.n) % len(b.buf)
-	if end < b.start {
-		return b.buf[end:b.start] // the queued bytes wrap around
-	}
-	return b.buf[end:]
-}
-
-// produced queues the first n bytes of the last writable slice.
-func (b *byteRing) produced(n int) {
-	b.mu.Lock()
-	b.n += n
-	b.mu.Unlock()
-	b.cond.Broadcast()
-}
-
-// readable waits for queued bytes and returns the contiguous part of them
-// at the front; nil once closed and empty.
-func (b *byteRing) readable() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for b.n == 0 && !b.closed {
-		b.cond.Wait()
-	}
-	if b.n == 0 {
-		return nil
-	}
-	return b.buf[b.start:min(b.start+b.n, len(b.buf))]
-}
-
-// consumed drops the first n queued bytes.
-func (b *byteRing) consumed(n int) {
-	b.mu.Lock()
-	b.start = (b.start + n) % len(b.buf)
-	b.n -= n
-	b.mu.Unlock()
-	b.cond.Broadcast()
-}
-
-// close ends the queue: writable returns nil, readable once it is empty.
-func (b *byteRing) close() {
-	b.mu.Lock()
-	b.closed = true
-	b.mu.Unlock()
-	b.cond.Broadcast()
-}
-
 // discardTCP reads and drops what the client sends until it closes.
-func (r *Relay) discardTCP(c *relayTCP) {
+func (r *Relay) discardTCP(c *relayTCP, a *activity) {
 	bp := r.bufs.Get().(*[]byte)
 	defer r.bufs.Put(bp)
 	buf := (*bp)[:cap(*bp)]
+	c.SetReadDeadline(a.deadline())
 	for {
-		n, err := c.Read(buf)
+		n, err := readIdle(c, buf, a)
 		r.tcpN.up.Add(uint64(n))
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			if !r.isClosed() {
-				r.tcpN.errors.Add(1)
+			if err == errIdle {
+				c.abort()
 			}
+			if !r.isClosed() {
+				r.log.Debug("tcp discard ended", zap.Stringer("client", c.RemoteAddr()), zap.Error(err))
+			}
+			r.countEnd(true, err == errIdle)
 			break
 		}
 	}
@@ -923,11 +1023,11 @@ func (r *Relay) handleUDP(req *udp.ForwarderRequest) bool {
 	id := req.ID()
 	src := netip.AddrPortFrom(addrOf(id.RemoteAddress), id.RemotePort)
 	dst := netip.AddrPortFrom(addrOf(id.LocalAddress), id.LocalPort)
-	act, target := r.decide("udp", dst)
+	act, target, why := r.decide("udp", dst)
 	switch act {
 	case actRefuse:
-		r.udpN.refused.Add(1)
-		r.log.Debug("udp refused: destination not allowed", zap.Stringer("src", src), zap.Stringer("dst", dst))
+		r.udpN.refuse(why)
+		r.log.Debug("udp refused", zap.Stringer("src", src), zap.Stringer("dst", dst), zap.Stringer("reason", why))
 		return true // dropped without a word
 	case actRelay:
 	default:
@@ -939,18 +1039,29 @@ func (r *Relay) handleUDP(req *udp.ForwarderRequest) bool {
 	if r.udpN.active.Add(1) > maxUDPSessions {
 		r.udpN.active.Add(-1)
 		r.udpN.limited.Add(1)
+		r.log.Debug("udp dropped: the relay's session limit is reached", zap.Stringer("src", src), zap.Stringer("dst", dst), zap.Int("limit", maxUDPSessions))
+		return true
+	}
+	if !r.budget.take(udpCharge) {
+		r.udpN.active.Add(-1)
+		r.udpN.limited.Add(1)
+		r.udpN.overBudget.Add(1)
+		r.log.Debug("udp limited: the relay's buffer budget is spent", zap.Stringer("src", src), zap.Stringer("dst", dst))
 		return true
 	}
 	var wq waiter.Queue
 	ep, terr := req.CreateEndpoint(&wq)
 	if terr != nil {
 		r.udpN.active.Add(-1)
+		r.budget.give(udpCharge)
 		r.udpN.errors.Add(1)
+		r.log.Debug("udp relay failed: no endpoint for the client's session", zap.Stringer("src", src), zap.Stringer("dst", dst), zap.Stringer("error", terr))
 		return true
 	}
 	in := &relayUDP{UDPConn: gonet.NewUDPConn(&wq, ep), ep: ep}
 	if !r.keep(in) {
 		r.udpN.active.Add(-1)
+		r.budget.give(udpCharge)
 		return true
 	}
 	r.wg.Add(1) // this handler holds a count: Add is safe
@@ -965,6 +1076,7 @@ func (r *Relay) handleUDP(req *udp.ForwarderRequest) bool {
 func (r *Relay) udpSession(in *relayUDP, target netip.AddrPort) {
 	defer r.wg.Done()
 	defer r.udpN.active.Add(-1)
+	defer r.budget.give(udpCharge)
 	out, err := r.dial("udp", target)
 	if err != nil {
 		r.udpN.dialErrors.Add(1)
@@ -983,6 +1095,18 @@ func (r *Relay) udpSession(in *relayUDP, target netip.AddrPort) {
 	var last atomic.Int64
 	touch := func() { last.Store(int64(time.Since(start))) }
 	var dead atomic.Bool // the target's socket failed
+	// Failures are logged once per session, with the first cause and
+	// the count, not once per datagram.
+	var dropped atomic.Uint64
+	var firstErr atomic.Pointer[error]
+	drop := func(way string, err error) {
+		dropped.Add(1)
+		r.udpN.dropped.Add(1)
+		if firstErr.Load() == nil {
+			e := fmt.Errorf("%s: %w", way, err)
+			firstErr.CompareAndSwap(nil, &e)
+		}
+	}
 
 	r.wg.Add(1)
 	go func() {
@@ -996,6 +1120,9 @@ func (r *Relay) udpSession(in *relayUDP, target netip.AddrPort) {
 					continue // an ICMP error from the target: keep the session
 				}
 				dead.Store(true)
+				if !r.isClosed() {
+					r.log.Debug("udp relay failed: the target's socket", zap.Stringer("target", target), zap.Error(err))
+				}
 				in.SetReadDeadline(time.Now()) // wake the other direction
 				return
 			}
@@ -1003,7 +1130,7 @@ func (r *Relay) udpSession(in *relayUDP, target netip.AddrPort) {
 			if _, err := in.Write((*bp)[:n]); err == nil {
 				r.udpN.down.Add(uint64(n))
 			} else {
-				r.udpN.dropped.Add(1)
+				drop("to the client", err)
 			}
 		}
 	}()
@@ -1017,7 +1144,7 @@ func (r *Relay) udpSession(in *relayUDP, target netip.AddrPort) {
 		in.SetReadDeadline(start.Add(time.Duration(last.Load()) + idle))
 		n, err := in.Read(*bp)
 		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) && !dead.Load() && time.Since(start) < time.Duration(last.Load())+idle {
+			if isTimeout(err) && !dead.Load() && time.Since(start) < time.Duration(last.Load())+idle {
 				continue
 			}
 			break
@@ -1026,11 +1153,20 @@ func (r *Relay) udpSession(in *relayUDP, target netip.AddrPort) {
 		if _, err := out.Write((*bp)[:n]); err == nil {
 			r.udpN.up.Add(uint64(n))
 		} else {
-			r.udpN.dropped.Add(1)
+			drop("to the target", err)
 		}
 	}
 	r.release(in, out)
-	r.udpN.dropped.Add(in.overflows())
+	overflows := in.overflows()
+	r.udpN.dropped.Add(overflows)
+	if n := dropped.Load(); n > 0 || overflows > 0 {
+		var cause error
+		if p := firstErr.Load(); p != nil {
+			cause = *p
+		}
+		r.log.Debug("udp session dropped datagrams", zap.Stringer("target", target), zap.Uint64("write_failures", n),
+			zap.Uint64("socket_overflows", overflows), zap.NamedError("first_cause", cause))
+	}
 }
 
 // startUDPServices binds echo and discard to each peer address (not to

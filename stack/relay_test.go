@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
 )
 
 // These tests run the relay in memory, without root: a client Host wired
@@ -626,8 +628,72 @@ func TestRelayStart(t *testing.T) {
 	}
 	r.Close()
 	h.Inject([]byte{0x45})
-	if _, err := h.StartRelay(context.Background(), RelayConfig{}); err == nil || err.Error() != `stack: host "peer": relay: must be started before the host receives its first packet` {
-		t.Errorf("relay after Inject: %v", err)
+	r, err = h.StartRelay(context.Background(), RelayConfig{})
+	if err != nil {
+		t.Errorf("a second relay after the first closed, after Inject: %v", err)
+	} else {
+		r.Close()
+	}
+}
+
+// TestRelayStartWhileInjecting starts a relay while datagrams arrive on
+// another goroutine: StartRelay works whatever the order (the race
+// detector checks the handlers' hand-over), and once it has returned the
+// relay serves.
+func TestRelayStartWhileInjecting(t *testing.T) {
+	ab, ba := newWire(nil), newWire(nil)
+	client, err := NewHost(HostConfig{Name: "client", Addrs: relayClientAddrs, MTU: 1500, Clock: realClock, Output: ab.output})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	peer, err := NewHost(HostConfig{Name: "peer", Addrs: relayPeerAddrs, MTU: 1500, Clock: realClock, Output: ba.output})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	ab.to.Store(peer)
+	ba.to.Store(client)
+	defer ab.async(4096)()
+	defer ba.async(4096)()
+
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pkt := udpDatagram(netip.AddrPortFrom(relayClientAddrs[0].Addr(), 40000), netip.AddrPortFrom(peer4, 9), []byte("x"))
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				peer.Inject(pkt)
+			}
+		}
+	}()
+	waitFor(t, "datagrams to arrive", func() bool { return peer.Stats().InPackets > 100 })
+	r, err := peer.StartRelay(context.Background(), RelayConfig{Services: true})
+	close(stop)
+	<-done
+	if err != nil {
+		t.Fatalf("StartRelay while packets arrive: %v", err)
+	}
+	defer r.Close()
+	c, err := client.DialTCP(testCtx(t), netip.AddrPortFrom(peer4, echoPort), TCPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	exchangeEcho(t, c, payload(10<<10, 3))
+}
+
+// exchangeEcho writes b to an echo service on c and reads it back.
+func exchangeEcho(t *testing.T, c io.ReadWriter, b []byte) {
+	t.Helper()
+	go c.Write(b)
+	got := make([]byte, len(b))
+	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, b) {
+		t.Fatalf("echo: %v, got back %d bytes equal %v", err, len(got), bytes.Equal(got, b))
 	}
 }
 
@@ -682,7 +748,7 @@ dial_timeout: -1ns is negative`
 // that both sides wrap around at every offset.
 func TestRelayByteRing(t *testing.T) {
 	data := payload(1<<20, 21)
-	ring := newByteRing(1000)
+	ring := newByteRing(1000, 1000, nil)
 	got := make(chan []byte, 1)
 	go func() {
 		var out []byte
@@ -709,5 +775,54 @@ func TestRelayByteRing(t *testing.T) {
 	}
 	if ring.writable() != nil {
 		t.Error("a closed ring is writable")
+	}
+}
+
+// TestRelayTCPTargetReset: a target that closes while the client is still
+// sending (iperf3's server at the end of a test) makes the relay's write
+// fail with EPIPE or ECONNRESET. That is the target's doing, passed on to
+// the client as a reset as a direct connection would have seen it: a
+// reset, not a failure of the relay.
+func TestRelayTCPTargetReset(t *testing.T) {
+	target := tcpServer(t, func(c net.Conn) {
+		var b [1]byte
+		c.Read(b[:])
+		c.(*net.TCPConn).SetLinger(0) // close with a reset, unread data or not
+	})
+	client, r := newRelayPair(t, RelayConfig{Forwards: []Forward{{Proto: "tcp", Listen: 5201, To: target}}})
+	c, err := client.DialTCP(testCtx(t), netip.AddrPortFrom(peer4, 5201), TCPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	buf := make([]byte, 64<<10)
+	var werr error
+	for i := 0; i < 1000 && werr == nil; i++ {
+		_, werr = c.Write(buf)
+	}
+	if werr == nil {
+		t.Fatal("the client's writes went on after the target's reset")
+	}
+	waitFor(t, "the relayed connection to end", func() bool { return r.Stats().TCP.Active == 0 })
+	if st := r.Stats().TCP; st.Relayed != 1 || st.Resets != 1 || st.Errors != 0 {
+		t.Errorf("stats %+v, want one reset and no error", st)
+	}
+}
+
+func TestIsReset(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&net.OpError{Op: "write", Err: os.NewSyscallError("write", syscall.EPIPE)}, true},
+		{&net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, true},
+		{&net.OpError{Op: "read", Err: errors.New((&tcpip.ErrConnectionReset{}).String())}, true},
+		{&net.OpError{Op: "write", Err: os.NewSyscallError("write", syscall.ENOBUFS)}, false},
+		{errors.New("timeout"), false},
+	} {
+		if got := isReset(tc.err); got != tc.want {
+			t.Errorf("isReset(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }

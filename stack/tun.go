@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"os/user"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,6 +69,13 @@ type TUNConfig struct {
 	// of the calling thread. The TUN keeps a netlink socket in that
 	// namespace, so Close works from any goroutine.
 	Netns string
+	// HostRoutes lets OpenTUN add Routes outside the networks of Addrs
+	// to the caller's own namespace when netjam holds CAP_NET_ADMIN
+	// without being root (a file capability: setcap cap_net_admin+ep).
+	// Any user who may run the binary then has that capability, and
+	// routes of theirs would send other users' traffic into a device
+	// they read, so OpenTUN refuses such routes unless asked explicitly.
+	HostRoutes bool
 }
 
 // defaultTUNMTU is the MTU of a TUNConfig whose MTU is 0: Ethernet's.
@@ -219,6 +225,9 @@ func OpenTUN(cfg TUNConfig) (*TUN, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("stack: TUN %q: %w", cfg.Name, err)
 	}
+	if out := outsideRoutes(cfg); len(out) > 0 && cfg.Netns == "" && !cfg.HostRoutes && setcapMode() {
+		return nil, fmt.Errorf("stack: TUN %q: routes %v lie outside the device's networks and would change this machine's routing for every user: netjam has CAP_NET_ADMIN from its file (setcap) without being root, so it adds such routes only when asked explicitly (tun.host_routes: true)", cfg.Name, out)
+	}
 	t := &TUN{mtu: cfg.mtu(), ns: netns.None()}
 	if err := t.open(cfg); err != nil {
 		t.teardown()
@@ -344,19 +353,15 @@ func (t *TUN) openDevice(cfg TUNConfig, existing *netlink.Tuntap) error {
 		r = open()
 	} else {
 		// Another namespace: the open runs on a thread of its own,
-		// moved into t.ns. That thread is never unlocked: it ends with
-		// the goroutine, so no other goroutine ever runs in the
-		// namespace it was moved to.
-		done := make(chan result, 1)
-		go func() {
-			runtime.LockOSThread()
+		// moved into t.ns and thrown away afterwards (onThread), so no
+		// other goroutine ever runs in the namespace it was moved to.
+		onThread(func() {
 			if err := netns.Set(t.ns); err != nil {
-				done <- result{err: fmt.Errorf("stack: TUN: entering network namespace %q (needs CAP_SYS_ADMIN): %w", cfg.Netns, err), setns: true}
+				r = result{err: fmt.Errorf("stack: TUN: entering network namespace %q (needs CAP_SYS_ADMIN): %w", cfg.Netns, err), setns: true}
 				return
 			}
-			done <- open()
-		}()
-		r = <-done
+			r = open()
+		})
 	}
 	if r.setns {
 		return r.err
@@ -734,15 +739,24 @@ func (t *TUN) ReadPacket(buf []byte) (int, GSO, error) {
 		io.iov[1].SetLen(len(buf))
 		io.n = 2
 	}
-	err := t.raw.Read(io.readFn)
-	n, errno := io.done, io.errno
-	switch {
-	case err != nil:
+	if err := t.raw.Read(io.readFn); err != nil {
 		return 0, GSO{}, err
+	}
+	return t.readResult(io, len(buf))
+}
+
+// readResult interprets a readv(2) of the virtio-net header and a buffer
+// of bufLen bytes. The count readv returns is checked against what was
+// offered before it is used as a length: a short read (no whole header)
+// or a count past the buffer (which a kernel bug or a changed header size
+// would give) is an error, never a slice past the packet.
+func (t *TUN) readResult(io *ioState, bufLen int) (int, GSO, error) {
+	n, errno, hdr := io.done, io.errno, &io.hdr
+	switch {
 	case errno != 0:
 		return 0, GSO{}, &os.PathError{Op: "readv", Path: t.name, Err: errno}
-	case n < vnetHdrLen:
-		return 0, GSO{}, &os.PathError{Op: "readv", Path: t.name, Err: syscall.EIO}
+	case n < vnetHdrLen || n > uintptr(vnetHdrLen+bufLen):
+		return 0, GSO{}, &os.PathError{Op: "readv", Path: t.name, Err: fmt.Errorf("%w: %d bytes from a read of %d", syscall.EIO, n, vnetHdrLen+bufLen)}
 	}
 	var g GSO
 	if hdr[0]&vnetFlagNeedsCsum != 0 {
@@ -1009,4 +1023,36 @@ func userName() string {
 		return u.Username
 	}
 	return strconv.Itoa(os.Getuid())
+}
+
+// outsideRoutes returns the Routes of cfg that no network of its Addrs
+// contains.
+func outsideRoutes(cfg TUNConfig) []netip.Prefix {
+	var out []netip.Prefix
+	for _, r := range cfg.Routes {
+		inside := false
+		for _, a := range cfg.Addrs {
+			inside = inside || a.Bits() <= r.Bits() && a.Contains(r.Addr())
+		}
+		if !inside {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// setcapMode reports whether netjam holds CAP_NET_ADMIN without being root:
+// a file capability (setcap cap_net_admin+ep), which every user who may
+// run the binary gets. Rootless mode is root of a user namespace, not
+// this.
+func setcapMode() bool {
+	if os.Geteuid() == 0 {
+		return false
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	return data[0].Effective&(1<<unix.CAP_NET_ADMIN) != 0
 }

@@ -430,3 +430,72 @@ func BenchmarkTUNThroughput(b *testing.B) {
 		})
 	}
 }
+
+// TestTUNRelayRawToUnspecified writes raw UDP datagrams to 0.0.0.0 and to
+// :: into the device from inside the client namespace (an AF_PACKET
+// socket, as a shell's command can open as root of its own namespace),
+// with a transparent relay whose Allow holds every address and a UDP
+// server on the test namespace's loopback, where the relay's sockets
+// live. Linux would deliver a datagram the relay sent to 0.0.0.0:P to
+// 127.0.0.1:P: the server must receive nothing.
+func TestTUNRelayRawToUnspecified(t *testing.T) {
+	lab := newTUNLab(t, RelayConfig{Transparent: true, Allow: openAllow})
+	srv4, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv4.Close()
+	srv6, err := net.ListenPacket("udp", "[::1]:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv6.Close()
+	port4 := srv4.LocalAddr().(*net.UDPAddr).AddrPort().Port()
+	port6 := srv6.LocalAddr().(*net.UDPAddr).AddrPort().Port()
+
+	src4, src6 := tunAddrs[0].Addr(), tunAddrs[1].Addr()
+	err = inNetns(lab.ns, func() error {
+		ifi, err := net.InterfaceByName("netjam0")
+		if err != nil {
+			return err
+		}
+		for _, p := range []struct {
+			proto uint16
+			pkt   []byte
+		}{
+			{unix.ETH_P_IP, udpDatagram(netip.AddrPortFrom(src4, 40000), netip.AddrPortFrom(netip.IPv4Unspecified(), port4), []byte("let me out"))},
+			{unix.ETH_P_IPV6, udpDatagram(netip.AddrPortFrom(src6, 40000), netip.AddrPortFrom(netip.IPv6Unspecified(), port6), []byte("let me out"))},
+		} {
+			fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, int(htons(p.proto)))
+			if err != nil {
+				return err
+			}
+			err = unix.Sendto(fd, p.pkt, 0, &unix.SockaddrLinklayer{Ifindex: ifi.Index, Protocol: htons(p.proto)})
+			unix.Close(fd)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the relay to decide both datagrams", func() bool {
+		st := lab.relay.Stats().UDP
+		return st.Refused+st.Relayed >= 2
+	})
+	for _, c := range []net.PacketConn{srv4, srv6} {
+		c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		if n, from, err := c.ReadFrom(make([]byte, 100)); err == nil {
+			t.Errorf("the server on %v received %d bytes from %v through the relay", c.LocalAddr(), n, from)
+		}
+	}
+	if st := lab.relay.Stats().UDP; st.Relayed != 0 || st.RefusedBy["unspecified"] != 2 {
+		t.Errorf("udp stats %+v, want nothing relayed and 2 refused as unspecified", st)
+	}
+}
+
+// htons converts a 16-bit value to network byte order, as AF_PACKET's
+// protocol fields take it.
+func htons(v uint16) uint16 { return v<<8 | v>>8 }

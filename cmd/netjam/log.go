@@ -6,6 +6,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/netjam/netjam/stack"
 )
 
 func parseLevel(s string) (zapcore.Level, error) {
@@ -20,8 +22,8 @@ func parseLevel(s string) (zapcore.Level, error) {
 
 // newLogger builds the run's logger: console or JSON lines on stderr at
 // the chosen level, and, when logFile is not nil, JSON lines into it too
-// (netjam.log of a run), so a saved run has its full log whatever the
-// terminal showed.
+// (netjam.log of a run) at that level or info, whichever says more, so a
+// saved run has its full log whatever the terminal showed.
 func newLogger(level, format string, stderr, logFile io.Writer) (*zap.Logger, error) {
 	lvl, err := parseLevel(level)
 	if err != nil {
@@ -39,7 +41,14 @@ func newLogger(level, format string, stderr, logFile io.Writer) (*zap.Logger, er
 	}
 	cores := []zapcore.Core{zapcore.NewCore(enc, zapcore.AddSync(stderr), lvl)}
 	if logFile != nil {
-		cores = append(cores, zapcore.NewCore(zapcore.NewJSONEncoder(encCfg), zapcore.AddSync(logFile), lvl))
+		// The file has at least the info level: --quiet, or a shell's
+		// default of warnings (its terminal is the command's), quiet the
+		// terminal, not the record.
+		cores = append(cores, zapcore.NewCore(zapcore.NewJSONEncoder(encCfg), zapcore.AddSync(logFile), min(lvl, zapcore.InfoLevel)))
 	}
-	return zap.New(zapcore.NewTee(cores...)), nil
+	log := zap.New(zapcore.NewTee(cores...))
+	// gVisor prints its own lines (martian packets from the path) on
+	// standard error, into a shell's terminal, unless routed here.
+	stack.RouteGVisorLog(log)
+	return log, nil
 }

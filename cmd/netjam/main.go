@@ -33,9 +33,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 1 && args[1] == nsInitArg {
 		return runNSInit() // a rootless shell's first process, see rootless.go
 	}
+	if len(args) > 1 && args[1] == capDropArg {
+		return runCapDrop(args[2:]) // a root shell's command, see confine.go
+	}
 	app := newApp(stdout, stderr)
 	app.Metadata = map[string]any{"args": args} // a rootless run starts netjam again with them
-	err := app.Run(flagsFirst(app, args))
+	err := checkShellArgs(app, args)
+	if err == nil {
+		err = app.Run(flagsFirst(app, args))
+	}
 	if err == nil {
 		return exitOK
 	}
@@ -78,6 +84,9 @@ Examples:
 			}
 			return nil
 		},
+		// Without a command, or with one netjam does not know, urfave/cli
+		// would print help and exit 0 or 3; the README promises 2.
+		Action:          noCommand,
 		Commands:        []*cli.Command{runCommand(), shellCommand(), sweepCommand(), mergeCommand(), validateCommand(), plotCommand(), versionCommand()},
 		HideHelpCommand: true,
 		// --set values are YAML and may hold commas: {time: 5ms, jitter: 1ms}.
@@ -86,6 +95,26 @@ Examples:
 		ExitErrHandler:            func(*cli.Context, error) {}, // run() maps errors to exit codes
 	}
 	return app
+}
+
+// noCommand is the app's action, reached only when the first argument
+// after the global flags is not a command: usage on stderr, exit 2.
+func noCommand(c *cli.Context) error {
+	if c.Args().First() == "help" { // netjam help [COMMAND], as people type it
+		if name := c.Args().Get(1); name != "" && c.App.Command(name) != nil {
+			return cli.ShowCommandHelp(c, name)
+		}
+		return cli.ShowAppHelp(c)
+	}
+	cli.HelpPrinter(c.App.ErrWriter, cli.AppHelpTemplate, c.App)
+	if c.NArg() == 0 {
+		return cli.Exit("no command given", exitBadUsage)
+	}
+	var names []string
+	for _, cmd := range c.App.VisibleCommands() {
+		names = append(names, cmd.Name)
+	}
+	return cli.Exit(fmt.Sprintf("%q is not a command (the commands are %s)", c.Args().First(), strings.Join(names, ", ")), exitBadUsage)
 }
 
 func usageError(_ *cli.Context, err error, _ bool) error {
@@ -121,7 +150,10 @@ func flagsFirst(app *cli.App, args []string) []string {
 	for j := 0; j < len(rest); j++ {
 		a := rest[j]
 		switch {
-		case a == "--":
+		case a == "--" || cmd.Name == "shell" && isShellCommandName(positional, a):
+			// A shell's command and its arguments stay as they are
+			// (checkShellArgs has made sure no flag follows one named
+			// without "--").
 			positional = append(positional, rest[j:]...)
 			j = len(rest)
 		case strings.HasPrefix(a, "-") && a != "-":
@@ -173,4 +205,63 @@ func takesValue(flags []cli.Flag, token string) bool {
 		}
 	}
 	return false
+}
+
+// isScenarioFile reports whether arg names a scenario file by its
+// extension, as the first argument of netjam shell may.
+func isScenarioFile(arg string) bool {
+	return strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml")
+}
+
+// isShellCommandName reports whether arg, a token of netjam shell's
+// arguments following the positional ones seen so far, names the command
+// to run: the first argument that is not a flag, unless it is the
+// scenario file.
+func isShellCommandName(positional []string, arg string) bool {
+	if strings.HasPrefix(arg, "-") {
+		return false
+	}
+	return len(positional) > 0 || !isScenarioFile(arg)
+}
+
+// checkShellArgs catches a missing "--" in netjam shell: a flag after the
+// command's name (netjam shell ping -c 1 10.99.0.2) would otherwise be
+// taken for one of netjam's and refused with "flag provided but not
+// defined", or, worse, be netjam's own flag with the same name.
+func checkShellArgs(app *cli.App, args []string) error {
+	i := 1
+	for i < len(args) && strings.HasPrefix(args[i], "-") {
+		if takesValue(app.Flags, args[i]) {
+			i++
+		}
+		i++
+	}
+	if i >= len(args) || args[i] != "shell" {
+		return nil
+	}
+	shell := app.Command("shell")
+	var positional []string
+	for j := i + 1; j < len(args); j++ {
+		a := args[j]
+		switch {
+		case a == "--":
+			return nil
+		case strings.HasPrefix(a, "-"):
+			if takesValue(shell.Flags, a) || takesValue(app.Flags, a) {
+				j++
+			}
+		case isShellCommandName(positional, a):
+			for _, b := range args[j+1:] {
+				if strings.HasPrefix(b, "-") && b != "-" {
+					fixed := append(append(append([]string{"netjam"}, args[1:j]...), "--"), args[j:]...)
+					return cli.Exit(fmt.Sprintf("shell: %s follows the command %s: netjam's flags go before \"--\" and the command after it:\n  %s",
+						b, a, strings.Join(fixed, " ")), exitBadUsage)
+				}
+			}
+			return nil
+		default:
+			positional = append(positional, a)
+		}
+	}
+	return nil
 }

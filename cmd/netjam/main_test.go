@@ -3,14 +3,20 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/urfave/cli/v2"
 	"go.uber.org/goleak"
+
+	"github.com/netjam/netjam/stack"
 )
 
 func TestMain(m *testing.M) {
@@ -31,8 +37,103 @@ func netjam(t *testing.T, args ...string) (code int, stdout, stderr string) {
 
 func TestVersion(t *testing.T) {
 	code, out, _ := netjam(t, "version")
-	if code != 0 || !strings.HasPrefix(out, "netjam dev") {
+	// A test binary has no stamped version: the toolchain says (devel).
+	if code != 0 || !strings.HasPrefix(out, "netjam (devel) ") {
 		t.Fatalf("exit %d, output %q", code, out)
+	}
+}
+
+func TestFormatVersion(t *testing.T) {
+	rev := []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef"}, {Key: "vcs.modified", Value: "true"}}
+	for _, tc := range []struct {
+		stamped, module string
+		settings        []debug.BuildSetting
+		ok              bool
+		want            string
+	}{
+		{"v0.1.0", "(devel)", nil, true, "v0.1.0"},
+		{"", "v0.2.0", nil, true, "v0.2.0"},
+		{"", "(devel)", rev, true, "(devel) (0123456789ab+dirty)"},
+		{"", "", nil, true, "(devel)"},
+		{"", "", nil, false, "(devel)"},
+		{"", "v0.0.0-20260101000000-0123456789ab+dirty", rev, true, "v0.0.0-20260101000000-0123456789ab+dirty"},
+	} {
+		bi := &debug.BuildInfo{Main: debug.Module{Version: tc.module}, Settings: tc.settings}
+		if got := formatVersion(tc.stamped, bi, tc.ok); got != tc.want {
+			t.Errorf("formatVersion(%q, %q, %v) = %q, want %q", tc.stamped, tc.module, tc.ok, got, tc.want)
+		}
+	}
+}
+
+// TestExitCodesAndMessages checks each exit code the README promises, and
+// the message that goes with it, for the mistakes of a first hour.
+func TestExitCodesAndMessages(t *testing.T) {
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "script.sh")
+	os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644)
+	tab := filepath.Join(dir, "tab.yaml")
+	os.WriteFile(tab, []byte("name: x\nlink:\n\tdelay: 5ms\n"), 0o644)
+	level := filepath.Join(dir, "level.yaml")
+	os.WriteFile(level, []byte("name: x\nloss: 5%\nlink:\n  jitter: 5ms\n"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want []string // in stderr
+	}{
+		{nil, 2, []string{"USAGE:", "netjam: no command given"}},
+		{[]string{"frobnicate"}, 2, []string{"USAGE:", `netjam: "frobnicate" is not a command (the commands are run, shell, sweep, merge, validate, plot, version)`}},
+		{[]string{"--log-level", "debug", "frobnicate", "x"}, 2, []string{`"frobnicate" is not a command`}},
+		{[]string{"run", "--duration", "5"}, 2, []string{`netjam: --duration: "5" is not a duration (missing unit; examples: 50ms, 250us, 1.5s)`}},
+		{[]string{"run", "--duration", "48h", "--out", dir}, 2, []string{`--duration: 48h0m0s is out of range (expected more than 0s, up to 24h)`}},
+		{[]string{"run", "--seed", "seven"}, 2, []string{`netjam: --seed: "seven" is not a seed (expected an integer from 0 to 18446744073709551615)`}},
+		{[]string{"shell", "--seed", "-1", "--", "true"}, 2, []string{`--seed: "-1" is not a seed`}},
+		{[]string{"shell", "../../configs/tun-iperf3.yaml"}, 2, []string{"netjam: shell needs a command after --: netjam shell [SCENARIO.yaml] -- COMMAND [ARGS...]"}},
+		{[]string{"shell", "ping", "-c", "1", "10.99.0.2"}, 2, []string{"netjam: shell: -c follows the command ping: netjam's flags go before \"--\" and the command after it:\n  netjam shell -- ping -c 1 10.99.0.2\n"}},
+		{[]string{"shell", "--seed", "7", "x.yaml", "ping", "-q", "h"}, 2, []string{"  netjam shell --seed 7 x.yaml -- ping -q h\n"}},
+		{[]string{"shell", "--", "netjam-no-such-command"}, 127, []string{"netjam: shell: netjam-no-such-command: command not found\n"}},
+		{[]string{"shell", "--", filepath.Join(dir, "missing")}, 127, []string{"command not found"}},
+		{[]string{"shell", "--", notExec}, 126, []string{"netjam: shell: " + notExec + ": cannot run: permission denied\n"}},
+		{[]string{"shell", "--", dir}, 126, []string{"cannot run: is a directory"}},
+		{[]string{"validate", tab}, 2, []string{tab + ":3:1: yaml: found character that cannot start any token (a tab in the indentation: YAML indents with spaces only)"}},
+		{[]string{"validate", level}, 2, []string{
+			level + ":2: loss: unknown key at this level; did you mean link.loss?",
+			level + ":4: link.jitter: unknown key at this level; did you mean link.delay.jitter?"}},
+	} {
+		code, _, errOut := netjam(t, tc.args...)
+		if code != tc.code {
+			t.Errorf("netjam %q: exit %d, want %d\n%s", tc.args, code, tc.code, errOut)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(errOut, w) {
+				t.Errorf("netjam %q: stderr lacks %q:\n%s", tc.args, w, errOut)
+			}
+		}
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"--help"}, {"help", "run"}, {"run", "--help"}} {
+		code, out, errOut := netjam(t, args...)
+		if code != 0 || !strings.Contains(out, "USAGE:") || errOut != "" {
+			t.Errorf("netjam %q: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+	}
+	if _, out, _ := netjam(t, "help", "run"); !strings.Contains(out, "netjam run [command options] [SCENARIO.yaml]") {
+		t.Errorf("netjam help run: %s", out)
+	}
+}
+
+func TestSeedHelpClaimsNoZeroDefault(t *testing.T) {
+	for _, cmd := range []string{"run", "shell"} {
+		_, out, _ := netjam(t, cmd, "--help")
+		i := strings.Index(out, "--seed value")
+		if i < 0 {
+			t.Fatalf("%s --help has no --seed:\n%s", cmd, out)
+		}
+		line, _, _ := strings.Cut(out[i:], "\n")
+		if strings.Contains(line, "default: 0") || !strings.Contains(line, "default: the scenario's seed, else a random one") {
+			t.Errorf("%s --help: %s", cmd, line)
+		}
 	}
 }
 
@@ -112,7 +213,7 @@ func TestRunDefaultScenarioWritesResults(t *testing.T) {
 	if !strings.Contains(stdout, "loss-5") || !strings.Contains(stdout, "uplink") {
 		t.Errorf("table lacks the runs:\n%s", stdout)
 	}
-	for _, f := range []string{"summary.json", "timeseries.csv", "netjam.log", "scenario-no-loss.yaml", "scenario-loss-5.yaml", "scenario-seed-exact.yaml"} {
+	for _, f := range []string{"summary.json", "timeseries.csv", "netjam.log", "scenario-no-loss.yaml", "scenario-loss-5.yaml", "scenario-loopback-mtu.yaml"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("missing %s: %v", f, err)
 		}
@@ -163,6 +264,9 @@ func TestFlagsMayFollowArguments(t *testing.T) {
 		{[]string{"netjam", "validate", "a.yaml", "--set", "k=v", "b.yaml"}, []string{"netjam", "validate", "--set", "k=v", "a.yaml", "b.yaml"}},
 		{[]string{"netjam", "run", "--", "-odd.yaml"}, []string{"netjam", "run", "--", "-odd.yaml"}},
 		{[]string{"netjam", "nosuch", "x", "--y"}, []string{"netjam", "nosuch", "x", "--y"}},
+		// A shell's command keeps its arguments; the scenario file is not the command.
+		{[]string{"netjam", "shell", "a.yaml", "-q", "--", "ping", "-c", "1"}, []string{"netjam", "shell", "-q", "a.yaml", "--", "ping", "-c", "1"}},
+		{[]string{"netjam", "shell", "a.yaml", "ping", "h"}, []string{"netjam", "shell", "a.yaml", "ping", "h"}},
 		{[]string{"netjam", "run", "a.yaml", "--log-level", "warn", "-q", "--log-format=json"}, []string{"netjam", "--log-level", "warn", "--log-format=json", "run", "-q", "a.yaml"}},
 	} {
 		got := flagsFirst(app, tc.in)
@@ -248,5 +352,83 @@ func TestShadowedSetWarns(t *testing.T) {
 	code, _, errOut = netjam(t, "run", "-q", "--out", filepath.Join(dir, "out"), "--set", "link.loss=0%", path)
 	if code != 0 || !strings.Contains(errOut, want) {
 		t.Errorf("run: exit %d, stderr lacks the warning:\n%s", code, errOut)
+	}
+}
+
+func TestFailureGivesPrivilegeAdviceOnce(t *testing.T) {
+	pe := func() error {
+		return &stack.PrivilegeError{Op: "create device netjam0", Err: syscall.EPERM, Need: "creating a TUN device needs CAP_NET_ADMIN.",
+			Fixes: []string{"run netjam as root", "sudo setcap cap_net_admin+ep netjam"}}
+	}
+	advice := "creating a TUN device needs CAP_NET_ADMIN (create device netjam0: operation not permitted). Either:\n  - run netjam as root\n  - sudo setcap cap_net_admin+ep netjam"
+	for _, tc := range []struct {
+		err  error
+		code int
+		want string
+	}{
+		{fmt.Errorf("run a: %w", pe()), 2, advice},
+		{errors.Join(fmt.Errorf("run a: %w", pe()), fmt.Errorf("run b: %w", pe())), 2, "2 runs were skipped: " + advice},
+		{errors.Join(fmt.Errorf("run a: %w", pe()), errors.New("run b: flow x: broken pipe")), 1, "run b: flow x: broken pipe\n" + advice},
+		{errors.New("run b: flow x: broken pipe"), 1, "run b: flow x: broken pipe"},
+	} {
+		err := failure(tc.err)
+		var ec cli.ExitCoder
+		if !errors.As(err, &ec) || ec.ExitCode() != tc.code || err.Error() != tc.want {
+			t.Errorf("failure(%q) = %q (exit %d), want %q (exit %d)", tc.err, err, ec.ExitCode(), tc.want, tc.code)
+		}
+	}
+}
+
+// TestSecondInterruptExitsAtOnce interrupts a run in progress again and
+// again: the first stops the run, the second ends the process at
+// once with exit status 130 (128+SIGINT), saying what it did not write.
+func TestSecondInterruptExitsAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "long.yaml")
+	os.WriteFile(path, []byte(`name: long
+duration: 10m
+link: {delay: 10ms}
+flows: [{name: probe, type: udp, interval: 10ms, duration: 10m}]
+`), 0o644)
+	out := filepath.Join(dir, "out")
+	cmd := netjamProcess(t, "run", "--out", out, path)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(out, "netjam.log"))
+		if strings.Contains(string(b), "run start") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the run did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// SIGINT every 20 ms until netjam ends: two sent back to back would
+	// be one (Linux keeps one pending SIGINT), and the results (plots,
+	// report.html) take longer than this to write, so a second arrives
+	// while they are written, however loaded the machine.
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	giveUp := time.After(10 * time.Second)
+	for done := false; !done; {
+		cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-waited:
+			done = true
+		case <-tick.C:
+		case <-giveUp:
+			t.Fatal("netjam did not end after repeated SIGINTs")
+		}
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(stderr.String(), "not written to "+out+": ") {
+		t.Errorf("exit %d, stderr %q; want 130 and what was not written", code, stderr.String())
 	}
 }

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -43,8 +41,8 @@ Examples:
    netjam run ci.yaml --junit report.xml   # exit 3 when an expect entry does not hold`,
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "set", Usage: "override a scenario key by its dotted path: KEY=VALUE (repeatable); VALUE is YAML"},
-			&cli.Uint64Flag{Name: "seed", Usage: "seed for every random decision (overrides the scenario's)"},
-			&cli.DurationFlag{Name: "duration", Usage: "upper bound of each run (overrides the scenario's)"},
+			seedFlag(),
+			&cli.StringFlag{Name: "duration", Usage: "upper bound of each run, such as 10s (default: the scenario's duration, else 30s)"},
 			&cli.StringFlag{Name: "out", Usage: "output folder (default results/<scenario>-<YYYYmmdd-HHMMSS>)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no table and log only warnings and errors"},
 			&cli.StringSliceFlag{Name: "variant", Usage: "run only this variant (repeatable; default: every variant)"},
@@ -57,23 +55,41 @@ Examples:
 	}
 }
 
-// planOptions are the overrides the command line gives: --set and --seed.
-func planOptions(c *cli.Context) scenario.Options {
+// seedFlag is --seed, parsed by planOptions as the scenario file's seed
+// is, not by urfave/cli (whose help would show "default: 0", which is not
+// the default).
+func seedFlag() cli.Flag {
+	return &cli.StringFlag{Name: "seed", Usage: "seed for every random decision: the same seed gives the same impairment decisions in the same order (default: the scenario's seed, else a random one, written to the results)"}
+}
+
+// planOptions are the overrides the command line gives: --set and --seed,
+// and --duration for commands that have it, parsed as the scenario file's
+// values are, with the file's messages.
+func planOptions(c *cli.Context) (scenario.Options, error) {
 	o := scenario.Options{Sets: c.StringSlice("set")}
 	if c.IsSet("seed") {
-		v := c.Uint64("seed")
+		v, err := scenario.ParseSeed(c.String("seed"))
+		if err != nil {
+			return o, cli.Exit("--seed: "+err.Error(), exitBadUsage)
+		}
 		o.Seed = &v
 	}
-	return o
+	if c.IsSet("duration") {
+		v, err := scenario.ParseDuration(c.String("duration"))
+		if err != nil {
+			return o, cli.Exit("--duration: "+err.Error(), exitBadUsage)
+		}
+		o.Duration = &v
+	}
+	return o, nil
 }
 
 // loadPlan loads the scenario named by the command's arguments, or the
 // embedded default when there are none.
 func loadPlan(c *cli.Context) (*scenario.Plan, error) {
-	o := planOptions(c)
-	if c.IsSet("duration") {
-		v := c.Duration("duration")
-		o.Duration = &v
+	o, err := planOptions(c)
+	if err != nil {
+		return nil, err
 	}
 	switch c.NArg() {
 	case 0:
@@ -144,7 +160,12 @@ func doRun(c *cli.Context) error {
 	}
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
 
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	pending := append([]string(nil), outputNames...)
+	if c.String("junit") != "" {
+		pending = append(pending, "the JUnit XML")
+	}
+	written := newOutputs(out, pending...)
+	ctx, stop := interruptible(c.Context, c.App.ErrWriter, written, os.Exit)
 	defer stop()
 	log.Info("netjam run", zap.String("scenario", plan.Path), zap.Int("runs", len(plan.Runs)),
 		zap.String("out", out), zap.String("version", versionString()))
@@ -159,19 +180,14 @@ func doRun(c *cli.Context) error {
 		opts.Progress = &progress{w: f}
 	}
 	sum, runErr := emulator.Run(ctx, plan, opts)
-	if err := emulator.WriteResults(out, plan, sum); err != nil {
-		return cli.Exit(fmt.Sprintf("writing results: %v", err), exitFailed)
-	}
-	if _, err := report.Plot(out); err != nil {
-		return cli.Exit(fmt.Sprintf("drawing plots: %v", err), exitFailed)
-	}
-	if err := report.HTML(out, versionString()); err != nil {
-		return cli.Exit(fmt.Sprintf("writing report.html: %v", err), exitFailed)
+	if err := writeOutputs(out, plan, sum, written); err != nil {
+		return err
 	}
 	if path := c.String("junit"); path != "" {
 		if err := report.WriteJUnit(path, out); err != nil {
 			return cli.Exit(fmt.Sprintf("writing JUnit XML: %v", err), exitFailed)
 		}
+		written.written("the JUnit XML")
 	}
 	if !c.Bool("quiet") {
 		if err := emulator.PrintTable(c.App.Writer, sum); err != nil {
@@ -191,8 +207,31 @@ func doRun(c *cli.Context) error {
 	case errors.Is(runErr, context.Canceled):
 		return cli.Exit("interrupted; partial results in "+out, exitFailed)
 	default:
-		return cli.Exit(runErr, exitCodeOf(runErr))
+		return failure(runErr)
 	}
+}
+
+// outputNames are the outputs writeOutputs writes, for the message of an
+// interrupt while it does.
+var outputNames = []string{"summary.json, timeseries.csv and the resolved scenario", "the plots", "report.html"}
+
+// writeOutputs writes what a run leaves in its output folder besides
+// netjam.log and the captures: summary.json, timeseries.csv, the resolved
+// scenario, the plots and report.html, marking each as written.
+func writeOutputs(out string, plan *scenario.Plan, sum *emulator.Summary, written *outputs) error {
+	if err := emulator.WriteResults(out, plan, sum); err != nil {
+		return cli.Exit(fmt.Sprintf("writing results: %v", err), exitFailed)
+	}
+	written.written(outputNames[0])
+	if _, err := report.Plot(out); err != nil {
+		return cli.Exit(fmt.Sprintf("drawing plots: %v", err), exitFailed)
+	}
+	written.written(outputNames[1])
+	if err := report.HTML(out, versionString()); err != nil {
+		return cli.Exit(fmt.Sprintf("writing report.html: %v", err), exitFailed)
+	}
+	written.written(outputNames[2])
+	return nil
 }
 
 // chooseVariants returns the runs of plan named by names, in plan order.

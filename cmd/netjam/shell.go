@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -35,7 +38,9 @@ scenario's tun.forward ports to real servers, and tun.transparent's allow
 list to any destination. The scenario's flows run alongside.
 
 The namespace and the device go away with COMMAND; netjam exits with
-COMMAND's exit status (128+N when a signal N ended it). Without a scenario
+COMMAND's exit status (128+N when a signal N ended it; 127 when COMMAND
+is not found, 126 when it cannot be run, as shells do). netjam's flags go
+before "--", COMMAND and its arguments after it. Without a scenario
 file, or when it has no tun section, the device takes its defaults.
 Ctrl-C reaches COMMAND from the terminal; netjam passes SIGTERM and SIGHUP
 on to it. With root, the namespace is netjam's; without, where the system
@@ -44,16 +49,24 @@ namespace of its own (rootless, as unshare -r does), and netjam, outside
 it, still relays to the host's services. Where neither works, netjam
 exits 2 saying how to get what is missing.
 
+Under sudo, COMMAND runs as the user who ran sudo (SUDO_UID, SUDO_GID,
+that user's groups and home), with no capability: a command holding
+root's capabilities could leave the namespace (nsenter) and change the
+host. --as-root keeps root with every capability dropped but those
+--cap names (--as-root --cap net_raw,net_bind_service).
+
 Examples:
    sudo netjam shell --set link.delay=50ms -- ping -c 5 10.99.0.2
    sudo netjam shell configs/tun-iperf3.yaml -- iperf3 -c 10.99.0.2 -C bbr
    sudo netjam shell my.yaml --variant lossy -- bash`,
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "set", Usage: "override a scenario key by its dotted path: KEY=VALUE (repeatable); VALUE is YAML"},
-			&cli.Uint64Flag{Name: "seed", Usage: "seed for every random decision (overrides the scenario's)"},
+			seedFlag(),
 			&cli.StringFlag{Name: "variant", Usage: "the variant to run, when the scenario has variants"},
-			&cli.StringFlag{Name: "out", Usage: "write the run's results (summary.json, timeseries.csv, ...) into this folder"},
+			&cli.StringFlag{Name: "out", Usage: "write the run's results into this folder, as netjam run does (summary.json, timeseries.csv, plots, report.html, netjam.log)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no table when COMMAND ends"},
+			&cli.BoolFlag{Name: "as-root", Usage: "run COMMAND as root (under sudo it runs as the invoking user), with only the capabilities of --cap"},
+			&cli.StringSliceFlag{Name: "cap", Usage: "with --as-root: a capability COMMAND keeps, such as net_raw (repeatable, or comma-separated)"},
 		},
 		OnUsageError: usageError,
 		Action:       doShell,
@@ -71,9 +84,14 @@ func doShell(c *cli.Context) error {
 	args := c.Args().Slice()
 	var files, command []string
 	dash := slices.Index(args, "--")
-	if dash >= 0 {
+	switch {
+	case dash >= 0:
 		files, command = args[:dash], args[dash+1:]
-	} else {
+	case len(args) > 0 && isScenarioFile(args[0]):
+		// netjam shell my.yaml, or netjam shell my.yaml ping 10.99.0.2:
+		// the file is the scenario, never the command.
+		files, command = args[:1], args[1:]
+	default:
 		command = args
 	}
 	if len(command) == 0 {
@@ -86,11 +104,36 @@ func doShell(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if _, err := parseCaps(c.StringSlice("cap")); err != nil {
+		return cli.Exit(err, exitBadUsage)
+	}
+	if c.IsSet("cap") && !c.Bool("as-root") {
+		return cli.Exit("--cap: only with --as-root (a command run as the invoking user has no capability)", exitBadUsage)
+	}
+	// Find the command before making anything, and fail as a shell does.
+	if _, err := exec.LookPath(command[0]); err != nil {
+		return commandError(command[0], err)
+	}
 	level := c.String("log-level")
 	if !c.IsSet("log-level") {
 		level = "warn" // COMMAND owns the terminal
 	}
-	log, err := newLogger(level, c.String("log-format"), c.App.ErrWriter, nil)
+	// With --out, the folder holds what run's does, netjam.log included
+	// (at the level asked for, or info: the terminal is COMMAND's).
+	var logFile io.Writer
+	out := c.String("out")
+	if out != "" {
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
+		}
+		f, err := os.Create(filepath.Join(out, "netjam.log"))
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
+		}
+		defer f.Close()
+		logFile = f
+	}
+	log, err := newLogger(level, c.String("log-format"), c.App.ErrWriter, logFile)
 	if err != nil {
 		return cli.Exit(err, exitBadUsage)
 	}
@@ -101,10 +144,12 @@ func doShell(c *cli.Context) error {
 	ns, err := stack.NewNetns()
 	rootlessShell := err != nil && emulator.IsPrivilege(err) && os.Geteuid() != 0
 	switch {
+	case rootlessShell && (c.Bool("as-root") || c.IsSet("cap")):
+		return cli.Exit("--as-root and --cap: only for a shell run as root (a rootless shell's command is root of its own user namespace, with no power outside it)", exitBadUsage)
 	case rootlessShell && s.KernelFlows():
 		return cli.Exit("kernel flows in netjam shell need root: their sockets would live in the command's user namespace, which netjam cannot enter", exitBadUsage)
 	case err != nil && !rootlessShell:
-		return cli.Exit(err, exitCodeOf(err))
+		return failure(err)
 	case err == nil:
 		defer ns.Close()
 		s.TUN.Netns = ns.Path()
@@ -148,8 +193,13 @@ func doShell(c *cli.Context) error {
 			cmd = exec.Command(command[0], command[1:]...)
 			cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 			cmd.Env = append(os.Environ(), shellEnv(s)...)
+			who, err := confine(cmd, c.Bool("as-root"), c.StringSlice("cap"), os.Getenv)
+			if err != nil {
+				return err
+			}
+			log.Info("the command runs as "+who, zap.Strings("command", command))
 			if err := ns.Do(cmd.Start); err != nil {
-				return fmt.Errorf("starting %s: %w", command[0], err)
+				return commandError(command[0], err)
 			}
 		}
 		status = waitCommand(cmd, sigs, log)
@@ -162,19 +212,26 @@ func doShell(c *cli.Context) error {
 		rl.cmd.Process.Kill()
 		rl.cmd.Wait()
 	}
-	if out := c.String("out"); out != "" && sum != nil {
-		if err := os.MkdirAll(out, 0o755); err != nil {
-			return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
-		}
-		if err := emulator.WriteResults(out, &scenario.Plan{Name: s.Name, Runs: []*scenario.Scenario{s}}, sum); err != nil {
-			return cli.Exit(fmt.Sprintf("writing results: %v", err), exitFailed)
+	if out != "" && sum != nil {
+		// COMMAND has ended: Ctrl-C is netjam's again, and ends it at
+		// once while it writes.
+		written := newOutputs(out, outputNames...)
+		stop := exitOnSignal(sigs, c.App.ErrWriter, written, os.Exit)
+		err := writeOutputs(out, &scenario.Plan{Name: s.Name, Runs: []*scenario.Scenario{s}}, sum, written)
+		stop()
+		if err != nil {
+			return err
 		}
 	}
 	if !c.Bool("quiet") && sum != nil && len(sum.Runs) > 0 && sum.Runs[0].Skipped == "" {
 		emulator.PrintTable(c.App.ErrWriter, sum)
 	}
 	if runErr != nil {
-		return cli.Exit(runErr, exitCodeOf(runErr))
+		var ec cli.ExitCoder
+		if errors.As(runErr, &ec) {
+			return cli.Exit(runErr, ec.ExitCode()) // the command could not be started
+		}
+		return failure(runErr)
 	}
 	if status != 0 {
 		return cli.Exit("", status)
@@ -185,7 +242,10 @@ func doShell(c *cli.Context) error {
 // shellScenario loads the one run a shell runs: the file's (or an empty
 // scenario's), with a tun section.
 func shellScenario(c *cli.Context, files []string) (*scenario.Scenario, error) {
-	o := planOptions(c)
+	o, err := planOptions(c)
+	if err != nil {
+		return nil, err
+	}
 	load := func(o scenario.Options) (*scenario.Plan, error) {
 		if len(files) == 0 {
 			return scenario.Parse("shell", []byte(fmt.Sprintf("duration: %s\n", shellDuration)), o)
@@ -276,6 +336,25 @@ func exitStatus(cmd *exec.Cmd, err error) int {
 		return 128 + int(ws.Signal())
 	}
 	return cmd.ProcessState.ExitCode()
+}
+
+// Exit statuses of a command that could not be started, as POSIX shells
+// give them.
+const (
+	exitCannotRun = 126 // found, but not executable
+	exitNotFound  = 127
+)
+
+// commandError is the error for a command that could not be started:
+// exit status 127 when it does not exist, 126 when it cannot be run.
+func commandError(name string, err error) error {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return cli.Exit(fmt.Sprintf("shell: %s: command not found", name), exitNotFound)
+	}
+	if cause := errors.Unwrap(err); cause != nil {
+		err = cause // "permission denied", without exec's own wording around it
+	}
+	return cli.Exit(fmt.Sprintf("shell: %s: cannot run: %v", name, err), exitCannotRun)
 }
 
 // exitCodeOf is 2 for a missing privilege, 1 for any other failure.

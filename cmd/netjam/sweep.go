@@ -57,7 +57,7 @@ Examples:
 			&cli.StringSliceFlag{Name: "grid", Usage: "sweep KEY over values V1,V2,... (repeatable; each VALUE is YAML; replaces the file's values of KEY)"},
 			&cli.IntFlag{Name: "seeds", Usage: "run every combination with seeds 1 to `N` (replaces the file's sweep.seeds)"},
 			&cli.StringSliceFlag{Name: "set", Usage: "override a scenario key for every run: KEY=VALUE (repeatable); VALUE is YAML"},
-			&cli.DurationFlag{Name: "duration", Usage: "upper bound of each run (overrides the scenario's)"},
+			&cli.StringFlag{Name: "duration", Usage: "upper bound of each run, such as 10s (default: the scenario's duration, else 30s)"},
 			&cli.StringFlag{Name: "out", Usage: "output folder (default results/<scenario>-sweep)"},
 			&cli.IntFlag{Name: "parallel", Value: 1, Usage: "how many runs may run at once (real-time runs compete for the CPU: at most one per core)"},
 			&cli.StringFlag{Name: "shard", Usage: "run only shard `I/N` of the runs (I from 0), or auto: from JOB_COMPLETION_INDEX and JOB_COMPLETIONS (Kubernetes) or SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT (Slurm)"},
@@ -106,36 +106,15 @@ func doSweep(c *cli.Context) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
 	}
-	sp := report.SweepPlan{Scenario: plan.Name, Seeds: plan.Sweep.Seeds, Runs: total}
-	for _, a := range plan.Sweep.Axes {
-		sp.Axes = append(sp.Axes, report.SweepAxis{Key: a.Key, Values: a.Values})
-	}
-	for _, s := range plan.Runs {
-		if s.Variant != "" {
-			sp.Variants = append(sp.Variants, s.Variant)
-		}
-	}
-	if shards > 1 {
-		sp.Shard = fmt.Sprintf("%d/%d", shard, shards)
-	}
+	sp := sweepPlanOf(plan, total, shard, shards)
 	if err := writeJSON(filepath.Join(out, report.SweepPlanFile), sp); err != nil {
 		return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
 	}
-	logFile, err := os.OpenFile(filepath.Join(out, "netjam.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	log, closeLog, err := sweepLogger(c, out)
 	if err != nil {
-		return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
+		return err
 	}
-	defer logFile.Close()
-	// A sweep's console shows its progress; each run's log goes to the file.
-	level := c.String("log-level")
-	if !c.IsSet("log-level") {
-		level = "warn"
-	}
-	log, err := newLogger(level, c.String("log-format"), c.App.ErrWriter, logFile)
-	if err != nil {
-		return cli.Exit(err, exitBadUsage)
-	}
-	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
+	defer closeLog()
 
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -157,20 +136,91 @@ func doSweep(c *cli.Context) error {
 		}
 		fmt.Fprintf(c.App.Writer, ", %d done before, %d to run, into %s\n", len(mine)-len(todo), len(todo), out)
 	}
-	var bar *progressbar.ProgressBar
-	if f, ok := c.App.ErrWriter.(*os.File); ok && !quiet && term.IsTerminal(int(f.Fd())) {
-		bar = progressbar.NewOptions(len(todo), progressbar.OptionSetWriter(f), progressbar.OptionSetDescription("sweep"),
-			progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionShowElapsedTimeOnFinish(),
-			progressbar.OptionSetWidth(30))
+	sr := &sweeper{c: c, plan: plan, out: out, log: log, bar: sweepBar(c, len(todo)), quiet: quiet, total: len(todo)}
+	sr.runAll(ctx, todo, c.Int("parallel"))
+	switch {
+	case ctx.Err() != nil:
+		return cli.Exit(fmt.Sprintf("interrupted: %d of %d runs done; run the same command again to resume", len(mine)-len(todo)+sr.finished, len(mine)), exitFailed)
+	case len(sr.failed) > 0:
+		return cli.Exit(fmt.Sprintf("%d run(s) failed (run the same command again to retry them):\n  %s", len(sr.failed), strings.Join(sr.failed, "\n  ")), exitFailed)
+	case len(sr.unmet) > 0:
+		return cli.Exit(fmt.Sprintf("%d expectation(s) not met:\n  %s", len(sr.unmet), strings.Join(sr.unmet, "\n  ")), exitExpect)
 	}
+	if !quiet {
+		fmt.Fprintf(c.App.Writer, "results in %s (netjam merge %s gathers them)\n", out, out)
+	}
+	return nil
+}
 
-	var (
-		mu       sync.Mutex
-		failed   []string
-		unmet    []string
-		finished int
-	)
-	sem := make(chan struct{}, c.Int("parallel"))
+// sweepPlanOf is what sweep-plan.json says of plan's sweep, of total runs,
+// as shard of shards.
+func sweepPlanOf(plan *scenario.Plan, total, shard, shards int) report.SweepPlan {
+	sp := report.SweepPlan{Scenario: plan.Name, Seeds: plan.Sweep.Seeds, Runs: total}
+	for _, a := range plan.Sweep.Axes {
+		sp.Axes = append(sp.Axes, report.SweepAxis{Key: a.Key, Values: a.Values})
+	}
+	for _, s := range plan.Runs {
+		if s.Variant != "" {
+			sp.Variants = append(sp.Variants, s.Variant)
+		}
+	}
+	if shards > 1 {
+		sp.Shard = fmt.Sprintf("%d/%d", shard, shards)
+	}
+	return sp
+}
+
+// sweepLogger logs into out's netjam.log, and on the console only warnings
+// and errors unless --log-level says otherwise: a sweep's console shows
+// its progress. close flushes and closes the file.
+func sweepLogger(c *cli.Context, out string) (log *zap.Logger, close func(), err error) {
+	logFile, err := os.OpenFile(filepath.Join(out, "netjam.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
+	}
+	level := c.String("log-level")
+	if !c.IsSet("log-level") {
+		level = "warn"
+	}
+	log, err = newLogger(level, c.String("log-format"), c.App.ErrWriter, logFile)
+	if err != nil {
+		logFile.Close()
+		return nil, nil, cli.Exit(err, exitBadUsage)
+	}
+	return log, func() { log.Sync(); logFile.Close() }, nil
+}
+
+// sweepBar is the sweep's progress bar over n runs, with its estimated
+// end, on a terminal; nil elsewhere and with --quiet.
+func sweepBar(c *cli.Context, n int) *progressbar.ProgressBar {
+	f, ok := c.App.ErrWriter.(*os.File)
+	if !ok || c.Bool("quiet") || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	return progressbar.NewOptions(n, progressbar.OptionSetWriter(f), progressbar.OptionSetDescription("sweep"),
+		progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionShowElapsedTimeOnFinish(),
+		progressbar.OptionSetWidth(30))
+}
+
+// sweeper runs a sweep's runs and gathers how they went.
+type sweeper struct {
+	c     *cli.Context
+	plan  *scenario.Plan
+	out   string
+	log   *zap.Logger
+	bar   *progressbar.ProgressBar // nil: a line per run instead, unless quiet
+	quiet bool
+	total int
+
+	mu       sync.Mutex // guards what follows
+	finished int
+	failed   []string // "ID: error"
+	unmet    []string // expectations not met, with their run
+}
+
+// runAll runs todo, parallel at a time, until done or ctx ends.
+func (sr *sweeper) runAll(ctx context.Context, todo []sweepRun, parallel int) {
+	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
 	for _, r := range todo {
 		select {
@@ -185,54 +235,49 @@ func doSweep(c *cli.Context) error {
 			defer wg.Done()
 			defer func() { <-sem }()
 			start := time.Now()
-			runUnmet, err := runSweepPoint(ctx, c, plan, r, filepath.Join(out, r.ID), log)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case ctx.Err() != nil:
-				return // interrupted: not done
-			case err != nil:
-				failed = append(failed, fmt.Sprintf("%s: %v", r.ID, err))
-				log.Error("sweep run failed", zap.String("run", r.ID), zap.Error(err))
-			default:
-				finished++
-				unmet = append(unmet, runUnmet...)
-			}
-			switch {
-			case bar != nil:
-				bar.Add(1)
-			case !quiet:
-				fmt.Fprintf(c.App.Writer, "[%d/%d] %s: %s in %.1f s\n", finished+len(failed), len(todo), r.ID,
-					map[bool]string{true: "done", false: "failed"}[err == nil], time.Since(start).Seconds())
-			}
+			unmet, err := runSweepPoint(ctx, sr.c, sr.plan, r, filepath.Join(sr.out, r.ID), sr.log)
+			sr.done(ctx, r, start, unmet, err)
 		}()
 	}
 	wg.Wait()
-	if bar != nil {
-		bar.Finish()
+	if sr.bar != nil {
+		sr.bar.Finish()
 	}
+}
+
+// done records how run r went and shows it.
+func (sr *sweeper) done(ctx context.Context, r sweepRun, start time.Time, unmet []string, err error) {
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
 	switch {
 	case ctx.Err() != nil:
-		return cli.Exit(fmt.Sprintf("interrupted: %d of %d runs done; run the same command again to resume", len(mine)-len(todo)+finished, len(mine)), exitFailed)
-	case len(failed) > 0:
-		return cli.Exit(fmt.Sprintf("%d run(s) failed (run the same command again to retry them):\n  %s", len(failed), strings.Join(failed, "\n  ")), exitFailed)
-	case len(unmet) > 0:
-		return cli.Exit(fmt.Sprintf("%d expectation(s) not met:\n  %s", len(unmet), strings.Join(unmet, "\n  ")), exitExpect)
+		return // interrupted: not done
+	case err != nil:
+		sr.failed = append(sr.failed, fmt.Sprintf("%s: %v", r.ID, err))
+		sr.log.Error("sweep run failed", zap.String("run", r.ID), zap.Error(err))
+	default:
+		sr.finished++
+		sr.unmet = append(sr.unmet, unmet...)
 	}
-	if !quiet {
-		fmt.Fprintf(c.App.Writer, "results in %s (netjam merge %s gathers them)\n", out, out)
+	switch {
+	case sr.bar != nil:
+		sr.bar.Add(1)
+	case !sr.quiet:
+		what := "done"
+		if err != nil {
+			what = "failed"
+		}
+		fmt.Fprintf(sr.c.App.Writer, "[%d/%d] %s: %s in %.1f s\n", sr.finished+len(sr.failed), sr.total, r.ID, what, time.Since(start).Seconds())
 	}
-	return nil
 }
 
 // sweepRuns loads the scenario and lists every run of its sweep, in the
 // sweep's order, each checked: an invalid point stops the sweep before
 // anything runs.
 func sweepRuns(c *cli.Context) (*scenario.Plan, []sweepRun, error) {
-	o := planOptions(c)
-	if c.IsSet("duration") {
-		v := c.Duration("duration")
-		o.Duration = &v
+	o, err := planOptions(c)
+	if err != nil {
+		return nil, nil, err
 	}
 	plan, err := scenario.Load(c.Args().First(), o)
 	if err != nil {

@@ -154,6 +154,43 @@ func TestShell(t *testing.T) {
 	}
 }
 
+// TestShellConfinesTheCommand runs root shells' commands and asks them
+// who they are, what capabilities they hold, and whether they can enter
+// the host's network namespace: under sudo (SUDO_UID of nobody) the
+// command is that user with no capability; with --as-root --cap net_raw
+// it is root with CAP_NET_RAW (bit 13) alone. Neither can nsenter.
+func TestShellConfinesTheCommand(t *testing.T) {
+	testenv.RequireTUN(t)
+	nsenter := testenv.RequireTool(t, "nsenter", "util-linux")
+	// The test's own namespace is the host's, as far as the shell knows.
+	hostNS := fmt.Sprintf("/proc/%d/ns/net", os.Getpid())
+	script := `id -u; id -g; echo home=$HOME; grep CapEff /proc/self/status; ` + nsenter + ` --net=` + hostNS + ` true 2>/dev/null && echo escaped; true`
+	for _, c := range []struct {
+		name string
+		args []string
+		env  []string
+		want string
+	}{
+		{"sudo", nil, []string{"SUDO_UID=65534", "SUDO_GID=65534", "SUDO_USER=nobody"}, "65534\n65534\nhome=/nonexistent\nCapEff:\t0000000000000000\n"},
+		{"as-root", []string{"--as-root", "--cap", "net_raw"}, []string{"SUDO_UID=65534", "SUDO_GID=65534"}, "0\n0\nhome=" + os.Getenv("HOME") + "\nCapEff:\t0000000000002000\n"},
+		{"as-root-nothing", []string{"--as-root"}, nil, "0\n0\nhome=" + os.Getenv("HOME") + "\nCapEff:\t0000000000000000\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := netjamProcess(t, append(append([]string{"shell", "-q"}, c.args...), "--", "sh", "-c", script)...)
+			cmd.Env = append(cmd.Env, c.env...)
+			cmd.Dir = "/"
+			out, err := cmd.Output()
+			if err != nil || string(out) != c.want {
+				t.Errorf("%v: %q, want %q", err, out, c.want)
+			}
+		})
+	}
+	code, _, stderr := netjam(t, "shell", "--as-root", "--cap", "net_rawr", "--", "true")
+	if code != exitBadUsage || !strings.Contains(stderr, `--cap: "net_rawr" is not a capability`) {
+		t.Errorf("an unknown capability: exit %d, %q", code, stderr)
+	}
+}
+
 // asNobody returns a command running netjam as user nobody, with no
 // capability; dir is a folder nobody may write. Without setpriv the test
 // is skipped.
@@ -185,6 +222,27 @@ func asNobody(t *testing.T, args ...string) (*exec.Cmd, string) {
 	return cmd, dir
 }
 
+// TestShellOutWritesWhatRunWrites: netjam shell --out leaves the folder a
+// run leaves: results, plots, report.html and netjam.log (with the info
+// lines the terminal did not show).
+func TestShellOutWritesWhatRunWrites(t *testing.T) {
+	testenv.RequireTUN(t)
+	out := filepath.Join(t.TempDir(), "out")
+	cmd := netjamProcess(t, "shell", "-q", "--out", out, "--set", "link.delay=5ms",
+		"--set", "flows=[{name: probe, type: udp, interval: 10ms, duration: 1s}]", "--", "sleep", "1.5")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	for _, f := range []string{"summary.json", "timeseries.csv", "scenario.yaml", "report.html", "throughput.png", "throughput.svg", "delay.png"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "netjam.log")); !strings.Contains(string(b), `"msg":"run end"`) {
+		t.Errorf("netjam.log lacks the run's info lines:\n%s", b)
+	}
+}
+
 // TestWithoutPrivilegesExit2 runs TUN mode as an unprivileged user, with
 // /dev/net/tun usable by every user and with it root's alone: netjam exits
 // 2 and says, once, what is needed and how to get it. netjam run has a
@@ -198,12 +256,16 @@ func TestWithoutPrivilegesExit2(t *testing.T) {
 		wants []string
 	}{
 		{0o666, []string{"run", "-q", "--out", "out", "tun.yaml"}, []string{
-			"netjam: run priv: stack: TUN: create device netjam0: operation not permitted: creating a TUN device needs CAP_NET_ADMIN. Either:\n  - run netjam as root: sudo "}},
+			"netjam: creating a TUN device needs CAP_NET_ADMIN (create device netjam0: operation not permitted). Either:\n  - run netjam as root: sudo "}},
+		// Without -q: the log, the table's line for the skipped run,
+		// then the advice, once.
+		{0o666, []string{"run", "--out", "out", "tun.yaml"}, []string{
+			"netjam: creating a TUN device needs CAP_NET_ADMIN (create device netjam0: operation not permitted). Either:\n  - run netjam as root: sudo "}},
 		{0o600, []string{"run", "-q", "--out", "out", "tun.yaml"}, []string{
-			"netjam: run priv: stack: TUN: open /dev/net/tun: permission denied: TUN mode needs read-write access to /dev/net/tun (mode 0666 on most systems). Either:\n",
+			"netjam: TUN mode needs read-write access to /dev/net/tun (mode 0666 on most systems) (open /dev/net/tun: permission denied). Either:\n",
 			"\n  - make the node usable by every user, as most distributions ship it: sudo chmod 0666 /dev/net/tun\n"}},
 		{0o600, []string{"shell", "-q", "--", "true"}, []string{
-			"netjam: run shell: stack: TUN: open /dev/net/tun in the rootless shell's user namespace: permission denied: TUN mode needs read-write access to /dev/net/tun (mode 0666 on most systems). Either:\n",
+			"netjam: TUN mode needs read-write access to /dev/net/tun (mode 0666 on most systems) (open /dev/net/tun in the rootless shell's user namespace: permission denied). Either:\n",
 			"\n  - make the node usable by every user, as most distributions ship it: sudo chmod 0666 /dev/net/tun\n"}},
 	} {
 		t.Run(fmt.Sprintf("%s/%#o", c.args[0], c.mode), func(t *testing.T) {
@@ -226,8 +288,10 @@ func TestWithoutPrivilegesExit2(t *testing.T) {
 					t.Errorf("netjam %s as nobody does not say %q:\n%s", c.args[0], w, last)
 				}
 			}
-			if n := strings.Count(last, "Either:"); n != 1 {
-				t.Errorf("netjam %s as nobody gives its advice %d times:\n%s", c.args[0], n, last)
+			// Once in all netjam says, at the end; the rest names the
+			// cause without the advice.
+			if n := strings.Count(s, "Either:"); n != 1 || strings.Count(s, "sudo ") != strings.Count(last, "sudo ") {
+				t.Errorf("netjam %s as nobody gives its advice %d times:\n%s", c.args[0], n, s)
 			}
 		})
 	}
@@ -246,7 +310,7 @@ func TestShellRootless(t *testing.T) {
 	defer srv.Close()
 	cmd, _ := asNobody(t, "shell", "-q", "--set", "link.delay=10ms",
 		"--set", fmt.Sprintf("tun={forward: [{proto: tcp, listen: 8080, to: %s}]}", srv.Listener.Addr()),
-		"--", "sh", "-c", `id -u; ping -n -c 3 -i 0.2 $NETJAM_PEER | grep -o 'time=[0-9.]*'; curl -s http://$NETJAM_PEER:8080/; exit 3`)
+		"--", "sh", "-c", `id -u; ping -n -c 5 -i 0.2 $NETJAM_PEER | grep -o 'time=[0-9.]*'; curl -s http://$NETJAM_PEER:8080/; exit 3`)
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
@@ -254,19 +318,20 @@ func TestShellRootless(t *testing.T) {
 	}
 	got := string(out)
 	t.Logf("rootless shell:\n%s", got)
-	if !strings.HasPrefix(got, "0\n") || strings.Count(got, "time=") != 3 || !strings.HasSuffix(got, "host service") {
-		t.Errorf("rootless shell output %q: want uid 0 (of the user namespace), 3 pings, the host service", got)
+	if !strings.HasPrefix(got, "0\n") || strings.Count(got, "time=") != 5 || !strings.HasSuffix(got, "host service") {
+		t.Errorf("rootless shell output %q: want uid 0 (of the user namespace), 5 pings, the host service", got)
 	}
 	// The path's delay, not the machine's load, is what is checked: no
-	// reply comes back before 20 ms, and the median within 2 ms of it.
+	// reply comes back before 20 ms, and the fastest within 2 ms of it
+	// (a busy machine may delay the others; it cannot speed any up).
 	var rtts []float64
 	for _, m := range regexp.MustCompile(`time=([0-9.]+)`).FindAllStringSubmatch(got, -1) {
 		v, _ := strconv.ParseFloat(m[1], 64)
 		rtts = append(rtts, v)
 	}
 	slices.Sort(rtts)
-	if len(rtts) == 3 && (rtts[0] < 20 || rtts[1] > 22) {
-		t.Errorf("ping RTTs %v ms across 10 ms each way: want none below 20, the median within 2 ms", rtts)
+	if len(rtts) == 5 && (rtts[0] < 20 || rtts[0] > 22) {
+		t.Errorf("ping RTTs %v ms across 10 ms each way: want none below 20, the fastest within 2 ms of it", rtts)
 	}
 }
 

@@ -1,0 +1,152 @@
+package impair
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+)
+
+// Live changes: a direction's settings change between two packets, on the
+// goroutine that owns the chain, and keep what it holds. As with netem's
+// `tc change`:
+//   - loss, duplication and corruption apply from the next packet;
+//   - a new rate applies from the next packet put on the wire (the one on
+//     it finishes at the old rate); the queue keeps its packets. A rate
+//     lifted to unlimited drains the queue at once;
+//   - a new delay, jitter or reordering applies to packets that enter the
+//     delay line from then on; those in it leave when they were due (in
+//     order-keeping mode no packet overtakes one ahead of it);
+//   - a stage a change brings in starts empty; one a change takes out
+//     stays in place, doing nothing, so that what it holds still leaves.
+// Random decisions after a change draw from new streams, derived from the
+// seed and the number of changes so far: the same changes at the same
+// moments repeat the same decisions.
+//
+// What cannot change while the direction runs is refused with an error
+// saying so: the queue discipline and its limits, a trace, slots, the
+// input limit and the name.
+
+// maxLiveRate stands for "unlimited" once a direction had a rate: its
+// bottleneck stays and sends at 1 Tbit/s (12 ns per 1500-byte packet).
+const maxLiveRate = 1_000_000_000_000
+
+// Set changes the chain to cfg now, keeping the packets it holds. It must
+// be called where Arrive and Advance are (the Runner's goroutine; see
+// Runner.Set). On error nothing changed.
+func (c *Chain) Set(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("impair: direction %q: %w", cfg.Name, err)
+	}
+	if cfg.Name != c.name {
+		return fmt.Errorf("impair: direction %q: cannot become %q", c.name, cfg.Name)
+	}
+	find := func(name string) Stage {
+		for _, s := range c.stages {
+			if s.Name() == name {
+				return s
+			}
+		}
+		return nil
+	}
+	// Check everything first: a refused change changes nothing.
+	b, _ := find("queue").(*bottleneck)
+	if b != nil {
+		if err := b.canSet(cfg); err != nil {
+			return err
+		}
+	}
+	if g, _ := find("slot").(*slotGate); g != nil && g.cfg != cfg.Slot {
+		return errors.New("impair: slots cannot change while the direction runs")
+	}
+	d, _ := find("delay").(*delayLine)
+	if d != nil && d.cfg.AllowReorder != cfg.Delay.AllowReorder && d.len() > 0 {
+		return errors.New("impair: reordering by jitter cannot be switched while packets are in the delay line")
+	}
+
+	c.changes++
+	stream := c.name + "#" + strconv.Itoa(c.changes)
+	rnd := func(stage string) *rand.Rand { return newRand(cfg.Seed, stream, stage) }
+	var stages []Stage
+	if s, ok := find("loss").(*lossStage); ok {
+		s.gen = newLossGen(cfg.Loss, rnd("loss"))
+		stages = append(stages, s)
+	} else if cfg.Loss.Model != LossNone {
+		stages = append(stages, newLossStage(cfg.Loss, rnd("loss")))
+	}
+	if s, ok := find("duplicate").(*duplicateStage); ok {
+		s.chance = newChance(cfg.Duplicate, rnd("duplicate"))
+		stages = append(stages, s)
+	} else if cfg.Duplicate.P > 0 {
+		stages = append(stages, newDuplicateStage(cfg.Duplicate, rnd("duplicate")))
+	}
+	if s, ok := find("corrupt").(*corruptStage); ok {
+		r := rnd("corrupt")
+		s.chance, s.rng = newChance(cfg.Corrupt, r), r
+		stages = append(stages, s)
+	} else if cfg.Corrupt.P > 0 {
+		stages = append(stages, newCorruptStage(cfg.Corrupt, rnd("corrupt")))
+	}
+	live := cfg
+	live.Name = stream
+	if b != nil {
+		b.set(cfg)
+		stages = append(stages, b)
+	} else if cfg.Rate.limited() {
+		stages = append(stages, newBottleneck(live))
+	}
+	if g := find("slot"); g != nil {
+		stages = append(stages, g)
+	} else if cfg.Slot.enabled() {
+		stages = append(stages, newSlotGate(live))
+	}
+	if d != nil {
+		d.set(live)
+		stages = append(stages, d)
+	} else if cfg.Delay.Time > 0 || cfg.Delay.Jitter > 0 || cfg.Reorder.P > 0 {
+		stages = append(stages, newDelayLine(live))
+	}
+	c.install(stages)
+	c.keep.Store(cfg.KeepsSegments())
+	return nil
+}
+
+// newLossGen is the loss decisions of cfg; never a loss for LossNone.
+func newLossGen(cfg LossConfig, r *rand.Rand) lossGen {
+	if cfg.Model == LossNone {
+		cfg = LossConfig{Model: LossRandom}
+	}
+	return newLossStage(cfg, r).(*lossStage).gen
+}
+
+// canSet says why the bottleneck cannot take cfg while it runs.
+func (b *bottleneck) canSet(cfg Config) error {
+	switch {
+	case cfg.Rate.Trace != b.rate.Trace:
+		return errors.New("impair: a trace-driven rate cannot be set or changed while the direction runs")
+	case cfg.Queue != b.qcfg:
+		return errors.New("impair: the queue (discipline and limits) cannot change while the direction runs")
+	}
+	return nil
+}
+
+// set takes cfg's rate from the next packet put on the wire.
+func (b *bottleneck) set(cfg Config) {
+	b.rate = cfg.Rate
+	if !b.rate.limited() {
+		b.rate.Bitrate = maxLiveRate
+	}
+	b.rem = 0
+}
+
+// set takes cfg's delay, jitter and reordering for the packets that enter
+// from now on.
+func (d *delayLine) set(cfg Config) {
+	d.cfg, d.limit, d.jit, d.reorder = cfg.Delay, inflightLimit(cfg), nil, nil
+	if cfg.Delay.Jitter > 0 {
+		d.jit = newJitter(cfg.Delay, newRand(cfg.Seed, cfg.Name, "jitter"))
+	}
+	if cfg.Reorder.P > 0 {
+		d.reorder = newReorderer(cfg, newRand(cfg.Seed, cfg.Name, "reorder"))
+	}
+}

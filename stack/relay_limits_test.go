@@ -1,0 +1,255 @@
+package stack
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestRelayByteRingGrows moves 4 MiB through a ring that starts at 16
+// bytes with a slow consumer: it grows by doubling up to its cap, asking
+// for each growth, and every byte comes out in order. A ring refused
+// growth stays at its size and still carries everything.
+func TestRelayByteRingGrows(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		grant int64 // bytes of growth granted
+		want  int   // the ring's final size
+	}{{"cap", 1 << 30, 64 << 10}, {"refused", 1000, 512}} {
+		t.Run(c.name, func(t *testing.T) {
+			granted := int64(0)
+			ring := newByteRing(16, 64<<10, func(extra int64) bool {
+				if granted+extra > c.grant {
+					return false
+				}
+				granted += extra
+				return true
+			})
+			data := payload(4<<20, 22)
+			got := make(chan []byte, 1)
+			go func() {
+				var out []byte
+				for k := 1; ; k = k%4093 + 1 {
+					b := ring.readable()
+					if b == nil {
+						got <- out
+						return
+					}
+					n := min(k, len(b))
+					out = append(out, b[:n]...)
+					ring.consumed(n)
+				}
+			}()
+			for in, k := data, 1; len(in) > 0; k = k%65521 + 1 {
+				b := ring.writable()
+				n := copy(b[:min(k, len(b))], in)
+				ring.produced(n)
+				in = in[n:]
+			}
+			ring.close()
+			if out := <-got; !bytes.Equal(out, data) {
+				t.Fatalf("got %d bytes through the ring, not the %d put in", len(out), len(data))
+			}
+			if ring.size() != c.want || int64(ring.size()-16) != granted {
+				t.Errorf("ring of %d bytes, %d granted; want %d, all growth granted", ring.size(), granted, c.want)
+			}
+		})
+	}
+}
+
+// TestRelayTCPIdle resets served and relayed connections that carry
+// nothing for TCPIdle, counted as Idle, and keeps one that talks (less
+// often than TCPIdle, in one direction only) open.
+func TestRelayTCPIdle(t *testing.T) {
+	// The talker writes every 100 ms: ten times in each idle period, so
+	// that a stall of the loaded machine (seen: 200 ms under the race
+	// detector) does not look like silence.
+	const idle = time.Second
+	target := tcpServer(t, func(c net.Conn) { io.Copy(c, c) })
+	client, r := newRelayPair(t, RelayConfig{
+		Services: true,
+		Forwards: []Forward{{Proto: "tcp", Listen: 80, To: target}},
+		TCPIdle:  idle,
+	})
+	ctx := testCtx(t)
+	start := time.Now()
+	var silent []net.Conn
+	for _, port := range []uint16{echoPort, discardPort, 80} {
+		c, err := client.DialTCP(ctx, netip.AddrPortFrom(peer4, port), TCPOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		silent = append(silent, c)
+	}
+	talker, err := client.DialTCP(ctx, netip.AddrPortFrom(peer4, discardPort), TCPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer talker.Close()
+	for range 25 {
+		time.Sleep(idle / 10)
+		if _, err := talker.Write([]byte("still here")); err != nil {
+			t.Fatalf("a talking connection failed: %v", err)
+		}
+	}
+	for i, c := range silent {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		n, err := c.Read(make([]byte, 10))
+		if n != 0 || err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("silent connection %d: read %d, %v; want it reset", i, n, err)
+		}
+	}
+	if d := time.Since(start); d < idle {
+		t.Errorf("silent connections ended after %v, before %v", d, idle)
+	}
+	waitFor(t, "the silent connections to be counted", func() bool { return r.Stats().TCP.Idle == 3 })
+	if st := r.Stats().TCP; st.Active != 1 || st.Errors != 0 {
+		t.Errorf("tcp stats %+v, want the talker open and no error", st)
+	}
+}
+
+// TestRelayBudget spends the relay's buffer budget on relayed
+// connections: the next is reset and counted as Limited and OverBudget;
+// once one ends, its buffers are free for a new one.
+func TestRelayBudget(t *testing.T) {
+	target := tcpServer(t, func(c net.Conn) { c.Write([]byte("hi")); io.Copy(io.Discard, c) })
+	client, r := newRelayPair(t, RelayConfig{
+		Forwards: []Forward{{Proto: "tcp", Listen: 80, To: target}},
+		Budget:   3 * 2 * tcpCopyBuffer,
+	})
+	ctx := testCtx(t)
+	dial := func() (net.Conn, error) {
+		c, err := client.DialTCP(ctx, netip.AddrPortFrom(peer4, 80), TCPOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := io.ReadFull(c, make([]byte, 2)); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return c, nil
+	}
+	var open []net.Conn
+	for range 3 {
+		c, err := dial()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		open = append(open, c)
+	}
+	if st := r.Stats(); st.BufferBytes != 3*2*tcpCopyBuffer {
+		t.Errorf("%d bytes of buffers in use, want %d", st.BufferBytes, 3*2*tcpCopyBuffer)
+	}
+	if _, err := dial(); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("a connection past the budget: %v, want ECONNREFUSED", err)
+	}
+	if st := r.Stats().TCP; st.Limited != 1 || st.OverBudget != 1 || st.Relayed != 3 {
+		t.Errorf("tcp stats %+v, want 3 relayed and 1 over budget", st)
+	}
+	open[0].Close()
+	waitFor(t, "the closed connection's buffers", func() bool { return r.Stats().BufferBytes == 2*2*tcpCopyBuffer })
+	c, err := dial()
+	if err != nil {
+		t.Fatalf("a connection once buffers are free: %v", err)
+	}
+	c.Close()
+}
+
+// TestRelayIdleEchoMemory opens 1000 echo connections that say one byte
+// each and then nothing: netjam's heap (the relay's side, and the
+// client's gVisor stack of this test too) must stay under 64 MiB. Each
+// echo ring once took 4 MiB from the start: 4 GB for these.
+func TestRelayIdleEchoMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1000 connections")
+	}
+	client, r := newRelayPair(t, RelayConfig{Services: true})
+	ctx := testCtx(t)
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	const conns = 1000
+	buf := make([]byte, 1)
+	for i := range conns {
+		c, err := client.DialTCP(ctx, netip.AddrPortFrom(peer4, echoPort), TCPOptions{})
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf); err != nil || buf[0] != byte(i) {
+			t.Fatalf("connection %d: echo %v, %v", i, buf, err)
+		}
+	}
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	heap := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("%d idle echo connections: heap %.1f MiB more (%.0f KiB each, both stacks), relay buffers %d KiB",
+		conns, float64(heap)/(1<<20), float64(heap)/conns/1024, r.Stats().BufferBytes>>10)
+	if heap > 64<<20 {
+		t.Errorf("heap grew by %.1f MiB for %d idle echo connections, want under 64 MiB", float64(heap)/(1<<20), conns)
+	}
+	if st := r.Stats(); st.TCP.Active != conns || st.BufferBytes != conns*echoInitial {
+		t.Errorf("stats %+v, want %d connections holding %d bytes of buffers each", st, conns, echoInitial)
+	}
+}
+
+// TestRelayUDPDownOnlyKeepsSession: a session whose datagrams flow only
+// from the target, more often than UDPIdle, stays open: the idle end is
+// the last datagram either way.
+func TestRelayUDPDownOnlyKeepsSession(t *testing.T) {
+	// A datagram every 100 ms: ten per idle period, so that a stall of a
+	// loaded machine does not read as silence.
+	const idle = time.Second
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 100)
+		_, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		for i := range 15 {
+			time.Sleep(idle / 10)
+			pc.WriteTo([]byte{byte(i)}, from)
+		}
+	}()
+	defer func() { <-done }()
+	client, r := newRelayPair(t, RelayConfig{
+		Forwards: []Forward{{Proto: "udp", Listen: 5353, To: pc.LocalAddr().(*net.UDPAddr).AddrPort()}},
+		UDPIdle:  idle,
+	})
+	c, err := client.DialUDP(netip.AddrPortFrom(peer4, 5353))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("start"))
+	buf := make([]byte, 10)
+	for i := range 15 {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if n, err := c.Read(buf); err != nil || n != 1 || buf[0] != byte(i) {
+			t.Fatalf("datagram %d from the target: %d bytes %v, %v", i, n, buf[:n], err)
+		}
+	}
+	if st := r.Stats().UDP; st.Relayed != 1 {
+		t.Errorf("udp stats %+v, want one session throughout", st)
+	}
+}
