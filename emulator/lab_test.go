@@ -64,6 +64,11 @@ variants:
 		if r.Variant != "clean" && f.Retransmissions == 0 {
 			t.Errorf("%s: no retransmissions over a lossy path", r.Variant)
 		}
+		// The handshake takes a round trip (10 ms), or a SYN timeout of
+		// 1 s (then 2, 4, ...) per SYN or SYN-ACK lost.
+		if f.ConnectS < 0.01 || f.TotalS != f.ConnectS+f.CompletionS {
+			t.Errorf("%s: connect %v s, total %v s: want at least a round trip, and connect + completion", r.Variant, f.ConnectS, f.TotalS)
+		}
 	}
 }
 

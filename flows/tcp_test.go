@@ -74,7 +74,8 @@ func TestTCPBulkClean(t *testing.T) {
 	a, b := net.Pipe()
 	defer b.Close()
 	send := &halfCloser{Conn: a}
-	f, err := NewTCPBulk(TCPBulkSpec{Name: "bulk", Size: size}, clock.Real{}, send, b, nil)
+	// A handshake that took a lost SYN's 1 s timeout.
+	f, err := NewTCPBulk(TCPBulkSpec{Name: "bulk", Size: size, Connect: 1003 * time.Millisecond}, clock.Real{}, send, b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,6 +85,9 @@ func TestTCPBulkClean(t *testing.T) {
 	s := f.Summary()
 	if s.Type != "tcp" || s.BytesSent != size || s.BytesReceived != size || s.CompletionS <= 0 || !s.Completed || s.Size != size {
 		t.Fatalf("summary %+v, want %d bytes sent and received, and a completion time", *s.TCPSummary, size)
+	}
+	if s.ConnectS != 1.003 || s.TotalS != s.ConnectS+s.CompletionS {
+		t.Errorf("connect %v s, total %v s, completion %v s: want 1.003 and connect + completion", s.ConnectS, s.TotalS, s.CompletionS)
 	}
 	if want := bitRate(size-f.firstBytes.Load(), time.Duration(f.lastByte.Load()-f.firstByte.Load())); s.ThroughputBps != want {
 		t.Errorf("throughput %v, want the bytes after the first read over first to last read = %v", s.ThroughputBps, want)
