@@ -274,6 +274,10 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 	// (and SYNs lost on a lossy path) are setup, not part of a flow's
 	// time.
 	start := o.Clock.Now()
+	tl, err := scheduleTimeline(l.path, s, start)
+	if err != nil {
+		return nil, nil, fmt.Errorf("run %s: timeline: %w", runName(s), err)
+	}
 	series := flows.NewSeries(s.Variant, start)
 	if o.OutDir != "" {
 		series.SpillTo(o.OutDir)
@@ -333,6 +337,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 		ws := l.cell.Stats()
 		rs.WiFi = &ws
 	}
+	rs.Timeline = tl.applied()
 	rs.Captures = l.captureStats()
 	rs.TUN = l.tunSummary()
 	rs.Links[0].DeliveryDrops = l.deliveryDrops(true)

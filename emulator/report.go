@@ -51,6 +51,9 @@ func WriteResults(dir string, plan *scenario.Plan, sum *Summary) error {
 	if err := writeSeries(filepath.Join(dir, "timeseries.csv"), sum.series); err != nil {
 		return err
 	}
+	if err := writeEvents(dir, sum.Runs); err != nil {
+		return err
+	}
 	ran := map[string]bool{}
 	for _, r := range sum.Runs {
 		ran[r.Variant] = true

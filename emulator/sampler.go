@@ -60,22 +60,29 @@ func newSampler(clk clock.Clock, interval time.Duration, series *flows.Series, f
 	s := &sampler{clk: clk, interval: interval, series: series, flows: fls, cell: cell}
 	for _, r := range []*impair.Runner{path.Up, path.Down} {
 		lp := &linkProbe{name: r.Chain().Name(), r: r, lastT: clk.Now()}
-		for _, st := range r.Chain().Stages() {
-			if st.Name() == "queue" {
-				lp.queue = st.Counters()
-				if c, ok := st.(interface {
-					CapacityBytes(time.Time) (int64, bool)
-				}); ok {
-					lp.capacity = c
-					// What it offered before sampling starts (the
-					// handshakes') is not the first interval's.
-					lp.lastCap, _ = c.CapacityBytes(lp.lastT)
-				}
-			}
-		}
+		lp.findQueue()
 		s.links = append(s.links, lp)
 	}
 	return s
+}
+
+// findQueue looks for the direction's bottleneck. A timeline's change may
+// bring one in later (a rate set on an unlimited link), so sample looks
+// again while there is none; once there, a bottleneck stays (impair.Chain.Set).
+func (lp *linkProbe) findQueue() {
+	for _, st := range lp.r.Chain().Stages() {
+		if st.Name() == "queue" {
+			lp.queue = st.Counters()
+			if c, ok := st.(interface {
+				CapacityBytes(time.Time) (int64, bool)
+			}); ok {
+				lp.capacity = c
+				// What it offered before sampling starts (the
+				// handshakes') is not the first interval's.
+				lp.lastCap, _ = c.CapacityBytes(lp.lastT)
+			}
+		}
+	}
 }
 
 func (s *sampler) start(ctx context.Context) {
@@ -138,6 +145,9 @@ func (s *sampler) sample(now time.Time) {
 		}
 		s.series.Add(now, kindDrops, l.name, float64(drops-l.lastDrop))
 		l.lastT, l.lastOut, l.lastDrop = now, out, drops
+		if l.queue == nil {
+			l.findQueue()
+		}
 		if l.queue != nil {
 			s.series.Add(now, kindQueuePackets, l.name, float64(l.queue.QueueLen.Load()))
 			n, sum := l.queue.Sojourn.Totals()

@@ -52,6 +52,9 @@ type RunSummary struct {
 	// Expectations are the scenario's expect entries checked against
 	// this run, in the file's order.
 	Expectations []ExpectResult `json:"expectations,omitempty"`
+	// Timeline is the scenario's timeline as it applied during the run,
+	// in time order; changes not reached before the run ended are absent.
+	Timeline []TimelineEvent `json:"timeline,omitempty"`
 	// Skipped, when not empty, says why the run did not happen (TUN mode
 	// without the privileges it needs); nothing else is filled then.
 	Skipped string `json:"skipped,omitempty"`

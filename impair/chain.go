@@ -27,6 +27,7 @@ type Chain struct {
 
 	keep    atomic.Bool // GSO packets cross whole (Config.KeepsSegments); Set may change it
 	changes int         // how many times Set changed the chain
+	pending []Change    // scheduled changes in time order (SetAt)
 	// pub is stages for other goroutines (Stats, Drops, Stages): Set
 	// replaces the chain's own slice, never this one's contents.
 	pub     atomic.Pointer[[]Stage]
@@ -143,7 +144,8 @@ func (c *Chain) KeepsSegments() bool { return c.keep.Load() }
 
 // Advance processes, in time order, every event due at or before t. Events
 // at the same instant run downstream first, so a departure frees its room
-// before an arrival at the same instant takes it.
+// before an arrival at the same instant takes it; a scheduled change
+// (SetAt) runs before the packet events of its instant.
 func (c *Chain) Advance(t time.Time) {
 	for {
 		idx := -1
@@ -152,6 +154,10 @@ func (c *Chain) Advance(t time.Time) {
 			if nt, ok := c.stages[i].Next(); ok && !nt.After(t) && (idx < 0 || nt.Before(best)) {
 				idx, best = i, nt
 			}
+		}
+		if len(c.pending) > 0 && !c.pending[0].At.After(t) && (idx < 0 || !c.pending[0].At.After(best)) {
+			c.applyNext()
+			continue
 		}
 		if idx < 0 {
 			break
@@ -166,9 +172,12 @@ func (c *Chain) Advance(t time.Time) {
 	}
 }
 
-// Next returns the time of the chain's next event; ok is false when it
-// holds no packet.
+// Next returns the time of the chain's next event, a packet's or a
+// scheduled change's; ok is false when it holds neither.
 func (c *Chain) Next() (t time.Time, ok bool) {
+	if len(c.pending) > 0 {
+		t, ok = c.pending[0].At, true
+	}
 	for _, i := range c.timed {
 		if nt, has := c.stages[i].Next(); has && (!ok || nt.Before(t)) {
 			t, ok = nt, true

@@ -24,8 +24,9 @@ import (
 // moments repeat the same decisions.
 //
 // What cannot change while the direction runs is refused with an error
-// saying so: the queue discipline and its limits, a trace, slots, the
-// input limit and the name.
+// saying so: the queue discipline and its settings other than the limits
+// (a smaller limit drops the excess at once, see queue_limits.go), a
+// trace, slots, the input limit and the name.
 
 // maxLiveRate stands for "unlimited" once a direction had a rate: its
 // bottleneck stays and sends at 1 Tbit/s (12 ns per 1500-byte packet).
@@ -124,14 +125,22 @@ func (b *bottleneck) canSet(cfg Config) error {
 	switch {
 	case cfg.Rate.Trace != b.rate.Trace:
 		return errors.New("impair: a trace-driven rate cannot be set or changed while the direction runs")
-	case cfg.Queue != b.qcfg:
-		return errors.New("impair: the queue (discipline and limits) cannot change while the direction runs")
+	}
+	q, old := cfg.Queue, b.qcfg
+	q.LimitPackets, q.LimitBytes = old.LimitPackets, old.LimitBytes
+	if q != old {
+		return errors.New("impair: the queue's discipline and its settings other than the limits cannot change while the direction runs")
 	}
 	return nil
 }
 
-// set takes cfg's rate from the next packet put on the wire.
+// set takes cfg's rate from the next packet put on the wire, and its
+// queue limits at once (see queue_limits.go).
 func (b *bottleneck) set(cfg Config) {
+	if cfg.Queue != b.qcfg {
+		b.qcfg = cfg.Queue
+		b.q.(limitSetter).setLimits(limitsOf(cfg.Queue))
+	}
 	b.rate = cfg.Rate
 	if !b.rate.limited() {
 		b.rate.Bitrate = maxLiveRate

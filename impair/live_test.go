@@ -110,8 +110,8 @@ func TestSetRefused(t *testing.T) {
 		change func(*Config)
 		want   string
 	}{
-		{func(c *Config) { c.Queue.Discipline = CoDel; c.Loss.P = 1 }, "the queue (discipline and limits) cannot change"},
-		{func(c *Config) { c.Queue.LimitPackets = 10 }, "the queue (discipline and limits) cannot change"},
+		{func(c *Config) { c.Queue.Discipline = CoDel; c.Loss.P = 1 }, "the queue's discipline and its settings other than the limits cannot change"},
+		{func(c *Config) { c.Queue.Target = msec; c.Queue.LimitPackets = 10 }, "the queue's discipline and its settings other than the limits cannot change"},
 		{func(c *Config) { c.Slot = SlotConfig{Min: msec, Max: msec} }, ""},
 		{func(c *Config) { c.Name = "down" }, `cannot become "down"`},
 		{func(c *Config) { c.Loss.P = 2 }, "loss"},

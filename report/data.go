@@ -68,6 +68,8 @@ type runInfo struct {
 	// Error says why the run failed.
 	Error        string       `json:"error"`
 	Expectations []expectInfo `json:"expectations"`
+	// Timeline is the link's changes as they applied (markers.go).
+	Timeline []timelineInfo `json:"timeline"`
 }
 
 // expectInfo is one expectation checked against a run.

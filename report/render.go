@@ -204,6 +204,11 @@ func drawFigure(f *folder, fig *figure, dc draw.Canvas) error {
 			if i < rows-1 {
 				p.X.Label.Text = "" // the bottom row names the shared axis
 			}
+			if !fig.pooled && fc.xLabel == timeLabel && i < len(f.runs) {
+				if err := addMarkers(p, markersOf(f.runs[i].info.Timeline), ymin, ymax); err != nil {
+					return err
+				}
+			}
 			peak := math.Inf(-1)
 			for _, c := range pn.curves {
 				if len(c.pts) == 0 {

@@ -33,7 +33,7 @@ const (
 
 // Keys of each mapping, in the order the reference documents them.
 var (
-	rootKeys      = []string{"name", "description", "seed", "duration", "mtu", "sample_interval", "capture", "link", "wifi", "tun", "flows", "expect", "variants", "sweep"}
+	rootKeys      = []string{"name", "description", "seed", "duration", "mtu", "sample_interval", "capture", "link", "timeline", "wifi", "tun", "flows", "expect", "variants", "sweep"}
 	directionKeys = []string{"delay", "loss", "duplicate", "corrupt", "reorder", "rate", "slot", "queue", "inflight_limit"}
 	linkKeys      = append(slices.Clone(directionKeys), "uplink", "downlink")
 	variantKeys   = []string{"name", "set"}
@@ -424,7 +424,13 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 			down, _ = d.fields(n, "link.downlink", "a mapping of direction keys", directionKeys)
 		}
 	}
+	linkBefore := d.count
 	s.Uplink, s.Downlink = d.link(shared, up, down, s.MTU, mtuOK)
+	if n := f["timeline"]; n != nil {
+		if d.count == linkBefore {
+			s.Timeline = d.timeline(n, root, s.Duration, s.MTU, mtuOK, linkPair{s.Uplink, s.Downlink})
+		}
+	}
 	return s
 }
 

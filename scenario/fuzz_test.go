@@ -36,6 +36,8 @@ func FuzzParse(f *testing.F) {
 		"link: {reorder: 5%}\nvariants: [{name: a, set: {link.delay: 1ms}}]\n", // valid only in the variant
 		"link: {queue: {discipline: pie, bytes: 1KB, flows: 3}}\n",
 		"link: {loss: {model: state, p13: 90%, p14: 20%}}\n",
+		"link: {rate: 1Mbps, delay: 5ms}\ntimeline: [{at: 1s, ramp: 35ms, set: {link.rate: 2Mbps, link.delay.jitter: 1ms}}, {every: 2s, for: 1s, set: {link.uplink.loss: 5%}}]\n",
+		"timeline: [{at: 1s, set: {link.: 1}}, {at: 1s, set: {link.delay: 1ms}}, {at: 1s, for: 1s, set: {link.delay.time: 2ms}}]\n",
 		"variants: [{name: a}, {name: a}, 5, {set: []}]\n",
 		"seed: 18446744073709551616\nmtu: 0x600\n",
 		"name: !!binary aGVsbG8=\n",

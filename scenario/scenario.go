@@ -74,6 +74,10 @@ type Scenario struct {
 	Flows []Flow
 	// Expect are the figures the run must reach; checked after it.
 	Expect []Expectation
+	// Timeline is the link's changes during the run, in time order: the
+	// file's timeline compiled (ramps into their steps, repeats and
+	// reverts into changes), each point's settings validated.
+	Timeline []TimelinePoint
 
 	file string // the source file, for YAML's header comment
 	// shadowed holds the warnings of shadowedSets for this run.

@@ -1,0 +1,124 @@
+package emulator
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/scenario"
+)
+
+// TimelineEvent is one change of the scenario's timeline as it applied:
+// a line of events.jsonl, an item of summary.json's timeline.
+type TimelineEvent struct {
+	Variant string  `json:"variant,omitempty"` // events.jsonl only: the run's variant
+	TimeS   float64 `json:"time_s"`            // from the run's start, on its clock
+	Key     string  `json:"key"`
+	Old     string  `json:"old"` // "" for the default (the key not set)
+	New     string  `json:"new"`
+	// Error, when not empty, says why a direction refused the change; it
+	// kept its settings.
+	Error string `json:"error,omitempty"`
+}
+
+// timeline records the changes as the directions apply them. Each point
+// applies on both directions, each on its own goroutine at the same
+// logical time; the second to report records it. Nothing is written to
+// disk on the directions' goroutines: events.jsonl is written from the
+// summary at the end.
+type timeline struct {
+	start time.Time
+	mu    sync.Mutex // guards events
+	// events are the points applied, in order of application; at most
+	// scenario.MaxTimelineChanges changes' worth.
+	events []TimelineEvent
+}
+
+// scheduleTimeline hands s's timeline to both directions of path, at
+// start plus each point's time: impair applies them at those exact
+// logical times.
+func scheduleTimeline(path *Path, s *scenario.Scenario, start time.Time) (*timeline, error) {
+	tl := &timeline{start: start}
+	for _, p := range s.Timeline {
+		if p.At >= s.Duration {
+			// Checked with the file, but the run ends first (it was
+			// cut short by --duration, say).
+			break
+		}
+		up, err := directionConfig("uplink", s.Seed, p.Uplink)
+		if err != nil {
+			return nil, err
+		}
+		down, err := directionConfig("downlink", s.Seed, p.Downlink)
+		if err != nil {
+			return nil, err
+		}
+		var mu sync.Mutex // guards reported and errs, between the two directions
+		reported := 0
+		var errs []error
+		done := func(dir string) func(time.Time, error) {
+			return func(at time.Time, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", dir, err))
+				}
+				if reported++; reported == 2 {
+					tl.record(at, p.Changes, errors.Join(errs...))
+				}
+			}
+		}
+		at := start.Add(p.At)
+		if err := path.Up.SetAt(impair.Change{At: at, Config: up, Done: done("uplink")}); err != nil {
+			return nil, err
+		}
+		if err := path.Down.SetAt(impair.Change{At: at, Config: down, Done: done("downlink")}); err != nil {
+			return nil, err
+		}
+	}
+	return tl, nil
+}
+
+func (tl *timeline) record(at time.Time, changes []scenario.KeyChange, err error) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for _, c := range changes {
+		e := TimelineEvent{TimeS: at.Sub(tl.start).Seconds(), Key: c.Key, Old: c.Old, New: c.New}
+		if err != nil {
+			e.Error = err.Error()
+		}
+		tl.events = append(tl.events, e)
+	}
+}
+
+// applied returns the changes applied so far, in time order.
+func (tl *timeline) applied() []TimelineEvent {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return append([]TimelineEvent(nil), tl.events...)
+}
+
+// writeEvents writes events.jsonl into dir: every run's timeline, one
+// change a line. Nothing is written when no run had a timeline.
+func writeEvents(dir string, runs []RunSummary) error {
+	var lines []byte
+	for _, r := range runs {
+		for _, e := range r.Timeline {
+			e.Variant = r.Variant
+			b, err := json.Marshal(e)
+			if err != nil {
+				return err
+			}
+			lines = append(append(lines, b...), '\n')
+		}
+	}
+	if lines == nil {
+		return nil
+	}
+	return os.WriteFile(filepath.Join(dir, "events.jsonl"), lines, 0o644)
+}

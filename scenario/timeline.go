@@ -1,0 +1,607 @@
+package scenario
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/netjam/netjam/impair"
+)
+
+// The timeline changes the link while a run runs:
+//
+//	timeline:
+//	  - {at: 10s, set: {link.uplink.rate: 2Mbps}}                        # a step
+//	  - {at: 20s, for: 3s, set: {link.loss: 100%}}                       # reverts after 3 s
+//	  - {at: 30s, ramp: 5s, set: {link.delay: 200ms}}                    # linear, 10 ms steps
+//	  - {every: 10s, from: 40s, for: 500ms, set: {link.downlink.loss: 30%}}  # repeats
+//
+// It is compiled at load time into the changes in time order, each with
+// both directions' settings in force from then on, every one of them
+// decoded and validated as a file's link is: a mistake in the timeline is
+// an error of the file (file:line:key), not of the run at 20 s. The
+// emulator hands the changes to its directions (impair.Runner.SetAt),
+// which apply each at its exact time.
+
+// Limits of the timeline.
+const (
+	// MaxTimelineChanges bounds the changes a timeline compiles to: one
+	// per step, two per `for`, one per ramp step (ramps are the bulk: 10
+	// s of ramp is 1000 steps): what a direction holds pending.
+	MaxTimelineChanges = impair.MaxScheduled
+	// RampStep is the longest step of a ramp.
+	RampStep = 10 * time.Millisecond
+)
+
+var timelineKeys = []string{"at", "every", "from", "for", "ramp", "set"}
+
+// TimelinePoint is one moment of the timeline: what changed then, and the
+// settings of both directions from then on.
+type TimelinePoint struct {
+	// At is the time from the start of the run; a point at or after the
+	// run's end (a run cut short by --duration) is checked but never
+	// applies.
+	At       time.Duration
+	Changes  []KeyChange
+	Uplink   Direction
+	Downlink Direction
+}
+
+// KeyChange is one key's change at a TimelinePoint, for events.jsonl and
+// summary.json: the values as the file writes them; for a direction's
+// key not set, the shared key's value that applies; "" for the default.
+type KeyChange struct {
+	Key string `json:"key"`
+	Old string `json:"old"`
+	New string `json:"new"`
+}
+
+// tlEvent is one assignment of the timeline, in time order.
+type tlEvent struct {
+	at    time.Duration
+	seq   int // order among events at the same time: the order they were made
+	key   string
+	value *yaml.Node // nil: back to the key not set
+	// ramp marks the start of a ramp: its steps are made when it starts,
+	// from the value then in force.
+	ramp time.Duration
+	// revert is the end of the `for` window this event starts: its value
+	// is the one in force before the start, known when the start applies.
+	revert *tlEvent
+	at0    *yaml.Node // the key's node in the file, for errors
+	entry  string     // the entry's path, timeline[i]
+}
+
+type tlHeap []*tlEvent
+
+func (h tlHeap) Len() int { return len(h) }
+func (h tlHeap) Less(i, j int) bool {
+	return h[i].at < h[j].at || h[i].at == h[j].at && h[i].seq < h[j].seq
+}
+func (h tlHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *tlHeap) Push(x any)   { *h = append(*h, x.(*tlEvent)) }
+func (h *tlHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// window is the time a timeline entry holds a key, for the overlap check.
+type window struct {
+	from, to time.Duration // [from, to); a step is [at, at]
+	entry    string
+	node     *yaml.Node
+	span     bool // a `for` or a ramp: it holds the key for a while
+}
+
+// timeline decodes and compiles the timeline n against the link in root.
+func (d *decoder) timeline(n *yaml.Node, root *yaml.Node, dur time.Duration, mtu int, mtuOK bool, base linkPair) []TimelinePoint {
+	if n.Kind != yaml.SequenceNode {
+		d.errorf(n, "timeline", "expected a list of changes like {at: 10s, set: {link.loss: 5%%}}, got %s", describe(n))
+		return nil
+	}
+	before := d.count
+	var h tlHeap
+	seq := 0
+	windows := map[string][]window{}
+	push := func(e *tlEvent) bool {
+		if len(h) >= 2*MaxTimelineChanges {
+			return false
+		}
+		e.seq = seq
+		seq++
+		heap.Push(&h, e)
+		return true
+	}
+	tooMany := func(at *yaml.Node, path string) {
+		d.errorf(at, path, "the timeline makes more than %d changes; make repeats rarer or ramps shorter", MaxTimelineChanges)
+	}
+	for i, item := range n.Content {
+		path := fmt.Sprintf("timeline[%d]", i)
+		f, ok := d.fields(item, path, "a mapping with at (or every), set, and for or ramp", timelineKeys)
+		if !ok {
+			continue
+		}
+		get := func(key string, positive bool) (time.Duration, bool) {
+			if x := f[key]; x != nil {
+				return d.duration(x, join(path, key), positive, maxDuration)
+			}
+			return 0, false
+		}
+		at, atOK := get("at", false)
+		every, everyOK := get("every", true)
+		from, _ := get("from", false)
+		forD, forOK := get("for", true)
+		ramp, rampOK := get("ramp", true)
+		bad := false
+		switch {
+		case f["at"] != nil && f["every"] != nil:
+			d.errorf(f["every"], join(path, "every"), "an entry is at a time or repeats every, not both")
+			bad = true
+		case f["at"] == nil && f["every"] == nil:
+			d.errorf(item, path, "missing key at (or every)")
+			bad = true
+		case f["from"] != nil && f["every"] == nil:
+			d.errorf(f["from"], join(path, "from"), "applies to repeating entries (every) only")
+			bad = true
+		case f["ramp"] != nil && f["for"] != nil:
+			d.errorf(f["ramp"], join(path, "ramp"), "an entry ramps or holds for a while, not both")
+			bad = true
+		case f["ramp"] != nil && f["every"] != nil:
+			d.errorf(f["ramp"], join(path, "ramp"), "a repeating entry cannot ramp")
+			bad = true
+		case everyOK && forOK && forD >= every:
+			d.errorf(f["for"], join(path, "for"), "%s is not shorter than every (%s): the windows would overlap", f["for"].Value, f["every"].Value)
+			bad = true
+		}
+		sn := f["set"]
+		if sn == nil {
+			d.errorf(item, path, "missing key set")
+			continue
+		}
+		sets := d.timelineSet(sn, join(path, "set"), rampOK)
+		if bad || len(sets) == 0 || f["at"] != nil && !atOK || f["every"] != nil && !everyOK ||
+			f["for"] != nil && !forOK || f["ramp"] != nil && !rampOK {
+			continue
+		}
+		starts := []time.Duration{at}
+		if everyOK {
+			starts = starts[:0]
+			for t := from; t < dur; t += every {
+				if len(starts) >= MaxTimelineChanges {
+					tooMany(f["every"], path)
+					return nil
+				}
+				starts = append(starts, t)
+			}
+		}
+		for _, t := range starts {
+			for _, o := range sets {
+				w := window{from: t, to: t, entry: path, node: o.at}
+				e := &tlEvent{at: t, key: o.key, value: o.value, at0: o.at, entry: path}
+				switch {
+				case forOK:
+					w.to, w.span = t+forD, true
+					e.revert = &tlEvent{at: t + forD, key: o.key, at0: o.at, entry: path}
+					if !push(e.revert) {
+						tooMany(o.at, path)
+						return nil
+					}
+				case rampOK:
+					w.to, w.span = t+ramp, true
+					e.ramp = ramp
+				}
+				windows[o.key] = append(windows[o.key], w)
+				if !push(e) {
+					tooMany(o.at, path)
+					return nil
+				}
+			}
+		}
+	}
+	d.overlaps(windows)
+	if d.count != before {
+		return nil
+	}
+	return d.compile(h, root, mtu, mtuOK, base)
+}
+
+// overlaps refuses two entries holding related keys at once: a `for` or
+// ramp window with anything else on its key (or a key inside it, or the
+// key it is inside of), and two steps at the same instant.
+func (d *decoder) overlaps(windows map[string][]window) {
+	keys := make([]string, 0, len(windows))
+	for k := range windows {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	related := func(a, b string) bool {
+		return a == b || strings.HasPrefix(b, a+".") || strings.HasPrefix(a, b+".")
+	}
+	for i, a := range keys {
+		for _, b := range keys[i:] {
+			if !related(a, b) {
+				continue
+			}
+			ws := slices.Clone(windows[a])
+			if b != a {
+				ws = append(ws, windows[b]...)
+			}
+			sort.SliceStable(ws, func(i, j int) bool { return ws[i].from < ws[j].from })
+			// The window reaching furthest so far: each later one must
+			// start after it ends (or at its end, for a span).
+			var far window
+			for j, w := range ws {
+				if j > 0 && (w.from < far.to || w.from == far.from) && w.entry != far.entry {
+					what := "a for or ramp window of"
+					if !far.span && !w.span {
+						what = "a change of"
+					}
+					d.errorf(w.node, w.entry+".set."+b, "overlaps %s %s at %s (%s, line %d)", what, a, formatDuration(far.from), far.entry, far.node.Line)
+					break
+				}
+				if j == 0 || w.to > far.to {
+					far = w
+				}
+			}
+		}
+	}
+}
+
+// timelineSet decodes an entry's set: link keys that may change while the
+// run runs.
+func (d *decoder) timelineSet(n *yaml.Node, path string, ramp bool) []override {
+	if n.Kind != yaml.MappingNode || len(n.Content) == 0 {
+		d.errorf(n, path, "expected a mapping of link keys to values like {link.loss: 5%%}, got %s", describe(n))
+		return nil
+	}
+	var out []override
+	first := map[string]*yaml.Node{}
+	for j := 0; j+1 < len(n.Content); j += 2 {
+		k, v := n.Content[j], n.Content[j+1]
+		if k.Kind != yaml.ScalarNode {
+			d.errorf(k, path, "expected a dotted key, got %s", describe(k))
+			continue
+		}
+		p := join(path, k.Value)
+		if prev, dup := first[k.Value]; dup {
+			d.errorf(k, p, "duplicate key (first at line %d)", prev.Line)
+			continue
+		}
+		first[k.Value] = k
+		if msg := liveKeyProblem(k.Value); msg != "" {
+			d.errorf(k, p, "%s", msg)
+			continue
+		}
+		if ramp {
+			if _, ok := rampKind(k.Value); !ok {
+				d.errorf(k, p, "cannot ramp: ramps change a rate, a delay, a jitter or a loss (link.rate, link.delay, link.delay.jitter, link.loss, each also per direction)")
+				continue
+			}
+			if v.Kind != yaml.ScalarNode {
+				d.errorf(v, p, "a ramp's target is a value, got %s", describe(v))
+				continue
+			}
+		}
+		out = append(out, override{key: k.Value, at: k, value: v})
+	}
+	return out
+}
+
+// liveKeyProblem says why key cannot change while a run runs, or "".
+func liveKeyProblem(key string) string {
+	segs := strings.Split(key, ".")
+	if segs[0] != "link" || len(segs) < 2 {
+		return "only the link's keys (link.loss, link.uplink.rate, ...) change while the run runs"
+	}
+	rest := segs[1:]
+	if rest[0] == "uplink" || rest[0] == "downlink" {
+		rest = rest[1:]
+		if len(rest) == 0 {
+			return "set the direction's keys one by one (" + key + ".delay, " + key + ".rate, ...)"
+		}
+	}
+	switch rest[0] {
+	case "slot":
+		return "slots cannot change while the run runs"
+	case "inflight_limit":
+		return "the in-flight limit cannot change while the run runs"
+	case "queue":
+		if len(rest) == 1 {
+			return "set the queue's limits as " + key + ".limit and " + key + ".bytes: its other settings cannot change while the run runs"
+		}
+		if rest[1] != "limit" && rest[1] != "bytes" {
+			return "the queue's " + rest[1] + " cannot change while the run runs (its limit and bytes can)"
+		}
+	case "rate":
+		if len(rest) > 1 && strings.HasPrefix(rest[1], "trace") {
+			return "a rate trace cannot be set or changed while the run runs"
+		}
+	case "delay":
+		if len(rest) > 1 && rest[1] == "allow_reorder" {
+			return "allow_reorder cannot change while the run runs"
+		}
+	}
+	return ""
+}
+
+// rampKind returns what a rampable key holds: "rate", "duration" or
+// "ratio".
+func rampKind(key string) (string, bool) {
+	rest := strings.TrimPrefix(key, "link.")
+	rest = strings.TrimPrefix(strings.TrimPrefix(rest, "uplink."), "downlink.")
+	switch rest {
+	case "rate", "rate.bitrate":
+		return "rate", true
+	case "delay", "delay.time", "delay.jitter":
+		return "duration", true
+	case "loss", "loss.p":
+		return "ratio", true
+	}
+	return "", false
+}
+
+// compile runs the timeline's events in time order over a copy of the
+// link, decoding both directions after each instant's changes.
+func (d *decoder) compile(h tlHeap, root *yaml.Node, mtu int, mtuOK bool, state linkPair) []TimelinePoint {
+	base := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	if ln := lookup(root, "link"); ln != nil {
+		base.Content = append(base.Content, stringNode("link"), ln)
+	}
+	cur := map[string]*yaml.Node{}   // keys the timeline set, and their values
+	keyAt := map[string]*yaml.Node{} // each key's node in the timeline, for errors
+	var order []string               // keys in the order first set, as they apply
+	var points []TimelinePoint
+	budget := MaxTimelineChanges // ramp steps left to make
+	decodeLink := func(at time.Duration, e *tlEvent) (Direction, Direction, bool) {
+		tree := clone(base, nil)
+		if lookup(tree, "link") == nil {
+			tree.Content = append(tree.Content, stringNode("link"), &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"})
+		}
+		for _, k := range order {
+			v := cur[k]
+			if v == nil {
+				v = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
+			}
+			kn := keyAt[k]
+			mark := func(n *yaml.Node) { n.Line, n.Column = kn.Line, kn.Column }
+			if err := setPath(tree, k, v, mark); err != nil {
+				d.errorf(e.at0, e.entry+".set."+k, "%v (at %s)", err, formatDuration(at))
+				return Direction{}, Direction{}, false
+			}
+		}
+		sub := newDecoder(d.file, d.origins)
+		var shared, up, down map[string]*yaml.Node
+		if n := lookup(tree, "link"); n != nil && !isNull(n) {
+			shared, _ = sub.fields(n, "link", "a mapping of link keys", linkKeys)
+			if n := shared["uplink"]; n != nil {
+				up, _ = sub.fields(n, "link.uplink", "a mapping of direction keys", directionKeys)
+			}
+			if n := shared["downlink"]; n != nil {
+				down, _ = sub.fields(n, "link.downlink", "a mapping of direction keys", directionKeys)
+			}
+		}
+		u, w := sub.link(shared, up, down, mtu, mtuOK)
+		for _, err := range sub.errs {
+			err.Msg += fmt.Sprintf(" (in the link the timeline makes at %s, %s)", formatDuration(at), e.entry)
+			d.count++
+			d.add(err)
+		}
+		return u, w, len(sub.errs) == 0
+	}
+	// rawOf is the key's own value: the timeline's or the file's; nil
+	// when not set.
+	rawOf := func(key string) *yaml.Node {
+		if v, ok := cur[key]; ok {
+			return v
+		}
+		return nodeAt(base, key)
+	}
+	// valueOf is the value of key in force, for the record: its own, or
+	// for a direction's key not set, the shared one it falls back to.
+	var valueOf func(key string) *yaml.Node
+	valueOf = func(key string) *yaml.Node {
+		if v, ok := cur[key]; ok && v != nil {
+			return v
+		} else if !ok {
+			if v := nodeAt(base, key); v != nil {
+				return v
+			}
+		}
+		for _, dir := range []string{"link.uplink.", "link.downlink."} {
+			if rest, ok := strings.CutPrefix(key, dir); ok {
+				return valueOf("link." + rest)
+			}
+		}
+		return nil
+	}
+	for h.Len() > 0 {
+		at := h[0].at
+		var changes []KeyChange
+		var last *tlEvent
+		for h.Len() > 0 && h[0].at == at {
+			e := heap.Pop(&h).(*tlEvent)
+			last = e
+			old, raw := valueOf(e.key), rawOf(e.key)
+			if e.ramp > 0 {
+				// No change at the start: the first step is a step later.
+				// Bounded before it is made: a ramp of 24h would be
+				// millions of steps.
+				if budget -= int((e.ramp + RampStep - 1) / RampStep); budget < 0 {
+					d.errorf(e.at0, e.entry, "the timeline makes more than %d changes; make repeats rarer or ramps shorter", MaxTimelineChanges)
+					return nil
+				}
+				steps := d.ramp(e, state, at)
+				if steps == nil {
+					return nil
+				}
+				n := time.Duration(len(steps))
+				for i, s := range steps {
+					heap.Push(&h, &tlEvent{at: at + e.ramp*time.Duration(i+1)/n, seq: e.seq, key: e.key, value: s, at0: e.at0, entry: e.entry})
+				}
+				continue
+			}
+			if e.revert != nil {
+				// The window's end goes back to the value before it.
+				e.revert.value = raw
+				if raw == nil {
+					e.revert.value = nullNode
+				}
+			}
+			v := e.value
+			if v == nullNode {
+				v = nil
+			}
+			if _, ok := cur[e.key]; !ok {
+				order = append(order, e.key)
+			}
+			cur[e.key], keyAt[e.key] = v, e.at0
+			if v == nil {
+				// Back to not set: say what applies then.
+				cur[e.key] = nil
+				v = valueOf(e.key)
+			}
+			changes = append(changes, KeyChange{Key: e.key, Old: textOf(old), New: textOf(v)})
+		}
+		if len(changes) == 0 {
+			continue
+		}
+		u, w, ok := decodeLink(at, last)
+		if !ok {
+			return nil
+		}
+		points = append(points, TimelinePoint{At: at, Changes: changes, Uplink: u, Downlink: w})
+		state = linkPair{u, w}
+		if len(points) > MaxTimelineChanges {
+			d.errorf(last.at0, last.entry, "the timeline makes more than %d changes; make repeats rarer or ramps shorter", MaxTimelineChanges)
+			return nil
+		}
+	}
+	return points
+}
+
+// nullNode is a revert's value for a key that was not set.
+var nullNode = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
+
+// textOf writes a value for events: "" for the key not set.
+func textOf(n *yaml.Node) string {
+	if n == nil || isNull(n) {
+		return ""
+	}
+	s, err := valueText(n)
+	if err != nil {
+		return n.Value
+	}
+	return s
+}
+
+// nodeAt returns the value at a dotted key path of mappings, or nil.
+func nodeAt(root *yaml.Node, key string) *yaml.Node {
+	n := root
+	for _, seg := range strings.Split(key, ".") {
+		if n == nil || n.Kind != yaml.MappingNode {
+			return nil
+		}
+		n = lookup(n, seg)
+	}
+	if n != nil && isNull(n) {
+		return nil
+	}
+	return n
+}
+
+// ramp returns the values of a ramp's steps, at most RampStep apart, the
+// last one its target: linear from the value in force when it starts.
+func (d *decoder) ramp(e *tlEvent, state linkPair, at time.Duration) []*yaml.Node {
+	kind, _ := rampKind(e.key)
+	p := e.entry + ".set." + e.key
+	// The start: the value in force in the direction(s) the key sets.
+	rest := strings.TrimPrefix(e.key, "link.")
+	var dirs []Direction
+	switch {
+	case strings.HasPrefix(rest, "uplink."):
+		dirs = []Direction{state.up}
+	case strings.HasPrefix(rest, "downlink."):
+		dirs = []Direction{state.down}
+	default:
+		dirs = []Direction{state.up, state.down}
+	}
+	field := func(dir Direction) float64 {
+		switch {
+		case kind == "rate":
+			return float64(dir.Rate.Bitrate)
+		case strings.HasSuffix(e.key, "jitter"):
+			return float64(dir.Delay.Jitter)
+		case kind == "duration":
+			return float64(dir.Delay.Time)
+		default:
+			return dir.Loss.P
+		}
+	}
+	from := field(dirs[0])
+	if len(dirs) == 2 && field(dirs[1]) != from {
+		d.errorf(e.at0, p, "the directions have different values when the ramp starts (%s); ramp link.uplink.%s and link.downlink.%s", formatDuration(at), strings.TrimPrefix(e.key, "link."), strings.TrimPrefix(e.key, "link."))
+		return nil
+	}
+	if kind == "rate" && from == 0 {
+		d.errorf(e.at0, p, "the rate is unlimited when the ramp starts (%s): set a rate to ramp from first", formatDuration(at))
+		return nil
+	}
+	if kind == "ratio" && dirs[0].Loss.Model != "random" && dirs[0].Loss.Model != "" {
+		d.errorf(e.at0, p, "ramps a random loss, but the loss model is %s when the ramp starts", dirs[0].Loss.Model)
+		return nil
+	}
+	sub := newDecoder(d.file, d.origins)
+	var to float64
+	switch kind {
+	case "rate":
+		v, _ := sub.bitrate(e.value, p)
+		if v == 0 && len(sub.errs) == 0 {
+			sub.errorf(e.value, p, "a ramp's target rate must be a rate, not unlimited")
+		}
+		to = float64(v)
+	case "duration":
+		v, _ := sub.duration(e.value, p, false, maxDelay)
+		to = float64(v)
+	default:
+		v, _ := sub.ratio(e.value, p)
+		to = v
+	}
+	if len(sub.errs) > 0 {
+		for _, err := range sub.errs {
+			d.count++
+			d.add(err)
+		}
+		return nil
+	}
+	n := int((e.ramp + RampStep - 1) / RampStep)
+	out := make([]*yaml.Node, n)
+	for i := range n {
+		x := from + (to-from)*float64(i+1)/float64(n)
+		var s string
+		switch kind {
+		case "rate":
+			s = FormatRate(uint64(math.Round(x)))
+		case "duration":
+			s = time.Duration(math.Round(x)).String()
+		default:
+			s = strconv.FormatFloat(x*100, 'g', 10, 64) + "%"
+		}
+		if i == n-1 {
+			s = e.value.Value
+		}
+		out[i] = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s, Line: e.value.Line, Column: e.value.Column}
+	}
+	return out
+}
+
+// linkPair is both directions' settings.
+type linkPair struct{ up, down Direction }

@@ -1,0 +1,161 @@
+package scenario
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func pointsText(ps []TimelinePoint) string {
+	var b strings.Builder
+	for _, p := range ps {
+		fmt.Fprintf(&b, "%v", p.At)
+		for _, c := range p.Changes {
+			fmt.Fprintf(&b, " %s:%q->%q", c.Key, c.Old, c.New)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// TestTimelineCompiles: steps, a for window, a repeat and their reverts
+// in time order, each point with both directions' settings.
+func TestTimelineCompiles(t *testing.T) {
+	s := mustParse(t, `name: x
+duration: 30s
+link: {rate: 10Mbps, delay: 20ms}
+timeline:
+  - {at: 10s, set: {link.uplink.rate: 2Mbps}}
+  - {at: 5s, for: 1s, set: {link.loss: 100%}}
+  - {every: 10s, from: 2s, for: 500ms, set: {link.downlink.loss: 30%}}
+`)
+	want := `2s link.downlink.loss:""->"30%"
+2.5s link.downlink.loss:"30%"->""
+5s link.loss:""->"100%"
+6s link.loss:"100%"->""
+10s link.uplink.rate:"10Mbps"->"2Mbps"
+12s link.downlink.loss:""->"30%"
+12.5s link.downlink.loss:"30%"->""
+22s link.downlink.loss:""->"30%"
+22.5s link.downlink.loss:"30%"->""
+`
+	if got := pointsText(s.Timeline); got != want {
+		t.Fatalf("timeline:\n%s\nwant:\n%s", got, want)
+	}
+	p := s.Timeline[2] // 5 s: both directions lose everything
+	if p.Uplink.Loss.P != 1 || p.Downlink.Loss.P != 1 || p.Uplink.Rate.Bitrate != 10e6 {
+		t.Errorf("at 5s: up %+v, down %+v", p.Uplink, p.Downlink)
+	}
+	p = s.Timeline[4] // 10 s: the uplink's own rate, the downlink's shared one
+	if p.Uplink.Rate.Bitrate != 2e6 || p.Downlink.Rate.Bitrate != 10e6 || p.Uplink.Loss.Model != "" || p.Uplink.Delay.Time != 20*time.Millisecond {
+		t.Errorf("at 10s: up %+v, down %+v", p.Uplink, p.Downlink)
+	}
+}
+
+// TestTimelineRevertsToNotSet: a for window on a direction's key goes
+// back to the key not set, so the direction follows the shared key again.
+func TestTimelineRevertsToNotSet(t *testing.T) {
+	s := mustParse(t, `name: x
+link: {rate: 10Mbps}
+timeline:
+  - {at: 1s, for: 1s, set: {link.uplink.rate: 2Mbps}}
+  - {at: 3s, set: {link.rate: 5Mbps}}
+`)
+	want := `1s link.uplink.rate:"10Mbps"->"2Mbps"
+2s link.uplink.rate:"2Mbps"->"10Mbps"
+3s link.rate:"10Mbps"->"5Mbps"
+`
+	if got := pointsText(s.Timeline); got != want {
+		t.Fatalf("timeline:\n%s\nwant:\n%s", got, want)
+	}
+	if p := s.Timeline[2]; p.Uplink.Rate.Bitrate != 5e6 || p.Downlink.Rate.Bitrate != 5e6 {
+		t.Errorf("at 3s: up %d, down %d; want both 5 Mbit/s", p.Uplink.Rate.Bitrate, p.Downlink.Rate.Bitrate)
+	}
+}
+
+// TestTimelineRamp: a ramp changes linearly in steps of at most 10 ms,
+// from the value in force, and ends on its target exactly.
+func TestTimelineRamp(t *testing.T) {
+	s := mustParse(t, `name: x
+link: {delay: 100ms, rate: 10Mbps}
+timeline:
+  - {at: 1s, ramp: 25ms, set: {link.delay: 200ms}}
+  - {at: 2s, ramp: 1s, set: {link.uplink.rate: 1Mbps}}
+`)
+	ps := s.Timeline
+	// 25 ms in 3 steps of 8.33 ms: 133.33, 166.67, 200 ms.
+	if len(ps) != 3+100 {
+		t.Fatalf("%d points, want 103:\n%s", len(ps), pointsText(ps))
+	}
+	wantAt := []time.Duration{1008333333, 1016666666, 1025000000}
+	wantDelay := []time.Duration{133333333, 166666667, 200 * time.Millisecond}
+	for i := range 3 {
+		if ps[i].At != wantAt[i] || ps[i].Uplink.Delay.Time != wantDelay[i] || ps[i].Downlink.Delay.Time != wantDelay[i] {
+			t.Errorf("step %d: at %v delay %v, want at %v delay %v", i, ps[i].At, ps[i].Uplink.Delay.Time, wantAt[i], wantDelay[i])
+		}
+	}
+	for i, p := range ps[3:] {
+		want := uint64(10e6 - 9e6*float64(i+1)/100)
+		if p.At != 2*time.Second+time.Duration(i+1)*10*time.Millisecond || p.Uplink.Rate.Bitrate != want || p.Downlink.Rate.Bitrate != 10e6 {
+			t.Fatalf("rate step %d: at %v, up %d down %d; want up %d", i, p.At, p.Uplink.Rate.Bitrate, p.Downlink.Rate.Bitrate, want)
+		}
+	}
+}
+
+// TestTimelineErrors: every mistake is reported with file:line:key.
+func TestTimelineErrors(t *testing.T) {
+	for _, tc := range []struct{ src, want string }{
+		{"timeline: {at: 1s}", `x.yaml:2: timeline: expected a list of changes like {at: 10s, set: {link.loss: 5%}}, got a mapping`},
+		{"timeline:\n  - {at: 1s, set: {link.queue.discipline: codel}}", `x.yaml:3: timeline[0].set.link.queue.discipline: the queue's discipline cannot change while the run runs (its limit and bytes can)`},
+		{"timeline:\n  - {at: 1s, set: {link.uplink.slot: {min: 1ms, max: 2ms}}}", `x.yaml:3: timeline[0].set.link.uplink.slot: slots cannot change while the run runs`},
+		{"timeline:\n  - {at: 1s, set: {mtu: 1400}}", `x.yaml:3: timeline[0].set.mtu: only the link's keys (link.loss, link.uplink.rate, ...) change while the run runs`},
+		{"timeline:\n  - {at: 1s, set: {link.rate.trace: x.trace}}", `x.yaml:3: timeline[0].set.link.rate.trace: a rate trace cannot be set or changed while the run runs`},
+		{"timeline:\n  - {at: 1s, set: {link.loss: 150%}}", `x.yaml:3: link.loss: 150% is out of range (expected 0% to 100%) (in the link the timeline makes at 1s, timeline[0])`},
+		{"timeline:\n  - {at: 1s, set: {link.lost: 1%}}", `x.yaml:3: link.lost: unknown key; did you mean "loss"? (in the link the timeline makes at 1s, timeline[0])`},
+		{"timeline:\n  - {at: 1s, for: 2s, set: {link.loss: 1%}}\n  - {at: 2s, for: 2s, set: {link.loss: 5%}}", `x.yaml:4: timeline[1].set.link.loss: overlaps a for or ramp window of link.loss at 1s (timeline[0], line 3)`},
+		{"timeline:\n  - {at: 1s, for: 2s, set: {link.delay: 10ms}}\n  - {at: 2s, set: {link.delay.jitter: 5ms}}", `x.yaml:4: timeline[1].set.link.delay.jitter: overlaps a for or ramp window of link.delay at 1s (timeline[0], line 3)`},
+		{"timeline:\n  - {at: 40s, set: {link.loss: 1%}}", ``}, // after the run's end: checked, never applies
+		{"timeline:\n  - {at: 40s, set: {link.loss: 150%}}", `x.yaml:3: link.loss: 150% is out of range (expected 0% to 100%) (in the link the timeline makes at 40s, timeline[0])`},
+		{"timeline:\n  - {at: 1s, ramp: 1s, set: {link.queue.limit: 10}}", `x.yaml:3: timeline[0].set.link.queue.limit: cannot ramp: ramps change a rate, a delay, a jitter or a loss (link.rate, link.delay, link.delay.jitter, link.loss, each also per direction)`},
+		{"timeline:\n  - {at: 1s, ramp: 1s, set: {link.rate: 1Mbps}}", `x.yaml:3: timeline[0].set.link.rate: the rate is unlimited when the ramp starts (1s): set a rate to ramp from first`},
+		{"timeline:\n  - {every: 1s, for: 1s, set: {link.loss: 1%}}", `x.yaml:3: timeline[0].for: 1s is not shorter than every (1s): the windows would overlap`},
+		{"timeline:\n  - {every: 1ms, set: {link.loss: 1%}}", `x.yaml:3: timeline[0]: the timeline makes more than 10000 changes; make repeats rarer or ramps shorter`},
+		{"duration: 24h\nlink: {delay: 1ms}\ntimeline:\n  - {at: 1s, ramp: 23h, set: {link.delay: 2ms}}", `x.yaml:5: timeline[0]: the timeline makes more than 10000 changes; make repeats rarer or ramps shorter`},
+		{"timeline:\n  - {at: 1s, every: 2s, set: {link.loss: 1%}}", `x.yaml:3: timeline[0].every: an entry is at a time or repeats every, not both`},
+		{"timeline:\n  - {set: {link.loss: 1%}}", `x.yaml:3: timeline[0]: missing key at (or every)`},
+		{"timeline:\n  - {at: 1s, set: {link.uplink.delay: 5ms}}\nlink: {reorder: 10%, delay: 10ms}\n", ``},
+		{"timeline:\n  - {at: 1s, set: {link.delay: null}}\nlink: {reorder: 10%, delay: 10ms}\n", `x.yaml:4: link.reorder: reorder needs a delay in this direction to reorder against (in the link the timeline makes at 1s, timeline[0])`},
+	} {
+		_, err := parse("name: x\n" + tc.src)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("source:\n%s\ngot:  %s\nwant: %s", tc.src, got, tc.want)
+		}
+	}
+}
+
+// TestTimelineVariant: a variant and --set may set the timeline, a normal
+// key.
+func TestTimelineVariant(t *testing.T) {
+	p, err := parse(`name: x
+link: {rate: 10Mbps}
+variants:
+  - {name: steady}
+  - name: step
+    set: {timeline: [{at: 10s, set: {link.rate: 2Mbps}}]}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Runs[0].Timeline) != 0 || len(p.Runs[1].Timeline) != 1 || p.Runs[1].Timeline[0].Uplink.Rate.Bitrate != 2e6 {
+		t.Errorf("variants' timelines: %v, %v", p.Runs[0].Timeline, p.Runs[1].Timeline)
+	}
+	s := mustParse(t, "name: x\n", `timeline=[{at: 1s, for: 1s, set: {link.loss: 100%}}]`)
+	if len(s.Timeline) != 2 {
+		t.Errorf("--set timeline: %v", s.Timeline)
+	}
+}
