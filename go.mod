@@ -19,7 +19,7 @@ require (
 	golang.org/x/term v0.48.0
 	gonum.org/v1/gonum v0.16.0
 	gonum.org/v1/plot v0.17.0
-	gvisor.dev/gvisor v0.0.0-20260527191743-a81fd9dd382e
+	gvisor.dev/gvisor v0.0.0-20260905035102-160fafc42237
 	k8s.io/api v0.37.2
 	sigs.k8s.io/yaml v1.6.0
 )

@@ -93,7 +93,13 @@ func Drive[T any](ctx context.Context, clk Clock, m Model[T]) {
 			if precise && d <= Coarse {
 				PreciseSleep(max(d, Slack))
 				drain()
+				// A model with events always due (a Wi-Fi cell with
+				// full queues) never leaves this loop: look at ctx
+				// here too, or Drive runs until the model is idle.
 				select {
+				case <-ctx.Done():
+					timer.Stop()
+					return
 				case f := <-m.Control:
 					f()
 				default:

@@ -169,3 +169,27 @@ func TestPreciseThreadsHaveAProcMore(t *testing.T) {
 		t.Errorf("after they ended: GOMAXPROCS %d, want %d", got, base)
 	}
 }
+
+// TestDriveStopsWhileBusy runs, on the real clock, a model that always has
+// an event a microsecond away (a cell with full queues): Drive must still
+// return promptly once ctx is done, not when the model runs out of events.
+func TestDriveStopsWhileBusy(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	m := Model[int]{
+		In:      make(chan int),
+		Arrive:  func(int) {},
+		Advance: func(now time.Time) (time.Time, bool) { return now.Add(time.Microsecond), true },
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Drive(ctx, Real{}, m)
+	}()
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Drive still running 5 s after its context was done, with events always due")
+	}
+}

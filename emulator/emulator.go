@@ -210,8 +210,14 @@ start:
 }
 
 // drainGrace is how long a run waits past its duration for the packets
-// still in flight (a full 1000-packet queue at 10 Mbit/s holds 1.2 s).
-const drainGrace = 5 * time.Second
+// still in flight, so that a run ends within a second of its duration
+// whatever its queues hold: the senders stop at the duration, what
+// arrives in the grace is counted (bytes_after_stop), and what the queues
+// and the cell still hold then is dropped and counted as flushed, per
+// queue. (A full 1000-packet queue at 10 Mbit/s holds 1.2 s; 50 saturated
+// Wi-Fi stations' queues held 28 s.) The rest of the second is for
+// closing the path and the hosts.
+const drainGrace = 750 * time.Millisecond
 
 // runOne runs one scenario: one variant of a plan. Its partial summary is
 // returned along with an error, so that what was measured is reported.
@@ -361,6 +367,16 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 		if t := fs.TCPSummary; t != nil && !t.Completed {
 			log.Warn("flow "+fs.Name+" did not finish when the run ended: "+strings.TrimPrefix(flows.Unfinished(t.BytesReceived, t.Size), "unfinished: ")+" received",
 				zap.String("flow", fs.Name), zap.Uint64("bytes_received", t.BytesReceived), zap.Uint64("size", t.Size))
+		}
+	}
+	for _, l := range rs.Links {
+		if l.DeliveryDrops > 0 {
+			log.Warn("netjam could not keep up: packets dropped inside netjam, not by the path (a receiving host was stuck)",
+				zap.String("link", l.Name), zap.Uint64("delivery_drops", l.DeliveryDrops))
+		}
+		if n := l.Drops[impair.DropInput.String()]; n > 0 {
+			log.Warn("netjam could not keep up: packets dropped at a direction's input, not by the configured path",
+				zap.String("link", l.Name), zap.Uint64("input_drops", n))
 		}
 	}
 	rs.Fairness, rs.FairnessFlows = fairness(s.Flows, rs.Flows)

@@ -39,7 +39,7 @@ func TestExpectations(t *testing.T) {
 		{"duration_s <= 10", "duration_s", "10.000s", "", true},
 		{"flows.bulk.retransmissions < 5Mbps", "flows.bulk.retransmissions", "51", "flows.bulk.retransmissions is a count or a plain number, but 5Mbps is a rate", false},
 		{"flows.video.delay_ms > 1ms", "flows.video.delay_ms", "", "flows.video.delay_ms is a set of figures (count, max, mean, min, p50, p95, p99): name one, as flows.video.delay_ms.count", false},
-		{"flows.bulk.goodput > 1Mbps", "", "", `flows.bulk has no figure "goodput" (it has: bytes_received, bytes_sent, completed, completion_s, cwnd_max, fast_retransmits, name, retransmissions, rtt_ms, throughput_bps, timeouts, type)`, false},
+		{"flows.bulk.goodput > 1Mbps", "", "", `flows.bulk has no figure "goodput" (it has: bytes_after_stop, bytes_received, bytes_sent, completed, completion_s, connect_s, cwnd_max, fast_retransmits, name, retransmissions, rtt_ms, stalled_s, stalls, throughput_bps, timeouts, type)`, false},
 		{"links.uplink.drops.nosuch == 0", "", "", `links.uplink.drops has no figure "nosuch" (it has: loss)`, false},
 		{"wifi.ap.drops == 0", "", "", `the run has no figure "wifi" (it has: duration_s, fairness, flows, links, seed, variant)`, false},
 		{"flows.bulk.type == 1", "flows.bulk.type", "", "flows.bulk.type is not a number", false},

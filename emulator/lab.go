@@ -86,15 +86,32 @@ type endHost struct {
 }
 
 // inbox hands the packets leaving a direction to one host on a goroutine
-// of its own, so that the direction's scheduler never waits for gVisor to
-// process a packet (or for a write into the TUN device): at high rates the
-// two then share the machine's cores instead of taking turns on one.
+// of its own, so that the direction's scheduler does not wait for gVisor
+// to process each packet (or for a write into the TUN device): at high
+// rates the two then share the machine's cores instead of taking turns on
+// one.
+//
+// When the host falls behind and the inbox is full, put waits for room
+// (up to putWait): backpressure, as a real NIC's full ring stops the
+// queue feeding it, so that a path configured to lose nothing loses
+// nothing inside netjam. The wait holds up the direction's scheduler (its
+// packets run late, which the lateness figures show) and, through the
+// direction's bounded input, the sender. No wait cycle is possible: the
+// inbox's goroutine only injects into its host, whose replies enter a
+// direction without waiting. Only a host stuck for putWait loses the
+// packet, counted in full and reported as netjam's own drop.
 type inbox struct {
-	ch   chan *impair.Packet
-	full atomic.Uint64 // packets dropped because the host fell behind
-	done chan struct{}
-	once sync.Once
+	ch    chan *impair.Packet
+	full  atomic.Uint64 // packets dropped after putWait: the host was stuck
+	waits atomic.Uint64 // puts that found the inbox full and waited
+	done  chan struct{}
+	once  sync.Once
 }
+
+// putWait bounds how long a put waits for a full inbox: far longer than a
+// host busy with a burst takes (an inbox of inboxLen packets is about 1 ms
+// of work), short enough that a stuck host does not stop the path.
+const putWait = 100 * time.Millisecond
 
 // inboxLen bounds the packets waiting for a host: about 1 ms at 10 Gbit/s
 // of 1500-byte packets; a host that far behind is overloaded, and the drop
@@ -146,11 +163,20 @@ func newBatchInbox(deliver func(ps []*impair.Packet)) *inbox {
 	return b
 }
 
-// put hands p over without blocking.
+// put hands p over, waiting up to putWait for room (see inbox).
 func (b *inbox) put(p *impair.Packet) {
 	select {
 	case b.ch <- p:
+		return
 	default:
+	}
+	// Full: only now a timer, so the common case allocates nothing.
+	b.waits.Add(1)
+	t := time.NewTimer(putWait)
+	defer t.Stop()
+	select {
+	case b.ch <- p:
+	case <-t.C:
 		b.full.Add(1)
 		p.Release()
 	}
@@ -634,7 +660,7 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 		if err != nil {
 			return nil, nil, err
 		}
-		return newTCPFlow(ctx, f, clk, ln, func() (net.Conn, func() stack.TCPInfo, error) {
+		return newTCPFlow(ctx, f, clk, ln, l.warnStall(f.Name), func() (net.Conn, func() stack.TCPInfo, error) {
 			c, err := from.DialTCP(ctx, dst, o)
 			if err != nil {
 				return nil, nil, err
@@ -673,7 +699,7 @@ type closer interface{ Close() error }
 // newTCPFlow connects a TCP bulk flow: dial connects its sender while ln
 // (closed on return) accepts its receiver. dial returns the sender and
 // how to read its TCP state.
-func newTCPFlow(ctx context.Context, f scenario.Flow, clk clock.Clock, ln *stack.TCPListener,
+func newTCPFlow(ctx context.Context, f scenario.Flow, clk clock.Clock, ln *stack.TCPListener, onStall func(flows.Stall),
 	dial func() (net.Conn, func() stack.TCPInfo, error)) (flows.Flow, []closer, error) {
 	defer ln.Close()
 	type accepted struct {
@@ -685,7 +711,11 @@ func newTCPFlow(ctx context.Context, f scenario.Flow, clk clock.Clock, ln *stack
 		c, err := ln.Accept(ctx)
 		ach <- accepted{c, err}
 	}()
+	// The handshake's time, lost SYNs included: on the path's clock, from
+	// the dial (the first SYN) to the connection established.
+	began := clk.Now()
 	send, info, err := dial()
+	connect := clk.Now().Sub(began)
 	if err != nil {
 		ln.Close()
 		if a := <-ach; a.c != nil {
@@ -698,11 +728,13 @@ func newTCPFlow(ctx context.Context, f scenario.Flow, clk clock.Clock, ln *stack
 		send.Close()
 		return nil, nil, fmt.Errorf("flow %s: accept: %w", f.Name, a.err)
 	}
-	fl, err := flows.NewTCPBulk(flows.TCPBulkSpec{Name: f.Name, Size: f.Size, Duration: f.Duration, Start: f.Start}, clk, send, a.c,
+	spec := flows.TCPBulkSpec{Name: f.Name, Size: f.Size, Duration: f.Duration, Start: f.Start, Connect: connect, OnStall: onStall}
+	fl, err := flows.NewTCPBulk(spec, clk, send, a.c,
 		func() flows.TCPInfo {
 			in := info()
 			return flows.TCPInfo{SRTT: in.SRTT, RTTVar: in.RTTVar, RTO: in.RTO, Cwnd: in.Cwnd, Ssthresh: in.Ssthresh,
-				Retransmits: in.Retransmits, FastRetransmits: in.FastRetransmits, Timeouts: in.Timeouts}
+				Retransmits: in.Retransmits, FastRetransmits: in.FastRetransmits, Timeouts: in.Timeouts,
+				SegmentsSent: in.SegmentsSent}
 		})
 	if err != nil {
 		send.Close()
@@ -710,6 +742,17 @@ func newTCPFlow(ctx context.Context, f scenario.Flow, clk clock.Clock, ln *stack
 		return nil, nil, err
 	}
 	return fl, []closer{send, a.c}, nil
+}
+
+// warnStall returns the function that logs a stall of the named flow as
+// it begins: the flow's figures are the sending stack's, not the path's,
+// from then on (see flows.Stall).
+func (l *lab) warnStall(flow string) func(flows.Stall) {
+	return func(st flows.Stall) {
+		l.log.Warn("tcp flow stalled: it has data to send and has sent nothing, not even a retransmission, for longer than max(1s, 3 RTO)",
+			zap.String("flow", flow), zap.Duration("silent_since", st.At), zap.Duration("rto", st.Info.RTO),
+			zap.Uint32("cwnd", st.Info.Cwnd), zap.Uint32("ssthresh", st.Info.Ssthresh), zap.Uint64("timeouts", st.Info.Timeouts))
+	}
 }
 
 // flowPort returns the port of flow number i: 5001 + i, or the next one

@@ -64,6 +64,11 @@ variants:
 		if r.Variant != "clean" && f.Retransmissions == 0 {
 			t.Errorf("%s: no retransmissions over a lossy path", r.Variant)
 		}
+		// The handshake takes a round trip (10 ms), or a SYN timeout of
+		// 1 s (then 2, 4, ...) per SYN or SYN-ACK lost.
+		if f.ConnectS < 0.01 || f.TotalS != f.ConnectS+f.CompletionS {
+			t.Errorf("%s: connect %v s, total %v s: want at least a round trip, and connect + completion", r.Variant, f.ConnectS, f.TotalS)
+		}
 	}
 }
 
@@ -350,4 +355,91 @@ flows: [{name: bulk, type: tcp, size: 2MB}]
 	if diff > math.Max(2, 0.1*float64(f.Retransmissions)) {
 		t.Errorf("tshark sees %d retransmissions, the sender counted %d", seen, f.Retransmissions)
 	}
+}
+
+// TestLabRunEndsWithinASecondOfItsDuration fills a 1000-packet queue at
+// 1 Mbit/s (8 s of backlog) and checks that the run ends within a second of
+// its duration, counting what the queue still held as flushed, and what
+// arrived after the sender stopped apart.
+func TestLabRunEndsWithinASecondOfItsDuration(t *testing.T) {
+	sum := runPlan(t, `
+duration: 1s
+link: {uplink: {rate: 1Mbps, queue: 1000}}
+flows: [{name: flood, type: udp, rate: 10Mbps, packet_size: 1000, duration: 1s}]
+`)
+	r := sum.Runs[0]
+	if r.DurationS > 2 {
+		t.Errorf("run took %.2f s for a duration of 1 s, want at most 2", r.DurationS)
+	}
+	up := r.Links[0]
+	if up.Drops["flushed"] == 0 {
+		t.Errorf("no flushed packets with seconds of backlog at the end: %v", up.Drops)
+	}
+	f := flowByName(t, r, "flood")
+	// The run cut the flow short: the datagrams after the highest one
+	// received (queued, flushed at the end, or dropped by the full
+	// queue: the receiver cannot tell) are in flight, not lost.
+	if f.BytesAfterStop == 0 || f.InFlight == 0 || f.Lost+f.InFlight+f.PacketsReceived != f.PacketsSent {
+		t.Errorf("%d bytes after the stop, %d lost + %d in flight + %d received of %d sent; want some after the stop and in flight, adding up to sent",
+			f.BytesAfterStop, f.Lost, f.InFlight, f.PacketsReceived, f.PacketsSent)
+	}
+	// What arrived crossed the 1 Mbit/s link (1028 bytes per datagram
+	// on the wire): the flow's figure cannot exceed the link's payload
+	// rate by more than its interval's rounding.
+	if payload := 1e6 * 1000 / 1028; f.ThroughputBps > payload*1.01 {
+		t.Errorf("throughput %.3f Mbit/s above the link's payload rate %.3f", f.ThroughputBps/1e6, payload/1e6)
+	}
+}
+
+// TestLabCleanPathLosesNothing runs one TCP flow at full speed for 5 s on
+// a path with no impairment: whatever the machine's speed, nothing may be
+// lost inside netjam (a full inbox waits, see inbox).
+func TestLabCleanPathLosesNothing(t *testing.T) {
+	sum := runPlan(t, `
+duration: 5s
+flows: [{name: bulk, type: tcp, duration: 5s}]
+`)
+	r := sum.Runs[0]
+	f := flowByName(t, r, "bulk")
+	for _, l := range r.Links {
+		var n uint64
+		for reason, d := range l.Drops {
+			if reason != "flushed" { // what was in flight at the end
+				n += d
+			}
+		}
+		if n > 0 || l.DeliveryDrops > 0 {
+			t.Errorf("%s: drops %v, %d delivery drops; want none on a clean path", l.Name, l.Drops, l.DeliveryDrops)
+		}
+	}
+	// Retransmissions are not checked: on a loaded machine the receiving
+	// host can be descheduled for longer than the sender's tail loss
+	// probe timeout (2 SRTT, a few ms here), and the sender then probes
+	// though nothing was lost (captured: every segment arrived in order,
+	// no SACK block was ever sent, the probe followed an ACK 19 ms late).
+	// See docs/measurements.md.
+	t.Logf("%.0f Mbit/s, %d retransmissions (spurious: nothing was dropped)", f.ThroughputBps/1e6, f.Retransmissions)
+}
+
+// TestLabFlowsAddUpToWhatThePathCarried runs ten TCP flows through one
+// 20 Mbit/s bottleneck: their throughputs, each over its own arrival
+// interval, must not add up to more than the link carried.
+func TestLabFlowsAddUpToWhatThePathCarried(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("duration: 3s\nlink: {delay: 5ms, uplink: {rate: 20Mbps, queue: 100}}\nflows:\n")
+	for i := range 10 {
+		fmt.Fprintf(&b, "  - {name: f%d, type: tcp, duration: 3s}\n", i)
+	}
+	sum := runPlan(t, b.String())
+	r := sum.Runs[0]
+	total := 0.0
+	for _, f := range r.Flows {
+		total += f.ThroughputBps
+	}
+	// 1420 bytes of payload in each 1472-byte packet, at most 20 Mbit/s
+	// of packets; 1% for the arrival intervals' ends.
+	if max := 20e6 * 1420 / 1472 * 1.01; total > max {
+		t.Errorf("the flows add up to %.2f Mbit/s, more than the %.2f the link could carry", total/1e6, max/1e6)
+	}
+	t.Logf("flows add up to %.2f Mbit/s", total/1e6)
 }

@@ -98,13 +98,13 @@ func PrintTable(w io.Writer, sum *Summary) error {
 				done, retr, rto, lost, delay, jit := "-", "-", "-", "-", "-", "-"
 				if t := f.TCPSummary; t != nil {
 					done = doneCell(t)
-					retr, rto = fmt.Sprint(t.Retransmissions), fmt.Sprint(t.Timeouts)
+					retr, rto = fmt.Sprint(t.Retransmissions), fmt.Sprint(t.Timeouts)+stallMark(t)
 					if t.RTTMs.Count > 0 {
 						delay = fmt.Sprintf("rtt %.1f/%.1f", t.RTTMs.Mean, t.RTTMs.P95)
 					}
 				}
 				if u := f.UDPSummary; u != nil {
-					lost = fmt.Sprintf("%d/%d", u.PacketsSent-min(u.PacketsReceived, u.PacketsSent), u.PacketsSent)
+					lost = lostCell(u)
 					delay = fmt.Sprintf("%.1f/%.1f", u.DelayMs.Mean, u.DelayMs.P95)
 					jit = fmt.Sprintf("%.2f", u.JitterMs)
 				}
@@ -128,6 +128,7 @@ func PrintTable(w io.Writer, sum *Summary) error {
 				fmt.Fprintf(w, "variant %s: %s\n", variantName(r.Variant), line)
 			}
 		}
+		fmt.Fprint(w, flowLegend)
 		fmt.Fprintln(w)
 	}
 	if err := printWiFi(w, sum); err != nil {
@@ -151,7 +152,7 @@ func PrintTable(w io.Writer, sum *Summary) error {
 				late = fmt.Sprintf("%.2f", l.LatenessMs.P99)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f (%.2f)\t%s\t%s\t%s\t%s\t%s\t%s\t\n", variantName(r.Variant), l.Name, l.PacketsIn, l.PacketsOut,
-				100*l.Achieved.LossRatio, 100*l.Configured.LossRatio, drops(l.Drops), rate,
+				100*l.Achieved.LossRatio, 100*l.Configured.LossRatio, drops(l.Drops)+ownDrops(l.DeliveryDrops), rate,
 				pair(l.QueueDelayMs.P50, l.QueueDelayMs.P99, l.QueueDelayMs.Count),
 				pair(l.TransitMs.P50, l.TransitMs.P99, l.TransitMs.Count), late, l.Configured.Summary)
 		}
@@ -168,11 +169,53 @@ func PrintTable(w io.Writer, sum *Summary) error {
 		}
 	}
 	for _, r := range sum.Runs {
+		for _, f := range r.Flows {
+			if t := f.TCPSummary; t != nil && t.Stalls > 0 {
+				fmt.Fprintf(w, "\nvariant %s: flow %s STALLED %d time(s), %.2f s in all: it had data to send and sent nothing, not even a retransmission, for longer than max(1 s, 3 RTO); its figures are the TCP stack's defect, not the path's\n",
+					variantName(r.Variant), f.Name, t.Stalls, t.StalledS)
+			}
+		}
+	}
+	for _, r := range sum.Runs {
 		if r.Skipped != "" {
 			fmt.Fprintf(w, "\nvariant %s: skipped: %s\n", variantName(r.Variant), r.Skipped)
 		}
 	}
 	return nil
+}
+
+// ownDrops marks the packets netjam itself dropped delivering a
+// direction's packets (see LinkSummary.DeliveryDrops).
+func ownDrops(n uint64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", netjam's own %d", n)
+}
+
+// flowLegend states the definitions of the flow table's figures (see
+// flows.FlowSummary and docs/measurements.md).
+const flowLegend = `Mbit/s: payload received after the first arrival, over first to last arrival at the receiver (after-stop drain included).
+done s: first write to last byte read. lost: datagrams sent that never arrived (+N in flight when the run was cut short).
+`
+
+// lostCell is the lost column of a UDP flow: lost/sent, and the datagrams
+// still in flight when the flow was cut short.
+func lostCell(u *flows.UDPSummary) string {
+	s := fmt.Sprintf("%d/%d", u.Lost, u.PacketsSent)
+	if u.InFlight > 0 {
+		s += fmt.Sprintf(" +%d in flight", u.InFlight)
+	}
+	return s
+}
+
+// stallMark is what the RTO column adds for a flow that stalled (see
+// flows.TCPSummary.Stalls).
+func stallMark(t *flows.TCPSummary) string {
+	if t.Stalls == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" STALL %.1fs", t.StalledS)
 }
 
 // doneCell is a TCP flow's "done s" cell: its completion time in seconds, or,
@@ -257,6 +300,11 @@ func printWiFi(w io.Writer, sum *Summary) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintln(w)
+	_, err := fmt.Fprint(w, wifiLegend+"\n")
 	return err
 }
+
+// wifiLegend states the definition of the Wi-Fi table's Mbit/s (see
+// wifi.StationStats.Throughput): the flow table's, on IP bytes.
+const wifiLegend = `Mbit/s: IP bytes delivered after the first delivery, over first to last delivery (a UDP flow's figure plus 28 bytes a datagram).
+`

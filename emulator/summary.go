@@ -92,8 +92,9 @@ type LinkSummary struct {
 	// their exact departure time: the emulator's own timing error.
 	LatenessMs stats.Summary `json:"lateness_ms"`
 	// DeliveryDrops counts packets that left the direction but found the
-	// receiving host's inbox full (the host fell behind): the emulator's
-	// own overload, not an impairment; 0 in a healthy run.
+	// receiving host's inbox full for 100 ms (a host that fell behind for
+	// less makes the direction wait instead): the emulator's own
+	// overload, not an impairment, warned about; 0 in a healthy run.
 	DeliveryDrops uint64 `json:"delivery_drops"`
 	// WholeGSO counts the large TCP segments of segmentation offload (TUN
 	// mode) that crossed whole; the packet counts count their segments.

@@ -449,7 +449,7 @@ func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port ui
 		if err != nil {
 			return nil, nil, err
 		}
-		return newTCPFlow(ctx, f, clk, ln, func() (net.Conn, func() stack.TCPInfo, error) {
+		return newTCPFlow(ctx, f, clk, ln, l.warnStall(f.Name), func() (net.Conn, func() stack.TCPInfo, error) {
 			var c *stack.KernelTCPConn
 			err := t.ns.Do(func() error {
 				var err error

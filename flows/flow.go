@@ -67,18 +67,23 @@ type FlowSummary struct {
 	// flow ran on. The emulator fills them; the flow does not know.
 	Stack string `json:"stack,omitempty"`
 	CC    string `json:"cc,omitempty"`
-	// ThroughputBps is the payload bit rate received, in bit/s:
-	//   - TCP that completed: bytes received * 8 / completion time, that
-	//     is from the flow's start (its first write) to its last byte read;
-	//   - TCP otherwise (failed, cancelled, or still running): bytes
-	//     received * 8 / the time from its start to the end of Run (or
-	//     to now, while it runs);
-	//   - UDP: bytes of unique datagrams received * 8 / the time the
-	//     sending schedule covered, from the first datagram's send time to
-	//     one interval after the last one's (or to the moment sending
-	//     stopped, if cancelled, or to now, while sending). A lossless flow
-	//     thus reports exactly its configured rate.
+	// ThroughputBps is the payload bit rate received, in bit/s, over the
+	// interval in which the flow's data arrived: the bytes received after
+	// the first arrival (a TCP read, a UDP datagram), over the time from
+	// the first arrival to the last (see arrivalRate). The flows of a run
+	// that overlap in time thus add up to no more than the path carried
+	// in the interval; what arrived after the sender stopped is in it,
+	// and reported on its own (BytesAfterStop). A TCP flow whose data
+	// came in one read reports its bytes over the time from its first
+	// write instead. The same definition for TCP and UDP, as ns-3's
+	// FlowMonitor has (rxBytes over the first-to-last received packet).
 	ThroughputBps float64 `json:"throughput_bps"`
+	// BytesAfterStop is the payload that arrived after the sender
+	// stopped (TCP: wrote its last byte into the socket, at the
+	// duration's end or the size's; UDP: sent its last datagram): the
+	// send buffer and the path's queues draining. It is part of
+	// ThroughputBps's interval.
+	BytesAfterStop uint64 `json:"bytes_after_stop"`
 	*TCPSummary
 	*UDPSummary
 }
@@ -101,6 +106,12 @@ type TCPSummary struct {
 	// or, for a flow bounded by Duration, everything up to the sender's
 	// end of stream. Absent for a flow that did not complete.
 	CompletionS float64 `json:"completion_s,omitempty"`
+	// ConnectS is the handshake's time, from the first SYN to the
+	// connection established at the sender (curl's time_connect), lost
+	// SYNs and their timeouts included; TotalS is ConnectS plus
+	// CompletionS (curl's time_total), absent when CompletionS is.
+	ConnectS float64 `json:"connect_s"`
+	TotalS   float64 `json:"total_s,omitempty"`
 	// Retransmissions, FastRetransmits and Timeouts are the sender's
 	// counters in its last TCPInfo.
 	Retransmissions uint64 `json:"retransmissions"`
@@ -111,6 +122,14 @@ type TCPSummary struct {
 	RTTMs stats.Summary `json:"rtt_ms"`
 	// CwndMax is the largest congestion window sampled, in segments.
 	CwndMax uint32 `json:"cwnd_max"`
+	// Stalls counts the intervals in which the sender had data to send
+	// and sent nothing, not even a retransmission, for longer than
+	// StallThreshold; StalledS is their total length in seconds, each
+	// from the last segment sent before it to the first one after it (or
+	// to the flow's end). Both are 0 for a healthy TCP, whatever the path
+	// does; a stall is the sending stack's defect (see Stall).
+	Stalls   int     `json:"stalls"`
+	StalledS float64 `json:"stalled_s"`
 }
 
 // UDPSummary is the part of a FlowSummary specific to UDP. See UDPFlow for
@@ -118,13 +137,24 @@ type TCPSummary struct {
 type UDPSummary struct {
 	PacketsSent     uint64 `json:"packets_sent"`
 	PacketsReceived uint64 `json:"packets_received"`
-	// LossRatio is (sent - received) / sent, clamped to [0, 1]; 0 when
-	// nothing was sent.
-	LossRatio  float64 `json:"loss_ratio"`
-	JitterMs   float64 `json:"jitter_ms"`
-	Reordered  uint64  `json:"reordered"`
-	Duplicates uint64  `json:"duplicates"`
-	Malformed  uint64  `json:"malformed"`
+	// Lost counts the datagrams sent that did not arrive; InFlight, those
+	// still on their way when the flow was cut short (interrupted, cut
+	// by the run's end, or still running): the ones sent after the
+	// highest one received. A datagram a queue dropped at the tail is
+	// among them: the receiver cannot tell it from one still queued.
+	// Once the flow waited for the stragglers to the end, nothing is in
+	// flight.
+	// LossRatio is Lost / sent; 0 when nothing was sent.
+	Lost      uint64  `json:"lost"`
+	InFlight  uint64  `json:"in_flight,omitempty"`
+	LossRatio float64 `json:"loss_ratio"`
+	// BytesAfterStop is the payload that arrived after the sender's
+	// last datagram: the queues draining.
+	BytesAfterStop uint64  `json:"bytes_after_stop"`
+	JitterMs       float64 `json:"jitter_ms"`
+	Reordered      uint64  `json:"reordered"`
+	Duplicates     uint64  `json:"duplicates"`
+	Malformed      uint64  `json:"malformed"`
 	// SendErrors counts datagrams whose Write failed; they are not in
 	// PacketsSent. Absent when zero.
 	SendErrors uint64 `json:"send_errors,omitempty"`
@@ -144,6 +174,22 @@ func bitRate(bytes uint64, d time.Duration) float64 {
 		return 0
 	}
 	return float64(bytes) * 8 * 1e9 / float64(d)
+}
+
+// arrivalRate is the rate at which data arrived at a receiver: the bytes
+// that arrived after the first arrival, over the time from the first
+// arrival to the last (first and last in ns on any common origin; first
+// negative when nothing arrived). The first arrival's own bytes (firstBytes)
+// are left out: they crossed the path before the interval began, and
+// counting them would let flows that each got one read in add up to more
+// than the path carried. This is ns-3 FlowMonitor's definition without
+// that overcount, and it gives a lossless constant-rate flow at constant
+// delay exactly its rate. With a single arrival it is 0.
+func arrivalRate(bytes, firstBytes uint64, first, last int64) float64 {
+	if first < 0 || last <= first || bytes < firstBytes {
+		return 0
+	}
+	return bitRate(bytes-firstBytes, time.Duration(last-first))
 }
 
 // longAgo is a deadline in the past under any clock: setting it unblocks a

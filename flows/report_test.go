@@ -85,9 +85,9 @@ func TestSummaryJSON(t *testing.T) {
 		s    FlowSummary
 		want string
 	}{
-		{tcp, `{"name":"bulk","type":"tcp","stack":"gvisor","cc":"cubic","throughput_bps":7490000,"bytes_sent":5242880,"bytes_received":5242880,"size":5242880,"completed":true,"completion_s":5.6,"retransmissions":180,"fast_retransmits":10,"timeouts":2,"rtt_ms":{"count":3,"mean":1,"min":0.5,"p50":1,"p95":2,"p99":2,"max":2},"cwnd_max":40}`},
-		{udp, `{"name":"probe","type":"udp","throughput_bps":95100,"packets_sent":1000,"packets_received":951,"loss_ratio":0.049,"jitter_ms":0.1,"reordered":0,"duplicates":0,"malformed":0,"delay_ms":{"count":0,"mean":0,"min":0,"p50":0,"p95":0,"p99":0,"max":0}}`},
-		{incomplete, `{"name":"bulk","type":"tcp","throughput_bps":0,"bytes_sent":0,"bytes_received":0,"completed":false,"retransmissions":0,"fast_retransmits":0,"timeouts":0,"rtt_ms":{"count":0,"mean":0,"min":0,"p50":0,"p95":0,"p99":0,"max":0},"cwnd_max":0}`},
+		{tcp, `{"name":"bulk","type":"tcp","stack":"gvisor","cc":"cubic","throughput_bps":7490000,"bytes_after_stop":0,"bytes_sent":5242880,"bytes_received":5242880,"size":5242880,"completed":true,"completion_s":5.6,"connect_s":0,"retransmissions":180,"fast_retransmits":10,"timeouts":2,"rtt_ms":{"count":3,"mean":1,"min":0.5,"p50":1,"p95":2,"p99":2,"max":2},"cwnd_max":40,"stalls":0,"stalled_s":0}`},
+		{udp, `{"name":"probe","type":"udp","throughput_bps":95100,"bytes_after_stop":0,"packets_sent":1000,"packets_received":951,"lost":0,"loss_ratio":0.049,"jitter_ms":0.1,"reordered":0,"duplicates":0,"malformed":0,"delay_ms":{"count":0,"mean":0,"min":0,"p50":0,"p95":0,"p99":0,"max":0}}`},
+		{incomplete, `{"name":"bulk","type":"tcp","throughput_bps":0,"bytes_after_stop":0,"bytes_sent":0,"bytes_received":0,"completed":false,"connect_s":0,"retransmissions":0,"fast_retransmits":0,"timeouts":0,"rtt_ms":{"count":0,"mean":0,"min":0,"p50":0,"p95":0,"p99":0,"max":0},"cwnd_max":0,"stalls":0,"stalled_s":0}`},
 	}
 	for _, tt := range tests {
 		b, err := json.Marshal(tt.s)

@@ -23,6 +23,32 @@ type TCPInfo struct {
 	// Cwnd and Ssthresh are in segments.
 	Cwnd, Ssthresh                         uint32
 	Retransmits, FastRetransmits, Timeouts uint64
+	// SegmentsSent counts every segment the sender put on the wire,
+	// retransmissions and pure ACKs included: the stall detector's sign
+	// of life.
+	SegmentsSent uint64
+}
+
+// A Stall is an interval in which a TCP flow had data to send and sent
+// nothing for longer than StallThreshold. No path netjam emulates
+// explains one: even a path that loses everything sees the sender's
+// retransmissions, spaced by its retransmission timeout. A stall is a
+// defect of the sending stack (a congestion window stuck at zero with
+// no timer armed, say), and the flow's figures mean little after it.
+type Stall struct {
+	// At is when the sender last sent, relative to the flow's start.
+	At time.Duration
+	// Info is the sender's state when the stall was detected.
+	Info TCPInfo
+}
+
+// StallThreshold is how long a sender with data to send may send nothing
+// before it is stalled: max(1 s, 3 RTO). A retransmission timer that
+// works fires within one RTO (the current one, backoff included); three
+// leave room for an RTO that grows while the sender waits, and the 1 s
+// floor for sampling and scheduling on a busy machine.
+func StallThreshold(rto time.Duration) time.Duration {
+	return max(time.Second, 3*rto)
 }
 
 // TCPBulkSpec describes a bulk TCP transfer.
@@ -39,6 +65,12 @@ type TCPBulkSpec struct {
 	// RTT distribution and the congestion window; zero means
 	// DefaultInfoInterval.
 	InfoInterval time.Duration
+	// Connect is how long the connection's handshake took, measured by
+	// whoever connected the two ends; it is reported as ConnectS.
+	Connect time.Duration
+	// OnStall, if not nil, is called from Run's goroutine when a stall
+	// begins (see Stall); the emulator logs a warning with it.
+	OnStall func(Stall)
 }
 
 // DefaultInfoInterval is the default TCPBulkSpec.InfoInterval: a few
@@ -102,6 +134,14 @@ type TCPBulk struct {
 	lastByte   atomic.Int64
 	completion atomic.Int64
 	complete   atomic.Bool
+	// firstByte is when the receiver first read data (ns since start,
+	// -1 before), and firstBytes how much that read took: see
+	// arrivalRate. stoppedBytes is what the receiver had read when the
+	// sender stopped writing, stopped set after it.
+	firstByte    atomic.Int64
+	firstBytes   atomic.Uint64
+	stoppedBytes atomic.Uint64
+	stopped      atomic.Bool
 
 	rtt stats.Histogram // SRTT samples, in nanoseconds
 
@@ -112,6 +152,16 @@ type TCPBulk struct {
 	end     time.Time  // Run's end
 	last    TCPInfo    // the latest info sample
 	cwndMax uint32
+
+	// The stall detector's state, on the clock of Run's goroutine (see
+	// detectStall). alive is when the sender was last seen sending, or
+	// had nothing to send; stalled is true from a stall's detection to
+	// the next segment sent; stalls and stalledFor count the stalls
+	// that ended, each counted from alive to the segment that ended it.
+	alive      time.Time
+	stalled    bool
+	stalls     int
+	stalledFor time.Duration
 }
 
 // writeChunk is the most the sender hands to one Write. Any size works, as a
@@ -138,7 +188,9 @@ func NewTCPBulk(spec TCPBulkSpec, clk clock.Clock, send, recv net.Conn, info fun
 	if spec.InfoInterval == 0 {
 		spec.InfoInterval = DefaultInfoInterval
 	}
-	return &TCPBulk{spec: spec, clk: clk, send: send, recv: recv, info: info, pat: newPattern(spec.Name)}, nil
+	f := &TCPBulk{spec: spec, clk: clk, send: send, recv: recv, info: info, pat: newPattern(spec.Name)}
+	f.firstByte.Store(-1)
+	return f, nil
 }
 
 // Name returns the flow's name.
@@ -165,7 +217,7 @@ func (f *TCPBulk) Run(ctx context.Context) error {
 	}
 	start := f.clk.Now()
 	f.mu.Lock()
-	f.started, f.start = true, start
+	f.started, f.start, f.alive = true, start, start
 	f.mu.Unlock()
 
 	results := make(chan error, 2)
@@ -220,6 +272,29 @@ func (f *TCPBulk) Run(ctx context.Context) error {
 	return err
 }
 
+// detectStall updates the stall detector with the info sample i, taken at
+// now, and returns the stall that began, if one did. It is called with
+// f.mu held. The sender has data to send while the receiver has read less
+// than the sender wrote (the receiver reads at once whatever arrives); a
+// segment sent (i.SegmentsSent grows) is a sign of life. A sample without
+// SegmentsSent (an info function that cannot tell) detects nothing.
+func (f *TCPBulk) detectStall(now time.Time, i TCPInfo) (begun *Stall) {
+	prev := f.last.SegmentsSent
+	switch {
+	case i.SegmentsSent != prev || f.sent.Load() <= f.received.Load():
+		if f.stalled {
+			f.stalled = false
+			f.stalls++
+			f.stalledFor += now.Sub(f.alive)
+		}
+		f.alive = now
+	case !f.stalled && i.SegmentsSent > 0 && now.Sub(f.alive) > StallThreshold(i.RTO):
+		f.stalled = true
+		begun = &Stall{At: f.alive.Sub(f.start), Info: i}
+	}
+	return begun
+}
+
 // sender writes the pattern until Size bytes are written or stopSend is
 // set, then half-closes the send side.
 func (f *TCPBulk) sender() error {
@@ -242,6 +317,8 @@ func (f *TCPBulk) sender() error {
 			return fmt.Errorf("flows: %s: send: %w", f.spec.Name, err)
 		}
 	}
+	f.stoppedBytes.Store(f.received.Load())
+	f.stopped.Store(true)
 	if err := halfClose(f.send); err != nil {
 		return fmt.Errorf("flows: %s: closing the send side: %w", f.spec.Name, err)
 	}
@@ -267,8 +344,13 @@ func (f *TCPBulk) receiver(start time.Time) error {
 				return &DataError{Flow: f.spec.Name, Offset: at, Got: b[i], Want: f.pat.byteAt(at)}
 			}
 			off += int64(n)
+			at := int64(f.clk.Now().Sub(start))
+			if f.firstByte.Load() < 0 {
+				f.firstBytes.Store(uint64(n))
+				f.firstByte.Store(at)
+			}
 			f.received.Add(uint64(n))
-			f.lastByte.Store(int64(f.clk.Now().Sub(start)))
+			f.lastByte.Store(at)
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -292,9 +374,13 @@ func (f *TCPBulk) sampleInfo() {
 		f.rtt.RecordDuration(i.SRTT)
 	}
 	f.mu.Lock()
+	begun := f.detectStall(f.clk.Now(), i)
 	f.last = i
 	f.cwndMax = max(f.cwndMax, i.Cwnd)
 	f.mu.Unlock()
+	if begun != nil && f.spec.OnStall != nil {
+		f.spec.OnStall(*begun)
+	}
 }
 
 // Sample returns the bytes received so far and the latest cwnd and SRTT.
@@ -309,7 +395,17 @@ func (f *TCPBulk) Sample(now time.Time) Sample {
 // TCPSummary for the definitions.
 func (f *TCPBulk) Summary() FlowSummary {
 	f.mu.Lock()
-	started, ended, start, end, last, cwndMax := f.started, f.ended, f.start, f.end, f.last, f.cwndMax
+	ended, end, last, cwndMax := f.ended, f.end, f.last, f.cwndMax
+	stalls, stalledFor := f.stalls, f.stalledFor
+	if f.stalled {
+		// A stall still going on counts, up to the end of Run (or now).
+		stalls++
+		upTo := end
+		if !ended {
+			upTo = f.clk.Now()
+		}
+		stalledFor += upTo.Sub(f.alive)
+	}
 	f.mu.Unlock()
 	ts := &TCPSummary{
 		BytesSent:       f.sent.Load(),
@@ -319,24 +415,32 @@ func (f *TCPBulk) Summary() FlowSummary {
 		Timeouts:        last.Timeouts,
 		RTTMs:           f.rtt.Snapshot().Scale(nsPerMs),
 		CwndMax:         cwndMax,
+		Stalls:          stalls,
+		StalledS:        stalledFor.Seconds(),
 		Size:            uint64(f.spec.Size),
 	}
-	var active time.Duration
-	switch {
-	case f.complete.Load():
-		active = time.Duration(f.completion.Load())
-		ts.CompletionS = active.Seconds()
+	ts.ConnectS = f.spec.Connect.Seconds()
+	if f.complete.Load() {
+		ts.CompletionS = time.Duration(f.completion.Load()).Seconds()
+		ts.TotalS = ts.ConnectS + ts.CompletionS
 		ts.Completed = true
-	case ended:
-		active = end.Sub(start)
-	case started:
-		active = f.clk.Now().Sub(start)
+	}
+	var afterStop uint64
+	if f.stopped.Load() {
+		afterStop = ts.BytesReceived - min(f.stoppedBytes.Load(), ts.BytesReceived)
+	}
+	firstAt, lastAt := f.firstByte.Load(), f.lastByte.Load()
+	tput := arrivalRate(ts.BytesReceived, f.firstBytes.Load(), firstAt, lastAt)
+	if firstAt >= 0 && lastAt == firstAt {
+		// One read took everything: from the first write instead.
+		tput = bitRate(ts.BytesReceived, time.Duration(lastAt))
 	}
 	return FlowSummary{
-		Name:          f.spec.Name,
-		Type:          TypeTCP,
-		ThroughputBps: bitRate(ts.BytesReceived, active),
-		TCPSummary:    ts,
+		Name:           f.spec.Name,
+		Type:           TypeTCP,
+		ThroughputBps:  tput,
+		BytesAfterStop: afterStop,
+		TCPSummary:     ts,
 	}
 }
 

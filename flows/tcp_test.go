@@ -74,7 +74,8 @@ func TestTCPBulkClean(t *testing.T) {
 	a, b := net.Pipe()
 	defer b.Close()
 	send := &halfCloser{Conn: a}
-	f, err := NewTCPBulk(TCPBulkSpec{Name: "bulk", Size: size}, clock.Real{}, send, b, nil)
+	// A handshake that took a lost SYN's 1 s timeout.
+	f, err := NewTCPBulk(TCPBulkSpec{Name: "bulk", Size: size, Connect: 1003 * time.Millisecond}, clock.Real{}, send, b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,8 +86,11 @@ func TestTCPBulkClean(t *testing.T) {
 	if s.Type != "tcp" || s.BytesSent != size || s.BytesReceived != size || s.CompletionS <= 0 || !s.Completed || s.Size != size {
 		t.Fatalf("summary %+v, want %d bytes sent and received, and a completion time", *s.TCPSummary, size)
 	}
-	if want := bitRate(size, time.Duration(s.CompletionS*1e9)); s.ThroughputBps/want-1 > 1e-6 || want/s.ThroughputBps-1 > 1e-6 {
-		t.Errorf("throughput %v, want size*8/completion = %v", s.ThroughputBps, want)
+	if s.ConnectS != 1.003 || s.TotalS != s.ConnectS+s.CompletionS {
+		t.Errorf("connect %v s, total %v s, completion %v s: want 1.003 and connect + completion", s.ConnectS, s.TotalS, s.CompletionS)
+	}
+	if want := bitRate(size-f.firstBytes.Load(), time.Duration(f.lastByte.Load()-f.firstByte.Load())); s.ThroughputBps != want {
+		t.Errorf("throughput %v, want the bytes after the first read over first to last read = %v", s.ThroughputBps, want)
 	}
 	if got := f.Sample(time.Now()).Bytes; got != size {
 		t.Errorf("sample has %d bytes, want %d", got, size)
@@ -192,8 +196,16 @@ func TestTCPBulkDuration(t *testing.T) {
 	if s.BytesSent == 0 || s.BytesSent != s.BytesReceived {
 		t.Errorf("%d bytes sent, %d received; want equal, not zero", s.BytesSent, s.BytesReceived)
 	}
-	if s.CompletionS <= 0 || s.CompletionS > 0.095 || s.ThroughputBps != bitRate(s.BytesReceived, time.Duration(f.completion.Load())) {
-		t.Errorf("completion %vs, throughput %v: want a completion within the 95 ms and bytes*8 over it", s.CompletionS, s.ThroughputBps)
+	if s.CompletionS <= 0 || s.CompletionS > 0.095 {
+		t.Errorf("completion %vs: want one within the 95 ms", s.CompletionS)
+	}
+	first, last := f.firstByte.Load(), f.lastByte.Load()
+	want := bitRate(s.BytesReceived-f.firstBytes.Load(), time.Duration(last-first))
+	if last == first {
+		want = bitRate(s.BytesReceived, time.Duration(last))
+	}
+	if s.ThroughputBps != want {
+		t.Errorf("throughput %v, want %v (see arrivalRate)", s.ThroughputBps, want)
 	}
 	if r := s.RTTMs; r.Count != 10 || r.Min != 1 || r.Max != 10 || r.Mean != 5.5 {
 		t.Errorf("rtt %+v, want 10 samples from 1 to 10 ms, mean 5.5", r)
@@ -352,5 +364,66 @@ func TestIsTimeout(t *testing.T) {
 		if got := isTimeout(c.err); got != c.want {
 			t.Errorf("isTimeout(%v) = %v, want %v", c.err, got, c.want)
 		}
+	}
+}
+
+// TestTCPBulkStallDetector steps the stall detector through a sender that
+// sends, goes silent with data to send, resumes, and goes silent again
+// with nothing to send, on the manual clock's epoch.
+func TestTCPBulkStallDetector(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	var stalls []Stall
+	f, err := NewTCPBulk(TCPBulkSpec{Name: "bulk", Size: 1 << 20, OnStall: func(s Stall) { stalls = append(stalls, s) }}, clock.NewManual(), a, b, func() TCPInfo { return TCPInfo{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(d time.Duration) time.Time { return clock.Epoch.Add(d) }
+	f.started, f.start, f.alive = true, at(0), at(0)
+	f.sent.Store(100 << 10)
+	f.received.Store(10 << 10) // data to send
+	step := func(d time.Duration, segs uint64, rto time.Duration) {
+		t.Helper()
+		f.mu.Lock()
+		begun := f.detectStall(at(d), TCPInfo{SegmentsSent: segs, RTO: rto})
+		f.last = TCPInfo{SegmentsSent: segs, RTO: rto}
+		f.mu.Unlock()
+		if begun != nil {
+			f.spec.OnStall(*begun)
+		}
+	}
+	ms := time.Millisecond
+	step(500*ms, 10, 200*ms) // sending
+	step(1500*ms, 10, 200*ms)
+	if len(stalls) != 0 {
+		t.Fatalf("stall after 1 s of silence: %+v; the threshold is max(1 s, 3 RTO), exclusive", stalls)
+	}
+	step(1510*ms, 10, 200*ms)
+	if len(stalls) != 1 || stalls[0].At != 500*ms {
+		t.Fatalf("stalls %+v, want one from 500ms", stalls)
+	}
+	step(2000*ms, 10, 200*ms) // the same stall goes on
+	step(3000*ms, 11, 200*ms) // a segment: it ends, 2.5 s long
+	step(3100*ms, 12, 800*ms)
+	step(5500*ms, 12, 800*ms) // 2.4 s < 3 RTO: a backed-off timer, not a stall
+	if len(stalls) != 1 {
+		t.Fatalf("stall within 3 RTO (2.4 s of silence, RTO 800ms): %+v", stalls)
+	}
+	f.received.Store(100 << 10) // everything delivered: silence is not a stall
+	step(9000*ms, 12, 200*ms)
+	f.sent.Store(200 << 10)
+	step(9500*ms, 12, 200*ms)
+	if len(stalls) != 1 {
+		t.Fatalf("stall counted while the sender had nothing to send: %+v", stalls)
+	}
+	step(10600*ms, 12, 200*ms) // 1.6 s silent since 9 s with data since 9.5 s: alive counts from 9 s
+	if len(stalls) != 2 || stalls[1].At != 9000*ms {
+		t.Fatalf("stalls %+v, want a second from 9s", stalls)
+	}
+	f.ended, f.end = true, at(12*time.Second)
+	s := f.Summary()
+	if s.Stalls != 2 || s.StalledS != 2.5+3 {
+		t.Errorf("summary: %d stalls, %v s stalled; want 2 and 5.5 s (the second one still going at the end)", s.Stalls, s.StalledS)
 	}
 }

@@ -107,6 +107,11 @@ type UDPFlow struct {
 
 	sent       atomic.Uint64
 	sendErrors atomic.Uint64
+	// stoppedBytes is what the receiver had when the sender stopped;
+	// drained is set when Run waited for the stragglers to the end, so
+	// that a datagram missing then is lost, not in flight.
+	stoppedBytes atomic.Uint64
+	drained      atomic.Bool
 	// span is the time the sending schedule covered (see ThroughputBps),
 	// in nanoseconds; -1 while sending.
 	span atomic.Int64
@@ -130,6 +135,7 @@ func NewUDP(spec UDPSpec, clk clock.Clock, send net.Conn, recv net.PacketConn) (
 	}
 	f := &UDPFlow{spec: spec, clk: clk, send: send, recv: recv}
 	f.span.Store(-1)
+	f.sink.firstAt.Store(-1)
 	f.sink.flowID = spec.FlowID
 	f.sink.size = spec.PacketSize
 	f.sink.allIn = make(chan struct{}, 1)
@@ -212,8 +218,12 @@ func (f *UDPFlow) Run(ctx context.Context) error {
 	}
 
 	err := f.pace(ctx, start, wait)
+	f.stoppedBytes.Store(f.sink.bytes.Load())
 	if err == nil {
 		err = f.drain(wait)
+	}
+	if err == nil {
+		f.drained.Store(true)
 	}
 	if !recvEnded {
 		f.stopping.Store(true)
@@ -324,8 +334,9 @@ func (f *UDPFlow) Sample(now time.Time) Sample {
 }
 
 // Summary returns what the flow measured so far; see FlowSummary and
-// UDPSummary for the definitions. While the flow runs, datagrams in flight
-// count as lost.
+// UDPSummary for the definitions. Until Run has waited for the stragglers
+// (while the flow runs, or when it was interrupted), the datagrams sent
+// after the highest one received are in flight, not lost.
 func (f *UDPFlow) Summary() FlowSummary {
 	us := &UDPSummary{
 		PacketsSent:     f.sent.Load(),
@@ -337,23 +348,29 @@ func (f *UDPFlow) Summary() FlowSummary {
 		SendErrors:      f.sendErrors.Load(),
 		DelayMs:         f.sink.delay.Snapshot().Scale(nsPerMs),
 	}
-	if us.PacketsSent > us.PacketsReceived {
-		us.LossRatio = float64(us.PacketsSent-us.PacketsReceived) / float64(us.PacketsSent)
+	missing := us.PacketsSent - min(us.PacketsReceived, us.PacketsSent)
+	if !f.drained.Load() {
+		// Sequence numbers count datagrams handed to Write, failed
+		// ones included; those after the highest received are the
+		// tail still on its way.
+		issued := f.sink.issued.Load()
+		tail := issued - min(f.sink.highestSeq.Load(), issued)
+		us.InFlight = min(tail, missing)
 	}
-	span := time.Duration(f.span.Load())
-	if span < 0 {
-		f.mu.Lock()
-		started, start := f.started, f.start
-		f.mu.Unlock()
-		span = 0
-		if started {
-			span = max(f.clk.Now().Sub(start), 0)
-		}
+	us.Lost = missing - us.InFlight
+	if us.PacketsSent > 0 {
+		us.LossRatio = float64(us.Lost) / float64(us.PacketsSent)
+	}
+	bytes := f.sink.bytes.Load()
+	var afterStop uint64
+	if f.span.Load() >= 0 {
+		afterStop = bytes - min(f.stoppedBytes.Load(), bytes)
 	}
 	return FlowSummary{
-		Name:          f.spec.Name,
-		Type:          TypeUDP,
-		ThroughputBps: bitRate(f.sink.bytes.Load(), span),
-		UDPSummary:    us,
+		Name:           f.spec.Name,
+		Type:           TypeUDP,
+		ThroughputBps:  arrivalRate(bytes, uint64(f.spec.PacketSize), f.sink.firstAt.Load(), f.sink.lastAt.Load()),
+		BytesAfterStop: afterStop,
+		UDPSummary:     us,
 	}
 }

@@ -92,10 +92,10 @@ func TestUDPPacingRate(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSchedule(t, p.sent(), clock.Epoch, []time.Duration{0, 266666, 533333, 800000})
-	// The schedule covered 4 intervals of 800 bits at 3 Mbit/s (the 5th
-	// datagram was due at 1066666 ns): throughput is (almost exactly) the
-	// rate, rounded to the nanosecond.
-	if got, want := f.Summary().ThroughputBps, 4*800*1e9/1066666.0; got != want {
+	// At a constant delay the datagrams after the first (3 of 800 bits)
+	// arrived over the 800 us from the first arrival to the last: the
+	// rate exactly.
+	if got, want := f.Summary().ThroughputBps, 3e6; got != want {
 		t.Errorf("throughput %v, want %v", got, want)
 	}
 }
@@ -173,7 +173,7 @@ func TestUDPImpairments(t *testing.T) {
 	}
 	s := f.Summary()
 	// Lost: 3, 50, 51, 52, 99 (dropped), 70, 41 (mangled), 80 (late).
-	want := UDPSummary{PacketsSent: 100, PacketsReceived: 92, LossRatio: 0.08, Reordered: 2, Duplicates: 2, Malformed: 3}
+	want := UDPSummary{PacketsSent: 100, PacketsReceived: 92, Lost: 8, LossRatio: 0.08, Reordered: 2, Duplicates: 2, Malformed: 3}
 	got := *s.UDPSummary
 	got.JitterMs, got.DelayMs = 0, stats.Summary{}
 	if got != want {
@@ -186,9 +186,11 @@ func TestUDPImpairments(t *testing.T) {
 	if d.Count != 92 || d.Min != 5 || d.Max != 100 || math.Abs(d.P50-5) > 5.0/128 || math.Abs(d.Mean-583.0/92) > 1e-9 {
 		t.Errorf("delay %+v, want 92 datagrams, min and p50 5, max 100, mean %v", d, 583.0/92)
 	}
-	// 92 datagrams of 800 bits over the 1 s the schedule covered.
-	if s.ThroughputBps != 73600 {
-		t.Errorf("throughput %v, want 73600", s.ThroughputBps)
+	// The 91 datagrams of 800 bits after the first arrived over the
+	// 980 ms from the first arrival (0 at 5 ms) to the last (98 at
+	// 985 ms); nothing arrived after the last datagram went (990 ms).
+	if want := 91 * 800 / 0.98; s.ThroughputBps != want || s.BytesAfterStop != 0 {
+		t.Errorf("throughput %v, %d bytes after the stop; want %v, 0", s.ThroughputBps, s.BytesAfterStop, want)
 	}
 	// The last datagram went at 990 ms; the drain is twice the largest
 	// delay seen (100 ms) plus 200 ms.
@@ -249,15 +251,23 @@ func TestUDPCancel(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx) }()
 	p.drive(t, func() bool { return f.Sample(clk.Now()).Packets >= 10 })
+	// Then to 100 ms, when datagram 10 goes, 5 ms before it arrives.
+	clk.Set(clock.Epoch.Add(100 * ms))
+	waitFor(t, "datagram 10 sent", func() bool { return f.sent.Load() >= 11 })
 	cancel()
 	err = <-done
 	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "probe") {
 		t.Fatalf("Run returned %v, want context.Canceled naming the flow", err)
 	}
-	// Sending stopped at the cancellation: the span is the time up to it.
+	// Datagrams 0..9 arrived 5 ms after they were sent, 10 ms apart: 9
+	// of 512 bits over 90 ms. Those sent after the 10th are in flight,
+	// not lost: the flow was cut short, not drained.
 	s := f.Summary()
-	if s.PacketsReceived != 10 || s.ThroughputBps != bitRate(640, clk.Since()) {
-		t.Errorf("received %d, throughput %v; want 10, %v", s.PacketsReceived, s.ThroughputBps, bitRate(640, clk.Since()))
+	if s.PacketsReceived != 10 || s.ThroughputBps != 51200 {
+		t.Errorf("received %d, throughput %v; want 10, 51200", s.PacketsReceived, s.ThroughputBps)
+	}
+	if s.PacketsSent <= 10 || s.InFlight != s.PacketsSent-10 || s.Lost != 0 || s.LossRatio != 0 {
+		t.Errorf("%d sent, %d in flight, %d lost (%v); want every one after the 10th in flight, none lost", s.PacketsSent, s.InFlight, s.Lost, s.LossRatio)
 	}
 }
 

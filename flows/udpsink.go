@@ -62,6 +62,12 @@ type sink struct {
 	delaySum  atomic.Int64  // nanoseconds, over packets
 	jitter    atomic.Uint64 // math.Float64bits of jitterNs
 	delay     stats.Histogram
+	// firstAt and lastAt are when the first and the latest unique
+	// datagram arrived (ns after base), firstAt -1 until one has;
+	// highestSeq is highest+1, 0 until one has (readable from any
+	// goroutine, unlike highest).
+	firstAt, lastAt atomic.Int64
+	highestSeq      atomic.Uint64
 	// allIn is signalled (without blocking) when packets reaches expect,
 	// the number of datagrams sent, which the sender stores when it is
 	// done (0 until then).
@@ -123,6 +129,11 @@ func (s *sink) receive(b []byte, now time.Time) {
 	s.prevDelay = d
 	s.delay.RecordDuration(d)
 	s.delaySum.Add(int64(d))
+	if s.packets.Load() == 0 {
+		s.firstAt.Store(int64(at))
+	}
+	s.lastAt.Store(int64(at))
+	s.highestSeq.Store(s.highest + 1)
 	s.bytes.Add(uint64(len(b)))
 	if n := s.packets.Add(1); n == s.expect.Load() {
 		select {

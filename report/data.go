@@ -122,9 +122,13 @@ type flowInfo struct {
 	Timeouts        uint64  `json:"timeouts"`
 	RTTMs           dist    `json:"rtt_ms"`
 	CwndMax         uint32  `json:"cwnd_max"`
+	Stalls          int     `json:"stalls"`
+	StalledS        float64 `json:"stalled_s"`
 
 	PacketsSent     uint64  `json:"packets_sent"`
 	PacketsReceived uint64  `json:"packets_received"`
+	Lost            uint64  `json:"lost"`
+	InFlight        uint64  `json:"in_flight"`
 	LossRatio       float64 `json:"loss_ratio"`
 	JitterMs        float64 `json:"jitter_ms"`
 	Reordered       uint64  `json:"reordered"`

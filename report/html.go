@@ -224,11 +224,23 @@ func flowRows(r *run) []flowRow {
 		case typeTCP:
 			row.Done = done(f)
 			row.Retrans, row.RTO = fmt.Sprint(f.Retransmissions), fmt.Sprint(f.Timeouts)
+			if f.Stalls > 0 {
+				// A stall is the sending stack's defect: see flows.Stall.
+				row.RTO += fmt.Sprintf(" STALL %.1fs", f.StalledS)
+			}
 			if f.RTTMs.Count > 0 {
 				row.Delay = fmt.Sprintf("rtt %.1f/%.1f", f.RTTMs.Mean, f.RTTMs.P95)
 			}
 		case typeUDP:
-			row.Lost = fmt.Sprintf("%d/%d", f.PacketsSent-min(f.PacketsReceived, f.PacketsSent), f.PacketsSent)
+			lost := f.Lost
+			if lost == 0 && f.InFlight == 0 {
+				// A summary from before lost and in_flight.
+				lost = f.PacketsSent - min(f.PacketsReceived, f.PacketsSent)
+			}
+			row.Lost = fmt.Sprintf("%d/%d", lost, f.PacketsSent)
+			if f.InFlight > 0 {
+				row.Lost += fmt.Sprintf(" +%d in flight", f.InFlight)
+			}
 			row.Delay = fmt.Sprintf("%.1f/%.1f", f.DelayMs.Mean, f.DelayMs.P95)
 			row.Jitter = fmt.Sprintf("%.2f", f.JitterMs)
 		}
@@ -420,7 +432,7 @@ tr.pass td:last-child { color: #1a7f37; }
 {{end}}</table>
 {{range .Fairness}}<p>{{.}}</p>
 {{end}}
-<p class="meta">Mbit/s: goodput; done: completion time; retrans, RTO: TCP retransmissions and timeouts; lost: UDP datagrams lost of sent; delay: TCP smoothed RTT or UDP one-way delay; jitter: RFC 3550; unfinished: a TCP flow the run's end cut short, with what it received of its size.</p>
+<p class="meta">Mbit/s: payload received after the first arrival, over first to last arrival at the receiver (what arrived after the sender stopped included); done: first write to last byte read; unfinished: a TCP flow the run's end cut short, with what it received of its size; retrans, RTO: TCP retransmissions and timeouts (STALL: the sender had data and sent nothing for longer than max(1 s, 3 RTO)); lost: UDP datagrams lost of sent, and those still in flight when the run cut the flow; delay: TCP smoothed RTT or UDP one-way delay; jitter: RFC 3550.</p>
 {{else}}<p>No flows.</p>
 {{end}}
 <h2 id="links">Links</h2>
@@ -434,6 +446,7 @@ tr.pass td:last-child { color: #1a7f37; }
 <tr><th>variant</th><th>station</th><th>attempts</th><th>ok</th><th>collisions</th><th>retries</th><th>drops</th><th>airtime %</th><th>Mbit/s</th><th>access delay mean/p95 ms</th><th>medium busy %</th></tr>
 {{range .WiFi}}<tr><td>{{.Variant}}</td><td>{{.Station}}</td><td class="n">{{.Attempts}}</td><td class="n">{{.OK}}</td><td class="n">{{.Collisions}}</td><td class="n">{{.Retries}}</td><td class="n">{{.Drops}}</td><td class="n">{{.Airtime}}</td><td class="n">{{.Mbps}}</td><td class="n">{{.Delay}}</td><td class="n">{{.Busy}}</td></tr>
 {{end}}</table>
+<p class="meta">Mbit/s: IP bytes delivered after the first delivery, over first to last delivery (a UDP flow's figure plus 28 bytes a datagram).</p>
 {{end}}<h2 id="plots">Plots</h2>
 {{range .Figures}}<figure id="fig-{{.Name}}">
 <img class="plot" {{.Src}} width="{{.W}}" height="{{.H}}" alt="{{.Title}}">

@@ -33,6 +33,10 @@ type Plan struct {
 	// Runs holds one Scenario per variant, in file order; when the file has
 	// no variants, exactly one, whose Variant is "".
 	Runs []*Scenario
+	// Warnings are overrides that are valid but change nothing a run
+	// uses: a --set of a shared link key (link.loss) that a direction's
+	// own key (link.uplink.loss) shadows. Say them before a run starts.
+	Warnings []string
 	// Sweep is the file's parameter grid (its sweep key), or nil; Runs
 	// are the scenario as written, At resolves a point of the grid.
 	Sweep *Sweep
@@ -75,8 +79,10 @@ type Scenario struct {
 	// reverts into changes), each point's settings validated.
 	Timeline []TimelinePoint
 
-	file string     // the source file, for YAML's header comment
-	tree *yaml.Node // the resolved tree (a mapping) behind YAML
+	file string // the source file, for YAML's header comment
+	// shadowed holds the warnings of shadowedSets for this run.
+	shadowed []string
+	tree     *yaml.Node // the resolved tree (a mapping) behind YAML
 }
 
 // Direction is the impairment of one direction of the link. Package impair
@@ -241,10 +247,20 @@ func Parse(path string, data []byte, o Options) (*Plan, error) {
 	}
 	base, baseErrs := resolve(path, root, nil, sets, o)
 	errs = append(errs, baseErrs...)
-	total := size(base.tree)
 	plan := &Plan{Name: base.Name, Path: path, Sweep: sweep, data: data, opts: o}
+	warned := map[string]bool{}
+	warn := func(s *Scenario) {
+		for _, w := range s.shadowed {
+			if !warned[w] {
+				warned[w] = true
+				plan.Warnings = append(plan.Warnings, w)
+			}
+		}
+	}
+	total := size(base.tree)
 	if len(variants) == 0 {
 		plan.Runs = []*Scenario{base}
+		warn(base)
 	}
 	inBase := map[string]bool{}
 	for _, e := range baseErrs {
@@ -274,6 +290,7 @@ func Parse(path string, data []byte, o Options) (*Plan, error) {
 			errs = append(errs, e)
 		}
 		plan.Runs = append(plan.Runs, s)
+		warn(s)
 	}
 	if len(errs) > 0 {
 		errs.sort()
@@ -360,7 +377,62 @@ func resolve(file string, root *yaml.Node, v *variant, sets []override, o Option
 	if v != nil {
 		s.Variant = v.name
 	}
+	s.shadowed = shadowedSets(tree, sets, origins, v)
 	return s, d.errs
+}
+
+// shadowedSets returns a warning for each --set of a shared link key
+// (link.loss, link.delay.jitter) that a direction's own key shadows in
+// tree: a direction key replaces the shared one as a whole (see
+// decoder.direction), so such a --set changes nothing for that direction.
+// Each warning names the key that wins, where it comes from, and the key to
+// set instead. v is the variant tree was resolved with, or nil.
+func shadowedSets(tree *yaml.Node, sets []override, origins map[*yaml.Node]string, v *variant) []string {
+	link := lookup(tree, "link")
+	if link == nil || link.Kind != yaml.MappingNode {
+		return nil
+	}
+	var warnings []string
+	for _, ov := range sets {
+		rest, ok := strings.CutPrefix(ov.key, "link.")
+		if !ok {
+			continue
+		}
+		key, _, _ := strings.Cut(rest, ".")
+		if !slices.Contains(directionKeys, key) {
+			continue
+		}
+		var dirs, winners, instead []string
+		for _, dir := range []string{"uplink", "downlink"} {
+			m := lookup(link, dir)
+			if m == nil || m.Kind != yaml.MappingNode {
+				continue
+			}
+			n := lookup(m, key)
+			if n == nil {
+				continue
+			}
+			from := "the file"
+			if o := origins[n]; o != "" {
+				from = o
+			} else if v != nil && origins[m] != "" {
+				from = origins[m]
+			}
+			dirs = append(dirs, dir)
+			winners = append(winners, fmt.Sprintf("link.%s.%s (from %s)", dir, key, from))
+			instead = append(instead, "link."+dir+"."+rest)
+		}
+		if len(winners) == 0 {
+			continue
+		}
+		verb := "replaces"
+		if len(winners) > 1 {
+			verb = "replace"
+		}
+		warnings = append(warnings, fmt.Sprintf("--set %s changes nothing for the %s: %s %s the shared link.%s as a whole; set %s instead",
+			ov.key, strings.Join(dirs, " and the "), strings.Join(winners, " and "), verb, key, strings.Join(instead, " and ")))
+	}
+	return warnings
 }
 
 // defaultName is the scenario name taken from the file name: its base name

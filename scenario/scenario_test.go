@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ func mustParse(t *testing.T, src string, sets ...string) *Scenario {
 // exported returns s without its unexported fields, for comparisons.
 func exported(s *Scenario) Scenario {
 	c := *s
-	c.file, c.tree = "", nil
+	c.file, c.tree, c.shadowed = "", nil, nil
 	return c
 }
 
@@ -1147,6 +1148,53 @@ func TestTrace(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("rate %s: %v\nwant: %s", c.rate, err, c.want)
 		}
+	}
+}
+
+// TestShadowedSets checks the warning for a --set of a shared link key
+// that a direction's own key replaces, and its absence where the --set
+// does take effect.
+func TestShadowedSets(t *testing.T) {
+	const src = `
+link:
+  loss: 1%
+  delay: {time: 10ms}
+  uplink: {loss: 0.5%, delay: {time: 20ms}}
+  downlink: {delay: 30ms}
+variants:
+  - name: a
+  - name: b
+    set: {link.downlink.loss: 2%}
+`
+	tests := []struct {
+		sets []string
+		want []string
+	}{
+		{[]string{"link.loss=0%"}, []string{
+			"--set link.loss changes nothing for the uplink: link.uplink.loss (from the file) replaces the shared link.loss as a whole; set link.uplink.loss instead",
+			"--set link.loss changes nothing for the uplink and the downlink: link.uplink.loss (from the file) and link.downlink.loss (from variant b) replace the shared link.loss as a whole; set link.uplink.loss and link.downlink.loss instead",
+		}},
+		{[]string{"link.delay.jitter=2ms"}, []string{
+			"--set link.delay.jitter changes nothing for the uplink and the downlink: link.uplink.delay (from the file) and link.downlink.delay (from the file) replace the shared link.delay as a whole; set link.uplink.delay.jitter and link.downlink.delay.jitter instead",
+		}},
+		{[]string{"link.uplink.loss=0%", "link.rate=10Mbps", "duration=5s"}, nil},
+	}
+	for _, tt := range tests {
+		p, err := parse(src, tt.sets...)
+		if err != nil {
+			t.Fatalf("%v: %v", tt.sets, err)
+		}
+		if !slices.Equal(p.Warnings, tt.want) {
+			t.Errorf("%v: warnings\n%q\nwant\n%q", tt.sets, p.Warnings, tt.want)
+		}
+	}
+	// With the override in the direction, the run takes it.
+	p, err := parse(src, "link.uplink.loss=0%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := p.Runs[0].Uplink.Loss; l.P != 0 {
+		t.Errorf("uplink loss %+v after --set link.uplink.loss=0%%, want 0", l)
 	}
 }
 

@@ -67,12 +67,12 @@ func TestTCPDefaultCC(t *testing.T) {
 // TestTCPLossy drops every 20th data segment from a to b: the transfer
 // must still be exact, by retransmission.
 //
-// It takes seconds, not milliseconds: 5% loss every 20 packets holds the
-// window at a handful of segments (about 1.2/sqrt(0.05) for any AIMD
-// sender), too few for three duplicate ACKs after some losses, and
-// gVisor's TCP without RACK has neither limited transmit (RFC 3042) nor
-// early retransmit (RFC 5827), so those losses wait for the 200 ms minimum
-// RTO. A megabyte is enough to see both recovery kinds.
+// It may take a second: 5% loss every 20 packets holds the window at a
+// handful of segments (about 1.2/sqrt(0.05) for any AIMD sender), too few
+// for three duplicate ACKs after some losses, and gVisor's TCP has neither
+// limited transmit (RFC 3042) nor early retransmit (RFC 5827), so those
+// losses wait for RACK's tail loss probe (SACK) or the 200 ms minimum RTO
+// (no SACK). A megabyte is enough to see both recovery kinds.
 func TestTCPLossy(t *testing.T) {
 	data := payload(1<<20, 3)
 	for _, sack := range []bool{true, false} {
@@ -80,11 +80,10 @@ func TestTCPLossy(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			// Every 20th data packet is dropped, counting
 			// retransmissions, except that a segment already dropped
-			// once goes through: a lost retransmission can only be
-			// repaired by the retransmission timer (RFC 6675 has no
-			// way to detect it, and RACK is off), and a rule that
-			// keeps hitting retransmissions tests the 200 ms minimum
-			// RTO rather than recovery.
+			// once goes through: without SACK a lost retransmission
+			// can only be repaired by the retransmission timer, and a
+			// rule that keeps hitting retransmissions tests the 200 ms
+			// minimum RTO rather than recovery.
 			var mu sync.Mutex
 			var n, dropped int
 			seen := make(map[uint32]bool)

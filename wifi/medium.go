@@ -589,6 +589,11 @@ func (m *Medium) finish() {
 // deliver hands e's packet to its receiver at now.
 func (m *Medium) deliver(s *station, e *entry, now int64) {
 	c := &m.c[s.idx]
+	if c.delivered.Load() == 0 {
+		c.firstAt.Store(now)
+		c.firstBytes.Store(uint64(e.size))
+	}
+	c.lastAt.Store(now)
 	c.delivered.Add(1)
 	c.deliveredBytes.Add(uint64(e.size))
 	c.delay.Record(now - e.enq)

@@ -35,10 +35,14 @@ func (r DropReason) String() string {
 type counters struct {
 	attempts, successes, collisions, errors, retries atomic.Uint64
 	delivered, deliveredBytes                        atomic.Uint64
-	drops                                            [NumDropReasons]atomic.Uint64
-	airtime                                          atomic.Int64 // ns
-	queue                                            atomic.Int64
-	delay                                            stats.Histogram // ns, enqueue to end of the acknowledged exchange
+	// firstAt and lastAt are the medium times (ns) of the first and the
+	// latest delivery, firstBytes the first one's size: see Throughput.
+	firstAt, lastAt atomic.Int64
+	firstBytes      atomic.Uint64
+	drops           [NumDropReasons]atomic.Uint64
+	airtime         atomic.Int64 // ns
+	queue           atomic.Int64
+	delay           stats.Histogram // ns, enqueue to end of the acknowledged exchange
 }
 
 // StationStats are one contender's counters: a station (uplink) or the AP
@@ -65,7 +69,12 @@ type StationStats struct {
 	// frame when it failed); AirtimeShare is Airtime over Elapsed.
 	Airtime      time.Duration `json:"airtime_ns"`
 	AirtimeShare float64       `json:"airtime_share"`
-	// Throughput is DeliveredBytes over Elapsed, in bit/s.
+	// Throughput is the IP bit rate delivered, in bit/s, over the
+	// interval in which the contender's frames were delivered: the bytes
+	// delivered after the first delivery over the time from the first to
+	// the last, as a flow's throughput is defined (flows.FlowSummary), so
+	// that a station that carries one UDP flow reports that flow's figure
+	// plus its IP and UDP headers (28 bytes a datagram).
 	Throughput float64 `json:"throughput_bps"`
 	// Delay is, per delivered MPDU, the time from its enqueueing to the end
 	// of the exchange that delivered it (queueing, contention, retries and
@@ -120,7 +129,9 @@ func (c *counters) snapshot(name string, elapsed time.Duration) StationStats {
 	}
 	if elapsed > 0 {
 		s.AirtimeShare = float64(s.Airtime) / float64(elapsed)
-		s.Throughput = float64(s.DeliveredBytes) * 8 / elapsed.Seconds()
+	}
+	if first, last := c.firstAt.Load(), c.lastAt.Load(); s.Delivered > 1 && last > first {
+		s.Throughput = float64(s.DeliveredBytes-c.firstBytes.Load()) * 8 / time.Duration(last-first).Seconds()
 	}
 	return s
 }

@@ -336,6 +336,25 @@ flows: [{name: probe, type: udp, interval: 10ms, duration: 10m}]
 	}
 }
 
+// TestShadowedSetWarns checks that run and validate say, before a run, that
+// a --set of a shared link key changes nothing where a direction key wins.
+func TestShadowedSetWarns(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.yaml")
+	if err := os.WriteFile(path, []byte("duration: 100ms\nlink: {uplink: {loss: 0.5%}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const want = "--set link.loss changes nothing for the uplink: link.uplink.loss (from the file) replaces the shared link.loss as a whole; set link.uplink.loss instead"
+	code, _, errOut := netjam(t, "validate", "--set", "link.loss=0%", path)
+	if code != 0 || !strings.Contains(errOut, path+": warning: "+want) {
+		t.Errorf("validate: exit %d, stderr lacks the warning:\n%s", code, errOut)
+	}
+	code, _, errOut = netjam(t, "run", "-q", "--out", filepath.Join(dir, "out"), "--set", "link.loss=0%", path)
+	if code != 0 || !strings.Contains(errOut, want) {
+		t.Errorf("run: exit %d, stderr lacks the warning:\n%s", code, errOut)
+	}
+}
+
 func TestFailureGivesPrivilegeAdviceOnce(t *testing.T) {
 	pe := func() error {
 		return &stack.PrivilegeError{Op: "create device netjam0", Err: syscall.EPERM, Need: "creating a TUN device needs CAP_NET_ADMIN.",

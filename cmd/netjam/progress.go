@@ -34,7 +34,10 @@ func (p *progress) Begin(name string, total time.Duration, fls []flows.Flow) {
 		progressbar.OptionShowElapsedTimeOnFinish(),
 		progressbar.OptionSetPredictTime(false),
 		progressbar.OptionThrottle(refresh/2),
-		progressbar.OptionClearOnFinish(),
+		// The finished bar stays, at 100% with the elapsed time: a
+		// cleared one could leave the last frame (one refresh short of
+		// the end, 97%) on a terminal whose line it had wrapped.
+		progressbar.OptionOnCompletion(func() { fmt.Fprintln(p.w) }),
 	)
 	p.stop = make(chan struct{})
 	p.wg.Add(1)

@@ -171,6 +171,9 @@ func doRun(c *cli.Context) error {
 	defer stop()
 	log.Info("netjam run", zap.String("scenario", plan.Path), zap.Int("runs", len(plan.Runs)),
 		zap.String("out", out), zap.String("version", versionString()))
+	for _, w := range plan.Warnings {
+		log.Warn(w)
+	}
 	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString(), Parallel: c.Int("parallel"),
 		OutDir: out, Capture: c.StringSlice("capture")}
 	// The progress bar is for a person at a terminal: never in a pipe, a

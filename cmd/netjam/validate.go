@@ -38,6 +38,9 @@ Examples:
 					fmt.Fprintln(c.App.ErrWriter, err)
 					continue
 				}
+				for _, w := range plan.Warnings {
+					fmt.Fprintf(c.App.ErrWriter, "%s: warning: %s\n", path, w)
+				}
 				sweep := ""
 				if plan.Sweep != nil {
 					n := plan.Sweep.Len() * len(plan.Runs)
