@@ -191,9 +191,9 @@ func (l Link) scenario() ([]byte, error) {
 // file has it ("30%", "100ms", "2Mbps", "{time: 50ms, jitter: 5ms}").
 // Each direction changes between two packets and keeps what it holds: a
 // new rate applies to the queue's packets, a new delay to the packets
-// sent from then on, as netem's tc change does. The queue's discipline and
-// limits, traces and slots cannot change while a path runs. On error
-// nothing changed.
+// sent from then on, as netem's tc change does; a smaller queue limit
+// drops the excess. The queue's discipline and its other settings, traces
+// and slots cannot change while a path runs. On error nothing changed.
 func (p *Path) Set(key, value string) error {
 	p.mu.Lock()
 	closed := p.closed

@@ -367,7 +367,7 @@ func TestSetKeepsConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ key, value, want string }{
-		{"uplink.queue", "{discipline: codel}", "netjam: Set uplink.queue: uplink: impair: the queue (discipline and limits) cannot change while the direction runs"},
+		{"uplink.queue", "{discipline: codel}", "netjam: Set uplink.queue: uplink: impair: the queue's discipline and its settings other than the limits cannot change while the direction runs"},
 		{"loss", "150%", "link.loss: 150% is out of range"},
 		{"mtu", "9000", "--set link.mtu: unknown key"},
 	} {
