@@ -364,7 +364,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 			}
 		}
 		rs.Flows[i] = fs
-		if t := fs.TCPSummary; t != nil && !t.Completed {
+		if t := fs.TCPSummary; t != nil && !t.Completed && t.Size > 0 {
 			log.Warn("flow "+fs.Name+" did not finish when the run ended: "+strings.TrimPrefix(flows.Unfinished(t.BytesReceived, t.Size), "unfinished: ")+" received",
 				zap.String("flow", fs.Name), zap.Uint64("bytes_received", t.BytesReceived), zap.Uint64("size", t.Size))
 		}

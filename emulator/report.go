@@ -219,10 +219,16 @@ func stallMark(t *flows.TCPSummary) string {
 }
 
 // doneCell is a TCP flow's "done s" cell: its completion time in seconds, or,
-// for a flow the run's end cut short, how far it got.
+// for a flow of a size the run's end cut short, how far it got. A flow
+// bounded by a duration is done when its sender stops: "-" when the run
+// ended before its last bytes arrived (they are in bytes_after_stop, or
+// were still in flight).
 func doneCell(t *flows.TCPSummary) string {
-	if t.Completed {
+	switch {
+	case t.Completed:
 		return fmt.Sprintf("%.2f", t.CompletionS)
+	case t.Size == 0:
+		return "-"
 	}
 	return flows.Unfinished(t.BytesReceived, t.Size)
 }

@@ -258,8 +258,11 @@ func done(f flowInfo) string {
 	if f.Completed != nil {
 		completed = *f.Completed
 	}
-	if completed {
+	switch {
+	case completed:
 		return fmt.Sprintf("%.2f", f.CompletionS)
+	case f.Size == 0:
+		return "-" // bounded by a duration: done when its sender stopped
 	}
 	return flows.Unfinished(f.BytesReceived, f.Size)
 }

@@ -172,10 +172,11 @@ func TestDoneCell(t *testing.T) {
 		{flowInfo{CompletionS: 9.6, Completed: &yes, Size: 5e6, BytesReceived: 5e6}, "9.60"},
 		{flowInfo{Completed: &no, Size: 5e6, BytesReceived: 1234567}, "unfinished: 1.2 of 5.0 MB"},
 		{flowInfo{Completed: &no, Size: 5 << 20, BytesReceived: 1258291}, "unfinished: 1.2 of 5.0 MiB"},
-		{flowInfo{Completed: &no, BytesReceived: 999}, "unfinished: 999 B"},
+		// Bounded by a duration: done when the sender stopped.
+		{flowInfo{Completed: &no, BytesReceived: 999}, "-"},
 		// A summary.json from before "completed": the completion time says.
 		{flowInfo{CompletionS: 2.5}, "2.50"},
-		{flowInfo{BytesReceived: 2e9}, "unfinished: 2.0 GB"},
+		{flowInfo{BytesReceived: 2e9, Size: 3e9}, "unfinished: 2.0 of 3.0 GB"},
 	} {
 		if got := done(tc.f); got != tc.want {
 			t.Errorf("done(%+v) = %q, want %q", tc.f, got, tc.want)
