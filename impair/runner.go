@@ -97,22 +97,32 @@ func (r *Runner) Set(cfg Config) error {
 	if n := cfg.InputLimit; n != 0 && n != cap(r.in) || n == 0 && cap(r.in) != DefaultInputLimit {
 		return errors.New("impair: the input limit cannot change while the direction runs")
 	}
+	return r.onLoop(func(running bool) error {
+		if running {
+			// What is due before now leaves under the settings it met.
+			r.chain.wall = r.clk.Now()
+			r.chain.Advance(r.clk.Now())
+		}
+		return r.chain.Set(cfg)
+	})
+}
+
+// onLoop runs f where the chain may be touched, and returns its error: on
+// the Runner's goroutine while it runs (running true), on the caller's
+// before Start; ErrClosed once the Runner is closed.
+func (r *Runner) onLoop(f func(running bool) error) error {
 	r.mu.Lock()
 	if !r.started {
 		defer r.mu.Unlock()
 		if r.closed.Load() {
 			return ErrClosed
 		}
-		return r.chain.Set(cfg)
+		return f(false)
 	}
 	r.mu.Unlock()
 	res := make(chan error, 1)
 	select {
-	case r.ctl <- func() {
-		r.chain.wall = r.clk.Now()
-		r.chain.Advance(r.clk.Now())
-		res <- r.chain.Set(cfg)
-	}:
+	case r.ctl <- func() { res <- f(true) }:
 		return <-res
 	case <-r.done:
 		return ErrClosed

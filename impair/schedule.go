@@ -73,20 +73,5 @@ func (c *Chain) applyNext() {
 // SetAt schedules ch on the direction (see Chain.SetAt); it may be called
 // from any goroutine, before Start or while the Runner runs.
 func (r *Runner) SetAt(ch Change) error {
-	r.mu.Lock()
-	if !r.started {
-		defer r.mu.Unlock()
-		if r.closed.Load() {
-			return ErrClosed
-		}
-		return r.chain.SetAt(ch)
-	}
-	r.mu.Unlock()
-	res := make(chan error, 1)
-	select {
-	case r.ctl <- func() { res <- r.chain.SetAt(ch) }:
-		return <-res
-	case <-r.done:
-		return ErrClosed
-	}
+	return r.onLoop(func(bool) error { return r.chain.SetAt(ch) })
 }
