@@ -499,6 +499,24 @@ func (d *decoder) variantSet(n *yaml.Node, path string) []override {
 		d.errorf(n, path, "expected a mapping of dotted keys to values, got %s", describe(n))
 		return nil
 	}
+	return d.dottedSet(n, path, func(k, _ *yaml.Node, p string) bool {
+		msg := checkOverrideKey(k.Value)
+		if head, _, _ := strings.Cut(k.Value, "."); head == "name" {
+			// All runs of a plan share its name; --set name=... renames the plan.
+			msg = "a variant cannot change the scenario name"
+		}
+		if msg != "" {
+			d.errorf(k, p, "%s", msg)
+			return false
+		}
+		return true
+	})
+}
+
+// dottedSet decodes the mapping n of dotted keys to values (a variant's
+// set, a timeline entry's) in file order: each key once, and each kept
+// when keep, which reports its own errors (p is the key's path), says so.
+func (d *decoder) dottedSet(n *yaml.Node, path string, keep func(k, v *yaml.Node, p string) bool) []override {
 	var sets []override
 	first := map[string]*yaml.Node{}
 	for j := 0; j+1 < len(n.Content); j += 2 {
@@ -513,16 +531,9 @@ func (d *decoder) variantSet(n *yaml.Node, path string) []override {
 			continue
 		}
 		first[k.Value] = k
-		msg := checkOverrideKey(k.Value)
-		if head, _, _ := strings.Cut(k.Value, "."); head == "name" {
-			// All runs of a plan share its name; --set name=... renames the plan.
-			msg = "a variant cannot change the scenario name"
+		if keep(k, val, p) {
+			sets = append(sets, override{key: k.Value, at: k, value: val})
 		}
-		if msg != "" {
-			d.errorf(k, p, "%s", msg)
-			continue
-		}
-		sets = append(sets, override{key: k.Value, at: k, value: val})
 	}
 	return sets
 }

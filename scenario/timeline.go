@@ -263,37 +263,24 @@ func (d *decoder) timelineSet(n *yaml.Node, path string, ramp bool) []override {
 		d.errorf(n, path, "expected a mapping of link keys to values like {link.loss: 5%%}, got %s", describe(n))
 		return nil
 	}
-	var out []override
-	first := map[string]*yaml.Node{}
-	for j := 0; j+1 < len(n.Content); j += 2 {
-		k, v := n.Content[j], n.Content[j+1]
-		if k.Kind != yaml.ScalarNode {
-			d.errorf(k, path, "expected a dotted key, got %s", describe(k))
-			continue
-		}
-		p := join(path, k.Value)
-		if prev, dup := first[k.Value]; dup {
-			d.errorf(k, p, "duplicate key (first at line %d)", prev.Line)
-			continue
-		}
-		first[k.Value] = k
+	return d.dottedSet(n, path, func(k, v *yaml.Node, p string) bool {
 		if msg := liveKeyProblem(k.Value); msg != "" {
 			d.errorf(k, p, "%s", msg)
-			continue
+			return false
 		}
-		if ramp {
-			if _, ok := rampKind(k.Value); !ok {
-				d.errorf(k, p, "cannot ramp: ramps change a rate, a delay, a jitter or a loss (link.rate, link.delay, link.delay.jitter, link.loss, each also per direction)")
-				continue
-			}
-			if v.Kind != yaml.ScalarNode {
-				d.errorf(v, p, "a ramp's target is a value, got %s", describe(v))
-				continue
-			}
+		if !ramp {
+			return true
 		}
-		out = append(out, override{key: k.Value, at: k, value: v})
-	}
-	return out
+		if _, ok := rampKind(k.Value); !ok {
+			d.errorf(k, p, "cannot ramp: ramps change a rate, a delay, a jitter or a loss (link.rate, link.delay, link.delay.jitter, link.loss, each also per direction)")
+			return false
+		}
+		if v.Kind != yaml.ScalarNode {
+			d.errorf(v, p, "a ramp's target is a value, got %s", describe(v))
+			return false
+		}
+		return true
+	})
 }
 
 // liveKeyProblem says why key cannot change while a run runs, or "".
