@@ -3,10 +3,8 @@ package emulator
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/netip"
-	"strings"
 	"sync"
 	"time"
 
@@ -154,10 +152,8 @@ func (b *Bench) Close() {
 // direction between two of its packets and keeping what it holds (see
 // impair.Chain.Set). On error nothing changed.
 func (b *Bench) Set(sets ...string) error {
-	for _, kv := range sets {
-		if key, _, _ := strings.Cut(kv, "="); key != "link" && !strings.HasPrefix(key, "link.") {
-			return fmt.Errorf("%s: only the link's keys (link.loss, link.uplink.rate, ...) change while a path runs", key)
-		}
+	if _, err := linkChanges(sets); err != nil {
+		return err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -165,23 +161,8 @@ func (b *Bench) Set(sets ...string) error {
 	if err != nil {
 		return err
 	}
-	up, err := directionConfig("uplink", next.Seed, next.Uplink)
-	if err != nil {
+	if _, err := b.l.path.change(clock.Real{}, b.s, next); err != nil {
 		return err
-	}
-	down, err := directionConfig("downlink", next.Seed, next.Downlink)
-	if err != nil {
-		return err
-	}
-	if err := b.l.path.Up.Set(up); err != nil {
-		return fmt.Errorf("uplink: %w", err)
-	}
-	if err := b.l.path.Down.Set(down); err != nil {
-		// Back to what the uplink had, which it takes again.
-		if old, oerr := directionConfig("uplink", b.s.Seed, b.s.Uplink); oerr == nil {
-			b.l.path.Up.Set(old)
-		}
-		return fmt.Errorf("downlink: %w", err)
 	}
 	b.s = next
 	return nil

@@ -88,14 +88,9 @@ func (lv *Live) Links() []LinkSummary {
 // refused: then neither changed, and the error says why). In a run with a
 // timeline, the timeline's later entries set their own values.
 func (lv *Live) Set(sets ...string) error {
-	var changes []scenario.KeyChange
-	for _, kv := range sets {
-		key, val, _ := strings.Cut(kv, "=")
-		key = strings.TrimSpace(key)
-		if key != "link" && !strings.HasPrefix(key, "link.") {
-			return fmt.Errorf("%s: only the link's keys (link.loss, link.uplink.rate, ...) change while a run runs", key)
-		}
-		changes = append(changes, scenario.KeyChange{Key: key, New: strings.TrimSpace(val)})
+	changes, err := linkChanges(sets)
+	if err != nil {
+		return err
 	}
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
@@ -109,55 +104,89 @@ func (lv *Live) Set(sets ...string) error {
 	for i := range changes {
 		changes[i].Old = lv.s.Value(changes[i].Key)
 	}
-	up, err := directionConfig("uplink", next.Seed, next.Uplink)
+	at, err := lv.path.change(lv.clk, lv.s, next)
 	if err != nil {
 		return err
+	}
+	lv.tl.record(at, changes, nil)
+	lv.s = next
+	return nil
+}
+
+// linkChanges are the changes sets (--set's form) make, once their keys
+// are checked: only the link's keys change while a path runs.
+func linkChanges(sets []string) ([]scenario.KeyChange, error) {
+	var changes []scenario.KeyChange
+	for _, kv := range sets {
+		key, val, _ := strings.Cut(kv, "=")
+		key = strings.TrimSpace(key)
+		if key != "link" && !strings.HasPrefix(key, "link.") {
+			return nil, fmt.Errorf("%s: only the link's keys (link.loss, link.uplink.rate, ...) change while a path runs", key)
+		}
+		changes = append(changes, scenario.KeyChange{Key: key, New: strings.TrimSpace(val)})
+	}
+	return changes, nil
+}
+
+// change moves p's directions from cur's link to next's at one instant of
+// clk, each between two of its packets and keeping what it holds, and
+// returns that instant. When a direction refuses, both are back at cur's
+// settings and the error says which refused and why.
+func (p *Path) change(clk clock.Clock, cur, next *scenario.Scenario) (time.Time, error) {
+	up, err := directionConfig("uplink", next.Seed, next.Uplink)
+	if err != nil {
+		return time.Time{}, err
 	}
 	down, err := directionConfig("downlink", next.Seed, next.Downlink)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
-	// Both at one instant; the second to apply reports.
-	at := lv.clk.Now()
+	at := clk.Now()
 	type result struct {
 		at  time.Time
 		err error
 	}
 	done := make(chan result, 2)
-	report := func(t time.Time, err error) { done <- result{t, err} }
-	if err := lv.path.Up.SetAt(impair.Change{At: at, Config: up, Done: report}); err != nil {
-		return err
-	}
-	if err := lv.path.Down.SetAt(impair.Change{At: at, Config: down, Done: report}); err != nil {
-		<-done
-		if u, e := directionConfig("uplink", lv.s.Seed, lv.s.Uplink); e == nil {
-			lv.path.Up.Set(u)
+	report := func(dir string) func(time.Time, error) {
+		return func(t time.Time, err error) {
+			if err != nil {
+				err = fmt.Errorf("%s: %w", dir, err)
+			}
+			done <- result{t, err}
 		}
-		return err
 	}
 	var errs []error
-	var applied time.Time
-	for range 2 {
+	sent := 0
+	for _, d := range []struct {
+		r   *impair.Runner
+		cfg impair.Config
+		dir string
+	}{{p.Up, up, "uplink"}, {p.Down, down, "downlink"}} {
+		if err := d.r.SetAt(impair.Change{At: at, Config: d.cfg, Done: report(d.dir)}); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", d.dir, err))
+			break
+		}
+		sent++
+	}
+	for range sent {
 		r := <-done
 		if r.err != nil {
 			errs = append(errs, r.err)
 		}
-		applied = r.at
+		at = r.at
 	}
 	if err := errors.Join(errs...); err != nil {
-		// Back to the settings in force: the direction that took the
-		// change takes them again.
-		if u, e := directionConfig("uplink", lv.s.Seed, lv.s.Uplink); e == nil {
-			lv.path.Up.Set(u)
+		// Back to the settings in force: a direction that took the
+		// change takes them again (they are what it had, so it can).
+		if u, e := directionConfig("uplink", cur.Seed, cur.Uplink); e == nil {
+			p.Up.Set(u)
 		}
-		if d, e := directionConfig("downlink", lv.s.Seed, lv.s.Downlink); e == nil {
-			lv.path.Down.Set(d)
+		if d, e := directionConfig("downlink", cur.Seed, cur.Downlink); e == nil {
+			p.Down.Set(d)
 		}
-		return err
+		return time.Time{}, err
 	}
-	lv.tl.record(applied, changes, nil)
-	lv.s = next
-	return nil
+	return at, nil
 }
 
 // Stop ends the run as its duration would: senders stop, what is in
