@@ -1155,6 +1155,10 @@ func (r *Relay) udpSession(in *relayUDP, target netip.AddrPort) {
 		} else {
 			drop("to the target", err)
 		}
+		// A write that blocked (the target's socket full) kept the
+		// session busy: idle counts from its end, or the datagrams
+		// queued meanwhile would be left unread when it ends.
+		touch()
 	}
 	r.release(in, out)
 	overflows := in.overflows()
