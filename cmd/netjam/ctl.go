@@ -32,22 +32,34 @@ func controlAddr(c *cli.Context, out string) string {
 // startControl serves the control API of a run into out; the context it
 // returns is ctx, ended by the API's stop too.
 func startControl(c *cli.Context, ctx context.Context, out string) (*control.Server, context.Context, error) {
+	ctx, stop := context.WithCancel(ctx)
+	srv, _, err := serveControl(c, controlAddr(c, out), stop)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return srv, ctx, nil
+}
+
+// serveControl serves the control API at addr with --control-token's
+// token; stop is what the API's stop does. It returns the unix socket's
+// path, if addr is one.
+func serveControl(c *cli.Context, addr string, stop func()) (*control.Server, string, error) {
 	token := ""
 	if f := c.String("control-token"); f != "" {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return nil, nil, cli.Exit(fmt.Sprintf("--control-token: %v", err), exitBadUsage)
+			return nil, "", cli.Exit(fmt.Sprintf("--control-token: %v", err), exitBadUsage)
 		}
 		if token = strings.TrimSpace(string(b)); token == "" {
-			return nil, nil, cli.Exit(fmt.Sprintf("--control-token: %s is empty", f), exitBadUsage)
+			return nil, "", cli.Exit(fmt.Sprintf("--control-token: %s is empty", f), exitBadUsage)
 		}
 	}
-	ln, socket, err := control.Listen(controlAddr(c, out), token != "")
+	ln, socket, err := control.Listen(addr, token != "")
 	if err != nil {
-		return nil, nil, cli.Exit(err, exitBadUsage)
+		return nil, "", cli.Exit(err, exitBadUsage)
 	}
-	ctx, stop := context.WithCancel(ctx)
-	return control.Serve(ln, socket, token, stop), ctx, nil
+	return control.Serve(ln, socket, token, stop), socket, nil
 }
 
 func ctlCommand() *cli.Command {
@@ -55,8 +67,9 @@ func ctlCommand() *cli.Command {
 		Name:      "ctl",
 		Usage:     "look at and change a running netjam (one started with --control)",
 		ArgsUsage: "status | get | set KEY=VALUE... | stop",
-		Description: `Talks to the control API of a netjam run started with --control, at
---control or $NETJAM_CONTROL: unix:PATH or HOST:PORT.
+		Description: `Talks to the control API of a netjam run or shell started with --control,
+at --control or $NETJAM_CONTROL (netjam shell --control sets it for its
+command): unix:PATH or HOST:PORT.
 
    status              the run now: elapsed time, each flow's progress, each link
    get                 each direction's settings in force and counters
@@ -68,7 +81,8 @@ Examples:
    netjam run my.yaml --control unix:/tmp/nj.sock &
    netjam ctl --control unix:/tmp/nj.sock set link.uplink.loss=100%   # an outage
    netjam ctl --control unix:/tmp/nj.sock set link.uplink.loss=0%
-   netjam ctl --control unix:/tmp/nj.sock status`,
+   netjam ctl --control unix:/tmp/nj.sock status
+   sudo netjam shell --control unix -- sh -c 'netjam ctl set link.loss=100%; ./my-test'`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "control", Usage: "the run's control endpoint: `unix:PATH` or HOST:PORT (default $NETJAM_CONTROL)"},
 			&cli.StringFlag{Name: "control-token", Usage: "a `FILE` holding the endpoint's token"},

@@ -96,3 +96,34 @@ flows: [{name: probe, type: udp, interval: 5ms, count: 600}]
 		t.Errorf("ctl status after the run: exit %d\n%s", code, stderrCtl)
 	}
 }
+
+// TestShellCutsItsOwnNetwork runs a command in netjam shell --control that
+// cuts its own network with netjam ctl ($NETJAM_CONTROL), sees a ping
+// fail, and restores it; the changes are recorded.
+func TestShellCutsItsOwnNetwork(t *testing.T) {
+	testenv.RequireTUN(t)
+	testenv.RequireTool(t, "ping", "iputils-ping")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cmd := netjamProcess(t, "shell", "-q", "--control", "unix", "--out", dir, "--set", "link.delay=5ms", "--", "sh", "-c", `
+ping -n -c 1 -W 2 $NETJAM_PEER >/dev/null && echo before-ok
+"$NJ" ctl set link.uplink.loss=100% >/dev/null && echo set-ok
+ping -n -c 1 -W 1 $NETJAM_PEER >/dev/null || echo cut
+"$NJ" ctl set link.uplink.loss=0% >/dev/null
+ping -n -c 1 -W 2 $NETJAM_PEER >/dev/null && echo after-ok`)
+	cmd.Env = append(cmd.Env, "NJ="+exe)
+	out, err := cmd.CombinedOutput()
+	if err != nil || string(out) != "before-ok\nset-ok\ncut\nafter-ok\n" {
+		t.Fatalf("the shell: %v\n%s", err, out)
+	}
+	ev, err := os.ReadFile(filepath.Join(dir, "events.jsonl"))
+	if err != nil || strings.Count(string(ev), `"key":"link.uplink.loss"`) != 2 {
+		t.Errorf("events.jsonl: %v\n%s", err, ev)
+	}
+	if socks, _ := filepath.Glob(filepath.Join(dir, "*.sock")); len(socks) != 0 {
+		t.Errorf("control sockets left behind: %v", socks)
+	}
+}

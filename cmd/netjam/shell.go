@@ -67,6 +67,8 @@ Examples:
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no table when COMMAND ends"},
 			&cli.BoolFlag{Name: "as-root", Usage: "run COMMAND as root (under sudo it runs as the invoking user), with only the capabilities of --cap"},
 			&cli.StringSliceFlag{Name: "cap", Usage: "with --as-root: a capability COMMAND keeps, such as net_raw (repeatable, or comma-separated)"},
+			&cli.StringFlag{Name: "control", Usage: "serve the control API while COMMAND runs, at `unix:PATH`, HOST:PORT, or unix (control.sock in --out, else in the temporary folder); COMMAND finds it in $NETJAM_CONTROL, so `netjam ctl set link.loss=100%` from inside cuts its own network"},
+			&cli.StringFlag{Name: "control-token", Usage: "a `FILE` holding the token every control request must carry; required for a non-loopback --control"},
 		},
 		OnUsageError: usageError,
 		Action:       doShell,
@@ -172,11 +174,38 @@ func doShell(c *cli.Context) error {
 
 	status := -1
 	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString()}
+	env := shellEnv(s)
+	var socket string // the control API's unix socket, if any
+	if c.IsSet("control") {
+		addr := c.String("control")
+		if addr == "unix" || addr == "unix:" || addr == "" {
+			dir := out
+			if dir == "" {
+				dir = os.TempDir()
+			}
+			addr = "unix:" + filepath.Join(dir, fmt.Sprintf("netjam-%d.sock", os.Getpid()))
+		}
+		// The API's stop ends the run as SIGTERM would: COMMAND gets it.
+		stop := func() {
+			select {
+			case sigs <- syscall.SIGTERM:
+			default:
+			}
+		}
+		srv, sock, err := serveControl(c, addr, stop)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		socket = sock
+		opts.Live = srv.Attach
+		env = append(env, controlEnv+"="+addr)
+	}
 	var rl *rootless
 	if rootlessShell {
 		log.Info("no root: the shell runs in a user namespace", zap.NamedError("reason", err))
 		opts.OpenTUN = func(cfg stack.TUNConfig) (*stack.TUN, error) {
-			r, t, err := startRootless(cfg, command, shellEnv(s))
+			r, t, err := startRootless(cfg, command, env)
 			rl = r
 			return t, err
 		}
@@ -192,10 +221,18 @@ func doShell(c *cli.Context) error {
 		} else {
 			cmd = exec.Command(command[0], command[1:]...)
 			cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-			cmd.Env = append(os.Environ(), shellEnv(s)...)
+			cmd.Env = append(os.Environ(), env...)
 			who, err := confine(cmd, c.Bool("as-root"), c.StringSlice("cap"), os.Getenv)
 			if err != nil {
 				return err
+			}
+			if pa := cmd.SysProcAttr; socket != "" && pa != nil && pa.Credential != nil {
+				cr := pa.Credential
+				// The command runs as the user who called sudo: the
+				// control socket (0600) is theirs to use.
+				if err := os.Chown(socket, int(cr.Uid), int(cr.Gid)); err != nil {
+					return fmt.Errorf("control socket: %w", err)
+				}
 			}
 			log.Info("the command runs as "+who, zap.Strings("command", command))
 			if err := ns.Do(cmd.Start); err != nil {
