@@ -306,7 +306,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 	}
 	var lv *Live
 	if o.Live != nil {
-		lv = &Live{clk: o.Clock, start: start, path: l.path, fls: fls, tl: tl, stop: cancel, s: s}
+		lv = &Live{clk: o.Clock, start: start, path: l.path, fls: fls, tl: tl, stop: cancel, s: s, orig: s}
 		o.Live(lv)
 	}
 	var attachedErr error

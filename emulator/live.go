@@ -17,7 +17,9 @@ import (
 // Live is a run in progress, for a control endpoint (netjam run
 // --control): what it has measured so far, and changes to its path that
 // apply at once. A change is recorded with the run's timeline (events.jsonl
-// and summary.json), at the time it applied. Its methods are safe for
+// and summary.json), at the time it applied, and added to the timeline of
+// the resolved scenario.yaml the run writes, so that running that file
+// again repeats it. Its methods are safe for
 // concurrent use; once the run has ended they say so.
 type Live struct {
 	clk   clock.Clock
@@ -27,9 +29,13 @@ type Live struct {
 	tl    *timeline
 	stop  context.CancelFunc
 
-	mu    sync.Mutex // orders changes; guards s and ended
+	mu    sync.Mutex // orders changes; guards s, orig and ended
 	s     *scenario.Scenario
 	ended bool
+	// orig is the plan's scenario, which the run's results write out: each
+	// change is added to its timeline, so that running the resolved
+	// scenario.yaml again repeats it at the same moment.
+	orig *scenario.Scenario
 }
 
 // ErrRunEnded is Live's error once its run has ended.
@@ -110,7 +116,7 @@ func (lv *Live) Set(sets ...string) error {
 	}
 	lv.tl.record(at, changes, nil)
 	lv.s = next
-	return nil
+	return lv.orig.AddTimeline(at.Sub(lv.start), sets...)
 }
 
 // linkChanges are the changes sets (--set's form) make, once their keys

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -340,4 +341,37 @@ func (s *Scenario) Value(key string) string {
 		return ""
 	}
 	return v
+}
+
+// AddTimeline appends to s's timeline, as YAML writes it, an entry that
+// sets sets (--set's form: "link.loss=5%") at at from the run's start: a
+// change made while the run ran (netjam ctl), recorded so that running the
+// resolved scenario again repeats it. It changes what YAML writes, not s's
+// compiled Timeline. sets must have been checked (With) already.
+func (s *Scenario) AddTimeline(at time.Duration, sets ...string) error {
+	if s.tree == nil {
+		return errors.New("scenario: AddTimeline needs a Scenario returned by Parse or Load")
+	}
+	set := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: yaml.FlowStyle}
+	for _, kv := range sets {
+		key, val, _ := strings.Cut(kv, "=")
+		n, _, msg := parseYAML([]byte(val))
+		if msg != "" {
+			return fmt.Errorf("%s: %s", key, msg)
+		}
+		set.Content = append(set.Content, stringNode(strings.TrimSpace(key)), n)
+	}
+	entry := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: yaml.FlowStyle,
+		Content: []*yaml.Node{stringNode("at"), stringNode(at.String()), stringNode("set"), set}}
+	tl := lookup(s.tree, "timeline")
+	if tl == nil || isNull(tl) || tl.Kind != yaml.SequenceNode {
+		tl = &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+		if i := keyIndex(s.tree, "timeline"); i >= 0 {
+			s.tree.Content[i+1] = tl
+		} else {
+			s.tree.Content = append(s.tree.Content, stringNode("timeline"), tl)
+		}
+	}
+	tl.Content = append(tl.Content, entry)
+	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,6 +92,40 @@ flows: [{name: probe, type: udp, interval: 5ms, count: 600}]
 	}
 	if _, err := os.Stat(sock); err == nil {
 		t.Error("the control socket is left behind")
+	}
+	// The resolved scenario has the change in its timeline: running it
+	// again repeats the change at the same moment.
+	y, _ := os.ReadFile(filepath.Join(dir, "out", "scenario.yaml"))
+	if !strings.Contains(string(y), "timeline:") || !strings.Contains(string(y), "link.uplink.loss: 100%") {
+		t.Errorf("scenario.yaml lacks the change:\n%s", y)
+	}
+	if code, stdout, stderr := netjam(t, "run", filepath.Join(dir, "out", "scenario.yaml"), "-q", "--out", filepath.Join(dir, "replay")); code != exitOK {
+		t.Fatalf("the replay: exit %d\n%s%s", code, stdout, stderr)
+	}
+	b, _ = os.ReadFile(filepath.Join(dir, "replay", "summary.json"))
+	var replay struct {
+		Runs []struct {
+			Timeline []struct {
+				TimeS    float64 `json:"time_s"`
+				Key, New string
+			} `json:"timeline"`
+		} `json:"runs"`
+	}
+	var orig struct {
+		Runs []struct {
+			Timeline []struct {
+				TimeS float64 `json:"time_s"`
+			} `json:"timeline"`
+		} `json:"runs"`
+	}
+	orb, _ := os.ReadFile(filepath.Join(dir, "out", "summary.json"))
+	json.Unmarshal(orb, &orig)
+	if err := json.Unmarshal(b, &replay); err != nil || len(replay.Runs) != 1 || len(replay.Runs[0].Timeline) != 1 {
+		t.Fatalf("the replay's timeline: %v\n%s", err, b)
+	}
+	got, want := replay.Runs[0].Timeline[0], orig.Runs[0].Timeline[0]
+	if got.Key != "link.uplink.loss" || got.New != "100%" || math.Abs(got.TimeS-want.TimeS) > 1e-6 {
+		t.Errorf("the replay changed %s to %s at %v s; the run did at %v s", got.Key, got.New, got.TimeS, want.TimeS)
 	}
 	if code, _, stderrCtl = ctl("status"); code != exitFailed {
 		t.Errorf("ctl status after the run: exit %d\n%s", code, stderrCtl)
