@@ -1,7 +1,6 @@
 package stack
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -32,31 +31,7 @@ func TestRelayByteRingGrows(t *testing.T) {
 				granted += extra
 				return true
 			})
-			data := payload(4<<20, 22)
-			got := make(chan []byte, 1)
-			go func() {
-				var out []byte
-				for k := 1; ; k = k%4093 + 1 {
-					b := ring.readable()
-					if b == nil {
-						got <- out
-						return
-					}
-					n := min(k, len(b))
-					out = append(out, b[:n]...)
-					ring.consumed(n)
-				}
-			}()
-			for in, k := data, 1; len(in) > 0; k = k%65521 + 1 {
-				b := ring.writable()
-				n := copy(b[:min(k, len(b))], in)
-				ring.produced(n)
-				in = in[n:]
-			}
-			ring.close()
-			if out := <-got; !bytes.Equal(out, data) {
-				t.Fatalf("got %d bytes through the ring, not the %d put in", len(out), len(data))
-			}
+			streamThroughRing(t, ring, payload(4<<20, 22), 4093, 65521)
 			if ring.size() != c.want || int64(ring.size()-16) != granted {
 				t.Errorf("ring of %d bytes, %d granted; want %d, all growth granted", ring.size(), granted, c.want)
 			}

@@ -747,32 +747,8 @@ dial_timeout: -1ns is negative`
 // TestRelayByteRing streams through a small ring in pieces of every size, so
 // that both sides wrap around at every offset.
 func TestRelayByteRing(t *testing.T) {
-	data := payload(1<<20, 21)
 	ring := newByteRing(1000, 1000, nil)
-	got := make(chan []byte, 1)
-	go func() {
-		var out []byte
-		for k := 1; ; k = k%997 + 1 {
-			b := ring.readable()
-			if b == nil {
-				got <- out
-				return
-			}
-			n := min(k, len(b))
-			out = append(out, b[:n]...)
-			ring.consumed(n)
-		}
-	}()
-	for in, k := data, 1; len(in) > 0; k = k%1009 + 1 {
-		b := ring.writable()
-		n := copy(b[:min(k, len(b))], in)
-		ring.produced(n)
-		in = in[n:]
-	}
-	ring.close()
-	if out := <-got; !bytes.Equal(out, data) {
-		t.Fatalf("got %d bytes through the ring, not the %d put in", len(out), len(data))
-	}
+	streamThroughRing(t, ring, payload(1<<20, 21), 997, 1009)
 	if ring.writable() != nil {
 		t.Error("a closed ring is writable")
 	}
@@ -824,5 +800,37 @@ func TestIsReset(t *testing.T) {
 		if got := isReset(tc.err); got != tc.want {
 			t.Errorf("isReset(%v) = %v, want %v", tc.err, got, tc.want)
 		}
+	}
+}
+
+// streamThroughRing writes data into ring in pieces of 1 to maxWrite bytes
+// while a reader takes it out in pieces of 1 to maxRead, so that both
+// sides wrap around at every offset, closes the ring, and checks that
+// everything came out in order.
+func streamThroughRing(t *testing.T, ring *byteRing, data []byte, maxRead, maxWrite int) {
+	t.Helper()
+	got := make(chan []byte, 1)
+	go func() {
+		var out []byte
+		for k := 1; ; k = k%maxRead + 1 {
+			b := ring.readable()
+			if b == nil {
+				got <- out
+				return
+			}
+			n := min(k, len(b))
+			out = append(out, b[:n]...)
+			ring.consumed(n)
+		}
+	}()
+	for in, k := data, 1; len(in) > 0; k = k%maxWrite + 1 {
+		b := ring.writable()
+		n := copy(b[:min(k, len(b))], in)
+		ring.produced(n)
+		in = in[n:]
+	}
+	ring.close()
+	if out := <-got; !bytes.Equal(out, data) {
+		t.Fatalf("got %d bytes through the ring, not the %d put in", len(out), len(data))
 	}
 }
