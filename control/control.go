@@ -20,6 +20,7 @@
 package control
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -180,11 +181,17 @@ func (s *Server) Finished(out string) {
 
 // Close stops serving and removes the socket.
 func (s *Server) Close() error {
+	// The event streams write what they hold and end (done); the
+	// requests under way get a second to finish.
 	close(s.done)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
 	var errs []error
 	for _, srv := range []*http.Server{s.srv, s.metrics} {
 		if srv != nil {
-			errs = append(errs, srv.Close())
+			if srv.Shutdown(ctx) != nil {
+				errs = append(errs, srv.Close())
+			}
 		}
 	}
 	if s.path != "" {

@@ -155,6 +155,15 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, done <-chan struct{}
 		case <-r.Context().Done():
 			return
 		case <-done:
+			// The endpoint closes: what the client has not got yet
+			// (the results written, say) goes first.
+			rc.SetWriteDeadline(time.Now().Add(time.Second))
+			for n := len(c.ch); n > 0; n-- {
+				if _, err := w.Write(<-c.ch); err != nil {
+					return
+				}
+			}
+			fl.Flush()
 			return
 		}
 	}

@@ -8,7 +8,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/internal/testenv"
 	"github.com/netjam/netjam/scenario"
 )
 
@@ -351,5 +354,52 @@ func TestScheduleAndReset(t *testing.T) {
 	}
 	if strings.Join(replay, " ") != strings.Join(got, " ") {
 		t.Errorf("the replay's timeline %q, the run's %q", replay, got)
+	}
+}
+
+// TestMetricsOfFlowsAndWiFi: /metrics has each TCP flow's retransmissions,
+// cwnd and RTT, each UDP flow's delay, jitter and loss, and each Wi-Fi
+// station's airtime and collisions, with the values of the run so far.
+func TestMetricsOfFlowsAndWiFi(t *testing.T) {
+	tr := startRun(t, `name: cell
+duration: 3s
+wifi: {standard: 802.11g, rate: 54Mbps, stations: [{name: sta1}, {name: sta2}]}
+link: {rate: 10Mbps, delay: 10ms, queue: 100, loss: 1%}
+flows:
+  - {name: tcp, type: tcp, duration: 3s, station: sta1}
+  - {name: udp, type: udp, rate: 4Mbps, packet_size: 1000, duration: 3s, station: sta2}
+`)
+	time.Sleep(2 * time.Second)
+	_, b := tr.do(t, "GET", "/metrics", "")
+	m := string(b)
+	for _, re := range []string{
+		`netjam_flow_retransmissions_total\{flow="tcp"\} [1-9]`,
+		`netjam_flow_cwnd_segments\{flow="tcp"\} [1-9]`,
+		`netjam_flow_srtt_seconds\{flow="tcp"\} 0\.0[2-9]`,
+		`netjam_flow_delay_seconds\{flow="udp",quantile="0.5"\} 0\.0[1-9]`,
+		`netjam_flow_delay_seconds_count\{flow="udp"\} [1-9]`,
+		`netjam_flow_jitter_seconds\{flow="udp"\} `,
+		`netjam_flow_lost_packets_total\{flow="udp"\} [1-9]`,
+		`netjam_flow_received_bytes_total\{flow="udp",type="udp"\} [1-9]`,
+		`netjam_wifi_airtime_seconds_total\{station="sta1"\} 0\.[1-9]`,
+		`netjam_wifi_airtime_seconds_total\{station="ap"\} 0\.[0-9]*[1-9]`,
+		`netjam_wifi_collisions_total\{station="sta2"\} `,
+		`netjam_wifi_medium_utilization_ratio 0\.[1-9]`,
+		`netjam_link_queue_sojourn_seconds_count\{direction="uplink"\} [1-9]`,
+		`netjam_link_queue_packets\{direction="uplink"\} `,
+	} {
+		if !regexp.MustCompile(re).MatchString(m) {
+			t.Errorf("/metrics lacks %s", re)
+		}
+	}
+	if t.Failed() {
+		t.Log(m)
+	}
+	tr.wait(t)
+	promtool := testenv.RequireTool(t, "promtool", "prometheus")
+	check := exec.Command(promtool, "check", "metrics")
+	check.Stdin = strings.NewReader(m)
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
 }

@@ -22,14 +22,21 @@ type collector struct {
 	airtime, collisions, attempts, retries, utilization *prometheus.Desc
 
 	eventsPublished, eventClientsDropped *prometheus.Desc
+
+	all []*prometheus.Desc // every one above: what the collector may export
 }
 
 func newCollector(s *Server) *collector {
 	link := []string{"direction"}
 	flow := []string{"flow"}
 	station := []string{"station"}
-	d := prometheus.NewDesc
-	return &collector{s: s,
+	var all []*prometheus.Desc
+	d := func(name, help string, labels []string, _ prometheus.Labels) *prometheus.Desc {
+		x := prometheus.NewDesc(name, help, labels, nil)
+		all = append(all, x)
+		return x
+	}
+	c := &collector{s: s,
 		packets:  d("netjam_link_packets_total", "Packets that entered (in) or left (out) a direction of the path.", []string{"direction", "way"}, nil),
 		bytes:    d("netjam_link_bytes_total", "Bytes that entered (in) or left (out) a direction of the path.", []string{"direction", "way"}, nil),
 		drops:    d("netjam_link_drops_total", "Packets a direction dropped, by reason.", []string{"direction", "reason"}, nil),
@@ -62,6 +69,8 @@ func newCollector(s *Server) *collector {
 		eventsPublished:     d("netjam_control_events_total", "Events published on the control endpoint's event stream.", nil, nil),
 		eventClientsDropped: d("netjam_control_event_clients_dropped_total", "Clients of the event stream dropped for falling behind.", nil, nil),
 	}
+	c.all = all
+	return c
 }
 
 // Describe describes nothing: the metrics depend on the run attached (its
@@ -106,10 +115,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 // collectFlow collects f's metrics: its counters so far from f, the
 // latest TCP info from now.
 func (c *collector) collectFlow(ch chan<- prometheus.Metric, f flows.FlowSummary, now emulator.LiveFlow) {
+	ch <- prometheus.MustNewConstMetric(c.flowBytes, prometheus.CounterValue, float64(now.BytesReceived), f.Name, f.Type)
 	switch {
 	case f.TCPSummary != nil:
 		t := f.TCPSummary
-		ch <- prometheus.MustNewConstMetric(c.flowBytes, prometheus.CounterValue, float64(t.BytesReceived), f.Name, f.Type)
 		ch <- prometheus.MustNewConstMetric(c.retrans, prometheus.CounterValue, float64(t.Retransmissions), f.Name)
 		ch <- prometheus.MustNewConstMetric(c.timeouts, prometheus.CounterValue, float64(t.Timeouts), f.Name)
 		if now.CwndSegments > 0 {
