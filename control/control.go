@@ -279,9 +279,12 @@ func (s *Server) links(w http.ResponseWriter, r *http.Request) {
 }
 
 // SetRequest is PATCH /v1/links's body: dotted keys of the link, as --set
-// takes them, and their values as a scenario file has them.
+// takes them, and their values as a scenario file has them; with For (a
+// duration), the keys go back to their values before after that long
+// (an outage: {"set": {"link.loss": "100%"}, "for": "5s"}).
 type SetRequest struct {
 	Set map[string]string `json:"set"`
+	For string            `json:"for,omitempty"`
 }
 
 func (s *Server) set(w http.ResponseWriter, r *http.Request) {
@@ -297,7 +300,18 @@ func (s *Server) set(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, errors.New(`body: nothing to set (expected {"set": {"link.loss": "5%"}})`))
 		return
 	}
-	if err := lv.Set(sets(req.Set)...); err != nil {
+	var err error
+	if req.For != "" {
+		d, perr := scenario.ParseDuration(req.For)
+		if perr != nil {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("for: %v", perr))
+			return
+		}
+		err = lv.SetFor(d, sets(req.Set)...)
+	} else {
+		err = lv.Set(sets(req.Set)...)
+	}
+	if err != nil {
 		writeError(w, errorCode(err), err)
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -401,5 +402,34 @@ flows:
 	check.Stdin = strings.NewReader(m)
 	if out, err := check.CombinedOutput(); err != nil {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+// TestOutage: PATCH with "for" cuts the path and puts each key back to
+// its value before after that long: a direction's own value, or the key
+// not set (the shared value applies again).
+func TestOutage(t *testing.T) {
+	tr := startRun(t, `name: outage
+duration: 4s
+link: {delay: 5ms, loss: 1%, downlink: {loss: 2%}}
+flows: [{name: probe, type: udp, rate: 1Mbps, packet_size: 1000, duration: 4s}]
+`)
+	if code, b := tr.do(t, "PATCH", "/v1/links", `{"set": {"link.uplink.loss": "100%", "link.downlink.loss": "100%"}, "for": "soon"}`); code != 400 || !strings.Contains(string(b), "for: ") {
+		t.Errorf("for soon: %d %s", code, b)
+	}
+	if code, b := tr.do(t, "PATCH", "/v1/links", `{"set": {"link.uplink.loss": "100%", "link.downlink.loss": "100%"}, "for": "500ms"}`); code != 200 {
+		t.Fatalf("PATCH: %d %s", code, b)
+	}
+	sum := tr.wait(t)
+	var got []string
+	for _, e := range sum.Runs[0].Timeline {
+		got = append(got, fmt.Sprintf("%s=%s->%s", e.Key, e.Old, e.New))
+	}
+	want := "link.downlink.loss=2%->100% link.uplink.loss=->100% link.downlink.loss=100%->2% link.uplink.loss=100%->"
+	if strings.Join(got, " ") != want {
+		t.Errorf("timeline %q, want %q", strings.Join(got, " "), want)
+	}
+	if tl := sum.Runs[0].Timeline; len(tl) == 4 && math.Abs(tl[2].TimeS-tl[0].TimeS-0.5) > 0.1 {
+		t.Errorf("the outage lasted %.3f s, want 0.5", tl[2].TimeS-tl[0].TimeS)
 	}
 }

@@ -267,6 +267,39 @@ func (lv *Live) setLocked(changes []scenario.KeyChange, sets []string) error {
 	return lv.orig.AddTimeline(at.Sub(lv.start), sets...)
 }
 
+// SetFor changes the path now as Set does, and puts the keys back to the
+// values in force before (a key not set, not set again) after d, as a
+// timeline entry's `for` does: an outage of d is
+// SetFor(d, "link.uplink.loss=100%", "link.downlink.loss=100%"). Both
+// changes are recorded. The way back is pending (Status) until it
+// applies; a run that ends first ends with the change in force.
+func (lv *Live) SetFor(d time.Duration, sets ...string) error {
+	changes, err := linkChanges(sets)
+	if err != nil {
+		return err
+	}
+	if d <= 0 {
+		return fmt.Errorf("for %s: not a positive duration", d)
+	}
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	back := make([]string, len(changes))
+	for i, c := range changes {
+		v := lv.s.Value(c.Key)
+		if v == "" {
+			v = "null"
+		}
+		back[i] = c.Key + "=" + v
+	}
+	if err := lv.setLocked(changes, sets); err != nil {
+		return err
+	}
+	if at := lv.clk.Now().Sub(lv.start) + d; at < lv.base.Duration && len(lv.pending) < MaxPending {
+		lv.scheduleLocked(at, back)
+	}
+	return nil
+}
+
 // Schedule changes the path at run time at (from the run's start), as
 // Set would then: the values are checked now, against the settings in
 // force now (a later change of the same key may make them refused then:
@@ -293,12 +326,18 @@ func (lv *Live) Schedule(at time.Duration, sets ...string) error {
 	case len(lv.pending) >= MaxPending:
 		return fmt.Errorf("more than %d changes pending", MaxPending)
 	}
+	lv.scheduleLocked(at, sets)
+	return nil
+}
+
+// scheduleLocked adds sets at run time at (not past) to the pending
+// changes, with lv.mu held.
+func (lv *Live) scheduleLocked(at time.Duration, sets []string) {
 	p := &scheduled{at: at, sets: sets}
 	i := sort.Search(len(lv.pending), func(i int) bool { return lv.pending[i].at > at })
 	lv.pending = slices.Insert(lv.pending, i, p)
-	p.timer = lv.clk.AfterFunc(at-now, func() { lv.applyScheduled(p) })
+	p.timer = lv.clk.AfterFunc(max(at-lv.clk.Now().Sub(lv.start), 0), func() { lv.applyScheduled(p) })
 	lv.emit(LiveEvent{Type: "scheduled", TimeS: at.Seconds(), Set: sets})
-	return nil
 }
 
 // applyScheduled applies p, on its timer's goroutine.
