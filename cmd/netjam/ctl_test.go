@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -238,4 +241,69 @@ flows: [{name: probe, type: udp, interval: 5ms, duration: 6s}]
 	if n := strings.Count(string(ev), `"key":"link.uplink.loss"`); n != 2 {
 		t.Errorf("events.jsonl has %d changes, want 2\n%s", n, ev)
 	}
+}
+
+// TestRunUI: netjam run --ui serves the dashboard on a free loopback port
+// and prints its URL; the page and its files come from the binary; after
+// the run the report is served there until the page's stop (POST
+// /v1/stop), and netjam then exits 0. --ui with a unix socket is refused.
+func TestRunUI(t *testing.T) {
+	if code, _, stderr := netjam(t, "run", "--ui", "--control", "unix:/tmp/x.sock", "--duration", "1s"); code != exitBadUsage || !strings.Contains(stderr, "--ui: a browser reaches a TCP address only") {
+		t.Errorf("--ui with a unix socket: exit %d\n%s", code, stderr)
+	}
+	dir := t.TempDir()
+	run := netjamProcess(t, "run", "-q", "--ui", "--duration", "2s", "--out", dir)
+	stderr, err := run.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer run.Process.Kill()
+	sc := bufio.NewScanner(stderr)
+	var url string
+	var lines []string
+	for url == "" && sc.Scan() {
+		lines = append(lines, sc.Text())
+		if u, ok := strings.CutPrefix(sc.Text(), "netjam: dashboard at "); ok {
+			url = strings.TrimSuffix(u, "/")
+		}
+	}
+	if !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("no dashboard URL printed: %q", lines)
+	}
+	get := func(path string) (int, string) {
+		resp, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, page := get("/"); code != 200 || !strings.Contains(page, `<script src="/ui/app.js"`) {
+		t.Errorf("GET /: %d\n%s", code, page)
+	}
+	if code, js := get("/ui/app.js"); code != 200 || !strings.Contains(js, "EventSource") {
+		t.Errorf("GET /ui/app.js: %d", code)
+	}
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), "the report is at ") {
+			break
+		}
+	}
+	if code, report := get("/results/report.html"); code != 200 || !strings.Contains(report, "<title>netjam report") {
+		t.Errorf("GET /results/report.html after the run: %d", code)
+	}
+	resp, err := http.Post(url+"/v1/stop", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	go io.Copy(io.Discard, stderr)
+	if err := run.Wait(); err != nil {
+		t.Errorf("netjam run --ui after the page's stop: %v", err)
+	}
+	http.DefaultClient.CloseIdleConnections()
 }
