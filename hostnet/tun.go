@@ -1,4 +1,4 @@
-package stack
+package hostnet
 
 import (
 	"errors"
@@ -18,6 +18,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/netjam/netjam/netif"
 )
 
 // This file is the kernel's end of TUN mode: a TUN device (IFF_TUN |
@@ -51,7 +53,7 @@ type TUNConfig struct {
 	// detection, so they are usable at once. Addresses a persistent
 	// device already has are kept and not removed by Close.
 	Addrs []netip.Prefix
-	// MTU is the device's MTU, MinMTU..MaxMTU (at least MinMTUIPv6 with an
+	// MTU is the device's MTU, netif.MinMTU..netif.MaxMTU (at least netif.MinMTUIPv6 with an
 	// IPv6 address); 0 means 1500.
 	MTU int
 	// Routes are extra routes through the device (for transparent mode:
@@ -100,14 +102,8 @@ func (c *TUNConfig) Validate() error {
 	if len(c.Addrs) == 0 {
 		add("addrs: at least one address is required")
 	}
-	v4, v6 := checkAddrs(c.Addrs, add)
-	mtu := c.mtu()
-	switch {
-	case mtu < MinMTU || mtu > MaxMTU:
-		add("mtu: %d is out of range %d..%d", c.MTU, MinMTU, MaxMTU)
-	case v6 && mtu < MinMTUIPv6:
-		add("mtu: %d is below IPv6's minimum of %d", c.MTU, MinMTUIPv6)
-	}
+	v4, v6 := netif.CheckAddrs(c.Addrs, add)
+	netif.CheckMTU(c.mtu(), v6, add)
 	routes := make(map[netip.Prefix]bool)
 	for i, r := range c.Routes {
 		switch {
@@ -429,22 +425,6 @@ func openVnet(name string, persistent bool) (f *os.File, ifname string, tso bool
 	return os.NewFile(uintptr(fd), "/dev/net/tun"), ifr.Name(), tso, nil
 }
 
-// GSO describes a packet read from or written to a device with offload:
-// a TCP segment standing for several of MSS payload bytes each, and
-// whether its TCP checksum is left to the receiver.
-type GSO struct {
-	// MSS is the payload of each segment; 0 for an ordinary packet.
-	MSS int
-	// NeedsCsum: the TCP (or UDP) checksum field holds only the
-	// pseudo-header's sum. Reading: the receiver must complete it, summing
-	// from CsumStart and storing at CsumStart+CsumOffset. Writing: the
-	// packet carries the pseudo-header's sum there, and the kernel
-	// completes it (CsumStart and CsumOffset are then derived from the
-	// packet).
-	NeedsCsum             bool
-	CsumStart, CsumOffset int
-}
-
 // openError turns an error of water.New into one that says what to do.
 // water returns the open(2) error as a bare syscall.Errno and an ioctl(2)
 // error as an *os.SyscallError.
@@ -713,7 +693,7 @@ func (t *TUN) Read(buf []byte) (int, error) {
 // IPv4 or IPv6, for instance).
 func (t *TUN) Write(pkt []byte) (int, error) {
 	if t.vnet {
-		return t.WritePacket([][]byte{pkt}, GSO{})
+		return t.WritePacket([][]byte{pkt}, netif.GSO{})
 	}
 	return t.f.Write(pkt)
 }
@@ -723,10 +703,10 @@ func (t *TUN) Write(pkt []byte) (int, error) {
 // (buf needs 65535 bytes) and its TCP or UDP checksum may be left to the
 // receiver (NeedsCsum, also for an ordinary packet); the caller splits or
 // completes it. Without offload the GSO is always zero.
-func (t *TUN) ReadPacket(buf []byte) (int, GSO, error) {
+func (t *TUN) ReadPacket(buf []byte) (int, netif.GSO, error) {
 	if !t.vnet {
 		n, err := t.f.Read(buf)
-		return n, GSO{}, err
+		return n, netif.GSO{}, err
 	}
 	io := ioStates.Get().(*ioState)
 	defer io.put()
@@ -740,7 +720,7 @@ func (t *TUN) ReadPacket(buf []byte) (int, GSO, error) {
 		io.n = 2
 	}
 	if err := t.raw.Read(io.readFn); err != nil {
-		return 0, GSO{}, err
+		return 0, netif.GSO{}, err
 	}
 	return t.readResult(io, len(buf))
 }
@@ -750,15 +730,15 @@ func (t *TUN) ReadPacket(buf []byte) (int, GSO, error) {
 // offered before it is used as a length: a short read (no whole header)
 // or a count past the buffer (which a kernel bug or a changed header size
 // would give) is an error, never a slice past the packet.
-func (t *TUN) readResult(io *ioState, bufLen int) (int, GSO, error) {
+func (t *TUN) readResult(io *ioState, bufLen int) (int, netif.GSO, error) {
 	n, errno, hdr := io.done, io.errno, &io.hdr
 	switch {
 	case errno != 0:
-		return 0, GSO{}, &os.PathError{Op: "readv", Path: t.name, Err: errno}
+		return 0, netif.GSO{}, &os.PathError{Op: "readv", Path: t.name, Err: errno}
 	case n < vnetHdrLen || n > uintptr(vnetHdrLen+bufLen):
-		return 0, GSO{}, &os.PathError{Op: "readv", Path: t.name, Err: fmt.Errorf("%w: %d bytes from a read of %d", syscall.EIO, n, vnetHdrLen+bufLen)}
+		return 0, netif.GSO{}, &os.PathError{Op: "readv", Path: t.name, Err: fmt.Errorf("%w: %d bytes from a read of %d", syscall.EIO, n, vnetHdrLen+bufLen)}
 	}
-	var g GSO
+	var g netif.GSO
 	if hdr[0]&vnetFlagNeedsCsum != 0 {
 		g.NeedsCsum = true
 		g.CsumStart = int(uint16(hdr[6]) | uint16(hdr[7])<<8)
@@ -776,9 +756,9 @@ func (t *TUN) readResult(io *ioState, bufLen int) (int, GSO, error) {
 // its MSS-sized segments (receiving them at once, as GRO would); its TCP
 // checksum field must hold the pseudo-header's sum, which the kernel
 // completes (g.NeedsCsum). Without offload g must be zero.
-func (t *TUN) WritePacket(pkt [][]byte, g GSO) (int, error) {
+func (t *TUN) WritePacket(pkt [][]byte, g netif.GSO) (int, error) {
 	if !t.vnet {
-		if g != (GSO{}) {
+		if g != (netif.GSO{}) {
 			return 0, fmt.Errorf("stack: TUN %s: a GSO packet on a device without offload", t.name)
 		}
 		return t.WriteVec(pkt)
@@ -864,7 +844,7 @@ const maxIovecs = 16
 // returns the error, so WriteVec can be a Host's Output.
 func (t *TUN) WriteVec(pkt [][]byte) (int, error) {
 	if t.vnet {
-		return t.WritePacket(pkt, GSO{})
+		return t.WritePacket(pkt, netif.GSO{})
 	}
 	io := ioStates.Get().(*ioState)
 	defer io.put()

@@ -1,9 +1,11 @@
-package stack
+package hostnet
 
 import (
 	"net"
 	"net/netip"
 	"testing"
+
+	"github.com/netjam/netjam/netif"
 )
 
 // TestTUNIOAllocatesNothing: writing a packet into the device and
@@ -32,7 +34,7 @@ func TestTUNIOAllocatesNothing(t *testing.T) {
 		pkt[10], pkt[11] = byte(^sum>>8), byte(^sum)
 		vec := [][]byte{pkt}
 		write := func() {
-			if _, err := tun.WritePacket(vec, GSO{}); err != nil {
+			if _, err := tun.WritePacket(vec, netif.GSO{}); err != nil {
 				t.Fatal(err)
 			}
 		}
