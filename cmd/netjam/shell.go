@@ -261,7 +261,7 @@ func doShell(c *cli.Context) error {
 		}
 	}
 	if !c.Bool("quiet") && sum != nil && len(sum.Runs) > 0 && sum.Runs[0].Skipped == "" {
-		emulator.PrintTable(c.App.ErrWriter, sum)
+		printTable(c.App.ErrWriter, sum)
 	}
 	if runErr != nil {
 		var ec cli.ExitCoder
