@@ -319,8 +319,11 @@ func TestRelayUDPForward(t *testing.T) {
 	defer c.Close()
 	n := roundTrip(t, c, 1, 100, 1400, 8000, 60000)
 	// The echo can reach the client before the relay has counted the
-	// datagram it sent.
-	waitFor(t, "the bytes to be counted", func() bool { return r.Stats().UDP.BytesUp == uint64(n) })
+	// datagram it sent, or the echo it passed on.
+	waitFor(t, "the bytes to be counted", func() bool {
+		st := r.Stats().UDP
+		return st.BytesUp == uint64(n) && st.BytesDown == uint64(n)
+	})
 	if st := r.Stats().UDP; st.Relayed != 1 || st.Active != 1 || st.BytesUp != uint64(n) || st.BytesDown != uint64(n) {
 		t.Errorf("stats %+v, want one open session carrying %d bytes each way", st, n)
 	}

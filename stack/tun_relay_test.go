@@ -183,7 +183,9 @@ func TestTUNRelayUDP(t *testing.T) {
 		roundTrip(t, dialIn(t, lab.ns, "udp", dst), 1, 512, 1472, 1473, 9000, 65000)
 	}
 	n := uint64(2 * (1 + 512 + 1472 + 1473 + 9000 + 65000))
-	waitFor(t, "the bytes to be counted", func() bool { return lab.relay.Stats().UDP.BytesUp == n })
+	// The relay counts a datagram after sending it on, so the echo can
+	// reach the client before either count has moved.
+	waitFor(t, "the bytes to be counted", func() bool { st := lab.relay.Stats().UDP; return st.BytesUp == n && st.BytesDown == n })
 	if st := lab.relay.Stats().UDP; st.Relayed != 2 || st.BytesUp != n || st.BytesDown != n {
 		t.Errorf("stats %+v", st)
 	}
