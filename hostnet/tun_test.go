@@ -727,32 +727,6 @@ func TestTUNPrivilegeMessages(t *testing.T) {
 	}
 }
 
-// TestTUNReadResultChecksLength: the count readv returns is checked
-// against the header and the buffer before it becomes a packet's length.
-func TestTUNReadResultChecksLength(t *testing.T) {
-	tun := &TUN{name: "netjam0"}
-	for _, c := range []struct {
-		done uintptr
-		want int // -1: an error
-	}{
-		{0, -1},
-		{vnetHdrLen - 1, -1},
-		{vnetHdrLen, 0},
-		{vnetHdrLen + 1500, 1500},
-		{vnetHdrLen + 1501, -1},
-		{^uintptr(0), -1},
-	} {
-		io := &ioState{done: c.done}
-		n, _, err := tun.readResult(io, 1500)
-		switch {
-		case c.want < 0 && err == nil:
-			t.Errorf("readv returned %d for a 1500-byte buffer: got %d bytes, want an error", c.done, n)
-		case c.want >= 0 && (err != nil || n != c.want):
-			t.Errorf("readv returned %d: got %d, %v; want %d", c.done, n, err, c.want)
-		}
-	}
-}
-
 // TestTUNSetcapRefusesHostRoutes runs OpenTUN in a binary given
 // CAP_NET_ADMIN by its file (setcap), as the user nobody, with a route
 // outside the device's network in nobody's (the machine's) namespace: it
