@@ -5,9 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"testing"
 	"time"
+
+	"github.com/netjam/netjam/impair"
 )
 
 // FuzzParse checks that any file, with any one --set, gives either Errors
@@ -112,7 +113,7 @@ func checkValid(t *testing.T, s *Scenario) {
 	if s.MTU < 576 || s.MTU > 65535 {
 		t.Errorf("mtu %d", s.MTU)
 	}
-	for _, d := range []Direction{s.Uplink, s.Downlink} {
+	for _, d := range []impair.Config{s.Uplink, s.Downlink} {
 		ratio := func(what string, v float64, max float64) {
 			if !(v >= 0 && v <= max) {
 				t.Errorf("%s = %v", what, v)
@@ -128,11 +129,14 @@ func checkValid(t *testing.T, s *Scenario) {
 		ratio("corrupt", d.Corrupt.P, 1)
 		ratio("reorder", d.Reorder.P, 1)
 		ratio("delay correlation", d.Delay.Correlation, belowOne)
-		if !slices.Contains([]string{"", "random", "gemodel", "state"}, d.Loss.Model) {
-			t.Errorf("loss model %q", d.Loss.Model)
+		if d.Loss.Model > impair.LossState {
+			t.Errorf("loss model %v", d.Loss.Model)
 		}
-		if !slices.Contains(distributions, d.Delay.Distribution) {
-			t.Errorf("distribution %q", d.Delay.Distribution)
+		if d.Delay.Distribution > impair.ParetoNormal {
+			t.Errorf("distribution %v", d.Delay.Distribution)
+		}
+		if err := d.Validate(); err != nil {
+			t.Errorf("impair refuses a direction scenario accepted: %v", err)
 		}
 		if d.Delay.Time < 0 || d.Delay.Time > maxDelay || d.Delay.Jitter < 0 || d.Delay.Jitter > maxDelay {
 			t.Errorf("delay %+v", d.Delay)
@@ -150,8 +154,8 @@ func checkValid(t *testing.T, s *Scenario) {
 			t.Errorf("slot %+v", d.Slot)
 		}
 		q := d.Queue
-		if !slices.Contains(disciplines, q.Discipline) {
-			t.Errorf("discipline %q", q.Discipline)
+		if q.Discipline > impair.PIE {
+			t.Errorf("discipline %v", q.Discipline)
 		}
 		if q.LimitPackets < 0 || q.LimitBytes < 0 || q.LimitPackets == 0 && q.LimitBytes == 0 {
 			t.Errorf("queue limits %+v", q)
@@ -159,7 +163,7 @@ func checkValid(t *testing.T, s *Scenario) {
 		if q.LimitBytes > 0 && q.LimitBytes < int64(s.MTU) {
 			t.Errorf("queue bytes %d below mtu %d", q.LimitBytes, s.MTU)
 		}
-		if (q.Discipline == "codel" || q.Discipline == "fq_codel" || q.Discipline == "pie") && (q.Target <= 0 || q.Target > time.Hour) {
+		if (q.Discipline == impair.CoDel || q.Discipline == impair.FQCoDel || q.Discipline == impair.PIE) && (q.Target <= 0 || q.Target > time.Hour) {
 			t.Errorf("queue target %+v", q)
 		}
 		if d.InflightLimit < 1 || d.InflightLimit > maxPackets {

@@ -60,8 +60,10 @@ type Scenario struct {
 	SeedSet  bool
 	Duration time.Duration // how long the run lasts; default 30s
 	MTU      int           // default 1500; 576..65535
-	Uplink   Direction     // link keys, each replaced by link.uplink's when it has the key
-	Downlink Direction     // link keys, each replaced by link.downlink's when it has the key
+	// Uplink and Downlink are the link keys, each replaced by the
+	// direction's own (link.uplink's, link.downlink's) when it has the key.
+	// Their Name and Seed are left for the emulator to fill in.
+	Uplink, Downlink impair.Config
 	// SampleInterval is the step of the run's time series; default 100ms.
 	SampleInterval time.Duration
 	// WiFi, when not nil, puts an 802.11 cell in front of the uplink.
@@ -83,106 +85,6 @@ type Scenario struct {
 	// shadowed holds the warnings of shadowedSets for this run.
 	shadowed []string
 	tree     *yaml.Node // the resolved tree (a mapping) behind YAML
-}
-
-// Direction is the impairment of one direction of the link. Package impair
-// applies it in this order: loss, duplication, corruption, the queue and
-// rate (the bottleneck), slots, then delay with reordering.
-type Direction struct {
-	Delay     Delay
-	Loss      Loss
-	Duplicate Chance
-	Corrupt   Chance
-	Reorder   Reorder
-	Rate      Rate
-	Slot      Slot
-	Queue     Queue
-	// InflightLimit bounds the packets held after the bottleneck (in the
-	// delay line and at the slot gate); past it they are dropped and
-	// counted. Default 16384; 1..1<<20.
-	InflightLimit int
-}
-
-// Delay is netem's delay: every packet waits Time, plus or minus Jitter.
-type Delay struct {
-	Time, Jitter time.Duration
-	// Distribution shapes the jitter: "uniform" (the default), "normal",
-	// "pareto" or "paretonormal".
-	Distribution string
-	Correlation  float64 // of successive jitter values; [0, 1)
-	// AllowReorder lets jitter reorder packets; when false a packet never
-	// leaves before the one sent ahead of it.
-	AllowReorder bool
-}
-
-// Loss is netem's loss. Model "" means no loss.
-type Loss struct {
-	// Model is "" (no loss), "random" (each packet lost with probability
-	// P), "gemodel" (Gilbert-Elliott) or "state" (4-state Markov).
-	Model string
-	// P is the loss probability for random, the good-to-bad transition
-	// probability for gemodel; Correlation applies to random only.
-	P, Correlation float64
-	// R is gemodel's bad-to-good transition probability, OneMinusH the
-	// loss probability in the bad state, OneMinusK in the good state.
-	R, OneMinusH, OneMinusK float64
-	// Transition probabilities of the state model, as in netem: 1 is
-	// "good, no loss", 2 "good, burst loss", 3 "bad, loss", 4 "isolated
-	// loss".
-	P13, P31, P32, P23, P14 float64
-}
-
-// Chance is a probability with a correlation, for duplication and corruption.
-type Chance struct {
-	P, Correlation float64
-}
-
-// Reorder is netem's reorder: a packet is sent at once (ahead of the
-// delayed ones) with probability P, or every Gap-th packet when P is 100%.
-type Reorder struct {
-	P, Correlation float64
-	Gap            int // default 1
-}
-
-// Rate is netem's rate: the bottleneck's speed and how packet sizes count
-// against it.
-type Rate struct {
-	Bitrate        uint64 // bits/s; 0 = unlimited
-	PacketOverhead int    // bytes added to each packet; may be negative, -1500..1500
-	CellSize       int    // bytes; when not 0, packets are rounded up to whole cells
-	CellOverhead   int    // bytes added to each cell
-	// Trace, instead of Bitrate, is a schedule of delivery opportunities
-	// read from TraceFile (mahimahi's format).
-	Trace     *impair.Trace
-	TraceFile string
-}
-
-// Limited reports whether the rate limits the link: a bitrate or a trace.
-func (r Rate) Limited() bool { return r.Bitrate > 0 || r.Trace != nil }
-
-// Slot is netem's slot: packets leave in bursts, one burst every Min to Max
-// (random in between), of at most Packets packets and Bytes bytes (0: no
-// limit). Zero Min and Max mean no slots.
-type Slot struct {
-	Min, Max time.Duration
-	Packets  int
-	Bytes    int64
-}
-
-// Queue is the bottleneck queue in front of the rate. Fields of other
-// disciplines are zero.
-type Queue struct {
-	Discipline   string // "droptail" (default), "headdrop", "codel", "fq_codel" or "pie"
-	LimitPackets int    // 0 = no packet limit (LimitBytes is then > 0)
-	LimitBytes   int64  // 0 = no byte limit
-	ECN          bool   // mark ECN-capable packets instead of dropping them (codel, fq_codel, pie)
-	// Target and Interval are codel's and fq_codel's (defaults 5ms and
-	// 100ms); pie uses Target only (default 15ms).
-	Target, Interval time.Duration
-	Flows, Quantum   int           // fq_codel: default 1024 flows, and MTU+14 bytes
-	TUpdate          time.Duration // pie: default 15ms
-	Alpha, Beta      float64       // pie: defaults 0.125 and 1.25
-	MaxBurst         time.Duration // pie: default 150ms
 }
 
 // Load reads the file at path and calls Parse. An error reading the file is

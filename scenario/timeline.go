@@ -50,8 +50,8 @@ type TimelinePoint struct {
 	// applies.
 	At       time.Duration
 	Changes  []KeyChange
-	Uplink   Direction
-	Downlink Direction
+	Uplink   impair.Config
+	Downlink impair.Config
 }
 
 // KeyChange is one key's change at a TimelinePoint, for events.jsonl and
@@ -322,7 +322,7 @@ func liveKeyProblem(key string) string {
 // fixedProblem names what next changes of was that a running direction
 // cannot change (impair.Chain.Set), or "": the check behind
 // liveKeyProblem's, on the settings a change makes whatever its keys.
-func fixedProblem(was, next Direction) string {
+func fixedProblem(was, next impair.Config) string {
 	wq, nq := was.Queue, next.Queue
 	wq.LimitPackets, wq.LimitBytes = nq.LimitPackets, nq.LimitBytes
 	switch {
@@ -332,7 +332,7 @@ func fixedProblem(was, next Direction) string {
 		return "slots"
 	case was.InflightLimit != next.InflightLimit:
 		return "in-flight limit"
-	case was.Rate.TraceFile != next.Rate.TraceFile || (was.Rate.Trace == nil) != (next.Rate.Trace == nil):
+	case (was.Rate.Trace == nil) != (next.Rate.Trace == nil) || was.Rate.Trace != nil && was.Rate.Trace.File != next.Rate.Trace.File:
 		return "rate trace"
 	case was.Delay.AllowReorder != next.Delay.AllowReorder:
 		return "allow_reorder"
@@ -369,7 +369,7 @@ func (d *decoder) compile(h tlHeap, root *yaml.Node, mtu int, mtuOK bool, state 
 	var points []TimelinePoint
 	budget := MaxTimelineChanges // ramp steps left to make
 	first := state               // the file's link
-	decodeLink := func(at time.Duration, e *tlEvent) (Direction, Direction, bool) {
+	decodeLink := func(at time.Duration, e *tlEvent) (impair.Config, impair.Config, bool) {
 		tree := clone(base, nil)
 		if lookup(tree, "link") == nil {
 			tree.Content = append(tree.Content, stringNode("link"), &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"})
@@ -383,7 +383,7 @@ func (d *decoder) compile(h tlHeap, root *yaml.Node, mtu int, mtuOK bool, state 
 			mark := func(n *yaml.Node) { n.Line, n.Column = kn.Line, kn.Column }
 			if err := setPath(tree, k, v, mark); err != nil {
 				d.errorf(e.at0, e.entry+".set."+k, "%v (at %s)", err, formatDuration(at))
-				return Direction{}, Direction{}, false
+				return impair.Config{}, impair.Config{}, false
 			}
 		}
 		sub := newDecoder(d.file, d.origins)
@@ -488,7 +488,7 @@ func (d *decoder) compile(h tlHeap, root *yaml.Node, mtu int, mtuOK bool, state 
 		}
 		for _, dw := range []struct {
 			name      string
-			was, next Direction
+			was, next impair.Config
 		}{{"uplink", first.up, u}, {"downlink", first.down, w}} {
 			if why := fixedProblem(dw.was, dw.next); why != "" {
 				d.errorf(last.at0, last.entry, "the %s's %s cannot change while the run runs (at %s)", dw.name, why, formatDuration(at))
@@ -542,16 +542,16 @@ func (d *decoder) ramp(e *tlEvent, state linkPair, at time.Duration) []*yaml.Nod
 	p := e.entry + ".set." + e.key
 	// The start: the value in force in the direction(s) the key sets.
 	rest := strings.TrimPrefix(e.key, "link.")
-	var dirs []Direction
+	var dirs []impair.Config
 	switch {
 	case strings.HasPrefix(rest, "uplink."):
-		dirs = []Direction{state.up}
+		dirs = []impair.Config{state.up}
 	case strings.HasPrefix(rest, "downlink."):
-		dirs = []Direction{state.down}
+		dirs = []impair.Config{state.down}
 	default:
-		dirs = []Direction{state.up, state.down}
+		dirs = []impair.Config{state.up, state.down}
 	}
-	field := func(dir Direction) float64 {
+	field := func(dir impair.Config) float64 {
 		switch {
 		case kind == "rate":
 			return float64(dir.Rate.Bitrate)
@@ -572,7 +572,7 @@ func (d *decoder) ramp(e *tlEvent, state linkPair, at time.Duration) []*yaml.Nod
 		d.errorf(e.at0, p, "the rate is unlimited when the ramp starts (%s): set a rate to ramp from first", formatDuration(at))
 		return nil
 	}
-	if kind == "ratio" && dirs[0].Loss.Model != "random" && dirs[0].Loss.Model != "" {
+	if kind == "ratio" && dirs[0].Loss.Model != impair.LossRandom && dirs[0].Loss.Model != impair.LossNone {
 		d.errorf(e.at0, p, "ramps a random loss, but the loss model is %s when the ramp starts", dirs[0].Loss.Model)
 		return nil
 	}
@@ -621,4 +621,4 @@ func (d *decoder) ramp(e *tlEvent, state linkPair, at time.Duration) []*yaml.Nod
 }
 
 // linkPair is both directions' settings.
-type linkPair struct{ up, down Direction }
+type linkPair struct{ up, down impair.Config }
