@@ -232,7 +232,8 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir strin
 	}
 	var tunStations []int // the cell's stations the kernel sits behind
 	if s.WiFi != nil {
-		cfg := s.WiFi.Config(s.Seed)
+		cfg := *s.WiFi // the scenario's cell, with the run's seed
+		cfg.Seed = s.Seed
 		l.cell, err = wifi.NewRunner(cfg, clk, l.fromCell(true), l.fromCell(false))
 		if err != nil {
 			return fail(err)

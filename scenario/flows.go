@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/netjam/netjam/wifi"
 )
 
 // Flow is one traffic flow of a scenario: a TCP bulk transfer or a UDP
@@ -74,7 +76,7 @@ var (
 // flows decodes the flows list. mtu bounds UDP datagrams (it is valid when
 // mtuOK); duration is the run's, which a flow's start must precede; w is
 // the Wi-Fi cell and t the TUN device, nil without one.
-func (d *decoder) flows(n *yaml.Node, mtu int, mtuOK bool, duration time.Duration, w *WiFi, t *TUN) []Flow {
+func (d *decoder) flows(n *yaml.Node, mtu int, mtuOK bool, duration time.Duration, w *wifi.Config, t *TUN) []Flow {
 	if n.Kind != yaml.SequenceNode {
 		d.errorf(n, "flows", "expected a list of flows, got %s", describe(n))
 		return nil

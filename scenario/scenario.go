@@ -14,6 +14,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/netjam/netjam/impair"
+
+	"github.com/netjam/netjam/wifi"
 )
 
 // Options are what the command line adds on top of the file.
@@ -67,7 +69,7 @@ type Scenario struct {
 	// SampleInterval is the step of the run's time series; default 100ms.
 	SampleInterval time.Duration
 	// WiFi, when not nil, puts an 802.11 cell in front of the uplink.
-	WiFi *WiFi
+	WiFi *wifi.Config
 	// Capture, when not nil, writes pcap files of the run's packets.
 	Capture *Capture
 	// TUN, when not nil, puts the kernel on the client side of the path

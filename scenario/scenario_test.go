@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/wifi"
 )
 
 // parse parses src as the file x.yaml with the given --set arguments.
@@ -1044,8 +1045,8 @@ flows:
 		t.Fatal(err)
 	}
 	w := p.Runs[0].WiFi
-	want := &WiFi{Standard: "802.11a", Rate: 24e6, RTSThreshold: 500,
-		Stations: []Station{{Name: "laptop"}, {Name: "sta2", Rate: 6e6, FrameErrorRate: 0.01}}}
+	want := &wifi.Config{Standard: "802.11a", Rate: 24e6, RTSThreshold: 500,
+		Stations: []wifi.StationConfig{{Name: "laptop"}, {Name: "sta2", Rate: 6e6, FrameErrorRate: 0.01}}}
 	if !reflect.DeepEqual(w, want) {
 		t.Fatalf("wifi %+v, want %+v", w, want)
 	}

@@ -9,6 +9,8 @@ import (
 	"unicode"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/netjam/netjam/wifi"
 )
 
 // TUN puts the machine's kernel on the client side of the emulated path: a
@@ -131,7 +133,7 @@ var (
 // is the Wi-Fi cell, nil without one. A tun that is not a mapping is
 // reported and decoded as all defaults, so that kernel flows are not also
 // told to add a tun section.
-func (d *decoder) tun(n *yaml.Node, mtu int, mtuOK bool, w *WiFi) *TUN {
+func (d *decoder) tun(n *yaml.Node, mtu int, mtuOK bool, w *wifi.Config) *TUN {
 	t := &TUN{Name: defaultTUNName, MTU: mtu, Services: true, UDPIdle: defaultTUNUDPIdle, TCPIdle: defaultTUNTCPIdle, Offload: true}
 	f, ok := d.fields(n, "tun", "a mapping of TUN keys (tun: {} for every default)", tunKeys)
 	if !ok {
@@ -631,7 +633,7 @@ func (t *TUN) Station(name string) int {
 }
 
 // station decodes the name of a station of w.
-func (d *decoder) station(n *yaml.Node, path string, w *WiFi) (string, bool) {
+func (d *decoder) station(n *yaml.Node, path string, w *wifi.Config) (string, bool) {
 	name, ok := d.text(n, path)
 	if !ok {
 		return "", false

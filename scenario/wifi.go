@@ -10,69 +10,20 @@ import (
 	"github.com/netjam/netjam/wifi"
 )
 
-// WiFi is an 802.11 cell in front of the bottleneck: stations contend for
-// one channel with the access point, which then forwards into link.uplink
-// (and takes link.downlink's packets to the stations). Zero fields take the
-// standard's preset values.
-type WiFi struct {
-	Standard                      string // 802.11b | 802.11a | 802.11g (default) | 802.11n
-	Rate, BasicRate               uint64
-	Slot, SIFS                    time.Duration
-	CWMin, CWMax                  int
-	RetryLimit, RTSThreshold      int
-	QueueLimit                    int
-	AMPDU                         bool
-	AMPDUMaxBytes, AMPDUMaxFrames int
-	Stations                      []Station
-}
-
-// Station is one Wi-Fi station: its own host, and its own link with the AP.
-type Station struct {
-	Name           string
-	Rate           uint64
-	FrameErrorRate float64
-	SNR            float64
-	Saturate       int // bytes of an endless background backlog, 0 = none
-}
-
 var (
 	wifiKeys    = []string{"standard", "rate", "basic_rate", "slot", "sifs", "cw_min", "cw_max", "retry_limit", "rts_threshold", "queue_limit", "ampdu", "ampdu_max_bytes", "ampdu_max_frames", "stations"}
 	stationKeys = []string{"name", "rate", "frame_error_rate", "snr", "saturate"}
 )
 
-// Config returns the wifi package's configuration of w with seed.
-func (w *WiFi) Config(seed uint64) wifi.Config {
-	c := wifi.Config{
-		Standard: w.Standard, Rate: w.Rate, BasicRate: w.BasicRate, Slot: w.Slot, SIFS: w.SIFS,
-		CWMin: w.CWMin, CWMax: w.CWMax, RetryLimit: w.RetryLimit, RTSThreshold: w.RTSThreshold,
-		QueueLimit: w.QueueLimit, AMPDU: w.AMPDU, AMPDUMaxBytes: w.AMPDUMaxBytes, AMPDUMaxFrames: w.AMPDUMaxFrames,
-		Seed: seed,
-	}
-	for _, s := range w.Stations {
-		c.Stations = append(c.Stations, wifi.StationConfig{Name: s.Name, Rate: s.Rate, FrameErrorRate: s.FrameErrorRate, SNR: s.SNR, Saturate: s.Saturate})
-	}
-	return c
-}
-
-// Station returns the index of the station called name, or -1.
-func (w *WiFi) Station(name string) int {
-	for i, s := range w.Stations {
-		if s.Name == name {
-			return i
-		}
-	}
-	return -1
-}
-
 // wifi decodes the wifi mapping. What only package wifi knows (which rates
 // a standard has, contention windows of the form 2^k-1, ...) is checked by
 // building the cell's configuration and asking wifi to validate it.
-func (d *decoder) wifi(n *yaml.Node) *WiFi {
+func (d *decoder) wifi(n *yaml.Node) *wifi.Config {
 	f, ok := d.fields(n, "wifi", "a mapping of Wi-Fi keys", wifiKeys)
 	if !ok {
 		return nil
 	}
-	w := &WiFi{Standard: "802.11g"}
+	w := &wifi.Config{Standard: "802.11g"}
 	before := d.count
 	if v := f["standard"]; v != nil {
 		w.Standard, _ = d.oneOf(v, "wifi.standard", "Wi-Fi standard", wifi.Standards)
@@ -122,7 +73,7 @@ func (d *decoder) wifi(n *yaml.Node) *WiFi {
 			if !ok {
 				continue
 			}
-			st := Station{Name: fmt.Sprintf("sta%d", i+1)}
+			st := wifi.StationConfig{Name: fmt.Sprintf("sta%d", i+1)}
 			if v := sf["name"]; v != nil {
 				if name, ok := d.text(v, join(path, "name")); ok {
 					if why := nameProblem(name); why != "" {
@@ -153,8 +104,7 @@ func (d *decoder) wifi(n *yaml.Node) *WiFi {
 		}
 	}
 	if d.count == before {
-		cfg := w.Config(0)
-		if err := cfg.Validate(); err != nil {
+		if err := w.Validate(); err != nil {
 			for _, line := range strings.Split(err.Error(), "\n") {
 				d.errorf(n, "wifi", "%s", line)
 			}
