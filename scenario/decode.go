@@ -65,17 +65,12 @@ type decoder struct {
 	// compares it before and after decoding a value to learn whether the
 	// value was valid, which errs cannot tell once repeats are dropped.
 	count int
-	// kernelCCs caches KernelCongestionControls for the flows of a run.
-	kernelCCs *kernelCCResult
-}
-
-type kernelCCResult struct {
-	names []string
-	err   error
+	// congestionControls is Options.CongestionControls, for kernel flows.
+	congestionControls func() ([]string, error)
 }
 
 func newDecoder(file string, origins map[*yaml.Node]string) *decoder {
-	return &decoder{file: file, origins: origins, seen: map[string]bool{}}
+	return &decoder{file: file, origins: origins, seen: map[string]bool{}, congestionControls: kernelCongestionControls}
 }
 
 // errorf reports a problem with node n (nil: the file as a whole) at path.

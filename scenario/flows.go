@@ -29,7 +29,7 @@ type Flow struct {
 	// TCP.
 	// CC is the congestion control; "" means the stack's default. One of
 	// NetstackCC for netstack flows, of the kernel's
-	// (KernelCongestionControls) for kernel flows.
+	// (Options.CongestionControls) for kernel flows.
 	CC string
 	// SACK defaults to true; kernel flows cannot turn it off (the
 	// kernel's SACK is the sysctl net.ipv4.tcp_sack, for every socket).
@@ -235,16 +235,12 @@ func (d *decoder) tcpFlow(item *yaml.Node, f map[string]*yaml.Node, path string,
 }
 
 // kernelCC decodes the congestion control of a kernel flow: one the
-// machine's kernel offers (KernelCongestionControls).
+// machine's kernel offers (Options.CongestionControls).
 func (d *decoder) kernelCC(n *yaml.Node, path string) (string, bool) {
 	if !d.scalar(n, path, "a congestion control") {
 		return "", false
 	}
-	if d.kernelCCs == nil {
-		names, err := KernelCongestionControls()
-		d.kernelCCs = &kernelCCResult{names, err}
-	}
-	names, err := d.kernelCCs.names, d.kernelCCs.err
+	names, err := d.congestionControls()
 	switch {
 	case err != nil:
 		d.errorf(n, path, "cannot check %s against the kernel's congestion controls: %v", quote(n.Value), err)

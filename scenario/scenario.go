@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -26,6 +27,12 @@ type Options struct {
 	Sets     []string
 	Seed     *uint64        // --seed, overrides `seed`
 	Duration *time.Duration // --duration, overrides `duration`
+	// CongestionControls returns the congestion controls the machine's
+	// kernel offers, to check the cc of kernel flows against. A Plan
+	// calls it at most once (its sweep points included), and only for a
+	// kernel flow that names a cc. nil reads
+	// /proc/sys/net/ipv4/tcp_available_congestion_control.
+	CongestionControls func() ([]string, error)
 }
 
 // Plan is a parsed scenario file: one Scenario per run.
@@ -106,6 +113,10 @@ func Load(path string, o Options) (*Plan, error) {
 // Errors value; an error of the base scenario is reported once, not again
 // for every variant.
 func Parse(path string, data []byte, o Options) (*Plan, error) {
+	if o.CongestionControls == nil {
+		o.CongestionControls = kernelCongestionControls
+	}
+	o.CongestionControls = sync.OnceValues(o.CongestionControls)
 	root, line, msg := parseYAML(data)
 	if msg != "" {
 		e := &Error{File: path, Line: line, Msg: msg}
@@ -235,6 +246,7 @@ func parseSets(args []string) ([]override, Errors) {
 func resolve(file string, root *yaml.Node, v *variant, sets []override, o Options) (*Scenario, Errors) {
 	origins := map[*yaml.Node]string{}
 	d := newDecoder(file, origins)
+	d.congestionControls = o.CongestionControls
 	tree := clone(root, nil)
 	if v != nil {
 		origin := variantPrefix + v.name

@@ -19,10 +19,15 @@ import (
 	"github.com/netjam/netjam/wifi"
 )
 
-// parse parses src as the file x.yaml with the given --set arguments.
+// parse parses src as the file x.yaml with the given --set arguments, on
+// a kernel that offers testCCs.
 func parse(src string, sets ...string) (*Plan, error) {
-	return Parse("x.yaml", []byte(src), Options{Sets: sets})
+	return Parse("x.yaml", []byte(src), Options{Sets: sets, CongestionControls: testCCs})
 }
+
+// testCCs are the congestion controls of the tests' kernel, whatever the
+// machine's.
+func testCCs() ([]string, error) { return []string{"reno", "cubic", "bbr"}, nil }
 
 // mustParse parses src and returns its only run.
 func mustParse(t *testing.T, src string, sets ...string) *Scenario {

@@ -734,11 +734,8 @@ func defaultPeer(p netip.Prefix) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// KernelCongestionControls returns the congestion controls the machine's
-// kernel offers, for checking the cc of kernel flows. It reads
-// /proc/sys/net/ipv4/tcp_available_congestion_control; tests replace it.
-var KernelCongestionControls func() ([]string, error) = kernelCongestionControls
-
+// kernelCongestionControls returns the congestion controls the machine's
+// kernel offers: what Options.CongestionControls gives when nil.
 func kernelCongestionControls() ([]string, error) {
 	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
 	if err != nil {
