@@ -11,50 +11,6 @@ import (
 	"github.com/netjam/netjam/wifi"
 )
 
-// Flow is one traffic flow of a scenario: a TCP bulk transfer or a UDP
-// constant-bit-rate stream across the emulated path.
-type Flow struct {
-	Name string
-	Type string // "tcp" or "udp"
-	// Stack is where the flow's client-side end lives: StackNetstack
-	// ("netstack", the default: gVisor hosts in netjam's own process, no
-	// privileges needed) or StackKernel ("kernel": the machine's TCP/IP,
-	// through the TUN device; the scenario then has a tun section).
-	Stack string
-	// Direction is "up" (client side to server side, across the uplink) or
-	// "down".
-	Direction string
-	Start     time.Duration // after the run's start
-
-	// TCP.
-	// CC is the congestion control; "" means the stack's default. One of
-	// NetstackCC for netstack flows, of the kernel's
-	// (Options.CongestionControls) for kernel flows.
-	CC string
-	// SACK defaults to true; kernel flows cannot turn it off (the
-	// kernel's SACK is the sysctl net.ipv4.tcp_sack, for every socket).
-	SACK bool
-	// SendBuffer and ReceiveBuffer are bytes (SO_SNDBUF and SO_RCVBUF
-	// for kernel flows); 0 = the stack's default with auto-tuning.
-	SendBuffer, ReceiveBuffer int64
-	Size                      int64 // bytes to send; 0 = send for Duration
-
-	// UDP.
-	Rate       uint64        // bits/s of UDP payload; 0 = use Interval
-	Interval   time.Duration // between datagrams; 0 = use Rate
-	PacketSize int           // UDP payload bytes, default 100
-	Count      int64         // datagrams to send; 0 = send for Duration
-
-	// Duration bounds a TCP flow without Size and a UDP flow without
-	// Count; 0 means until the run ends.
-	Duration time.Duration
-
-	// Station is the Wi-Fi station the flow's client-side end runs on;
-	// required when the scenario has a wifi cell, and only then. A kernel
-	// flow's is the TUN's station, and no netstack flow's is.
-	Station string
-}
-
 // NetstackCC are the congestion controls gVisor's TCP offers. Package stack
 // checks at test time that gVisor still offers exactly these.
 var NetstackCC = []string{"reno", "cubic"}

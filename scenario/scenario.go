@@ -13,10 +13,6 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/netjam/netjam/impair"
-
-	"github.com/netjam/netjam/wifi"
 )
 
 // Options are what the command line adds on top of the file.
@@ -52,48 +48,6 @@ type Plan struct {
 
 	data []byte  // the file, for At
 	opts Options // the options Parse had, for At
-}
-
-// Scenario is one validated, fully resolved run of a scenario file: the file
-// with a variant's set and the command-line overrides applied and every
-// default filled in. It is a description; the emulator builds its running
-// stages from it.
-type Scenario struct {
-	Name        string
-	Description string
-	Variant     string // "" when the file has no variants
-	Seed        uint64
-	// SeedSet is false when neither the file nor --seed gave a seed; the
-	// emulator then picks one and sets Seed and SeedSet, so that YAML
-	// writes the seed the run actually used.
-	SeedSet  bool
-	Duration time.Duration // how long the run lasts; default 30s
-	MTU      int           // default 1500; 576..65535
-	// Uplink and Downlink are the link keys, each replaced by the
-	// direction's own (link.uplink's, link.downlink's) when it has the key.
-	// Their Name and Seed are left for the emulator to fill in.
-	Uplink, Downlink impair.Config
-	// SampleInterval is the step of the run's time series; default 100ms.
-	SampleInterval time.Duration
-	// WiFi, when not nil, puts an 802.11 cell in front of the uplink.
-	WiFi *wifi.Config
-	// Capture, when not nil, writes pcap files of the run's packets.
-	Capture *Capture
-	// TUN, when not nil, puts the kernel on the client side of the path
-	// through a TUN device (TUN mode).
-	TUN   *TUN
-	Flows []Flow
-	// Expect are the figures the run must reach; checked after it.
-	Expect []Expectation
-	// Timeline is the link's changes during the run, in time order: the
-	// file's timeline compiled (ramps into their steps, repeats and
-	// reverts into changes), each point's settings validated.
-	Timeline []TimelinePoint
-
-	file string // the source file, for YAML's header comment
-	// shadowed holds the warnings of shadowedSets for this run.
-	shadowed []string
-	tree     *yaml.Node // the resolved tree (a mapping) behind YAML
 }
 
 // Load reads the file at path and calls Parse. An error reading the file is

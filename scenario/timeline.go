@@ -42,27 +42,6 @@ const (
 
 var timelineKeys = []string{"at", "every", "from", "for", "ramp", "set"}
 
-// TimelinePoint is one moment of the timeline: what changed then, and the
-// settings of both directions from then on.
-type TimelinePoint struct {
-	// At is the time from the start of the run; a point at or after the
-	// run's end (a run cut short by --duration) is checked but never
-	// applies.
-	At       time.Duration
-	Changes  []KeyChange
-	Uplink   impair.Config
-	Downlink impair.Config
-}
-
-// KeyChange is one key's change at a TimelinePoint, for events.jsonl and
-// summary.json: the values as the file writes them; for a direction's
-// key not set, the shared key's value that applies; "" for the default.
-type KeyChange struct {
-	Key string `json:"key"`
-	Old string `json:"old"`
-	New string `json:"new"`
-}
-
 // tlEvent is one assignment of the timeline, in time order.
 type tlEvent struct {
 	at    time.Duration
