@@ -7,8 +7,6 @@ import (
 // CapturePoints are the points a capture can name.
 var CapturePoints = []string{"client", "server"}
 
-var captureKeys = []string{"points", "snaplen", "max_file_size", "max_files"}
-
 // capture decodes the capture mapping, or a list of points as its short
 // form.
 func (d *decoder) capture(n *yaml.Node) *Capture {

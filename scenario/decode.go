@@ -31,14 +31,6 @@ const (
 	maxName     = 64
 )
 
-// Keys of each mapping, in the order the reference documents them.
-var (
-	rootKeys      = []string{"name", "description", "seed", "duration", "mtu", "sample_interval", "capture", "link", "timeline", "wifi", "tun", "flows", "expect", "variants", "sweep"}
-	directionKeys = []string{"delay", "loss", "duplicate", "corrupt", "reorder", "rate", "slot", "queue", "inflight_limit"}
-	linkKeys      = append(slices.Clone(directionKeys), "uplink", "downlink")
-	variantKeys   = []string{"name", "set"}
-)
-
 // validName is the form of scenario and variant names: they end up in file
 // names and on command lines.
 var validName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)

@@ -19,13 +19,6 @@ import (
 // Keys of the mapping form of each direction key, and the words of each
 // enumeration, in documentation order.
 var (
-	delayKeys     = []string{"time", "jitter", "distribution", "correlation", "allow_reorder"}
-	lossKeys      = []string{"model", "p", "correlation", "r", "1-h", "1-k", "p13", "p31", "p32", "p23", "p14"}
-	chanceKeys    = []string{"p", "correlation"}
-	reorderKeys   = []string{"p", "correlation", "gap"}
-	rateKeys      = []string{"bitrate", "trace", "trace_bytes", "packet_overhead", "cell_size", "cell_overhead"}
-	slotKeys      = []string{"min", "max", "packets", "bytes"}
-	queueKeys     = []string{"limit", "bytes", "discipline", "ecn", "target", "interval", "flows", "quantum", "tupdate", "alpha", "beta", "max_burst"}
 	distributions = words(impair.Uniform, impair.ParetoNormal)
 	lossModels    = words(impair.LossRandom, impair.LossState)
 	disciplines   = words(impair.DropTail, impair.PIE)
@@ -65,22 +58,6 @@ func oneOfEnum[T enum](d *decoder, n *yaml.Node, path, what string, from, to T) 
 		return from, false
 	}
 	return wordValue(w, from, to), true
-}
-
-// lossKeyModels lists the models each key of the loss mapping applies to.
-var lossKeyModels = map[string][]string{
-	"p": {"random", "gemodel"}, "correlation": {"random"},
-	"r": {"gemodel"}, "1-h": {"gemodel"}, "1-k": {"gemodel"},
-	"p13": {"state"}, "p31": {"state"}, "p32": {"state"}, "p23": {"state"}, "p14": {"state"},
-}
-
-// queueKeyDisciplines lists the disciplines each discipline-specific key of
-// the queue mapping applies to.
-var queueKeyDisciplines = map[string][]string{
-	"ecn":    {"codel", "fq_codel", "pie"},
-	"target": {"codel", "fq_codel", "pie"}, "interval": {"codel", "fq_codel"},
-	"flows": {"fq_codel"}, "quantum": {"fq_codel"},
-	"tupdate": {"pie"}, "alpha": {"pie"}, "beta": {"pie"}, "max_burst": {"pie"},
 }
 
 // orMapping is the "expected" text of a key with a scalar and a mapping form.

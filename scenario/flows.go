@@ -21,9 +21,6 @@ var NetstackCC = []string{"reno", "cubic"}
 const UDPHeaderSize = 24
 
 var (
-	flowKeys      = []string{"name", "type", "stack", "direction", "start", "station", "cc", "sack", "send_buffer", "receive_buffer", "size", "rate", "interval", "packet_size", "count", "duration"}
-	tcpOnlyKeys   = []string{"cc", "sack", "send_buffer", "receive_buffer", "size"}
-	udpOnlyKeys   = []string{"rate", "interval", "packet_size", "count"}
 	flowTypes     = []string{"tcp", "udp"}
 	flowStacks    = []string{StackNetstack, StackKernel}
 	flowDirection = []string{"up", "down"}

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -22,7 +23,6 @@ import (
 type Scenario struct {
 	Name        string
 	Description string
-	Variant     string // "" when the file has no variants
 	Seed        uint64
 	// SeedSet is false when neither the file nor --seed gave a seed; the
 	// emulator then picks one and sets Seed and SeedSet, so that YAML
@@ -34,6 +34,10 @@ type Scenario struct {
 	// direction's own (link.uplink's, link.downlink's) when it has the key.
 	// Their Name and Seed are left for the emulator to fill in.
 	Uplink, Downlink impair.Config
+	// Timeline is the link's changes during the run, in time order: the
+	// file's timeline compiled (ramps into their steps, repeats and
+	// reverts into changes), each point's settings validated.
+	Timeline []TimelinePoint
 	// SampleInterval is the step of the run's time series; default 100ms.
 	SampleInterval time.Duration
 	// WiFi, when not nil, puts an 802.11 cell in front of the uplink.
@@ -45,11 +49,8 @@ type Scenario struct {
 	TUN   *TUN
 	Flows []Flow
 	// Expect are the figures the run must reach; checked after it.
-	Expect []Expectation
-	// Timeline is the link's changes during the run, in time order: the
-	// file's timeline compiled (ramps into their steps, repeats and
-	// reverts into changes), each point's settings validated.
-	Timeline []TimelinePoint
+	Expect  []Expectation
+	Variant string // the variant this run is; "" when the file has no variants
 
 	file string // the source file, for YAML's header comment
 	// shadowed holds the warnings of shadowedSets for this run.
@@ -305,3 +306,211 @@ type Point struct {
 	Values []string // one per axis
 	Seed   uint64
 }
+
+// The keys of every mapping of a scenario file, in one table: each with
+// the field of the section's type it fills and, for a key of some forms
+// only, the forms it applies to. The key lists the decoder checks a
+// mapping against are derived from it; schema_test.go checks that every
+// field of the types is filled by a key (or says why not) and that the
+// reference documents every key.
+
+// key is one key of a mapping.
+type key struct {
+	name string // as the file writes it
+	// field is the field it fills, of the section's type ("Rate" of
+	// impair.Config, "Trace.Bytes" of impair.RateConfig); several are
+	// separated by ", "; "" when it fills none by itself (variants).
+	field string
+	// only lists the forms the key applies to (a loss model, a queue
+	// discipline, a flow type); nil: all of them.
+	only []string
+}
+
+// k writes a key of the table.
+func k(name, field string, only ...string) key { return key{name, field, only} }
+
+// section is one mapping of a scenario file.
+type section struct {
+	// path is where the mapping is, "[]" standing for any item of a
+	// list. A direction's key (delay) has a section of its own under
+	// each of link, link.uplink and link.downlink.
+	path string
+	keys []key
+	// hint: a key misplaced elsewhere is looked for here, for "unknown
+	// key at this level; did you mean ...?".
+	hint bool
+}
+
+// directionSchema holds the keys of a direction (impair.Config): under
+// link (for both), link.uplink and link.downlink. impair.Config's Name and
+// Seed are the emulator's to set; InflightBytes and InputLimit take
+// impair's defaults.
+var directionSchema = []key{
+	k("delay", "Delay"), k("loss", "Loss"), k("duplicate", "Duplicate"), k("corrupt", "Corrupt"), k("reorder", "Reorder"),
+	k("rate", "Rate"), k("slot", "Slot"), k("queue", "Queue"), k("inflight_limit", "InflightLimit"),
+}
+
+// Forms of the loss and queue keys that apply to some of them only.
+var (
+	codels   = []string{"codel", "fq_codel"}
+	aqms     = []string{"codel", "fq_codel", "pie"}
+	fqCodel  = []string{"fq_codel"}
+	pie      = []string{"pie"}
+	gemodel  = []string{"gemodel"}
+	state    = []string{"state"}
+	tcpFlows = []string{"tcp"}
+	udpFlows = []string{"udp"}
+)
+
+// schema is every mapping of a scenario file, in the order "did you mean"
+// looks for a misplaced key (shallow places first; of two equally deep,
+// the first listed wins), then those it does not look in.
+var schema = []section{
+	{path: "", hint: true, keys: []key{
+		k("name", "Name"), k("description", "Description"), k("seed", "Seed, SeedSet"), k("duration", "Duration"),
+		k("mtu", "MTU"), k("sample_interval", "SampleInterval"), k("capture", "Capture"), k("link", "Uplink, Downlink"),
+		k("timeline", "Timeline"), k("wifi", "WiFi"), k("tun", "TUN"), k("flows", "Flows"), k("expect", "Expect"),
+		k("variants", ""), k("sweep", ""), // a Plan's Runs and Sweep
+	}},
+	{path: "link", hint: true, keys: append(slices.Clone(directionSchema), k("uplink", "Uplink"), k("downlink", "Downlink"))},
+	{path: "capture", hint: true, keys: []key{
+		k("points", "Points"), k("snaplen", "Snaplen"), k("max_file_size", "MaxFileBytes"), k("max_files", "MaxFiles"),
+	}},
+	{path: "tun", hint: true, keys: []key{
+		k("name", "Name"), k("address", "Address"), k("peer", "Peer"), k("mtu", "MTU"), k("routes", "Routes"),
+		k("forward", "Forward"), k("transparent", "Transparent"), k("services", "Services"), k("udp_idle", "UDPIdle"),
+		k("tcp_idle", "TCPIdle"), k("host_routes", "HostRoutes"), k("netns", "Netns"), k("station", "Stations, StationAddrs"),
+		k("offload", "Offload"),
+	}},
+	{path: "wifi", hint: true, keys: []key{
+		k("standard", "Standard"), k("rate", "Rate"), k("basic_rate", "BasicRate"), k("slot", "Slot"), k("sifs", "SIFS"),
+		k("cw_min", "CWMin"), k("cw_max", "CWMax"), k("retry_limit", "RetryLimit"), k("rts_threshold", "RTSThreshold"),
+		k("queue_limit", "QueueLimit"), k("ampdu", "AMPDU"), k("ampdu_max_bytes", "AMPDUMaxBytes"),
+		k("ampdu_max_frames", "AMPDUMaxFrames"), k("stations", "Stations"),
+	}},
+	{path: "flows[]", hint: true, keys: []key{
+		k("name", "Name"), k("type", "Type"), k("stack", "Stack"), k("direction", "Direction"), k("start", "Start"),
+		k("station", "Station"), k("cc", "CC", tcpFlows...), k("sack", "SACK", tcpFlows...),
+		k("send_buffer", "SendBuffer", tcpFlows...), k("receive_buffer", "ReceiveBuffer", tcpFlows...),
+		k("size", "Size", tcpFlows...), k("rate", "Rate", udpFlows...), k("interval", "Interval", udpFlows...),
+		k("packet_size", "PacketSize", udpFlows...), k("count", "Count", udpFlows...), k("duration", "Duration"),
+	}},
+	{path: "variants[]", hint: true, keys: []key{k("name", ""), k("set", "")}},
+	{path: "link.uplink", hint: true, keys: directionSchema},
+	{path: "link.downlink", hint: true, keys: directionSchema},
+	{path: "tun.transparent", hint: true, keys: []key{k("allow", "Allow")}},
+	{path: "tun.forward[]", hint: true, keys: []key{k("proto", "Proto"), k("listen", "Listen"), k("to", "To")}},
+	{path: "wifi.stations[]", hint: true, keys: []key{
+		k("name", "Name"), k("rate", "Rate"), k("frame_error_rate", "FrameErrorRate"), k("snr", "SNR"), k("saturate", "Saturate"),
+	}},
+	// A direction's keys, under each direction (see directionPlaces).
+	{path: "delay", hint: true, keys: []key{
+		k("time", "Time"), k("jitter", "Jitter"), k("distribution", "Distribution"), k("correlation", "Correlation"),
+		k("allow_reorder", "AllowReorder"),
+	}},
+	{path: "loss", hint: true, keys: []key{
+		k("model", "Model"), k("p", "P", "random", "gemodel"), k("correlation", "Correlation", "random"),
+		k("r", "R", gemodel...), k("1-h", "OneMinusH", gemodel...), k("1-k", "OneMinusK", gemodel...),
+		k("p13", "P13", state...), k("p31", "P31", state...), k("p32", "P32", state...), k("p23", "P23", state...),
+		k("p14", "P14", state...),
+	}},
+	{path: "rate", hint: true, keys: []key{
+		k("bitrate", "Bitrate"), k("trace", "Trace"), k("trace_bytes", "Trace.Bytes"), k("packet_overhead", "PacketOverhead"),
+		k("cell_size", "CellSize"), k("cell_overhead", "CellOverhead"),
+	}},
+	{path: "queue", hint: true, keys: []key{
+		k("limit", "LimitPackets"), k("bytes", "LimitBytes"), k("discipline", "Discipline"), k("ecn", "ECN", aqms...),
+		k("target", "Target", aqms...), k("interval", "Interval", codels...), k("flows", "Flows", fqCodel...),
+		k("quantum", "Quantum", fqCodel...), k("tupdate", "TUpdate", pie...), k("alpha", "Alpha", pie...),
+		k("beta", "Beta", pie...), k("max_burst", "MaxBurst", pie...),
+	}},
+	{path: "reorder", hint: true, keys: []key{k("p", "P"), k("correlation", "Correlation"), k("gap", "Gap")}},
+	{path: "slot", hint: true, keys: []key{k("min", "Min"), k("max", "Max"), k("packets", "Packets"), k("bytes", "Bytes")}},
+	{path: "duplicate", hint: true, keys: chanceSchema},
+	{path: "corrupt", hint: true, keys: chanceSchema},
+	// Compiled into TimelinePoints, not decoded field by field.
+	{path: "timeline[]", keys: []key{k("at", ""), k("every", ""), k("from", ""), k("for", ""), k("ramp", ""), k("set", "")}},
+	{path: "sweep", keys: []key{k("grid", "Axes"), k("seeds", "Seeds")}},
+}
+
+// chanceSchema holds the keys of duplicate and corrupt (impair.Chance).
+var chanceSchema = []key{k("p", "P"), k("correlation", "Correlation")}
+
+// directionPlaces are where a direction's keys are.
+var directionPlaces = []string{"link", "link.uplink", "link.downlink"}
+
+// directionSections are the sections of a direction's keys (delay, ...).
+var directionSections = []string{"delay", "loss", "rate", "queue", "reorder", "slot", "duplicate", "corrupt"}
+
+// sectionOf returns the section at path.
+func sectionOf(path string) section {
+	for _, s := range schema {
+		if s.path == path {
+			return s
+		}
+	}
+	panic("scenario: no section " + path)
+}
+
+// keysOf returns the keys of the section at path, in the table's order.
+func keysOf(path string) []string {
+	var out []string
+	for _, k := range sectionOf(path).keys {
+		out = append(out, k.name)
+	}
+	return out
+}
+
+// onlyKeys returns the keys of the section at path that apply to some
+// forms only, with those forms.
+func onlyKeys(path string) map[string][]string {
+	out := map[string][]string{}
+	for _, k := range sectionOf(path).keys {
+		if k.only != nil {
+			out[k.name] = k.only
+		}
+	}
+	return out
+}
+
+// keysFor returns the keys of the section at path that apply to form only.
+func keysFor(path, form string) []string {
+	var out []string
+	for _, k := range sectionOf(path).keys {
+		if slices.Equal(k.only, []string{form}) {
+			out = append(out, k.name)
+		}
+	}
+	return out
+}
+
+// The key lists the decoder checks each mapping against.
+var (
+	rootKeys        = keysOf("")
+	linkKeys        = keysOf("link")
+	directionKeys   = keysOf("link.uplink")
+	variantKeys     = keysOf("variants[]")
+	captureKeys     = keysOf("capture")
+	tunKeys         = keysOf("tun")
+	forwardKeys     = keysOf("tun.forward[]")
+	transparentKeys = keysOf("tun.transparent")
+	wifiKeys        = keysOf("wifi")
+	stationKeys     = keysOf("wifi.stations[]")
+	flowKeys        = keysOf("flows[]")
+	tcpOnlyKeys     = keysFor("flows[]", "tcp")
+	udpOnlyKeys     = keysFor("flows[]", "udp")
+	delayKeys       = keysOf("delay")
+	lossKeys        = keysOf("loss")
+	chanceKeys      = keysOf("duplicate")
+	reorderKeys     = keysOf("reorder")
+	rateKeys        = keysOf("rate")
+	slotKeys        = keysOf("slot")
+	queueKeys       = keysOf("queue")
+	timelineKeys    = keysOf("timeline[]")
+	sweepKeys       = keysOf("sweep")
+	// lossKeyModels lists the models each key of the loss mapping
+	// applies to; queueKeyDisciplines the disciplines of each
+	// discipline's own key of the queue mapping.
+	lossKeyModels       = onlyKeys("loss")
+	queueKeyDisciplines = onlyKeys("queue")
+)

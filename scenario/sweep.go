@@ -68,7 +68,7 @@ func checkSweepKey(key string) string {
 
 // sweep decodes the sweep key.
 func (d *decoder) sweep(n *yaml.Node) *Sweep {
-	f, ok := d.fields(n, "sweep", "a mapping with grid and seeds", []string{"grid", "seeds"})
+	f, ok := d.fields(n, "sweep", "a mapping with grid and seeds", sweepKeys)
 	if !ok {
 		return nil
 	}

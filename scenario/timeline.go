@@ -40,8 +40,6 @@ const (
 	RampStep = 10 * time.Millisecond
 )
 
-var timelineKeys = []string{"at", "every", "from", "for", "ramp", "set"}
-
 // tlEvent is one assignment of the timeline, in time order.
 type tlEvent struct {
 	at    time.Duration

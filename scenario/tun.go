@@ -28,10 +28,7 @@ const (
 var defaultTUNAddress = netip.MustParsePrefix("10.99.0.1/24")
 
 var (
-	tunKeys         = []string{"name", "address", "peer", "mtu", "routes", "forward", "transparent", "services", "udp_idle", "tcp_idle", "host_routes", "netns", "station", "offload"}
-	forwardKeys     = []string{"proto", "listen", "to"}
-	transparentKeys = []string{"allow"}
-	forwardProtos   = []string{"tcp", "udp"}
+	forwardProtos = []string{"tcp", "udp"}
 )
 
 // tun decodes the tun mapping. mtu is the scenario's, valid when mtuOK; w

@@ -10,11 +10,6 @@ import (
 	"github.com/netjam/netjam/wifi"
 )
 
-var (
-	wifiKeys    = []string{"standard", "rate", "basic_rate", "slot", "sifs", "cw_min", "cw_max", "retry_limit", "rts_threshold", "queue_limit", "ampdu", "ampdu_max_bytes", "ampdu_max_frames", "stations"}
-	stationKeys = []string{"name", "rate", "frame_error_rate", "snr", "saturate"}
-)
-
 // wifi decodes the wifi mapping. What only package wifi knows (which rates
 // a standard has, contention windows of the form 2^k-1, ...) is checked by
 // building the cell's configuration and asking wifi to validate it.
