@@ -514,3 +514,27 @@ var (
 	lossKeyModels       = onlyKeys("loss")
 	queueKeyDisciplines = onlyKeys("queue")
 )
+
+// Defaults, one function per section: what each key left out means. A
+// default that depends on other keys (a gemodel loss's r is 1-p) is filled
+// where those keys are decoded.
+
+// scenarioDefaults is the top level's defaults; name is the file's.
+func scenarioDefaults(name string) *Scenario {
+	return &Scenario{Name: name, Duration: 30 * time.Second, MTU: 1500, SampleInterval: 100 * time.Millisecond}
+}
+
+// tunDefaults is the tun section's defaults (tun: {}): mtu is the
+// scenario's.
+func tunDefaults(mtu int) *TUN {
+	return &TUN{
+		Name:     defaultTUNName,
+		Address:  []netip.Prefix{defaultTUNAddress},
+		Peer:     []netip.Addr{defaultTUNAddress.Addr().Next()},
+		MTU:      mtu,
+		Services: true,
+		UDPIdle:  60 * time.Second,
+		TCPIdle:  2 * time.Hour,
+		Offload:  true,
+	}
+}

@@ -15,13 +15,11 @@ import (
 
 // Defaults of the tun section.
 const (
-	defaultTUNName    = "netjam0"
-	defaultTUNUDPIdle = 60 * time.Second
-	defaultTUNTCPIdle = 2 * time.Hour
-	maxTUNTCPIdle     = 7 * 24 * time.Hour
-	maxIfName         = 15 // IFNAMSIZ - 1: the longest interface name Linux takes
-	minMTUIPv6        = 1280
-	netnsDir          = "/var/run/netns/" // where ip-netns(8) keeps named namespaces
+	defaultTUNName = "netjam0"
+	maxTUNTCPIdle  = 7 * 24 * time.Hour
+	maxIfName      = 15 // IFNAMSIZ - 1: the longest interface name Linux takes
+	minMTUIPv6     = 1280
+	netnsDir       = "/var/run/netns/" // where ip-netns(8) keeps named namespaces
 )
 
 // defaultTUNAddress is the kernel's address when tun has no address.
@@ -36,14 +34,11 @@ var (
 // reported and decoded as all defaults, so that kernel flows are not also
 // told to add a tun section.
 func (d *decoder) tun(n *yaml.Node, mtu int, mtuOK bool, w *wifi.Config) *TUN {
-	t := &TUN{Name: defaultTUNName, MTU: mtu, Services: true, UDPIdle: defaultTUNUDPIdle, TCPIdle: defaultTUNTCPIdle, Offload: true}
+	t := tunDefaults(mtu)
 	f, ok := d.fields(n, "tun", "a mapping of TUN keys (tun: {} for every default)", tunKeys)
 	if !ok {
-		t.Address = []netip.Prefix{defaultTUNAddress}
-		t.Peer = []netip.Addr{defaultTUNAddress.Addr().Next()}
 		return t
 	}
-
 	if v := f["name"]; v != nil {
 		if name, ok := d.text(v, "tun.name"); ok {
 			if why := ifNameProblem(name); why != "" {
@@ -53,184 +48,236 @@ func (d *decoder) tun(n *yaml.Node, mtu int, mtuOK bool, w *wifi.Config) *TUN {
 			}
 		}
 	}
-
-	// The kernel's addresses, by family (0: IPv4, 1: IPv6), with their
-	// nodes. Relations with them are only checked when all are valid.
-	var addrs [2]*yaml.Node
-	var prefixes [2]netip.Prefix
-	addrOK := true
-	if v := f["address"]; v != nil {
-		before := d.count
-		if v.Kind == yaml.SequenceNode && len(v.Content) == 0 {
-			d.errorf(v, "tun.address", "expected at least one address, like 10.99.0.1/24 (leave address out for that default)")
-		}
-		for _, it := range d.scalars(v, "tun.address", "an address with its prefix length like 10.99.0.1/24") {
-			p, ok := d.hostPrefix(it, "tun.address")
-			if !ok {
-				continue
-			}
-			fam := family(p.Addr())
-			if addrs[fam] != nil {
-				d.errorf(it, "tun.address", "%s is a second %s address (tun takes at most one IPv4 and one IPv6 address)", p, familyName[fam])
-				continue
-			}
-			addrs[fam], prefixes[fam] = it, p
-			t.Address = append(t.Address, p)
-		}
-		addrOK = d.count == before
-	} else {
-		addrs[0], prefixes[0] = n, defaultTUNAddress
-		t.Address = []netip.Prefix{defaultTUNAddress}
+	fams := d.tunAddress(n, f["address"], t)
+	d.tunPeer(f["peer"], t, fams)
+	d.tunMTU(f["mtu"], t, fams, mtu, mtuOK)
+	if v := f["routes"]; v != nil {
+		t.Routes = d.routes(v, fams)
 	}
+	d.tunSwitches(f, t)
+	if v := f["netns"]; v != nil {
+		t.Netns = d.netns(v)
+	}
+	d.tunStation(n, f["station"], t, w)
+	return t
+}
 
-	// The peers, one per family of address, in the order of the addresses.
+// tunFamilies are the kernel's addresses on the device by family (0:
+// IPv4, 1: IPv6), with their nodes, for the keys checked against them;
+// ok is false when one of them is invalid, and those checks are skipped.
+type tunFamilies struct {
+	nodes    [2]*yaml.Node
+	prefixes [2]netip.Prefix
+	ok       bool
+}
+
+// tunAddress decodes tun.address, v (nil: the default, whose node is the
+// tun's, n), into t.Address.
+func (d *decoder) tunAddress(n, v *yaml.Node, t *TUN) tunFamilies {
+	fams := tunFamilies{ok: true}
+	if v == nil {
+		fams.nodes[0], fams.prefixes[0] = n, defaultTUNAddress
+		return fams
+	}
+	before := d.count
+	if v.Kind == yaml.SequenceNode && len(v.Content) == 0 {
+		d.errorf(v, "tun.address", "expected at least one address, like 10.99.0.1/24 (leave address out for that default)")
+	}
+	t.Address = nil
+	for _, it := range d.scalars(v, "tun.address", "an address with its prefix length like 10.99.0.1/24") {
+		p, ok := d.hostPrefix(it, "tun.address")
+		if !ok {
+			continue
+		}
+		fam := family(p.Addr())
+		if fams.nodes[fam] != nil {
+			d.errorf(it, "tun.address", "%s is a second %s address (tun takes at most one IPv4 and one IPv6 address)", p, familyName[fam])
+			continue
+		}
+		fams.nodes[fam], fams.prefixes[fam] = it, p
+		t.Address = append(t.Address, p)
+	}
+	fams.ok = d.count == before
+	return fams
+}
+
+// tunPeer decodes tun.peer, v (nil: the default), into t.Peer: one per
+// family of address, in the order of the addresses.
+func (d *decoder) tunPeer(v *yaml.Node, t *TUN, fams tunFamilies) {
 	var peers [2]netip.Addr
-	if v := f["peer"]; v != nil {
-		before := d.count
-		var given [2]bool
-		for _, it := range d.scalars(v, "tun.peer", "an IP address like 10.99.0.2") {
-			a, ok := d.addr(it, "tun.peer")
-			if !ok {
-				continue
-			}
-			fam := family(a)
-			if given[fam] {
-				d.errorf(it, "tun.peer", "%s is a second %s peer (tun takes one peer per family of address)", a, familyName[fam])
-				continue
-			}
-			given[fam] = true
-			if !addrOK {
-				continue
-			}
-			p := prefixes[fam]
-			switch {
-			case addrs[fam] == nil:
-				d.errorf(it, "tun.peer", "%s is %s, but tun.address has no %s address", a, familyName[fam], familyName[fam])
-			case !p.Contains(a):
-				d.errorf(it, "tun.peer", "%s is not in the network of tun.address %s (%s)", a, p, p.Masked())
-			case a == p.Addr():
-				d.errorf(it, "tun.peer", "%s is the kernel's own address (tun.address); the peer is netjam's end of the device", a)
-			case !hostOf(p, a):
-				d.errorf(it, "tun.peer", "%s is the %s address of %s, not a host address", a, reservedName(p, a), p.Masked())
-			default:
-				peers[fam] = a
-			}
-		}
-		if addrOK && d.count == before {
-			for fam, an := range addrs {
-				if an != nil && !given[fam] {
-					d.errorf(v, "tun.peer", "no %s peer for tun.address %s (a peer given lists one per family of address)", familyName[fam], prefixes[fam])
-				}
-			}
-		}
-	} else if addrOK {
-		for fam, an := range addrs {
+	if v != nil {
+		peers = d.peers(v, fams)
+	} else if fams.ok {
+		for fam, an := range fams.nodes {
 			if an != nil {
-				peers[fam], _ = defaultPeer(prefixes[fam])
+				peers[fam], _ = defaultPeer(fams.prefixes[fam])
 			}
 		}
 	}
+	t.Peer = nil
 	for _, p := range t.Address {
 		if a := peers[family(p.Addr())]; a.IsValid() {
 			t.Peer = append(t.Peer, a)
 		}
 	}
+}
 
-	if v := f["mtu"]; v != nil {
-		if m, ok := d.integer(v, "tun.mtu", 576, 65535); ok {
-			switch {
-			case mtuOK && int(m) > mtu:
-				d.errorf(v, "tun.mtu", "%d is above the scenario's mtu (%d): packets larger than the path's MTU could not cross it", m, mtu)
-			case addrs[1] != nil && m < minMTUIPv6:
-				d.errorf(v, "tun.mtu", "%d is below %d, IPv6's minimum MTU, and tun.address has an IPv6 address", m, minMTUIPv6)
-			default:
-				t.MTU = int(m)
-			}
+// peers decodes the peers given in tun.peer, by family.
+func (d *decoder) peers(v *yaml.Node, fams tunFamilies) [2]netip.Addr {
+	var peers [2]netip.Addr
+	before := d.count
+	var given [2]bool
+	for _, it := range d.scalars(v, "tun.peer", "an IP address like 10.99.0.2") {
+		a, ok := d.addr(it, "tun.peer")
+		if !ok {
+			continue
 		}
-	} else if addrs[1] != nil && mtuOK && mtu < minMTUIPv6 {
-		d.errorf(addrs[1], "tun.address", "%s needs an MTU of at least %d (IPv6's minimum), but the scenario's mtu is %d", prefixes[1], minMTUIPv6, mtu)
+		fam := family(a)
+		if given[fam] {
+			d.errorf(it, "tun.peer", "%s is a second %s peer (tun takes one peer per family of address)", a, familyName[fam])
+			continue
+		}
+		given[fam] = true
+		if fams.ok && d.peerOf(it, a, fams.nodes[fam], fams.prefixes[fam]) {
+			peers[fam] = a
+		}
 	}
-
-	if v := f["routes"]; v != nil {
-		seen := map[netip.Prefix]bool{}
-		for _, it := range d.scalars(v, "tun.routes", "a network like 192.0.2.0/24") {
-			p, ok := d.network(it, "tun.routes")
-			if !ok {
-				continue
-			}
-			fam := family(p.Addr())
-			switch {
-			case p.Bits() == 0:
-				d.errorf(it, "tun.routes", "%s would route everything, including netjam's own relay sockets, into the device; route the networks to reach", p)
-			case p != p.Masked():
-				d.errorf(it, "tun.routes", "%s has host bits set (the network is %s)", p, p.Masked())
-			case seen[p]:
-				d.errorf(it, "tun.routes", "%s is listed twice", p)
-			case addrOK && addrs[fam] == nil:
-				d.errorf(it, "tun.routes", "%s is %s, but tun.address has no %s address", p, familyName[fam], familyName[fam])
-			default:
-				seen[p] = true
-				t.Routes = append(t.Routes, p)
+	if fams.ok && d.count == before {
+		for fam, an := range fams.nodes {
+			if an != nil && !given[fam] {
+				d.errorf(v, "tun.peer", "no %s peer for tun.address %s (a peer given lists one per family of address)", familyName[fam], fams.prefixes[fam])
 			}
 		}
 	}
+	return peers
+}
 
-	servicesOK := true
-	if v := f["offload"]; v != nil {
-		if o, ok := d.boolean(v, "tun.offload"); ok {
-			t.Offload = o
+// peerOf reports whether a, at node it, may be the peer of the kernel's
+// address p of its family (node an; nil: there is none).
+func (d *decoder) peerOf(it *yaml.Node, a netip.Addr, an *yaml.Node, p netip.Prefix) bool {
+	fam := family(a)
+	switch {
+	case an == nil:
+		d.errorf(it, "tun.peer", "%s is %s, but tun.address has no %s address", a, familyName[fam], familyName[fam])
+	case !p.Contains(a):
+		d.errorf(it, "tun.peer", "%s is not in the network of tun.address %s (%s)", a, p, p.Masked())
+	case a == p.Addr():
+		d.errorf(it, "tun.peer", "%s is the kernel's own address (tun.address); the peer is netjam's end of the device", a)
+	case !hostOf(p, a):
+		d.errorf(it, "tun.peer", "%s is the %s address of %s, not a host address", a, reservedName(p, a), p.Masked())
+	default:
+		return true
+	}
+	return false
+}
+
+// tunMTU decodes tun.mtu, v (nil: the scenario's mtu, valid when mtuOK).
+func (d *decoder) tunMTU(v *yaml.Node, t *TUN, fams tunFamilies, mtu int, mtuOK bool) {
+	v6 := fams.nodes[1]
+	if v == nil {
+		if v6 != nil && mtuOK && mtu < minMTUIPv6 {
+			d.errorf(v6, "tun.address", "%s needs an MTU of at least %d (IPv6's minimum), but the scenario's mtu is %d", fams.prefixes[1], minMTUIPv6, mtu)
+		}
+		return
+	}
+	m, ok := d.integer(v, "tun.mtu", 576, 65535)
+	switch {
+	case !ok:
+	case mtuOK && int(m) > mtu:
+		d.errorf(v, "tun.mtu", "%d is above the scenario's mtu (%d): packets larger than the path's MTU could not cross it", m, mtu)
+	case v6 != nil && m < minMTUIPv6:
+		d.errorf(v, "tun.mtu", "%d is below %d, IPv6's minimum MTU, and tun.address has an IPv6 address", m, minMTUIPv6)
+	default:
+		t.MTU = int(m)
+	}
+}
+
+// routes decodes tun.routes.
+func (d *decoder) routes(v *yaml.Node, fams tunFamilies) []netip.Prefix {
+	var out []netip.Prefix
+	seen := map[netip.Prefix]bool{}
+	for _, it := range d.scalars(v, "tun.routes", "a network like 192.0.2.0/24") {
+		p, ok := d.network(it, "tun.routes")
+		if !ok {
+			continue
+		}
+		fam := family(p.Addr())
+		switch {
+		case p.Bits() == 0:
+			d.errorf(it, "tun.routes", "%s would route everything, including netjam's own relay sockets, into the device; route the networks to reach", p)
+		case p != p.Masked():
+			d.errorf(it, "tun.routes", "%s has host bits set (the network is %s)", p, p.Masked())
+		case seen[p]:
+			d.errorf(it, "tun.routes", "%s is listed twice", p)
+		case fams.ok && fams.nodes[fam] == nil:
+			d.errorf(it, "tun.routes", "%s is %s, but tun.address has no %s address", p, familyName[fam], familyName[fam])
+		default:
+			seen[p] = true
+			out = append(out, p)
 		}
 	}
-	if v := f["services"]; v != nil {
-		var s bool
-		if s, servicesOK = d.boolean(v, "tun.services"); servicesOK {
-			t.Services = s
+	return out
+}
+
+// tunSwitches decodes the keys of tun that switch its services and relays
+// on and off and bound them: offload, services, forward, transparent, and
+// the idle times.
+func (d *decoder) tunSwitches(f map[string]*yaml.Node, t *TUN) {
+	flag := func(key string, dst *bool) bool {
+		v := f[key]
+		if v == nil {
+			return true
 		}
+		b, ok := d.boolean(v, "tun."+key)
+		if ok {
+			*dst = b
+		}
+		return ok
 	}
+	flag("offload", &t.Offload)
+	servicesOK := flag("services", &t.Services)
 	if v := f["forward"]; v != nil {
 		t.Forward = d.forwards(v, t.Services && servicesOK)
 	}
-
 	if v := f["transparent"]; v != nil {
 		t.Transparent = d.transparent(v)
 	}
-
-	if v := f["udp_idle"]; v != nil {
-		if idle, ok := d.duration(v, "tun.udp_idle", true, time.Hour); ok {
-			t.UDPIdle = idle
-		}
-	}
-
-	if v := f["host_routes"]; v != nil {
-		if b, ok := d.boolean(v, "tun.host_routes"); ok {
-			t.HostRoutes = b
-		}
-	}
-
-	if v := f["tcp_idle"]; v != nil {
-		if idle, ok := d.duration(v, "tun.tcp_idle", true, maxTUNTCPIdle); ok {
-			t.TCPIdle = idle
-		}
-	}
-
-	if v := f["netns"]; v != nil {
-		if s, ok := d.text(v, "tun.netns"); ok {
-			switch {
-			case strings.HasPrefix(s, "/"):
-				t.Netns = s
-			case strings.Contains(s, "/"):
-				d.errorf(v, "tun.netns", "%s is a relative path; give a namespace name (as in ip netns) or an absolute path like /proc/PID/ns/net", quote(s))
-			default:
-				if why := nameProblem(s); why != "" {
-					d.errorf(v, "tun.netns", "%s is not a valid namespace name (%s)", quote(s), why)
-				} else {
-					t.Netns = netnsDir + s
-				}
+	idle := func(key string, dst *time.Duration, max time.Duration) {
+		if v := f[key]; v != nil {
+			if idle, ok := d.duration(v, "tun."+key, true, max); ok {
+				*dst = idle
 			}
 		}
 	}
+	idle("udp_idle", &t.UDPIdle, time.Hour)
+	flag("host_routes", &t.HostRoutes)
+	idle("tcp_idle", &t.TCPIdle, maxTUNTCPIdle)
+}
 
-	switch v := f["station"]; {
+// netns decodes tun.netns: a namespace's name or the absolute path of its
+// file.
+func (d *decoder) netns(v *yaml.Node) string {
+	s, ok := d.text(v, "tun.netns")
+	switch {
+	case !ok:
+	case strings.HasPrefix(s, "/"):
+		return s
+	case strings.Contains(s, "/"):
+		d.errorf(v, "tun.netns", "%s is a relative path; give a namespace name (as in ip netns) or an absolute path like /proc/PID/ns/net", quote(s))
+	default:
+		if why := nameProblem(s); why != "" {
+			d.errorf(v, "tun.netns", "%s is not a valid namespace name (%s)", quote(s), why)
+		} else {
+			return netnsDir + s
+		}
+	}
+	return ""
+}
+
+// tunStation decodes tun.station, v (nil: none), the stations of w the
+// kernel sits behind, and gives each its addresses.
+func (d *decoder) tunStation(n, v *yaml.Node, t *TUN, w *wifi.Config) {
+	switch {
 	case v != nil && w == nil:
 		d.errorf(v, "tun.station", "there is no wifi cell in this scenario")
 	case v == nil && w != nil:
@@ -251,7 +298,6 @@ func (d *decoder) tun(n *yaml.Node, mtu int, mtuOK bool, w *wifi.Config) *TUN {
 			d.stationAddrs(v, t)
 		}
 	}
-	return t
 }
 
 // forwards decodes tun.forward; services tells whether the echo and
