@@ -538,3 +538,8 @@ func tunDefaults(mtu int) *TUN {
 		Offload:  true,
 	}
 }
+
+// flowDefaults is a flow's defaults.
+func flowDefaults() Flow {
+	return Flow{Stack: StackNetstack, Direction: "up", SACK: true, PacketSize: 100}
+}
