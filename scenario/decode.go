@@ -401,18 +401,8 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 		s.Expect = d.expect(n, s.Flows)
 	}
 
-	var shared, up, down map[string]*yaml.Node
-	if n := f["link"]; n != nil {
-		shared, _ = d.fields(n, "link", "a mapping of link keys", linkKeys)
-		if n := shared["uplink"]; n != nil {
-			up, _ = d.fields(n, "link.uplink", "a mapping of direction keys", directionKeys)
-		}
-		if n := shared["downlink"]; n != nil {
-			down, _ = d.fields(n, "link.downlink", "a mapping of direction keys", directionKeys)
-		}
-	}
 	linkBefore := d.count
-	s.Uplink, s.Downlink = d.link(shared, up, down, s.MTU, mtuOK)
+	s.Uplink, s.Downlink = d.linkOf(f["link"], s.MTU, mtuOK)
 	if n := f["timeline"]; n != nil {
 		if d.count == linkBefore {
 			s.Timeline = d.timeline(n, root, s.Duration, s.MTU, mtuOK, linkPair{s.Uplink, s.Downlink})

@@ -131,6 +131,21 @@ func directionKey(name string, shared, own map[string]*yaml.Node, key string) (*
 	return nil, "", false
 }
 
+// linkOf decodes the link mapping n (nil: no link) into both directions.
+func (d *decoder) linkOf(n *yaml.Node, mtu int, mtuOK bool) (uplink, downlink impair.Config) {
+	var shared, up, down map[string]*yaml.Node
+	if n != nil {
+		shared, _ = d.fields(n, "link", "a mapping of link keys", linkKeys)
+		if n := shared["uplink"]; n != nil {
+			up, _ = d.fields(n, "link.uplink", "a mapping of direction keys", directionKeys)
+		}
+		if n := shared["downlink"]; n != nil {
+			down, _ = d.fields(n, "link.downlink", "a mapping of direction keys", directionKeys)
+		}
+	}
+	return d.link(shared, up, down, mtu, mtuOK)
+}
+
 // link decodes both directions and reports a reorder without delay: once
 // when the reorder is shared and both directions lack a delay, else for
 // each direction that does, naming it when its reorder is the shared one.
