@@ -340,51 +340,11 @@ func (d *decoder) text(n *yaml.Node, path string) (string, bool) {
 // Parse decodes the variants once, from the file. defaultName is the
 // scenario name when the tree has none.
 func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
-	s := &Scenario{Duration: 30 * time.Second, MTU: 1500, SampleInterval: 100 * time.Millisecond, tree: root}
+	s := scenarioDefaults(defaultName)
+	s.tree = root
 	f, _ := d.fields(root, "", "a mapping of scenario keys", rootKeys)
-
-	if n := f["name"]; n != nil {
-		if v, ok := d.text(n, "name"); ok {
-			if why := nameProblem(v); why != "" {
-				d.errorf(n, "name", "%s is not a valid name (%s)", quote(v), why)
-			}
-			s.Name = v
-		}
-	} else {
-		s.Name = defaultName
-		if defaultName == "" {
-			d.errorf(nil, "name", "not set, and there is no file name to take it from; set name")
-		} else if why := nameProblem(defaultName); why != "" {
-			d.errorf(nil, "name", "not set, and the file name %s is not a valid name (%s); set name", quote(defaultName), why)
-		}
-	}
-	if n := f["description"]; n != nil {
-		s.Description, _ = d.text(n, "description")
-	}
-	if n := f["seed"]; n != nil {
-		s.Seed, s.SeedSet = d.seed(n, "seed")
-	}
-	if n := f["duration"]; n != nil {
-		if v, ok := d.duration(n, "duration", true, maxDuration); ok {
-			s.Duration = v
-		}
-	}
-	mtuOK := true // relations with the MTU are only checked against a valid one
-	if n := f["mtu"]; n != nil {
-		var v int64
-		if v, mtuOK = d.integer(n, "mtu", 576, 65535); mtuOK {
-			s.MTU = int(v)
-		}
-	}
-	if n := f["sample_interval"]; n != nil {
-		if v, ok := d.duration(n, "sample_interval", true, time.Minute); ok {
-			if v < time.Millisecond {
-				d.errorf(n, "sample_interval", "%s is out of range (expected 1ms to 1m)", n.Value)
-			} else {
-				s.SampleInterval = v
-			}
-		}
-	}
+	d.scenarioName(f["name"], s)
+	mtuOK := d.topLevel(f, s)
 	if n := f["wifi"]; n != nil {
 		s.WiFi = d.wifi(n)
 	}
@@ -409,6 +369,59 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 		}
 	}
 	return s
+}
+
+// scenarioName decodes the name, n; without one, s keeps the file's.
+func (d *decoder) scenarioName(n *yaml.Node, s *Scenario) {
+	switch {
+	case n != nil:
+		if v, ok := d.text(n, "name"); ok {
+			if why := nameProblem(v); why != "" {
+				d.errorf(n, "name", "%s is not a valid name (%s)", quote(v), why)
+			}
+			s.Name = v
+		}
+	case s.Name == "":
+		d.errorf(nil, "name", "not set, and there is no file name to take it from; set name")
+	default:
+		if why := nameProblem(s.Name); why != "" {
+			d.errorf(nil, "name", "not set, and the file name %s is not a valid name (%s); set name", quote(s.Name), why)
+		}
+	}
+}
+
+// topLevel decodes the top level's values other than the name: the
+// description, seed, duration, mtu and sample interval. It reports whether
+// the mtu is valid: relations with it are only checked against a valid one.
+func (d *decoder) topLevel(f map[string]*yaml.Node, s *Scenario) (mtuOK bool) {
+	if n := f["description"]; n != nil {
+		s.Description, _ = d.text(n, "description")
+	}
+	if n := f["seed"]; n != nil {
+		s.Seed, s.SeedSet = d.seed(n, "seed")
+	}
+	if n := f["duration"]; n != nil {
+		if v, ok := d.duration(n, "duration", true, maxDuration); ok {
+			s.Duration = v
+		}
+	}
+	mtuOK = true
+	if n := f["mtu"]; n != nil {
+		var v int64
+		if v, mtuOK = d.integer(n, "mtu", 576, 65535); mtuOK {
+			s.MTU = int(v)
+		}
+	}
+	if n := f["sample_interval"]; n != nil {
+		if v, ok := d.duration(n, "sample_interval", true, time.Minute); ok {
+			if v < time.Millisecond {
+				d.errorf(n, "sample_interval", "%s is out of range (expected 1ms to 1m)", n.Value)
+			} else {
+				s.SampleInterval = v
+			}
+		}
+	}
+	return mtuOK
 }
 
 // variant is one entry of the variants list.

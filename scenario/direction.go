@@ -76,11 +76,7 @@ func orMapping(scalar string, keys []string) string {
 // while the others wait out the delay, so this is an error, which the
 // caller reports once for a shared reorder that both directions lack.
 func (d *decoder) direction(name string, shared, own map[string]*yaml.Node, mtu int, mtuOK bool) directionResult {
-	dir := impair.Config{
-		Reorder:       impair.ReorderConfig{Gap: 1},
-		Queue:         impair.QueueConfig{LimitPackets: impair.DefaultQueueLimit},
-		InflightLimit: impair.DefaultInflightLimit,
-	}
+	dir := directionDefaults()
 	// decode runs dec on key if present and reports whether the value was
 	// valid (or absent, so its default is).
 	decode := func(key string, dec func(n *yaml.Node, path string)) bool {
@@ -241,6 +237,7 @@ func (d *decoder) loss(n *yaml.Node, path string) impair.LossConfig {
 			delete(f, k)
 		}
 	}
+	// ratio decodes key into dst and reports whether it is given.
 	ratio := func(key string, dst *float64) bool {
 		x := f[key]
 		if x == nil {
@@ -258,47 +255,42 @@ func (d *decoder) loss(n *yaml.Node, path string) impair.LossConfig {
 			v.Correlation, _ = d.correlation(x, join(path, "correlation"))
 		}
 	case impair.LossGE:
-		// netem's defaults: r = 1-p, 1-h = 100% (the bad state loses
-		// everything), 1-k = 0% (the good state loses nothing).
 		if !ratio("p", &v.P) {
 			d.errorf(n, path, "missing key p (the probability of going from the good to the bad state)")
 		}
-		if !ratio("r", &v.R) {
-			v.R = 1 - v.P
-		}
-		if !ratio("1-h", &v.OneMinusH) {
-			v.OneMinusH = 1
-		}
+		geDefaults(&v, ratio("r", &v.R), ratio("1-h", &v.OneMinusH))
 		ratio("1-k", &v.OneMinusK)
 	case impair.LossState:
-		// netem's defaults: p31 = 1-p13, p32 = 0, p23 = 1, p14 = 0.
-		before := d.count
-		if !ratio("p13", &v.P13) {
-			d.errorf(n, path, "missing key p13 (the probability of going from no loss to a burst)")
-		}
-		if !ratio("p31", &v.P31) {
-			v.P31 = 1 - v.P13
-		}
-		ratio("p32", &v.P32)
-		if !ratio("p23", &v.P23) {
-			v.P23 = 1
-		}
-		ratio("p14", &v.P14)
-		// The probabilities of leaving a state must not add up to more
-		// than 1. No slack is needed for decimal rounding: two ratios
-		// whose decimals add up to 100% are each within half a unit in
-		// the last place of their value, so their float sum rounds to
-		// exactly 1 (70% + 30% == 1), and impair checks the same sums.
-		if d.count == before {
-			if v.P13+v.P14 > 1 {
-				d.errorf(n, path, "p13 + p14 is more than 100%% (%s + %s)", formatPercent(v.P13), formatPercent(v.P14))
-			}
-			if v.P31+v.P32 > 1 {
-				d.errorf(n, path, "p31 + p32 is more than 100%% (%s + %s)", formatPercent(v.P31), formatPercent(v.P32))
-			}
-		}
+		d.stateLoss(n, path, &v, ratio)
 	}
 	return v
+}
+
+// stateLoss decodes the keys of a loss of the state model; ratio decodes
+// one of them into its field and reports whether it is given.
+func (d *decoder) stateLoss(n *yaml.Node, path string, v *impair.LossConfig, ratio func(string, *float64) bool) {
+	before := d.count
+	if !ratio("p13", &v.P13) {
+		d.errorf(n, path, "missing key p13 (the probability of going from no loss to a burst)")
+	}
+	p31 := ratio("p31", &v.P31)
+	ratio("p32", &v.P32)
+	p23 := ratio("p23", &v.P23)
+	ratio("p14", &v.P14)
+	stateDefaults(v, p31, p23)
+	// The probabilities of leaving a state must not add up to more than
+	// 1. No slack is needed for decimal rounding: two ratios whose
+	// decimals add up to 100% are each within half a unit in the last
+	// place of their value, so their float sum rounds to exactly 1 (70% +
+	// 30% == 1), and impair checks the same sums.
+	if d.count == before {
+		if v.P13+v.P14 > 1 {
+			d.errorf(n, path, "p13 + p14 is more than 100%% (%s + %s)", formatPercent(v.P13), formatPercent(v.P14))
+		}
+		if v.P31+v.P32 > 1 {
+			d.errorf(n, path, "p31 + p32 is more than 100%% (%s + %s)", formatPercent(v.P31), formatPercent(v.P32))
+		}
+	}
 }
 
 // modelList writes "model gemodel" or "models random and gemodel".
@@ -348,7 +340,7 @@ func (d *decoder) probability(n *yaml.Node, f map[string]*yaml.Node, path string
 
 // reorder decodes `reorder`: a ratio or {p, correlation, gap}.
 func (d *decoder) reorder(n *yaml.Node, path string) impair.ReorderConfig {
-	v := impair.ReorderConfig{Gap: 1}
+	v := directionDefaults().Reorder
 	if n.Kind == yaml.ScalarNode {
 		v.P, _ = d.ratio(n, path)
 		return v
@@ -536,19 +528,22 @@ func (d *decoder) queue(n *yaml.Node, path string, mtu int, mtuOK bool) impair.Q
 // discipline; keys of other disciplines are errors, as they would be
 // silently ignored otherwise.
 func (d *decoder) queueFields(f map[string]*yaml.Node, path string, mtu int) impair.QueueConfig {
-	var v impair.QueueConfig
+	disc := impair.DropTail
 	if x := f["discipline"]; x != nil {
-		disc, ok := oneOfEnum(d, x, join(path, "discipline"), "queue discipline", impair.DropTail, impair.PIE)
-		if !ok {
-			return v
+		var ok bool
+		if disc, ok = oneOfEnum(d, x, join(path, "discipline"), "queue discipline", impair.DropTail, impair.PIE); !ok {
+			return impair.QueueConfig{}
 		}
-		v.Discipline = disc
 	}
 	for _, k := range queueKeys {
-		if x, ds := f[k], queueKeyDisciplines[k]; x != nil && ds != nil && !slices.Contains(ds, v.Discipline.String()) {
-			d.errorf(x, join(path, k), "applies to %s only (the discipline is %s)", andList(ds), v.Discipline)
+		if x, ds := f[k], queueKeyDisciplines[k]; x != nil && ds != nil && !slices.Contains(ds, disc.String()) {
+			d.errorf(x, join(path, k), "applies to %s only (the discipline is %s)", andList(ds), disc)
 			delete(f, k)
 		}
+	}
+	v := queueDefaults(disc, mtu)
+	if f["limit"] != nil || f["bytes"] != nil {
+		v.LimitPackets = 0 // the limits given are all there is
 	}
 	if x := f["limit"]; x != nil {
 		l, _ := d.integer(x, join(path, "limit"), 1, maxPackets)
@@ -557,44 +552,33 @@ func (d *decoder) queueFields(f map[string]*yaml.Node, path string, mtu int) imp
 	if x := f["bytes"]; x != nil {
 		v.LimitBytes, _ = d.size(x, join(path, "bytes"), 1, maxBytes)
 	}
-	if f["limit"] == nil && f["bytes"] == nil {
-		v.LimitPackets = 1000
-	}
 	if x := f["ecn"]; x != nil {
 		v.ECN, _ = d.boolean(x, join(path, "ecn"))
 	}
-	dur := func(key string, positive bool, dst *time.Duration, def time.Duration) {
-		*dst = def
+	// The keys of other disciplines are gone from f.
+	dur := func(key string, positive bool, dst *time.Duration) {
 		if x := f[key]; x != nil {
 			*dst, _ = d.duration(x, join(path, key), positive, maxDelay)
 		}
 	}
-	switch v.Discipline {
-	case impair.CoDel, impair.FQCoDel:
-		dur("target", true, &v.Target, 5*time.Millisecond)
-		dur("interval", true, &v.Interval, 100*time.Millisecond)
-		if v.Discipline == impair.FQCoDel {
-			v.Flows, v.Quantum = 1024, mtu+14 // a full frame with its Ethernet header per round
-			if x := f["flows"]; x != nil {
-				fl, _ := d.integer(x, join(path, "flows"), 1, 65536)
-				v.Flows = int(fl)
-			}
-			if x := f["quantum"]; x != nil {
-				q, _ := d.integer(x, join(path, "quantum"), 1, maxPackets)
-				v.Quantum = int(q)
-			}
-		}
-	case impair.PIE:
-		dur("target", true, &v.Target, 15*time.Millisecond)
-		dur("tupdate", true, &v.TUpdate, 15*time.Millisecond)
-		dur("max_burst", false, &v.MaxBurst, 150*time.Millisecond)
-		v.Alpha, v.Beta = 0.125, 1.25
-		if x := f["alpha"]; x != nil {
-			v.Alpha, _ = d.number(x, join(path, "alpha"), 0, 32)
-		}
-		if x := f["beta"]; x != nil {
-			v.Beta, _ = d.number(x, join(path, "beta"), 0, 32)
+	integer := func(key string, hi int64, dst *int) {
+		if x := f[key]; x != nil {
+			i, _ := d.integer(x, join(path, key), 1, hi)
+			*dst = int(i)
 		}
 	}
+	number := func(key string, dst *float64) {
+		if x := f[key]; x != nil {
+			*dst, _ = d.number(x, join(path, key), 0, 32)
+		}
+	}
+	dur("target", true, &v.Target)
+	dur("interval", true, &v.Interval)
+	integer("flows", 65536, &v.Flows)
+	integer("quantum", maxPackets, &v.Quantum)
+	dur("tupdate", true, &v.TUpdate)
+	dur("max_burst", false, &v.MaxBurst)
+	number("alpha", &v.Alpha)
+	number("beta", &v.Beta)
 	return v
 }

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"time"
@@ -542,4 +543,65 @@ func tunDefaults(mtu int) *TUN {
 // flowDefaults is a flow's defaults.
 func flowDefaults() Flow {
 	return Flow{Stack: StackNetstack, Direction: "up", SACK: true, PacketSize: 100}
+}
+
+// wifiDefaults is the wifi section's defaults; zero fields take the
+// standard's preset (see wifi.Config).
+func wifiDefaults() *wifi.Config { return &wifi.Config{Standard: "802.11g"} }
+
+// stationDefaults is the defaults of station i of a cell, from 0.
+func stationDefaults(i int) wifi.StationConfig {
+	return wifi.StationConfig{Name: fmt.Sprintf("sta%d", i+1)}
+}
+
+// geDefaults fills the defaults of a gemodel loss, netem's, for the keys
+// not given: r = 1-p, 1-h = 100% (the bad state loses everything); 1-k is
+// 0% (the good state loses nothing).
+func geDefaults(v *impair.LossConfig, rGiven, hGiven bool) {
+	if !rGiven {
+		v.R = 1 - v.P
+	}
+	if !hGiven {
+		v.OneMinusH = 1
+	}
+}
+
+// stateDefaults fills the defaults of a state loss, netem's, for the keys
+// not given: p31 = 1-p13, p23 = 100%; p32 and p14 are 0%.
+func stateDefaults(v *impair.LossConfig, p31Given, p23Given bool) {
+	if !p31Given {
+		v.P31 = 1 - v.P13
+	}
+	if !p23Given {
+		v.P23 = 1
+	}
+}
+
+// directionDefaults is a direction's defaults (impair.Config): no
+// impairment, a drop-tail queue of impair.DefaultQueueLimit packets.
+func directionDefaults() impair.Config {
+	return impair.Config{
+		Reorder:       impair.ReorderConfig{Gap: 1},
+		Queue:         impair.QueueConfig{LimitPackets: impair.DefaultQueueLimit},
+		InflightLimit: impair.DefaultInflightLimit,
+	}
+}
+
+// queueDefaults is the defaults of a queue of discipline disc, on a path
+// of mtu: a limit of impair.DefaultQueueLimit packets when neither limit
+// nor bytes is given, and the RFCs' values of the discipline's own keys.
+// fq_codel's quantum is a full frame with its Ethernet header per round.
+func queueDefaults(disc impair.Discipline, mtu int) impair.QueueConfig {
+	q := impair.QueueConfig{Discipline: disc, LimitPackets: impair.DefaultQueueLimit}
+	switch disc {
+	case impair.CoDel:
+		q.Target, q.Interval = 5*time.Millisecond, 100*time.Millisecond
+	case impair.FQCoDel:
+		q.Target, q.Interval = 5*time.Millisecond, 100*time.Millisecond
+		q.Flows, q.Quantum = 1024, mtu+14
+	case impair.PIE:
+		q.Target, q.TUpdate, q.MaxBurst = 15*time.Millisecond, 15*time.Millisecond, 150*time.Millisecond
+		q.Alpha, q.Beta = 0.125, 1.25
+	}
+	return q
 }

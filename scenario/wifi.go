@@ -12,13 +12,13 @@ import (
 
 // wifi decodes the wifi mapping. What only package wifi knows (which rates
 // a standard has, contention windows of the form 2^k-1, ...) is checked by
-// building the cell's configuration and asking wifi to validate it.
+// asking wifi to validate the cell.
 func (d *decoder) wifi(n *yaml.Node) *wifi.Config {
 	f, ok := d.fields(n, "wifi", "a mapping of Wi-Fi keys", wifiKeys)
 	if !ok {
 		return nil
 	}
-	w := &wifi.Config{Standard: "802.11g"}
+	w := wifiDefaults()
 	before := d.count
 	if v := f["standard"]; v != nil {
 		w.Standard, _ = d.oneOf(v, "wifi.standard", "Wi-Fi standard", wifi.Standards)
@@ -54,50 +54,7 @@ func (d *decoder) wifi(n *yaml.Node) *wifi.Config {
 	if v := f["ampdu"]; v != nil {
 		w.AMPDU, _ = d.boolean(v, "wifi.ampdu")
 	}
-	sn := f["stations"]
-	switch {
-	case sn == nil:
-		d.errorf(n, "wifi.stations", "a Wi-Fi cell needs at least one station")
-	case sn.Kind != yaml.SequenceNode || len(sn.Content) == 0:
-		d.errorf(sn, "wifi.stations", "expected a list of stations, got %s", describe(sn))
-	default:
-		names := map[string]int{}
-		for i, item := range sn.Content {
-			path := fmt.Sprintf("wifi.stations[%d]", i)
-			sf, ok := d.fields(item, path, "a mapping of station keys", stationKeys)
-			if !ok {
-				continue
-			}
-			st := wifi.StationConfig{Name: fmt.Sprintf("sta%d", i+1)}
-			if v := sf["name"]; v != nil {
-				if name, ok := d.text(v, join(path, "name")); ok {
-					if why := nameProblem(name); why != "" {
-						d.errorf(v, join(path, "name"), "%s is not a valid name (%s)", quote(name), why)
-					} else if line, dup := names[name]; dup {
-						d.errorf(v, join(path, "name"), "%s names two stations (first at line %d)", quote(name), line)
-					} else {
-						names[name] = v.Line
-						st.Name, path = name, "wifi.stations."+name
-					}
-				}
-			}
-			if v := sf["rate"]; v != nil {
-				st.Rate, _ = d.bitrate(v, join(path, "rate"))
-			}
-			if v := sf["frame_error_rate"]; v != nil {
-				st.FrameErrorRate, _ = d.ratio(v, join(path, "frame_error_rate"))
-			}
-			if v := sf["snr"]; v != nil {
-				st.SNR, _ = d.number(v, join(path, "snr"), -20, 100)
-			}
-			if v := sf["saturate"]; v != nil {
-				if b, ok := d.integer(v, join(path, "saturate"), 1, 65535); ok {
-					st.Saturate = int(b)
-				}
-			}
-			w.Stations = append(w.Stations, st)
-		}
-	}
+	w.Stations = d.stations(n, f["stations"])
 	if d.count == before {
 		if err := w.Validate(); err != nil {
 			for _, line := range strings.Split(err.Error(), "\n") {
@@ -106,4 +63,59 @@ func (d *decoder) wifi(n *yaml.Node) *wifi.Config {
 		}
 	}
 	return w
+}
+
+// stations decodes wifi.stations, sn (nil: none, an error of the cell n).
+func (d *decoder) stations(n, sn *yaml.Node) []wifi.StationConfig {
+	switch {
+	case sn == nil:
+		d.errorf(n, "wifi.stations", "a Wi-Fi cell needs at least one station")
+		return nil
+	case sn.Kind != yaml.SequenceNode || len(sn.Content) == 0:
+		d.errorf(sn, "wifi.stations", "expected a list of stations, got %s", describe(sn))
+		return nil
+	}
+	var out []wifi.StationConfig
+	names := map[string]int{}
+	for i, item := range sn.Content {
+		path := fmt.Sprintf("wifi.stations[%d]", i)
+		sf, ok := d.fields(item, path, "a mapping of station keys", stationKeys)
+		if !ok {
+			continue
+		}
+		st := stationDefaults(i)
+		if v := sf["name"]; v != nil {
+			if name, ok := d.text(v, join(path, "name")); ok {
+				if why := nameProblem(name); why != "" {
+					d.errorf(v, join(path, "name"), "%s is not a valid name (%s)", quote(name), why)
+				} else if line, dup := names[name]; dup {
+					d.errorf(v, join(path, "name"), "%s names two stations (first at line %d)", quote(name), line)
+				} else {
+					names[name] = v.Line
+					st.Name, path = name, "wifi.stations."+name
+				}
+			}
+		}
+		d.stationFields(sf, path, &st)
+		out = append(out, st)
+	}
+	return out
+}
+
+// stationFields decodes the keys of a station other than its name.
+func (d *decoder) stationFields(sf map[string]*yaml.Node, path string, st *wifi.StationConfig) {
+	if v := sf["rate"]; v != nil {
+		st.Rate, _ = d.bitrate(v, join(path, "rate"))
+	}
+	if v := sf["frame_error_rate"]; v != nil {
+		st.FrameErrorRate, _ = d.ratio(v, join(path, "frame_error_rate"))
+	}
+	if v := sf["snr"]; v != nil {
+		st.SNR, _ = d.number(v, join(path, "snr"), -20, 100)
+	}
+	if v := sf["saturate"]; v != nil {
+		if b, ok := d.integer(v, join(path, "saturate"), 1, 65535); ok {
+			st.Saturate = int(b)
+		}
+	}
 }
