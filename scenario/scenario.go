@@ -71,26 +71,10 @@ func Parse(path string, data []byte, o Options) (*Plan, error) {
 		o.CongestionControls = kernelCongestionControls
 	}
 	o.CongestionControls = sync.OnceValues(o.CongestionControls)
-	root, line, msg := parseYAML(data)
-	if msg != "" {
-		e := &Error{File: path, Line: line, Msg: msg}
-		if l, col, hint := yamlHint(data, line, msg); hint != "" {
-			e.Msg += " (" + hint + ")"
-			if l > 0 {
-				e.Line, e.Column = l, col
-			}
-		}
-		return nil, Errors{e}
+	root, errs := parseRoot(path, data)
+	if errs != nil {
+		return nil, errs
 	}
-	if isNull(root) {
-		// An empty file is a scenario of defaults: a link that does nothing.
-		root = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-	}
-	if root.Kind != yaml.MappingNode {
-		return nil, Errors{{File: path, Line: root.Line,
-			Msg: "expected a mapping of scenario keys (name, duration, link, ...), got " + describe(root)}}
-	}
-
 	fileDec := newDecoder(path, nil)
 	var variants []variant
 	if n := lookup(root, "variants"); n != nil && !isNull(n) {
@@ -103,10 +87,51 @@ func Parse(path string, data []byte, o Options) (*Plan, error) {
 	sets, errs := parseSets(o.Sets)
 	errs = append(fileDec.errs, errs...)
 
-	// Each run decodes a copy of the file without its variants (copies of
-	// the variants in every run would make their cost grow as its square)
-	// and without its sweep (a run is one point of it). A file with two
-	// such keys keeps them for the decoder to report.
+	root = runBody(root)
+	base, baseErrs := resolve(path, root, nil, sets, o)
+	errs = append(errs, baseErrs...)
+	plan := &Plan{Name: base.Name, Path: path, Sweep: sweep, data: data, opts: o}
+	if len(variants) == 0 {
+		plan.Runs = []*Scenario{base}
+		plan.warn(base)
+	}
+	errs = append(errs, plan.addVariants(root, variants, sets, base, baseErrs)...)
+	if len(errs) > 0 {
+		errs.sort()
+		return nil, errs
+	}
+	return plan, nil
+}
+
+// parseRoot parses data, the file path, into its top mapping: an empty
+// file is a scenario of defaults, a link that does nothing.
+func parseRoot(path string, data []byte) (*yaml.Node, Errors) {
+	root, line, msg := parseYAML(data)
+	if msg != "" {
+		e := &Error{File: path, Line: line, Msg: msg}
+		if l, col, hint := yamlHint(data, line, msg); hint != "" {
+			e.Msg += " (" + hint + ")"
+			if l > 0 {
+				e.Line, e.Column = l, col
+			}
+		}
+		return nil, Errors{e}
+	}
+	if isNull(root) {
+		return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}, nil
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, Errors{{File: path, Line: root.Line,
+			Msg: "expected a mapping of scenario keys (name, duration, link, ...), got " + describe(root)}}
+	}
+	return root, nil
+}
+
+// runBody returns the part of the file root each run decodes: without its
+// variants (copies of the variants in every run would make their cost
+// grow as its square) and without its sweep (a run is one point of it). A
+// file with two such keys keeps them for the decoder to report.
+func runBody(root *yaml.Node) *yaml.Node {
 	for _, key := range []string{"variants", "sweep"} {
 		if i := keyIndex(root, key); i >= 0 && keyIndex(&yaml.Node{Content: root.Content[i+2:]}, key) < 0 {
 			body := *root
@@ -114,32 +139,34 @@ func Parse(path string, data []byte, o Options) (*Plan, error) {
 			root = &body
 		}
 	}
-	base, baseErrs := resolve(path, root, nil, sets, o)
-	errs = append(errs, baseErrs...)
-	plan := &Plan{Name: base.Name, Path: path, Sweep: sweep, data: data, opts: o}
-	warned := map[string]bool{}
-	warn := func(s *Scenario) {
-		for _, w := range s.shadowed {
-			if !warned[w] {
-				warned[w] = true
-				plan.Warnings = append(plan.Warnings, w)
-			}
+	return root
+}
+
+// warn adds the warnings of run s that p does not have yet.
+func (p *Plan) warn(s *Scenario) {
+	for _, w := range s.shadowed {
+		if !slices.Contains(p.Warnings, w) {
+			p.Warnings = append(p.Warnings, w)
 		}
 	}
+}
+
+// addVariants resolves a run of root, the file's body, for each of its
+// variants, after the base run (base, with baseErrs) and before the
+// --set overrides sets, and returns the errors of the variants that the
+// base does not have.
+func (p *Plan) addVariants(root *yaml.Node, variants []variant, sets []override, base *Scenario, baseErrs Errors) Errors {
+	var errs Errors
 	total := size(base.tree)
-	if len(variants) == 0 {
-		plan.Runs = []*Scenario{base}
-		warn(base)
-	}
 	inBase := map[string]bool{}
 	for _, e := range baseErrs {
 		inBase[e.Error()] = true
 	}
 	for i, v := range variants {
-		s, verrs := resolve(path, root, &v, sets, o)
+		s, verrs := resolve(p.Path, root, &v, sets, p.opts)
 		// Every run is kept until all are checked: bound them together.
 		if total += size(s.tree); total > maxRunNodes {
-			errs = append(errs, &Error{File: path, Line: v.at.Line, Path: "variants." + v.name,
+			errs = append(errs, &Error{File: p.Path, Line: v.at.Line, Path: "variants." + v.name,
 				Msg: fmt.Sprintf("the runs expand to %d YAML nodes once this variant is added, over the limit of %d for all runs together (variant %d of %d); use fewer variants, a smaller file or fewer aliases",
 					total, maxRunNodes, i+1, len(variants))})
 			break
@@ -158,14 +185,10 @@ func Parse(path string, data []byte, o Options) (*Plan, error) {
 			}
 			errs = append(errs, e)
 		}
-		plan.Runs = append(plan.Runs, s)
-		warn(s)
+		p.Runs = append(p.Runs, s)
+		p.warn(s)
 	}
-	if len(errs) > 0 {
-		errs.sort()
-		return nil, errs
-	}
-	return plan, nil
+	return errs
 }
 
 // parseSets parses "--set KEY=VALUE" arguments.

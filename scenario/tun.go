@@ -330,41 +330,58 @@ func (d *decoder) forwards(n *yaml.Node, services bool) []Forward {
 		}
 		if v := f["to"]; v == nil {
 			d.errorf(item, join(path, "to"), "a forward needs a to address (the real server, like 127.0.0.1:5201)")
-		} else if s, ok := d.text(v, join(path, "to")); ok {
-			ap, err := netip.ParseAddrPort(s)
-			switch {
-			case err != nil:
-				d.errorf(v, join(path, "to"), "%s is not an IP address and port like 127.0.0.1:5201 or [::1]:5201 (host names are not looked up)", quote(s))
-			case ap.Port() == 0:
-				d.errorf(v, join(path, "to"), "%s has port 0", ap)
-			case ap.Addr().Unmap().IsUnspecified() || ap.Addr().IsMulticast():
-				d.errorf(v, join(path, "to"), "%s is not a unicast address", ap)
-			default:
-				fw.To = ap
-			}
+		} else {
+			fw.To = d.forwardTo(v, join(path, "to"))
 		}
 		if fw.Proto != "" && fw.Listen != 0 {
-			key := fmt.Sprintf("%s/%d", fw.Proto, fw.Listen)
-			switch prev, dup := first[key]; {
-			case dup && (d.origins[prev] != "" || prev.Line == 0):
-				d.errorf(lv, join(path, "listen"), "%s port %d is forwarded twice", fw.Proto, fw.Listen)
-			case dup:
-				d.errorf(lv, join(path, "listen"), "%s port %d is forwarded twice (first at line %d)", fw.Proto, fw.Listen, prev.Line)
-			case services && (fw.Listen == echoPort || fw.Listen == discardPort):
-				svc := "echo"
-				if fw.Listen == discardPort {
-					svc = "discard"
-				}
-				d.errorf(lv, join(path, "listen"), "port %d is the %s service's while services are on (set tun.services: false to forward it)", fw.Listen, svc)
-			default:
-				first[key] = lv
-			}
+			d.forwardOnce(fw, lv, join(path, "listen"), first, services)
 		}
 		if d.count == before {
 			out = append(out, fw)
 		}
 	}
 	return out
+}
+
+// forwardTo decodes the to address of a forward: an IP address and port.
+func (d *decoder) forwardTo(v *yaml.Node, path string) netip.AddrPort {
+	s, ok := d.text(v, path)
+	if !ok {
+		return netip.AddrPort{}
+	}
+	ap, err := netip.ParseAddrPort(s)
+	switch {
+	case err != nil:
+		d.errorf(v, path, "%s is not an IP address and port like 127.0.0.1:5201 or [::1]:5201 (host names are not looked up)", quote(s))
+	case ap.Port() == 0:
+		d.errorf(v, path, "%s has port 0", ap)
+	case ap.Addr().Unmap().IsUnspecified() || ap.Addr().IsMulticast():
+		d.errorf(v, path, "%s is not a unicast address", ap)
+	default:
+		return ap
+	}
+	return netip.AddrPort{}
+}
+
+// forwardOnce reports a forward's listen port (node lv, at path) that is
+// taken: by a forward before it (first holds their listen nodes, by
+// "tcp/5201"), or while services are on, by the echo or discard service.
+func (d *decoder) forwardOnce(fw Forward, lv *yaml.Node, path string, first map[string]*yaml.Node, services bool) {
+	key := fmt.Sprintf("%s/%d", fw.Proto, fw.Listen)
+	switch prev, dup := first[key]; {
+	case dup && (d.origins[prev] != "" || prev.Line == 0):
+		d.errorf(lv, path, "%s port %d is forwarded twice", fw.Proto, fw.Listen)
+	case dup:
+		d.errorf(lv, path, "%s port %d is forwarded twice (first at line %d)", fw.Proto, fw.Listen, prev.Line)
+	case services && (fw.Listen == echoPort || fw.Listen == discardPort):
+		svc := "echo"
+		if fw.Listen == discardPort {
+			svc = "discard"
+		}
+		d.errorf(lv, path, "port %d is the %s service's while services are on (set tun.services: false to forward it)", fw.Listen, svc)
+	default:
+		first[key] = lv
+	}
 }
 
 // Ports of the peer's services.
