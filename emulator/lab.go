@@ -593,7 +593,7 @@ func (l *lab) openCaptures(s *scenario.Scenario, dir string) error {
 	if dir == "" {
 		return errors.New("capture needs an output folder")
 	}
-	o := capture.Options{Snaplen: s.Capture.Snaplen, MaxFileBytes: s.Capture.MaxFileBytes, MaxFiles: s.Capture.MaxFiles}
+	o := s.Capture.Options
 	for _, pt := range s.Capture.Points {
 		name := pt
 		if s.Variant != "" {

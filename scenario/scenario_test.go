@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/netjam/netjam/capture"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/wifi"
 )
@@ -1090,7 +1091,7 @@ func TestCapture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &Capture{Points: []string{"client", "server"}, Snaplen: 128, MaxFileBytes: 1e6, MaxFiles: 3}
+	want := &Capture{Points: []string{"client", "server"}, Options: capture.Options{Snaplen: 128, MaxFileBytes: 1e6, MaxFiles: 3}}
 	if !reflect.DeepEqual(p.Runs[0].Capture, want) {
 		t.Fatalf("capture %+v", p.Runs[0].Capture)
 	}

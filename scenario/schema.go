@@ -8,6 +8,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/netjam/netjam/capture"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/wifi"
 )
@@ -120,14 +121,10 @@ type Capture struct {
 	// uplink, and send, before the downlink). Comparing the two shows what
 	// the path dropped, delayed and reordered.
 	Points []string
-	// Snaplen is the number of bytes kept of each packet (default 262144:
-	// all of it).
-	Snaplen int
-	// MaxFileBytes rotates to a new file past this size (0: one file);
-	// MaxFiles bounds the number of files, after which capture stops and
-	// counts what it did not write (0: no bound).
-	MaxFileBytes int64
-	MaxFiles     int
+	// Options are the pcap writers': the file sets Snaplen (0: all of a
+	// packet), MaxFileBytes (0: one file) and MaxFiles (0: no bound); the
+	// others keep capture's defaults.
+	capture.Options
 }
 
 // TUN puts the machine's kernel on the client side of the emulated path: a
@@ -375,7 +372,8 @@ var schema = []section{
 	}},
 	{path: "link", hint: true, keys: append(slices.Clone(directionSchema), k("uplink", "Uplink"), k("downlink", "Downlink"))},
 	{path: "capture", hint: true, keys: []key{
-		k("points", "Points"), k("snaplen", "Snaplen"), k("max_file_size", "MaxFileBytes"), k("max_files", "MaxFiles"),
+		k("points", "Points"), k("snaplen", "Options.Snaplen"), k("max_file_size", "Options.MaxFileBytes"),
+		k("max_files", "Options.MaxFiles"),
 	}},
 	{path: "tun", hint: true, keys: []key{
 		k("name", "Name"), k("address", "Address"), k("peer", "Peer"), k("mtu", "MTU"), k("routes", "Routes"),
