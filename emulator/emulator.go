@@ -291,6 +291,12 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 	runCtx, cancel := context.WithTimeout(ctx, s.Duration+drainGrace)
 	defer cancel()
 	smp := newSampler(o.Clock, s.SampleInterval, series, fls, l.path, l.cell)
+	var lv *Live
+	if o.Live != nil {
+		lv = newLive(o.Clock, start, l.path, fls, tl, cancel, s)
+		lv.cell = l.cell
+		smp.live = lv
+	}
 	smp.start(runCtx)
 	if o.Progress != nil {
 		o.Progress.Begin(runName(s), s.Duration, fls)
@@ -304,9 +310,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 			errs[i] = f.Run(runCtx)
 		}()
 	}
-	var lv *Live
-	if o.Live != nil {
-		lv = &Live{clk: o.Clock, start: start, path: l.path, fls: fls, tl: tl, stop: cancel, s: s, orig: s}
+	if lv != nil {
 		o.Live(lv)
 	}
 	var attachedErr error

@@ -397,15 +397,23 @@ func (s *Scenario) YAML() ([]byte, error) {
 
 // dropNulls removes the keys with a null value from every mapping in n:
 // they mean the same as no key, and read as if they meant something else.
+// A set (a timeline entry's, a variant's) keeps its nulls: there a null
+// means "back to the key not set", which no key does not.
 func dropNulls(n *yaml.Node) {
 	if n.Kind == yaml.MappingNode {
 		out := n.Content[:0]
 		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == "set" {
+				out = append(out, n.Content[i], n.Content[i+1])
+				continue
+			}
 			if !isNull(n.Content[i+1]) {
 				out = append(out, n.Content[i], n.Content[i+1])
+				dropNulls(n.Content[i+1])
 			}
 		}
 		n.Content = out
+		return
 	}
 	for _, c := range n.Content {
 		dropNulls(c)

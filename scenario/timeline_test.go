@@ -164,3 +164,35 @@ variants:
 		t.Errorf("--set timeline: %v", s.Timeline)
 	}
 }
+
+// TestTimelineNullSurvivesYAML: a timeline's null (back to the key not
+// set), in the file or added by AddTimeline, is in the resolved YAML, so
+// running that file applies it too. YAML dropped every null, and wrote
+// the entry as `set: {}`, which does not load.
+func TestTimelineNullSurvivesYAML(t *testing.T) {
+	p, err := Parse("x.yaml", []byte(`name: x
+duration: 10s
+link: {loss: 2%, uplink: {loss: 5%}, delay: 5ms}
+flows: [{name: a, type: udp, interval: 5ms, count: 10}]
+timeline: [{at: 1s, set: {link.uplink.loss: null}}]
+`), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Runs[0]
+	if err := s.AddTimeline(2*time.Second, "link.delay=null"); err != nil {
+		t.Fatal(err)
+	}
+	y, err := s.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse("resolved.yaml", y, Options{})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, y)
+	}
+	got := fmt.Sprint(again.Runs[0].Timeline[0].Changes, again.Runs[0].Timeline[1].Changes)
+	if want := "[{link.uplink.loss 5% }] [{link.delay 5ms }]"; got != want {
+		t.Errorf("the replay's timeline: %s, want %s\n%s", got, want, y)
+	}
+}
