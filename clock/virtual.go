@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,8 +34,42 @@ type Virtual struct {
 	timers vtimers
 	seq    uint64 // orders timers of the same deadline by when they were set
 
-	// Work statistics for the closing numbers of a run.
-	steps, slowChecks uint64 // guarded by mu
+	stats VirtualStats // guarded by mu
+
+	held atomic.Int64 // Holds not yet Released
+}
+
+// Hold tells a Virtual clock that the caller does work that belongs to the
+// current instant and may block in a system call meanwhile (a capture
+// writing its file, the sampler writing rows): time does not move until
+// the matching Release. The runtime's view of a goroutine in a system
+// call is too coarse to tell such work from a wait on the outside world
+// (see quietness). On other clocks Hold does nothing. It allocates
+// nothing.
+func Hold(c Clock) {
+	if v, ok := c.(*Virtual); ok {
+		v.held.Add(1)
+	}
+}
+
+// Release ends a Hold.
+func Release(c Clock) {
+	if v, ok := c.(*Virtual); ok {
+		v.held.Add(-1)
+	}
+}
+
+// VirtualStats tells what driving a Virtual clock took.
+type VirtualStats struct {
+	// Events is how many timers Run fired.
+	Events uint64
+	// StackChecks is how many times Run stopped the world to tell
+	// whether the process was idle (see quietness).
+	StackChecks uint64
+	// GaveUp is how many times Run moved time on while a goroutine was
+	// in a system call, after waiting syscallPatience for it: each is a
+	// place where two runs of one seed may part.
+	GaveUp uint64
 }
 
 // NewVirtual returns a Virtual clock set to Epoch.
@@ -64,12 +99,11 @@ func (v *Virtual) AfterFunc(d time.Duration, f func()) Timer {
 	return t
 }
 
-// Stats reports how many timers Run has fired and how many times it had to
-// stop the world to tell whether the process was idle (see quiet).
-func (v *Virtual) Stats() (steps, slowChecks uint64) {
+// Stats reports what driving the clock has taken so far.
+func (v *Virtual) Stats() VirtualStats {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return v.steps, v.slowChecks
+	return v.stats
 }
 
 // idlePoll is how long Run sleeps, on the wall clock, when no timer is
@@ -77,37 +111,55 @@ func (v *Virtual) Stats() (steps, slowChecks uint64) {
 // control request, a signal) can give it work then.
 const idlePoll = time.Millisecond
 
+// driving is held by the Run that is looking for idleness or firing a
+// timer. Idleness is the whole process's, so two virtual clocks driven at
+// once (two runs of a sweep) must take turns: each would otherwise see
+// the other's Run busy, forever. The waiting Run is parked on the lock,
+// which counts as idle. This is the package's only mutable state, because
+// what it guards belongs to the process.
+var driving sync.Mutex
+
 // Run moves time forward until ctx is done: each time the process is
 // idle, it sets the clock to the earliest deadline and fires that one
 // timer. Timers of the same deadline fire in the order they were set.
 // Run must be called from one goroutine only.
 func (v *Virtual) Run(ctx context.Context) {
-	var q quietness
+	q := quietness{stats: &v.stats, mu: &v.mu}
 	for ctx.Err() == nil {
-		if !q.wait(ctx, &v.mu, &v.slowChecks) {
-			return
-		}
-		v.mu.Lock()
-		if len(v.timers) == 0 {
-			v.mu.Unlock()
+		if !v.step(ctx, &q) {
 			time.Sleep(idlePoll)
-			continue
-		}
-		t := heap.Pop(&v.timers).(*vtimer)
-		if t.when.After(v.now) {
-			v.now = t.when
-		}
-		v.steps++
-		v.mu.Unlock()
-		if t.f != nil {
-			go t.f()
-			continue
-		}
-		select {
-		case t.c <- t.when:
-		default: // a firing is already pending; like time.Timer, never block
 		}
 	}
+}
+
+// step fires the earliest timer once the process is idle, and reports
+// whether there was one.
+func (v *Virtual) step(ctx context.Context, q *quietness) bool {
+	driving.Lock()
+	defer driving.Unlock()
+	if !q.wait(ctx, &v.held) {
+		return true
+	}
+	v.mu.Lock()
+	if len(v.timers) == 0 {
+		v.mu.Unlock()
+		return false
+	}
+	t := heap.Pop(&v.timers).(*vtimer)
+	if t.when.After(v.now) {
+		v.now = t.when
+	}
+	v.stats.Events++
+	v.mu.Unlock()
+	if t.f != nil {
+		go t.f()
+		return true
+	}
+	select {
+	case t.c <- t.when:
+	default: // a firing is already pending; like time.Timer, never block
+	}
+	return true
 }
 
 type vtimer struct {
@@ -187,60 +239,106 @@ func (h *vtimers) Pop() any {
 // quietness tells when every goroutine but the caller is blocked.
 //
 // The fast way reads the runtime's goroutine counts (runtime/metrics,
-// Go 1.26): idle when none is runnable and only the caller runs, three
+// Go 1.26): idle when none is runnable, only the caller runs, and no more
+// are in system calls than when the process was last found idle, three
 // readings in a row with a yield between them. Those counts are
-// approximate, and measured on gVisor's TCP they sometimes stay one too
-// high for seconds with every other goroutine parked (gVisor parks its
-// processors through its own linkname to runtime.gopark). So after
-// slowAfter busy readings in a row the slow way decides: a stack dump of
-// every goroutine, which stops the world and shows each one's real state.
+// approximate: "running" counts the processors (Ps) in use, and a
+// processor whose thread spins looking for work counts although no
+// goroutine runs on it; measured on gVisor's TCP, that kept the count one
+// too high for most of a run. So after slowAfter busy readings in a row
+// the slow way decides: a stack dump of every goroutine, which stops the
+// world and shows each one's real state.
+//
+// A goroutine in a system call is busy (a capture writing its file: the
+// packet's work is not done), except os/signal's, which waits in one for
+// the whole process life. A goroutine that stays in a system call longer
+// than syscallPatience is waiting on the outside world (a read of a
+// device or a pipe): time moves on without it, and the wait is counted
+// as given up (VirtualStats.GaveUp), since what that goroutine does next
+// may land at a later virtual time than on another run.
 //
 // Go's testing/synctest would be the natural tool, but its bubbles do not
-// count gVisor's parked goroutines as durably blocked, so a bubble with a
-// gVisor stack never advances (see docs/virtual-time.md).
+// count goroutines parked by gVisor's sleep package (its own linkname to
+// runtime.gopark) as durably blocked, so a bubble with a gVisor stack
+// never advances.
 type quietness struct {
-	samples [2]metrics.Sample
-	buf     []byte
+	samples   [3]metrics.Sample
+	nonGoBase uint64 // goroutines in system calls when last found idle
+	buf       []byte
+	stats     *VirtualStats // guarded by mu
+	mu        *sync.Mutex
 }
 
 // slowAfter is how many busy readings (about half a microsecond each) the
 // fast way takes before a stack dump decides.
-const slowAfter = 2000
+const slowAfter = 100
+
+// syscallPatience is how long, in wall time, a goroutine may stay in a
+// system call before time moves on without it.
+const syscallPatience = 200 * time.Millisecond
 
 // wait returns when the process is idle (true) or ctx is done (false).
-func (q *quietness) wait(ctx context.Context, mu *sync.Mutex, slow *uint64) bool {
+func (q *quietness) wait(ctx context.Context, held *atomic.Int64) bool {
 	if q.samples[0].Name == "" {
 		q.samples[0].Name = "/sched/goroutines/runnable:goroutines"
 		q.samples[1].Name = "/sched/goroutines/running:goroutines"
+		q.samples[2].Name = "/sched/goroutines/not-in-go:goroutines"
 	}
 	ok, busy := 0, 0
+	var inSyscallSince time.Time
 	for ok < 3 {
 		metrics.Read(q.samples[:])
-		if q.samples[0].Value.Uint64() == 0 && q.samples[1].Value.Uint64() <= 1 {
+		if held.Load() == 0 && q.samples[0].Value.Uint64() == 0 && q.samples[1].Value.Uint64() <= 1 && q.samples[2].Value.Uint64() <= q.nonGoBase {
 			ok++
-		} else {
-			ok, busy = 0, busy+1
-			if busy%slowAfter == 0 {
-				if ctx.Err() != nil {
-					return false
-				}
-				mu.Lock()
-				*slow++
-				mu.Unlock()
-				if q.stacksIdle() {
-					return true
-				}
-			}
+			runtime.Gosched()
+			continue
 		}
-		runtime.Gosched()
+		ok, busy = 0, busy+1
+		if busy%slowAfter != 0 {
+			runtime.Gosched()
+			continue
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		st := q.stacks()
+		if held.Load() != 0 {
+			st = running
+		}
+		q.mu.Lock()
+		q.stats.StackChecks++
+		q.mu.Unlock()
+		switch {
+		case st == idle:
+		case st == inSyscall && inSyscallSince.IsZero():
+			inSyscallSince = time.Now()
+			continue
+		case st == inSyscall && time.Since(inSyscallSince) > syscallPatience:
+			q.mu.Lock()
+			q.stats.GaveUp++
+			q.mu.Unlock()
+		default:
+			runtime.Gosched()
+			continue
+		}
+		metrics.Read(q.samples[:])
+		q.nonGoBase = q.samples[2].Value.Uint64()
+		return true
 	}
 	return true
 }
 
-// stacksIdle reports whether no goroutine but the caller is running or
-// runnable, from a dump of every goroutine's stack. Goroutines in system
-// calls count as idle, as in the fast way: they wait on the outside world.
-func (q *quietness) stacksIdle() bool {
+// stackState is what a stack dump says of the goroutines but the caller.
+type stackState int
+
+const (
+	idle      stackState = iota // every one is blocked
+	inSyscall                   // some are in system calls, none runs
+	running                     // some run or are runnable
+)
+
+// stacks reads every goroutine's state from a dump of their stacks.
+func (q *quietness) stacks() stackState {
 	if q.buf == nil {
 		q.buf = make([]byte, 1<<20)
 	}
@@ -252,28 +350,22 @@ func (q *quietness) stacksIdle() bool {
 		}
 		q.buf = make([]byte, 2*len(q.buf))
 	}
-	b := q.buf[:n]
-	first := true // the dump starts with the caller
-	for {
-		k := bytes.Index(b, []byte("goroutine "))
-		if k < 0 {
-			return true
-		}
-		b = b[k:]
-		e := bytes.IndexByte(b, '\n')
-		if e < 0 {
-			e = len(b)
-		}
-		header := b[:e]
-		b = b[e:]
-		if first {
-			first = false
+	st := idle
+	// The dump is goroutines separated by blank lines, each a header
+	// ("goroutine 7 [select]:") and its frames, the caller first.
+	for i, g := range bytes.Split(q.buf[:n], []byte("\n\n")) {
+		header, frames, _ := bytes.Cut(g, []byte("\n"))
+		if i == 0 {
 			continue
 		}
-		if bytes.Contains(header, []byte("[running")) || bytes.Contains(header, []byte("[runnable")) {
-			return false
+		switch {
+		case bytes.Contains(header, []byte("[running")), bytes.Contains(header, []byte("[runnable")):
+			return running
+		case bytes.Contains(header, []byte("[syscall")) && !bytes.HasPrefix(frames, []byte("os/signal.signal_recv")):
+			st = inSyscall
 		}
 	}
+	return st
 }
 
 // WithTimeout is context.WithTimeout on clk's time: ctx is cancelled d

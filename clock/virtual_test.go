@@ -163,7 +163,36 @@ func TestVirtualWithTimeout(t *testing.T) {
 	if ctx.Err() == nil || context.Cause(ctx) != context.Canceled {
 		t.Errorf("after cancel: err %v, cause %v", ctx.Err(), context.Cause(ctx))
 	}
-	if steps, _ := v.Stats(); steps != 1 {
+	if steps := v.Stats().Events; steps != 1 {
 		t.Errorf("%d timers fired, want 1 (the cancelled timeout's timer must be stopped)", steps)
 	}
+}
+
+// Two virtual clocks driven at once take turns and both finish, each on
+// its own time.
+func TestVirtualTwoAtOnce(t *testing.T) {
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v := clock.NewVirtual()
+			done := make(chan struct{})
+			n := 0
+			var tick func()
+			tick = func() {
+				if n++; n == 1000 {
+					close(done)
+					return
+				}
+				v.AfterFunc(time.Duration(i+1)*time.Millisecond, tick)
+			}
+			v.AfterFunc(0, tick)
+			runVirtual(t, v, done)
+			if d := v.Now().Sub(clock.Epoch); d != time.Duration(999*(i+1))*time.Millisecond {
+				t.Errorf("clock %d ended at %v", i, d)
+			}
+		}()
+	}
+	wg.Wait()
 }
