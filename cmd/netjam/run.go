@@ -51,6 +51,7 @@ Examples:
 			&cli.StringSliceFlag{Name: "capture", Usage: "write a pcap file of the packets at this point: client or server (repeatable; replaces the scenario's capture points)"},
 			&cli.StringFlag{Name: "junit", Usage: "also write the runs and the scenario's expectations as JUnit XML into `FILE`, for CI"},
 			&cli.IntFlag{Name: "parallel", Value: 1, Usage: "how many variants may run at once (real-time runs compete for the CPU: keep 1 unless the machine has cores to spare)"},
+			clockFlag,
 		}, endpointFlags()...),
 		OnUsageError: usageError,
 		Action:       doRun,
@@ -125,6 +126,9 @@ func doRun(c *cli.Context) error {
 	if c.Int("parallel") < 1 {
 		return cli.Exit(fmt.Sprintf("--parallel: %d is out of range (expected 1 or more)", c.Int("parallel")), exitBadUsage)
 	}
+	if err := checkClock(c, plan); err != nil {
+		return err
+	}
 	switch {
 	case os.Getenv(rootlessRunEnv) == "1":
 		if err := loopbackUp(); err != nil {
@@ -175,7 +179,7 @@ func doRun(c *cli.Context) error {
 		log.Warn(w)
 	}
 	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString(), Parallel: c.Int("parallel"),
-		OutDir: out, Capture: c.StringSlice("capture")}
+		OutDir: out, Capture: c.StringSlice("capture"), Virtual: c.String("clock") == "virtual"}
 	// The progress bar is for a person at a terminal: never in a pipe, a
 	// file or CI's log, and not with --quiet.
 	if f, ok := c.App.ErrWriter.(*os.File); ok && !c.Bool("quiet") && term.IsTerminal(int(f.Fd())) {

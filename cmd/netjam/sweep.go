@@ -62,6 +62,7 @@ Examples:
 			&cli.IntFlag{Name: "parallel", Value: 1, Usage: "how many runs may run at once (real-time runs compete for the CPU: at most one per core)"},
 			&cli.StringFlag{Name: "shard", Usage: "run only shard `I/N` of the runs (I from 0), or auto: from JOB_COMPLETION_INDEX and JOB_COMPLETIONS (Kubernetes) or SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT (Slurm)"},
 			&cli.BoolFlag{Name: "plots", Usage: "also draw each run's plots and report.html (slower)"},
+			clockFlag,
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print nothing but errors"},
 		},
 		OnUsageError: usageError,
@@ -91,6 +92,9 @@ func doSweep(c *cli.Context) error {
 	}
 	if c.Int("parallel") < 1 {
 		return cli.Exit(fmt.Sprintf("--parallel: %d is out of range (expected 1 or more)", c.Int("parallel")), exitBadUsage)
+	}
+	if err := checkClock(c, plan); err != nil {
+		return err
 	}
 	total := len(runs)
 	var mine []sweepRun
@@ -364,7 +368,7 @@ func runSweepPoint(ctx context.Context, c *cli.Context, plan *scenario.Plan, r s
 		return nil, err
 	}
 	sum, runErr := emulator.Run(ctx, one, emulator.Options{Log: log.Named("emulator").With(zap.String("run", r.ID)),
-		Version: versionString(), OutDir: dir})
+		Version: versionString(), OutDir: dir, Virtual: c.String("clock") == "virtual"})
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
