@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -36,12 +37,13 @@ type Options struct {
 	Log *zap.Logger
 	// Clock is the run's time source; nil means the real clock.
 	Clock clock.Clock
-	// Virtual runs each run on a clock.Virtual of its own instead of
-	// Clock: as fast as its work allows, not in its duration, and the
-	// same from the same seed. Lab runs only (no tun section: TUN mode
-	// and kernel flows live on the wall clock); runs go one at a time,
-	// since the virtual clock waits for the whole process to be idle,
-	// and without Progress (a run takes a moment).
+	// Virtual runs every run on a clock.Virtual of its own instead of
+	// Clock, as the scenario key clock: virtual does for its runs: as fast
+	// as its work allows, not in its duration, and the same from the same
+	// seed. Lab runs only (no tun section: TUN mode and kernel flows live
+	// on the wall clock). Virtual runs go one at a time, since a virtual
+	// clock waits for the whole process to be idle, and without Progress
+	// (a run takes a moment).
 	Virtual bool
 	// Version is recorded in the summary.
 	Version string
@@ -167,9 +169,12 @@ func Run(ctx context.Context, plan *scenario.Plan, o Options) (*Summary, error) 
 		if err := CheckVirtual(plan); err != nil {
 			return sum, err
 		}
+	}
+	virtual := func(s *scenario.Scenario) bool { return o.Virtual || s.Clock == scenario.ClockVirtual }
+	if slices.ContainsFunc(plan.Runs, virtual) {
 		parallel = 1
 	}
-	if parallel > 1 || o.Virtual {
+	if parallel > 1 || slices.ContainsFunc(plan.Runs, virtual) {
 		o.Progress = nil
 	}
 	type result struct {
@@ -195,7 +200,7 @@ start:
 			defer wg.Done()
 			defer func() { <-sem }()
 			o := o
-			if o.Virtual {
+			if virtual(s) {
 				stop := startVirtual(&o, s)
 				defer stop()
 			}

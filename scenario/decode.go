@@ -357,6 +357,9 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 	if n := f["flows"]; n != nil {
 		s.Flows = d.flows(n, s.MTU, mtuOK, s.Duration, s.WiFi, s.TUN)
 	}
+	if n := f["clock"]; n != nil {
+		s.Clock = d.clock(n, s.TUN)
+	}
 	if n := f["expect"]; n != nil {
 		s.Expect = d.expect(n, s.Flows)
 	}
@@ -369,6 +372,24 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 		}
 	}
 	return s
+}
+
+// The clocks a run may take its time from (the clock key).
+const (
+	ClockReal    = "real"
+	ClockVirtual = "virtual"
+)
+
+// clock decodes the clock key, n; the virtual clock needs a lab.
+func (d *decoder) clock(n *yaml.Node, t *TUN) string {
+	v, ok := d.oneOf(n, "clock", "clock", []string{ClockReal, ClockVirtual})
+	if !ok {
+		return ClockReal
+	}
+	if v == ClockVirtual && t != nil {
+		d.errorf(n, "clock", "virtual runs labs of netstack hosts only, and this run has a tun section: TUN mode and kernel flows run on the wall clock (use clock: real)")
+	}
+	return v
 }
 
 // scenarioName decodes the name, n; without one, s keeps the file's.

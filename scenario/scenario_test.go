@@ -520,6 +520,12 @@ func TestErrors(t *testing.T) {
 			want: `x.yaml:2: flows.v.stack: "kernl" is not a flow stack; did you mean "kernel"?`},
 		{name: "sample interval", src: "sample_interval: 100us\n",
 			want: "x.yaml:1: sample_interval: 100us is out of range (expected 1ms to 1m)"},
+		{name: "clock", src: "clock: simulated\n",
+			want: `x.yaml:1: clock: "simulated" is not a clock (expected one of: real, virtual)`},
+		{name: "virtual clock with tun", src: "clock: virtual\ntun: {}\n",
+			want: "x.yaml:1: clock: virtual runs labs of netstack hosts only, and this run has a tun section: TUN mode and kernel flows run on the wall clock (use clock: real)"},
+		{name: "virtual clock with a tun variant", src: "clock: virtual\nvariants:\n  - {name: k, set: {tun: {}}}\n",
+			want: "x.yaml:1: variant k: clock: virtual runs labs of netstack hosts only, and this run has a tun section: TUN mode and kernel flows run on the wall clock (use clock: real)"},
 
 		// One mistake, one message: no relation errors on invalid values.
 		{name: "no cascade", src: "mtu: big\nlink: {delay: 5 parsecs, reorder: 1%, queue: {bytes: 1KB}}\n",

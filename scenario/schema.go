@@ -42,6 +42,11 @@ type Scenario struct {
 	Timeline []TimelinePoint
 	// SampleInterval is the step of the run's time series; default 100ms.
 	SampleInterval time.Duration
+	// Clock is ClockReal or "" (the default: the wall clock), or
+	// ClockVirtual (a virtual clock that moves only when the run is idle:
+	// faster than real time, and the same from the same seed; no tun
+	// section).
+	Clock string
 	// WiFi, when not nil, puts an 802.11 cell in front of the uplink.
 	WiFi *wifi.Config
 	// Capture, when not nil, writes pcap files of the run's packets.
@@ -366,7 +371,7 @@ var (
 var schema = []section{
 	{path: "", hint: true, keys: []key{
 		k("name", "Name"), k("description", "Description"), k("seed", "Seed, SeedSet"), k("duration", "Duration"),
-		k("mtu", "MTU"), k("sample_interval", "SampleInterval"), k("capture", "Capture"), k("link", "Uplink, Downlink"),
+		k("mtu", "MTU"), k("sample_interval", "SampleInterval"), k("clock", "Clock"), k("capture", "Capture"), k("link", "Uplink, Downlink"),
 		k("timeline", "Timeline"), k("wifi", "WiFi"), k("tun", "TUN"), k("flows", "Flows"), k("expect", "Expect"),
 		k("variants", ""), k("sweep", ""), // a Plan's Runs and Sweep
 	}},

@@ -70,6 +70,15 @@ func seedFlag() cli.Flag {
 // values are, with the file's messages.
 func planOptions(c *cli.Context) (scenario.Options, error) {
 	o := scenario.Options{Sets: c.StringSlice("set")}
+	if c.IsSet("clock") {
+		if err := checkClock(c); err != nil {
+			return o, err
+		}
+		// As a last --set, so that the resolved scenario.yaml says
+		// which clock the run took its time from, and a replay does
+		// the same.
+		o.Sets = append(o.Sets, "clock="+c.String("clock"))
+	}
 	if c.IsSet("seed") {
 		v, err := scenario.ParseSeed(c.String("seed"))
 		if err != nil {
@@ -94,14 +103,20 @@ func loadPlan(c *cli.Context) (*scenario.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	var plan *scenario.Plan
 	switch c.NArg() {
 	case 0:
-		return scenario.Parse(configs.DefaultName, configs.Default, o)
+		plan, err = scenario.Parse(configs.DefaultName, configs.Default, o)
 	case 1:
-		return scenario.Load(c.Args().First(), o)
+		plan, err = scenario.Load(c.Args().First(), o)
 	default:
 		return nil, cli.Exit(fmt.Sprintf("run takes one scenario file, got %d arguments", c.NArg()), exitBadUsage)
 	}
+	if err != nil && c.IsSet("clock") {
+		// --clock goes in as a --set (planOptions): name it as typed.
+		err = errors.New(strings.ReplaceAll(err.Error(), "--set clock:", "--clock:"))
+	}
+	return plan, err
 }
 
 func doRun(c *cli.Context) error {
@@ -125,9 +140,6 @@ func doRun(c *cli.Context) error {
 	}
 	if c.Int("parallel") < 1 {
 		return cli.Exit(fmt.Sprintf("--parallel: %d is out of range (expected 1 or more)", c.Int("parallel")), exitBadUsage)
-	}
-	if err := checkClock(c, plan); err != nil {
-		return err
 	}
 	switch {
 	case os.Getenv(rootlessRunEnv) == "1":
@@ -179,7 +191,7 @@ func doRun(c *cli.Context) error {
 		log.Warn(w)
 	}
 	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString(), Parallel: c.Int("parallel"),
-		OutDir: out, Capture: c.StringSlice("capture"), Virtual: c.String("clock") == "virtual"}
+		OutDir: out, Capture: c.StringSlice("capture")}
 	// The progress bar is for a person at a terminal: never in a pipe, a
 	// file or CI's log, and not with --quiet.
 	if f, ok := c.App.ErrWriter.(*os.File); ok && !c.Bool("quiet") && term.IsTerminal(int(f.Fd())) {

@@ -93,9 +93,6 @@ func doSweep(c *cli.Context) error {
 	if c.Int("parallel") < 1 {
 		return cli.Exit(fmt.Sprintf("--parallel: %d is out of range (expected 1 or more)", c.Int("parallel")), exitBadUsage)
 	}
-	if err := checkClock(c, plan); err != nil {
-		return err
-	}
 	total := len(runs)
 	var mine []sweepRun
 	for _, r := range runs {
@@ -368,7 +365,7 @@ func runSweepPoint(ctx context.Context, c *cli.Context, plan *scenario.Plan, r s
 		return nil, err
 	}
 	sum, runErr := emulator.Run(ctx, one, emulator.Options{Log: log.Named("emulator").With(zap.String("run", r.ID)),
-		Version: versionString(), OutDir: dir, Virtual: c.String("clock") == "virtual"})
+		Version: versionString(), OutDir: dir})
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
