@@ -25,9 +25,9 @@ import (
 
 	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/scenario"
-	"github.com/netjam/netjam/stack"
 )
 
 // Options are how a plan is run, as opposed to what it runs.
@@ -62,12 +62,12 @@ type Options struct {
 	// control endpoint's handle on it (see Live), valid until it ends.
 	Live func(*Live)
 
-	// OpenTUN, when not nil, replaces stack.OpenTUN: it gets the device
+	// OpenTUN, when not nil, replaces hostnet.OpenTUN: it gets the device
 	// TUN mode wants and returns it open and configured (netjam shell
 	// without root has it made in a user namespace; see cmd/netjam).
-	OpenTUN func(cfg stack.TUNConfig) (*stack.TUN, error)
+	OpenTUN func(cfg hostnet.TUNConfig) (*hostnet.TUN, error)
 
-	// openTUN opens TUN devices; nil means OpenTUN, or stack.OpenTUN.
+	// openTUN opens TUN devices; nil means OpenTUN, or hostnet.OpenTUN.
 	// Tests replace it with an in-memory device.
 	openTUN openDevice
 	// relayDial, when not nil, replaces the relay's dialer (tests).
@@ -238,7 +238,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 	switch {
 	case open != nil:
 	case o.OpenTUN != nil:
-		open = func(cfg stack.TUNConfig) (device, error) {
+		open = func(cfg hostnet.TUNConfig) (device, error) {
 			t, err := o.OpenTUN(cfg)
 			if err != nil {
 				return nil, err

@@ -19,6 +19,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/hostnet"
+	"github.com/netjam/netjam/netif"
 	"github.com/netjam/netjam/stack"
 )
 
@@ -37,22 +39,22 @@ func newMemDevice(name string) *memDevice {
 	return &memDevice{name: name, in: make(chan []byte, 256), closed: make(chan struct{})}
 }
 
-func (d *memDevice) ReadPacket(buf []byte) (int, stack.GSO, error) {
+func (d *memDevice) ReadPacket(buf []byte) (int, netif.GSO, error) {
 	select {
 	case b := <-d.in:
-		return copy(buf, b), stack.GSO{}, nil
+		return copy(buf, b), netif.GSO{}, nil
 	case <-d.closed:
-		return 0, stack.GSO{}, os.ErrClosed
+		return 0, netif.GSO{}, os.ErrClosed
 	}
 }
 
-func (d *memDevice) WritePacket(pkt [][]byte, g stack.GSO) (int, error) {
+func (d *memDevice) WritePacket(pkt [][]byte, g netif.GSO) (int, error) {
 	select {
 	case <-d.closed:
 		return 0, os.ErrClosed
 	default:
 	}
-	if g != (stack.GSO{}) {
+	if g != (netif.GSO{}) {
 		return 0, errors.New("memDevice: no offload")
 	}
 	b := bytes.Join(pkt, nil)
@@ -88,13 +90,13 @@ func (d *memDevice) send(b []byte) bool {
 type fakeKernel struct {
 	dev  *memDevice
 	host *stack.Host
-	cfg  stack.TUNConfig
+	cfg  hostnet.TUNConfig
 }
 
 // fakeTUN returns an openDevice making a fakeKernel, sent on ready once
 // the device is open.
 func fakeTUN(t testing.TB, ready chan<- *fakeKernel) openDevice {
-	return func(cfg stack.TUNConfig) (device, error) {
+	return func(cfg hostnet.TUNConfig) (device, error) {
 		d := newMemDevice(cfg.Name)
 		h, err := stack.NewHost(stack.HostConfig{Name: "kernel", Addrs: cfg.Addrs, MTU: cfg.MTU, Clock: clock.Real{}, Seed: 7, SACK: true,
 			Output: func(pkt [][]byte) { d.send(bytes.Join(pkt, nil)) }})

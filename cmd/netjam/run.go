@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -202,7 +204,7 @@ func doRun(c *cli.Context) error {
 		written.written("the JUnit XML")
 	}
 	if !c.Bool("quiet") {
-		if err := emulator.PrintTable(c.App.Writer, sum); err != nil {
+		if err := printTable(c.App.Writer, sum); err != nil {
 			return cli.Exit(err, exitFailed)
 		}
 		if err := emulator.PrintExpectations(c.App.Writer, sum); err != nil {
@@ -267,4 +269,14 @@ func chooseVariants(plan *scenario.Plan, names []string) ([]*scenario.Scenario, 
 		}
 	}
 	return out, nil
+}
+
+// printTable writes the run's text tables, which package report draws
+// from the summary as summary.json has it.
+func printTable(w io.Writer, sum *emulator.Summary) error {
+	b, err := json.Marshal(sum)
+	if err != nil {
+		return err
+	}
+	return report.PrintTable(w, b)
 }
