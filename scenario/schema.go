@@ -14,9 +14,11 @@ import (
 )
 
 // The schema of a scenario file: the types it decodes into, in the order
-// of the reference (docs/scenario.md). A section that configures a package
-// of the path (a direction of the link, the Wi-Fi cell) decodes into that
-// package's own Config; the types here are the scenario's own.
+// of the reference (docs/scenario.md), then the keys of every mapping, then
+// the defaults of each section. A section that configures a package of
+// the path decodes into that package's own type (a direction of the link
+// into impair.Config, the Wi-Fi cell into wifi.Config, the capture files'
+// limits into capture.Options); the types here are the scenario's own.
 
 // Scenario is one validated, fully resolved run of a scenario file: the file
 // with a variant's set and the command-line overrides applied and every
