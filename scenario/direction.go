@@ -16,16 +16,9 @@ import (
 // link.downlink. Most keys take a short scalar form for the common case and
 // a mapping for the rest, following netem's parameters.
 
-// Keys of the mapping form of each direction key, and the words of each
-// enumeration, in documentation order.
-var (
-	distributions = words(impair.Uniform, impair.ParetoNormal)
-	lossModels    = words(impair.LossRandom, impair.LossState)
-	disciplines   = words(impair.DropTail, impair.PIE)
-)
-
-// enum is an enumeration of package impair, whose String is the word a
-// scenario writes.
+// enum is an enumeration of package impair (a distribution, a loss model,
+// a queue discipline), whose String is the word a scenario writes: the
+// words are impair's, listed once.
 type enum interface {
 	~uint8
 	String() string

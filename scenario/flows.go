@@ -35,6 +35,7 @@ func (d *decoder) flows(n *yaml.Node, mtu int, mtuOK bool, duration time.Duratio
 		return nil
 	}
 	var out []Flow
+	var items []*yaml.Node // out's nodes
 	names := map[string]int{}
 	for i, item := range n.Content {
 		path := fmt.Sprintf("flows[%d]", i)
@@ -54,9 +55,9 @@ func (d *decoder) flows(n *yaml.Node, mtu int, mtuOK bool, duration time.Duratio
 			d.wrongType(f, path, "udp", tcpOnlyKeys)
 			d.udpFlow(item, f, path, &fl, udpPayload(mtu, fl, t), mtuOK)
 		}
-		out = append(out, fl)
+		out, items = append(out, fl), append(items, item)
 	}
-	d.stationsAgreeOnSACK(n, out)
+	d.stationsAgreeOnSACK(items, out)
 	return out
 }
 
@@ -163,14 +164,15 @@ func udpPayload(mtu int, fl Flow, t *TUN) int {
 // stationsAgreeOnSACK reports the netstack TCP flows of one station that
 // disagree on sack: a station is one host, and gVisor switches SACK per
 // host. The kernel's SACK is its own (and always on, for kernel flows).
-func (d *decoder) stationsAgreeOnSACK(n *yaml.Node, fls []Flow) {
+// items are the flows' nodes.
+func (d *decoder) stationsAgreeOnSACK(items []*yaml.Node, fls []Flow) {
 	sack := map[string]bool{}
 	for i, fl := range fls {
 		if fl.Station == "" || fl.Type != "tcp" || fl.Stack != StackNetstack {
 			continue
 		}
 		if prev, ok := sack[fl.Station]; ok && prev != fl.SACK {
-			d.errorf(n.Content[i], "flows."+fl.Name+".sack", "the TCP flows of station %s disagree on sack (a station is one host, which has SACK on or off)", fl.Station)
+			d.errorf(items[i], "flows."+fl.Name+".sack", "the TCP flows of station %s disagree on sack (a station is one host, which has SACK on or off)", fl.Station)
 		}
 		sack[fl.Station] = fl.SACK
 	}

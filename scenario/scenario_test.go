@@ -1248,3 +1248,15 @@ func TestVariantsBounded(t *testing.T) {
 		t.Errorf("Parse allocated %d MiB, want at most 512", alloc>>20)
 	}
 }
+
+// TestFlowSACKErrorLine checks that a station's SACK disagreement names
+// the line of the flow that disagrees, also after a list item that is not
+// a flow (it named the line of the flow before).
+func TestFlowSACKErrorLine(t *testing.T) {
+	_, err := parse("wifi: {stations: [{name: a}]}\nflows:\n  - x\n  - {name: n, type: tcp, size: 1MB, station: a, sack: false}\n  - {name: m, type: tcp, size: 1MB, station: a}\n")
+	want := `x.yaml:3: flows[0]: expected a mapping of flow keys, got the string "x"
+x.yaml:5: flows.m.sack: the TCP flows of station a disagree on sack (a station is one host, which has SACK on or off)`
+	if err == nil || err.Error() != want {
+		t.Errorf("got\n%v\nwant\n%s", err, want)
+	}
+}

@@ -14,9 +14,11 @@ import (
 )
 
 // The schema of a scenario file: the types it decodes into, in the order
-// of the reference (docs/scenario.md). A section that configures a package
-// of the path (a direction of the link, the Wi-Fi cell) decodes into that
-// package's own Config; the types here are the scenario's own.
+// of the reference (docs/scenario.md), then the keys of every mapping, then
+// the defaults of each section. A section that configures a package of
+// the path decodes into that package's own type (a direction of the link
+// into impair.Config, the Wi-Fi cell into wifi.Config, the capture files'
+// limits into capture.Options); the types here are the scenario's own.
 
 // Scenario is one validated, fully resolved run of a scenario file: the file
 // with a variant's set and the command-line overrides applied and every
@@ -528,6 +530,20 @@ func scenarioDefaults(name string) *Scenario {
 	return &Scenario{Name: name, Duration: 30 * time.Second, MTU: 1500, SampleInterval: 100 * time.Millisecond}
 }
 
+// flowDefaults is a flow's defaults.
+func flowDefaults() Flow {
+	return Flow{Stack: StackNetstack, Direction: "up", SACK: true, PacketSize: 100}
+}
+
+// wifiDefaults is the wifi section's defaults; zero fields take the
+// standard's preset (see wifi.Config).
+func wifiDefaults() *wifi.Config { return &wifi.Config{Standard: "802.11g"} }
+
+// stationDefaults is the defaults of station i of a cell, from 0.
+func stationDefaults(i int) wifi.StationConfig {
+	return wifi.StationConfig{Name: fmt.Sprintf("sta%d", i+1)}
+}
+
 // tunDefaults is the tun section's defaults (tun: {}): mtu is the
 // scenario's.
 func tunDefaults(mtu int) *TUN {
@@ -543,18 +559,14 @@ func tunDefaults(mtu int) *TUN {
 	}
 }
 
-// flowDefaults is a flow's defaults.
-func flowDefaults() Flow {
-	return Flow{Stack: StackNetstack, Direction: "up", SACK: true, PacketSize: 100}
-}
-
-// wifiDefaults is the wifi section's defaults; zero fields take the
-// standard's preset (see wifi.Config).
-func wifiDefaults() *wifi.Config { return &wifi.Config{Standard: "802.11g"} }
-
-// stationDefaults is the defaults of station i of a cell, from 0.
-func stationDefaults(i int) wifi.StationConfig {
-	return wifi.StationConfig{Name: fmt.Sprintf("sta%d", i+1)}
+// directionDefaults is a direction's defaults (impair.Config): no
+// impairment, a drop-tail queue of impair.DefaultQueueLimit packets.
+func directionDefaults() impair.Config {
+	return impair.Config{
+		Reorder:       impair.ReorderConfig{Gap: 1},
+		Queue:         impair.QueueConfig{LimitPackets: impair.DefaultQueueLimit},
+		InflightLimit: impair.DefaultInflightLimit,
+	}
 }
 
 // geDefaults fills the defaults of a gemodel loss, netem's, for the keys
@@ -580,16 +592,6 @@ func stateDefaults(v *impair.LossConfig, p31Given, p23Given bool) {
 	}
 }
 
-// directionDefaults is a direction's defaults (impair.Config): no
-// impairment, a drop-tail queue of impair.DefaultQueueLimit packets.
-func directionDefaults() impair.Config {
-	return impair.Config{
-		Reorder:       impair.ReorderConfig{Gap: 1},
-		Queue:         impair.QueueConfig{LimitPackets: impair.DefaultQueueLimit},
-		InflightLimit: impair.DefaultInflightLimit,
-	}
-}
-
 // queueDefaults is the defaults of a queue of discipline disc, on a path
 // of mtu: a limit of impair.DefaultQueueLimit packets when neither limit
 // nor bytes is given, and the RFCs' values of the discipline's own keys.
@@ -608,3 +610,6 @@ func queueDefaults(disc impair.Discipline, mtu int) impair.QueueConfig {
 	}
 	return q
 }
+
+// sweepDefaults is the sweep section's defaults: one seed, 1.
+func sweepDefaults() *Sweep { return &Sweep{Seeds: []uint64{1}} }

@@ -72,7 +72,7 @@ func (d *decoder) sweep(n *yaml.Node) *Sweep {
 	if !ok {
 		return nil
 	}
-	s := &Sweep{Seeds: []uint64{1}}
+	s := sweepDefaults()
 	if g := f["grid"]; g == nil {
 		d.errorf(n, "sweep.grid", "not set: a sweep needs at least one swept key (as grid: {link.loss: [0%%, 1%%]})")
 	} else if g.Kind != yaml.MappingNode || len(g.Content) == 0 {
