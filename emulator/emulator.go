@@ -299,7 +299,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 	switch {
 	case open != nil:
 	case o.OpenTUN != nil:
-		open = func(cfg hostnet.TUNConfig) (device, error) {
+		open = func(cfg hostnet.TUNConfig) (hostnet.Device, error) {
 			t, err := o.OpenTUN(cfg)
 			if err != nil {
 				return nil, err

@@ -38,21 +38,8 @@ import (
 // closes, on a crash or a SIGKILL too; a namespace netjam makes is
 // anonymous and goes with its last process.
 
-// device is the TUN device as the lab uses it; *hostnet.TUN outside tests.
-type device interface {
-	ReadPacket(buf []byte) (int, netif.GSO, error)
-	WritePacket(pkt [][]byte, g netif.GSO) (int, error)
-	// Offload reports whether the device takes GSO packets.
-	Offload() bool
-	// Dropped returns what the kernel dropped at the device's queue
-	// before it was read, when that can be known.
-	Dropped() (uint64, bool)
-	Name() string
-	Close() error
-}
-
 // openDevice opens the TUN device; tests replace it with an in-memory one.
-type openDevice func(cfg hostnet.TUNConfig) (device, error)
+type openDevice func(cfg hostnet.TUNConfig) (hostnet.Device, error)
 
 // labHooks are what tests replace in a lab: how the device is opened and
 // how the relay dials.
@@ -61,7 +48,7 @@ type labHooks struct {
 	dial func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
-func openTUN(cfg hostnet.TUNConfig) (device, error) {
+func openTUN(cfg hostnet.TUNConfig) (hostnet.Device, error) {
 	t, err := hostnet.OpenTUN(cfg)
 	if err != nil {
 		return nil, err
@@ -72,7 +59,7 @@ func openTUN(cfg hostnet.TUNConfig) (device, error) {
 // tunEnd is TUN mode's part of a lab.
 type tunEnd struct {
 	cfg *scenario.TUN
-	dev device
+	dev hostnet.Device
 	ns  *hostnet.Netns // the device's namespace; nil: netjam's own
 	// kernels are the client-side endpoints, all writing into dev: one
 	// per Wi-Fi station the kernel sits behind (in the order of
