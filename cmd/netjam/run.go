@@ -129,7 +129,7 @@ func doRun(c *cli.Context) error {
 	}
 	switch {
 	case os.Getenv(rootlessRunEnv) == "1":
-		if err := loopbackUp(); err != nil {
+		if err := emulator.InRootlessRun(); err != nil {
 			return cli.Exit(fmt.Sprintf("rootless run: %v", err), exitFailed)
 		}
 	case needsRootless(plan):

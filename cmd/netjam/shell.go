@@ -20,7 +20,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/netjam/netjam/emulator"
-	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/scenario"
 )
 
@@ -142,20 +141,18 @@ func doShell(c *cli.Context) error {
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
 
 	// With root, a namespace of netjam's making; without, a rootless
-	// shell (see rootless.go) where the system allows user namespaces.
-	ns, err := hostnet.NewNetns()
-	rootlessShell := err != nil && emulator.IsPrivilege(err) && os.Geteuid() != 0
+	// shell (see emulator.Shell) where the system allows user namespaces.
+	sh, why, err := emulator.NewShell()
 	switch {
-	case rootlessShell && (c.Bool("as-root") || c.IsSet("cap")):
-		return cli.Exit("--as-root and --cap: only for a shell run as root (a rootless shell's command is root of its own user namespace, with no power outside it)", exitBadUsage)
-	case rootlessShell && s.KernelFlows():
-		return cli.Exit("kernel flows in netjam shell need root: their sockets would live in the command's user namespace, which netjam cannot enter", exitBadUsage)
-	case err != nil && !rootlessShell:
+	case err != nil:
 		return failure(err)
-	case err == nil:
-		defer ns.Close()
-		s.TUN.Netns = ns.Path()
+	case sh.Rootless() && (c.Bool("as-root") || c.IsSet("cap")):
+		return cli.Exit("--as-root and --cap: only for a shell run as root (a rootless shell's command is root of its own user namespace, with no power outside it)", exitBadUsage)
+	case sh.Rootless() && s.KernelFlows():
+		return cli.Exit("kernel flows in netjam shell need root: their sockets would live in the command's user namespace, which netjam cannot enter", exitBadUsage)
 	}
+	defer sh.Close()
+	s.TUN.Netns = sh.Netns()
 	for _, a := range s.TUN.Address {
 		def := netip.MustParsePrefix("0.0.0.0/0")
 		if a.Addr().Is6() {
@@ -201,21 +198,16 @@ func doShell(c *cli.Context) error {
 		opts.Live = srv.Attach
 		env = append(env, controlEnv+"="+addr)
 	}
-	var rl *rootless
-	if rootlessShell {
-		log.Info("no root: the shell runs in a user namespace", zap.NamedError("reason", err))
-		opts.OpenTUN = func(cfg hostnet.TUNConfig) (*hostnet.TUN, error) {
-			r, t, err := startRootless(cfg, command, env)
-			rl = r
-			return t, err
-		}
+	if sh.Rootless() {
+		log.Info("no root: the shell runs in a user namespace", zap.NamedError("reason", why))
 	}
+	sh.Prepare(&opts, command, env)
 	opts.Attached = func(ctx context.Context) error {
 		var cmd *exec.Cmd
-		if rl != nil {
+		if sh.Rootless() {
 			// The namespaces' first process becomes the command.
-			cmd = rl.cmd
-			if err := rl.start(); err != nil {
+			var err error
+			if cmd, err = sh.Start(nil); err != nil {
 				return fmt.Errorf("starting %s: %w", command[0], err)
 			}
 		} else {
@@ -235,7 +227,7 @@ func doShell(c *cli.Context) error {
 				}
 			}
 			log.Info("the command runs as "+who, zap.Strings("command", command))
-			if err := ns.Do(cmd.Start); err != nil {
+			if _, err := sh.Start(cmd); err != nil {
 				return commandError(command[0], err)
 			}
 		}
@@ -243,12 +235,9 @@ func doShell(c *cli.Context) error {
 		return nil
 	}
 	sum, runErr := emulator.Run(context.Background(), &scenario.Plan{Name: s.Name, Runs: []*scenario.Scenario{s}}, opts)
-	if rl != nil && status < 0 {
-		// The run failed before the command started: end the
-		// namespaces' first process.
-		rl.cmd.Process.Kill()
-		rl.cmd.Wait()
-	}
+	// When the run failed before the command started, a rootless
+	// shell's first process ends now.
+	sh.Close()
 	if out != "" && sum != nil {
 		// COMMAND has ended: Ctrl-C is netjam's again, and ends it at
 		// once while it writes.
