@@ -233,7 +233,8 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir strin
 	}
 	var tunStations []int // the cell's stations the kernel sits behind
 	if s.WiFi != nil {
-		cfg := s.WiFi.Config(s.Seed)
+		cfg := *s.WiFi // the scenario's cell, with the run's seed
+		cfg.Seed = s.Seed
 		l.cell, err = wifi.NewRunner(cfg, clk, l.fromCell(true), l.fromCell(false))
 		if err != nil {
 			return fail(err)
@@ -441,7 +442,9 @@ func (l *lab) whole(r *impair.Runner) bool {
 // capture writes p to cw as it is on the wire: with its final checksum.
 func (l *lab) capture(cw *capture.Writer, now time.Time, p *impair.Packet) {
 	p.FinishChecksum()
+	clock.Hold(l.clk)           // the write may block in a system call
 	cw.WritePacket(now, p.Data) // a full capture counts what it skips
+	clock.Release(l.clk)
 }
 
 // toCell returns a station host's Output: onto the Wi-Fi medium.
@@ -593,7 +596,7 @@ func (l *lab) openCaptures(s *scenario.Scenario, dir string) error {
 	if dir == "" {
 		return errors.New("capture needs an output folder")
 	}
-	o := capture.Options{Snaplen: s.Capture.Snaplen, MaxFileBytes: s.Capture.MaxFileBytes, MaxFiles: s.Capture.MaxFiles}
+	o := s.Capture.Options
 	for _, pt := range s.Capture.Points {
 		name := pt
 		if s.Variant != "" {
