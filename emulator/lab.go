@@ -17,6 +17,7 @@ import (
 	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/netif"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/stack"
 	"github.com/netjam/netjam/wifi"
@@ -232,7 +233,8 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir strin
 	}
 	var tunStations []int // the cell's stations the kernel sits behind
 	if s.WiFi != nil {
-		cfg := s.WiFi.Config(s.Seed)
+		cfg := *s.WiFi // the scenario's cell, with the run's seed
+		cfg.Seed = s.Seed
 		l.cell, err = wifi.NewRunner(cfg, clk, l.fromCell(true), l.fromCell(false))
 		if err != nil {
 			return fail(err)
@@ -360,7 +362,7 @@ func (l *lab) ends(s *scenario.Scenario, f scenario.Flow) (client, server *endHo
 
 // copyOut copies a packet a host sends into a pooled packet; nil when it
 // does not fit (counted).
-func (l *lab) copyOut(slices [][]byte, g stack.GSO) *impair.Packet {
+func (l *lab) copyOut(slices [][]byte, g netif.GSO) *impair.Packet {
 	n := 0
 	for _, s := range slices {
 		n += len(s)
@@ -386,7 +388,7 @@ func (l *lab) copyOut(slices [][]byte, g stack.GSO) *impair.Packet {
 // TCP segment becomes a GSO packet (completed or split later); a TCP
 // segment whose checksum may be partial has it computed; any other
 // partial checksum (UDP, from a TUN device) is completed.
-func completeChecksum(p *impair.Packet, g stack.GSO) {
+func completeChecksum(p *impair.Packet, g netif.GSO) {
 	switch {
 	case g.MSS > 0 && p.SetGSO(g.MSS, g.NeedsCsum):
 	case !g.NeedsCsum:
@@ -400,20 +402,20 @@ func completeChecksum(p *impair.Packet, g stack.GSO) {
 // on the way when cw is not nil.
 func (l *lab) output(r *impair.Runner, cw *capture.Writer) func([][]byte) {
 	out := l.outputGSO(r, cw)
-	return func(slices [][]byte) { out(slices, stack.GSO{}) }
+	return func(slices [][]byte) { out(slices, netif.GSO{}) }
 }
 
 // outputGSO returns a wired host's OutputGSO: into the direction r,
 // where a large segment crosses whole when it may (see whole) or is split
 // here, on the sender's goroutine; captured on the way, segment by
 // segment, when cw is not nil.
-func (l *lab) outputGSO(r *impair.Runner, cw *capture.Writer) func([][]byte, stack.GSO) {
+func (l *lab) outputGSO(r *impair.Runner, cw *capture.Writer) func([][]byte, netif.GSO) {
 	send := func(p *impair.Packet) { r.Send(p) }
 	captured := func(p *impair.Packet) {
 		l.capture(cw, l.clk.Now(), p)
 		r.Send(p)
 	}
-	return func(slices [][]byte, g stack.GSO) {
+	return func(slices [][]byte, g netif.GSO) {
 		p := l.copyOut(slices, g)
 		if p == nil {
 			return
@@ -440,13 +442,15 @@ func (l *lab) whole(r *impair.Runner) bool {
 // capture writes p to cw as it is on the wire: with its final checksum.
 func (l *lab) capture(cw *capture.Writer, now time.Time, p *impair.Packet) {
 	p.FinishChecksum()
+	clock.Hold(l.clk)           // the write may block in a system call
 	cw.WritePacket(now, p.Data) // a full capture counts what it skips
+	clock.Release(l.clk)
 }
 
 // toCell returns a station host's Output: onto the Wi-Fi medium.
 func (l *lab) toCell(station int) func([][]byte) {
 	return func(slices [][]byte) {
-		if p := l.copyOut(slices, stack.GSO{}); p != nil {
+		if p := l.copyOut(slices, netif.GSO{}); p != nil {
 			if l.capClient != nil {
 				l.capture(l.capClient, l.clk.Now(), p)
 			}
@@ -592,7 +596,7 @@ func (l *lab) openCaptures(s *scenario.Scenario, dir string) error {
 	if dir == "" {
 		return errors.New("capture needs an output folder")
 	}
-	o := capture.Options{Snaplen: s.Capture.Snaplen, MaxFileBytes: s.Capture.MaxFileBytes, MaxFiles: s.Capture.MaxFiles}
+	o := s.Capture.Options
 	for _, pt := range s.Capture.Points {
 		name := pt
 		if s.Variant != "" {
@@ -660,7 +664,7 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 		if err != nil {
 			return nil, nil, err
 		}
-		return newTCPFlow(ctx, f, clk, ln, l.warnStall(f.Name), func() (net.Conn, func() stack.TCPInfo, error) {
+		return newTCPFlow(ctx, f, clk, ln, l.warnStall(f.Name), func() (net.Conn, func() netif.TCPInfo, error) {
 			c, err := from.DialTCP(ctx, dst, o)
 			if err != nil {
 				return nil, nil, err
@@ -700,7 +704,7 @@ type closer interface{ Close() error }
 // (closed on return) accepts its receiver. dial returns the sender and
 // how to read its TCP state.
 func newTCPFlow(ctx context.Context, f scenario.Flow, clk clock.Clock, ln *stack.TCPListener, onStall func(flows.Stall),
-	dial func() (net.Conn, func() stack.TCPInfo, error)) (flows.Flow, []closer, error) {
+	dial func() (net.Conn, func() netif.TCPInfo, error)) (flows.Flow, []closer, error) {
 	defer ln.Close()
 	type accepted struct {
 		c   *stack.TCPConn

@@ -123,7 +123,7 @@ func (lv *Live) sampled(now time.Time, rows []SeriesRow) {
 	if ended {
 		return
 	}
-	for i, d := range []scenario.Direction{s.Uplink, s.Downlink} {
+	for i, d := range []impair.Config{s.Uplink, s.Downlink} {
 		c := configured(d)
 		name := [2]string{"uplink", "downlink"}[i]
 		rows = append(rows, SeriesRow{"configured_rate_bps", name, float64(c.RateBps)},

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/netjam/netjam/impair"
 )
 
 func pointsText(ps []TimelinePoint) string {
@@ -48,7 +50,7 @@ timeline:
 		t.Errorf("at 5s: up %+v, down %+v", p.Uplink, p.Downlink)
 	}
 	p = s.Timeline[4] // 10 s: the uplink's own rate, the downlink's shared one
-	if p.Uplink.Rate.Bitrate != 2e6 || p.Downlink.Rate.Bitrate != 10e6 || p.Uplink.Loss.Model != "" || p.Uplink.Delay.Time != 20*time.Millisecond {
+	if p.Uplink.Rate.Bitrate != 2e6 || p.Downlink.Rate.Bitrate != 10e6 || p.Uplink.Loss.Model != impair.LossNone || p.Uplink.Delay.Time != 20*time.Millisecond {
 		t.Errorf("at 10s: up %+v, down %+v", p.Uplink, p.Downlink)
 	}
 }

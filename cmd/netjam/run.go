@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -49,6 +51,7 @@ Examples:
 			&cli.StringSliceFlag{Name: "capture", Usage: "write a pcap file of the packets at this point: client or server (repeatable; replaces the scenario's capture points)"},
 			&cli.StringFlag{Name: "junit", Usage: "also write the runs and the scenario's expectations as JUnit XML into `FILE`, for CI"},
 			&cli.IntFlag{Name: "parallel", Value: 1, Usage: "how many variants may run at once (real-time runs compete for the CPU: keep 1 unless the machine has cores to spare)"},
+			clockFlag,
 		}, endpointFlags()...),
 		OnUsageError: usageError,
 		Action:       doRun,
@@ -67,6 +70,15 @@ func seedFlag() cli.Flag {
 // values are, with the file's messages.
 func planOptions(c *cli.Context) (scenario.Options, error) {
 	o := scenario.Options{Sets: c.StringSlice("set")}
+	if c.IsSet("clock") {
+		if err := checkClock(c); err != nil {
+			return o, err
+		}
+		// As a last --set, so that the resolved scenario.yaml says
+		// which clock the run took its time from, and a replay does
+		// the same.
+		o.Sets = append(o.Sets, "clock="+c.String("clock"))
+	}
 	if c.IsSet("seed") {
 		v, err := scenario.ParseSeed(c.String("seed"))
 		if err != nil {
@@ -91,74 +103,42 @@ func loadPlan(c *cli.Context) (*scenario.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Only the variants asked for are resolved: another's problem (a
+	// tun section under --clock virtual) does not stop them.
+	o.Variants = c.StringSlice("variant")
+	var plan *scenario.Plan
 	switch c.NArg() {
 	case 0:
-		return scenario.Parse(configs.DefaultName, configs.Default, o)
+		plan, err = scenario.Parse(configs.DefaultName, configs.Default, o)
 	case 1:
-		return scenario.Load(c.Args().First(), o)
+		plan, err = scenario.Load(c.Args().First(), o)
 	default:
 		return nil, cli.Exit(fmt.Sprintf("run takes one scenario file, got %d arguments", c.NArg()), exitBadUsage)
 	}
+	if err != nil && c.IsSet("clock") {
+		// --clock goes in as a --set (planOptions): name it as typed.
+		err = errors.New(strings.ReplaceAll(err.Error(), "--set clock:", "--clock:"))
+	}
+	return plan, err
 }
 
 func doRun(c *cli.Context) error {
-	plan, err := loadPlan(c)
+	plan, err := runPlan(c)
 	if err != nil {
-		var ec cli.ExitCoder
-		if errors.As(err, &ec) {
-			return err
-		}
-		return cli.Exit(err, exitBadUsage)
+		return err
 	}
-	if vs := c.StringSlice("variant"); len(vs) > 0 {
-		if plan.Runs, err = chooseVariants(plan, vs); err != nil {
-			return cli.Exit(err, exitBadUsage)
-		}
-	}
-	for _, p := range c.StringSlice("capture") {
-		if !slices.Contains(scenario.CapturePoints, p) {
-			return cli.Exit(fmt.Sprintf("--capture: %q is not a capture point (expected one of: %s)", p, strings.Join(scenario.CapturePoints, ", ")), exitBadUsage)
-		}
-	}
-	if c.Int("parallel") < 1 {
-		return cli.Exit(fmt.Sprintf("--parallel: %d is out of range (expected 1 or more)", c.Int("parallel")), exitBadUsage)
-	}
-	switch {
-	case os.Getenv(rootlessRunEnv) == "1":
-		if err := loopbackUp(); err != nil {
-			return cli.Exit(fmt.Sprintf("rootless run: %v", err), exitFailed)
-		}
-	case needsRootless(plan):
-		if !c.Bool("quiet") {
-			fmt.Fprintln(c.App.ErrWriter, "netjam: no CAP_NET_ADMIN for the TUN device: running in a user and network namespace of its own (rootless)")
-		}
-		if err, ok := rerunRootless(c); ok {
-			return err
-		}
-		// No user namespaces here: run what runs without the device.
+	if err, done := runRootless(c, plan); done {
+		return err
 	}
 	out := c.String("out")
 	if out == "" {
 		out = emulator.DefaultOutDir(plan.Name, time.Now())
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
-	}
-	logFile, err := os.Create(filepath.Join(out, "netjam.log"))
+	log, closeLog, err := runLogger(c, out)
 	if err != nil {
-		return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
+		return err
 	}
-	defer logFile.Close()
-	level := c.String("log-level")
-	// --quiet quiets the default level, not one asked for explicitly.
-	if c.Bool("quiet") && !c.IsSet("log-level") && (level == "debug" || level == "info") {
-		level = "warn"
-	}
-	log, err := newLogger(level, c.String("log-format"), c.App.ErrWriter, logFile)
-	if err != nil {
-		return cli.Exit(err, exitBadUsage)
-	}
-	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
+	defer closeLog()
 
 	pending := append([]string(nil), outputNames...)
 	if c.String("junit") != "" {
@@ -196,6 +176,82 @@ func doRun(c *cli.Context) error {
 	if srv != nil {
 		finishControl(c, interrupted, srv, out)
 	}
+	return finishRun(c, out, sum, runErr, written)
+}
+
+// runPlan loads the plan netjam run runs (the variants asked for) and
+// checks the flags that depend on nothing else.
+func runPlan(c *cli.Context) (*scenario.Plan, error) {
+	plan, err := loadPlan(c)
+	if err != nil {
+		var ec cli.ExitCoder
+		if errors.As(err, &ec) {
+			return nil, err
+		}
+		return nil, cli.Exit(err, exitBadUsage)
+	}
+	for _, p := range c.StringSlice("capture") {
+		if !slices.Contains(scenario.CapturePoints, p) {
+			return nil, cli.Exit(fmt.Sprintf("--capture: %q is not a capture point (expected one of: %s)", p, strings.Join(scenario.CapturePoints, ", ")), exitBadUsage)
+		}
+	}
+	if c.Int("parallel") < 1 {
+		return nil, cli.Exit(fmt.Sprintf("--parallel: %d is out of range (expected 1 or more)", c.Int("parallel")), exitBadUsage)
+	}
+	return plan, nil
+}
+
+// runRootless readies a run started again in its own user and network
+// namespaces, or starts this one there when it needs a TUN device it may
+// not make (see rootless.go); done says the run happened there, with err
+// its outcome.
+func runRootless(c *cli.Context, plan *scenario.Plan) (err error, done bool) {
+	switch {
+	case os.Getenv(rootlessRunEnv) == "1":
+		if err := emulator.InRootlessRun(); err != nil {
+			return cli.Exit(fmt.Sprintf("rootless run: %v", err), exitFailed), true
+		}
+	case needsRootless(plan):
+		if !c.Bool("quiet") {
+			fmt.Fprintln(c.App.ErrWriter, "netjam: no CAP_NET_ADMIN for the TUN device: running in a user and network namespace of its own (rootless)")
+		}
+		if err, ok := rerunRootless(c); ok {
+			return err, true
+		}
+		// No user namespaces here: run what runs without the device.
+	}
+	return nil, false
+}
+
+// runLogger makes the output folder out and the run's logger, which
+// writes netjam.log there too; closeLog flushes it and closes the file.
+func runLogger(c *cli.Context, out string) (log *zap.Logger, closeLog func(), err error) {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, nil, cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
+	}
+	logFile, err := os.Create(filepath.Join(out, "netjam.log"))
+	if err != nil {
+		return nil, nil, cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
+	}
+	level := c.String("log-level")
+	// --quiet quiets the default level, not one asked for explicitly.
+	if c.Bool("quiet") && !c.IsSet("log-level") && (level == "debug" || level == "info") {
+		level = "warn"
+	}
+	log, err = newLogger(level, c.String("log-format"), c.App.ErrWriter, logFile)
+	if err != nil {
+		logFile.Close()
+		return nil, nil, cli.Exit(err, exitBadUsage)
+	}
+	return log, func() {
+		log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
+		logFile.Close()
+	}, nil
+}
+
+// finishRun writes the JUnit XML and the tables once the outputs are
+// written, and turns the run's outcome into netjam's exit.
+func finishRun(c *cli.Context, out string, sum *emulator.Summary, runErr error, written *outputs) error {
 	if path := c.String("junit"); path != "" {
 		if err := report.WriteJUnit(path, out); err != nil {
 			return cli.Exit(fmt.Sprintf("writing JUnit XML: %v", err), exitFailed)
@@ -203,7 +259,7 @@ func doRun(c *cli.Context) error {
 		written.written("the JUnit XML")
 	}
 	if !c.Bool("quiet") {
-		if err := emulator.PrintTable(c.App.Writer, sum); err != nil {
+		if err := printTable(c.App.Writer, sum); err != nil {
 			return cli.Exit(err, exitFailed)
 		}
 		if err := emulator.PrintExpectations(c.App.Writer, sum); err != nil {
@@ -247,25 +303,12 @@ func writeOutputs(out string, plan *scenario.Plan, sum *emulator.Summary, writte
 	return nil
 }
 
-// chooseVariants returns the runs of plan named by names, in plan order.
-func chooseVariants(plan *scenario.Plan, names []string) ([]*scenario.Scenario, error) {
-	var all []string
-	for _, s := range plan.Runs {
-		all = append(all, s.Variant)
+// printTable writes the run's text tables, which package report draws
+// from the summary as summary.json has it.
+func printTable(w io.Writer, sum *emulator.Summary) error {
+	b, err := json.Marshal(sum)
+	if err != nil {
+		return err
 	}
-	if len(plan.Runs) == 1 && plan.Runs[0].Variant == "" {
-		return nil, fmt.Errorf("--variant: %s has no variants", plan.Path)
-	}
-	for _, n := range names {
-		if !slices.Contains(all, n) {
-			return nil, fmt.Errorf("--variant: %s has no variant %q (it has: %s)", plan.Path, n, strings.Join(all, ", "))
-		}
-	}
-	var out []*scenario.Scenario
-	for _, s := range plan.Runs {
-		if slices.Contains(names, s.Variant) {
-			out = append(out, s)
-		}
-	}
-	return out, nil
+	return report.PrintTable(w, b)
 }
