@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -155,18 +156,18 @@ flows:
 	}
 	// The achieved rate of the intervals after the change, from the
 	// event stream the page reads: the UDP flow sends 4 Mbit/s of
-	// payload, so the bottleneck is busy (its queue never empty) and
-	// sends 2 Mbit/s of IP. Over the intervals of the next 2 s (the one
-	// the change fell in left out) one 1428-byte packet is 0.3%; a
-	// sampler tick late on a loaded machine (or under the race detector)
-	// moves bytes between intervals but not out of the window, but for
-	// how much later the runner delivers at its end than at its start:
-	// 10% holds that up to 200 ms.
+	// payload, so the bottleneck is busy and sends 2 Mbit/s of IP. In a
+	// 200 ms interval that is 35 packets of 1428 bytes: one more or less
+	// is 3%. A sampler tick late on a loaded machine (or under the race
+	// detector), or the whole process stalled, moves bytes from one
+	// interval to the next: the median of the intervals of the next 2 s
+	// (the one the change fell in left out) is not moved by that unless
+	// most of them are; 10% holds the packet and the rest.
 	changedAt := -1.0
-	var prevT, sumBits, sumT float64
 	seen := map[float64]bool{}
+	var rates []float64
 	var window []string
-	for sumT < 2 {
+	for t0 := 0.0; changedAt < 0 || t0 < 2 || len(rates) < 5; {
 		e := next(t, samples, "sample")
 		var ev emulator.LiveEvent
 		json.Unmarshal([]byte(e.data), &ev)
@@ -176,21 +177,16 @@ flows:
 			if rate, ok := rowValue(ev.Rows, "configured_rate_bps", "uplink"); ok && rate == 2e6 {
 				changedAt = ev.TimeS // the sample after the change: its interval has it
 			}
-			prevT = ev.TimeS
 			continue
 		}
 		q, _ := rowValue(ev.Rows, "queue_packets", "uplink")
 		window = append(window, fmt.Sprintf("%.3f s: %.0f bit/s, queue %.0f", ev.TimeS, v, q))
-		sumBits += v * (ev.TimeS - prevT)
-		sumT += ev.TimeS - prevT
-		prevT = ev.TimeS
+		rates = append(rates, v)
+		t0 = ev.TimeS - changedAt
 	}
-	if got := sumBits / sumT; math.Abs(got-2e6) > 0.1*2e6 {
-		_, b := tr.do(t, "GET", "/v1/links", "")
-		var links []emulator.LinkSummary
-		json.Unmarshal(b, &links)
-		t.Errorf("achieved %.0f bit/s over %.2f s after the change to 2 Mbit/s (the runner's lateness p99 %.1f ms so far):\n%s",
-			got, sumT, links[0].LatenessMs.P99, strings.Join(window, "\n"))
+	slices.Sort(rates)
+	if got := rates[len(rates)/2]; math.Abs(got-2e6) > 0.1*2e6 {
+		t.Errorf("achieved %.0f bit/s (the median of %d intervals) after the change to 2 Mbit/s:\n%s", got, len(rates), strings.Join(window, "\n"))
 	}
 	// The page shows the samples it gets: its achieved rate is one of
 	// the stream's.
