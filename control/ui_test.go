@@ -287,3 +287,63 @@ func rowValue(rows []emulator.SeriesRow, kind, name string) (float64, bool) {
 	}
 	return 0, false
 }
+
+// TestDashboardAsksForToken: on an endpoint with a token, the page asks
+// for it, refuses a wrong one with the API's message, and with the right
+// one talks to the API (no run yet: it says it waits for one); the token
+// is kept for the session only (a session cookie, sessionStorage).
+func TestDashboardAsksForToken(t *testing.T) {
+	chromium(t)
+	ln, _, err := Listen("127.0.0.1:0", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Serve(ln, "", "s3cret", func() {})
+	defer s.Close()
+	base := "http://" + ln.Addr().String()
+	ctx, problems := browser(t, base)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), "nope\r")); err != nil {
+		t.Fatal(err)
+	}
+	poll := func(expr string) error {
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(10*time.Second)))
+		return err
+	}
+	if err := poll(`document.getElementById("login-err").textContent.includes("missing or wrong token")`); err != nil {
+		t.Errorf("a wrong token: %v", err)
+	}
+	if v, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`sessionStorage.getItem("netjam_token") || document.cookie`)); v != "" {
+		t.Errorf("a wrong token is kept: %q", v)
+	}
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("token").value = ""`))
+	if err == nil {
+		err = chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#token"), "s3cret\r"))
+	}
+	if err == nil {
+		err = poll(`document.getElementById("login").hidden && document.getElementById("state").textContent === "waiting for a run"`)
+	}
+	if err != nil {
+		state, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#state")))
+		t.Errorf("the right token: %v (state %q)", err, state)
+	}
+	kept, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`sessionStorage.getItem("netjam_token")`))
+	if kept != "s3cret" {
+		t.Errorf("sessionStorage holds %q", kept)
+	}
+	res, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range res.Cookies {
+		if c.Name == tokenCookie && (!c.Session || c.Value != "s3cret" || c.SameSite != network.CookieSameSiteStrict) {
+			t.Errorf("the token's cookie: %+v, want a session cookie, SameSite=Strict", c)
+		}
+	}
+	if len(res.Cookies) != 1 {
+		t.Errorf("cookies: %+v, want the token's", res.Cookies)
+	}
+	for _, p := range problems() {
+		t.Error(p)
+	}
+}

@@ -89,15 +89,16 @@
       return;
     }
     useToken(tok);
-    sessionStorage.setItem("netjam_token", tok);
     const r = await api("GET", "/v1/status");
     if (r.status === 401) {
+      document.cookie = "netjam_token=; path=/; SameSite=Strict; max-age=0";
       $("login-err").textContent = r.data.error;
       return;
     }
+    sessionStorage.setItem("netjam_token", tok);
     $("login").hidden = true;
     $("login-err").textContent = "";
-    start();
+    begin(r);
   });
 
   function setState(s, text) {
@@ -492,9 +493,12 @@
 
   const saved = sessionStorage.getItem("netjam_token");
   if (saved) useToken(saved);
-  api("GET", "/v1/status").then((r) => {
-    if (r.status === 401) return; // the login form starts it
+  // begin starts the page once GET /v1/status answered r.
+  function begin(r) {
     if (r.status === 409) setState("waiting", "waiting for a run");
     start();
+  }
+  api("GET", "/v1/status").then((r) => {
+    if (r.status !== 401) begin(r); // else the login form begins
   });
 })();
