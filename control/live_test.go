@@ -193,7 +193,7 @@ flows: [{name: probe, type: udp, rate: 1Mbps, packet_size: 1000, duration: %s}]
 // settings in force), each change as it applies, the end, and the results
 // once written.
 func TestEventsStream(t *testing.T) {
-	tr := startRun(t, fmt.Sprintf(udpRun, "2s", "2s"))
+	tr := startRun(t, fmt.Sprintf(udpRun, "3s", "3s"))
 	ch := tr.events(t)
 	var st emulator.LiveStatus
 	if err := json.Unmarshal([]byte(next(t, ch, "run").data), &st); err != nil || st.Scenario != "live" || st.SampleIntervalS != 0.1 {
@@ -215,6 +215,14 @@ func TestEventsStream(t *testing.T) {
 	json.Unmarshal([]byte(next(t, ch, "change").data), &chg)
 	if len(chg.Changes) != 1 || chg.Changes[0].Key != "link.uplink.loss" || chg.Changes[0].New != "3%" || chg.TimeS <= 0 {
 		t.Errorf("the change event: %+v", chg)
+	}
+	// The flow's loss over each interval: 3% of its 12.5 datagrams per
+	// interval, so some interval of the rest of the run has one lost.
+	for lost := false; !lost; {
+		var e emulator.LiveEvent
+		json.Unmarshal([]byte(next(t, ch, "sample").data), &e)
+		v, ok := rowValue(e.Rows, "loss_ratio", "probe")
+		lost = ok && v > 0
 	}
 	next(t, ch, "end")
 	tr.wait(t)

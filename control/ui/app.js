@@ -21,6 +21,8 @@
         { kind: "configured_rate_bps", scale: 1e-6, suffix: " configured", dash: "6 4", skipZero: true }] },
     { id: "delay", title: "one-way delay of the UDP flows (mean per sample interval)", y: "one-way delay (ms)",
       curves: [{ kind: "delay_ms", scale: 1 }] },
+    { id: "loss", title: "loss of the UDP flows (per sample interval)", y: "loss (%)",
+      curves: [{ kind: "loss_ratio", scale: 100 }] },
     { id: "rtt", title: "smoothed RTT of the TCP flows (sender's srtt)", y: "smoothed RTT (ms)",
       curves: [{ kind: "srtt_ms", scale: 1 }] },
     { id: "queue", title: "bottleneck queue length", y: "queue length (packets)",
