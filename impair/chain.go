@@ -32,9 +32,9 @@ type Chain struct {
 	// replaces the chain's own slice, never this one's contents.
 	pub     atomic.Pointer[[]Stage]
 	cfg     atomic.Pointer[Config] // the settings in force (NewChain's, then Set's)
-	io      Counters        // packets into and out of the whole direction
-	transit stats.Histogram // time from Arrive to delivery, ns
-	late    stats.Histogram // delivery lateness of a Runner behind the logical time, ns
+	io      Counters               // packets into and out of the whole direction
+	transit stats.Histogram        // time from Arrive to delivery, ns
+	late    stats.Histogram        // delivery lateness of a Runner behind the logical time, ns
 }
 
 // hop is the Sink in front of a stage (or, past the last one, the exit).
