@@ -343,6 +343,8 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("run %s: timeline: %w", runName(s), err)
 	}
+	tl.scheduleResets(o.Clock, s, fls)
+	defer tl.stop()
 	series := flows.NewSeries(s.Variant, start)
 	if o.OutDir != "" {
 		series.SpillTo(o.OutDir)
@@ -352,6 +354,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 	runCtx, cancel := clock.WithTimeout(ctx, o.Clock, s.Duration+drainGrace)
 	defer cancel()
 	smp := newSampler(o.Clock, s.SampleInterval, series, fls, l.path, l.cell)
+	smp.configured = len(s.Timeline) > 0 || o.Live != nil
 	var lv *Live
 	if o.Live != nil {
 		lv = newLive(o.Clock, start, l.path, fls, tl, cancel, s)
@@ -429,7 +432,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 			}
 		}
 		rs.Flows[i] = fs
-		if t := fs.TCPSummary; t != nil && !t.Completed && t.Size > 0 {
+		if t := fs.TCPSummary; t != nil && !t.Completed && t.Size > 0 && t.ResetAtS == 0 {
 			log.Warn("flow "+fs.Name+" did not finish when the run ended: "+strings.TrimPrefix(flows.Unfinished(t.BytesReceived, t.Size), "unfinished: ")+" received",
 				zap.String("flow", fs.Name), zap.Uint64("bytes_received", t.BytesReceived), zap.Uint64("size", t.Size))
 		}
