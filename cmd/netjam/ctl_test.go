@@ -252,7 +252,7 @@ func TestRunUI(t *testing.T) {
 		t.Errorf("--ui with a unix socket: exit %d\n%s", code, stderr)
 	}
 	dir := t.TempDir()
-	run := netjamProcess(t, "run", "-q", "--ui", "--duration", "2s", "--out", dir)
+	run := netjamProcess(t, "run", "-q", "--ui", "--metrics", "127.0.0.1:0", "--duration", "2s", "--out", dir)
 	stderr, err := run.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -262,12 +262,15 @@ func TestRunUI(t *testing.T) {
 	}
 	defer run.Process.Kill()
 	sc := bufio.NewScanner(stderr)
-	var url string
+	var url, metrics string
 	var lines []string
-	for url == "" && sc.Scan() {
+	for (url == "" || metrics == "") && sc.Scan() {
 		lines = append(lines, sc.Text())
 		if u, ok := strings.CutPrefix(sc.Text(), "netjam: dashboard at "); ok {
 			url = strings.TrimSuffix(u, "/")
+		}
+		if u, ok := strings.CutPrefix(sc.Text(), "netjam: metrics at "); ok {
+			metrics = u
 		}
 	}
 	if !strings.HasPrefix(url, "http://127.0.0.1:") {
@@ -287,6 +290,22 @@ func TestRunUI(t *testing.T) {
 	}
 	if code, js := get("/ui/app.js"); code != 200 || !strings.Contains(js, "EventSource") {
 		t.Errorf("GET /ui/app.js: %d", code)
+	}
+	// --metrics: the metrics alone, on an address of their own, the
+	// run's once it is attached.
+	waitFor(t, "the run's metrics at --metrics", func() bool {
+		resp, err := http.Get(metrics)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == 200 && strings.Contains(string(b), "netjam_link_bytes_total{")
+	})
+	if resp, err := http.Get(strings.TrimSuffix(metrics, "/metrics") + "/v1/status"); err != nil {
+		t.Error(err)
+	} else if resp.Body.Close(); resp.StatusCode != 404 {
+		t.Errorf("the metrics address serves the control API: GET /v1/status %d", resp.StatusCode)
 	}
 	for sc.Scan() {
 		if strings.Contains(sc.Text(), "the report is at ") {
