@@ -221,6 +221,9 @@ flows: [{name: probe, type: udp, interval: 5ms, duration: 6s}]
 	if code, stdout, stderrCtl := ctl("reset"); code != exitOK || strings.Contains(stdout, `"loss_ratio": 1,`) {
 		t.Errorf("ctl reset: exit %d\n%s%s", code, stdout, stderrCtl)
 	}
+	if code, stdout, stderrCtl := ctl("set", "--for", "300ms", "link.downlink.loss=100%"); code != exitOK || !strings.Contains(stdout, `"loss_ratio": 1,`) {
+		t.Errorf("ctl set --for: exit %d\n%s%s", code, stdout, stderrCtl)
+	}
 	if err := run.Wait(); err != nil {
 		t.Fatalf("the run: %v\n%s", err, stderr.String())
 	}
@@ -238,8 +241,8 @@ flows: [{name: probe, type: udp, interval: 5ms, duration: 6s}]
 		t.Log(out)
 	}
 	ev, _ := os.ReadFile(filepath.Join(dir, "out", "events.jsonl"))
-	if n := strings.Count(string(ev), `"key":"link.uplink.loss"`); n != 2 {
-		t.Errorf("events.jsonl has %d changes, want 2\n%s", n, ev)
+	if up, down := strings.Count(string(ev), `"key":"link.uplink.loss"`), strings.Count(string(ev), `"key":"link.downlink.loss"`); up != 2 || down != 2 {
+		t.Errorf("events.jsonl has %d changes of the uplink's loss and %d of the downlink's, want 2 and 2 (a change and its way back)\n%s", up, down, ev)
 	}
 }
 
