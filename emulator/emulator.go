@@ -352,6 +352,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 	runCtx, cancel := clock.WithTimeout(ctx, o.Clock, s.Duration+drainGrace)
 	defer cancel()
 	smp := newSampler(o.Clock, s.SampleInterval, series, fls, l.path, l.cell)
+	smp.configured = len(s.Timeline) > 0 || o.Live != nil
 	var lv *Live
 	if o.Live != nil {
 		lv = newLive(o.Clock, start, l.path, fls, tl, cancel, s)

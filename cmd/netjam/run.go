@@ -103,6 +103,9 @@ func loadPlan(c *cli.Context) (*scenario.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Only the variants asked for are resolved: another's problem (a
+	// tun section under --clock virtual) does not stop them.
+	o.Variants = c.StringSlice("variant")
 	var plan *scenario.Plan
 	switch c.NArg() {
 	case 0:
@@ -186,11 +189,6 @@ func runPlan(c *cli.Context) (*scenario.Plan, error) {
 			return nil, err
 		}
 		return nil, cli.Exit(err, exitBadUsage)
-	}
-	if vs := c.StringSlice("variant"); len(vs) > 0 {
-		if plan.Runs, err = chooseVariants(plan, vs); err != nil {
-			return nil, cli.Exit(err, exitBadUsage)
-		}
 	}
 	for _, p := range c.StringSlice("capture") {
 		if !slices.Contains(scenario.CapturePoints, p) {
@@ -303,29 +301,6 @@ func writeOutputs(out string, plan *scenario.Plan, sum *emulator.Summary, writte
 	}
 	written.written(outputNames[2])
 	return nil
-}
-
-// chooseVariants returns the runs of plan named by names, in plan order.
-func chooseVariants(plan *scenario.Plan, names []string) ([]*scenario.Scenario, error) {
-	var all []string
-	for _, s := range plan.Runs {
-		all = append(all, s.Variant)
-	}
-	if len(plan.Runs) == 1 && plan.Runs[0].Variant == "" {
-		return nil, fmt.Errorf("--variant: %s has no variants", plan.Path)
-	}
-	for _, n := range names {
-		if !slices.Contains(all, n) {
-			return nil, fmt.Errorf("--variant: %s has no variant %q (it has: %s)", plan.Path, n, strings.Join(all, ", "))
-		}
-	}
-	var out []*scenario.Scenario
-	for _, s := range plan.Runs {
-		if slices.Contains(names, s.Variant) {
-			out = append(out, s)
-		}
-	}
-	return out, nil
 }
 
 // printTable writes the run's text tables, which package report draws
