@@ -343,6 +343,8 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("run %s: timeline: %w", runName(s), err)
 	}
+	tl.scheduleResets(o.Clock, s, fls)
+	defer tl.stop()
 	series := flows.NewSeries(s.Variant, start)
 	if o.OutDir != "" {
 		series.SpillTo(o.OutDir)
@@ -430,7 +432,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 			}
 		}
 		rs.Flows[i] = fs
-		if t := fs.TCPSummary; t != nil && !t.Completed && t.Size > 0 {
+		if t := fs.TCPSummary; t != nil && !t.Completed && t.Size > 0 && t.ResetAtS == 0 {
 			log.Warn("flow "+fs.Name+" did not finish when the run ended: "+strings.TrimPrefix(flows.Unfinished(t.BytesReceived, t.Size), "unfinished: ")+" received",
 				zap.String("flow", fs.Name), zap.Uint64("bytes_received", t.BytesReceived), zap.Uint64("size", t.Size))
 		}
