@@ -413,6 +413,35 @@ func (lv *Live) Reset() error {
 	return lv.setLocked(changes, sets)
 }
 
+// ResetFlow ends the connection of TCP flow name now with a RST both
+// ways, as a timeline's reset entry does; it is recorded with the
+// timeline and added to the resolved scenario's, as Set's changes are.
+func (lv *Live) ResetFlow(name string) error {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	if lv.ended {
+		return ErrRunEnded
+	}
+	var names []string
+	for _, f := range lv.fls {
+		names = append(names, f.Name())
+		if f.Name() != name {
+			continue
+		}
+		r, ok := f.(resetter)
+		if !ok {
+			return fmt.Errorf("flow %s: only a tcp flow's connection can be reset", name)
+		}
+		if !r.Reset() {
+			return fmt.Errorf("flow %s: not running (not started yet, or ended)", name)
+		}
+		at := lv.clk.Now()
+		lv.tl.record(at, []scenario.KeyChange{{Key: "reset", New: name}}, nil)
+		return lv.orig.AddTimelineReset(at.Sub(lv.start), name)
+	}
+	return fmt.Errorf("no flow %q (the run's flows: %s)", name, strings.Join(names, ", "))
+}
+
 // catchUpLocked takes into s what the timeline changed since it last
 // looked: the scenario's own timeline points apply on the directions'
 // goroutines, not through Live, and a change made now must apply on top
