@@ -179,13 +179,16 @@ func (t *manualTimer) Stop() bool {
 	return was
 }
 
-// drain discards a pending firing, as time.Timer does since Go 1.23.
-func (t *manualTimer) drain() {
-	if t.c == nil {
+func (t *manualTimer) drain() { drain(t.c) }
+
+// drain discards a pending firing on c, as time.Timer does since Go 1.23;
+// c is nil for AfterFunc timers.
+func drain(c chan time.Time) {
+	if c == nil {
 		return
 	}
 	select {
-	case <-t.c:
+	case <-c:
 	default:
 	}
 }

@@ -199,16 +199,7 @@ func (t *vtimer) Stop() bool {
 	return true
 }
 
-// drain discards a pending firing, as time.Timer does since Go 1.23.
-func (t *vtimer) drain() {
-	if t.c == nil {
-		return
-	}
-	select {
-	case <-t.c:
-	default:
-	}
-}
+func (t *vtimer) drain() { drain(t.c) }
 
 // vtimers is a heap of armed timers by deadline, then by seq.
 type vtimers []*vtimer

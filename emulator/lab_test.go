@@ -124,13 +124,7 @@ duration: 6s
 link: {uplink: {rate: {trace: %s}, queue: 100}}
 flows: [{name: flood, type: udp, rate: 20Mbps, packet_size: 1000, duration: 6s}]
 `, trace))
-	sum, err := Run(context.Background(), plan, Options{OutDir: out})
-	if err == nil {
-		err = WriteResults(out, plan, sum)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	sum := runInto(t, plan, out, Options{})
 	r := sum.Runs[0]
 	f := flowByName(t, r, "flood")
 	capacity := 1010 * 1504 * 8.0

@@ -10,24 +10,15 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/netjam/netjam/scenario"
 )
 
-// linkSeries reads the uplink's link_bps samples of timeseries.csv: the
+// linkSeries reads a direction's link_bps samples of timeseries.csv: the
 // sample times (s from the start) and the rate over the interval each ends.
 func linkSeries(t *testing.T, dir, link string) (ts, bps []float64) {
 	t.Helper()
-	csv, err := os.ReadFile(filepath.Join(dir, "timeseries.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(csv), "\n") {
-		if f := strings.Split(line, ","); len(f) == 5 && f[2] == kindLinkRate && f[3] == link {
-			x, _ := strconv.ParseFloat(f[1], 64)
-			v, _ := strconv.ParseFloat(f[4], 64)
-			ts, bps = append(ts, x), append(bps, v)
-		}
-	}
-	return ts, bps
+	return seriesOf(t, dir, kindLinkRate, link)
 }
 
 // windowRate is the mean rate of the samples whose intervals lie within
@@ -67,13 +58,7 @@ timeline:
   - {at: 3s, set: {link.uplink.rate: 2Mbps}}
   - {at: 6s, for: 1s, set: {link.uplink.loss: 100%}}
 `)
-	sum, err := Run(context.Background(), plan, Options{OutDir: out})
-	if err == nil {
-		err = WriteResults(out, plan, sum)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	sum := runInto(t, plan, out, Options{})
 	ts, bps := linkSeries(t, out, "uplink")
 	for _, w := range []struct{ a, b, want float64 }{{0.5, 2.95, 10e6}, {3.3, 5.95, 2e6}, {7.3, 8.95, 2e6}} {
 		got, span := windowRate(ts, bps, w.a, w.b)
@@ -168,13 +153,7 @@ timeline:
   - {at: 2s, for: 500ms, set: {link.uplink.loss: 100%}}
   - {at: 3s, ramp: 500ms, set: {link.uplink.delay: 60ms}}
 `)
-	sum, err := Run(context.Background(), plan, Options{OutDir: out})
-	if err == nil {
-		err = WriteResults(out, plan, sum)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	runInto(t, plan, out, Options{})
 	want := func(kind string, at float64) float64 {
 		switch kind {
 		case kindConfRate:
@@ -209,13 +188,7 @@ timeline:
 	}
 	plain := t.TempDir()
 	plan = mustPlan(t, "clock: virtual\nduration: 1s\nflows: [{name: cbr, type: udp, rate: 1Mbps, duration: 1s}]\n")
-	sum, err = Run(context.Background(), plan, Options{OutDir: plain})
-	if err == nil {
-		err = WriteResults(plain, plan, sum)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	runInto(t, plan, plain, Options{})
 	if ts, _ := seriesOf(t, plain, kindConfRate, "uplink"); len(ts) > 0 {
 		t.Errorf("a run without changes has %d configured_rate_bps rows", len(ts))
 	}
@@ -245,13 +218,7 @@ timeline:
   - {at: 1s, reset: {flow: bulk}}
   - {at: 2900ms, reset: {flow: bulk}}
 `)
-	sum, err := Run(context.Background(), plan, Options{OutDir: out})
-	if err == nil {
-		err = WriteResults(out, plan, sum)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	sum := runInto(t, plan, out, Options{})
 	r := sum.Runs[0]
 	bulk, other := flowByName(t, r, "bulk"), flowByName(t, r, "other")
 	if bulk.ResetAtS < 0.999 || bulk.ResetAtS > 1.001 || bulk.Completed || bulk.BytesReceived == 0 {
@@ -272,4 +239,19 @@ timeline:
 	if err != nil || !strings.Contains(string(events), `"key":"reset","old":"","new":"bulk"`) {
 		t.Errorf("events.jsonl: %s (%v)", events, err)
 	}
+}
+
+// runInto runs plan with o, its results written into out (o.OutDir), and
+// fails the test on an error.
+func runInto(t *testing.T, plan *scenario.Plan, out string, o Options) *Summary {
+	t.Helper()
+	o.OutDir = out
+	sum, err := Run(context.Background(), plan, o)
+	if err == nil {
+		err = WriteResults(out, plan, sum)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum
 }

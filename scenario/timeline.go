@@ -163,19 +163,30 @@ func (d *decoder) timelineReset(b *tlBuild, e tlEntry, ok bool, f map[string]*ya
 	return d.scheduleReset(b, e, name, fn, path, dur, f["every"])
 }
 
+// starts are the times entry e (at path) applies: e.at, or every e.every
+// from e.from until dur (every is its node); false, the error made, when
+// there are too many.
+func (d *decoder) starts(e tlEntry, path string, dur time.Duration, every *yaml.Node) ([]time.Duration, bool) {
+	if !e.everyOK {
+		return []time.Duration{e.at}, true
+	}
+	var starts []time.Duration
+	for t := e.from; t < dur; t += e.every {
+		if len(starts) >= MaxTimelineChanges {
+			d.tooManyChanges(every, path)
+			return nil, false
+		}
+		starts = append(starts, t)
+	}
+	return starts, true
+}
+
 // scheduleReset adds the reset events of the entry at path: one at e.at,
 // or one every e.every from e.from until dur.
 func (d *decoder) scheduleReset(b *tlBuild, e tlEntry, name string, at0 *yaml.Node, path string, dur time.Duration, every *yaml.Node) bool {
-	starts := []time.Duration{e.at}
-	if e.everyOK {
-		starts = starts[:0]
-		for t := e.from; t < dur; t += e.every {
-			if len(starts) >= MaxTimelineChanges {
-				d.tooManyChanges(every, path)
-				return false
-			}
-			starts = append(starts, t)
-		}
+	starts, ok := d.starts(e, path, dur, every)
+	if !ok {
+		return false
 	}
 	for _, t := range starts {
 		if !b.push(&tlEvent{at: t, reset: name, at0: at0, entry: path}) {
@@ -253,16 +264,9 @@ func (b *tlBuild) push(e *tlEvent) bool {
 // node), with a revert after its for. It reports false, the error made,
 // when there are too many.
 func (d *decoder) schedule(b *tlBuild, e tlEntry, sets []override, path string, dur time.Duration, every *yaml.Node) bool {
-	starts := []time.Duration{e.at}
-	if e.everyOK {
-		starts = starts[:0]
-		for t := e.from; t < dur; t += e.every {
-			if len(starts) >= MaxTimelineChanges {
-				d.tooManyChanges(every, path)
-				return false
-			}
-			starts = append(starts, t)
-		}
+	starts, ok := d.starts(e, path, dur, every)
+	if !ok {
+		return false
 	}
 	for _, t := range starts {
 		for _, o := range sets {
