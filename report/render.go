@@ -133,9 +133,30 @@ type legendEntry struct {
 // drawFigure draws fig on dc: a white background, the header, the panels.
 func drawFigure(f *folder, fig *figure, dc draw.Canvas) error {
 	dc.FillPolygon(color.White, []vg.Point{dc.Min, {X: dc.Max.X, Y: dc.Min.Y}, dc.Max, {X: dc.Min.X, Y: dc.Max.Y}})
+	panels := collectPanels(f, fig)
+	keys, legend := legendOf(panels)
+	body := drawHeader(dc, f.sum.Scenario+" — "+fig.title, legend, fig.note)
+	plots, err := panelPlots(f, fig, panels, keys)
+	if err != nil {
+		return err
+	}
+	tiles := draw.Tiles{
+		Rows: len(plots), Cols: len(fig.facets),
+		PadX: 24 * px, PadY: 10 * px,
+		PadTop: 4 * px, PadBottom: 8 * px, PadLeft: 8 * px, PadRight: 16 * px,
+	}
+	canvases := plot.Align(plots, tiles, body)
+	for i := range plots {
+		for j := range plots[i] {
+			plots[i][j].Draw(canvases[i][j])
+		}
+	}
+	return nil
+}
 
-	// Collect the panels, then the colour of each key and the legend, in
-	// the order the curves come.
+// collectPanels gathers the curves of each panel: a row per run (one row
+// in all when the figure pools its runs), a column per facet.
+func collectPanels(f *folder, fig *figure) [][]panel {
 	rows := fig.rows(len(f.runs))
 	panels := make([][]panel, rows)
 	for i := range panels {
@@ -157,8 +178,15 @@ func drawFigure(f *folder, fig *figure, dc draw.Canvas) error {
 			panels[0][j].title = fc.title
 		}
 	}
-	keys := map[string]int{}
-	var legend, fixed []legendEntry // fixed: entries of a fixed colour, last
+	return panels
+}
+
+// legendOf gives each curve key its colour index, in the order the curves
+// come, and the legend: one entry per labelled key and glyph kind, the
+// entries of a fixed colour last.
+func legendOf(panels [][]panel) (keys map[string]int, legend []legendEntry) {
+	keys = map[string]int{}
+	var fixed []legendEntry
 	inLegend := map[string]bool{}
 	for _, row := range panels {
 		for _, p := range row {
@@ -180,11 +208,12 @@ func drawFigure(f *folder, fig *figure, dc draw.Canvas) error {
 			}
 		}
 	}
-	legend = append(legend, fixed...)
+	return keys, append(legend, fixed...)
+}
 
-	body := drawHeader(dc, f.sum.Scenario+" — "+fig.title, legend, fig.note)
-
-	// The panels, with shared axes per column.
+// panelPlots makes the plot of every panel, with shared axes per column.
+func panelPlots(f *folder, fig *figure, panels [][]panel, keys map[string]int) ([][]*plot.Plot, error) {
+	rows := len(panels)
 	plots := make([][]*plot.Plot, rows)
 	for i := range plots {
 		plots[i] = make([]*plot.Plot, len(fig.facets))
@@ -206,43 +235,41 @@ func drawFigure(f *folder, fig *figure, dc draw.Canvas) error {
 			}
 			if !fig.pooled && fc.xLabel == timeLabel && i < len(f.runs) {
 				if err := addMarkers(p, markersOf(f.runs[i].info.Timeline), ymin, ymax); err != nil {
-					return err
+					return nil, err
 				}
 			}
-			peak := math.Inf(-1)
-			for _, c := range pn.curves {
-				if len(c.pts) == 0 {
-					continue
-				}
-				for _, pt := range c.pts {
-					peak = max(peak, pt.v)
-				}
-				pl, err := plotterOf(c, styleOf(c, keys[c.key]))
-				if err != nil {
-					return err
-				}
-				p.Add(pl)
-			}
-			switch {
-			case len(pn.curves) == 0:
-				p.Title.Text += " (no data)"
-			case peak > ymax:
-				p.Title.Text += fmt.Sprintf(" (peak %s clipped)", strconv.FormatFloat(peak, 'g', 3, 64))
+			if err := addCurves(p, pn, keys, ymax); err != nil {
+				return nil, err
 			}
 			p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = xmin, xmax, ymin, ymax
 			plots[i][j] = p
 		}
 	}
-	tiles := draw.Tiles{
-		Rows: rows, Cols: len(fig.facets),
-		PadX: 24 * px, PadY: 10 * px,
-		PadTop: 4 * px, PadBottom: 8 * px, PadLeft: 8 * px, PadRight: 16 * px,
-	}
-	canvases := plot.Align(plots, tiles, body)
-	for i := range plots {
-		for j := range plots[i] {
-			plots[i][j].Draw(canvases[i][j])
+	return plots, nil
+}
+
+// addCurves draws a panel's curves and says in its title when it has no
+// data or when a peak lies above the column's shared axis.
+func addCurves(p *plot.Plot, pn panel, keys map[string]int, ymax float64) error {
+	peak := math.Inf(-1)
+	for _, c := range pn.curves {
+		if len(c.pts) == 0 {
+			continue
 		}
+		for _, pt := range c.pts {
+			peak = max(peak, pt.v)
+		}
+		pl, err := plotterOf(c, styleOf(c, keys[c.key]))
+		if err != nil {
+			return err
+		}
+		p.Add(pl)
+	}
+	switch {
+	case len(pn.curves) == 0:
+		p.Title.Text += " (no data)"
+	case peak > ymax:
+		p.Title.Text += fmt.Sprintf(" (peak %s clipped)", strconv.FormatFloat(peak, 'g', 3, 64))
 	}
 	return nil
 }
