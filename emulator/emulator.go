@@ -89,39 +89,6 @@ type Path struct {
 	Up, Down *impair.Runner
 }
 
-// newPath builds both directions of s. deliverUp and deliverDown receive
-// what leaves each direction.
-func newPath(s *scenario.Scenario, clk clock.Clock, deliverUp, deliverDown func(time.Time, *impair.Packet)) (*Path, error) {
-	upCfg, err := directionConfig("uplink", s.Seed, s.Uplink)
-	if err != nil {
-		return nil, err
-	}
-	downCfg, err := directionConfig("downlink", s.Seed, s.Downlink)
-	if err != nil {
-		return nil, err
-	}
-	up, err := impair.NewRunner(upCfg, clk, deliverUp)
-	if err != nil {
-		return nil, err
-	}
-	down, err := impair.NewRunner(downCfg, clk, deliverDown)
-	if err != nil {
-		return nil, err
-	}
-	return &Path{Up: up, Down: down}, nil
-}
-
-func (p *Path) start(ctx context.Context) {
-	p.Up.Start(ctx)
-	p.Down.Start(ctx)
-}
-
-// close stops both directions; safe to call more than once.
-func (p *Path) close() {
-	p.Up.Close()
-	p.Down.Close()
-}
-
 // NewSeed returns a random seed for a scenario that names none; the run
 // records it so that it can be repeated.
 func NewSeed() uint64 {
@@ -382,7 +349,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 	rs.Fairness, rs.FairnessFlows = fairness(s.Flows, rs.Flows)
 	log.Info("run end", zap.Duration("elapsed", elapsed),
 		zap.Uint64("uplink_packets", rs.Links[0].PacketsOut), zap.Uint64("downlink_packets", rs.Links[1].PacketsOut),
-		zap.Uint64("no_route", l.noRoute.Load()))
+		zap.Uint64("no_route", l.noRoute()))
 	for _, l := range rs.Links {
 		for _, st := range l.Stages {
 			log.Debug("stage", zap.String("link", l.Name), zap.String("stage", st.Name),

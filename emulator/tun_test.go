@@ -260,6 +260,57 @@ tun:
 	}
 }
 
+// TestTUNCaptureKeepsSegmentsWhole: a capture point shows the wire
+// (the peer's large segments as the packets they stand for: the captures
+// count what the links counted, segment by segment) without making the
+// path split them: they still cross a delay-only downlink whole. (A
+// capture used to split every segment in both directions.)
+func TestTUNCaptureKeepsSegmentsWhole(t *testing.T) {
+	ready := make(chan *fakeKernel, 1)
+	o := Options{openTUN: fakeTUN(t, ready), OutDir: t.TempDir(), Attached: func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		k := <-ready
+		// The peer's echo service sends back what it gets: the peer's
+		// TCP with GSO on makes large segments of it.
+		c, err := k.host.DialTCP(ctx, netip.MustParseAddrPort("10.99.0.2:7"), stack.TCPOptions{})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		sent := bytes.Repeat([]byte("netjam "), 1<<17)
+		werr := make(chan error, 1)
+		go func() {
+			_, err := c.Write(sent)
+			werr <- err
+		}()
+		got := make([]byte, len(sent))
+		if _, err := io.ReadFull(c, got); err != nil {
+			return err
+		}
+		if !bytes.Equal(got, sent) {
+			return errors.New("the echo differs from what was sent")
+		}
+		return <-werr
+	}}
+	sum, err := Run(context.Background(), mustPlan(t, "link: {delay: 2ms}\ntun: {}\ncapture: [client, server]\n"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sum.Runs[0]
+	up, down := r.Links[0], r.Links[1]
+	if down.WholeGSO == 0 {
+		t.Errorf("no whole GSO packet crossed the downlink with captures on (%d packets)", down.PacketsOut)
+	}
+	if got, want := r.Captures["client"].Packets, up.PacketsIn+down.PacketsOut; got != want {
+		t.Errorf("client capture %d packets, links say %d", got, want)
+	}
+	if got, want := r.Captures["server"].Packets, up.PacketsOut+down.PacketsIn; got != want {
+		t.Errorf("server capture %d packets, links say %d", got, want)
+	}
+	t.Logf("downlink: %d packets, %d whole GSO", down.PacketsOut, down.WholeGSO)
+}
+
 func TestWellFormed(t *testing.T) {
 	v4 := make([]byte, 28)
 	v4[0], v4[3] = 0x45, 28

@@ -201,7 +201,8 @@ func (g *Graph) Compile(o Options) (*Net, error) {
 		if n.Life != nil && !hasLife(net.lives, n.Life) {
 			net.lives = append(net.lives, n.Life)
 		}
-		if len(g.outs[i]) == 0 {
+		r, router := n.In.(*Router)
+		if len(g.outs[i]) == 0 && !router {
 			continue
 		}
 		q, _ := n.In.(*Queue)
@@ -218,7 +219,7 @@ func (g *Graph) Compile(o Options) (*Net, error) {
 			flow[to] = flow[to].or(passes(m, f))
 			net.desc = append(net.desc, strings.Join(append(append([]string{n.Name}, steps...), m.Name), " -> "))
 		}
-		if r, ok := n.In.(*Router); ok {
+		if router {
 			if err := r.compile(g.outs[i], sinks); err != nil {
 				errs = append(errs, err)
 			}
@@ -324,7 +325,7 @@ func (g *Graph) check() []error {
 		switch {
 		case n.Out == nil && !router && len(outs) > 0:
 			fail(n, "has no output")
-		case (n.Out != nil || router) && len(outs) == 0:
+		case n.Out != nil && len(outs) == 0: // a router without routes drops all, counted
 			fail(n, "its output leads nowhere")
 		case len(outs) > 1 && !router:
 			fail(n, "feeds %d nodes; only a router feeds more than one", len(outs))

@@ -351,3 +351,17 @@ func TestCompiledPathAllocatesNothing(t *testing.T) {
 type counter struct{ n int }
 
 func (c *counter) WritePacket(time.Time, []byte) error { c.n++; return nil }
+
+// A router linked to nothing (a run without hosts) drops everything,
+// counted.
+func TestRouterWithoutRoutesDropsAndCounts(t *testing.T) {
+	var g topology.Graph
+	src := topology.NewSource("uplink", topology.Emits{})
+	r := topology.NewRouter("router")
+	g.Link(g.Add(src.Node()), g.Add(r.Node()))
+	mustCompile(t, &g)
+	src.Push(t0, packet(segment(server, 10, 1, 1)))
+	if r.NoRoute() != 1 {
+		t.Errorf("%d packets without a route, want 1", r.NoRoute())
+	}
+}

@@ -23,13 +23,14 @@ import (
 // A router adds no goroutine: it routes on the goroutine that pushes
 // into it, reading its table without a lock.
 type Router struct {
-	name    string
-	mu      sync.Mutex // orders Set; routing takes no lock
-	ids     []ID       // the linked nodes, as Compile saw them
-	outs    []impair.Sink
-	routes  []Route // the routes before Compile
-	table   atomic.Pointer[table]
-	noRoute atomic.Uint64
+	name     string
+	mu       sync.Mutex // orders Set; routing takes no lock
+	compiled bool
+	ids      []ID // the linked nodes, as Compile saw them
+	outs     []impair.Sink
+	routes   []Route // the routes before Compile
+	table    atomic.Pointer[table]
+	noRoute  atomic.Uint64
 }
 
 // Route sends packets for Prefix to the node To; an invalid (zero)
@@ -69,7 +70,7 @@ func (r *Router) NoRoute() uint64 { return r.noRoute.Load() }
 func (r *Router) Set(routes []Route) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.outs == nil {
+	if !r.compiled {
 		r.routes = slices.Clone(routes)
 		return nil
 	}
@@ -85,7 +86,7 @@ func (r *Router) Set(routes []Route) error {
 func (r *Router) compile(ids []ID, sinks []impair.Sink) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.ids, r.outs = ids, sinks
+	r.ids, r.outs, r.compiled = ids, sinks, true
 	t, err := r.build(r.routes)
 	if err != nil {
 		return err
