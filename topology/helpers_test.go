@@ -147,21 +147,13 @@ func (l *link) Node() topology.Node {
 func (l *link) Push(now time.Time, p *impair.Packet) {
 	l.n++
 	if l.tx > 0 {
-		start := max(now, l.busy)
-		if start.Before(now) {
-			start = now
+		if l.busy.After(now) {
+			now = l.busy // queued behind the packet on the wire
 		}
-		l.busy = start.Add(l.tx)
+		l.busy = now.Add(l.tx)
 		now = l.busy
 	}
 	l.out.Push(now.Add(l.d), p)
-}
-
-func max(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
 
 // waitFor polls cond; it fails the test if cond does not hold within a

@@ -56,9 +56,10 @@ func (q *Queue) Node() Node {
 	return Node{Name: q.name, In: q, Accepts: Accepts{GSO: Yes, Partial: true}, Out: &q.out, Life: q}
 }
 
-// Full returns the packets dropped because the node behind was stuck;
-// Waits the pushes that found the queue full.
-func (q *Queue) Full() uint64  { return q.full.Load() }
+// Full returns the packets dropped because the node behind was stuck.
+func (q *Queue) Full() uint64 { return q.full.Load() }
+
+// Waits returns the pushes that found the queue full and waited.
 func (q *Queue) Waits() uint64 { return q.waits.Load() }
 
 // Push hands p over, waiting up to the queue's wait for room. The time
