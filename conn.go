@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/netif"
 	"github.com/netjam/netjam/stack"
 )
 
@@ -21,7 +22,7 @@ type conn struct {
 	p       *Path
 	network string
 	remote  net.Addr
-	info    func() stack.TCPInfo // nil for UDP
+	info    func() netif.TCPInfo // nil for UDP
 	opened  time.Time
 
 	sent, received atomic.Uint64
@@ -30,7 +31,7 @@ type conn struct {
 }
 
 // track wraps c, registers it with the path and returns it.
-func (p *Path) track(c net.Conn, info func() stack.TCPInfo, remote net.Addr) (net.Conn, error) {
+func (p *Path) track(c net.Conn, info func() netif.TCPInfo, remote net.Addr) (net.Conn, error) {
 	network := "udp"
 	if info != nil {
 		network = "tcp"

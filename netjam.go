@@ -41,6 +41,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/netif"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/stack"
 )
@@ -238,7 +239,7 @@ func (p *Path) DialContext(ctx context.Context, network, address string) (net.Co
 		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 	}
 	var c net.Conn
-	var info func() stack.TCPInfo
+	var info func() netif.TCPInfo
 	if tcp {
 		tc, err := p.b.Client().DialTCP(ctx, vaddr, stack.TCPOptions{})
 		if err != nil {

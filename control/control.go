@@ -5,7 +5,12 @@
 //	GET   /v1/status   the run now: scenario, variant, elapsed time, each flow's progress, each link
 //	GET   /v1/links    each direction's settings in force and counters, as summary.json has them
 //	PATCH /v1/links    {"set": {"link.uplink.loss": "5%"}}: change the path now, with --set's keys
+//	POST  /v1/timeline {"at": "5s", "set": {...}}: the same change at a time of the run ahead
+//	POST  /v1/reset    every key changed back to the scenario's value
 //	POST  /v1/stop     end the run as Ctrl-C would
+//	GET   /v1/events   Server-Sent Events: a sample of the time series each interval, each
+//	                   change of the path, the run's start and end, the results written
+//	GET   /            the dashboard: a page that plots the events and changes the path
 //	GET   /metrics     Prometheus metrics of the run: each direction's packets, bytes,
 //	                   drops by reason and settings in force, each flow's progress
 //
@@ -15,6 +20,7 @@
 package control
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -33,6 +39,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/scenario"
 )
 
 // Server is a control endpoint. The run it controls changes as the
@@ -40,12 +47,21 @@ import (
 type Server struct {
 	token string // "" for none (loopback and unix sockets only)
 	stop  func()
-	srv   *http.Server
+	srv   *http.Server // nil with ServeMetrics alone
 	ln    net.Listener
-	path  string // the unix socket's path, removed by Close
+	// metrics serves /metrics on an address of its own (ServeMetrics).
+	metrics *http.Server
+	path    string // the unix socket's path, removed by Close
+	hub     *hub
+	done    chan struct{} // closed by Close: ends the event streams
+	reg     *prometheus.Registry
 
-	mu   sync.Mutex
-	live *emulator.Live
+	mu      sync.Mutex
+	live    *emulator.Live
+	results string // the run's output folder once its results are written (Finished)
+
+	quit     chan struct{} // closed by POST /v1/stop once the results are written
+	quitOnce sync.Once
 }
 
 // maxBody bounds a request's body.
@@ -86,45 +102,150 @@ func Listen(addr string, haveToken bool) (net.Listener, string, error) {
 
 // Serve serves the API on ln until Close. stop ends the run as Ctrl-C
 // would; token, when not empty, must come with every request
-// (Authorization: Bearer TOKEN). socket is ln's unix socket path, removed
-// by Close.
+// (Authorization: Bearer TOKEN, or the dashboard's cookie). socket is
+// ln's unix socket path, removed by Close.
 func Serve(ln net.Listener, socket, token string, stop func()) *Server {
-	s := &Server{token: token, stop: stop, ln: ln, path: socket}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/status", s.status)
-	mux.HandleFunc("GET /v1/links", s.links)
-	mux.HandleFunc("PATCH /v1/links", s.set)
-	mux.HandleFunc("POST /v1/stop", s.doStop)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(s))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	s.srv = &http.Server{Handler: s.auth(mux), ReadHeaderTimeout: 5 * time.Second}
+	s := New(token, stop)
+	s.ln, s.path = ln, socket
+	s.srv = &http.Server{Handler: s.sameOrigin(s.auth(s.mux())), ReadHeaderTimeout: 5 * time.Second}
 	go s.srv.Serve(ln)
 	return s
 }
 
-// Attach makes live the run the endpoint controls (nil: none).
+// New returns a control endpoint that serves nothing yet: for
+// ServeMetrics alone, or Serve.
+func New(token string, stop func()) *Server {
+	s := &Server{token: token, stop: stop, hub: newHub(), done: make(chan struct{}), quit: make(chan struct{})}
+	s.reg = prometheus.NewRegistry()
+	s.reg.MustRegister(newCollector(s))
+	return s
+}
+
+func (s *Server) mux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", s.status)
+	mux.HandleFunc("GET /v1/links", s.links)
+	mux.HandleFunc("PATCH /v1/links", s.set)
+	mux.HandleFunc("POST /v1/timeline", s.schedule)
+	mux.HandleFunc("POST /v1/reset", s.reset)
+	mux.HandleFunc("POST /v1/stop", s.doStop)
+	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) { s.hub.serve(w, r, s.done) })
+	mux.HandleFunc("GET /results/{file}", s.result)
+	mux.Handle("GET /metrics", s.Metrics())
+	ui := uiHandler()
+	mux.Handle("GET /{$}", ui)
+	mux.Handle("GET /ui/", ui)
+	return mux
+}
+
+// ServeMetrics serves the Prometheus metrics alone (GET /metrics) on ln,
+// until Close: --metrics, an address for a Prometheus server to scrape
+// apart from the control API.
+func (s *Server) ServeMetrics(ln net.Listener) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", s.Metrics())
+	s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go s.metrics.Serve(ln)
+}
+
+// Metrics is the handler of the endpoint's Prometheus metrics, for
+// --metrics to serve on an address of its own too.
+func (s *Server) Metrics() http.Handler {
+	return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
+}
+
+// Attach makes live the run the endpoint controls (nil: none), and
+// streams its events.
 func (s *Server) Attach(live *emulator.Live) {
 	s.mu.Lock()
 	s.live = live
 	s.mu.Unlock()
+	if live == nil {
+		return
+	}
+	if st, err := live.Status(); err == nil {
+		s.hub.publish("run", st)
+	}
+	live.Watch(func(e emulator.LiveEvent) { s.hub.publish(e.Type, e) })
+}
+
+// Finished tells the event stream's clients that the results are
+// written into out, and serves them from then on under /results/ (the
+// report: /results/report.html).
+func (s *Server) Finished(out string) {
+	s.mu.Lock()
+	s.results = out
+	s.mu.Unlock()
+	s.hub.publish("finished", map[string]string{"report": "/results/report.html"})
 }
 
 // Close stops serving and removes the socket.
 func (s *Server) Close() error {
-	err := s.srv.Close()
+	// The event streams write what they hold and end (done); the
+	// requests under way get a second to finish.
+	close(s.done)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var errs []error
+	for _, srv := range []*http.Server{s.srv, s.metrics} {
+		if srv != nil {
+			if srv.Shutdown(ctx) != nil {
+				errs = append(errs, srv.Close())
+			}
+		}
+	}
 	if s.path != "" {
 		os.Remove(s.path)
 	}
-	return err
+	return errors.Join(errs...)
 }
 
+// tokenCookie carries the token of a page of the dashboard: a browser
+// sends no Authorization header when it follows a link.
+const tokenCookie = "netjam_token"
+
+// auth refuses a request without the token, but for the dashboard's page
+// and its files, which hold nothing secret and ask for the token.
 func (s *Server) auth(next http.Handler) http.Handler {
 	want := []byte("Bearer " + s.token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		if s.token == "" || r.URL.Path == "/" || strings.HasPrefix(r.URL.Path, "/ui/") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		got := []byte(r.Header.Get("Authorization"))
+		if c, err := r.Cookie(tokenCookie); err == nil && len(got) == 0 {
+			got = []byte("Bearer " + c.Value)
+		}
+		if subtle.ConstantTimeCompare(got, want) != 1 {
 			writeError(w, http.StatusUnauthorized, errors.New("missing or wrong token (Authorization: Bearer TOKEN)"))
 			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// sameOrigin refuses what a web page of another origin could make a
+// browser send to a loopback endpoint: a request whose Origin is not the
+// endpoint's own (a form's POST /v1/stop from any site), and one whose
+// Host is not a loopback name, an address the browser resolved by DNS
+// rebinding. Clients other than browsers (curl, netjam ctl) send no
+// Origin, and the Host they were given.
+func (s *Server) sameOrigin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" && o != "http://"+r.Host {
+			writeError(w, http.StatusForbidden, fmt.Errorf("a request from %s: only the endpoint's own pages may call it", o))
+			return
+		}
+		if s.token == "" && s.ln.Addr().Network() == "tcp" {
+			host, _, err := net.SplitHostPort(r.Host)
+			if err != nil {
+				host = r.Host
+			}
+			if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" {
+				writeError(w, http.StatusForbidden, fmt.Errorf("host %q: a loopback endpoint answers to a loopback name or address only", r.Host))
+				return
+			}
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -158,9 +279,12 @@ func (s *Server) links(w http.ResponseWriter, r *http.Request) {
 }
 
 // SetRequest is PATCH /v1/links's body: dotted keys of the link, as --set
-// takes them, and their values as a scenario file has them.
+// takes them, and their values as a scenario file has them; with For (a
+// duration), the keys go back to their values before after that long
+// (an outage: {"set": {"link.loss": "100%"}, "for": "5s"}).
 type SetRequest struct {
 	Set map[string]string `json:"set"`
+	For string            `json:"for,omitempty"`
 }
 
 func (s *Server) set(w http.ResponseWriter, r *http.Request) {
@@ -169,37 +293,152 @@ func (s *Server) set(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req SetRequest
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("body: %v (expected {\"set\": {\"link.loss\": \"5%%\"}})", err))
+	if !decode(w, r, &req, `{"set": {"link.loss": "5%"}}`) {
 		return
 	}
 	if len(req.Set) == 0 {
 		writeError(w, http.StatusBadRequest, errors.New(`body: nothing to set (expected {"set": {"link.loss": "5%"}})`))
 		return
 	}
-	keys := make([]string, 0, len(req.Set))
-	for k := range req.Set {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	sets := make([]string, len(keys))
-	for i, k := range keys {
-		sets[i] = k + "=" + req.Set[k]
-	}
-	if err := lv.Set(sets...); err != nil {
-		code := http.StatusBadRequest
-		if errors.Is(err, emulator.ErrRunEnded) {
-			code = http.StatusConflict
+	var err error
+	if req.For != "" {
+		d, perr := scenario.ParseDuration(req.For)
+		if perr != nil {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("for: %v", perr))
+			return
 		}
-		writeError(w, code, err)
+		err = lv.SetFor(d, sets(req.Set)...)
+	} else {
+		err = lv.Set(sets(req.Set)...)
+	}
+	if err != nil {
+		writeError(w, errorCode(err), err)
 		return
 	}
 	writeJSON(w, http.StatusOK, lv.Links())
 }
 
+// decode reads r's JSON body into v, strictly; on an error it answers 400
+// with example, the body expected, and returns false.
+func decode(w http.ResponseWriter, r *http.Request, v any, example string) bool {
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("body: %v (expected %s)", err, example))
+		return false
+	}
+	return true
+}
+
+// sets turns a request's keys and values into --set's form, in key order.
+func sets(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k + "=" + m[k]
+	}
+	return out
+}
+
+// errorCode is the status of a change's error: 409 once the run ended, 400
+// for what the request got wrong.
+func errorCode(err error) int {
+	if errors.Is(err, emulator.ErrRunEnded) {
+		return http.StatusConflict
+	}
+	return http.StatusBadRequest
+}
+
+// ScheduleRequest is POST /v1/timeline's body: a change to make at a
+// time of the run ahead (from its start), recorded as PATCH's are.
+type ScheduleRequest struct {
+	At  string            `json:"at"`
+	Set map[string]string `json:"set"`
+}
+
+func (s *Server) schedule(w http.ResponseWriter, r *http.Request) {
+	lv := s.current(w)
+	if lv == nil {
+		return
+	}
+	var req ScheduleRequest
+	if !decode(w, r, &req, `{"at": "5s", "set": {"link.loss": "5%"}}`) {
+		return
+	}
+	at, err := scenario.ParseDuration(req.At)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("at: %v", err))
+		return
+	}
+	if len(req.Set) == 0 {
+		writeError(w, http.StatusBadRequest, errors.New(`body: nothing to set (expected {"at": "5s", "set": {"link.loss": "5%"}})`))
+		return
+	}
+	if err := lv.Schedule(at, sets(req.Set)...); err != nil {
+		writeError(w, errorCode(err), err)
+		return
+	}
+	s.status(w, r)
+}
+
+func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
+	lv := s.current(w)
+	if lv == nil {
+		return
+	}
+	if err := lv.Reset(); err != nil {
+		writeError(w, errorCode(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, lv.Links())
+}
+
+// result serves a file of the run's output folder once Finished: the
+// report and what it shows.
+func (s *Server) result(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	dir := s.results
+	s.mu.Unlock()
+	name := r.PathValue("file")
+	if dir == "" {
+		writeError(w, http.StatusConflict, errors.New("no results yet: the run is not over"))
+		return
+	}
+	switch filepath.Ext(name) {
+	case ".html", ".png", ".svg", ".json", ".csv", ".yaml", ".jsonl":
+	default:
+		writeError(w, http.StatusNotFound, fmt.Errorf("%s is not among the results served", name))
+		return
+	}
+	http.ServeFileFS(w, r, os.DirFS(dir), name)
+}
+
+// Quit is closed by POST /v1/stop once the results are written (Finished):
+// netjam run --ui serves the report until then.
+func (s *Server) Quit() <-chan struct{} { return s.quit }
+
+// Addr is the endpoint's address as --control takes it: unix:PATH or
+// HOST:PORT (the port chosen, for port 0).
+func (s *Server) Addr() string {
+	if s.path != "" {
+		return "unix:" + s.path
+	}
+	return s.ln.Addr().String()
+}
+
 func (s *Server) doStop(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	over := s.results != ""
+	s.mu.Unlock()
+	if over {
+		s.quitOnce.Do(func() { close(s.quit) })
+		writeJSON(w, http.StatusOK, map[string]string{"status": "quitting"})
+		return
+	}
 	s.stop()
 	writeJSON(w, http.StatusOK, map[string]string{"status": "stopping"})
 }

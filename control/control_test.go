@@ -106,3 +106,49 @@ func TestToken(t *testing.T) {
 func unixClient(path string) *http.Client {
 	return &http.Client{Transport: &http.Transport{Dial: func(_, _ string) (net.Conn, error) { return net.Dial("unix", path) }}}
 }
+
+// TestOtherOrigins: what a page of another site could make a browser
+// send to a loopback endpoint is refused: a request with another Origin
+// (a form's POST /v1/stop), one with a Host that is not a loopback name
+// (DNS rebinding). curl's requests (no Origin) and the page's own pass.
+func TestOtherOrigins(t *testing.T) {
+	ln, _, err := Listen("127.0.0.1:0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stopped atomic.Bool
+	s := Serve(ln, "", "", func() { stopped.Store(true) })
+	defer s.Close()
+	defer http.DefaultClient.CloseIdleConnections()
+	addr := ln.Addr().String()
+	for _, c := range []struct {
+		origin, host string
+		want         int
+	}{
+		{"http://evil.example", "", 403},
+		{"null", "", 403},
+		{"", "evil.example:80", 403},
+		{"", "", 200},
+		{"http://" + addr, "", 200},
+		{"", "localhost", 200},
+	} {
+		req, _ := http.NewRequest("POST", "http://"+addr+"/v1/stop", nil)
+		if c.origin != "" {
+			req.Header.Set("Origin", c.origin)
+		}
+		if c.host != "" {
+			req.Host = c.host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("Origin %q Host %q: %d, want %d", c.origin, c.host, resp.StatusCode, c.want)
+		}
+		if c.want == 403 && stopped.Load() {
+			t.Fatalf("Origin %q Host %q stopped the run", c.origin, c.host)
+		}
+	}
+}

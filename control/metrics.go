@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/impair"
 )
 
@@ -13,37 +14,72 @@ import (
 type collector struct {
 	s *Server
 
-	packets, bytes, drops, queue, rate, delay, loss, late *prometheus.Desc
-	flowBytes, flowPackets, cwnd, srtt, elapsed           *prometheus.Desc
+	packets, bytes, drops, queueLen, sojourn, rate, delay, jitter, loss, late *prometheus.Desc
+
+	flowBytes, flowPackets, flowSent, flowLost, flowDelay, flowJitter *prometheus.Desc
+	retrans, timeouts, cwnd, srtt, elapsed                            *prometheus.Desc
+
+	airtime, collisions, attempts, retries, utilization *prometheus.Desc
+
+	eventsPublished, eventClientsDropped *prometheus.Desc
+
+	all []*prometheus.Desc // every one above: what the collector may export
 }
 
 func newCollector(s *Server) *collector {
 	link := []string{"direction"}
-	return &collector{s: s,
-		packets: prometheus.NewDesc("netjam_link_packets_total", "Packets that entered (in) or left (out) a direction of the path.", []string{"direction", "way"}, nil),
-		bytes:   prometheus.NewDesc("netjam_link_bytes_total", "Bytes that entered (in) or left (out) a direction of the path.", []string{"direction", "way"}, nil),
-		drops:   prometheus.NewDesc("netjam_link_drops_total", "Packets a direction dropped, by reason.", []string{"direction", "reason"}, nil),
-		queue:   prometheus.NewDesc("netjam_link_queue_delay_seconds", "Median time packets spent in a direction's bottleneck queue so far.", link, nil),
-		rate:    prometheus.NewDesc("netjam_link_configured_rate_bytes_per_second", "A direction's configured rate, in bytes per second (0: unlimited; a trace's mean).", link, nil),
-		delay:   prometheus.NewDesc("netjam_link_configured_delay_seconds", "A direction's configured delay.", link, nil),
-		loss:    prometheus.NewDesc("netjam_link_configured_loss_ratio", "A direction's configured loss (the loss model's long-run mean).", link, nil),
-		late:    prometheus.NewDesc("netjam_link_lateness_seconds", "99th percentile of how late the real-time scheduler delivered a direction's packets.", link, nil),
-
-		flowBytes:   prometheus.NewDesc("netjam_flow_received_bytes_total", "Payload bytes a flow's receiver got.", []string{"flow", "type"}, nil),
-		flowPackets: prometheus.NewDesc("netjam_flow_received_packets_total", "Datagrams a UDP flow's receiver got.", []string{"flow"}, nil),
-		cwnd:        prometheus.NewDesc("netjam_flow_cwnd_segments", "A TCP flow's congestion window.", []string{"flow"}, nil),
-		srtt:        prometheus.NewDesc("netjam_flow_srtt_seconds", "A TCP flow's smoothed RTT.", []string{"flow"}, nil),
-		elapsed:     prometheus.NewDesc("netjam_run_elapsed_seconds", "Time since the run's flows started.", nil, nil),
+	flow := []string{"flow"}
+	station := []string{"station"}
+	var all []*prometheus.Desc
+	d := func(name, help string, labels []string, _ prometheus.Labels) *prometheus.Desc {
+		x := prometheus.NewDesc(name, help, labels, nil)
+		all = append(all, x)
+		return x
 	}
+	c := &collector{s: s,
+		packets:  d("netjam_link_packets_total", "Packets that entered (in) or left (out) a direction of the path.", []string{"direction", "way"}, nil),
+		bytes:    d("netjam_link_bytes_total", "Bytes that entered (in) or left (out) a direction of the path.", []string{"direction", "way"}, nil),
+		drops:    d("netjam_link_drops_total", "Packets a direction dropped, by reason.", []string{"direction", "reason"}, nil),
+		queueLen: d("netjam_link_queue_packets", "Packets in a direction's bottleneck queue now.", link, nil),
+		sojourn:  d("netjam_link_queue_sojourn_seconds", "Time packets spent in a direction's bottleneck queue.", link, nil),
+		rate:     d("netjam_link_configured_rate_bytes_per_second", "A direction's configured rate, in bytes per second (0: unlimited; a trace's mean).", link, nil),
+		delay:    d("netjam_link_configured_delay_seconds", "A direction's configured delay.", link, nil),
+		jitter:   d("netjam_link_configured_jitter_seconds", "A direction's configured delay jitter.", link, nil),
+		loss:     d("netjam_link_configured_loss_ratio", "A direction's configured loss (the loss model's long-run mean).", link, nil),
+		late:     d("netjam_link_lateness_seconds", "99th percentile of how late the real-time scheduler delivered a direction's packets.", link, nil),
+
+		flowBytes:   d("netjam_flow_received_bytes_total", "Payload bytes a flow's receiver got.", []string{"flow", "type"}, nil),
+		flowPackets: d("netjam_flow_received_packets_total", "Datagrams a UDP flow's receiver got.", flow, nil),
+		flowSent:    d("netjam_flow_sent_packets_total", "Datagrams a UDP flow sent.", flow, nil),
+		flowLost:    d("netjam_flow_lost_packets_total", "Datagrams of a UDP flow that did not arrive (those still on their way are not counted).", flow, nil),
+		flowDelay:   d("netjam_flow_delay_seconds", "One-way delay of a UDP flow's datagrams.", flow, nil),
+		flowJitter:  d("netjam_flow_jitter_seconds", "A UDP flow's interarrival jitter (RFC 3550).", flow, nil),
+		retrans:     d("netjam_flow_retransmissions_total", "Segments a TCP flow's sender retransmitted.", flow, nil),
+		timeouts:    d("netjam_flow_timeouts_total", "Retransmission timeouts of a TCP flow's sender.", flow, nil),
+		cwnd:        d("netjam_flow_cwnd_segments", "A TCP flow's congestion window.", flow, nil),
+		srtt:        d("netjam_flow_srtt_seconds", "A TCP flow's smoothed RTT.", flow, nil),
+		elapsed:     d("netjam_run_elapsed_seconds", "Time since the run's flows started.", nil, nil),
+
+		airtime:     d("netjam_wifi_airtime_seconds_total", "Time a Wi-Fi station (or the AP) held the medium.", station, nil),
+		collisions:  d("netjam_wifi_collisions_total", "Collisions of a Wi-Fi station's (or the AP's) frame exchanges.", station, nil),
+		attempts:    d("netjam_wifi_attempts_total", "Frame exchanges a Wi-Fi station (or the AP) started.", station, nil),
+		retries:     d("netjam_wifi_retries_total", "MPDU retransmissions of a Wi-Fi station (or the AP).", station, nil),
+		utilization: d("netjam_wifi_medium_utilization_ratio", "Share of the time the Wi-Fi medium was busy so far.", nil, nil),
+
+		eventsPublished:     d("netjam_control_events_total", "Events published on the control endpoint's event stream.", nil, nil),
+		eventClientsDropped: d("netjam_control_event_clients_dropped_total", "Clients of the event stream dropped for falling behind.", nil, nil),
+	}
+	c.all = all
+	return c
 }
 
-func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.packets, c.bytes, c.drops, c.queue, c.rate, c.delay, c.loss, c.late, c.flowBytes, c.flowPackets, c.cwnd, c.srtt, c.elapsed} {
-		ch <- d
-	}
-}
+// Describe describes nothing: the metrics depend on the run attached (its
+// flows, its Wi-Fi stations), so the collector is an unchecked one.
+func (c *collector) Describe(chan<- *prometheus.Desc) {}
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(c.eventsPublished, prometheus.CounterValue, float64(c.s.hub.published.Load()))
+	ch <- prometheus.MustNewConstMetric(c.eventClientsDropped, prometheus.CounterValue, float64(c.s.hub.dropped.Load()))
 	c.s.mu.Lock()
 	lv := c.s.live
 	c.s.mu.Unlock()
@@ -56,21 +92,57 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.elapsed, prometheus.GaugeValue, st.ElapsedS)
 	for _, l := range st.Links {
-		collectLink(c, ch, l)
+		c.collectLink(ch, l)
 	}
-	for _, f := range st.Flows {
-		ch <- prometheus.MustNewConstMetric(c.flowBytes, prometheus.CounterValue, float64(f.BytesReceived), f.Name, f.Type)
-		if f.Type == "udp" {
-			ch <- prometheus.MustNewConstMetric(c.flowPackets, prometheus.CounterValue, float64(f.Packets), f.Name)
-		}
-		if f.CwndSegments > 0 {
-			ch <- prometheus.MustNewConstMetric(c.cwnd, prometheus.GaugeValue, float64(f.CwndSegments), f.Name)
-			ch <- prometheus.MustNewConstMetric(c.srtt, prometheus.GaugeValue, f.SRTTMs/1e3, f.Name)
+	for i, f := range lv.Flows() {
+		c.collectFlow(ch, f, st.Flows[i])
+	}
+	if w := lv.WiFi(); w != nil {
+		ch <- prometheus.MustNewConstMetric(c.utilization, prometheus.GaugeValue, w.Utilization)
+		for i, s := range append(w.Stations, w.AP) {
+			name := s.Name
+			if i == len(w.Stations) {
+				name = "ap"
+			}
+			ch <- prometheus.MustNewConstMetric(c.airtime, prometheus.CounterValue, s.Airtime.Seconds(), name)
+			ch <- prometheus.MustNewConstMetric(c.collisions, prometheus.CounterValue, float64(s.Collisions), name)
+			ch <- prometheus.MustNewConstMetric(c.attempts, prometheus.CounterValue, float64(s.Attempts), name)
+			ch <- prometheus.MustNewConstMetric(c.retries, prometheus.CounterValue, float64(s.Retries), name)
 		}
 	}
 }
 
-func collectLink(c *collector, ch chan<- prometheus.Metric, l emulator.LinkSummary) {
+// collectFlow collects f's metrics: its counters so far from f, the
+// latest TCP info from now.
+func (c *collector) collectFlow(ch chan<- prometheus.Metric, f flows.FlowSummary, now emulator.LiveFlow) {
+	ch <- prometheus.MustNewConstMetric(c.flowBytes, prometheus.CounterValue, float64(now.BytesReceived), f.Name, f.Type)
+	switch {
+	case f.TCPSummary != nil:
+		t := f.TCPSummary
+		ch <- prometheus.MustNewConstMetric(c.retrans, prometheus.CounterValue, float64(t.Retransmissions), f.Name)
+		ch <- prometheus.MustNewConstMetric(c.timeouts, prometheus.CounterValue, float64(t.Timeouts), f.Name)
+		if now.CwndSegments > 0 {
+			ch <- prometheus.MustNewConstMetric(c.cwnd, prometheus.GaugeValue, float64(now.CwndSegments), f.Name)
+			ch <- prometheus.MustNewConstMetric(c.srtt, prometheus.GaugeValue, now.SRTTMs/1e3, f.Name)
+		}
+	case f.UDPSummary != nil:
+		u := f.UDPSummary
+		received := u.PacketsReceived
+		ch <- prometheus.MustNewConstMetric(c.flowPackets, prometheus.CounterValue, float64(received), f.Name)
+		ch <- prometheus.MustNewConstMetric(c.flowSent, prometheus.CounterValue, float64(u.PacketsSent), f.Name)
+		ch <- prometheus.MustNewConstMetric(c.flowLost, prometheus.CounterValue, float64(u.Lost), f.Name)
+		ch <- prometheus.MustNewConstMetric(c.flowJitter, prometheus.GaugeValue, u.JitterMs/1e3, f.Name)
+		ch <- prometheus.MustNewConstSummary(c.flowDelay, u.DelayMs.Count, u.DelayMs.Mean*float64(u.DelayMs.Count)/1e3,
+			quantiles(u.DelayMs.P50, u.DelayMs.P95, u.DelayMs.P99, 1e-3), f.Name)
+	}
+}
+
+// quantiles are a summary's 0.5, 0.95 and 0.99 quantiles, scaled.
+func quantiles(p50, p95, p99, scale float64) map[float64]float64 {
+	return map[float64]float64{0.5: p50 * scale, 0.95: p95 * scale, 0.99: p99 * scale}
+}
+
+func (c *collector) collectLink(ch chan<- prometheus.Metric, l emulator.LinkSummary) {
 	d := l.Name
 	ch <- prometheus.MustNewConstMetric(c.packets, prometheus.CounterValue, float64(l.PacketsIn), d, "in")
 	ch <- prometheus.MustNewConstMetric(c.packets, prometheus.CounterValue, float64(l.PacketsOut), d, "out")
@@ -79,9 +151,16 @@ func collectLink(c *collector, ch chan<- prometheus.Metric, l emulator.LinkSumma
 	for _, r := range impair.DropReasonNames() {
 		ch <- prometheus.MustNewConstMetric(c.drops, prometheus.CounterValue, float64(l.Drops[r]), d, r)
 	}
-	ch <- prometheus.MustNewConstMetric(c.queue, prometheus.GaugeValue, l.QueueDelayMs.P50/1e3, d)
+	for _, st := range l.Stages {
+		if st.Name == "queue" {
+			ch <- prometheus.MustNewConstMetric(c.queueLen, prometheus.GaugeValue, float64(st.QueueLen), d)
+		}
+	}
+	q := l.QueueDelayMs
+	ch <- prometheus.MustNewConstSummary(c.sojourn, q.Count, q.Mean*float64(q.Count)/1e3, quantiles(q.P50, q.P95, q.P99, 1e-3), d)
 	ch <- prometheus.MustNewConstMetric(c.rate, prometheus.GaugeValue, float64(l.Configured.RateBps)/8, d)
 	ch <- prometheus.MustNewConstMetric(c.delay, prometheus.GaugeValue, l.Configured.DelayMs/1e3, d)
+	ch <- prometheus.MustNewConstMetric(c.jitter, prometheus.GaugeValue, l.Configured.JitterMs/1e3, d)
 	ch <- prometheus.MustNewConstMetric(c.loss, prometheus.GaugeValue, l.Configured.LossRatio, d)
 	ch <- prometheus.MustNewConstMetric(c.late, prometheus.GaugeValue, l.LatenessMs.P99/1e3, d)
 }

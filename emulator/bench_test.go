@@ -14,7 +14,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/netjam/netjam/stack"
+	"github.com/netjam/netjam/hostnet"
 
 	"github.com/netjam/netjam/internal/testenv"
 )
@@ -168,7 +168,7 @@ func BenchmarkTUNIperf3(b *testing.B) {
 
 // vethPair returns two namespaces joined by a veth pair: 10.98.0.1/24 in
 // the first, 10.98.0.2/24 in the second. Both go with the benchmark.
-func vethPair(b *testing.B) (*stack.Netns, *stack.Netns) {
+func vethPair(b *testing.B) (*hostnet.Netns, *hostnet.Netns) {
 	a, z := testNetns(b), testNetns(b)
 	err := a.Do(func() error {
 		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "nj-a"}, PeerName: "nj-z"}

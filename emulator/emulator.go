@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -25,9 +26,9 @@ import (
 
 	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/scenario"
-	"github.com/netjam/netjam/stack"
 )
 
 // Options are how a plan is run, as opposed to what it runs.
@@ -36,6 +37,14 @@ type Options struct {
 	Log *zap.Logger
 	// Clock is the run's time source; nil means the real clock.
 	Clock clock.Clock
+	// Virtual runs every run on a clock.Virtual of its own instead of
+	// Clock, as the scenario key clock: virtual does for its runs: as fast
+	// as its work allows, not in its duration, and the same from the same
+	// seed. Lab runs only (no tun section: TUN mode and kernel flows live
+	// on the wall clock). Virtual runs go one at a time, since a virtual
+	// clock waits for the whole process to be idle, and without Progress
+	// (a run takes a moment).
+	Virtual bool
 	// Version is recorded in the summary.
 	Version string
 	// Progress, when not nil, is told when each run begins and ends
@@ -62,12 +71,12 @@ type Options struct {
 	// control endpoint's handle on it (see Live), valid until it ends.
 	Live func(*Live)
 
-	// OpenTUN, when not nil, replaces stack.OpenTUN: it gets the device
+	// OpenTUN, when not nil, replaces hostnet.OpenTUN: it gets the device
 	// TUN mode wants and returns it open and configured (netjam shell
 	// without root has it made in a user namespace; see cmd/netjam).
-	OpenTUN func(cfg stack.TUNConfig) (*stack.TUN, error)
+	OpenTUN func(cfg hostnet.TUNConfig) (*hostnet.TUN, error)
 
-	// openTUN opens TUN devices; nil means OpenTUN, or stack.OpenTUN.
+	// openTUN opens TUN devices; nil means OpenTUN, or hostnet.OpenTUN.
 	// Tests replace it with an in-memory device.
 	openTUN openDevice
 	// relayDial, when not nil, replaces the relay's dialer (tests).
@@ -123,7 +132,16 @@ func Run(ctx context.Context, plan *scenario.Plan, o Options) (*Summary, error) 
 	// Real-time runs must not compete for the CPU, so they run one after
 	// another unless asked otherwise; a progress bar shows one run only.
 	parallel := max(o.Parallel, 1)
-	if parallel > 1 {
+	if o.Virtual {
+		if err := CheckVirtual(plan); err != nil {
+			return sum, err
+		}
+	}
+	virtual := func(s *scenario.Scenario) bool { return o.Virtual || s.Clock == scenario.ClockVirtual }
+	if slices.ContainsFunc(plan.Runs, virtual) {
+		parallel = 1
+	}
+	if parallel > 1 || slices.ContainsFunc(plan.Runs, virtual) {
 		o.Progress = nil
 	}
 	type result struct {
@@ -148,6 +166,11 @@ start:
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			o := o
+			if virtual(s) {
+				stop := startVirtual(&o, s)
+				defer stop()
+			}
 			rs, series, err := runOne(ctx, s, o)
 			results[i] = result{rs, series, err}
 		}()
@@ -174,6 +197,44 @@ start:
 		errs = append(errs, err)
 	}
 	return sum, errors.Join(errs...)
+}
+
+// CheckVirtual tells whether every run of plan can run on the virtual
+// clock (Options.Virtual): one error per run that cannot.
+func CheckVirtual(plan *scenario.Plan) error {
+	var errs []error
+	for _, s := range plan.Runs {
+		if s.TUN != nil {
+			errs = append(errs, fmt.Errorf("run %s has a tun section: TUN mode and kernel flows run on the wall clock, the virtual clock runs labs of netstack hosts only", runName(s)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// startVirtual gives the run of s a virtual clock of its own and starts
+// moving it; the function returned stops it and logs what the run cost
+// in wall time.
+func startVirtual(o *Options, s *scenario.Scenario) (stop func()) {
+	v := clock.NewVirtual()
+	o.Clock = v
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	began := time.Now()
+	go func() {
+		defer close(done)
+		v.Run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+		st := v.Stats()
+		wall := time.Since(began)
+		virtual := v.Now().Sub(clock.Epoch)
+		o.Log.Info("virtual clock", zap.String("run", runName(s)), zap.Duration("virtual", virtual),
+			zap.Duration("wall", wall), zap.Float64("speedup", virtual.Seconds()/wall.Seconds()),
+			zap.Uint64("events", st.Events), zap.Uint64("idle_checks_by_stack_dump", st.StackChecks),
+			zap.Uint64("waits_given_up", st.GaveUp))
+	}
 }
 
 // drainGrace is how long a run waits past its duration for the packets
@@ -269,7 +330,7 @@ func (o Options) deviceOpener() openDevice {
 	case o.openTUN != nil:
 		return o.openTUN
 	case o.OpenTUN != nil:
-		return func(cfg stack.TUNConfig) (device, error) {
+		return func(cfg hostnet.TUNConfig) (hostnet.Device, error) {
 			t, err := o.OpenTUN(cfg)
 			if err != nil {
 				return nil, err
@@ -302,9 +363,14 @@ func (r *run) start(ctx context.Context) error {
 	}
 	// Flows stop sending by the run's duration (see lab.newFlow); what is
 	// in flight then gets drainGrace to arrive before the run is cut.
-	runCtx, cancel := context.WithTimeout(ctx, s.Duration+drainGrace)
+	runCtx, cancel := clock.WithTimeout(ctx, o.Clock, s.Duration+drainGrace)
 	r.cancel = cancel
 	r.smp = newSampler(o.Clock, s.SampleInterval, r.series, r.fls, r.l.path, r.l.cell)
+	if o.Live != nil {
+		r.lv = newLive(o.Clock, r.begin, r.l.path, r.fls, r.tl, cancel, s)
+		r.lv.cell = r.l.cell
+		r.smp.live = r.lv
+	}
 	r.smp.start(runCtx)
 	if o.Progress != nil {
 		o.Progress.Begin(runName(s), s.Duration, r.fls)
@@ -317,8 +383,7 @@ func (r *run) start(ctx context.Context) error {
 			r.errs[i] = f.Run(runCtx)
 		}()
 	}
-	if o.Live != nil {
-		r.lv = &Live{clk: o.Clock, start: r.begin, path: r.l.path, fls: r.fls, tl: r.tl, stop: cancel, s: s, orig: s}
+	if r.lv != nil {
 		o.Live(r.lv)
 	}
 	return nil

@@ -2,17 +2,18 @@ package emulator
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"math"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/netjam/netjam/flows"
-	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/report"
 	"github.com/netjam/netjam/scenario"
 )
 
@@ -25,42 +26,6 @@ func mustPlan(t testing.TB, y string) *scenario.Plan {
 		t.Fatal(err)
 	}
 	return p
-}
-
-func TestDirectionConfigMapsEveryKey(t *testing.T) {
-	p := mustPlan(t, `
-link:
-  delay: {time: 40ms, jitter: 4ms, distribution: pareto, correlation: 10%, allow_reorder: true}
-  loss: {model: gemodel, p: 1%, r: 20%, 1-h: 90%, 1-k: 0.1%}
-  duplicate: {p: 1%, correlation: 5%}
-  corrupt: 0.5%
-  reorder: {p: 2%, gap: 3}
-  rate: {bitrate: 12Mbps, packet_overhead: 14, cell_size: 48, cell_overhead: 5}
-  slot: {min: 1ms, max: 2ms, packets: 8, bytes: 12000}
-  queue: {limit: 300, bytes: 400KB, discipline: pie, ecn: true, target: 20ms, tupdate: 30ms, alpha: 0.25, beta: 2, max_burst: 100ms}
-  inflight_limit: 5000
-`)
-	cfg, err := directionConfig("uplink", 9, p.Runs[0].Uplink)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := impair.Config{
-		Name: "uplink", Seed: 9,
-		Delay:     impair.DelayConfig{Time: 40 * time.Millisecond, Jitter: 4 * time.Millisecond, Distribution: impair.Pareto, Correlation: 0.1, AllowReorder: true},
-		Loss:      impair.LossConfig{Model: impair.LossGE, P: 0.01, R: 0.2, OneMinusH: 0.9, OneMinusK: 0.001},
-		Duplicate: impair.Chance{P: 0.01, Correlation: 0.05},
-		Corrupt:   impair.Chance{P: 0.005},
-		Reorder:   impair.ReorderConfig{P: 0.02, Gap: 3},
-		Rate:      impair.RateConfig{Bitrate: 12e6, PacketOverhead: 14, CellSize: 48, CellOverhead: 5},
-		Slot:      impair.SlotConfig{Min: time.Millisecond, Max: 2 * time.Millisecond, Packets: 8, Bytes: 12000},
-		Queue: impair.QueueConfig{Discipline: impair.PIE, LimitPackets: 300, LimitBytes: 400000, ECN: true,
-			Target: 20 * time.Millisecond, Interval: cfg.Queue.Interval, Flows: cfg.Queue.Flows, Quantum: cfg.Queue.Quantum,
-			TUpdate: 30 * time.Millisecond, Alpha: 0.25, Beta: 2, MaxBurst: 100 * time.Millisecond},
-		InflightLimit: 5000,
-	}
-	if cfg != want {
-		t.Fatalf("got  %+v\nwant %+v", cfg, want)
-	}
 }
 
 func TestRunReportsEachVariant(t *testing.T) {
@@ -90,7 +55,7 @@ variants:
 		t.Fatalf("summary line %q", a.Links[0].Configured.Summary)
 	}
 	var buf strings.Builder
-	if err := PrintTable(&buf, sum); err != nil || !strings.Contains(buf.String(), "downlink") {
+	if err := printTable(&buf, sum); err != nil || !strings.Contains(buf.String(), "downlink") {
 		t.Fatalf("table %q, %v", buf.String(), err)
 	}
 }
@@ -133,7 +98,7 @@ flows:
 		t.Errorf("warnings %+v", warn)
 	}
 	var buf strings.Builder
-	if err := PrintTable(&buf, sum); err != nil {
+	if err := printTable(&buf, sum); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(buf.String(), flows.Unfinished(big.BytesReceived, big.Size)) {
@@ -170,4 +135,13 @@ func TestFairnessOnlyAmongCompetingFlows(t *testing.T) {
 			t.Errorf("%s: fairness %v over %v, want %v over %v", tc.name, j, names, tc.jain, tc.want)
 		}
 	}
+}
+
+// printTable writes sum's text tables as netjam run prints them.
+func printTable(w io.Writer, sum *Summary) error {
+	b, err := json.Marshal(sum)
+	if err != nil {
+		return err
+	}
+	return report.PrintTable(w, b)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/netif"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/stack"
 	"github.com/netjam/netjam/topology"
@@ -304,7 +305,7 @@ func (l *lab) ends(f scenario.Flow) (client, server *endHost) {
 
 // copyOut copies a packet a host sends into a pooled packet; nil when it
 // does not fit (counted).
-func (l *lab) copyOut(slices [][]byte, g stack.GSO) *impair.Packet {
+func (l *lab) copyOut(slices [][]byte, g netif.GSO) *impair.Packet {
 	n := 0
 	for _, s := range slices {
 		n += len(s)
@@ -330,7 +331,7 @@ func (l *lab) copyOut(slices [][]byte, g stack.GSO) *impair.Packet {
 // TCP segment becomes a GSO packet (completed or split later); a TCP
 // segment whose checksum may be partial has it computed; any other
 // partial checksum (UDP, from a TUN device) is completed.
-func completeChecksum(p *impair.Packet, g stack.GSO) {
+func completeChecksum(p *impair.Packet, g netif.GSO) {
 	switch {
 	case g.MSS > 0 && p.SetGSO(g.MSS, g.NeedsCsum):
 	case !g.NeedsCsum:
@@ -343,7 +344,7 @@ func completeChecksum(p *impair.Packet, g stack.GSO) {
 // output returns a netstack host's Output: into the path at e.
 func (l *lab) output(e *endHost) func([][]byte) {
 	return func(slices [][]byte) {
-		if p := l.copyOut(slices, stack.GSO{}); p != nil {
+		if p := l.copyOut(slices, netif.GSO{}); p != nil {
 			e.tx.Push(l.clk.Now(), p)
 		}
 	}
@@ -352,8 +353,8 @@ func (l *lab) output(e *endHost) func([][]byte) {
 // outputGSO returns a host's OutputGSO: into the path at e, a large
 // segment whole (the graph splits it where a node needs it, on the
 // sender's goroutine).
-func (l *lab) outputGSO(e *endHost) func([][]byte, stack.GSO) {
-	return func(slices [][]byte, g stack.GSO) {
+func (l *lab) outputGSO(e *endHost) func([][]byte, netif.GSO) {
+	return func(slices [][]byte, g netif.GSO) {
 		if p := l.copyOut(slices, g); p != nil {
 			e.tx.Push(l.clk.Now(), p)
 		}
@@ -441,7 +442,7 @@ func (l *lab) openCaptures(s *scenario.Scenario, dir string) error {
 	if dir == "" {
 		return errors.New("capture needs an output folder")
 	}
-	o := capture.Options{Snaplen: s.Capture.Snaplen, MaxFileBytes: s.Capture.MaxFileBytes, MaxFiles: s.Capture.MaxFiles}
+	o := s.Capture.Options
 	for _, pt := range s.Capture.Points {
 		name := pt
 		if s.Variant != "" {
@@ -509,7 +510,7 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 		if err != nil {
 			return nil, nil, err
 		}
-		return newTCPFlow(ctx, f, clk, ln, l.warnStall(f.Name), func() (net.Conn, func() stack.TCPInfo, error) {
+		return newTCPFlow(ctx, f, clk, ln, l.warnStall(f.Name), func() (net.Conn, func() netif.TCPInfo, error) {
 			c, err := from.DialTCP(ctx, dst, o)
 			if err != nil {
 				return nil, nil, err
@@ -549,7 +550,7 @@ type closer interface{ Close() error }
 // (closed on return) accepts its receiver. dial returns the sender and
 // how to read its TCP state.
 func newTCPFlow(ctx context.Context, f scenario.Flow, clk clock.Clock, ln *stack.TCPListener, onStall func(flows.Stall),
-	dial func() (net.Conn, func() stack.TCPInfo, error)) (flows.Flow, []closer, error) {
+	dial func() (net.Conn, func() netif.TCPInfo, error)) (flows.Flow, []closer, error) {
 	defer ln.Close()
 	type accepted struct {
 		c   *stack.TCPConn

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/capture"
+	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/topology"
@@ -62,7 +63,9 @@ func newPathBuilder(l *lab, s *scenario.Scenario) (*pathBuilder, error) {
 	b.g.Link(b.up, b.toServer)
 	b.g.Link(b.down, b.toClient)
 	if s.WiFi != nil {
-		c, err := topology.NewCell(s.WiFi.Config(s.Seed), l.clk)
+		cfg := *s.WiFi // the scenario's cell, with the run's seed
+		cfg.Seed = s.Seed
+		c, err := topology.NewCell(cfg, l.clk)
 		if err != nil {
 			return nil, err
 		}
@@ -76,7 +79,7 @@ func newPathBuilder(l *lab, s *scenario.Scenario) (*pathBuilder, error) {
 // wire links from to to, through a tap of cw when that capture is on.
 func (b *pathBuilder) wire(from, to topology.ID, cw *capture.Writer, name string) {
 	if cw != nil {
-		t := b.g.Add(topology.NewTap("capture "+name, cw, b.l.pool, b.l.bigPool).Node())
+		t := b.g.Add(topology.NewTap("capture "+name, heldWriter{cw, b.l.clk}, b.l.pool, b.l.bigPool).Node())
 		b.g.Link(from, t)
 		from = t
 	}
@@ -88,7 +91,7 @@ func (b *pathBuilder) wire(from, to topology.ID, cw *capture.Writer, name string
 // the default route.
 func (b *pathBuilder) route(r topology.ID, rt *topology.Router, prefixes []netip.Prefix, to topology.ID, cw *capture.Writer, name string) {
 	if cw != nil {
-		t := b.g.Add(topology.NewTap("capture "+name, cw, b.l.pool, b.l.bigPool).Node())
+		t := b.g.Add(topology.NewTap("capture "+name, heldWriter{cw, b.l.clk}, b.l.pool, b.l.bigPool).Node())
 		b.g.Link(t, to)
 		to = t
 	}
@@ -96,6 +99,20 @@ func (b *pathBuilder) route(r topology.ID, rt *topology.Router, prefixes []netip
 	for _, p := range prefixes {
 		b.routes[rt] = append(b.routes[rt], topology.Route{Prefix: p, To: to})
 	}
+}
+
+// heldWriter writes to a capture file with the clock held: the write may
+// block in a system call, which a virtual clock must not take for the
+// run being idle.
+type heldWriter struct {
+	w   *capture.Writer
+	clk clock.Clock
+}
+
+func (h heldWriter) WritePacket(t time.Time, b []byte) error {
+	clock.Hold(h.clk)
+	defer clock.Release(h.clk)
+	return h.w.WritePacket(t, b) // a full capture counts what it skips
 }
 
 // hostPrefixes returns each address as a route to it alone.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/wifi"
 )
 
 // Live is a run in progress, for a control endpoint (netjam run
@@ -28,14 +31,114 @@ type Live struct {
 	fls   []flows.Flow
 	tl    *timeline
 	stop  context.CancelFunc
+	cell  *wifi.Runner // nil without a Wi-Fi cell
 
-	mu    sync.Mutex // orders changes; guards s, orig and ended
+	mu    sync.Mutex // orders changes; guards s, orig, ended, changed and pending
 	s     *scenario.Scenario
 	ended bool
 	// orig is the plan's scenario, which the run's results write out: each
 	// change is added to its timeline, so that running the resolved
 	// scenario.yaml again repeats it at the same moment.
 	orig *scenario.Scenario
+	// base is the run's scenario as it started, what Reset goes back to;
+	// changed, the keys changed since, in the order first changed.
+	base    *scenario.Scenario
+	changed []string
+	// pending are the changes scheduled ahead (Schedule), each with its
+	// timer on the run's clock; at most MaxPending.
+	pending []*scheduled
+
+	watchMu sync.Mutex // guards watch
+	watch   func(LiveEvent)
+}
+
+// newLive returns the Live of a run that started at start on clk.
+func newLive(clk clock.Clock, start time.Time, path *Path, fls []flows.Flow, tl *timeline, stop context.CancelFunc, s *scenario.Scenario) *Live {
+	lv := &Live{clk: clk, start: start, path: path, fls: fls, tl: tl, stop: stop, s: s, orig: s, base: s}
+	tl.watch(lv.changedEvents)
+	return lv
+}
+
+// scheduled is a change Schedule holds until its time.
+type scheduled struct {
+	at    time.Duration
+	sets  []string
+	timer clock.Timer
+}
+
+// MaxPending bounds the changes scheduled ahead through Schedule.
+const MaxPending = 1000
+
+// LiveEvent is what a run in progress tells its watcher (Watch), as it
+// happens: a sample of the time series at each sample interval, a change
+// of the path (the timeline's, or one made through Live), a change
+// scheduled ahead, the run's end.
+type LiveEvent struct {
+	Type    string  `json:"type"` // "sample", "change", "scheduled", "end"
+	Variant string  `json:"variant,omitempty"`
+	TimeS   float64 `json:"time_s"` // from the run's start: the sample's, the change's
+	// Rows are a sample's: timeseries.csv's rows of the interval, and
+	// each direction's settings in force (configured_rate_bps,
+	// configured_delay_ms, configured_loss_ratio).
+	Rows []SeriesRow `json:"rows,omitempty"`
+	// Changes are a change's keys, as events.jsonl has them.
+	Changes []TimelineEvent `json:"changes,omitempty"`
+	// Set is a scheduled change's, --set's form, to apply at TimeS.
+	Set []string `json:"set,omitempty"`
+}
+
+// SeriesRow is a row of timeseries.csv: a kind's value for a flow, a
+// direction or a Wi-Fi station.
+type SeriesRow struct {
+	Kind  string  `json:"kind"`
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+}
+
+// Watch makes f receive the run's events from now on (nil: none). f is
+// called on the run's own goroutines (the sampler's, a direction's): it
+// must return at once, never block.
+func (lv *Live) Watch(f func(LiveEvent)) {
+	lv.watchMu.Lock()
+	lv.watch = f
+	lv.watchMu.Unlock()
+}
+
+func (lv *Live) emit(e LiveEvent) {
+	lv.watchMu.Lock()
+	f := lv.watch
+	lv.watchMu.Unlock()
+	if f != nil {
+		e.Variant = lv.base.Variant
+		f(e)
+	}
+}
+
+// sampled hands the sampler's rows of one interval to the watcher, with
+// the settings in force.
+func (lv *Live) sampled(now time.Time, rows []SeriesRow) {
+	lv.mu.Lock()
+	s, ended := lv.s, lv.ended
+	lv.mu.Unlock()
+	if ended {
+		return
+	}
+	for i, d := range []impair.Config{s.Uplink, s.Downlink} {
+		c := configured(d)
+		name := [2]string{"uplink", "downlink"}[i]
+		rows = append(rows, SeriesRow{"configured_rate_bps", name, float64(c.RateBps)},
+			SeriesRow{"configured_delay_ms", name, c.DelayMs},
+			SeriesRow{"configured_loss_ratio", name, c.LossRatio})
+	}
+	lv.emit(LiveEvent{Type: "sample", TimeS: now.Sub(lv.start).Seconds(), Rows: rows})
+}
+
+// changedEvents hands changes as the timeline records them to the
+// watcher.
+func (lv *Live) changedEvents(evs []TimelineEvent) {
+	if len(evs) > 0 {
+		lv.emit(LiveEvent{Type: "change", TimeS: evs[0].TimeS, Changes: evs})
+	}
 }
 
 // ErrRunEnded is Live's error once its run has ended.
@@ -43,11 +146,21 @@ var ErrRunEnded = errors.New("the run has ended")
 
 // LiveStatus is a run's state now.
 type LiveStatus struct {
-	Scenario string        `json:"scenario"`
-	Variant  string        `json:"variant,omitempty"`
-	ElapsedS float64       `json:"elapsed_s"`
-	Flows    []LiveFlow    `json:"flows"`
-	Links    []LinkSummary `json:"links"`
+	Scenario        string        `json:"scenario"`
+	Variant         string        `json:"variant,omitempty"`
+	ElapsedS        float64       `json:"elapsed_s"`
+	DurationS       float64       `json:"duration_s"`
+	SampleIntervalS float64       `json:"sample_interval_s"`
+	Flows           []LiveFlow    `json:"flows"`
+	Links           []LinkSummary `json:"links"`
+	// Pending are the changes scheduled ahead, in time order.
+	Pending []PendingChange `json:"pending,omitempty"`
+}
+
+// PendingChange is a change scheduled ahead (Schedule).
+type PendingChange struct {
+	AtS float64  `json:"at_s"`
+	Set []string `json:"set"`
 }
 
 // LiveFlow is a flow's progress so far.
@@ -64,18 +177,43 @@ type LiveFlow struct {
 func (lv *Live) Status() (LiveStatus, error) {
 	lv.mu.Lock()
 	s, ended := lv.s, lv.ended
+	var pending []PendingChange
+	for _, p := range lv.pending {
+		pending = append(pending, PendingChange{AtS: p.at.Seconds(), Set: p.sets})
+	}
 	lv.mu.Unlock()
 	if ended {
 		return LiveStatus{}, ErrRunEnded
 	}
 	now := lv.clk.Now()
-	st := LiveStatus{Scenario: s.Name, Variant: s.Variant, ElapsedS: now.Sub(lv.start).Seconds(), Links: lv.Links()}
+	st := LiveStatus{Scenario: s.Name, Variant: s.Variant, ElapsedS: now.Sub(lv.start).Seconds(),
+		DurationS: s.Duration.Seconds(), SampleIntervalS: s.SampleInterval.Seconds(), Links: lv.Links(), Pending: pending}
 	for _, f := range lv.fls {
 		smp := f.Sample(now)
 		st.Flows = append(st.Flows, LiveFlow{Name: f.Name(), Type: smp.Type, BytesReceived: smp.Bytes, Packets: smp.Packets,
 			CwndSegments: smp.Cwnd, SRTTMs: float64(smp.SRTT) / 1e6})
 	}
 	return st, nil
+}
+
+// Flows returns what each flow measured so far, as summary.json has it
+// (while the run runs: a UDP flow's datagrams on their way are in flight,
+// not lost).
+func (lv *Live) Flows() []flows.FlowSummary {
+	out := make([]flows.FlowSummary, len(lv.fls))
+	for i, f := range lv.fls {
+		out[i] = f.Summary()
+	}
+	return out
+}
+
+// WiFi returns the Wi-Fi cell's counters so far; nil without a cell.
+func (lv *Live) WiFi() *wifi.Stats {
+	if lv.cell == nil {
+		return nil
+	}
+	st := lv.cell.Stats()
+	return &st
 }
 
 // Links returns the path's two directions as summary.json has them: the
@@ -100,6 +238,11 @@ func (lv *Live) Set(sets ...string) error {
 	}
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
+	return lv.setLocked(changes, sets)
+}
+
+// setLocked is Set's change, with lv.mu held.
+func (lv *Live) setLocked(changes []scenario.KeyChange, sets []string) error {
 	if lv.ended {
 		return ErrRunEnded
 	}
@@ -116,7 +259,128 @@ func (lv *Live) Set(sets ...string) error {
 	}
 	lv.tl.record(at, changes, nil)
 	lv.s = next
+	for _, c := range changes {
+		if !slices.Contains(lv.changed, c.Key) {
+			lv.changed = append(lv.changed, c.Key)
+		}
+	}
 	return lv.orig.AddTimeline(at.Sub(lv.start), sets...)
+}
+
+// SetFor changes the path now as Set does, and puts the keys back to the
+// values in force before (a key not set, not set again) after d, as a
+// timeline entry's `for` does: an outage of d is
+// SetFor(d, "link.uplink.loss=100%", "link.downlink.loss=100%"). Both
+// changes are recorded. The way back is pending (Status) until it
+// applies; a run that ends first ends with the change in force.
+func (lv *Live) SetFor(d time.Duration, sets ...string) error {
+	changes, err := linkChanges(sets)
+	if err != nil {
+		return err
+	}
+	if d <= 0 {
+		return fmt.Errorf("for %s: not a positive duration", d)
+	}
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	back := make([]string, len(changes))
+	for i, c := range changes {
+		v := lv.s.Value(c.Key)
+		if v == "" {
+			v = "null"
+		}
+		back[i] = c.Key + "=" + v
+	}
+	if err := lv.setLocked(changes, sets); err != nil {
+		return err
+	}
+	if at := lv.clk.Now().Sub(lv.start) + d; at < lv.base.Duration && len(lv.pending) < MaxPending {
+		lv.scheduleLocked(at, back)
+	}
+	return nil
+}
+
+// Schedule changes the path at run time at (from the run's start), as
+// Set would then: the values are checked now, against the settings in
+// force now (a later change of the same key may make them refused then:
+// the refusal is recorded with the timeline, as a timeline's is). The
+// change is recorded at the time it applies, as Set's are.
+func (lv *Live) Schedule(at time.Duration, sets ...string) error {
+	if _, err := linkChanges(sets); err != nil {
+		return err
+	}
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	if lv.ended {
+		return ErrRunEnded
+	}
+	if _, err := lv.s.With(sets...); err != nil {
+		return err
+	}
+	now := lv.clk.Now().Sub(lv.start)
+	switch {
+	case at < now:
+		return fmt.Errorf("at %s: the run is past it (at %s)", at, now.Round(time.Millisecond))
+	case at >= lv.base.Duration:
+		return fmt.Errorf("at %s: the run ends at %s", at, lv.base.Duration)
+	case len(lv.pending) >= MaxPending:
+		return fmt.Errorf("more than %d changes pending", MaxPending)
+	}
+	lv.scheduleLocked(at, sets)
+	return nil
+}
+
+// scheduleLocked adds sets at run time at (not past) to the pending
+// changes, with lv.mu held.
+func (lv *Live) scheduleLocked(at time.Duration, sets []string) {
+	p := &scheduled{at: at, sets: sets}
+	i := sort.Search(len(lv.pending), func(i int) bool { return lv.pending[i].at > at })
+	lv.pending = slices.Insert(lv.pending, i, p)
+	p.timer = lv.clk.AfterFunc(max(at-lv.clk.Now().Sub(lv.start), 0), func() { lv.applyScheduled(p) })
+	lv.emit(LiveEvent{Type: "scheduled", TimeS: at.Seconds(), Set: sets})
+}
+
+// applyScheduled applies p, on its timer's goroutine.
+func (lv *Live) applyScheduled(p *scheduled) {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	i := slices.Index(lv.pending, p)
+	if i < 0 {
+		return // the run ended
+	}
+	lv.pending = slices.Delete(lv.pending, i, i+1)
+	changes, _ := linkChanges(p.sets)
+	if err := lv.setLocked(changes, p.sets); err != nil && !errors.Is(err, ErrRunEnded) {
+		lv.tl.record(lv.clk.Now(), changes, err)
+	}
+}
+
+// Reset puts every key changed through Live (Set, Schedule) back to the
+// run's scenario's value, as one change recorded as Set's are. It does
+// nothing when no key was changed.
+func (lv *Live) Reset() error {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	if lv.ended {
+		return ErrRunEnded
+	}
+	var sets []string
+	for _, k := range lv.changed {
+		if v := lv.base.Value(k); v != lv.s.Value(k) {
+			if v == "" {
+				v = "null" // the key not set
+			}
+			sets = append(sets, k+"="+v)
+		}
+	}
+	if len(sets) == 0 {
+		return nil
+	}
+	changes, err := linkChanges(sets)
+	if err != nil {
+		return err
+	}
+	return lv.setLocked(changes, sets)
 }
 
 // linkChanges are the changes sets (--set's form) make, once their keys
@@ -129,7 +393,11 @@ func linkChanges(sets []string) ([]scenario.KeyChange, error) {
 		if key != "link" && !strings.HasPrefix(key, "link.") {
 			return nil, fmt.Errorf("%s: only the link's keys (link.loss, link.uplink.rate, ...) change while a path runs", key)
 		}
-		changes = append(changes, scenario.KeyChange{Key: key, New: strings.TrimSpace(val)})
+		val = strings.TrimSpace(val)
+		if val == "null" || val == "~" {
+			val = "" // the key not set, as the timeline records it
+		}
+		changes = append(changes, scenario.KeyChange{Key: key, New: val})
 	}
 	return changes, nil
 }
@@ -199,9 +467,15 @@ func (p *Path) change(clk clock.Clock, cur, next *scenario.Scenario) (time.Time,
 // flight drains.
 func (lv *Live) Stop() { lv.stop() }
 
-// end marks the run ended.
+// end marks the run ended, drops the changes still pending, and tells
+// the watcher.
 func (lv *Live) end() {
 	lv.mu.Lock()
 	lv.ended = true
+	for _, p := range lv.pending {
+		p.timer.Stop()
+	}
+	lv.pending = nil
 	lv.mu.Unlock()
+	lv.emit(LiveEvent{Type: "end", TimeS: lv.clk.Now().Sub(lv.start).Seconds()})
 }

@@ -33,6 +33,10 @@ type sampler struct {
 	links    []*linkProbe
 	cell     *wifi.Runner // nil without a Wi-Fi cell
 	lastCell wifi.Stats
+	// live, when not nil, is told each interval's rows (batch, gathered
+	// from the series as they are added) for its watcher.
+	live  *Live
+	batch []SeriesRow
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -86,6 +90,10 @@ func (lp *linkProbe) findQueue() {
 }
 
 func (s *sampler) start(ctx context.Context) {
+	if s.live != nil {
+		// Rows are added on the sampler's goroutine only.
+		s.series.Tap(func(kind, name string, v float64) { s.batch = append(s.batch, SeriesRow{kind, name, v}) })
+	}
 	ctx, s.cancel = context.WithCancel(ctx)
 	s.wg.Add(1)
 	go func() {
@@ -121,6 +129,15 @@ func (s *sampler) stop() {
 }
 
 func (s *sampler) sample(now time.Time) {
+	// A series spills its rows to a file: a system call.
+	clock.Hold(s.clk)
+	defer clock.Release(s.clk)
+	if s.live != nil {
+		defer func() {
+			s.live.sampled(now, s.batch)
+			s.batch = nil
+		}()
+	}
 	if s.cell != nil {
 		s.sampleCell(now)
 	}

@@ -136,7 +136,7 @@ type Configured struct {
 
 const nsPerMs = 1e-6
 
-func linkSummary(d scenario.Direction, st impair.Stats) LinkSummary {
+func linkSummary(d impair.Config, st impair.Stats) LinkSummary {
 	l := LinkSummary{
 		Name:       st.Name,
 		Configured: configured(d),
@@ -175,29 +175,31 @@ func linkSummary(d scenario.Direction, st impair.Stats) LinkSummary {
 	return l
 }
 
-func configured(d scenario.Direction) Configured {
+func configured(d impair.Config) Configured {
 	c := Configured{
 		Summary:   describe(d),
 		DelayMs:   float64(d.Delay.Time) / float64(time.Millisecond),
 		JitterMs:  float64(d.Delay.Jitter) / float64(time.Millisecond),
-		LossModel: d.Loss.Model,
 		RateBps:   d.Rate.Bitrate,
-		Trace:     d.Rate.TraceFile,
 		Duplicate: d.Duplicate.P,
 		Corrupt:   d.Corrupt.P,
 		Reorder:   d.Reorder.P,
 	}
-	if d.Delay.Jitter > 0 {
-		c.Distribution = d.Delay.Distribution
+	if d.Loss.Model != impair.LossNone {
+		c.LossModel = d.Loss.Model.String()
 	}
-	if cfg, err := directionConfig("", 0, d); err == nil {
-		c.LossRatio = cfg.Loss.MeanLoss()
+	if d.Delay.Jitter > 0 {
+		c.Distribution = d.Delay.Distribution.String()
+	}
+	if d.Validate() == nil {
+		c.LossRatio = d.Loss.MeanLoss()
 	}
 	if d.Rate.Trace != nil {
 		c.RateBps = uint64(math.Round(d.Rate.Trace.MeanBitrate()))
+		c.Trace = d.Rate.Trace.File
 	}
 	if d.Rate.Limited() {
-		c.QueueDiscpline = d.Queue.Discipline
+		c.QueueDiscpline = d.Queue.Discipline.String()
 		c.QueuePackets = d.Queue.LimitPackets
 		c.QueueBytes = d.Queue.LimitBytes
 	}
@@ -206,10 +208,10 @@ func configured(d scenario.Direction) Configured {
 
 // describe says in one line what a direction does to packets, in the
 // order the chain applies it.
-func describe(d scenario.Direction) string {
+func describe(d impair.Config) string {
 	var parts []string
 	switch d.Loss.Model {
-	case "random":
+	case impair.LossRandom:
 		if d.Loss.P == 0 {
 			break
 		}
@@ -218,10 +220,10 @@ func describe(d scenario.Direction) string {
 			s += " corr " + pct(d.Loss.Correlation)
 		}
 		parts = append(parts, s)
-	case "gemodel":
+	case impair.LossGE:
 		parts = append(parts, fmt.Sprintf("loss gemodel p %s r %s 1-h %s 1-k %s",
 			pct(d.Loss.P), pct(d.Loss.R), pct(d.Loss.OneMinusH), pct(d.Loss.OneMinusK)))
-	case "state":
+	case impair.LossState:
 		parts = append(parts, fmt.Sprintf("loss state p13 %s p31 %s p32 %s p23 %s p14 %s",
 			pct(d.Loss.P13), pct(d.Loss.P31), pct(d.Loss.P32), pct(d.Loss.P23), pct(d.Loss.P14)))
 	}
@@ -232,7 +234,7 @@ func describe(d scenario.Direction) string {
 		parts = append(parts, "corrupt "+pct(d.Corrupt.P))
 	}
 	if d.Rate.Limited() {
-		q := d.Queue.Discipline
+		q := d.Queue.Discipline.String()
 		if d.Queue.LimitPackets > 0 {
 			q += fmt.Sprintf(" %dp", d.Queue.LimitPackets)
 		}
@@ -244,7 +246,7 @@ func describe(d scenario.Direction) string {
 		}
 		rate := "rate " + scenario.FormatRate(d.Rate.Bitrate)
 		if t := d.Rate.Trace; t != nil {
-			rate = fmt.Sprintf("trace %s (mean %.3gMbps)", filepath.Base(d.Rate.TraceFile), t.MeanBitrate()/1e6)
+			rate = fmt.Sprintf("trace %s (mean %.3gMbps)", filepath.Base(t.File), t.MeanBitrate()/1e6)
 		}
 		parts = append(parts, rate, "queue "+q)
 	}
@@ -254,7 +256,7 @@ func describe(d scenario.Direction) string {
 	if d.Delay.Time > 0 || d.Delay.Jitter > 0 {
 		s := "delay " + d.Delay.Time.String()
 		if d.Delay.Jitter > 0 {
-			s += " ±" + d.Delay.Jitter.String() + " " + d.Delay.Distribution
+			s += " ±" + d.Delay.Jitter.String() + " " + d.Delay.Distribution.String()
 		}
 		parts = append(parts, s)
 	}

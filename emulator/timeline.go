@@ -37,6 +37,16 @@ type timeline struct {
 	// events are the points applied, in order of application; at most
 	// scenario.MaxTimelineChanges changes' worth.
 	events []TimelineEvent
+	// onRecord, when not nil, is told each point's events as they are
+	// recorded (a control endpoint's event stream); it must not block.
+	onRecord func([]TimelineEvent)
+}
+
+// watch makes f receive the events recorded from now on.
+func (tl *timeline) watch(f func([]TimelineEvent)) {
+	tl.mu.Lock()
+	tl.onRecord = f
+	tl.mu.Unlock()
 }
 
 // scheduleTimeline hands s's timeline to both directions of path, at
@@ -86,13 +96,18 @@ func scheduleTimeline(path *Path, s *scenario.Scenario, start time.Time) (*timel
 
 func (tl *timeline) record(at time.Time, changes []scenario.KeyChange, err error) {
 	tl.mu.Lock()
-	defer tl.mu.Unlock()
+	n := len(tl.events)
 	for _, c := range changes {
 		e := TimelineEvent{TimeS: at.Sub(tl.start).Seconds(), Key: c.Key, Old: c.Old, New: c.New}
 		if err != nil {
 			e.Error = err.Error()
 		}
 		tl.events = append(tl.events, e)
+	}
+	f, evs := tl.onRecord, tl.events[n:len(tl.events):len(tl.events)]
+	tl.mu.Unlock()
+	if f != nil {
+		f(evs)
 	}
 }
 

@@ -14,7 +14,9 @@ import (
 
 	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/netif"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/stack"
 	"github.com/netjam/netjam/topology"
@@ -38,21 +40,8 @@ import (
 // closes, on a crash or a SIGKILL too; a namespace netjam makes is
 // anonymous and goes with its last process.
 
-// device is the TUN device as the lab uses it; *stack.TUN outside tests.
-type device interface {
-	ReadPacket(buf []byte) (int, stack.GSO, error)
-	WritePacket(pkt [][]byte, g stack.GSO) (int, error)
-	// Offload reports whether the device takes GSO packets.
-	Offload() bool
-	// Dropped returns what the kernel dropped at the device's queue
-	// before it was read, when that can be known.
-	Dropped() (uint64, bool)
-	Name() string
-	Close() error
-}
-
 // openDevice opens the TUN device; tests replace it with an in-memory one.
-type openDevice func(cfg stack.TUNConfig) (device, error)
+type openDevice func(cfg hostnet.TUNConfig) (hostnet.Device, error)
 
 // labHooks are what tests replace in a lab: how the device is opened and
 // how the relay dials.
@@ -61,8 +50,8 @@ type labHooks struct {
 	dial func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
-func openTUN(cfg stack.TUNConfig) (device, error) {
-	t, err := stack.OpenTUN(cfg)
+func openTUN(cfg hostnet.TUNConfig) (hostnet.Device, error) {
+	t, err := hostnet.OpenTUN(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -72,8 +61,8 @@ func openTUN(cfg stack.TUNConfig) (device, error) {
 // tunEnd is TUN mode's part of a lab.
 type tunEnd struct {
 	cfg *scenario.TUN
-	dev device
-	ns  *stack.Netns // the device's namespace; nil: netjam's own
+	dev hostnet.Device
+	ns  *hostnet.Netns // the device's namespace; nil: netjam's own
 	mtu int
 	// in is the device's inbox: every client-side end of the kernel
 	// writes through it.
@@ -142,7 +131,7 @@ func (t *tunEnd) open(open openDevice) ([]netip.Prefix, error) {
 	c := t.cfg
 	var err error
 	if c.Netns != "" {
-		if t.ns, err = stack.OpenNetns(c.Netns); err != nil {
+		if t.ns, err = hostnet.OpenNetns(c.Netns); err != nil {
 			return nil, err
 		}
 	}
@@ -152,7 +141,7 @@ func (t *tunEnd) open(open openDevice) ([]netip.Prefix, error) {
 			addrs = append(addrs, netip.PrefixFrom(a, c.Address[i].Bits()))
 		}
 	}
-	t.dev, err = open(stack.TUNConfig{Name: c.Name, Addrs: addrs, MTU: t.mtu, Routes: c.Routes, HostRoutes: c.HostRoutes, Netns: t.ns.Path(), Offload: c.Offload})
+	t.dev, err = open(hostnet.TUNConfig{Name: c.Name, Addrs: addrs, MTU: t.mtu, Routes: c.Routes, HostRoutes: c.HostRoutes, Netns: t.ns.Path(), Offload: c.Offload})
 	return addrs, err
 }
 
@@ -176,17 +165,17 @@ func (l *lab) deviceEnd(b *pathBuilder) topology.ID {
 
 // write writes p into the device, on its inbox's goroutine.
 func (t *tunEnd) write(_ time.Time, p *impair.Packet) {
-	var g stack.GSO
+	var g netif.GSO
 	switch mss, _, ok := p.GSO(); {
 	case ok:
 		// A large segment (that crossed the path whole, or merged
 		// after it): the kernel takes it as its segments, completing
 		// the checksum.
 		impair.PseudoChecksum(p.Data)
-		g = stack.GSO{MSS: mss, NeedsCsum: true}
+		g = netif.GSO{MSS: mss, NeedsCsum: true}
 	case p.Partial():
 		impair.PseudoChecksum(p.Data)
-		g = stack.GSO{NeedsCsum: true}
+		g = netif.GSO{NeedsCsum: true}
 	default:
 		p.FinishChecksum()
 	}
@@ -306,7 +295,7 @@ const maxGSOPacket = 65535
 // the read loop's goroutine, where the next node takes MTU-sized packets
 // only). What is not a well-formed IPv4 or IPv6 packet is dropped and
 // counted.
-func (l *lab) fromKernel(b []byte, g stack.GSO) {
+func (l *lab) fromKernel(b []byte, g netif.GSO) {
 	t := l.tun
 	if !wellFormed(b) {
 		t.malformed.Add(1)
@@ -427,13 +416,13 @@ func (l *lab) tunSummary() *TUNSummary {
 
 // IsPrivilege reports whether err comes from a missing privilege (no TUN
 // device node, no CAP_NET_ADMIN): the command line exits with status 2.
-func IsPrivilege(err error) bool { return errors.Is(err, stack.ErrPrivilege) }
+func IsPrivilege(err error) bool { return errors.Is(err, hostnet.ErrPrivilege) }
 
 // privilegeReason is a privilege error without its advice, in plain
 // words, for a skipped run's row: what is needed, then what failed. The
 // advice is the caller's to give, once, at the end.
 func privilegeReason(err error) string {
-	var pe *stack.PrivilegeError
+	var pe *hostnet.PrivilegeError
 	if errors.As(err, &pe) {
 		return fmt.Sprintf("%s (%s: %v)", strings.TrimSuffix(pe.Need, "."), pe.Op, pe.Err)
 	}
@@ -448,7 +437,7 @@ func privilegeReason(err error) string {
 // closes it: the flow half-closed it already when done, and a graceful
 // close would leave the kernel retransmitting its FIN (when the path lost
 // the ACK) into the next run's device.
-type abortOnClose struct{ *stack.KernelTCPConn }
+type abortOnClose struct{ *hostnet.KernelTCPConn }
 
 func (c abortOnClose) Close() error { return c.Abort() }
 
@@ -470,12 +459,12 @@ func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port ui
 		if err != nil {
 			return nil, nil, err
 		}
-		return newTCPFlow(ctx, f, clk, ln, l.warnStall(f.Name), func() (net.Conn, func() stack.TCPInfo, error) {
-			var c *stack.KernelTCPConn
+		return newTCPFlow(ctx, f, clk, ln, l.warnStall(f.Name), func() (net.Conn, func() netif.TCPInfo, error) {
+			var c *hostnet.KernelTCPConn
 			err := t.ns.Do(func() error {
 				var err error
-				c, err = stack.DialKernelTCP(ctx, netip.AddrPortFrom(t.peerAddr, port),
-					stack.KernelTCPOptions{CC: f.CC, SendBuffer: int(f.SendBuffer), ReceiveBuffer: int(f.ReceiveBuffer), Local: local})
+				c, err = hostnet.DialKernelTCP(ctx, netip.AddrPortFrom(t.peerAddr, port),
+					hostnet.KernelTCPOptions{CC: f.CC, SendBuffer: int(f.SendBuffer), ReceiveBuffer: int(f.ReceiveBuffer), Local: local})
 				return err
 			})
 			if err != nil {

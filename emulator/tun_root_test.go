@@ -22,7 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/netjam/netjam/stack"
+	"github.com/netjam/netjam/hostnet"
 
 	"github.com/netjam/netjam/internal/testenv"
 )
@@ -34,7 +34,7 @@ import (
 // /dev/net/tun, and skip without (fail with NETJAM_REQUIRE_TUN=1).
 
 // dialIn connects to a TCP address from inside ns.
-func dialIn(ctx context.Context, ns *stack.Netns, addr string) (conn net.Conn, err error) {
+func dialIn(ctx context.Context, ns *hostnet.Netns, addr string) (conn net.Conn, err error) {
 	err = ns.Do(func() error {
 		var d net.Dialer
 		conn, err = d.DialContext(ctx, "tcp", addr)
@@ -44,10 +44,10 @@ func dialIn(ctx context.Context, ns *stack.Netns, addr string) (conn net.Conn, e
 }
 
 // testNetns makes a namespace for the test's device and clients.
-func testNetns(t testing.TB) *stack.Netns {
+func testNetns(t testing.TB) *hostnet.Netns {
 	t.Helper()
 	testenv.RequireTUN(t)
-	ns, err := stack.NewNetns()
+	ns, err := hostnet.NewNetns()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func testNetns(t testing.TB) *stack.Netns {
 
 // runIn runs a program in ns and returns its standard output; a failure
 // includes its standard error.
-func runIn(ctx context.Context, ns *stack.Netns, name string, args ...string) (string, error) {
+func runIn(ctx context.Context, ns *hostnet.Netns, name string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -161,7 +161,7 @@ func TestTUNIperf3TCPCongestionControls(t *testing.T) {
 	port := iperf3Server(t)
 	for _, cc := range []string{"cubic", "bbr"} {
 		t.Run(cc, func(t *testing.T) {
-			avail, _ := stack.KernelCongestionControls()
+			avail, _ := hostnet.KernelCongestionControls()
 			if !slices.Contains(avail, cc) {
 				testenv.Missing(t, fmt.Sprintf("the kernel does not offer %s (modprobe tcp_%s)", cc, cc))
 			}
@@ -271,7 +271,7 @@ tun:
 // UDP flow loses exactly what the uplink's loss dropped.
 func TestTUNKernelFlows(t *testing.T) {
 	ns := testNetns(t)
-	avail, err := stack.KernelCongestionControls()
+	avail, err := hostnet.KernelCongestionControls()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,90 +17,31 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/hostnet"
+	"github.com/netjam/netjam/hostnet/tuntest"
 	"github.com/netjam/netjam/stack"
 )
 
-// memDevice is a TUN device in memory, for TUN mode without root: what
-// the test's "kernel" (a netstack host) sends, Read returns; what the lab
-// writes, the kernel host receives.
-type memDevice struct {
-	name   string
-	in     chan []byte
-	out    func([]byte)
-	closed chan struct{}
-	once   sync.Once
-}
-
-func newMemDevice(name string) *memDevice {
-	return &memDevice{name: name, in: make(chan []byte, 256), closed: make(chan struct{})}
-}
-
-func (d *memDevice) ReadPacket(buf []byte) (int, stack.GSO, error) {
-	select {
-	case b := <-d.in:
-		return copy(buf, b), stack.GSO{}, nil
-	case <-d.closed:
-		return 0, stack.GSO{}, os.ErrClosed
-	}
-}
-
-func (d *memDevice) WritePacket(pkt [][]byte, g stack.GSO) (int, error) {
-	select {
-	case <-d.closed:
-		return 0, os.ErrClosed
-	default:
-	}
-	if g != (stack.GSO{}) {
-		return 0, errors.New("memDevice: no offload")
-	}
-	b := bytes.Join(pkt, nil)
-	if d.out != nil {
-		d.out(b)
-	}
-	return len(b), nil
-}
-
-func (d *memDevice) Name() string { return d.name }
-
-func (d *memDevice) Offload() bool { return false }
-
-func (d *memDevice) Dropped() (uint64, bool) { return 0, false }
-
-func (d *memDevice) Close() error {
-	d.once.Do(func() { close(d.closed) })
-	return nil
-}
-
-// send hands the lab a packet as the kernel would; false once closed.
-func (d *memDevice) send(b []byte) bool {
-	select {
-	case d.in <- b:
-		return true
-	case <-d.closed:
-		return false
-	}
-}
-
-// fakeKernel is a TUN mode run whose kernel is a netstack host behind a
-// memDevice.
+// fakeKernel is a TUN mode run whose kernel is a netstack host behind an
+// in-memory device.
 type fakeKernel struct {
-	dev  *memDevice
+	dev  *tuntest.Device
 	host *stack.Host
-	cfg  stack.TUNConfig
+	cfg  hostnet.TUNConfig
 }
 
 // fakeTUN returns an openDevice making a fakeKernel, sent on ready once
 // the device is open.
 func fakeTUN(t testing.TB, ready chan<- *fakeKernel) openDevice {
-	return func(cfg stack.TUNConfig) (device, error) {
-		d := newMemDevice(cfg.Name)
+	return func(cfg hostnet.TUNConfig) (hostnet.Device, error) {
+		var h *stack.Host
+		d := tuntest.New(cfg.Name, func(pkt []byte) { h.Inject(pkt) })
 		h, err := stack.NewHost(stack.HostConfig{Name: "kernel", Addrs: cfg.Addrs, MTU: cfg.MTU, Clock: clock.Real{}, Seed: 7, SACK: true,
-			Output: func(pkt [][]byte) { d.send(bytes.Join(pkt, nil)) }})
+			Output: func(pkt [][]byte) { d.Send(bytes.Join(pkt, nil)) }})
 		if err != nil {
 			return nil, err
 		}
 		t.Cleanup(func() { h.Close() })
-		d.out = h.Inject
 		ready <- &fakeKernel{dev: d, host: h, cfg: cfg}
 		return d, nil
 	}
@@ -396,7 +335,7 @@ func FuzzTUNPacket(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		malformed := l.tun.malformed.Load()
 		before := malformed + l.path.Up.Stats().InPackets
-		if !k.dev.send(bytes.Clone(b)) {
+		if !k.dev.Send(bytes.Clone(b)) {
 			t.Fatal("device closed")
 		}
 		deadline := time.Now().Add(5 * time.Second)

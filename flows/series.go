@@ -39,6 +39,16 @@ type Series struct {
 	size  int64             // bytes written to spill
 	err   error             // the spill's first error; rows are lost after it
 	lost  int               // rows dropped after err
+	tap   func(kind, name string, value float64)
+}
+
+// Tap makes f see each row as it is added (nil: none), for a run's live
+// view. f is called with the series' lock held: it must not call back
+// into the series, and must return at once.
+func (s *Series) Tap(f func(kind, name string, value float64)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tap = f
 }
 
 // spillRows is how many rows a Series holds before it writes them out:
@@ -83,6 +93,9 @@ func (s *Series) add(now time.Time, kind, name string, value float64) {
 	}
 	t := float64(now.Sub(s.start)) / 1e9
 	s.rows = append(s.rows, row{t, kind, name, value})
+	if s.tap != nil {
+		s.tap(kind, name, value)
+	}
 	if len(s.rows) >= spillRows && s.err == nil {
 		s.err = s.writeOut()
 	}

@@ -65,6 +65,17 @@ const (
 	LossState            // 4-state Markov: netem "loss state p13 p31 p32 p23 p14"
 )
 
+var lossNames = []string{"none", "random", "gemodel", "state"}
+
+// String returns the model's name as netem writes it ("gemodel"), or
+// "none".
+func (m LossModel) String() string {
+	if int(m) < len(lossNames) {
+		return lossNames[m]
+	}
+	return fmt.Sprintf("LossModel(%d)", m)
+}
+
 // LossConfig configures the loss stage.
 type LossConfig struct {
 	Model LossModel
@@ -157,6 +168,9 @@ type SlotConfig struct {
 
 // limited reports whether the rate limits the link at all.
 func (r RateConfig) limited() bool { return r.Bitrate > 0 || r.Trace != nil }
+
+// Limited reports whether the rate limits the link: a bitrate or a trace.
+func (r RateConfig) Limited() bool { return r.limited() }
 
 func (s SlotConfig) enabled() bool { return s.Min > 0 || s.Max > 0 }
 

@@ -36,6 +36,9 @@ type Trace struct {
 	Times []time.Duration
 	// Bytes is what each opportunity carries; 0 means TraceBytes.
 	Bytes int
+	// File is where the schedule was read from, for reports and for
+	// telling two traces apart; replaying ignores it.
+	File string
 }
 
 // Period returns how long the schedule lasts before it repeats.

@@ -70,6 +70,35 @@ type runInfo struct {
 	Expectations []expectInfo `json:"expectations"`
 	// Timeline is the link's changes as they applied (markers.go).
 	Timeline []timelineInfo `json:"timeline"`
+	// TUN is TUN mode's device and relay; nil in a run without.
+	TUN *tunInfo `json:"tun"`
+}
+
+// tunInfo is TUN mode's part of a run: the device, the addresses on
+// either side, and what the relay and the device counted.
+type tunInfo struct {
+	Device      string   `json:"device"`
+	Kernel      []string `json:"kernel_addresses"`
+	Peer        []string `json:"peer_addresses"`
+	Malformed   uint64   `json:"malformed"`
+	KernelDrops uint64   `json:"kernel_drops"`
+	Relay       struct {
+		TCP relayInfo `json:"tcp"`
+		UDP relayInfo `json:"udp"`
+	} `json:"relay"`
+}
+
+// relayInfo is what the relay counted for one protocol.
+type relayInfo struct {
+	Relayed    uint64 `json:"relayed"`
+	Served     uint64 `json:"served"`
+	Refused    uint64 `json:"refused"`
+	NoService  uint64 `json:"no_service"`
+	Limited    uint64 `json:"limited"`
+	DialErrors uint64 `json:"dial_errors"`
+	Resets     uint64 `json:"resets"`
+	Errors     uint64 `json:"errors"`
+	Dropped    uint64 `json:"dropped"`
 }
 
 // expectInfo is one expectation checked against a run.

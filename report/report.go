@@ -1,7 +1,8 @@
 // Package report draws a saved run: it reads the output folder that
 // netjam run wrote (summary.json, timeseries.csv, the scenario*.yaml files)
 // and writes plots (PNG and SVG) and a self-contained report.html beside
-// them.
+// them; PrintTable writes the text tables netjam run prints at a run's
+// end, from the same summary.
 //
 // It reads the files, not the emulator's types: report imports nothing of
 // netjam, and its own decoding structs name only the fields it shows, so

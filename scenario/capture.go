@@ -4,28 +4,8 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Capture asks for pcap files of the packets at named points of the path.
-type Capture struct {
-	// Points are where packets are captured: "client" (what the
-	// client-side hosts send, before the uplink, and receive, after the
-	// downlink) and "server" (what the server-side hosts receive, after the
-	// uplink, and send, before the downlink). Comparing the two shows what
-	// the path dropped, delayed and reordered.
-	Points []string
-	// Snaplen is the number of bytes kept of each packet (default 262144:
-	// all of it).
-	Snaplen int
-	// MaxFileBytes rotates to a new file past this size (0: one file);
-	// MaxFiles bounds the number of files, after which capture stops and
-	// counts what it did not write (0: no bound).
-	MaxFileBytes int64
-	MaxFiles     int
-}
-
 // CapturePoints are the points a capture can name.
 var CapturePoints = []string{"client", "server"}
-
-var captureKeys = []string{"points", "snaplen", "max_file_size", "max_files"}
 
 // capture decodes the capture mapping, or a list of points as its short
 // form.

@@ -31,14 +31,6 @@ const (
 	maxName     = 64
 )
 
-// Keys of each mapping, in the order the reference documents them.
-var (
-	rootKeys      = []string{"name", "description", "seed", "duration", "mtu", "sample_interval", "capture", "link", "timeline", "wifi", "tun", "flows", "expect", "variants", "sweep"}
-	directionKeys = []string{"delay", "loss", "duplicate", "corrupt", "reorder", "rate", "slot", "queue", "inflight_limit"}
-	linkKeys      = append(slices.Clone(directionKeys), "uplink", "downlink")
-	variantKeys   = []string{"name", "set"}
-)
-
 // validName is the form of scenario and variant names: they end up in file
 // names and on command lines.
 var validName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
@@ -65,17 +57,12 @@ type decoder struct {
 	// compares it before and after decoding a value to learn whether the
 	// value was valid, which errs cannot tell once repeats are dropped.
 	count int
-	// kernelCCs caches KernelCongestionControls for the flows of a run.
-	kernelCCs *kernelCCResult
-}
-
-type kernelCCResult struct {
-	names []string
-	err   error
+	// congestionControls is Options.CongestionControls, for kernel flows.
+	congestionControls func() ([]string, error)
 }
 
 func newDecoder(file string, origins map[*yaml.Node]string) *decoder {
-	return &decoder{file: file, origins: origins, seen: map[string]bool{}}
+	return &decoder{file: file, origins: origins, seen: map[string]bool{}, congestionControls: kernelCongestionControls}
 }
 
 // errorf reports a problem with node n (nil: the file as a whole) at path.
@@ -353,24 +340,81 @@ func (d *decoder) text(n *yaml.Node, path string) (string, bool) {
 // Parse decodes the variants once, from the file. defaultName is the
 // scenario name when the tree has none.
 func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
-	s := &Scenario{Duration: 30 * time.Second, MTU: 1500, SampleInterval: 100 * time.Millisecond, tree: root}
+	s := scenarioDefaults(defaultName)
+	s.tree = root
 	f, _ := d.fields(root, "", "a mapping of scenario keys", rootKeys)
+	d.scenarioName(f["name"], s)
+	mtuOK := d.topLevel(f, s)
+	if n := f["wifi"]; n != nil {
+		s.WiFi = d.wifi(n)
+	}
+	if n := f["capture"]; n != nil {
+		s.Capture = d.capture(n)
+	}
+	if n := f["tun"]; n != nil {
+		s.TUN = d.tun(n, s.MTU, mtuOK, s.WiFi)
+	}
+	if n := f["flows"]; n != nil {
+		s.Flows = d.flows(n, s.MTU, mtuOK, s.Duration, s.WiFi, s.TUN)
+	}
+	if n := f["clock"]; n != nil {
+		s.Clock = d.clock(n, s.TUN)
+	}
+	if n := f["expect"]; n != nil {
+		s.Expect = d.expect(n, s.Flows)
+	}
 
-	if n := f["name"]; n != nil {
+	linkBefore := d.count
+	s.Uplink, s.Downlink = d.linkOf(f["link"], s.MTU, mtuOK)
+	if n := f["timeline"]; n != nil {
+		if d.count == linkBefore {
+			s.Timeline = d.timeline(n, root, s.Duration, s.MTU, mtuOK, linkPair{s.Uplink, s.Downlink})
+		}
+	}
+	return s
+}
+
+// The clocks a run may take its time from (the clock key).
+const (
+	ClockReal    = "real"
+	ClockVirtual = "virtual"
+)
+
+// clock decodes the clock key, n; the virtual clock needs a lab.
+func (d *decoder) clock(n *yaml.Node, t *TUN) string {
+	v, ok := d.oneOf(n, "clock", "clock", []string{ClockReal, ClockVirtual})
+	if !ok {
+		return ClockReal
+	}
+	if v == ClockVirtual && t != nil {
+		d.errorf(n, "clock", "virtual runs labs of netstack hosts only, and this run has a tun section: TUN mode and kernel flows run on the wall clock (use clock: real)")
+	}
+	return v
+}
+
+// scenarioName decodes the name, n; without one, s keeps the file's.
+func (d *decoder) scenarioName(n *yaml.Node, s *Scenario) {
+	switch {
+	case n != nil:
 		if v, ok := d.text(n, "name"); ok {
 			if why := nameProblem(v); why != "" {
 				d.errorf(n, "name", "%s is not a valid name (%s)", quote(v), why)
 			}
 			s.Name = v
 		}
-	} else {
-		s.Name = defaultName
-		if defaultName == "" {
-			d.errorf(nil, "name", "not set, and there is no file name to take it from; set name")
-		} else if why := nameProblem(defaultName); why != "" {
-			d.errorf(nil, "name", "not set, and the file name %s is not a valid name (%s); set name", quote(defaultName), why)
+	case s.Name == "":
+		d.errorf(nil, "name", "not set, and there is no file name to take it from; set name")
+	default:
+		if why := nameProblem(s.Name); why != "" {
+			d.errorf(nil, "name", "not set, and the file name %s is not a valid name (%s); set name", quote(s.Name), why)
 		}
 	}
+}
+
+// topLevel decodes the top level's values other than the name: the
+// description, seed, duration, mtu and sample interval. It reports whether
+// the mtu is valid: relations with it are only checked against a valid one.
+func (d *decoder) topLevel(f map[string]*yaml.Node, s *Scenario) (mtuOK bool) {
 	if n := f["description"]; n != nil {
 		s.Description, _ = d.text(n, "description")
 	}
@@ -382,7 +426,7 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 			s.Duration = v
 		}
 	}
-	mtuOK := true // relations with the MTU are only checked against a valid one
+	mtuOK = true
 	if n := f["mtu"]; n != nil {
 		var v int64
 		if v, mtuOK = d.integer(n, "mtu", 576, 65535); mtuOK {
@@ -398,40 +442,7 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 			}
 		}
 	}
-	if n := f["wifi"]; n != nil {
-		s.WiFi = d.wifi(n)
-	}
-	if n := f["capture"]; n != nil {
-		s.Capture = d.capture(n)
-	}
-	if n := f["tun"]; n != nil {
-		s.TUN = d.tun(n, s.MTU, mtuOK, s.WiFi)
-	}
-	if n := f["flows"]; n != nil {
-		s.Flows = d.flows(n, s.MTU, mtuOK, s.Duration, s.WiFi, s.TUN)
-	}
-	if n := f["expect"]; n != nil {
-		s.Expect = d.expect(n, s.Flows)
-	}
-
-	var shared, up, down map[string]*yaml.Node
-	if n := f["link"]; n != nil {
-		shared, _ = d.fields(n, "link", "a mapping of link keys", linkKeys)
-		if n := shared["uplink"]; n != nil {
-			up, _ = d.fields(n, "link.uplink", "a mapping of direction keys", directionKeys)
-		}
-		if n := shared["downlink"]; n != nil {
-			down, _ = d.fields(n, "link.downlink", "a mapping of direction keys", directionKeys)
-		}
-	}
-	linkBefore := d.count
-	s.Uplink, s.Downlink = d.link(shared, up, down, s.MTU, mtuOK)
-	if n := f["timeline"]; n != nil {
-		if d.count == linkBefore {
-			s.Timeline = d.timeline(n, root, s.Duration, s.MTU, mtuOK, linkPair{s.Uplink, s.Downlink})
-		}
-	}
-	return s
+	return mtuOK
 }
 
 // variant is one entry of the variants list.

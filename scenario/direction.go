@@ -16,35 +16,41 @@ import (
 // link.downlink. Most keys take a short scalar form for the common case and
 // a mapping for the rest, following netem's parameters.
 
-// Keys of the mapping form of each direction key, and the words of each
-// enumeration, in documentation order.
-var (
-	delayKeys     = []string{"time", "jitter", "distribution", "correlation", "allow_reorder"}
-	lossKeys      = []string{"model", "p", "correlation", "r", "1-h", "1-k", "p13", "p31", "p32", "p23", "p14"}
-	chanceKeys    = []string{"p", "correlation"}
-	reorderKeys   = []string{"p", "correlation", "gap"}
-	rateKeys      = []string{"bitrate", "trace", "trace_bytes", "packet_overhead", "cell_size", "cell_overhead"}
-	slotKeys      = []string{"min", "max", "packets", "bytes"}
-	queueKeys     = []string{"limit", "bytes", "discipline", "ecn", "target", "interval", "flows", "quantum", "tupdate", "alpha", "beta", "max_burst"}
-	distributions = []string{"uniform", "normal", "pareto", "paretonormal"}
-	lossModels    = []string{"random", "gemodel", "state"}
-	disciplines   = []string{"droptail", "headdrop", "codel", "fq_codel", "pie"}
-)
-
-// lossKeyModels lists the models each key of the loss mapping applies to.
-var lossKeyModels = map[string][]string{
-	"p": {"random", "gemodel"}, "correlation": {"random"},
-	"r": {"gemodel"}, "1-h": {"gemodel"}, "1-k": {"gemodel"},
-	"p13": {"state"}, "p31": {"state"}, "p32": {"state"}, "p23": {"state"}, "p14": {"state"},
+// enum is an enumeration of package impair (a distribution, a loss model,
+// a queue discipline), whose String is the word a scenario writes: the
+// words are impair's, listed once.
+type enum interface {
+	~uint8
+	String() string
 }
 
-// queueKeyDisciplines lists the disciplines each discipline-specific key of
-// the queue mapping applies to.
-var queueKeyDisciplines = map[string][]string{
-	"ecn":    {"codel", "fq_codel", "pie"},
-	"target": {"codel", "fq_codel", "pie"}, "interval": {"codel", "fq_codel"},
-	"flows": {"fq_codel"}, "quantum": {"fq_codel"},
-	"tupdate": {"pie"}, "alpha": {"pie"}, "beta": {"pie"}, "max_burst": {"pie"},
+// words lists the words of the values from..to of an enumeration.
+func words[T enum](from, to T) []string {
+	var out []string
+	for v := from; v <= to; v++ {
+		out = append(out, v.String())
+	}
+	return out
+}
+
+// wordValue returns the value from..to whose word is w; w is one of
+// words(from, to).
+func wordValue[T enum](w string, from, to T) T {
+	for v := from; v < to; v++ {
+		if v.String() == w {
+			return v
+		}
+	}
+	return to
+}
+
+// oneOfEnum decodes a word of the values from..to of an enumeration.
+func oneOfEnum[T enum](d *decoder, n *yaml.Node, path, what string, from, to T) (T, bool) {
+	w, ok := d.oneOf(n, path, what, words(from, to))
+	if !ok {
+		return from, false
+	}
+	return wordValue(w, from, to), true
 }
 
 // orMapping is the "expected" text of a key with a scalar and a mapping form.
@@ -63,12 +69,7 @@ func orMapping(scalar string, keys []string) string {
 // while the others wait out the delay, so this is an error, which the
 // caller reports once for a shared reorder that both directions lack.
 func (d *decoder) direction(name string, shared, own map[string]*yaml.Node, mtu int, mtuOK bool) directionResult {
-	dir := Direction{
-		Delay:         Delay{Distribution: "uniform"},
-		Reorder:       Reorder{Gap: 1},
-		Queue:         Queue{Discipline: "droptail", LimitPackets: 1000},
-		InflightLimit: 16384,
-	}
+	dir := directionDefaults()
 	// decode runs dec on key if present and reports whether the value was
 	// valid (or absent, so its default is).
 	decode := func(key string, dec func(n *yaml.Node, path string)) bool {
@@ -95,7 +96,7 @@ func (d *decoder) direction(name string, shared, own map[string]*yaml.Node, mtu 
 		}
 	})
 	return directionResult{
-		Direction:  dir,
+		Config:     dir,
 		lacksDelay: delayOK && reorderOK && dir.Reorder.P > 0 && dir.Delay.Time == 0,
 	}
 }
@@ -103,7 +104,7 @@ func (d *decoder) direction(name string, shared, own map[string]*yaml.Node, mtu 
 // directionResult is a decoded direction and what is wrong between its keys
 // for the caller to report.
 type directionResult struct {
-	Direction
+	impair.Config
 	lacksDelay bool
 }
 
@@ -119,10 +120,25 @@ func directionKey(name string, shared, own map[string]*yaml.Node, key string) (*
 	return nil, "", false
 }
 
+// linkOf decodes the link mapping n (nil: no link) into both directions.
+func (d *decoder) linkOf(n *yaml.Node, mtu int, mtuOK bool) (uplink, downlink impair.Config) {
+	var shared, up, down map[string]*yaml.Node
+	if n != nil {
+		shared, _ = d.fields(n, "link", "a mapping of link keys", linkKeys)
+		if n := shared["uplink"]; n != nil {
+			up, _ = d.fields(n, "link.uplink", "a mapping of direction keys", directionKeys)
+		}
+		if n := shared["downlink"]; n != nil {
+			down, _ = d.fields(n, "link.downlink", "a mapping of direction keys", directionKeys)
+		}
+	}
+	return d.link(shared, up, down, mtu, mtuOK)
+}
+
 // link decodes both directions and reports a reorder without delay: once
 // when the reorder is shared and both directions lack a delay, else for
 // each direction that does, naming it when its reorder is the shared one.
-func (d *decoder) link(shared, up, down map[string]*yaml.Node, mtu int, mtuOK bool) (uplink, downlink Direction) {
+func (d *decoder) link(shared, up, down map[string]*yaml.Node, mtu int, mtuOK bool) (uplink, downlink impair.Config) {
 	u := d.direction("uplink", shared, up, mtu, mtuOK)
 	w := d.direction("downlink", shared, down, mtu, mtuOK)
 	_, _, uShared := directionKey("uplink", shared, up, "reorder")
@@ -137,7 +153,7 @@ func (d *decoder) link(shared, up, down map[string]*yaml.Node, mtu int, mtuOK bo
 			d.reorderWithoutDelay("downlink", shared, down)
 		}
 	}
-	return u.Direction, w.Direction
+	return u.Config, w.Config
 }
 
 const reorderNeedsDelay = "reorder needs a delay in this direction to reorder against"
@@ -153,8 +169,8 @@ func (d *decoder) reorderWithoutDelay(name string, shared, own map[string]*yaml.
 }
 
 // delay decodes `delay`: a duration, or the mapping form.
-func (d *decoder) delay(n *yaml.Node, path string) Delay {
-	v := Delay{Distribution: "uniform"}
+func (d *decoder) delay(n *yaml.Node, path string) impair.DelayConfig {
+	var v impair.DelayConfig
 	if n.Kind == yaml.ScalarNode {
 		v.Time, _ = d.duration(n, path, false, maxDelay)
 		return v
@@ -172,11 +188,11 @@ func (d *decoder) delay(n *yaml.Node, path string) Delay {
 	}
 	if x := f["distribution"]; x != nil {
 		p := join(path, "distribution")
-		if dist, ok := d.oneOf(x, p, "distribution", distributions); ok {
+		if dist, ok := oneOfEnum(d, x, p, "distribution", impair.Uniform, impair.ParetoNormal); ok {
 			v.Distribution = dist
 			// Like tc, refuse a distribution that would shape nothing:
 			// the mistake is usually a jitter forgotten or set elsewhere.
-			if dist != "uniform" && jitterOK && v.Jitter == 0 {
+			if dist != impair.Uniform && jitterOK && v.Jitter == 0 {
 				d.errorf(x, p, "distribution %s needs a jitter to shape", dist)
 			}
 		}
@@ -192,28 +208,29 @@ func (d *decoder) delay(n *yaml.Node, path string) Delay {
 
 // loss decodes `loss`: a ratio (random loss), or the mapping form, whose
 // keys depend on the model.
-func (d *decoder) loss(n *yaml.Node, path string) Loss {
+func (d *decoder) loss(n *yaml.Node, path string) impair.LossConfig {
 	if n.Kind == yaml.ScalarNode {
 		p, _ := d.ratio(n, path)
-		return Loss{Model: "random", P: p}
+		return impair.LossConfig{Model: impair.LossRandom, P: p}
 	}
 	f, ok := d.fields(n, path, orMapping("a ratio like 5%", lossKeys), lossKeys)
 	if !ok {
-		return Loss{}
+		return impair.LossConfig{}
 	}
-	v := Loss{Model: "random"}
+	v := impair.LossConfig{Model: impair.LossRandom}
 	if x := f["model"]; x != nil {
-		if v.Model, ok = d.oneOf(x, join(path, "model"), "loss model", lossModels); !ok {
+		if v.Model, ok = oneOfEnum(d, x, join(path, "model"), "loss model", impair.LossRandom, impair.LossState); !ok {
 			// The other keys cannot be checked against an unknown model.
-			return Loss{}
+			return impair.LossConfig{}
 		}
 	}
 	for _, k := range lossKeys[1:] {
-		if x := f[k]; x != nil && !slices.Contains(lossKeyModels[k], v.Model) {
+		if x := f[k]; x != nil && !slices.Contains(lossKeyModels[k], v.Model.String()) {
 			d.errorf(x, join(path, k), "applies to %s only (the model is %s)", modelList(lossKeyModels[k]), v.Model)
 			delete(f, k)
 		}
 	}
+	// ratio decodes key into dst and reports whether it is given.
 	ratio := func(key string, dst *float64) bool {
 		x := f[key]
 		if x == nil {
@@ -223,55 +240,50 @@ func (d *decoder) loss(n *yaml.Node, path string) Loss {
 		return true
 	}
 	switch v.Model {
-	case "random":
+	case impair.LossRandom:
 		if !ratio("p", &v.P) {
 			d.errorf(n, path, "missing key p (the loss probability)")
 		}
 		if x := f["correlation"]; x != nil {
 			v.Correlation, _ = d.correlation(x, join(path, "correlation"))
 		}
-	case "gemodel":
-		// netem's defaults: r = 1-p, 1-h = 100% (the bad state loses
-		// everything), 1-k = 0% (the good state loses nothing).
+	case impair.LossGE:
 		if !ratio("p", &v.P) {
 			d.errorf(n, path, "missing key p (the probability of going from the good to the bad state)")
 		}
-		if !ratio("r", &v.R) {
-			v.R = 1 - v.P
-		}
-		if !ratio("1-h", &v.OneMinusH) {
-			v.OneMinusH = 1
-		}
+		geDefaults(&v, ratio("r", &v.R), ratio("1-h", &v.OneMinusH))
 		ratio("1-k", &v.OneMinusK)
-	case "state":
-		// netem's defaults: p31 = 1-p13, p32 = 0, p23 = 1, p14 = 0.
-		before := d.count
-		if !ratio("p13", &v.P13) {
-			d.errorf(n, path, "missing key p13 (the probability of going from no loss to a burst)")
-		}
-		if !ratio("p31", &v.P31) {
-			v.P31 = 1 - v.P13
-		}
-		ratio("p32", &v.P32)
-		if !ratio("p23", &v.P23) {
-			v.P23 = 1
-		}
-		ratio("p14", &v.P14)
-		// The probabilities of leaving a state must not add up to more
-		// than 1. No slack is needed for decimal rounding: two ratios
-		// whose decimals add up to 100% are each within half a unit in
-		// the last place of their value, so their float sum rounds to
-		// exactly 1 (70% + 30% == 1), and impair checks the same sums.
-		if d.count == before {
-			if v.P13+v.P14 > 1 {
-				d.errorf(n, path, "p13 + p14 is more than 100%% (%s + %s)", formatPercent(v.P13), formatPercent(v.P14))
-			}
-			if v.P31+v.P32 > 1 {
-				d.errorf(n, path, "p31 + p32 is more than 100%% (%s + %s)", formatPercent(v.P31), formatPercent(v.P32))
-			}
-		}
+	case impair.LossState:
+		d.stateLoss(n, path, &v, ratio)
 	}
 	return v
+}
+
+// stateLoss decodes the keys of a loss of the state model; ratio decodes
+// one of them into its field and reports whether it is given.
+func (d *decoder) stateLoss(n *yaml.Node, path string, v *impair.LossConfig, ratio func(string, *float64) bool) {
+	before := d.count
+	if !ratio("p13", &v.P13) {
+		d.errorf(n, path, "missing key p13 (the probability of going from no loss to a burst)")
+	}
+	p31 := ratio("p31", &v.P31)
+	ratio("p32", &v.P32)
+	p23 := ratio("p23", &v.P23)
+	ratio("p14", &v.P14)
+	stateDefaults(v, p31, p23)
+	// The probabilities of leaving a state must not add up to more than
+	// 1. No slack is needed for decimal rounding: two ratios whose
+	// decimals add up to 100% are each within half a unit in the last
+	// place of their value, so their float sum rounds to exactly 1 (70% +
+	// 30% == 1), and impair checks the same sums.
+	if d.count == before {
+		if v.P13+v.P14 > 1 {
+			d.errorf(n, path, "p13 + p14 is more than 100%% (%s + %s)", formatPercent(v.P13), formatPercent(v.P14))
+		}
+		if v.P31+v.P32 > 1 {
+			d.errorf(n, path, "p31 + p32 is more than 100%% (%s + %s)", formatPercent(v.P31), formatPercent(v.P32))
+		}
+	}
 }
 
 // modelList writes "model gemodel" or "models random and gemodel".
@@ -291,8 +303,8 @@ func andList(words []string) string {
 }
 
 // chance decodes `duplicate` and `corrupt`: a ratio or {p, correlation}.
-func (d *decoder) chance(n *yaml.Node, path string) Chance {
-	var v Chance
+func (d *decoder) chance(n *yaml.Node, path string) impair.Chance {
+	var v impair.Chance
 	if n.Kind == yaml.ScalarNode {
 		v.P, _ = d.ratio(n, path)
 		return v
@@ -320,8 +332,8 @@ func (d *decoder) probability(n *yaml.Node, f map[string]*yaml.Node, path string
 }
 
 // reorder decodes `reorder`: a ratio or {p, correlation, gap}.
-func (d *decoder) reorder(n *yaml.Node, path string) Reorder {
-	v := Reorder{Gap: 1}
+func (d *decoder) reorder(n *yaml.Node, path string) impair.ReorderConfig {
+	v := directionDefaults().Reorder
 	if n.Kind == yaml.ScalarNode {
 		v.P, _ = d.ratio(n, path)
 		return v
@@ -341,8 +353,8 @@ func (d *decoder) reorder(n *yaml.Node, path string) Reorder {
 
 // rate decodes `rate`: a rate or {bitrate or trace (and trace_bytes),
 // packet_overhead, cell_size, cell_overhead}.
-func (d *decoder) rate(n *yaml.Node, path string) Rate {
-	var v Rate
+func (d *decoder) rate(n *yaml.Node, path string) impair.RateConfig {
+	var v impair.RateConfig
 	if n.Kind == yaml.ScalarNode {
 		v.Bitrate, _ = d.bitrate(n, path)
 		return v
@@ -357,7 +369,7 @@ func (d *decoder) rate(n *yaml.Node, path string) Rate {
 	case b != nil:
 		v.Bitrate, _ = d.bitrate(b, join(path, "bitrate"))
 	case t != nil:
-		v.Trace, v.TraceFile = d.trace(t, join(path, "trace"))
+		v.Trace = d.trace(t, join(path, "trace"))
 	default:
 		d.errorf(n, path, "missing key bitrate (or trace)")
 	}
@@ -392,15 +404,15 @@ func (d *decoder) rate(n *yaml.Node, path string) Rate {
 
 // trace reads the trace file n names: a path relative to the scenario
 // file's folder (or, given on the command line, to the working folder).
-// It returns the trace and the path it was read from.
-func (d *decoder) trace(n *yaml.Node, path string) (*impair.Trace, string) {
+// The trace's File is the path it was read from.
+func (d *decoder) trace(n *yaml.Node, path string) *impair.Trace {
 	name, ok := d.text(n, path)
 	if !ok {
-		return nil, ""
+		return nil
 	}
 	if name == "" {
 		d.errorf(n, path, "empty: expected the path of a trace file (mahimahi's format: one delivery time in ms per line)")
-		return nil, ""
+		return nil
 	}
 	file := name
 	if !filepath.IsAbs(file) && d.origins[n] == "" && d.file != "" {
@@ -414,25 +426,26 @@ func (d *decoder) trace(n *yaml.Node, path string) (*impair.Trace, string) {
 	f, err := os.Open(file)
 	if err != nil {
 		d.errorf(n, path, "cannot read the trace: %v", err)
-		return nil, ""
+		return nil
 	}
 	defer f.Close()
 	// A device or a pipe (/dev/stdin) could block the parse for good.
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
 		d.errorf(n, path, "%s is not a regular file", file)
-		return nil, ""
+		return nil
 	}
 	t, err := impair.ParseTrace(f)
 	if err != nil {
 		d.errorf(n, path, "%s: %v", file, err)
-		return nil, ""
+		return nil
 	}
-	return t, file
+	t.File = file
+	return t
 }
 
 // slot decodes `slot`: a duration (min = max) or {min, max, packets, bytes}.
-func (d *decoder) slot(n *yaml.Node, path string) Slot {
-	var v Slot
+func (d *decoder) slot(n *yaml.Node, path string) impair.SlotConfig {
+	var v impair.SlotConfig
 	if n.Kind == yaml.ScalarNode {
 		v.Min, _ = d.duration(n, path, false, maxDelay)
 		v.Max = v.Min
@@ -471,8 +484,8 @@ func (d *decoder) slot(n *yaml.Node, path string) Slot {
 
 // queue decodes `queue`: a packet limit (integer), a byte limit (size), or
 // the mapping form.
-func (d *decoder) queue(n *yaml.Node, path string, mtu int, mtuOK bool) Queue {
-	v := Queue{Discipline: "droptail"}
+func (d *decoder) queue(n *yaml.Node, path string, mtu int, mtuOK bool) impair.QueueConfig {
+	var v impair.QueueConfig
 	// The node and path of the byte limit, for the check against the MTU.
 	var bytesNode *yaml.Node
 	bytesPath := path
@@ -507,20 +520,23 @@ func (d *decoder) queue(n *yaml.Node, path string, mtu int, mtuOK bool) Queue {
 // queueFields decodes the mapping form of `queue`, with defaults for the
 // discipline; keys of other disciplines are errors, as they would be
 // silently ignored otherwise.
-func (d *decoder) queueFields(f map[string]*yaml.Node, path string, mtu int) Queue {
-	v := Queue{Discipline: "droptail"}
+func (d *decoder) queueFields(f map[string]*yaml.Node, path string, mtu int) impair.QueueConfig {
+	disc := impair.DropTail
 	if x := f["discipline"]; x != nil {
-		disc, ok := d.oneOf(x, join(path, "discipline"), "queue discipline", disciplines)
-		if !ok {
-			return v
+		var ok bool
+		if disc, ok = oneOfEnum(d, x, join(path, "discipline"), "queue discipline", impair.DropTail, impair.PIE); !ok {
+			return impair.QueueConfig{}
 		}
-		v.Discipline = disc
 	}
 	for _, k := range queueKeys {
-		if x, ds := f[k], queueKeyDisciplines[k]; x != nil && ds != nil && !slices.Contains(ds, v.Discipline) {
-			d.errorf(x, join(path, k), "applies to %s only (the discipline is %s)", andList(ds), v.Discipline)
+		if x, ds := f[k], queueKeyDisciplines[k]; x != nil && ds != nil && !slices.Contains(ds, disc.String()) {
+			d.errorf(x, join(path, k), "applies to %s only (the discipline is %s)", andList(ds), disc)
 			delete(f, k)
 		}
+	}
+	v := queueDefaults(disc, mtu)
+	if f["limit"] != nil || f["bytes"] != nil {
+		v.LimitPackets = 0 // the limits given are all there is
 	}
 	if x := f["limit"]; x != nil {
 		l, _ := d.integer(x, join(path, "limit"), 1, maxPackets)
@@ -529,44 +545,33 @@ func (d *decoder) queueFields(f map[string]*yaml.Node, path string, mtu int) Que
 	if x := f["bytes"]; x != nil {
 		v.LimitBytes, _ = d.size(x, join(path, "bytes"), 1, maxBytes)
 	}
-	if f["limit"] == nil && f["bytes"] == nil {
-		v.LimitPackets = 1000
-	}
 	if x := f["ecn"]; x != nil {
 		v.ECN, _ = d.boolean(x, join(path, "ecn"))
 	}
-	dur := func(key string, positive bool, dst *time.Duration, def time.Duration) {
-		*dst = def
+	// The keys of other disciplines are gone from f.
+	dur := func(key string, positive bool, dst *time.Duration) {
 		if x := f[key]; x != nil {
 			*dst, _ = d.duration(x, join(path, key), positive, maxDelay)
 		}
 	}
-	switch v.Discipline {
-	case "codel", "fq_codel":
-		dur("target", true, &v.Target, 5*time.Millisecond)
-		dur("interval", true, &v.Interval, 100*time.Millisecond)
-		if v.Discipline == "fq_codel" {
-			v.Flows, v.Quantum = 1024, mtu+14 // a full frame with its Ethernet header per round
-			if x := f["flows"]; x != nil {
-				fl, _ := d.integer(x, join(path, "flows"), 1, 65536)
-				v.Flows = int(fl)
-			}
-			if x := f["quantum"]; x != nil {
-				q, _ := d.integer(x, join(path, "quantum"), 1, maxPackets)
-				v.Quantum = int(q)
-			}
-		}
-	case "pie":
-		dur("target", true, &v.Target, 15*time.Millisecond)
-		dur("tupdate", true, &v.TUpdate, 15*time.Millisecond)
-		dur("max_burst", false, &v.MaxBurst, 150*time.Millisecond)
-		v.Alpha, v.Beta = 0.125, 1.25
-		if x := f["alpha"]; x != nil {
-			v.Alpha, _ = d.number(x, join(path, "alpha"), 0, 32)
-		}
-		if x := f["beta"]; x != nil {
-			v.Beta, _ = d.number(x, join(path, "beta"), 0, 32)
+	integer := func(key string, hi int64, dst *int) {
+		if x := f[key]; x != nil {
+			i, _ := d.integer(x, join(path, key), 1, hi)
+			*dst = int(i)
 		}
 	}
+	number := func(key string, dst *float64) {
+		if x := f[key]; x != nil {
+			*dst, _ = d.number(x, join(path, key), 0, 32)
+		}
+	}
+	dur("target", true, &v.Target)
+	dur("interval", true, &v.Interval)
+	integer("flows", 65536, &v.Flows)
+	integer("quantum", maxPackets, &v.Quantum)
+	dur("tupdate", true, &v.TUpdate)
+	dur("max_burst", false, &v.MaxBurst)
+	number("alpha", &v.Alpha)
+	number("beta", &v.Beta)
 	return v
 }

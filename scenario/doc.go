@@ -8,9 +8,13 @@
 // its line: errors name the file, the line, the dotted key path and what was
 // expected, and all of them are reported at once (see Error).
 //
-// The types here describe a run; they are not the emulator's running
-// objects, which are built from a validated Scenario.
+// A Scenario describes a run; the emulator builds its running objects from
+// a validated one. What configures a package of the path is decoded into
+// that package's own type (each direction of the link into impair.Config,
+// the Wi-Fi cell into wifi.Config); scenario keeps what is YAML's: keys,
+// units, lines, "did you mean". schema.go holds the scenario's own types,
+// in the order of the reference, and the keys of every mapping.
 //
-// The file format is described in the README's "Scenario reference" and
-// shown, every key with its alternatives, in configs/reference.yaml.
+// The file format is described in docs/scenario.md and shown, most keys
+// with their alternatives, in configs/reference.yaml.
 package scenario

@@ -140,20 +140,24 @@ func unknownKey(path, key string, known []string) string {
 	return "unknown key (expected one of: " + strings.Join(sorted(known), ", ") + ")"
 }
 
-// keyPlaces lists the mappings of a scenario by their path ("[]" for any
-// item of a list) with their keys, shallow ones first.
+// keyPlaces lists the mappings of a scenario that "did you mean" looks in,
+// by their path ("[]" for any item of a list) with their keys, in the
+// schema's order.
 func keyPlaces() [][2]any {
-	places := [][2]any{
-		{"", rootKeys}, {"link", linkKeys}, {"capture", captureKeys}, {"tun", tunKeys}, {"wifi", wifiKeys},
-		{"flows[]", flowKeys}, {"variants[]", variantKeys},
-		{"link.uplink", directionKeys}, {"link.downlink", directionKeys},
-		{"tun.transparent", transparentKeys}, {"tun.forward[]", forwardKeys}, {"wifi.stations[]", stationKeys},
+	var places, dirs [][2]any
+	for _, s := range schema {
+		switch {
+		case !s.hint:
+		case slices.Contains(directionSections, s.path):
+			dirs = append(dirs, [2]any{s.path, keysOf(s.path)})
+		default:
+			places = append(places, [2]any{s.path, keysOf(s.path)})
+		}
 	}
-	for _, dir := range []string{"link", "link.uplink", "link.downlink"} {
-		places = append(places,
-			[2]any{dir + ".delay", delayKeys}, [2]any{dir + ".loss", lossKeys}, [2]any{dir + ".rate", rateKeys},
-			[2]any{dir + ".queue", queueKeys}, [2]any{dir + ".reorder", reorderKeys}, [2]any{dir + ".slot", slotKeys},
-			[2]any{dir + ".duplicate", chanceKeys}, [2]any{dir + ".corrupt", chanceKeys})
+	for _, dir := range directionPlaces {
+		for _, d := range dirs {
+			places = append(places, [2]any{dir + "." + d[0].(string), d[1]})
+		}
 	}
 	return places
 }

@@ -10,45 +10,6 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Expectation is one entry of a scenario's expect list: a figure of the
-// run's summary (summary.json, one run), a comparison, and the value the
-// figure is compared with, as "flows.bulk.throughput > 4Mbps". The emulator
-// checks each after the run; one that does not hold makes `netjam run` exit
-// 3 (the run worked, the network was not good enough).
-type Expectation struct {
-	// Text is the expectation as written.
-	Text string
-	// Path is the figure's dotted path in a run of summary.json. Items of
-	// the lists of named things (flows, links) are addressed by name, and a
-	// key may leave out its unit suffix when the value has a unit
-	// (throughput for throughput_bps, delay_ms.p95 as it is).
-	Path []string
-	// Op is one of < <= > >= == !=.
-	Op string
-	// Value is what the figure is compared with, in Dim's base unit.
-	Value float64
-	// Dim is the value's kind, from its unit; DimNumber for a plain number,
-	// compared with the figure as summary.json has it.
-	Dim Dimension
-}
-
-// Dimension is the kind of a value in an expectation, from its unit.
-type Dimension int
-
-// The dimensions and their base units.
-const (
-	DimNumber Dimension = iota // a plain number
-	DimTime                    // seconds (50ms, 2s)
-	DimRate                    // bits per second (4Mbps)
-	DimSize                    // bytes (5MB, 1MiB)
-	DimRatio                   // a fraction (5%)
-)
-
-// String names the dimension in messages.
-func (d Dimension) String() string {
-	return [...]string{"a number", "a duration", "a rate", "a size", "a ratio"}[d]
-}
-
 // ExpectRoots are the first keys of an expectation's path: the figures of
 // one run in summary.json.
 var ExpectRoots = []string{"duration_s", "flows", "links", "fairness", "wifi", "captures", "tun"}

@@ -7,51 +7,9 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/netjam/netjam/wifi"
 )
-
-// Flow is one traffic flow of a scenario: a TCP bulk transfer or a UDP
-// constant-bit-rate stream across the emulated path.
-type Flow struct {
-	Name string
-	Type string // "tcp" or "udp"
-	// Stack is where the flow's client-side end lives: StackNetstack
-	// ("netstack", the default: gVisor hosts in netjam's own process, no
-	// privileges needed) or StackKernel ("kernel": the machine's TCP/IP,
-	// through the TUN device; the scenario then has a tun section).
-	Stack string
-	// Direction is "up" (client side to server side, across the uplink) or
-	// "down".
-	Direction string
-	Start     time.Duration // after the run's start
-
-	// TCP.
-	// CC is the congestion control; "" means the stack's default. One of
-	// NetstackCC for netstack flows, of the kernel's
-	// (KernelCongestionControls) for kernel flows.
-	CC string
-	// SACK defaults to true; kernel flows cannot turn it off (the
-	// kernel's SACK is the sysctl net.ipv4.tcp_sack, for every socket).
-	SACK bool
-	// SendBuffer and ReceiveBuffer are bytes (SO_SNDBUF and SO_RCVBUF
-	// for kernel flows); 0 = the stack's default with auto-tuning.
-	SendBuffer, ReceiveBuffer int64
-	Size                      int64 // bytes to send; 0 = send for Duration
-
-	// UDP.
-	Rate       uint64        // bits/s of UDP payload; 0 = use Interval
-	Interval   time.Duration // between datagrams; 0 = use Rate
-	PacketSize int           // UDP payload bytes, default 100
-	Count      int64         // datagrams to send; 0 = send for Duration
-
-	// Duration bounds a TCP flow without Size and a UDP flow without
-	// Count; 0 means until the run ends.
-	Duration time.Duration
-
-	// Station is the Wi-Fi station the flow's client-side end runs on;
-	// required when the scenario has a wifi cell, and only then. A kernel
-	// flow's is the TUN's station, and no netstack flow's is.
-	Station string
-}
 
 // NetstackCC are the congestion controls gVisor's TCP offers. Package stack
 // checks at test time that gVisor still offers exactly these.
@@ -63,9 +21,6 @@ var NetstackCC = []string{"reno", "cubic"}
 const UDPHeaderSize = 24
 
 var (
-	flowKeys      = []string{"name", "type", "stack", "direction", "start", "station", "cc", "sack", "send_buffer", "receive_buffer", "size", "rate", "interval", "packet_size", "count", "duration"}
-	tcpOnlyKeys   = []string{"cc", "sack", "send_buffer", "receive_buffer", "size"}
-	udpOnlyKeys   = []string{"rate", "interval", "packet_size", "count"}
 	flowTypes     = []string{"tcp", "udp"}
 	flowStacks    = []string{StackNetstack, StackKernel}
 	flowDirection = []string{"up", "down"}
@@ -74,12 +29,13 @@ var (
 // flows decodes the flows list. mtu bounds UDP datagrams (it is valid when
 // mtuOK); duration is the run's, which a flow's start must precede; w is
 // the Wi-Fi cell and t the TUN device, nil without one.
-func (d *decoder) flows(n *yaml.Node, mtu int, mtuOK bool, duration time.Duration, w *WiFi, t *TUN) []Flow {
+func (d *decoder) flows(n *yaml.Node, mtu int, mtuOK bool, duration time.Duration, w *wifi.Config, t *TUN) []Flow {
 	if n.Kind != yaml.SequenceNode {
 		d.errorf(n, "flows", "expected a list of flows, got %s", describe(n))
 		return nil
 	}
 	var out []Flow
+	var items []*yaml.Node // out's nodes
 	names := map[string]int{}
 	for i, item := range n.Content {
 		path := fmt.Sprintf("flows[%d]", i)
@@ -87,103 +43,139 @@ func (d *decoder) flows(n *yaml.Node, mtu int, mtuOK bool, duration time.Duratio
 		if !ok {
 			continue
 		}
-		fl := Flow{Stack: StackNetstack, Direction: "up", SACK: true, PacketSize: 100}
-		if v := f["name"]; v == nil {
-			d.errorf(item, path, "a flow needs a name")
-		} else if name, ok := d.text(v, join(path, "name")); ok {
-			if why := nameProblem(name); why != "" {
-				d.errorf(v, join(path, "name"), "%s is not a valid name (%s)", quote(name), why)
-			} else if line, dup := names[name]; dup {
-				d.errorf(v, join(path, "name"), "%s names two flows (first at line %d)", quote(name), line)
-			} else {
-				names[name] = v.Line
-				fl.Name, path = name, "flows."+name
-			}
-		}
-		if v := f["type"]; v == nil {
-			d.errorf(item, join(path, "type"), "a flow needs a type (tcp or udp)")
-		} else {
-			fl.Type, _ = d.oneOf(v, join(path, "type"), "flow type", flowTypes)
-		}
-		if v := f["stack"]; v != nil {
-			fl.Stack, _ = d.oneOf(v, join(path, "stack"), "flow stack", flowStacks)
-			if fl.Stack == StackKernel && t == nil {
-				d.errorf(v, join(path, "stack"), "stack kernel sends through the TUN device; add a tun section (tun: {} for every default)")
-			}
-		}
-		if v := f["direction"]; v != nil {
-			fl.Direction, _ = d.oneOf(v, join(path, "direction"), "direction", flowDirection)
-			if fl.Direction == "down" && fl.Stack == StackKernel && fl.Type == "tcp" {
-				d.errorf(v, join(path, "direction"), "a kernel TCP flow sends from the kernel, on the client side of the path: direction up only (the server side is netjam's netstack)")
-			}
-		}
-		if v := f["start"]; v != nil {
-			if s, ok := d.duration(v, join(path, "start"), false, maxDuration); ok {
-				if s >= duration {
-					d.errorf(v, join(path, "start"), "%s is not before the end of the run (duration %v)", v.Value, duration)
-				}
-				fl.Start = s
-			}
-		}
-		if v := f["duration"]; v != nil {
-			fl.Duration, _ = d.duration(v, join(path, "duration"), true, maxDuration)
-		}
-		switch v := f["station"]; {
-		case v != nil && w == nil:
-			d.errorf(v, join(path, "station"), "there is no wifi cell in this scenario")
-		case v == nil && w != nil:
-			d.errorf(item, path, "a flow of a scenario with a wifi cell needs a station")
-		case v != nil:
-			name, ok := d.station(v, join(path, "station"), w)
-			fl.Station = name
-			if !ok || t == nil || len(t.Stations) == 0 {
-				break
-			}
-			// The TUN's stations are the kernel.
-			switch {
-			case fl.Stack == StackKernel && t.Station(name) < 0:
-				which := "station " + t.Stations[0]
-				if len(t.Stations) > 1 {
-					which = "stations " + strings.Join(t.Stations, ", ")
-				}
-				d.errorf(v, join(path, "station"), "the kernel sits behind %s (tun.station), so a kernel flow runs there", which)
-			case fl.Stack == StackNetstack && t.Station(name) >= 0:
-				d.errorf(v, join(path, "station"), "station %s is the kernel's (tun.station); a netstack flow needs another station, or stack: kernel", name)
-			}
-		}
+		fl := flowDefaults()
+		path = d.flowName(item, f["name"], path, names, &fl)
+		d.flowKind(item, f, path, &fl, duration, t)
+		d.flowStation(item, f["station"], path, &fl, w, t)
 		switch fl.Type {
 		case "tcp":
 			d.wrongType(f, path, "tcp", udpOnlyKeys)
 			d.tcpFlow(item, f, path, &fl)
 		case "udp":
 			d.wrongType(f, path, "udp", tcpOnlyKeys)
-			maxPayload := mtu - 28 // one IPv4 packet: 20 bytes of IP, 8 of UDP
-			if fl.Stack == StackKernel && t != nil && len(t.Address) > 0 {
-				// The kernel's datagrams leave through the device, from
-				// its first address: over IPv6 (40 bytes of IP) when that
-				// is an IPv6 address.
-				maxPayload = t.MTU - 28
-				if t.Address[0].Addr().Is6() {
-					maxPayload = t.MTU - 48
-				}
-			}
-			d.udpFlow(item, f, path, &fl, maxPayload, mtuOK)
+			d.udpFlow(item, f, path, &fl, udpPayload(mtu, fl, t), mtuOK)
 		}
-		out = append(out, fl)
+		out, items = append(out, fl), append(items, item)
 	}
-	// A station is one host, and gVisor switches SACK per host. The
-	// kernel's SACK is its own (and always on, for kernel flows).
+	d.stationsAgreeOnSACK(items, out)
+	return out
+}
+
+// flowName decodes a flow's name, v, unique among names (each with its
+// line), and returns the flow's path: flows.NAME once it has a valid one.
+func (d *decoder) flowName(item, v *yaml.Node, path string, names map[string]int, fl *Flow) string {
+	if v == nil {
+		d.errorf(item, path, "a flow needs a name")
+		return path
+	}
+	name, ok := d.text(v, join(path, "name"))
+	if !ok {
+		return path
+	}
+	if why := nameProblem(name); why != "" {
+		d.errorf(v, join(path, "name"), "%s is not a valid name (%s)", quote(name), why)
+	} else if line, dup := names[name]; dup {
+		d.errorf(v, join(path, "name"), "%s names two flows (first at line %d)", quote(name), line)
+	} else {
+		names[name] = v.Line
+		fl.Name, path = name, "flows."+name
+	}
+	return path
+}
+
+// flowKind decodes what a flow is and when it runs: its type, stack,
+// direction, start and duration. duration is the run's; t the TUN device,
+// nil without one.
+func (d *decoder) flowKind(item *yaml.Node, f map[string]*yaml.Node, path string, fl *Flow, duration time.Duration, t *TUN) {
+	if v := f["type"]; v == nil {
+		d.errorf(item, join(path, "type"), "a flow needs a type (tcp or udp)")
+	} else {
+		fl.Type, _ = d.oneOf(v, join(path, "type"), "flow type", flowTypes)
+	}
+	if v := f["stack"]; v != nil {
+		fl.Stack, _ = d.oneOf(v, join(path, "stack"), "flow stack", flowStacks)
+		if fl.Stack == StackKernel && t == nil {
+			d.errorf(v, join(path, "stack"), "stack kernel sends through the TUN device; add a tun section (tun: {} for every default)")
+		}
+	}
+	if v := f["direction"]; v != nil {
+		fl.Direction, _ = d.oneOf(v, join(path, "direction"), "direction", flowDirection)
+		if fl.Direction == "down" && fl.Stack == StackKernel && fl.Type == "tcp" {
+			d.errorf(v, join(path, "direction"), "a kernel TCP flow sends from the kernel, on the client side of the path: direction up only (the server side is netjam's netstack)")
+		}
+	}
+	if v := f["start"]; v != nil {
+		if s, ok := d.duration(v, join(path, "start"), false, maxDuration); ok {
+			if s >= duration {
+				d.errorf(v, join(path, "start"), "%s is not before the end of the run (duration %v)", v.Value, duration)
+			}
+			fl.Start = s
+		}
+	}
+	if v := f["duration"]; v != nil {
+		fl.Duration, _ = d.duration(v, join(path, "duration"), true, maxDuration)
+	}
+}
+
+// flowStation decodes a flow's station, v (nil: none): required with a
+// Wi-Fi cell w, and only then; the TUN's stations (t's) are the kernel's.
+func (d *decoder) flowStation(item, v *yaml.Node, path string, fl *Flow, w *wifi.Config, t *TUN) {
+	switch {
+	case v != nil && w == nil:
+		d.errorf(v, join(path, "station"), "there is no wifi cell in this scenario")
+		return
+	case v == nil && w != nil:
+		d.errorf(item, path, "a flow of a scenario with a wifi cell needs a station")
+		return
+	case v == nil:
+		return
+	}
+	name, ok := d.station(v, join(path, "station"), w)
+	fl.Station = name
+	if !ok || t == nil || len(t.Stations) == 0 {
+		return
+	}
+	switch {
+	case fl.Stack == StackKernel && t.Station(name) < 0:
+		which := "station " + t.Stations[0]
+		if len(t.Stations) > 1 {
+			which = "stations " + strings.Join(t.Stations, ", ")
+		}
+		d.errorf(v, join(path, "station"), "the kernel sits behind %s (tun.station), so a kernel flow runs there", which)
+	case fl.Stack == StackNetstack && t.Station(name) >= 0:
+		d.errorf(v, join(path, "station"), "station %s is the kernel's (tun.station); a netstack flow needs another station, or stack: kernel", name)
+	}
+}
+
+// udpPayload is the largest UDP payload of flow fl: what one IPv4 packet
+// of the path's mtu carries (20 bytes of IP, 8 of UDP), or for a kernel
+// flow, one packet of the TUN device t's MTU from its first address (over
+// IPv6, 40 bytes of IP).
+func udpPayload(mtu int, fl Flow, t *TUN) int {
+	if fl.Stack != StackKernel || t == nil || len(t.Address) == 0 {
+		return mtu - 28
+	}
+	if t.Address[0].Addr().Is6() {
+		return t.MTU - 48
+	}
+	return t.MTU - 28
+}
+
+// stationsAgreeOnSACK reports the netstack TCP flows of one station that
+// disagree on sack: a station is one host, and gVisor switches SACK per
+// host. The kernel's SACK is its own (and always on, for kernel flows).
+// items are the flows' nodes.
+func (d *decoder) stationsAgreeOnSACK(items []*yaml.Node, fls []Flow) {
 	sack := map[string]bool{}
-	for i, fl := range out {
+	for i, fl := range fls {
 		if fl.Station == "" || fl.Type != "tcp" || fl.Stack != StackNetstack {
 			continue
 		}
 		if prev, ok := sack[fl.Station]; ok && prev != fl.SACK {
-			d.errorf(n.Content[i], "flows."+fl.Name+".sack", "the TCP flows of station %s disagree on sack (a station is one host, which has SACK on or off)", fl.Station)
+			d.errorf(items[i], "flows."+fl.Name+".sack", "the TCP flows of station %s disagree on sack (a station is one host, which has SACK on or off)", fl.Station)
 		}
 		sack[fl.Station] = fl.SACK
 	}
-	return out
 }
 
 // wrongType reports keys of the other flow type.
@@ -233,16 +225,12 @@ func (d *decoder) tcpFlow(item *yaml.Node, f map[string]*yaml.Node, path string,
 }
 
 // kernelCC decodes the congestion control of a kernel flow: one the
-// machine's kernel offers (KernelCongestionControls).
+// machine's kernel offers (Options.CongestionControls).
 func (d *decoder) kernelCC(n *yaml.Node, path string) (string, bool) {
 	if !d.scalar(n, path, "a congestion control") {
 		return "", false
 	}
-	if d.kernelCCs == nil {
-		names, err := KernelCongestionControls()
-		d.kernelCCs = &kernelCCResult{names, err}
-	}
-	names, err := d.kernelCCs.names, d.kernelCCs.err
+	names, err := d.congestionControls()
 	switch {
 	case err != nil:
 		d.errorf(n, path, "cannot check %s against the kernel's congestion controls: %v", quote(n.Value), err)

@@ -5,18 +5,15 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"testing"
 	"time"
+
+	"github.com/netjam/netjam/impair"
 )
 
 // FuzzParse checks that any file, with any one --set, gives either Errors
 // or a valid Plan whose runs survive a YAML round trip; never a panic.
 func FuzzParse(f *testing.F) {
-	// The kernel's congestion controls are the machine's; fix them.
-	old := KernelCongestionControls
-	KernelCongestionControls = func() ([]string, error) { return []string{"reno", "cubic", "bbr"}, nil }
-	f.Cleanup(func() { KernelCongestionControls = old })
 
 	files, _ := filepath.Glob("../configs/*.yaml")
 	for _, file := range files {
@@ -61,7 +58,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("tun: {}\n"), "tun.address=[fd99::1/64, 10.1.1.1/16]")
 
 	f.Fuzz(func(t *testing.T, data []byte, set string) {
-		var o Options
+		o := Options{CongestionControls: testCCs}
 		if set != "" {
 			o.Sets = []string{set}
 		}
@@ -87,7 +84,7 @@ func FuzzParse(f *testing.F) {
 			if err != nil {
 				t.Fatalf("YAML: %v", err)
 			}
-			back, err := Parse("fuzz.yaml", out, Options{})
+			back, err := Parse("fuzz.yaml", out, Options{CongestionControls: testCCs})
 			if err != nil {
 				t.Fatalf("parsing YAML output: %v\n%s", err, out)
 			}
@@ -112,7 +109,7 @@ func checkValid(t *testing.T, s *Scenario) {
 	if s.MTU < 576 || s.MTU > 65535 {
 		t.Errorf("mtu %d", s.MTU)
 	}
-	for _, d := range []Direction{s.Uplink, s.Downlink} {
+	for _, d := range []impair.Config{s.Uplink, s.Downlink} {
 		ratio := func(what string, v float64, max float64) {
 			if !(v >= 0 && v <= max) {
 				t.Errorf("%s = %v", what, v)
@@ -128,11 +125,14 @@ func checkValid(t *testing.T, s *Scenario) {
 		ratio("corrupt", d.Corrupt.P, 1)
 		ratio("reorder", d.Reorder.P, 1)
 		ratio("delay correlation", d.Delay.Correlation, belowOne)
-		if !slices.Contains([]string{"", "random", "gemodel", "state"}, d.Loss.Model) {
-			t.Errorf("loss model %q", d.Loss.Model)
+		if d.Loss.Model > impair.LossState {
+			t.Errorf("loss model %v", d.Loss.Model)
 		}
-		if !slices.Contains(distributions, d.Delay.Distribution) {
-			t.Errorf("distribution %q", d.Delay.Distribution)
+		if d.Delay.Distribution > impair.ParetoNormal {
+			t.Errorf("distribution %v", d.Delay.Distribution)
+		}
+		if err := d.Validate(); err != nil {
+			t.Errorf("impair refuses a direction scenario accepted: %v", err)
 		}
 		if d.Delay.Time < 0 || d.Delay.Time > maxDelay || d.Delay.Jitter < 0 || d.Delay.Jitter > maxDelay {
 			t.Errorf("delay %+v", d.Delay)
@@ -150,8 +150,8 @@ func checkValid(t *testing.T, s *Scenario) {
 			t.Errorf("slot %+v", d.Slot)
 		}
 		q := d.Queue
-		if !slices.Contains(disciplines, q.Discipline) {
-			t.Errorf("discipline %q", q.Discipline)
+		if q.Discipline > impair.PIE {
+			t.Errorf("discipline %v", q.Discipline)
 		}
 		if q.LimitPackets < 0 || q.LimitBytes < 0 || q.LimitPackets == 0 && q.LimitBytes == 0 {
 			t.Errorf("queue limits %+v", q)
@@ -159,7 +159,7 @@ func checkValid(t *testing.T, s *Scenario) {
 		if q.LimitBytes > 0 && q.LimitBytes < int64(s.MTU) {
 			t.Errorf("queue bytes %d below mtu %d", q.LimitBytes, s.MTU)
 		}
-		if (q.Discipline == "codel" || q.Discipline == "fq_codel" || q.Discipline == "pie") && (q.Target <= 0 || q.Target > time.Hour) {
+		if (q.Discipline == impair.CoDel || q.Discipline == impair.FQCoDel || q.Discipline == impair.PIE) && (q.Target <= 0 || q.Target > time.Hour) {
 			t.Errorf("queue target %+v", q)
 		}
 		if d.InflightLimit < 1 || d.InflightLimit > maxPackets {

@@ -9,11 +9,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/netjam/netjam/impair"
 )
 
 // Options are what the command line adds on top of the file.
@@ -24,6 +23,12 @@ type Options struct {
 	Sets     []string
 	Seed     *uint64        // --seed, overrides `seed`
 	Duration *time.Duration // --duration, overrides `duration`
+	// CongestionControls returns the congestion controls the machine's
+	// kernel offers, to check the cc of kernel flows against. A Plan
+	// calls it at most once (its sweep points included), and only for a
+	// kernel flow that names a cc. nil reads
+	// /proc/sys/net/ipv4/tcp_available_congestion_control.
+	CongestionControls func() ([]string, error)
 }
 
 // Plan is a parsed scenario file: one Scenario per run.
@@ -45,146 +50,6 @@ type Plan struct {
 	opts Options // the options Parse had, for At
 }
 
-// Scenario is one validated, fully resolved run of a scenario file: the file
-// with a variant's set and the command-line overrides applied and every
-// default filled in. It is a description; the emulator builds its running
-// stages from it.
-type Scenario struct {
-	Name        string
-	Description string
-	Variant     string // "" when the file has no variants
-	Seed        uint64
-	// SeedSet is false when neither the file nor --seed gave a seed; the
-	// emulator then picks one and sets Seed and SeedSet, so that YAML
-	// writes the seed the run actually used.
-	SeedSet  bool
-	Duration time.Duration // how long the run lasts; default 30s
-	MTU      int           // default 1500; 576..65535
-	Uplink   Direction     // link keys, each replaced by link.uplink's when it has the key
-	Downlink Direction     // link keys, each replaced by link.downlink's when it has the key
-	// SampleInterval is the step of the run's time series; default 100ms.
-	SampleInterval time.Duration
-	// WiFi, when not nil, puts an 802.11 cell in front of the uplink.
-	WiFi *WiFi
-	// Capture, when not nil, writes pcap files of the run's packets.
-	Capture *Capture
-	// TUN, when not nil, puts the kernel on the client side of the path
-	// through a TUN device (TUN mode).
-	TUN   *TUN
-	Flows []Flow
-	// Expect are the figures the run must reach; checked after it.
-	Expect []Expectation
-	// Timeline is the link's changes during the run, in time order: the
-	// file's timeline compiled (ramps into their steps, repeats and
-	// reverts into changes), each point's settings validated.
-	Timeline []TimelinePoint
-
-	file string // the source file, for YAML's header comment
-	// shadowed holds the warnings of shadowedSets for this run.
-	shadowed []string
-	tree     *yaml.Node // the resolved tree (a mapping) behind YAML
-}
-
-// Direction is the impairment of one direction of the link. Package impair
-// applies it in this order: loss, duplication, corruption, the queue and
-// rate (the bottleneck), slots, then delay with reordering.
-type Direction struct {
-	Delay     Delay
-	Loss      Loss
-	Duplicate Chance
-	Corrupt   Chance
-	Reorder   Reorder
-	Rate      Rate
-	Slot      Slot
-	Queue     Queue
-	// InflightLimit bounds the packets held after the bottleneck (in the
-	// delay line and at the slot gate); past it they are dropped and
-	// counted. Default 16384; 1..1<<20.
-	InflightLimit int
-}
-
-// Delay is netem's delay: every packet waits Time, plus or minus Jitter.
-type Delay struct {
-	Time, Jitter time.Duration
-	// Distribution shapes the jitter: "uniform" (the default), "normal",
-	// "pareto" or "paretonormal".
-	Distribution string
-	Correlation  float64 // of successive jitter values; [0, 1)
-	// AllowReorder lets jitter reorder packets; when false a packet never
-	// leaves before the one sent ahead of it.
-	AllowReorder bool
-}
-
-// Loss is netem's loss. Model "" means no loss.
-type Loss struct {
-	// Model is "" (no loss), "random" (each packet lost with probability
-	// P), "gemodel" (Gilbert-Elliott) or "state" (4-state Markov).
-	Model string
-	// P is the loss probability for random, the good-to-bad transition
-	// probability for gemodel; Correlation applies to random only.
-	P, Correlation float64
-	// R is gemodel's bad-to-good transition probability, OneMinusH the
-	// loss probability in the bad state, OneMinusK in the good state.
-	R, OneMinusH, OneMinusK float64
-	// Transition probabilities of the state model, as in netem: 1 is
-	// "good, no loss", 2 "good, burst loss", 3 "bad, loss", 4 "isolated
-	// loss".
-	P13, P31, P32, P23, P14 float64
-}
-
-// Chance is a probability with a correlation, for duplication and corruption.
-type Chance struct {
-	P, Correlation float64
-}
-
-// Reorder is netem's reorder: a packet is sent at once (ahead of the
-// delayed ones) with probability P, or every Gap-th packet when P is 100%.
-type Reorder struct {
-	P, Correlation float64
-	Gap            int // default 1
-}
-
-// Rate is netem's rate: the bottleneck's speed and how packet sizes count
-// against it.
-type Rate struct {
-	Bitrate        uint64 // bits/s; 0 = unlimited
-	PacketOverhead int    // bytes added to each packet; may be negative, -1500..1500
-	CellSize       int    // bytes; when not 0, packets are rounded up to whole cells
-	CellOverhead   int    // bytes added to each cell
-	// Trace, instead of Bitrate, is a schedule of delivery opportunities
-	// read from TraceFile (mahimahi's format).
-	Trace     *impair.Trace
-	TraceFile string
-}
-
-// Limited reports whether the rate limits the link: a bitrate or a trace.
-func (r Rate) Limited() bool { return r.Bitrate > 0 || r.Trace != nil }
-
-// Slot is netem's slot: packets leave in bursts, one burst every Min to Max
-// (random in between), of at most Packets packets and Bytes bytes (0: no
-// limit). Zero Min and Max mean no slots.
-type Slot struct {
-	Min, Max time.Duration
-	Packets  int
-	Bytes    int64
-}
-
-// Queue is the bottleneck queue in front of the rate. Fields of other
-// disciplines are zero.
-type Queue struct {
-	Discipline   string // "droptail" (default), "headdrop", "codel", "fq_codel" or "pie"
-	LimitPackets int    // 0 = no packet limit (LimitBytes is then > 0)
-	LimitBytes   int64  // 0 = no byte limit
-	ECN          bool   // mark ECN-capable packets instead of dropping them (codel, fq_codel, pie)
-	// Target and Interval are codel's and fq_codel's (defaults 5ms and
-	// 100ms); pie uses Target only (default 15ms).
-	Target, Interval time.Duration
-	Flows, Quantum   int           // fq_codel: default 1024 flows, and MTU+14 bytes
-	TUpdate          time.Duration // pie: default 15ms
-	Alpha, Beta      float64       // pie: defaults 0.125 and 1.25
-	MaxBurst         time.Duration // pie: default 150ms
-}
-
 // Load reads the file at path and calls Parse. An error reading the file is
 // returned as it is.
 func Load(path string, o Options) (*Plan, error) {
@@ -202,26 +67,14 @@ func Load(path string, o Options) (*Plan, error) {
 // Errors value; an error of the base scenario is reported once, not again
 // for every variant.
 func Parse(path string, data []byte, o Options) (*Plan, error) {
-	root, line, msg := parseYAML(data)
-	if msg != "" {
-		e := &Error{File: path, Line: line, Msg: msg}
-		if l, col, hint := yamlHint(data, line, msg); hint != "" {
-			e.Msg += " (" + hint + ")"
-			if l > 0 {
-				e.Line, e.Column = l, col
-			}
-		}
-		return nil, Errors{e}
+	if o.CongestionControls == nil {
+		o.CongestionControls = kernelCongestionControls
 	}
-	if isNull(root) {
-		// An empty file is a scenario of defaults: a link that does nothing.
-		root = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	o.CongestionControls = sync.OnceValues(o.CongestionControls)
+	root, errs := parseRoot(path, data)
+	if errs != nil {
+		return nil, errs
 	}
-	if root.Kind != yaml.MappingNode {
-		return nil, Errors{{File: path, Line: root.Line,
-			Msg: "expected a mapping of scenario keys (name, duration, link, ...), got " + describe(root)}}
-	}
-
 	fileDec := newDecoder(path, nil)
 	var variants []variant
 	if n := lookup(root, "variants"); n != nil && !isNull(n) {
@@ -234,10 +87,51 @@ func Parse(path string, data []byte, o Options) (*Plan, error) {
 	sets, errs := parseSets(o.Sets)
 	errs = append(fileDec.errs, errs...)
 
-	// Each run decodes a copy of the file without its variants (copies of
-	// the variants in every run would make their cost grow as its square)
-	// and without its sweep (a run is one point of it). A file with two
-	// such keys keeps them for the decoder to report.
+	root = runBody(root)
+	base, baseErrs := resolve(path, root, nil, sets, o)
+	errs = append(errs, baseErrs...)
+	plan := &Plan{Name: base.Name, Path: path, Sweep: sweep, data: data, opts: o}
+	if len(variants) == 0 {
+		plan.Runs = []*Scenario{base}
+		plan.warn(base)
+	}
+	errs = append(errs, plan.addVariants(root, variants, sets, base, baseErrs)...)
+	if len(errs) > 0 {
+		errs.sort()
+		return nil, errs
+	}
+	return plan, nil
+}
+
+// parseRoot parses data, the file path, into its top mapping: an empty
+// file is a scenario of defaults, a link that does nothing.
+func parseRoot(path string, data []byte) (*yaml.Node, Errors) {
+	root, line, msg := parseYAML(data)
+	if msg != "" {
+		e := &Error{File: path, Line: line, Msg: msg}
+		if l, col, hint := yamlHint(data, line, msg); hint != "" {
+			e.Msg += " (" + hint + ")"
+			if l > 0 {
+				e.Line, e.Column = l, col
+			}
+		}
+		return nil, Errors{e}
+	}
+	if isNull(root) {
+		return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}, nil
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, Errors{{File: path, Line: root.Line,
+			Msg: "expected a mapping of scenario keys (name, duration, link, ...), got " + describe(root)}}
+	}
+	return root, nil
+}
+
+// runBody returns the part of the file root each run decodes: without its
+// variants (copies of the variants in every run would make their cost
+// grow as its square) and without its sweep (a run is one point of it). A
+// file with two such keys keeps them for the decoder to report.
+func runBody(root *yaml.Node) *yaml.Node {
 	for _, key := range []string{"variants", "sweep"} {
 		if i := keyIndex(root, key); i >= 0 && keyIndex(&yaml.Node{Content: root.Content[i+2:]}, key) < 0 {
 			body := *root
@@ -245,32 +139,34 @@ func Parse(path string, data []byte, o Options) (*Plan, error) {
 			root = &body
 		}
 	}
-	base, baseErrs := resolve(path, root, nil, sets, o)
-	errs = append(errs, baseErrs...)
-	plan := &Plan{Name: base.Name, Path: path, Sweep: sweep, data: data, opts: o}
-	warned := map[string]bool{}
-	warn := func(s *Scenario) {
-		for _, w := range s.shadowed {
-			if !warned[w] {
-				warned[w] = true
-				plan.Warnings = append(plan.Warnings, w)
-			}
+	return root
+}
+
+// warn adds the warnings of run s that p does not have yet.
+func (p *Plan) warn(s *Scenario) {
+	for _, w := range s.shadowed {
+		if !slices.Contains(p.Warnings, w) {
+			p.Warnings = append(p.Warnings, w)
 		}
 	}
+}
+
+// addVariants resolves a run of root, the file's body, for each of its
+// variants, after the base run (base, with baseErrs) and before the
+// --set overrides sets, and returns the errors of the variants that the
+// base does not have.
+func (p *Plan) addVariants(root *yaml.Node, variants []variant, sets []override, base *Scenario, baseErrs Errors) Errors {
+	var errs Errors
 	total := size(base.tree)
-	if len(variants) == 0 {
-		plan.Runs = []*Scenario{base}
-		warn(base)
-	}
 	inBase := map[string]bool{}
 	for _, e := range baseErrs {
 		inBase[e.Error()] = true
 	}
 	for i, v := range variants {
-		s, verrs := resolve(path, root, &v, sets, o)
+		s, verrs := resolve(p.Path, root, &v, sets, p.opts)
 		// Every run is kept until all are checked: bound them together.
 		if total += size(s.tree); total > maxRunNodes {
-			errs = append(errs, &Error{File: path, Line: v.at.Line, Path: "variants." + v.name,
+			errs = append(errs, &Error{File: p.Path, Line: v.at.Line, Path: "variants." + v.name,
 				Msg: fmt.Sprintf("the runs expand to %d YAML nodes once this variant is added, over the limit of %d for all runs together (variant %d of %d); use fewer variants, a smaller file or fewer aliases",
 					total, maxRunNodes, i+1, len(variants))})
 			break
@@ -289,14 +185,10 @@ func Parse(path string, data []byte, o Options) (*Plan, error) {
 			}
 			errs = append(errs, e)
 		}
-		plan.Runs = append(plan.Runs, s)
-		warn(s)
+		p.Runs = append(p.Runs, s)
+		p.warn(s)
 	}
-	if len(errs) > 0 {
-		errs.sort()
-		return nil, errs
-	}
-	return plan, nil
+	return errs
 }
 
 // parseSets parses "--set KEY=VALUE" arguments.
@@ -331,6 +223,7 @@ func parseSets(args []string) ([]override, Errors) {
 func resolve(file string, root *yaml.Node, v *variant, sets []override, o Options) (*Scenario, Errors) {
 	origins := map[*yaml.Node]string{}
 	d := newDecoder(file, origins)
+	d.congestionControls = o.CongestionControls
 	tree := clone(root, nil)
 	if v != nil {
 		origin := variantPrefix + v.name
@@ -504,15 +397,23 @@ func (s *Scenario) YAML() ([]byte, error) {
 
 // dropNulls removes the keys with a null value from every mapping in n:
 // they mean the same as no key, and read as if they meant something else.
+// A set (a timeline entry's, a variant's) keeps its nulls: there a null
+// means "back to the key not set", which no key does not.
 func dropNulls(n *yaml.Node) {
 	if n.Kind == yaml.MappingNode {
 		out := n.Content[:0]
 		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == "set" {
+				out = append(out, n.Content[i], n.Content[i+1])
+				continue
+			}
 			if !isNull(n.Content[i+1]) {
 				out = append(out, n.Content[i], n.Content[i+1])
+				dropNulls(n.Content[i+1])
 			}
 		}
 		n.Content = out
+		return
 	}
 	for _, c := range n.Content {
 		dropNulls(c)

@@ -14,12 +14,21 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/netjam/netjam/capture"
+	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/wifi"
 )
 
-// parse parses src as the file x.yaml with the given --set arguments.
+// parse parses src as the file x.yaml with the given --set arguments, on
+// a kernel that offers testCCs.
 func parse(src string, sets ...string) (*Plan, error) {
-	return Parse("x.yaml", []byte(src), Options{Sets: sets})
+	return Parse("x.yaml", []byte(src), Options{Sets: sets, CongestionControls: testCCs})
 }
+
+// testCCs are the congestion controls of the tests' kernel, whatever the
+// machine's.
+func testCCs() ([]string, error) { return []string{"reno", "cubic", "bbr"}, nil }
 
 // mustParse parses src and returns its only run.
 func mustParse(t *testing.T, src string, sets ...string) *Scenario {
@@ -42,17 +51,16 @@ func exported(s *Scenario) Scenario {
 }
 
 // defaultDirection is a direction with every default and no impairment.
-func defaultDirection() Direction {
-	return Direction{
-		Delay:         Delay{Distribution: "uniform"},
-		Reorder:       Reorder{Gap: 1},
-		Queue:         Queue{Discipline: "droptail", LimitPackets: 1000},
+func defaultDirection() impair.Config {
+	return impair.Config{
+		Reorder:       impair.ReorderConfig{Gap: 1},
+		Queue:         impair.QueueConfig{LimitPackets: 1000},
 		InflightLimit: 16384,
 	}
 }
 
 // with returns the default direction changed by f.
-func with(f func(d *Direction)) Direction {
+func with(f func(d *impair.Config)) impair.Config {
 	d := defaultDirection()
 	f(&d)
 	return d
@@ -127,93 +135,99 @@ mtu: 9000
 func TestDirectionForms(t *testing.T) {
 	tests := []struct {
 		uplink string
-		want   Direction
+		want   impair.Config
 	}{
-		{`delay: 50ms`, with(func(d *Direction) { d.Delay.Time = 50 * time.Millisecond })},
+		{`delay: 50ms`, with(func(d *impair.Config) { d.Delay.Time = 50 * time.Millisecond })},
 		{`delay: 0`, defaultDirection()},
 		{`delay: {time: 50ms, jitter: 5ms, distribution: normal, correlation: 25%, allow_reorder: true}`,
-			with(func(d *Direction) {
-				d.Delay = Delay{Time: 50 * time.Millisecond, Jitter: 5 * time.Millisecond, Distribution: "normal", Correlation: 0.25, AllowReorder: true}
+			with(func(d *impair.Config) {
+				d.Delay = impair.DelayConfig{Time: 50 * time.Millisecond, Jitter: 5 * time.Millisecond, Distribution: impair.Normal, Correlation: 0.25, AllowReorder: true}
 			})},
-		{`delay: {jitter: 1ms, distribution: paretonormal}`, with(func(d *Direction) {
-			d.Delay = Delay{Jitter: time.Millisecond, Distribution: "paretonormal"}
+		{`delay: {jitter: 1ms, distribution: paretonormal}`, with(func(d *impair.Config) {
+			d.Delay = impair.DelayConfig{Jitter: time.Millisecond, Distribution: impair.ParetoNormal}
 		})},
-		{`loss: 5%`, with(func(d *Direction) { d.Loss = Loss{Model: "random", P: 0.05} })},
-		{`loss: 0.05`, with(func(d *Direction) { d.Loss = Loss{Model: "random", P: 0.05} })},
-		{`loss: {p: 1%, correlation: 0.5}`, with(func(d *Direction) { d.Loss = Loss{Model: "random", P: 0.01, Correlation: 0.5} })},
-		{`loss: {model: random, p: 1%}`, with(func(d *Direction) { d.Loss = Loss{Model: "random", P: 0.01} })},
+		{`loss: 5%`, with(func(d *impair.Config) { d.Loss = impair.LossConfig{Model: impair.LossRandom, P: 0.05} })},
+		{`loss: 0.05`, with(func(d *impair.Config) { d.Loss = impair.LossConfig{Model: impair.LossRandom, P: 0.05} })},
+		{`loss: {p: 1%, correlation: 0.5}`, with(func(d *impair.Config) {
+			d.Loss = impair.LossConfig{Model: impair.LossRandom, P: 0.01, Correlation: 0.5}
+		})},
+		{`loss: {model: random, p: 1%}`, with(func(d *impair.Config) { d.Loss = impair.LossConfig{Model: impair.LossRandom, P: 0.01} })},
 		// netem's gemodel defaults: r = 1-p, 1-h = 100%, 1-k = 0%.
-		{`loss: {model: gemodel, p: 10%}`, with(func(d *Direction) {
-			d.Loss = Loss{Model: "gemodel", P: 0.1, R: 0.9, OneMinusH: 1}
+		{`loss: {model: gemodel, p: 10%}`, with(func(d *impair.Config) {
+			d.Loss = impair.LossConfig{Model: impair.LossGE, P: 0.1, R: 0.9, OneMinusH: 1}
 		})},
-		{`loss: {model: gemodel, p: 1%, r: 30%, 1-h: 50%, 1-k: 0.1%}`, with(func(d *Direction) {
-			d.Loss = Loss{Model: "gemodel", P: 0.01, R: 0.3, OneMinusH: 0.5, OneMinusK: 0.001}
+		{`loss: {model: gemodel, p: 1%, r: 30%, 1-h: 50%, 1-k: 0.1%}`, with(func(d *impair.Config) {
+			d.Loss = impair.LossConfig{Model: impair.LossGE, P: 0.01, R: 0.3, OneMinusH: 0.5, OneMinusK: 0.001}
 		})},
 		// netem's state defaults: p31 = 1-p13, p32 = 0, p23 = 1, p14 = 0.
-		{`loss: {model: state, p13: 10%}`, with(func(d *Direction) {
-			d.Loss = Loss{Model: "state", P13: 0.1, P31: 0.9, P23: 1}
+		{`loss: {model: state, p13: 10%}`, with(func(d *impair.Config) {
+			d.Loss = impair.LossConfig{Model: impair.LossState, P13: 0.1, P31: 0.9, P23: 1}
 		})},
-		{`loss: {model: state, p13: 70%, p31: 80%, p32: 20%, p23: 90%, p14: 30%}`, with(func(d *Direction) {
-			d.Loss = Loss{Model: "state", P13: 0.7, P31: 0.8, P32: 0.2, P23: 0.9, P14: 0.3}
+		{`loss: {model: state, p13: 70%, p31: 80%, p32: 20%, p23: 90%, p14: 30%}`, with(func(d *impair.Config) {
+			d.Loss = impair.LossConfig{Model: impair.LossState, P13: 0.7, P31: 0.8, P32: 0.2, P23: 0.9, P14: 0.3}
 		})},
-		{`duplicate: 1%`, with(func(d *Direction) { d.Duplicate = Chance{P: 0.01} })},
-		{`duplicate: {p: 1%, correlation: 10%}`, with(func(d *Direction) { d.Duplicate = Chance{P: 0.01, Correlation: 0.1} })},
-		{`corrupt: 0.1%`, with(func(d *Direction) { d.Corrupt = Chance{P: 0.001} })},
-		{`corrupt: {p: 0.1%, correlation: 0}`, with(func(d *Direction) { d.Corrupt = Chance{P: 0.001} })},
-		{`{delay: 10ms, reorder: 25%}`, with(func(d *Direction) {
+		{`duplicate: 1%`, with(func(d *impair.Config) { d.Duplicate = impair.Chance{P: 0.01} })},
+		{`duplicate: {p: 1%, correlation: 10%}`, with(func(d *impair.Config) { d.Duplicate = impair.Chance{P: 0.01, Correlation: 0.1} })},
+		{`corrupt: 0.1%`, with(func(d *impair.Config) { d.Corrupt = impair.Chance{P: 0.001} })},
+		{`corrupt: {p: 0.1%, correlation: 0}`, with(func(d *impair.Config) { d.Corrupt = impair.Chance{P: 0.001} })},
+		{`{delay: 10ms, reorder: 25%}`, with(func(d *impair.Config) {
 			d.Delay.Time = 10 * time.Millisecond
-			d.Reorder = Reorder{P: 0.25, Gap: 1}
+			d.Reorder = impair.ReorderConfig{P: 0.25, Gap: 1}
 		})},
-		{`{delay: 10ms, reorder: {p: 100%, correlation: 50%, gap: 5}}`, with(func(d *Direction) {
+		{`{delay: 10ms, reorder: {p: 100%, correlation: 50%, gap: 5}}`, with(func(d *impair.Config) {
 			d.Delay.Time = 10 * time.Millisecond
-			d.Reorder = Reorder{P: 1, Correlation: 0.5, Gap: 5}
+			d.Reorder = impair.ReorderConfig{P: 1, Correlation: 0.5, Gap: 5}
 		})},
 		{`reorder: 0%`, defaultDirection()}, // no reordering needs no delay
-		{`rate: 10Mbps`, with(func(d *Direction) { d.Rate.Bitrate = 10_000_000 })},
+		{`rate: 10Mbps`, with(func(d *impair.Config) { d.Rate.Bitrate = 10_000_000 })},
 		{`rate: unlimited`, defaultDirection()},
-		{`rate: {bitrate: 1Mbps, packet_overhead: -20, cell_size: 48, cell_overhead: 5}`, with(func(d *Direction) {
-			d.Rate = Rate{Bitrate: 1_000_000, PacketOverhead: -20, CellSize: 48, CellOverhead: 5}
+		{`rate: {bitrate: 1Mbps, packet_overhead: -20, cell_size: 48, cell_overhead: 5}`, with(func(d *impair.Config) {
+			d.Rate = impair.RateConfig{Bitrate: 1_000_000, PacketOverhead: -20, CellSize: 48, CellOverhead: 5}
 		})},
-		{`slot: 4ms`, with(func(d *Direction) { d.Slot = Slot{Min: 4 * time.Millisecond, Max: 4 * time.Millisecond} })},
+		{`slot: 4ms`, with(func(d *impair.Config) {
+			d.Slot = impair.SlotConfig{Min: 4 * time.Millisecond, Max: 4 * time.Millisecond}
+		})},
 		{`slot: 0`, defaultDirection()},
-		{`slot: {min: 2ms}`, with(func(d *Direction) { d.Slot = Slot{Min: 2 * time.Millisecond, Max: 2 * time.Millisecond} })},
-		{`slot: {max: 2ms}`, with(func(d *Direction) { d.Slot = Slot{Max: 2 * time.Millisecond} })},
-		{`slot: {min: 2ms, max: 6ms, packets: 32, bytes: 64KiB}`, with(func(d *Direction) {
-			d.Slot = Slot{Min: 2 * time.Millisecond, Max: 6 * time.Millisecond, Packets: 32, Bytes: 65536}
+		{`slot: {min: 2ms}`, with(func(d *impair.Config) {
+			d.Slot = impair.SlotConfig{Min: 2 * time.Millisecond, Max: 2 * time.Millisecond}
 		})},
-		{`slot: {min: 2ms, bytes: 3000}`, with(func(d *Direction) {
-			d.Slot = Slot{Min: 2 * time.Millisecond, Max: 2 * time.Millisecond, Bytes: 3000}
+		{`slot: {max: 2ms}`, with(func(d *impair.Config) { d.Slot = impair.SlotConfig{Max: 2 * time.Millisecond} })},
+		{`slot: {min: 2ms, max: 6ms, packets: 32, bytes: 64KiB}`, with(func(d *impair.Config) {
+			d.Slot = impair.SlotConfig{Min: 2 * time.Millisecond, Max: 6 * time.Millisecond, Packets: 32, Bytes: 65536}
 		})},
-		{`queue: 50`, with(func(d *Direction) { d.Queue.LimitPackets = 50 })},
-		{`queue: 1.5MB`, with(func(d *Direction) { d.Queue = Queue{Discipline: "droptail", LimitBytes: 1_500_000} })},
-		{`queue: {bytes: 64KiB}`, with(func(d *Direction) { d.Queue = Queue{Discipline: "droptail", LimitBytes: 65536} })},
-		{`queue: {bytes: 1500}`, with(func(d *Direction) { d.Queue = Queue{Discipline: "droptail", LimitBytes: 1500} })},
-		{`queue: {limit: 100, bytes: 1MB, discipline: headdrop}`, with(func(d *Direction) {
-			d.Queue = Queue{Discipline: "headdrop", LimitPackets: 100, LimitBytes: 1_000_000}
+		{`slot: {min: 2ms, bytes: 3000}`, with(func(d *impair.Config) {
+			d.Slot = impair.SlotConfig{Min: 2 * time.Millisecond, Max: 2 * time.Millisecond, Bytes: 3000}
 		})},
-		{`queue: {discipline: codel}`, with(func(d *Direction) {
-			d.Queue = Queue{Discipline: "codel", LimitPackets: 1000, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond}
+		{`queue: 50`, with(func(d *impair.Config) { d.Queue.LimitPackets = 50 })},
+		{`queue: 1.5MB`, with(func(d *impair.Config) { d.Queue = impair.QueueConfig{LimitBytes: 1_500_000} })},
+		{`queue: {bytes: 64KiB}`, with(func(d *impair.Config) { d.Queue = impair.QueueConfig{LimitBytes: 65536} })},
+		{`queue: {bytes: 1500}`, with(func(d *impair.Config) { d.Queue = impair.QueueConfig{LimitBytes: 1500} })},
+		{`queue: {limit: 100, bytes: 1MB, discipline: headdrop}`, with(func(d *impair.Config) {
+			d.Queue = impair.QueueConfig{Discipline: impair.HeadDrop, LimitPackets: 100, LimitBytes: 1_000_000}
 		})},
-		{`queue: {discipline: codel, ecn: true, target: 10ms, interval: 200ms}`, with(func(d *Direction) {
-			d.Queue = Queue{Discipline: "codel", LimitPackets: 1000, ECN: true, Target: 10 * time.Millisecond, Interval: 200 * time.Millisecond}
+		{`queue: {discipline: codel}`, with(func(d *impair.Config) {
+			d.Queue = impair.QueueConfig{Discipline: impair.CoDel, LimitPackets: 1000, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond}
 		})},
-		{`queue: {discipline: fq_codel}`, with(func(d *Direction) {
-			d.Queue = Queue{Discipline: "fq_codel", LimitPackets: 1000, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond,
+		{`queue: {discipline: codel, ecn: true, target: 10ms, interval: 200ms}`, with(func(d *impair.Config) {
+			d.Queue = impair.QueueConfig{Discipline: impair.CoDel, LimitPackets: 1000, ECN: true, Target: 10 * time.Millisecond, Interval: 200 * time.Millisecond}
+		})},
+		{`queue: {discipline: fq_codel}`, with(func(d *impair.Config) {
+			d.Queue = impair.QueueConfig{Discipline: impair.FQCoDel, LimitPackets: 1000, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond,
 				Flows: 1024, Quantum: 1514}
 		})},
-		{`queue: {discipline: fq_codel, limit: 10240, flows: 16, quantum: 300}`, with(func(d *Direction) {
-			d.Queue = Queue{Discipline: "fq_codel", LimitPackets: 10240, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond,
+		{`queue: {discipline: fq_codel, limit: 10240, flows: 16, quantum: 300}`, with(func(d *impair.Config) {
+			d.Queue = impair.QueueConfig{Discipline: impair.FQCoDel, LimitPackets: 10240, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond,
 				Flows: 16, Quantum: 300}
 		})},
-		{`queue: {discipline: pie}`, with(func(d *Direction) {
-			d.Queue = Queue{Discipline: "pie", LimitPackets: 1000, Target: 15 * time.Millisecond, TUpdate: 15 * time.Millisecond,
+		{`queue: {discipline: pie}`, with(func(d *impair.Config) {
+			d.Queue = impair.QueueConfig{Discipline: impair.PIE, LimitPackets: 1000, Target: 15 * time.Millisecond, TUpdate: 15 * time.Millisecond,
 				Alpha: 0.125, Beta: 1.25, MaxBurst: 150 * time.Millisecond}
 		})},
-		{`queue: {discipline: pie, ecn: true, target: 20ms, tupdate: 30ms, alpha: 2, beta: 20, max_burst: 0}`, with(func(d *Direction) {
-			d.Queue = Queue{Discipline: "pie", LimitPackets: 1000, ECN: true, Target: 20 * time.Millisecond, TUpdate: 30 * time.Millisecond,
+		{`queue: {discipline: pie, ecn: true, target: 20ms, tupdate: 30ms, alpha: 2, beta: 20, max_burst: 0}`, with(func(d *impair.Config) {
+			d.Queue = impair.QueueConfig{Discipline: impair.PIE, LimitPackets: 1000, ECN: true, Target: 20 * time.Millisecond, TUpdate: 30 * time.Millisecond,
 				Alpha: 2, Beta: 20}
 		})},
-		{`inflight_limit: 1`, with(func(d *Direction) { d.InflightLimit = 1 })},
+		{`inflight_limit: 1`, with(func(d *impair.Config) { d.InflightLimit = 1 })},
 		{`{loss: ~, rate: null}`, defaultDirection()},
 	}
 	for _, tt := range tests {
@@ -245,15 +259,15 @@ link:
     queue: 100
   downlink: {loss: ~}   # null is absent: the shared loss applies
 `)
-	up := with(func(d *Direction) {
+	up := with(func(d *impair.Config) {
 		d.Delay.Time = 10 * time.Millisecond
-		d.Loss = Loss{Model: "random", P: 0.05}
+		d.Loss = impair.LossConfig{Model: impair.LossRandom, P: 0.05}
 		d.Rate.Bitrate = 10_000_000
 		d.Queue.LimitPackets = 100
 	})
-	down := with(func(d *Direction) {
+	down := with(func(d *impair.Config) {
 		d.Delay.Time, d.Delay.Jitter = 50*time.Millisecond, 5*time.Millisecond
-		d.Loss = Loss{Model: "random", P: 0.05}
+		d.Loss = impair.LossConfig{Model: impair.LossRandom, P: 0.05}
 		d.Rate.Bitrate = 100_000_000
 	})
 	if !reflect.DeepEqual(s.Uplink, up) {
@@ -506,6 +520,12 @@ func TestErrors(t *testing.T) {
 			want: `x.yaml:2: flows.v.stack: "kernl" is not a flow stack; did you mean "kernel"?`},
 		{name: "sample interval", src: "sample_interval: 100us\n",
 			want: "x.yaml:1: sample_interval: 100us is out of range (expected 1ms to 1m)"},
+		{name: "clock", src: "clock: simulated\n",
+			want: `x.yaml:1: clock: "simulated" is not a clock (expected one of: real, virtual)`},
+		{name: "virtual clock with tun", src: "clock: virtual\ntun: {}\n",
+			want: "x.yaml:1: clock: virtual runs labs of netstack hosts only, and this run has a tun section: TUN mode and kernel flows run on the wall clock (use clock: real)"},
+		{name: "virtual clock with a tun variant", src: "clock: virtual\nvariants:\n  - {name: k, set: {tun: {}}}\n",
+			want: "x.yaml:1: variant k: clock: virtual runs labs of netstack hosts only, and this run has a tun section: TUN mode and kernel flows run on the wall clock (use clock: real)"},
 
 		// One mistake, one message: no relation errors on invalid values.
 		{name: "no cascade", src: "mtu: big\nlink: {delay: 5 parsecs, reorder: 1%, queue: {bytes: 1KB}}\n",
@@ -646,14 +666,14 @@ link:
 		Duration:       2 * time.Minute,
 		MTU:            1500,
 		SampleInterval: 100 * time.Millisecond,
-		Uplink: with(func(d *Direction) {
+		Uplink: with(func(d *impair.Config) {
 			d.Delay.Time, d.Delay.Jitter = 5*time.Millisecond, time.Millisecond
 			d.Rate.Bitrate = 10_000_000
 			d.InflightLimit = 100
 		}),
-		Downlink: with(func(d *Direction) {
+		Downlink: with(func(d *impair.Config) {
 			d.Delay.Time, d.Delay.Jitter = 5*time.Millisecond, time.Millisecond
-			d.Queue = Queue{Discipline: "codel", LimitPackets: 50, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond}
+			d.Queue = impair.QueueConfig{Discipline: impair.CoDel, LimitPackets: 50, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond}
 		}),
 	}
 	if !reflect.DeepEqual(exported(s), want) {
@@ -735,31 +755,31 @@ variants:
 	}
 	want := []Scenario{
 		{Name: "v", Variant: "no-loss", Duration: 30 * time.Second, MTU: 1500, SampleInterval: 100 * time.Millisecond,
-			Uplink: with(func(d *Direction) { d.Loss = Loss{Model: "random"} }),
-			Downlink: with(func(d *Direction) {
-				d.Loss = Loss{Model: "random"}
+			Uplink: with(func(d *impair.Config) { d.Loss = impair.LossConfig{Model: impair.LossRandom} }),
+			Downlink: with(func(d *impair.Config) {
+				d.Loss = impair.LossConfig{Model: impair.LossRandom}
 				d.Rate.Bitrate = 1_000_000
 			}),
 		},
 		{Name: "v", Variant: "loss-5", Duration: 30 * time.Second, MTU: 1500, SampleInterval: 100 * time.Millisecond,
-			Uplink: with(func(d *Direction) {
+			Uplink: with(func(d *impair.Config) {
 				d.Delay.Time = 50 * time.Millisecond
-				d.Loss = Loss{Model: "random", P: 0.05}
+				d.Loss = impair.LossConfig{Model: impair.LossRandom, P: 0.05}
 			}),
-			Downlink: with(func(d *Direction) {
+			Downlink: with(func(d *impair.Config) {
 				d.Delay.Time = 50 * time.Millisecond
-				d.Loss = Loss{Model: "random", P: 0.05}
+				d.Loss = impair.LossConfig{Model: impair.LossRandom, P: 0.05}
 				d.Rate.Bitrate = 1_000_000
 			}),
 		},
 		{Name: "v", Variant: "nested", Duration: 30 * time.Second, MTU: 1500, SampleInterval: 100 * time.Millisecond,
-			Uplink: with(func(d *Direction) {
+			Uplink: with(func(d *impair.Config) {
 				d.Delay.Time, d.Delay.Jitter = 10*time.Millisecond, 5*time.Millisecond
-				d.Loss = Loss{Model: "random", P: 0.05}
+				d.Loss = impair.LossConfig{Model: impair.LossRandom, P: 0.05}
 			}),
-			Downlink: with(func(d *Direction) {
+			Downlink: with(func(d *impair.Config) {
 				d.Delay.Time = 50 * time.Millisecond
-				d.Loss = Loss{Model: "random", P: 0.05}
+				d.Loss = impair.LossConfig{Model: impair.LossRandom, P: 0.05}
 				d.Rate.Bitrate = 1_000_000
 			}),
 		},
@@ -1037,8 +1057,8 @@ flows:
 		t.Fatal(err)
 	}
 	w := p.Runs[0].WiFi
-	want := &WiFi{Standard: "802.11a", Rate: 24e6, RTSThreshold: 500,
-		Stations: []Station{{Name: "laptop"}, {Name: "sta2", Rate: 6e6, FrameErrorRate: 0.01}}}
+	want := &wifi.Config{Standard: "802.11a", Rate: 24e6, RTSThreshold: 500,
+		Stations: []wifi.StationConfig{{Name: "laptop"}, {Name: "sta2", Rate: 6e6, FrameErrorRate: 0.01}}}
 	if !reflect.DeepEqual(w, want) {
 		t.Fatalf("wifi %+v, want %+v", w, want)
 	}
@@ -1077,7 +1097,7 @@ func TestCapture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &Capture{Points: []string{"client", "server"}, Snaplen: 128, MaxFileBytes: 1e6, MaxFiles: 3}
+	want := &Capture{Points: []string{"client", "server"}, Options: capture.Options{Snaplen: 128, MaxFileBytes: 1e6, MaxFiles: 3}}
 	if !reflect.DeepEqual(p.Runs[0].Capture, want) {
 		t.Fatalf("capture %+v", p.Runs[0].Capture)
 	}
@@ -1110,7 +1130,7 @@ func TestTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := p.Runs[0].Downlink.Rate
-	if r.Trace == nil || len(r.Trace.Times) != 3 || r.Trace.Bytes != 1500 || r.TraceFile != tracePath || r.PacketOverhead != 4 || r.Bitrate != 0 || !r.Limited() {
+	if r.Trace == nil || len(r.Trace.Times) != 3 || r.Trace.Bytes != 1500 || r.Trace.File != tracePath || r.PacketOverhead != 4 || r.Bitrate != 0 || !r.Limited() {
 		t.Fatalf("rate %+v, want the 3 opportunities of %s, 1500 bytes each", r, tracePath)
 	}
 	if p.Runs[0].Uplink.Rate.Limited() {
@@ -1124,7 +1144,7 @@ func TestTrace(t *testing.T) {
 	}
 	copied := filepath.Join(t.TempDir(), "copy.yaml")
 	os.WriteFile(copied, y, 0o644)
-	if q, err := Load(copied, Options{}); err != nil || q.Runs[0].Downlink.Rate.TraceFile != tracePath {
+	if q, err := Load(copied, Options{}); err != nil || q.Runs[0].Downlink.Rate.Trace.File != tracePath {
 		t.Errorf("the resolved scenario: %v\n%s", err, y)
 	}
 	// On the command line, a path is the shell's: relative to the working
@@ -1226,5 +1246,17 @@ func TestVariantsBounded(t *testing.T) {
 	}
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 512<<20 {
 		t.Errorf("Parse allocated %d MiB, want at most 512", alloc>>20)
+	}
+}
+
+// TestFlowSACKErrorLine checks that a station's SACK disagreement names
+// the line of the flow that disagrees, also after a list item that is not
+// a flow (it named the line of the flow before).
+func TestFlowSACKErrorLine(t *testing.T) {
+	_, err := parse("wifi: {stations: [{name: a}]}\nflows:\n  - x\n  - {name: n, type: tcp, size: 1MB, station: a, sack: false}\n  - {name: m, type: tcp, size: 1MB, station: a}\n")
+	want := `x.yaml:3: flows[0]: expected a mapping of flow keys, got the string "x"
+x.yaml:5: flows.m.sack: the TCP flows of station a disagree on sack (a station is one host, which has SACK on or off)`
+	if err == nil || err.Error() != want {
+		t.Errorf("got\n%v\nwant\n%s", err, want)
 	}
 }

@@ -11,32 +11,6 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Sweep is a scenario's parameter grid, its sweep key: every combination
-// of its axes' values, each run once per seed (and once per variant, the
-// variants being one more axis). `netjam run` runs the scenario as
-// written; `netjam sweep` runs the grid.
-type Sweep struct {
-	// Axes are the swept keys, in the file's order (the first varies
-	// slowest).
-	Axes []Axis
-	// Seeds are the seeds each combination runs with; default 1.
-	Seeds []uint64
-}
-
-// Axis is one swept key and its values, each a YAML value as --set takes
-// it ("1%", "{discipline: fq_codel}").
-type Axis struct {
-	Key    string
-	Values []string
-}
-
-// Point is one combination of a sweep's values with one seed.
-type Point struct {
-	Index  int      // its place in the sweep's order, 0..Len()-1
-	Values []string // one per axis
-	Seed   uint64
-}
-
 // Limits of a sweep: enough for a study, not a typo's worth of runs.
 const (
 	maxSweepValues = 1000   // values of one axis
@@ -94,11 +68,11 @@ func checkSweepKey(key string) string {
 
 // sweep decodes the sweep key.
 func (d *decoder) sweep(n *yaml.Node) *Sweep {
-	f, ok := d.fields(n, "sweep", "a mapping with grid and seeds", []string{"grid", "seeds"})
+	f, ok := d.fields(n, "sweep", "a mapping with grid and seeds", sweepKeys)
 	if !ok {
 		return nil
 	}
-	s := &Sweep{Seeds: []uint64{1}}
+	s := sweepDefaults()
 	if g := f["grid"]; g == nil {
 		d.errorf(n, "sweep.grid", "not set: a sweep needs at least one swept key (as grid: {link.loss: [0%%, 1%%]})")
 	} else if g.Kind != yaml.MappingNode || len(g.Content) == 0 {

@@ -40,29 +40,6 @@ const (
 	RampStep = 10 * time.Millisecond
 )
 
-var timelineKeys = []string{"at", "every", "from", "for", "ramp", "set"}
-
-// TimelinePoint is one moment of the timeline: what changed then, and the
-// settings of both directions from then on.
-type TimelinePoint struct {
-	// At is the time from the start of the run; a point at or after the
-	// run's end (a run cut short by --duration) is checked but never
-	// applies.
-	At       time.Duration
-	Changes  []KeyChange
-	Uplink   Direction
-	Downlink Direction
-}
-
-// KeyChange is one key's change at a TimelinePoint, for events.jsonl and
-// summary.json: the values as the file writes them; for a direction's
-// key not set, the shared key's value that applies; "" for the default.
-type KeyChange struct {
-	Key string `json:"key"`
-	Old string `json:"old"`
-	New string `json:"new"`
-}
-
 // tlEvent is one assignment of the timeline, in time order.
 type tlEvent struct {
 	at    time.Duration
@@ -109,109 +86,141 @@ func (d *decoder) timeline(n *yaml.Node, root *yaml.Node, dur time.Duration, mtu
 		return nil
 	}
 	before := d.count
-	var h tlHeap
-	seq := 0
-	windows := map[string][]window{}
-	push := func(e *tlEvent) bool {
-		if len(h) >= 2*MaxTimelineChanges {
-			return false
-		}
-		e.seq = seq
-		seq++
-		heap.Push(&h, e)
-		return true
-	}
-	tooMany := func(at *yaml.Node, path string) {
-		d.errorf(at, path, "the timeline makes more than %d changes; make repeats rarer or ramps shorter", MaxTimelineChanges)
-	}
+	b := &tlBuild{windows: map[string][]window{}}
 	for i, item := range n.Content {
 		path := fmt.Sprintf("timeline[%d]", i)
 		f, ok := d.fields(item, path, "a mapping with at (or every), set, and for or ramp", timelineKeys)
 		if !ok {
 			continue
 		}
-		get := func(key string, positive bool) (time.Duration, bool) {
-			if x := f[key]; x != nil {
-				return d.duration(x, join(path, key), positive, maxDuration)
-			}
-			return 0, false
-		}
-		at, atOK := get("at", false)
-		every, everyOK := get("every", true)
-		from, _ := get("from", false)
-		forD, forOK := get("for", true)
-		ramp, rampOK := get("ramp", true)
-		bad := false
-		switch {
-		case f["at"] != nil && f["every"] != nil:
-			d.errorf(f["every"], join(path, "every"), "an entry is at a time or repeats every, not both")
-			bad = true
-		case f["at"] == nil && f["every"] == nil:
-			d.errorf(item, path, "missing key at (or every)")
-			bad = true
-		case f["from"] != nil && f["every"] == nil:
-			d.errorf(f["from"], join(path, "from"), "applies to repeating entries (every) only")
-			bad = true
-		case f["ramp"] != nil && f["for"] != nil:
-			d.errorf(f["ramp"], join(path, "ramp"), "an entry ramps or holds for a while, not both")
-			bad = true
-		case f["ramp"] != nil && f["every"] != nil:
-			d.errorf(f["ramp"], join(path, "ramp"), "a repeating entry cannot ramp")
-			bad = true
-		case everyOK && forOK && forD >= every:
-			d.errorf(f["for"], join(path, "for"), "%s is not shorter than every (%s): the windows would overlap", f["for"].Value, f["every"].Value)
-			bad = true
-		}
+		e, ok := d.timelineEntry(item, f, path)
 		sn := f["set"]
 		if sn == nil {
 			d.errorf(item, path, "missing key set")
 			continue
 		}
-		sets := d.timelineSet(sn, join(path, "set"), rampOK)
-		if bad || len(sets) == 0 || f["at"] != nil && !atOK || f["every"] != nil && !everyOK ||
-			f["for"] != nil && !forOK || f["ramp"] != nil && !rampOK {
+		sets := d.timelineSet(sn, join(path, "set"), e.rampOK)
+		if !ok || len(sets) == 0 {
 			continue
 		}
-		starts := []time.Duration{at}
-		if everyOK {
-			starts = starts[:0]
-			for t := from; t < dur; t += every {
-				if len(starts) >= MaxTimelineChanges {
-					tooMany(f["every"], path)
-					return nil
-				}
-				starts = append(starts, t)
-			}
-		}
-		for _, t := range starts {
-			for _, o := range sets {
-				w := window{from: t, to: t, entry: path, node: o.at}
-				e := &tlEvent{at: t, key: o.key, value: o.value, at0: o.at, entry: path}
-				switch {
-				case forOK:
-					w.to, w.span = t+forD, true
-					e.revert = &tlEvent{at: t + forD, key: o.key, at0: o.at, entry: path}
-					if !push(e.revert) {
-						tooMany(o.at, path)
-						return nil
-					}
-				case rampOK:
-					w.to, w.span = t+ramp, true
-					e.ramp = ramp
-				}
-				windows[o.key] = append(windows[o.key], w)
-				if !push(e) {
-					tooMany(o.at, path)
-					return nil
-				}
-			}
+		if !d.schedule(b, e, sets, path, dur, f["every"]) {
+			return nil
 		}
 	}
-	d.overlaps(windows)
+	d.overlaps(b.windows)
 	if d.count != before {
 		return nil
 	}
-	return d.compile(h, root, mtu, mtuOK, base)
+	return d.compile(b.h, root, mtu, mtuOK, base)
+}
+
+// tlEntry is the times of a timeline entry: at, or every (from) with
+// their for or ramp; each ...OK when given and valid.
+type tlEntry struct {
+	at, every, from, forD, ramp time.Duration
+	everyOK, forOK, rampOK      bool
+}
+
+// timelineEntry decodes the times of entry item, whose keys are f, and
+// reports whether they are valid together.
+func (d *decoder) timelineEntry(item *yaml.Node, f map[string]*yaml.Node, path string) (tlEntry, bool) {
+	get := func(key string, positive bool) (time.Duration, bool) {
+		if x := f[key]; x != nil {
+			return d.duration(x, join(path, key), positive, maxDuration)
+		}
+		return 0, false
+	}
+	var e tlEntry
+	var atOK bool
+	e.at, atOK = get("at", false)
+	e.every, e.everyOK = get("every", true)
+	e.from, _ = get("from", false)
+	e.forD, e.forOK = get("for", true)
+	e.ramp, e.rampOK = get("ramp", true)
+	switch {
+	case f["at"] != nil && f["every"] != nil:
+		d.errorf(f["every"], join(path, "every"), "an entry is at a time or repeats every, not both")
+	case f["at"] == nil && f["every"] == nil:
+		d.errorf(item, path, "missing key at (or every)")
+	case f["from"] != nil && f["every"] == nil:
+		d.errorf(f["from"], join(path, "from"), "applies to repeating entries (every) only")
+	case f["ramp"] != nil && f["for"] != nil:
+		d.errorf(f["ramp"], join(path, "ramp"), "an entry ramps or holds for a while, not both")
+	case f["ramp"] != nil && f["every"] != nil:
+		d.errorf(f["ramp"], join(path, "ramp"), "a repeating entry cannot ramp")
+	case e.everyOK && e.forOK && e.forD >= e.every:
+		d.errorf(f["for"], join(path, "for"), "%s is not shorter than every (%s): the windows would overlap", f["for"].Value, f["every"].Value)
+	default:
+		valid := func(key string, ok bool) bool { return f[key] == nil || ok }
+		return e, valid("at", atOK) && valid("every", e.everyOK) && valid("for", e.forOK) && valid("ramp", e.rampOK)
+	}
+	return e, false
+}
+
+// tlBuild collects the timeline's events in time order, and the windows
+// in which entries hold each key.
+type tlBuild struct {
+	h       tlHeap
+	seq     int
+	windows map[string][]window
+}
+
+// push adds e, and reports false when the timeline has too many events.
+func (b *tlBuild) push(e *tlEvent) bool {
+	if len(b.h) >= 2*MaxTimelineChanges {
+		return false
+	}
+	e.seq = b.seq
+	b.seq++
+	heap.Push(&b.h, e)
+	return true
+}
+
+// schedule adds the events of entry e, at path, to b: each of its sets at
+// each of its starts (one, or one every e.every until dur; every is its
+// node), with a revert after its for. It reports false, the error made,
+// when there are too many.
+func (d *decoder) schedule(b *tlBuild, e tlEntry, sets []override, path string, dur time.Duration, every *yaml.Node) bool {
+	starts := []time.Duration{e.at}
+	if e.everyOK {
+		starts = starts[:0]
+		for t := e.from; t < dur; t += e.every {
+			if len(starts) >= MaxTimelineChanges {
+				d.tooManyChanges(every, path)
+				return false
+			}
+			starts = append(starts, t)
+		}
+	}
+	for _, t := range starts {
+		for _, o := range sets {
+			w := window{from: t, to: t, entry: path, node: o.at}
+			ev := &tlEvent{at: t, key: o.key, value: o.value, at0: o.at, entry: path}
+			switch {
+			case e.forOK:
+				w.to, w.span = t+e.forD, true
+				ev.revert = &tlEvent{at: t + e.forD, key: o.key, at0: o.at, entry: path}
+				if !b.push(ev.revert) {
+					d.tooManyChanges(o.at, path)
+					return false
+				}
+			case e.rampOK:
+				w.to, w.span = t+e.ramp, true
+				ev.ramp = e.ramp
+			}
+			b.windows[o.key] = append(b.windows[o.key], w)
+			if !b.push(ev) {
+				d.tooManyChanges(o.at, path)
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// tooManyChanges reports a timeline of more than MaxTimelineChanges.
+func (d *decoder) tooManyChanges(n *yaml.Node, path string) {
+	d.errorf(n, path, "the timeline makes more than %d changes; make repeats rarer or ramps shorter", MaxTimelineChanges)
 }
 
 // overlaps refuses two entries holding related keys at once: a `for` or
@@ -322,7 +331,7 @@ func liveKeyProblem(key string) string {
 // fixedProblem names what next changes of was that a running direction
 // cannot change (impair.Chain.Set), or "": the check behind
 // liveKeyProblem's, on the settings a change makes whatever its keys.
-func fixedProblem(was, next Direction) string {
+func fixedProblem(was, next impair.Config) string {
 	wq, nq := was.Queue, next.Queue
 	wq.LimitPackets, wq.LimitBytes = nq.LimitPackets, nq.LimitBytes
 	switch {
@@ -332,7 +341,7 @@ func fixedProblem(was, next Direction) string {
 		return "slots"
 	case was.InflightLimit != next.InflightLimit:
 		return "in-flight limit"
-	case was.Rate.TraceFile != next.Rate.TraceFile || (was.Rate.Trace == nil) != (next.Rate.Trace == nil):
+	case (was.Rate.Trace == nil) != (next.Rate.Trace == nil) || was.Rate.Trace != nil && was.Rate.Trace.File != next.Rate.Trace.File:
 		return "rate trace"
 	case was.Delay.AllowReorder != next.Delay.AllowReorder:
 		return "allow_reorder"
@@ -359,136 +368,25 @@ func rampKind(key string) (string, bool) {
 // compile runs the timeline's events in time order over a copy of the
 // link, decoding both directions after each instant's changes.
 func (d *decoder) compile(h tlHeap, root *yaml.Node, mtu int, mtuOK bool, state linkPair) []TimelinePoint {
-	base := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-	if ln := lookup(root, "link"); ln != nil {
-		base.Content = append(base.Content, stringNode("link"), ln)
-	}
-	cur := map[string]*yaml.Node{}   // keys the timeline set, and their values
-	keyAt := map[string]*yaml.Node{} // each key's node in the timeline, for errors
-	var order []string               // keys in the order first set, as they apply
+	c := newTLCompiler(d, root, mtu, mtuOK)
+	first := state // the file's link
 	var points []TimelinePoint
-	budget := MaxTimelineChanges // ramp steps left to make
-	first := state               // the file's link
-	decodeLink := func(at time.Duration, e *tlEvent) (Direction, Direction, bool) {
-		tree := clone(base, nil)
-		if lookup(tree, "link") == nil {
-			tree.Content = append(tree.Content, stringNode("link"), &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"})
-		}
-		for _, k := range order {
-			v := cur[k]
-			if v == nil {
-				v = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
-			}
-			kn := keyAt[k]
-			mark := func(n *yaml.Node) { n.Line, n.Column = kn.Line, kn.Column }
-			if err := setPath(tree, k, v, mark); err != nil {
-				d.errorf(e.at0, e.entry+".set."+k, "%v (at %s)", err, formatDuration(at))
-				return Direction{}, Direction{}, false
-			}
-		}
-		sub := newDecoder(d.file, d.origins)
-		var shared, up, down map[string]*yaml.Node
-		if n := lookup(tree, "link"); n != nil && !isNull(n) {
-			shared, _ = sub.fields(n, "link", "a mapping of link keys", linkKeys)
-			if n := shared["uplink"]; n != nil {
-				up, _ = sub.fields(n, "link.uplink", "a mapping of direction keys", directionKeys)
-			}
-			if n := shared["downlink"]; n != nil {
-				down, _ = sub.fields(n, "link.downlink", "a mapping of direction keys", directionKeys)
-			}
-		}
-		u, w := sub.link(shared, up, down, mtu, mtuOK)
-		for _, err := range sub.errs {
-			err.Msg += fmt.Sprintf(" (in the link the timeline makes at %s, %s)", formatDuration(at), e.entry)
-			d.count++
-			d.add(err)
-		}
-		return u, w, len(sub.errs) == 0
-	}
-	// rawOf is the key's own value: the timeline's or the file's; nil
-	// when not set.
-	rawOf := func(key string) *yaml.Node {
-		if v, ok := cur[key]; ok {
-			return v
-		}
-		return nodeAt(base, key)
-	}
-	// valueOf is the value of key in force, for the record: its own, or
-	// for a direction's key not set, the shared one it falls back to.
-	var valueOf func(key string) *yaml.Node
-	valueOf = func(key string) *yaml.Node {
-		if v, ok := cur[key]; ok && v != nil {
-			return v
-		} else if !ok {
-			if v := nodeAt(base, key); v != nil {
-				return v
-			}
-		}
-		for _, dir := range []string{"link.uplink.", "link.downlink."} {
-			if rest, ok := strings.CutPrefix(key, dir); ok {
-				return valueOf("link." + rest)
-			}
-		}
-		return nil
-	}
 	for h.Len() > 0 {
 		at := h[0].at
-		var changes []KeyChange
-		var last *tlEvent
-		for h.Len() > 0 && h[0].at == at {
-			e := heap.Pop(&h).(*tlEvent)
-			last = e
-			old, raw := valueOf(e.key), rawOf(e.key)
-			if e.ramp > 0 {
-				// No change at the start: the first step is a step later.
-				// Bounded before it is made: a ramp of 24h would be
-				// millions of steps.
-				if budget -= int((e.ramp + RampStep - 1) / RampStep); budget < 0 {
-					d.errorf(e.at0, e.entry, "the timeline makes more than %d changes; make repeats rarer or ramps shorter", MaxTimelineChanges)
-					return nil
-				}
-				steps := d.ramp(e, state, at)
-				if steps == nil {
-					return nil
-				}
-				n := time.Duration(len(steps))
-				for i, s := range steps {
-					heap.Push(&h, &tlEvent{at: at + e.ramp*time.Duration(i+1)/n, seq: e.seq, key: e.key, value: s, at0: e.at0, entry: e.entry})
-				}
-				continue
-			}
-			if e.revert != nil {
-				// The window's end goes back to the value before it.
-				e.revert.value = raw
-				if raw == nil {
-					e.revert.value = nullNode
-				}
-			}
-			v := e.value
-			if v == nullNode {
-				v = nil
-			}
-			if _, ok := cur[e.key]; !ok {
-				order = append(order, e.key)
-			}
-			cur[e.key], keyAt[e.key] = v, e.at0
-			if v == nil {
-				// Back to not set: say what applies then.
-				cur[e.key] = nil
-				v = valueOf(e.key)
-			}
-			changes = append(changes, KeyChange{Key: e.key, Old: textOf(old), New: textOf(v)})
+		changes, last, ok := c.apply(&h, at, state)
+		if !ok {
+			return nil
 		}
 		if len(changes) == 0 {
 			continue
 		}
-		u, w, ok := decodeLink(at, last)
+		u, w, ok := c.decodeLink(at, last)
 		if !ok {
 			return nil
 		}
 		for _, dw := range []struct {
 			name      string
-			was, next Direction
+			was, next impair.Config
 		}{{"uplink", first.up, u}, {"downlink", first.down, w}} {
 			if why := fixedProblem(dw.was, dw.next); why != "" {
 				d.errorf(last.at0, last.entry, "the %s's %s cannot change while the run runs (at %s)", dw.name, why, formatDuration(at))
@@ -498,11 +396,159 @@ func (d *decoder) compile(h tlHeap, root *yaml.Node, mtu int, mtuOK bool, state 
 		points = append(points, TimelinePoint{At: at, Changes: changes, Uplink: u, Downlink: w})
 		state = linkPair{u, w}
 		if len(points) > MaxTimelineChanges {
-			d.errorf(last.at0, last.entry, "the timeline makes more than %d changes; make repeats rarer or ramps shorter", MaxTimelineChanges)
+			d.tooManyChanges(last.at0, last.entry)
 			return nil
 		}
 	}
 	return points
+}
+
+// tlCompiler holds the keys the timeline has set so far over the file's
+// link, while compile runs its events.
+type tlCompiler struct {
+	d      *decoder
+	base   *yaml.Node            // a tree of the file's link alone
+	cur    map[string]*yaml.Node // keys the timeline set, and their values (nil: not set)
+	keyAt  map[string]*yaml.Node // each key's node in the timeline, for errors
+	order  []string              // keys in the order first set, as they apply
+	budget int                   // ramp steps left to make
+	mtu    int
+	mtuOK  bool
+}
+
+func newTLCompiler(d *decoder, root *yaml.Node, mtu int, mtuOK bool) *tlCompiler {
+	base := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	if ln := lookup(root, "link"); ln != nil {
+		base.Content = append(base.Content, stringNode("link"), ln)
+	}
+	return &tlCompiler{d: d, base: base, cur: map[string]*yaml.Node{}, keyAt: map[string]*yaml.Node{},
+		budget: MaxTimelineChanges, mtu: mtu, mtuOK: mtuOK}
+}
+
+// apply runs the events at time at, state being the link in force, and
+// returns the changes they make and the last of them; false when it made
+// an error.
+func (c *tlCompiler) apply(h *tlHeap, at time.Duration, state linkPair) ([]KeyChange, *tlEvent, bool) {
+	var changes []KeyChange
+	var last *tlEvent
+	for h.Len() > 0 && (*h)[0].at == at {
+		e := heap.Pop(h).(*tlEvent)
+		last = e
+		if e.ramp > 0 {
+			if !c.startRamp(h, e, state, at) {
+				return nil, nil, false
+			}
+			continue
+		}
+		changes = append(changes, c.set(e))
+	}
+	return changes, last, true
+}
+
+// startRamp makes the steps of the ramp e starts at time at, from state.
+// There is no change at its start: the first step is a step later.
+func (c *tlCompiler) startRamp(h *tlHeap, e *tlEvent, state linkPair, at time.Duration) bool {
+	// Bounded before they are made: a ramp of 24h would be millions of
+	// steps.
+	if c.budget -= int((e.ramp + RampStep - 1) / RampStep); c.budget < 0 {
+		c.d.tooManyChanges(e.at0, e.entry)
+		return false
+	}
+	steps := c.d.ramp(e, state, at)
+	if steps == nil {
+		return false
+	}
+	n := time.Duration(len(steps))
+	for i, s := range steps {
+		heap.Push(h, &tlEvent{at: at + e.ramp*time.Duration(i+1)/n, seq: e.seq, key: e.key, value: s, at0: e.at0, entry: e.entry})
+	}
+	return true
+}
+
+// set applies the assignment e and returns the change it makes.
+func (c *tlCompiler) set(e *tlEvent) KeyChange {
+	old, raw := c.valueOf(e.key), c.rawOf(e.key)
+	if e.revert != nil {
+		// The window's end goes back to the value before it.
+		e.revert.value = raw
+		if raw == nil {
+			e.revert.value = nullNode
+		}
+	}
+	v := e.value
+	if v == nullNode {
+		v = nil
+	}
+	if _, ok := c.cur[e.key]; !ok {
+		c.order = append(c.order, e.key)
+	}
+	c.cur[e.key], c.keyAt[e.key] = v, e.at0
+	if v == nil {
+		// Back to not set: say what applies then.
+		v = c.valueOf(e.key)
+	}
+	return KeyChange{Key: e.key, Old: textOf(old), New: textOf(v)}
+}
+
+// rawOf is the key's own value: the timeline's or the file's; nil when
+// not set.
+func (c *tlCompiler) rawOf(key string) *yaml.Node {
+	if v, ok := c.cur[key]; ok {
+		return v
+	}
+	return nodeAt(c.base, key)
+}
+
+// valueOf is the value of key in force, for the record: its own, or for
+// a direction's key not set, the shared one it falls back to.
+func (c *tlCompiler) valueOf(key string) *yaml.Node {
+	if v, ok := c.cur[key]; ok && v != nil {
+		return v
+	} else if !ok {
+		if v := nodeAt(c.base, key); v != nil {
+			return v
+		}
+	}
+	for _, dir := range []string{"link.uplink.", "link.downlink."} {
+		if rest, ok := strings.CutPrefix(key, dir); ok {
+			return c.valueOf("link." + rest)
+		}
+	}
+	return nil
+}
+
+// decodeLink decodes both directions of the file's link with the keys
+// set so far, after e at time at; false when that made an error.
+func (c *tlCompiler) decodeLink(at time.Duration, e *tlEvent) (impair.Config, impair.Config, bool) {
+	d := c.d
+	tree := clone(c.base, nil)
+	if lookup(tree, "link") == nil {
+		tree.Content = append(tree.Content, stringNode("link"), &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"})
+	}
+	for _, k := range c.order {
+		v := c.cur[k]
+		if v == nil {
+			v = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
+		}
+		kn := c.keyAt[k]
+		mark := func(n *yaml.Node) { n.Line, n.Column = kn.Line, kn.Column }
+		if err := setPath(tree, k, v, mark); err != nil {
+			d.errorf(e.at0, e.entry+".set."+k, "%v (at %s)", err, formatDuration(at))
+			return impair.Config{}, impair.Config{}, false
+		}
+	}
+	sub := newDecoder(d.file, d.origins)
+	var link *yaml.Node
+	if n := lookup(tree, "link"); n != nil && !isNull(n) {
+		link = n
+	}
+	u, w := sub.linkOf(link, c.mtu, c.mtuOK)
+	for _, err := range sub.errs {
+		err.Msg += fmt.Sprintf(" (in the link the timeline makes at %s, %s)", formatDuration(at), e.entry)
+		d.count++
+		d.add(err)
+	}
+	return u, w, len(sub.errs) == 0
 }
 
 // nullNode is a revert's value for a key that was not set.
@@ -539,64 +585,12 @@ func nodeAt(root *yaml.Node, key string) *yaml.Node {
 // last one its target: linear from the value in force when it starts.
 func (d *decoder) ramp(e *tlEvent, state linkPair, at time.Duration) []*yaml.Node {
 	kind, _ := rampKind(e.key)
-	p := e.entry + ".set." + e.key
-	// The start: the value in force in the direction(s) the key sets.
-	rest := strings.TrimPrefix(e.key, "link.")
-	var dirs []Direction
-	switch {
-	case strings.HasPrefix(rest, "uplink."):
-		dirs = []Direction{state.up}
-	case strings.HasPrefix(rest, "downlink."):
-		dirs = []Direction{state.down}
-	default:
-		dirs = []Direction{state.up, state.down}
-	}
-	field := func(dir Direction) float64 {
-		switch {
-		case kind == "rate":
-			return float64(dir.Rate.Bitrate)
-		case strings.HasSuffix(e.key, "jitter"):
-			return float64(dir.Delay.Jitter)
-		case kind == "duration":
-			return float64(dir.Delay.Time)
-		default:
-			return dir.Loss.P
-		}
-	}
-	from := field(dirs[0])
-	if len(dirs) == 2 && field(dirs[1]) != from {
-		d.errorf(e.at0, p, "the directions have different values when the ramp starts (%s); ramp link.uplink.%s and link.downlink.%s", formatDuration(at), strings.TrimPrefix(e.key, "link."), strings.TrimPrefix(e.key, "link."))
+	from, ok := d.rampFrom(e, kind, state, at)
+	if !ok {
 		return nil
 	}
-	if kind == "rate" && from == 0 {
-		d.errorf(e.at0, p, "the rate is unlimited when the ramp starts (%s): set a rate to ramp from first", formatDuration(at))
-		return nil
-	}
-	if kind == "ratio" && dirs[0].Loss.Model != "random" && dirs[0].Loss.Model != "" {
-		d.errorf(e.at0, p, "ramps a random loss, but the loss model is %s when the ramp starts", dirs[0].Loss.Model)
-		return nil
-	}
-	sub := newDecoder(d.file, d.origins)
-	var to float64
-	switch kind {
-	case "rate":
-		v, _ := sub.bitrate(e.value, p)
-		if v == 0 && len(sub.errs) == 0 {
-			sub.errorf(e.value, p, "a ramp's target rate must be a rate, not unlimited")
-		}
-		to = float64(v)
-	case "duration":
-		v, _ := sub.duration(e.value, p, false, maxDelay)
-		to = float64(v)
-	default:
-		v, _ := sub.ratio(e.value, p)
-		to = v
-	}
-	if len(sub.errs) > 0 {
-		for _, err := range sub.errs {
-			d.count++
-			d.add(err)
-		}
+	to, ok := d.rampTo(e, kind)
+	if !ok {
 		return nil
 	}
 	n := int((e.ramp + RampStep - 1) / RampStep)
@@ -620,5 +614,70 @@ func (d *decoder) ramp(e *tlEvent, state linkPair, at time.Duration) []*yaml.Nod
 	return out
 }
 
+// rampFrom returns the value in force, when ramp e of kind starts at time
+// at, in the direction(s) its key sets: the same in both for a shared key.
+func (d *decoder) rampFrom(e *tlEvent, kind string, state linkPair, at time.Duration) (float64, bool) {
+	p := e.entry + ".set." + e.key
+	rest := strings.TrimPrefix(e.key, "link.")
+	var dirs []impair.Config
+	switch {
+	case strings.HasPrefix(rest, "uplink."):
+		dirs = []impair.Config{state.up}
+	case strings.HasPrefix(rest, "downlink."):
+		dirs = []impair.Config{state.down}
+	default:
+		dirs = []impair.Config{state.up, state.down}
+	}
+	field := func(dir impair.Config) float64 {
+		switch {
+		case kind == "rate":
+			return float64(dir.Rate.Bitrate)
+		case strings.HasSuffix(e.key, "jitter"):
+			return float64(dir.Delay.Jitter)
+		case kind == "duration":
+			return float64(dir.Delay.Time)
+		default:
+			return dir.Loss.P
+		}
+	}
+	from := field(dirs[0])
+	switch {
+	case len(dirs) == 2 && field(dirs[1]) != from:
+		d.errorf(e.at0, p, "the directions have different values when the ramp starts (%s); ramp link.uplink.%s and link.downlink.%s", formatDuration(at), strings.TrimPrefix(e.key, "link."), strings.TrimPrefix(e.key, "link."))
+	case kind == "rate" && from == 0:
+		d.errorf(e.at0, p, "the rate is unlimited when the ramp starts (%s): set a rate to ramp from first", formatDuration(at))
+	case kind == "ratio" && dirs[0].Loss.Model != impair.LossRandom && dirs[0].Loss.Model != impair.LossNone:
+		d.errorf(e.at0, p, "ramps a random loss, but the loss model is %s when the ramp starts", dirs[0].Loss.Model)
+	default:
+		return from, true
+	}
+	return 0, false
+}
+
+// rampTo decodes the target of ramp e of kind.
+func (d *decoder) rampTo(e *tlEvent, kind string) (float64, bool) {
+	p := e.entry + ".set." + e.key
+	sub := newDecoder(d.file, d.origins)
+	var to float64
+	switch kind {
+	case "rate":
+		v, _ := sub.bitrate(e.value, p)
+		if v == 0 && len(sub.errs) == 0 {
+			sub.errorf(e.value, p, "a ramp's target rate must be a rate, not unlimited")
+		}
+		to = float64(v)
+	case "duration":
+		v, _ := sub.duration(e.value, p, false, maxDelay)
+		to = float64(v)
+	default:
+		to, _ = sub.ratio(e.value, p)
+	}
+	for _, err := range sub.errs {
+		d.count++
+		d.add(err)
+	}
+	return to, len(sub.errs) == 0
+}
+
 // linkPair is both directions' settings.
-type linkPair struct{ up, down Direction }
+type linkPair struct{ up, down impair.Config }

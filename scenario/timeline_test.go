@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/netjam/netjam/impair"
 )
 
 func pointsText(ps []TimelinePoint) string {
@@ -48,7 +50,7 @@ timeline:
 		t.Errorf("at 5s: up %+v, down %+v", p.Uplink, p.Downlink)
 	}
 	p = s.Timeline[4] // 10 s: the uplink's own rate, the downlink's shared one
-	if p.Uplink.Rate.Bitrate != 2e6 || p.Downlink.Rate.Bitrate != 10e6 || p.Uplink.Loss.Model != "" || p.Uplink.Delay.Time != 20*time.Millisecond {
+	if p.Uplink.Rate.Bitrate != 2e6 || p.Downlink.Rate.Bitrate != 10e6 || p.Uplink.Loss.Model != impair.LossNone || p.Uplink.Delay.Time != 20*time.Millisecond {
 		t.Errorf("at 10s: up %+v, down %+v", p.Uplink, p.Downlink)
 	}
 }
@@ -160,5 +162,37 @@ variants:
 	s := mustParse(t, "name: x\n", `timeline=[{at: 1s, for: 1s, set: {link.loss: 100%}}]`)
 	if len(s.Timeline) != 2 {
 		t.Errorf("--set timeline: %v", s.Timeline)
+	}
+}
+
+// TestTimelineNullSurvivesYAML: a timeline's null (back to the key not
+// set), in the file or added by AddTimeline, is in the resolved YAML, so
+// running that file applies it too. YAML dropped every null, and wrote
+// the entry as `set: {}`, which does not load.
+func TestTimelineNullSurvivesYAML(t *testing.T) {
+	p, err := Parse("x.yaml", []byte(`name: x
+duration: 10s
+link: {loss: 2%, uplink: {loss: 5%}, delay: 5ms}
+flows: [{name: a, type: udp, interval: 5ms, count: 10}]
+timeline: [{at: 1s, set: {link.uplink.loss: null}}]
+`), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Runs[0]
+	if err := s.AddTimeline(2*time.Second, "link.delay=null"); err != nil {
+		t.Fatal(err)
+	}
+	y, err := s.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse("resolved.yaml", y, Options{})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, y)
+	}
+	got := fmt.Sprint(again.Runs[0].Timeline[0].Changes, again.Runs[0].Timeline[1].Changes)
+	if want := "[{link.uplink.loss 5% }] [{link.delay 5ms }]"; got != want {
+		t.Errorf("the replay's timeline: %s, want %s\n%s", got, want, y)
 	}
 }

@@ -9,137 +9,36 @@ import (
 	"unicode"
 
 	"go.yaml.in/yaml/v3"
-)
 
-// TUN puts the machine's kernel on the client side of the emulated path: a
-// TUN device whose packets cross the uplink to a netstack host that owns
-// the peer addresses, and come back across the downlink. Real applications
-// and flows with stack "kernel" send through it. It needs /dev/net/tun and
-// CAP_NET_ADMIN.
-type TUN struct {
-	// Name is the device's name; default "netjam0". At most 15 bytes,
-	// without '/', ':', '%' or white space.
-	Name string
-	// Address holds the kernel's addresses on the device with their
-	// networks' prefix lengths, at most one IPv4 and one IPv6, in file
-	// order (default 10.99.0.1/24). Each is a unicast host address (not
-	// an IPv4 network's own or broadcast address) whose network has room
-	// for the peer.
-	Address []netip.Prefix
-	// Peer holds netjam's addresses, the far end of the path: Peer[i] is
-	// the peer of Address[i], inside its network and not equal to it.
-	// By default the address after the kernel's (10.99.0.1/24 gives
-	// 10.99.0.2, fd99::1/64 gives fd99::2), or the one before when that
-	// is not a host of the network.
-	Peer []netip.Addr
-	// MTU is the device's MTU; default the scenario's mtu, and never
-	// above it (at least 1280 with an IPv6 address).
-	MTU int
-	// HostRoutes lets Routes outside the device's networks change the
-	// host's routing when netjam holds CAP_NET_ADMIN from its file
-	// (setcap) without being root; default false (see
-	// stack.TUNConfig.HostRoutes).
-	HostRoutes bool
-	// Routes are extra networks routed into the device (for
-	// transparent relaying): no host bits set, not /0, each of a family
-	// of Address.
-	Routes []netip.Prefix
-	// Forward relays ports of the peer to real servers; each (Proto,
-	// Listen) once, and not 7 or 9 while Services is on.
-	Forward []Forward
-	// Transparent relays connections to any destination routed into the
-	// device, when it is in Allow; nil means off.
-	Transparent *Transparent
-	// Services runs echo (port 7) and discard (port 9) on the peer, TCP
-	// and UDP; default true.
-	Services bool
-	// UDPIdle ends a relayed UDP session idle this long; default 60s.
-	UDPIdle time.Duration
-	// TCPIdle resets a relayed or served TCP connection that carried no
-	// byte either way this long; default 2h, when Linux's keepalive
-	// would start probing.
-	TCPIdle time.Duration
-	// Offload lets the kernel hand over and take TCP segments of up to
-	// 64 KiB with checksums left to the receiver (virtio-net headers,
-	// TSO); the path still applies every impairment to each MTU-sized
-	// segment, splitting where a stage decides per packet. Default true.
-	Offload bool
-	// Netns puts the device in an existing network namespace, given as
-	// the absolute path of its file: as written in the scenario
-	// (/proc/PID/ns/net), or /var/run/netns/NAME for a namespace the
-	// scenario names as ip netns does. "" means netjam's own namespace.
-	// Kernel flows then run in it too.
-	Netns string
-	// Stations, with a Wi-Fi cell, are the stations the kernel sits
-	// behind: required with a cell (at least one), not allowed without.
-	// The device's packets are told apart by source address: the first
-	// station has Address; each further one an address of its own in
-	// each network of Address (StationAddrs).
-	Stations []string
-	// StationAddrs holds each station's kernel addresses, one per entry
-	// of Address and in its order: StationAddrs[0] are Address's own;
-	// further stations take the next free host addresses of the
-	// networks, after the kernel's and skipping the peers (10.99.0.1,
-	// then 10.99.0.3, 10.99.0.4, ...).
-	StationAddrs [][]netip.Addr
-}
-
-// Forward relays one port of the peer to a fixed target.
-type Forward struct {
-	Proto  string // "tcp" or "udp"
-	Listen uint16 // the peer's port, 1..65535
-	// To is the real server, an IP address and a port other than 0
-	// (host names are not looked up).
-	To netip.AddrPort
-}
-
-// Transparent is the allow list of transparent relaying.
-type Transparent struct {
-	// Allow lists the networks relayed to; at least one, none /0, no
-	// host bits set.
-	Allow []netip.Prefix
-}
-
-// Flow stacks.
-const (
-	StackNetstack = "netstack" // gVisor hosts in netjam's process
-	StackKernel   = "kernel"   // the machine's kernel, through the TUN device
+	"github.com/netjam/netjam/wifi"
 )
 
 // Defaults of the tun section.
 const (
-	defaultTUNName    = "netjam0"
-	defaultTUNUDPIdle = 60 * time.Second
-	defaultTUNTCPIdle = 2 * time.Hour
-	maxTUNTCPIdle     = 7 * 24 * time.Hour
-	maxIfName         = 15 // IFNAMSIZ - 1: the longest interface name Linux takes
-	minMTUIPv6        = 1280
-	netnsDir          = "/var/run/netns/" // where ip-netns(8) keeps named namespaces
+	defaultTUNName = "netjam0"
+	maxTUNTCPIdle  = 7 * 24 * time.Hour
+	maxIfName      = 15 // IFNAMSIZ - 1: the longest interface name Linux takes
+	minMTUIPv6     = 1280
+	netnsDir       = "/var/run/netns/" // where ip-netns(8) keeps named namespaces
 )
 
 // defaultTUNAddress is the kernel's address when tun has no address.
 var defaultTUNAddress = netip.MustParsePrefix("10.99.0.1/24")
 
 var (
-	tunKeys         = []string{"name", "address", "peer", "mtu", "routes", "forward", "transparent", "services", "udp_idle", "tcp_idle", "host_routes", "netns", "station", "offload"}
-	forwardKeys     = []string{"proto", "listen", "to"}
-	transparentKeys = []string{"allow"}
-	forwardProtos   = []string{"tcp", "udp"}
+	forwardProtos = []string{"tcp", "udp"}
 )
 
 // tun decodes the tun mapping. mtu is the scenario's, valid when mtuOK; w
 // is the Wi-Fi cell, nil without one. A tun that is not a mapping is
 // reported and decoded as all defaults, so that kernel flows are not also
 // told to add a tun section.
-func (d *decoder) tun(n *yaml.Node, mtu int, mtuOK bool, w *WiFi) *TUN {
-	t := &TUN{Name: defaultTUNName, MTU: mtu, Services: true, UDPIdle: defaultTUNUDPIdle, TCPIdle: defaultTUNTCPIdle, Offload: true}
+func (d *decoder) tun(n *yaml.Node, mtu int, mtuOK bool, w *wifi.Config) *TUN {
+	t := tunDefaults(mtu)
 	f, ok := d.fields(n, "tun", "a mapping of TUN keys (tun: {} for every default)", tunKeys)
 	if !ok {
-		t.Address = []netip.Prefix{defaultTUNAddress}
-		t.Peer = []netip.Addr{defaultTUNAddress.Addr().Next()}
 		return t
 	}
-
 	if v := f["name"]; v != nil {
 		if name, ok := d.text(v, "tun.name"); ok {
 			if why := ifNameProblem(name); why != "" {
@@ -149,184 +48,236 @@ func (d *decoder) tun(n *yaml.Node, mtu int, mtuOK bool, w *WiFi) *TUN {
 			}
 		}
 	}
-
-	// The kernel's addresses, by family (0: IPv4, 1: IPv6), with their
-	// nodes. Relations with them are only checked when all are valid.
-	var addrs [2]*yaml.Node
-	var prefixes [2]netip.Prefix
-	addrOK := true
-	if v := f["address"]; v != nil {
-		before := d.count
-		if v.Kind == yaml.SequenceNode && len(v.Content) == 0 {
-			d.errorf(v, "tun.address", "expected at least one address, like 10.99.0.1/24 (leave address out for that default)")
-		}
-		for _, it := range d.scalars(v, "tun.address", "an address with its prefix length like 10.99.0.1/24") {
-			p, ok := d.hostPrefix(it, "tun.address")
-			if !ok {
-				continue
-			}
-			fam := family(p.Addr())
-			if addrs[fam] != nil {
-				d.errorf(it, "tun.address", "%s is a second %s address (tun takes at most one IPv4 and one IPv6 address)", p, familyName[fam])
-				continue
-			}
-			addrs[fam], prefixes[fam] = it, p
-			t.Address = append(t.Address, p)
-		}
-		addrOK = d.count == before
-	} else {
-		addrs[0], prefixes[0] = n, defaultTUNAddress
-		t.Address = []netip.Prefix{defaultTUNAddress}
+	fams := d.tunAddress(n, f["address"], t)
+	d.tunPeer(f["peer"], t, fams)
+	d.tunMTU(f["mtu"], t, fams, mtu, mtuOK)
+	if v := f["routes"]; v != nil {
+		t.Routes = d.routes(v, fams)
 	}
+	d.tunSwitches(f, t)
+	if v := f["netns"]; v != nil {
+		t.Netns = d.netns(v)
+	}
+	d.tunStation(n, f["station"], t, w)
+	return t
+}
 
-	// The peers, one per family of address, in the order of the addresses.
+// tunFamilies are the kernel's addresses on the device by family (0:
+// IPv4, 1: IPv6), with their nodes, for the keys checked against them;
+// ok is false when one of them is invalid, and those checks are skipped.
+type tunFamilies struct {
+	nodes    [2]*yaml.Node
+	prefixes [2]netip.Prefix
+	ok       bool
+}
+
+// tunAddress decodes tun.address, v (nil: the default, whose node is the
+// tun's, n), into t.Address.
+func (d *decoder) tunAddress(n, v *yaml.Node, t *TUN) tunFamilies {
+	fams := tunFamilies{ok: true}
+	if v == nil {
+		fams.nodes[0], fams.prefixes[0] = n, defaultTUNAddress
+		return fams
+	}
+	before := d.count
+	if v.Kind == yaml.SequenceNode && len(v.Content) == 0 {
+		d.errorf(v, "tun.address", "expected at least one address, like 10.99.0.1/24 (leave address out for that default)")
+	}
+	t.Address = nil
+	for _, it := range d.scalars(v, "tun.address", "an address with its prefix length like 10.99.0.1/24") {
+		p, ok := d.hostPrefix(it, "tun.address")
+		if !ok {
+			continue
+		}
+		fam := family(p.Addr())
+		if fams.nodes[fam] != nil {
+			d.errorf(it, "tun.address", "%s is a second %s address (tun takes at most one IPv4 and one IPv6 address)", p, familyName[fam])
+			continue
+		}
+		fams.nodes[fam], fams.prefixes[fam] = it, p
+		t.Address = append(t.Address, p)
+	}
+	fams.ok = d.count == before
+	return fams
+}
+
+// tunPeer decodes tun.peer, v (nil: the default), into t.Peer: one per
+// family of address, in the order of the addresses.
+func (d *decoder) tunPeer(v *yaml.Node, t *TUN, fams tunFamilies) {
 	var peers [2]netip.Addr
-	if v := f["peer"]; v != nil {
-		before := d.count
-		var given [2]bool
-		for _, it := range d.scalars(v, "tun.peer", "an IP address like 10.99.0.2") {
-			a, ok := d.addr(it, "tun.peer")
-			if !ok {
-				continue
-			}
-			fam := family(a)
-			if given[fam] {
-				d.errorf(it, "tun.peer", "%s is a second %s peer (tun takes one peer per family of address)", a, familyName[fam])
-				continue
-			}
-			given[fam] = true
-			if !addrOK {
-				continue
-			}
-			p := prefixes[fam]
-			switch {
-			case addrs[fam] == nil:
-				d.errorf(it, "tun.peer", "%s is %s, but tun.address has no %s address", a, familyName[fam], familyName[fam])
-			case !p.Contains(a):
-				d.errorf(it, "tun.peer", "%s is not in the network of tun.address %s (%s)", a, p, p.Masked())
-			case a == p.Addr():
-				d.errorf(it, "tun.peer", "%s is the kernel's own address (tun.address); the peer is netjam's end of the device", a)
-			case !hostOf(p, a):
-				d.errorf(it, "tun.peer", "%s is the %s address of %s, not a host address", a, reservedName(p, a), p.Masked())
-			default:
-				peers[fam] = a
-			}
-		}
-		if addrOK && d.count == before {
-			for fam, an := range addrs {
-				if an != nil && !given[fam] {
-					d.errorf(v, "tun.peer", "no %s peer for tun.address %s (a peer given lists one per family of address)", familyName[fam], prefixes[fam])
-				}
-			}
-		}
-	} else if addrOK {
-		for fam, an := range addrs {
+	if v != nil {
+		peers = d.peers(v, fams)
+	} else if fams.ok {
+		for fam, an := range fams.nodes {
 			if an != nil {
-				peers[fam], _ = defaultPeer(prefixes[fam])
+				peers[fam], _ = defaultPeer(fams.prefixes[fam])
 			}
 		}
 	}
+	t.Peer = nil
 	for _, p := range t.Address {
 		if a := peers[family(p.Addr())]; a.IsValid() {
 			t.Peer = append(t.Peer, a)
 		}
 	}
+}
 
-	if v := f["mtu"]; v != nil {
-		if m, ok := d.integer(v, "tun.mtu", 576, 65535); ok {
-			switch {
-			case mtuOK && int(m) > mtu:
-				d.errorf(v, "tun.mtu", "%d is above the scenario's mtu (%d): packets larger than the path's MTU could not cross it", m, mtu)
-			case addrs[1] != nil && m < minMTUIPv6:
-				d.errorf(v, "tun.mtu", "%d is below %d, IPv6's minimum MTU, and tun.address has an IPv6 address", m, minMTUIPv6)
-			default:
-				t.MTU = int(m)
-			}
+// peers decodes the peers given in tun.peer, by family.
+func (d *decoder) peers(v *yaml.Node, fams tunFamilies) [2]netip.Addr {
+	var peers [2]netip.Addr
+	before := d.count
+	var given [2]bool
+	for _, it := range d.scalars(v, "tun.peer", "an IP address like 10.99.0.2") {
+		a, ok := d.addr(it, "tun.peer")
+		if !ok {
+			continue
 		}
-	} else if addrs[1] != nil && mtuOK && mtu < minMTUIPv6 {
-		d.errorf(addrs[1], "tun.address", "%s needs an MTU of at least %d (IPv6's minimum), but the scenario's mtu is %d", prefixes[1], minMTUIPv6, mtu)
+		fam := family(a)
+		if given[fam] {
+			d.errorf(it, "tun.peer", "%s is a second %s peer (tun takes one peer per family of address)", a, familyName[fam])
+			continue
+		}
+		given[fam] = true
+		if fams.ok && d.peerOf(it, a, fams.nodes[fam], fams.prefixes[fam]) {
+			peers[fam] = a
+		}
 	}
-
-	if v := f["routes"]; v != nil {
-		seen := map[netip.Prefix]bool{}
-		for _, it := range d.scalars(v, "tun.routes", "a network like 192.0.2.0/24") {
-			p, ok := d.network(it, "tun.routes")
-			if !ok {
-				continue
-			}
-			fam := family(p.Addr())
-			switch {
-			case p.Bits() == 0:
-				d.errorf(it, "tun.routes", "%s would route everything, including netjam's own relay sockets, into the device; route the networks to reach", p)
-			case p != p.Masked():
-				d.errorf(it, "tun.routes", "%s has host bits set (the network is %s)", p, p.Masked())
-			case seen[p]:
-				d.errorf(it, "tun.routes", "%s is listed twice", p)
-			case addrOK && addrs[fam] == nil:
-				d.errorf(it, "tun.routes", "%s is %s, but tun.address has no %s address", p, familyName[fam], familyName[fam])
-			default:
-				seen[p] = true
-				t.Routes = append(t.Routes, p)
+	if fams.ok && d.count == before {
+		for fam, an := range fams.nodes {
+			if an != nil && !given[fam] {
+				d.errorf(v, "tun.peer", "no %s peer for tun.address %s (a peer given lists one per family of address)", familyName[fam], fams.prefixes[fam])
 			}
 		}
 	}
+	return peers
+}
 
-	servicesOK := true
-	if v := f["offload"]; v != nil {
-		if o, ok := d.boolean(v, "tun.offload"); ok {
-			t.Offload = o
+// peerOf reports whether a, at node it, may be the peer of the kernel's
+// address p of its family (node an; nil: there is none).
+func (d *decoder) peerOf(it *yaml.Node, a netip.Addr, an *yaml.Node, p netip.Prefix) bool {
+	fam := family(a)
+	switch {
+	case an == nil:
+		d.errorf(it, "tun.peer", "%s is %s, but tun.address has no %s address", a, familyName[fam], familyName[fam])
+	case !p.Contains(a):
+		d.errorf(it, "tun.peer", "%s is not in the network of tun.address %s (%s)", a, p, p.Masked())
+	case a == p.Addr():
+		d.errorf(it, "tun.peer", "%s is the kernel's own address (tun.address); the peer is netjam's end of the device", a)
+	case !hostOf(p, a):
+		d.errorf(it, "tun.peer", "%s is the %s address of %s, not a host address", a, reservedName(p, a), p.Masked())
+	default:
+		return true
+	}
+	return false
+}
+
+// tunMTU decodes tun.mtu, v (nil: the scenario's mtu, valid when mtuOK).
+func (d *decoder) tunMTU(v *yaml.Node, t *TUN, fams tunFamilies, mtu int, mtuOK bool) {
+	v6 := fams.nodes[1]
+	if v == nil {
+		if v6 != nil && mtuOK && mtu < minMTUIPv6 {
+			d.errorf(v6, "tun.address", "%s needs an MTU of at least %d (IPv6's minimum), but the scenario's mtu is %d", fams.prefixes[1], minMTUIPv6, mtu)
+		}
+		return
+	}
+	m, ok := d.integer(v, "tun.mtu", 576, 65535)
+	switch {
+	case !ok:
+	case mtuOK && int(m) > mtu:
+		d.errorf(v, "tun.mtu", "%d is above the scenario's mtu (%d): packets larger than the path's MTU could not cross it", m, mtu)
+	case v6 != nil && m < minMTUIPv6:
+		d.errorf(v, "tun.mtu", "%d is below %d, IPv6's minimum MTU, and tun.address has an IPv6 address", m, minMTUIPv6)
+	default:
+		t.MTU = int(m)
+	}
+}
+
+// routes decodes tun.routes.
+func (d *decoder) routes(v *yaml.Node, fams tunFamilies) []netip.Prefix {
+	var out []netip.Prefix
+	seen := map[netip.Prefix]bool{}
+	for _, it := range d.scalars(v, "tun.routes", "a network like 192.0.2.0/24") {
+		p, ok := d.network(it, "tun.routes")
+		if !ok {
+			continue
+		}
+		fam := family(p.Addr())
+		switch {
+		case p.Bits() == 0:
+			d.errorf(it, "tun.routes", "%s would route everything, including netjam's own relay sockets, into the device; route the networks to reach", p)
+		case p != p.Masked():
+			d.errorf(it, "tun.routes", "%s has host bits set (the network is %s)", p, p.Masked())
+		case seen[p]:
+			d.errorf(it, "tun.routes", "%s is listed twice", p)
+		case fams.ok && fams.nodes[fam] == nil:
+			d.errorf(it, "tun.routes", "%s is %s, but tun.address has no %s address", p, familyName[fam], familyName[fam])
+		default:
+			seen[p] = true
+			out = append(out, p)
 		}
 	}
-	if v := f["services"]; v != nil {
-		var s bool
-		if s, servicesOK = d.boolean(v, "tun.services"); servicesOK {
-			t.Services = s
+	return out
+}
+
+// tunSwitches decodes the keys of tun that switch its services and relays
+// on and off and bound them: offload, services, forward, transparent, and
+// the idle times.
+func (d *decoder) tunSwitches(f map[string]*yaml.Node, t *TUN) {
+	flag := func(key string, dst *bool) bool {
+		v := f[key]
+		if v == nil {
+			return true
 		}
+		b, ok := d.boolean(v, "tun."+key)
+		if ok {
+			*dst = b
+		}
+		return ok
 	}
+	flag("offload", &t.Offload)
+	servicesOK := flag("services", &t.Services)
 	if v := f["forward"]; v != nil {
 		t.Forward = d.forwards(v, t.Services && servicesOK)
 	}
-
 	if v := f["transparent"]; v != nil {
 		t.Transparent = d.transparent(v)
 	}
-
-	if v := f["udp_idle"]; v != nil {
-		if idle, ok := d.duration(v, "tun.udp_idle", true, time.Hour); ok {
-			t.UDPIdle = idle
-		}
-	}
-
-	if v := f["host_routes"]; v != nil {
-		if b, ok := d.boolean(v, "tun.host_routes"); ok {
-			t.HostRoutes = b
-		}
-	}
-
-	if v := f["tcp_idle"]; v != nil {
-		if idle, ok := d.duration(v, "tun.tcp_idle", true, maxTUNTCPIdle); ok {
-			t.TCPIdle = idle
-		}
-	}
-
-	if v := f["netns"]; v != nil {
-		if s, ok := d.text(v, "tun.netns"); ok {
-			switch {
-			case strings.HasPrefix(s, "/"):
-				t.Netns = s
-			case strings.Contains(s, "/"):
-				d.errorf(v, "tun.netns", "%s is a relative path; give a namespace name (as in ip netns) or an absolute path like /proc/PID/ns/net", quote(s))
-			default:
-				if why := nameProblem(s); why != "" {
-					d.errorf(v, "tun.netns", "%s is not a valid namespace name (%s)", quote(s), why)
-				} else {
-					t.Netns = netnsDir + s
-				}
+	idle := func(key string, dst *time.Duration, max time.Duration) {
+		if v := f[key]; v != nil {
+			if idle, ok := d.duration(v, "tun."+key, true, max); ok {
+				*dst = idle
 			}
 		}
 	}
+	idle("udp_idle", &t.UDPIdle, time.Hour)
+	flag("host_routes", &t.HostRoutes)
+	idle("tcp_idle", &t.TCPIdle, maxTUNTCPIdle)
+}
 
-	switch v := f["station"]; {
+// netns decodes tun.netns: a namespace's name or the absolute path of its
+// file.
+func (d *decoder) netns(v *yaml.Node) string {
+	s, ok := d.text(v, "tun.netns")
+	switch {
+	case !ok:
+	case strings.HasPrefix(s, "/"):
+		return s
+	case strings.Contains(s, "/"):
+		d.errorf(v, "tun.netns", "%s is a relative path; give a namespace name (as in ip netns) or an absolute path like /proc/PID/ns/net", quote(s))
+	default:
+		if why := nameProblem(s); why != "" {
+			d.errorf(v, "tun.netns", "%s is not a valid namespace name (%s)", quote(s), why)
+		} else {
+			return netnsDir + s
+		}
+	}
+	return ""
+}
+
+// tunStation decodes tun.station, v (nil: none), the stations of w the
+// kernel sits behind, and gives each its addresses.
+func (d *decoder) tunStation(n, v *yaml.Node, t *TUN, w *wifi.Config) {
+	switch {
 	case v != nil && w == nil:
 		d.errorf(v, "tun.station", "there is no wifi cell in this scenario")
 	case v == nil && w != nil:
@@ -347,7 +298,6 @@ func (d *decoder) tun(n *yaml.Node, mtu int, mtuOK bool, w *WiFi) *TUN {
 			d.stationAddrs(v, t)
 		}
 	}
-	return t
 }
 
 // forwards decodes tun.forward; services tells whether the echo and
@@ -380,41 +330,58 @@ func (d *decoder) forwards(n *yaml.Node, services bool) []Forward {
 		}
 		if v := f["to"]; v == nil {
 			d.errorf(item, join(path, "to"), "a forward needs a to address (the real server, like 127.0.0.1:5201)")
-		} else if s, ok := d.text(v, join(path, "to")); ok {
-			ap, err := netip.ParseAddrPort(s)
-			switch {
-			case err != nil:
-				d.errorf(v, join(path, "to"), "%s is not an IP address and port like 127.0.0.1:5201 or [::1]:5201 (host names are not looked up)", quote(s))
-			case ap.Port() == 0:
-				d.errorf(v, join(path, "to"), "%s has port 0", ap)
-			case ap.Addr().Unmap().IsUnspecified() || ap.Addr().IsMulticast():
-				d.errorf(v, join(path, "to"), "%s is not a unicast address", ap)
-			default:
-				fw.To = ap
-			}
+		} else {
+			fw.To = d.forwardTo(v, join(path, "to"))
 		}
 		if fw.Proto != "" && fw.Listen != 0 {
-			key := fmt.Sprintf("%s/%d", fw.Proto, fw.Listen)
-			switch prev, dup := first[key]; {
-			case dup && (d.origins[prev] != "" || prev.Line == 0):
-				d.errorf(lv, join(path, "listen"), "%s port %d is forwarded twice", fw.Proto, fw.Listen)
-			case dup:
-				d.errorf(lv, join(path, "listen"), "%s port %d is forwarded twice (first at line %d)", fw.Proto, fw.Listen, prev.Line)
-			case services && (fw.Listen == echoPort || fw.Listen == discardPort):
-				svc := "echo"
-				if fw.Listen == discardPort {
-					svc = "discard"
-				}
-				d.errorf(lv, join(path, "listen"), "port %d is the %s service's while services are on (set tun.services: false to forward it)", fw.Listen, svc)
-			default:
-				first[key] = lv
-			}
+			d.forwardOnce(fw, lv, join(path, "listen"), first, services)
 		}
 		if d.count == before {
 			out = append(out, fw)
 		}
 	}
 	return out
+}
+
+// forwardTo decodes the to address of a forward: an IP address and port.
+func (d *decoder) forwardTo(v *yaml.Node, path string) netip.AddrPort {
+	s, ok := d.text(v, path)
+	if !ok {
+		return netip.AddrPort{}
+	}
+	ap, err := netip.ParseAddrPort(s)
+	switch {
+	case err != nil:
+		d.errorf(v, path, "%s is not an IP address and port like 127.0.0.1:5201 or [::1]:5201 (host names are not looked up)", quote(s))
+	case ap.Port() == 0:
+		d.errorf(v, path, "%s has port 0", ap)
+	case ap.Addr().Unmap().IsUnspecified() || ap.Addr().IsMulticast():
+		d.errorf(v, path, "%s is not a unicast address", ap)
+	default:
+		return ap
+	}
+	return netip.AddrPort{}
+}
+
+// forwardOnce reports a forward's listen port (node lv, at path) that is
+// taken: by a forward before it (first holds their listen nodes, by
+// "tcp/5201"), or while services are on, by the echo or discard service.
+func (d *decoder) forwardOnce(fw Forward, lv *yaml.Node, path string, first map[string]*yaml.Node, services bool) {
+	key := fmt.Sprintf("%s/%d", fw.Proto, fw.Listen)
+	switch prev, dup := first[key]; {
+	case dup && (d.origins[prev] != "" || prev.Line == 0):
+		d.errorf(lv, path, "%s port %d is forwarded twice", fw.Proto, fw.Listen)
+	case dup:
+		d.errorf(lv, path, "%s port %d is forwarded twice (first at line %d)", fw.Proto, fw.Listen, prev.Line)
+	case services && (fw.Listen == echoPort || fw.Listen == discardPort):
+		svc := "echo"
+		if fw.Listen == discardPort {
+			svc = "discard"
+		}
+		d.errorf(lv, path, "port %d is the %s service's while services are on (set tun.services: false to forward it)", fw.Listen, svc)
+	default:
+		first[key] = lv
+	}
 }
 
 // Ports of the peer's services.
@@ -631,7 +598,7 @@ func (t *TUN) Station(name string) int {
 }
 
 // station decodes the name of a station of w.
-func (d *decoder) station(n *yaml.Node, path string, w *WiFi) (string, bool) {
+func (d *decoder) station(n *yaml.Node, path string, w *wifi.Config) (string, bool) {
 	name, ok := d.text(n, path)
 	if !ok {
 		return "", false
@@ -732,11 +699,8 @@ func defaultPeer(p netip.Prefix) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// KernelCongestionControls returns the congestion controls the machine's
-// kernel offers, for checking the cc of kernel flows. It reads
-// /proc/sys/net/ipv4/tcp_available_congestion_control; tests replace it.
-var KernelCongestionControls func() ([]string, error) = kernelCongestionControls
-
+// kernelCongestionControls returns the congestion controls the machine's
+// kernel offers: what Options.CongestionControls gives when nil.
 func kernelCongestionControls() ([]string, error) {
 	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
 	if err != nil {

@@ -9,15 +9,6 @@ import (
 	"time"
 )
 
-// fakeKernelCC makes KernelCongestionControls return names and err for the
-// rest of the test.
-func fakeKernelCC(t *testing.T, names []string, err error) {
-	t.Helper()
-	old := KernelCongestionControls
-	KernelCongestionControls = func() ([]string, error) { return names, err }
-	t.Cleanup(func() { KernelCongestionControls = old })
-}
-
 // defaultTUN is the TUN of `tun: {}` in a scenario of mtu 1500.
 func defaultTUN() *TUN {
 	return &TUN{
@@ -330,7 +321,6 @@ x.yaml:13: tun.station: there is no wifi cell in this scenario`
 }
 
 func TestKernelFlows(t *testing.T) {
-	fakeKernelCC(t, []string{"reno", "cubic", "bbr"}, nil)
 	s := mustParse(t, `
 tun: {}
 flows:
@@ -371,7 +361,6 @@ flows:
 }
 
 func TestKernelFlowErrors(t *testing.T) {
-	fakeKernelCC(t, []string{"reno", "cubic", "bbr"}, nil)
 	tests := []struct{ src, want string }{
 		{"flows:\n  - {name: k, type: tcp, size: 1MB, stack: kernel}\n",
 			"x.yaml:2: flows.k.stack: stack kernel sends through the TUN device; add a tun section (tun: {} for every default)"},
@@ -426,14 +415,16 @@ func TestKernelFlowErrors(t *testing.T) {
 	// The kernel's list is read only for kernel flows with a cc, once per
 	// run; when it cannot be read, that is the error.
 	calls := 0
-	KernelCongestionControls = func() ([]string, error) {
-		calls++
-		return nil, errors.New("open /proc/sys/net/ipv4/tcp_available_congestion_control: no such file or directory")
+	unreadable := func(src string) (*Plan, error) {
+		return Parse("x.yaml", []byte(src), Options{CongestionControls: func() ([]string, error) {
+			calls++
+			return nil, errors.New("open /proc/sys/net/ipv4/tcp_available_congestion_control: no such file or directory")
+		}})
 	}
-	if _, err := parse("tun: {}\nflows:\n  - {name: n, type: tcp, size: 1MB}\n  - {name: k, type: tcp, size: 1MB, stack: kernel}\n"); err != nil || calls != 0 {
+	if _, err := unreadable("tun: {}\nflows:\n  - {name: n, type: tcp, size: 1MB}\n  - {name: k, type: tcp, size: 1MB, stack: kernel}\n"); err != nil || calls != 0 {
 		t.Errorf("without a cc: %v, %d reads", err, calls)
 	}
-	_, err := parse("tun: {}\nflows:\n  - {name: k, type: tcp, size: 1MB, stack: kernel, cc: bbr}\n  - {name: l, type: tcp, size: 1MB, stack: kernel, cc: cubic}\n")
+	_, err := unreadable("tun: {}\nflows:\n  - {name: k, type: tcp, size: 1MB, stack: kernel, cc: bbr}\n  - {name: l, type: tcp, size: 1MB, stack: kernel, cc: cubic}\n")
 	want := `x.yaml:3: flows.k.cc: cannot check "bbr" against the kernel's congestion controls: open /proc/sys/net/ipv4/tcp_available_congestion_control: no such file or directory
 x.yaml:4: flows.l.cc: cannot check "cubic" against the kernel's congestion controls: open /proc/sys/net/ipv4/tcp_available_congestion_control: no such file or directory`
 	if err == nil || err.Error() != want {
@@ -447,7 +438,6 @@ x.yaml:4: flows.l.cc: cannot check "cubic" against the kernel's congestion contr
 // TestTUNOverrides checks that variants and --set reach tun and its keys,
 // and switch flows to the kernel.
 func TestTUNOverrides(t *testing.T) {
-	fakeKernelCC(t, []string{"reno", "cubic", "bbr"}, nil)
 	src := `
 flows:
   - {name: tcp, type: tcp, size: 1MB}
@@ -514,7 +504,6 @@ x.yaml:8: variant bad-mtu: tun.mtu: 9000 is above the scenario's mtu (1500): pac
 // TestTUNYAML checks that the scenario as run keeps the tun section, and
 // parses back to the same TUN.
 func TestTUNYAML(t *testing.T) {
-	fakeKernelCC(t, []string{"reno", "cubic", "bbr"}, nil)
 	for _, src := range []string{
 		"tun: {}\n",
 		"tun: {netns: lab, address: [fd99::1/64, 10.99.0.1/24], transparent: {allow: 192.0.2.0/24}, routes: 192.0.2.0/24}\nflows: [{name: k, type: tcp, size: 1MB, stack: kernel, cc: bbr}]\n",

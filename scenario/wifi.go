@@ -10,69 +10,15 @@ import (
 	"github.com/netjam/netjam/wifi"
 )
 
-// WiFi is an 802.11 cell in front of the bottleneck: stations contend for
-// one channel with the access point, which then forwards into link.uplink
-// (and takes link.downlink's packets to the stations). Zero fields take the
-// standard's preset values.
-type WiFi struct {
-	Standard                      string // 802.11b | 802.11a | 802.11g (default) | 802.11n
-	Rate, BasicRate               uint64
-	Slot, SIFS                    time.Duration
-	CWMin, CWMax                  int
-	RetryLimit, RTSThreshold      int
-	QueueLimit                    int
-	AMPDU                         bool
-	AMPDUMaxBytes, AMPDUMaxFrames int
-	Stations                      []Station
-}
-
-// Station is one Wi-Fi station: its own host, and its own link with the AP.
-type Station struct {
-	Name           string
-	Rate           uint64
-	FrameErrorRate float64
-	SNR            float64
-	Saturate       int // bytes of an endless background backlog, 0 = none
-}
-
-var (
-	wifiKeys    = []string{"standard", "rate", "basic_rate", "slot", "sifs", "cw_min", "cw_max", "retry_limit", "rts_threshold", "queue_limit", "ampdu", "ampdu_max_bytes", "ampdu_max_frames", "stations"}
-	stationKeys = []string{"name", "rate", "frame_error_rate", "snr", "saturate"}
-)
-
-// Config returns the wifi package's configuration of w with seed.
-func (w *WiFi) Config(seed uint64) wifi.Config {
-	c := wifi.Config{
-		Standard: w.Standard, Rate: w.Rate, BasicRate: w.BasicRate, Slot: w.Slot, SIFS: w.SIFS,
-		CWMin: w.CWMin, CWMax: w.CWMax, RetryLimit: w.RetryLimit, RTSThreshold: w.RTSThreshold,
-		QueueLimit: w.QueueLimit, AMPDU: w.AMPDU, AMPDUMaxBytes: w.AMPDUMaxBytes, AMPDUMaxFrames: w.AMPDUMaxFrames,
-		Seed: seed,
-	}
-	for _, s := range w.Stations {
-		c.Stations = append(c.Stations, wifi.StationConfig{Name: s.Name, Rate: s.Rate, FrameErrorRate: s.FrameErrorRate, SNR: s.SNR, Saturate: s.Saturate})
-	}
-	return c
-}
-
-// Station returns the index of the station called name, or -1.
-func (w *WiFi) Station(name string) int {
-	for i, s := range w.Stations {
-		if s.Name == name {
-			return i
-		}
-	}
-	return -1
-}
-
 // wifi decodes the wifi mapping. What only package wifi knows (which rates
 // a standard has, contention windows of the form 2^k-1, ...) is checked by
-// building the cell's configuration and asking wifi to validate it.
-func (d *decoder) wifi(n *yaml.Node) *WiFi {
+// asking wifi to validate the cell.
+func (d *decoder) wifi(n *yaml.Node) *wifi.Config {
 	f, ok := d.fields(n, "wifi", "a mapping of Wi-Fi keys", wifiKeys)
 	if !ok {
 		return nil
 	}
-	w := &WiFi{Standard: "802.11g"}
+	w := wifiDefaults()
 	before := d.count
 	if v := f["standard"]; v != nil {
 		w.Standard, _ = d.oneOf(v, "wifi.standard", "Wi-Fi standard", wifi.Standards)
@@ -108,57 +54,68 @@ func (d *decoder) wifi(n *yaml.Node) *WiFi {
 	if v := f["ampdu"]; v != nil {
 		w.AMPDU, _ = d.boolean(v, "wifi.ampdu")
 	}
-	sn := f["stations"]
-	switch {
-	case sn == nil:
-		d.errorf(n, "wifi.stations", "a Wi-Fi cell needs at least one station")
-	case sn.Kind != yaml.SequenceNode || len(sn.Content) == 0:
-		d.errorf(sn, "wifi.stations", "expected a list of stations, got %s", describe(sn))
-	default:
-		names := map[string]int{}
-		for i, item := range sn.Content {
-			path := fmt.Sprintf("wifi.stations[%d]", i)
-			sf, ok := d.fields(item, path, "a mapping of station keys", stationKeys)
-			if !ok {
-				continue
-			}
-			st := Station{Name: fmt.Sprintf("sta%d", i+1)}
-			if v := sf["name"]; v != nil {
-				if name, ok := d.text(v, join(path, "name")); ok {
-					if why := nameProblem(name); why != "" {
-						d.errorf(v, join(path, "name"), "%s is not a valid name (%s)", quote(name), why)
-					} else if line, dup := names[name]; dup {
-						d.errorf(v, join(path, "name"), "%s names two stations (first at line %d)", quote(name), line)
-					} else {
-						names[name] = v.Line
-						st.Name, path = name, "wifi.stations."+name
-					}
-				}
-			}
-			if v := sf["rate"]; v != nil {
-				st.Rate, _ = d.bitrate(v, join(path, "rate"))
-			}
-			if v := sf["frame_error_rate"]; v != nil {
-				st.FrameErrorRate, _ = d.ratio(v, join(path, "frame_error_rate"))
-			}
-			if v := sf["snr"]; v != nil {
-				st.SNR, _ = d.number(v, join(path, "snr"), -20, 100)
-			}
-			if v := sf["saturate"]; v != nil {
-				if b, ok := d.integer(v, join(path, "saturate"), 1, 65535); ok {
-					st.Saturate = int(b)
-				}
-			}
-			w.Stations = append(w.Stations, st)
-		}
-	}
+	w.Stations = d.stations(n, f["stations"])
 	if d.count == before {
-		cfg := w.Config(0)
-		if err := cfg.Validate(); err != nil {
+		if err := w.Validate(); err != nil {
 			for _, line := range strings.Split(err.Error(), "\n") {
 				d.errorf(n, "wifi", "%s", line)
 			}
 		}
 	}
 	return w
+}
+
+// stations decodes wifi.stations, sn (nil: none, an error of the cell n).
+func (d *decoder) stations(n, sn *yaml.Node) []wifi.StationConfig {
+	switch {
+	case sn == nil:
+		d.errorf(n, "wifi.stations", "a Wi-Fi cell needs at least one station")
+		return nil
+	case sn.Kind != yaml.SequenceNode || len(sn.Content) == 0:
+		d.errorf(sn, "wifi.stations", "expected a list of stations, got %s", describe(sn))
+		return nil
+	}
+	var out []wifi.StationConfig
+	names := map[string]int{}
+	for i, item := range sn.Content {
+		path := fmt.Sprintf("wifi.stations[%d]", i)
+		sf, ok := d.fields(item, path, "a mapping of station keys", stationKeys)
+		if !ok {
+			continue
+		}
+		st := stationDefaults(i)
+		if v := sf["name"]; v != nil {
+			if name, ok := d.text(v, join(path, "name")); ok {
+				if why := nameProblem(name); why != "" {
+					d.errorf(v, join(path, "name"), "%s is not a valid name (%s)", quote(name), why)
+				} else if line, dup := names[name]; dup {
+					d.errorf(v, join(path, "name"), "%s names two stations (first at line %d)", quote(name), line)
+				} else {
+					names[name] = v.Line
+					st.Name, path = name, "wifi.stations."+name
+				}
+			}
+		}
+		d.stationFields(sf, path, &st)
+		out = append(out, st)
+	}
+	return out
+}
+
+// stationFields decodes the keys of a station other than its name.
+func (d *decoder) stationFields(sf map[string]*yaml.Node, path string, st *wifi.StationConfig) {
+	if v := sf["rate"]; v != nil {
+		st.Rate, _ = d.bitrate(v, join(path, "rate"))
+	}
+	if v := sf["frame_error_rate"]; v != nil {
+		st.FrameErrorRate, _ = d.ratio(v, join(path, "frame_error_rate"))
+	}
+	if v := sf["snr"]; v != nil {
+		st.SNR, _ = d.number(v, join(path, "snr"), -20, 100)
+	}
+	if v := sf["saturate"]; v != nil {
+		if b, ok := d.integer(v, join(path, "saturate"), 1, 65535); ok {
+			st.Saturate = int(b)
+		}
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/netjam/netjam/netif"
 )
 
 // BenchmarkTCPThroughput measures one unimpaired TCP flow between two hosts
@@ -21,7 +23,7 @@ import (
 // to what a Host pushes through the emulator.
 func BenchmarkTCPThroughput(b *testing.B) {
 	for _, async := range []int{0, 4096} {
-		for _, mtu := range []int{1500, 9000, MaxMTU} {
+		for _, mtu := range []int{1500, 9000, netif.MaxMTU} {
 			name := fmt.Sprintf("wire=direct/mtu=%d", mtu)
 			if async > 0 {
 				name = fmt.Sprintf("wire=async/mtu=%d", mtu)

@@ -1,18 +1,18 @@
 // Package stack holds netjam's end hosts: gVisor network stacks, each with
-// one IP-only network interface whose far side is the emulated path; and
-// what joins the path to the real machine: a TUN device (OpenTUN), a Relay
-// on a Host that terminates the kernel's connections and relays them to
-// real servers, and kernel TCP sockets with a chosen congestion control
-// (DialKernelTCP).
+// one IP-only network interface whose far side is the emulated path, and
+// the Relay on a Host that terminates the kernel's connections and relays
+// them to real servers.
 //
-// The package is the only one of netjam that imports gVisor (Host, Relay)
-// or configures devices (TUN, through netlink): what goes in and out
-// are plain IP packets (Inject and HostConfig.Output), what applications see
-// are net.Conn and net.PacketConn values, and every gVisor error becomes a Go
-// error (a *net.OpError wrapping a syscall.Errno where one fits) before it
-// leaves the package. The emulator joins two Hosts through package impair
-// with function values; this package imports neither impair nor anything
-// above it.
+// The package is the only one of netjam that imports gVisor: what goes in
+// and out are plain IP packets (Inject and HostConfig.Output), what
+// applications see are net.Conn and net.PacketConn values, and every gVisor
+// error becomes a Go error (a *net.OpError wrapping a syscall.Errno where
+// one fits) before it leaves the package. The host's own networking (TUN
+// devices, netlink, namespaces, kernel sockets) is package hostnet's, and
+// what both agree on (the GSO description, MTU bounds, address rules,
+// TCPInfo) is package netif's: stack and hostnet do not import each other.
+// The emulator joins two Hosts through package impair with function
+// values; this package imports neither impair nor anything above it.
 //
 // # The interface
 //

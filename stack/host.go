@@ -20,18 +20,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 
 	"github.com/netjam/netjam/clock"
-)
-
-// MTU limits. 576 is the smallest datagram every IPv4 host must accept
-// (RFC 791). IPv6 needs at least 1280 (RFC 8200), checked when the host
-// has an IPv6 address. The maximum is 65536, Linux's loopback MTU: an IPv4
-// packet stops at 65535 bytes whatever the MTU (its total length is 16
-// bits, and gVisor clamps to it), while an IPv6 packet, whose 16-bit length
-// excludes the 40-byte header, can fill all 65536.
-const (
-	MinMTU     = 576
-	MinMTUIPv6 = 1280
-	MaxMTU     = 65536
+	"github.com/netjam/netjam/netif"
 )
 
 // HostConfig describes a Host. NewHost validates it and reports every
@@ -45,8 +34,8 @@ type HostConfig struct {
 	// decides which addresses gVisor treats as on-link, which changes
 	// nothing on a link without neighbour resolution.
 	Addrs []netip.Prefix
-	// MTU is the largest IP packet the host sends, MinMTU..MaxMTU (at
-	// least MinMTUIPv6 with an IPv6 address). TCP's MSS follows from it.
+	// MTU is the largest IP packet the host sends, netif.MinMTU..netif.MaxMTU
+	// (at least netif.MinMTUIPv6 with an IPv6 address). TCP's MSS follows from it.
 	MTU int
 	// Clock is the run's clock. gVisor takes all its time from it
 	// (stack.Options.Clock), so a clock.Manual drives its timers too.
@@ -84,7 +73,7 @@ type HostConfig struct {
 	// pseudo-header's sum, or may be complete), and MSS when it stands for
 	// several segments; others have a zero GSO. Whoever receives a TCP
 	// packet computes its checksum (or splits it, which does).
-	OutputGSO func(pkt [][]byte, g GSO)
+	OutputGSO func(pkt [][]byte, g netif.GSO)
 	// Log is the logger; nil means none. The host names it "stack" and
 	// adds its name; nothing is logged per packet.
 	Log *zap.Logger
@@ -100,13 +89,8 @@ func (c *HostConfig) Validate() error {
 	if len(c.Addrs) == 0 {
 		add("addrs: at least one address is required")
 	}
-	_, v6 := checkAddrs(c.Addrs, add)
-	switch {
-	case c.MTU < MinMTU || c.MTU > MaxMTU:
-		add("mtu: %d is out of range %d..%d", c.MTU, MinMTU, MaxMTU)
-	case v6 && c.MTU < MinMTUIPv6:
-		add("mtu: %d is below IPv6's minimum of %d", c.MTU, MinMTUIPv6)
-	}
+	_, v6 := netif.CheckAddrs(c.Addrs, add)
+	netif.CheckMTU(c.MTU, v6, add)
 	if c.Clock == nil {
 		add("clock: must be set")
 	}

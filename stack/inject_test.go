@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/netif"
 )
 
 // capture is a Host whose Output keeps copies of what it sends.
@@ -228,7 +229,7 @@ mtu: 1000 is below IPv6's minimum of 1280`},
 			t.Errorf("NewHost error:\n%s\nwant:\n%s", err, c.want)
 		}
 	}
-	for _, mtu := range []int{MinMTU, MaxMTU} {
+	for _, mtu := range []int{netif.MinMTU, netif.MaxMTU} {
 		h, err := NewHost(HostConfig{Name: "h", Addrs: []netip.Prefix{v4.a}, MTU: mtu, Clock: realClock, Output: out})
 		if err != nil {
 			t.Errorf("MTU %d: %v", mtu, err)

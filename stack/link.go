@@ -8,6 +8,8 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
+
+	"github.com/netjam/netjam/netif"
 )
 
 // link is the Host's NIC as gVisor sees it: a stack.LinkEndpoint with no
@@ -23,7 +25,7 @@ type link struct {
 	output func([][]byte)
 	// outputGSO, when not nil, replaces output and makes the link offer
 	// host GSO (see HostConfig.OutputGSO).
-	outputGSO func([][]byte, GSO)
+	outputGSO func([][]byte, netif.GSO)
 	mtu       atomic.Uint32
 
 	// disp is the dispatcher gVisor attached, nil before Attach and after
@@ -58,7 +60,7 @@ var (
 // bits).
 const GSOMaxSize = 65535 - 60 - 60
 
-func newLink(mtu uint32, output func([][]byte), outputGSO func([][]byte, GSO)) *link {
+func newLink(mtu uint32, output func([][]byte), outputGSO func([][]byte, netif.GSO)) *link {
 	l := &link{output: output, outputGSO: outputGSO}
 	l.mtu.Store(mtu)
 	l.scratch.New = func() any {
@@ -159,9 +161,9 @@ func (l *link) write(pkt *stack.PacketBuffer, s [][]byte) [][]byte {
 		// segments larger than the MSS carry GSOOptions: any TCP packet
 		// is reported as needing its checksum (a complete one is simply
 		// computed again).
-		var g GSO
+		var g netif.GSO
 		if pkt.TransportProtocolNumber == header.TCPProtocolNumber && len(s) > 0 && len(s[0]) > 0 {
-			g = GSO{NeedsCsum: true, CsumStart: header.IPv6MinimumSize, CsumOffset: header.TCPChecksumOffset}
+			g = netif.GSO{NeedsCsum: true, CsumStart: header.IPv6MinimumSize, CsumOffset: header.TCPChecksumOffset}
 			if s[0][0]>>4 == 4 {
 				g.CsumStart = int(s[0][0]&0x0f) * 4
 			}

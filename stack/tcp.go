@@ -17,6 +17,8 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/waiter"
+
+	"github.com/netjam/netjam/netif"
 )
 
 // listenBacklog is the accept queue length of a listener: Linux's
@@ -329,32 +331,6 @@ func (c *TCPConn) closeEndpoint() {
 	c.once.Do(func() { c.c.Close() })
 }
 
-// TCPInfo is a snapshot of a connection's TCP state. Fields come from
-// gVisor's TCP_INFO (tcpip.TCPInfoOption), its TCP_CONGESTION
-// (tcpip.CongestionControlOption), and the endpoint's own counters
-// (tcp.Stats, from Endpoint.Stats), as noted on each.
-type TCPInfo struct {
-	State string // TCPInfoOption.State: "ESTABLISHED", "FIN-WAIT1", ...
-	CC    string // CongestionControlOption: the algorithm in use
-	// CCState is TCPInfoOption.CcState: "open", "disorder" (dupACKs or
-	// SACKs seen), "fast-recovery" (NewReno), "sack-recovery" (RFC 6675)
-	// or "rto-recovery" (after a retransmission timeout).
-	CCState     string
-	SRTT        time.Duration // TCPInfoOption.RTT, the smoothed RTT
-	RTTVar      time.Duration // TCPInfoOption.RTTVar
-	RTO         time.Duration // TCPInfoOption.RTO, the current timeout
-	Cwnd        uint32        // TCPInfoOption.SndCwnd, in segments
-	Ssthresh    uint32        // TCPInfoOption.SndSsthresh, in segments
-	ReorderSeen bool          // TCPInfoOption.ReorderSeen
-	// Counters of this connection, from tcp.Stats. SACK recoveries are
-	// counted only stack-wide by gVisor: see Stats().TCP.SACKRecoveries.
-	SegmentsSent     uint64 // tcp.Stats.SegmentsSent, retransmissions included
-	SegmentsReceived uint64 // tcp.Stats.SegmentsReceived, valid ones
-	Retransmits      uint64 // tcp.Stats.SendErrors.Retransmits: segments resent
-	FastRetransmits  uint64 // tcp.Stats.SendErrors.FastRetransmit: resent in fast/SACK recovery
-	Timeouts         uint64 // tcp.Stats.SendErrors.Timeouts: RTO expiries
-}
-
 var ccStates = map[tcpip.CongestionControlState]string{
 	tcpip.Open:         "open",
 	tcpip.RTORecovery:  "rto-recovery",
@@ -365,12 +341,12 @@ var ccStates = map[tcpip.CongestionControlState]string{
 
 // Info returns a snapshot of the connection's TCP state; safe at any time,
 // also after Close (then the counters are final).
-func (c *TCPConn) Info() TCPInfo {
+func (c *TCPConn) Info() netif.TCPInfo {
 	var ti tcpip.TCPInfoOption
 	_ = c.ep.GetSockOpt(&ti) // never fails for a TCP endpoint
 	var cc tcpip.CongestionControlOption
 	_ = c.ep.GetSockOpt(&cc)
-	info := TCPInfo{
+	info := netif.TCPInfo{
 		State:       tcp.EndpointState(ti.State).String(),
 		CC:          string(cc),
 		CCState:     ccStates[ti.CcState],

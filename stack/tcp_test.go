@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/netif"
 )
 
 // tcpSegment parses the TCP header of an IPv4 or IPv6 packet without
@@ -314,7 +315,7 @@ func TestLargeMTU(t *testing.T) {
 		t.Run(fam.name, func(t *testing.T) {
 			var mu sync.Mutex
 			largest := 0
-			a, b := newPair(t, pairConfig{fam: fam, mtu: MaxMTU, sack: true, dropAB: func(p []byte) bool {
+			a, b := newPair(t, pairConfig{fam: fam, mtu: netif.MaxMTU, sack: true, dropAB: func(p []byte) bool {
 				mu.Lock()
 				largest = max(largest, len(p))
 				mu.Unlock()
@@ -323,7 +324,7 @@ func TestLargeMTU(t *testing.T) {
 			transfer(t, a, b, netip.AddrPortFrom(fam.b.Addr(), 80), payload(1<<20, 8), TCPOptions{})
 			mu.Lock()
 			defer mu.Unlock()
-			limit := MaxMTU
+			limit := netif.MaxMTU
 			if fam.name == "ipv4" {
 				limit = 65535
 			}

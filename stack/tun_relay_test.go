@@ -21,10 +21,10 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 
+	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/internal/testenv"
 )
 
@@ -34,8 +34,8 @@ import (
 // live in the test's own namespace. A goroutine reads the device and
 // Injects into the host; the host's Output writes to the device.
 type tunLab struct {
-	ns    netns.NsHandle // the client namespace
-	tun   *TUN
+	ns    *hostnet.Netns // the client namespace
+	tun   *hostnet.TUN
 	host  *Host
 	relay *Relay
 }
@@ -49,7 +49,7 @@ var peerAddrs = []netip.Prefix{netip.MustParsePrefix("10.99.0.2/24"), netip.Must
 func newTUNLab(t testing.TB, rcfg RelayConfig, routes ...netip.Prefix) *tunLab {
 	t.Helper()
 	ns := newNetns(t)
-	tun, err := OpenTUN(TUNConfig{Name: "netjam0", Addrs: tunAddrs, MTU: 1500, Routes: routes, Netns: nsPath(ns)})
+	tun, err := hostnet.OpenTUN(hostnet.TUNConfig{Name: "netjam0", Addrs: tunAddrs, MTU: 1500, Routes: routes, Netns: nsPath(ns)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func newTUNLab(t testing.TB, rcfg RelayConfig, routes ...netip.Prefix) *tunLab {
 }
 
 // dialIn opens a connection from inside ns.
-func dialIn(t testing.TB, ns netns.NsHandle, network, addr string) net.Conn {
+func dialIn(t testing.TB, ns *hostnet.Netns, network, addr string) net.Conn {
 	t.Helper()
 	var c net.Conn
 	err := inNetns(ns, func() (err error) {
@@ -183,7 +183,9 @@ func TestTUNRelayUDP(t *testing.T) {
 		roundTrip(t, dialIn(t, lab.ns, "udp", dst), 1, 512, 1472, 1473, 9000, 65000)
 	}
 	n := uint64(2 * (1 + 512 + 1472 + 1473 + 9000 + 65000))
-	waitFor(t, "the bytes to be counted", func() bool { return lab.relay.Stats().UDP.BytesUp == n })
+	// The relay counts a datagram after sending it on, so the echo can
+	// reach the client before either count has moved.
+	waitFor(t, "the bytes to be counted", func() bool { st := lab.relay.Stats().UDP; return st.BytesUp == n && st.BytesDown == n })
 	if st := lab.relay.Stats().UDP; st.Relayed != 2 || st.BytesUp != n || st.BytesDown != n {
 		t.Errorf("stats %+v", st)
 	}

@@ -60,6 +60,16 @@ type Config struct {
 	Seed uint64
 }
 
+// Station returns the index in Stations of the station called name, or -1.
+func (c *Config) Station(name string) int {
+	for i, s := range c.Stations {
+		if s.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
 // StationConfig describes one station and its link with the AP (the same
 // in both directions).
 type StationConfig struct {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -29,16 +30,75 @@ func controlAddr(c *cli.Context, out string) string {
 	return addr
 }
 
-// startControl serves the control API of a run into out; the context it
-// returns is ctx, ended by the API's stop too.
-func startControl(c *cli.Context, ctx context.Context, out string) (*control.Server, context.Context, error) {
+// startControl serves what --control, --ui and --metrics ask for, for a
+// run into out (nil when none); the context it returns is ctx, ended by
+// the API's stop too, and by the function returned. It says where on c's
+// ErrWriter.
+func startControl(c *cli.Context, ctx context.Context, out string) (*control.Server, context.Context, context.CancelFunc, error) {
 	ctx, stop := context.WithCancel(ctx)
-	srv, _, err := serveControl(c, controlAddr(c, out), stop)
-	if err != nil {
-		stop()
-		return nil, nil, err
+	var srv *control.Server
+	if c.IsSet("control") || c.Bool("ui") {
+		addr := controlAddr(c, out)
+		if c.Bool("ui") {
+			if !c.IsSet("control") {
+				addr = "127.0.0.1:0" // a free port
+			} else if strings.HasPrefix(addr, "unix:") {
+				stop()
+				return nil, nil, nil, cli.Exit("--ui: a browser reaches a TCP address only: give --control 127.0.0.1:PORT, or no --control", exitBadUsage)
+			}
+		}
+		var err error
+		if srv, _, err = serveControl(c, addr, stop); err != nil {
+			stop()
+			return nil, nil, nil, err
+		}
+		fmt.Fprintf(c.App.ErrWriter, "netjam: control API at %s\n", srv.Addr())
+		if c.Bool("ui") {
+			fmt.Fprintf(c.App.ErrWriter, "netjam: dashboard at http://%s/\n", srv.Addr())
+		}
 	}
-	return srv, ctx, nil
+	if addr := c.String("metrics"); addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			stop()
+			if srv != nil {
+				srv.Close()
+			}
+			return nil, nil, nil, cli.Exit(fmt.Sprintf("--metrics %s: %v", addr, err), exitBadUsage)
+		}
+		if srv == nil {
+			srv = control.New("", stop)
+		}
+		srv.ServeMetrics(ln)
+		fmt.Fprintf(c.App.ErrWriter, "netjam: metrics at http://%s/metrics\n", ln.Addr())
+	}
+	return srv, ctx, stop, nil
+}
+
+// endpointFlags are run's flags of the control API, the dashboard and the
+// metrics.
+func endpointFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "control", Usage: "serve the control API while the run runs (netjam ctl, HTTP): `unix:PATH`, HOST:PORT, or unix for control.sock in the output folder"},
+		&cli.StringFlag{Name: "control-token", Usage: "a `FILE` holding the token every control request must carry (Authorization: Bearer); required for a non-loopback --control"},
+		&cli.BoolFlag{Name: "ui", Usage: "serve the dashboard (a page to watch the run and change its path) on the control endpoint, 127.0.0.1 on a free port unless --control says where, print its URL, and serve the report there after the run until Ctrl-C"},
+		&cli.StringFlag{Name: "metrics", Usage: "serve the run's Prometheus metrics at `HOST:PORT`/metrics (also on the control endpoint's /metrics)"},
+	}
+}
+
+// finishControl tells the endpoint's clients that the results are
+// written; with --ui it serves them until interrupted (ctx) or told to
+// quit (the page's stop, POST /v1/stop).
+func finishControl(c *cli.Context, ctx context.Context, srv *control.Server, out string) {
+	srv.Finished(out)
+	if !c.Bool("ui") || ctx.Err() != nil {
+		return
+	}
+	fmt.Fprintf(c.App.ErrWriter, "netjam: the report is at http://%s/results/report.html (Ctrl-C to quit)\n", srv.Addr())
+	select {
+	case <-ctx.Done():
+	case <-srv.Quit():
+	}
 }
 
 // serveControl serves the control API at addr with --control-token's
@@ -66,31 +126,44 @@ func ctlCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "ctl",
 		Usage:     "look at and change a running netjam (one started with --control)",
-		ArgsUsage: "status | get | set KEY=VALUE... | stop",
+		ArgsUsage: "status | get | set KEY=VALUE... | schedule --at TIME KEY=VALUE... | reset | events | stop",
 		Description: `Talks to the control API of a netjam run or shell started with --control,
 at --control or $NETJAM_CONTROL (netjam shell --control sets it for its
 command): unix:PATH or HOST:PORT.
 
-   status              the run now: elapsed time, each flow's progress, each link
-   get                 each direction's settings in force and counters
-   set KEY=VALUE...    change the path now (the link's keys, as --set takes them);
-                       connections survive it; recorded in events.jsonl
-   stop                end the run as Ctrl-C would
+   status                 the run now: elapsed time, each flow's progress, each link,
+                          the changes pending
+   get                    each direction's settings in force and counters
+   set KEY=VALUE...       change the path now (the link's keys, as --set takes them);
+                          connections survive it; recorded in events.jsonl and in the
+                          resolved scenario's timeline
+   schedule --at TIME KEY=VALUE...
+                          the same change at TIME of the run (from its start), ahead
+   reset                  every key changed back to the scenario's value
+   events                 the run's events as they happen, one a line: its type, then
+                          its JSON (a sample each interval, each change, the end)
+   stop                   end the run as Ctrl-C would
 
 Examples:
    netjam run my.yaml --control unix:/tmp/nj.sock &
    netjam ctl --control unix:/tmp/nj.sock set link.uplink.loss=100%   # an outage
    netjam ctl --control unix:/tmp/nj.sock set link.uplink.loss=0%
+   netjam ctl --control unix:/tmp/nj.sock schedule --at 20s link.delay=200ms
+   netjam ctl --control unix:/tmp/nj.sock reset
    netjam ctl --control unix:/tmp/nj.sock status
    sudo netjam shell --control unix -- sh -c 'netjam ctl set link.loss=100%; ./my-test'`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "control", Usage: "the run's control endpoint: `unix:PATH` or HOST:PORT (default $NETJAM_CONTROL)"},
 			&cli.StringFlag{Name: "control-token", Usage: "a `FILE` holding the endpoint's token"},
+			&cli.StringFlag{Name: "at", Usage: "schedule: the `TIME` of the run (from its start) the change applies at, such as 5s"},
 		},
 		OnUsageError: usageError,
 		Action:       doCtl,
 	}
 }
+
+// ctlVerbs are what netjam ctl does.
+const ctlVerbs = "status, get, set KEY=VALUE..., schedule --at TIME KEY=VALUE..., reset, events or stop"
 
 func doCtl(c *cli.Context) error {
 	addr := c.String("control")
@@ -101,33 +174,12 @@ func doCtl(c *cli.Context) error {
 		return cli.Exit("ctl: no control endpoint: give --control unix:PATH (or HOST:PORT), or set "+controlEnv, exitBadUsage)
 	}
 	if c.NArg() == 0 {
-		return cli.Exit("ctl: what to do? status, get, set KEY=VALUE... or stop", exitBadUsage)
+		return cli.Exit("ctl: what to do? "+ctlVerbs, exitBadUsage)
 	}
-	var method, path string
-	var body []byte
-	switch verb := c.Args().First(); verb {
-	case "status":
-		method, path = http.MethodGet, "/v1/status"
-	case "get":
-		method, path = http.MethodGet, "/v1/links"
-	case "stop":
-		method, path = http.MethodPost, "/v1/stop"
-	case "set":
-		req := control.SetRequest{Set: map[string]string{}}
-		for _, kv := range c.Args().Tail() {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok || strings.TrimSpace(k) == "" {
-				return cli.Exit(fmt.Sprintf("ctl set: %q is not KEY=VALUE", kv), exitBadUsage)
-			}
-			req.Set[strings.TrimSpace(k)] = v
-		}
-		if len(req.Set) == 0 {
-			return cli.Exit("ctl set: nothing to set (KEY=VALUE...)", exitBadUsage)
-		}
-		method, path = http.MethodPatch, "/v1/links"
-		body, _ = json.Marshal(req)
-	default:
-		return cli.Exit(fmt.Sprintf("ctl: %q is not something ctl does (status, get, set, stop)", verb), exitBadUsage)
+	verb := c.Args().First()
+	method, path, body, err := ctlRequest(c, verb)
+	if err != nil {
+		return err
 	}
 	token := ""
 	if f := c.String("control-token"); f != "" {
@@ -137,14 +189,15 @@ func doCtl(c *cli.Context) error {
 		}
 		token = strings.TrimSpace(string(b))
 	}
+	if verb == "events" {
+		return streamEvents(c, addr, token)
+	}
 	out, code, err := call(addr, token, method, path, body)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("ctl: %s: %v", addr, err), exitFailed)
 	}
 	if code != http.StatusOK {
-		var e struct{ Error string }
-		json.Unmarshal(out, &e)
-		return cli.Exit(fmt.Sprintf("ctl %s: %s", c.Args().First(), e.Error), exitFailed)
+		return cli.Exit(fmt.Sprintf("ctl %s: %s", verb, apiError(out)), exitFailed)
 	}
 	var pretty bytes.Buffer
 	if json.Indent(&pretty, out, "", "  ") == nil {
@@ -154,17 +207,128 @@ func doCtl(c *cli.Context) error {
 	return nil
 }
 
-// call makes one request to the control endpoint at addr.
-func call(addr, token, method, path string, body []byte) ([]byte, int, error) {
+// ctlRequest is the request of ctl's verb.
+func ctlRequest(c *cli.Context, verb string) (method, path string, body []byte, err error) {
+	if c.IsSet("at") && verb != "schedule" {
+		return "", "", nil, cli.Exit(fmt.Sprintf("ctl %s: --at is for schedule", verb), exitBadUsage)
+	}
+	switch verb {
+	case "status":
+		return http.MethodGet, "/v1/status", nil, nil
+	case "get":
+		return http.MethodGet, "/v1/links", nil, nil
+	case "stop":
+		return http.MethodPost, "/v1/stop", nil, nil
+	case "reset":
+		return http.MethodPost, "/v1/reset", nil, nil
+	case "events":
+		return http.MethodGet, "/v1/events", nil, nil
+	case "set", "schedule":
+		args, at := c.Args().Tail(), c.String("at")
+		if verb == "schedule" {
+			// urfave/cli stops at the verb: --at after it is ours to read.
+			if len(args) > 1 && args[0] == "--at" {
+				at, args = args[1], args[2:]
+			} else if len(args) > 0 && strings.HasPrefix(args[0], "--at=") {
+				at, args = strings.TrimPrefix(args[0], "--at="), args[1:]
+			}
+		}
+		set, err := keyValues(verb, args)
+		if err != nil {
+			return "", "", nil, err
+		}
+		if verb == "set" {
+			body, _ = json.Marshal(control.SetRequest{Set: set})
+			return http.MethodPatch, "/v1/links", body, nil
+		}
+		if at == "" {
+			return "", "", nil, cli.Exit("ctl schedule: when? give --at TIME (from the run's start, such as 5s)", exitBadUsage)
+		}
+		body, _ = json.Marshal(control.ScheduleRequest{At: at, Set: set})
+		return http.MethodPost, "/v1/timeline", body, nil
+	}
+	return "", "", nil, cli.Exit(fmt.Sprintf("ctl: %q is not something ctl does (%s)", verb, ctlVerbs), exitBadUsage)
+}
+
+// keyValues reads set's and schedule's KEY=VALUE arguments.
+func keyValues(verb string, args []string) (map[string]string, error) {
+	set := map[string]string{}
+	for _, kv := range args {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, cli.Exit(fmt.Sprintf("ctl %s: %q is not KEY=VALUE", verb, kv), exitBadUsage)
+		}
+		set[strings.TrimSpace(k)] = v
+	}
+	if len(set) == 0 {
+		return nil, cli.Exit(fmt.Sprintf("ctl %s: nothing to set (KEY=VALUE...)", verb), exitBadUsage)
+	}
+	return set, nil
+}
+
+// apiError is the message of an error body of the API.
+func apiError(body []byte) string {
+	var e struct{ Error string }
+	if json.Unmarshal(body, &e) != nil || e.Error == "" {
+		return strings.TrimSpace(string(body))
+	}
+	return e.Error
+}
+
+// streamEvents prints the event stream, an event a line (its type, then
+// its data), until the endpoint closes it (netjam ended) or ctl is
+// interrupted.
+func streamEvents(c *cli.Context, addr, token string) error {
+	tr, host := transport(addr)
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(c.Context, http.MethodGet, "http://"+host+"/v1/events", nil)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("ctl events: %v", err), exitFailed)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("ctl: %s: %v", addr, err), exitFailed)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+		return cli.Exit("ctl events: "+apiError(b), exitFailed)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	typ := ""
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			typ = line[len("event: "):]
+		case strings.HasPrefix(line, "data: "):
+			fmt.Fprintf(c.App.Writer, "%s %s\n", typ, line[len("data: "):])
+		}
+	}
+	return nil
+}
+
+// transport is the HTTP transport to the control endpoint at addr, and
+// the host of its URLs.
+func transport(addr string) (*http.Transport, string) {
 	tr := &http.Transport{}
-	host := addr
 	if sock, ok := strings.CutPrefix(addr, "unix:"); ok {
 		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", sock)
 		}
-		host = "netjam"
+		return tr, "netjam"
 	}
+	return tr, addr
+}
+
+// call makes one request to the control endpoint at addr.
+func call(addr, token, method, path string, body []byte) ([]byte, int, error) {
+	tr, host := transport(addr)
 	defer tr.CloseIdleConnections()
 	req, err := http.NewRequest(method, "http://"+host+path, bytes.NewReader(body))
 	if err != nil {

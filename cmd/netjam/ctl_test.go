@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -160,5 +161,81 @@ ping -n -c 1 -W 2 $NETJAM_PEER >/dev/null && echo after-ok`)
 	}
 	if socks, _ := filepath.Glob(filepath.Join(dir, "*.sock")); len(socks) != 0 {
 		t.Errorf("control sockets left behind: %v", socks)
+	}
+}
+
+// TestCtlScheduleResetEvents drives a run with netjam ctl schedule, reset
+// and events: the scheduled change applies at its time, reset puts the
+// key back, and ctl events prints the run's events, one a line, until
+// netjam ends (the end and the results written among them).
+func TestCtlScheduleResetEvents(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "live.yaml")
+	os.WriteFile(file, []byte(`name: live
+duration: 6s
+link: {delay: 5ms}
+flows: [{name: probe, type: udp, interval: 5ms, duration: 6s}]
+`), 0o644)
+	sock := "unix:" + filepath.Join(dir, "nj.sock")
+	run := netjamProcess(t, "run", file, "-q", "--out", filepath.Join(dir, "out"), "--control", sock)
+	var stderr strings.Builder
+	run.Stderr = &stderr
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer run.Process.Kill()
+	ctl := func(args ...string) (int, string, string) {
+		return netjam(t, append([]string{"ctl", "--control", sock}, args...)...)
+	}
+	waitFor(t, "the control API", func() bool {
+		code, _, _ := ctl("status")
+		return code == exitOK
+	})
+	events := netjamProcess(t, "ctl", "--control", sock, "events")
+	var evOut strings.Builder
+	events.Stdout = &evOut
+	if err := events.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer events.Process.Kill()
+	if code, _, stderrCtl := ctl("schedule", "link.uplink.loss=5%"); code != exitBadUsage || !strings.Contains(stderrCtl, "give --at TIME") {
+		t.Errorf("ctl schedule without --at: exit %d\n%s", code, stderrCtl)
+	}
+	// A second ahead of the run, however late this test got here.
+	_, stdout, _ := ctl("status")
+	var st struct {
+		ElapsedS float64 `json:"elapsed_s"`
+	}
+	json.Unmarshal([]byte(stdout), &st)
+	at := math.Ceil(st.ElapsedS) + 1
+	if code, stdout, stderrCtl := ctl("schedule", "--at", fmt.Sprintf("%gs", at), "link.uplink.loss=100%"); code != exitOK || !strings.Contains(stdout, fmt.Sprintf(`"at_s": %g`, at)) {
+		t.Fatalf("ctl schedule: exit %d\n%s%s", code, stdout, stderrCtl)
+	}
+	waitFor(t, "the scheduled change", func() bool {
+		_, stdout, _ := ctl("get")
+		return strings.Contains(stdout, `"loss_ratio": 1,`)
+	})
+	if code, stdout, stderrCtl := ctl("reset"); code != exitOK || strings.Contains(stdout, `"loss_ratio": 1,`) {
+		t.Errorf("ctl reset: exit %d\n%s%s", code, stdout, stderrCtl)
+	}
+	if err := run.Wait(); err != nil {
+		t.Fatalf("the run: %v\n%s", err, stderr.String())
+	}
+	if err := events.Wait(); err != nil {
+		t.Errorf("ctl events: %v", err)
+	}
+	out := evOut.String()
+	for _, want := range []string{"\nscheduled {", "\nsample {", `change {"type":"change"`, `"key":"link.uplink.loss","old":"","new":"100%"`,
+		`"key":"link.uplink.loss","old":"100%","new":""`, "\nend {", "\nfinished {"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("ctl events printed no %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(out)
+	}
+	ev, _ := os.ReadFile(filepath.Join(dir, "out", "events.jsonl"))
+	if n := strings.Count(string(ev), `"key":"link.uplink.loss"`); n != 2 {
+		t.Errorf("events.jsonl has %d changes, want 2\n%s", n, ev)
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.uber.org/goleak"
 
-	"github.com/netjam/netjam/stack"
+	"github.com/netjam/netjam/hostnet"
 )
 
 func TestMain(m *testing.M) {
@@ -357,7 +357,7 @@ func TestShadowedSetWarns(t *testing.T) {
 
 func TestFailureGivesPrivilegeAdviceOnce(t *testing.T) {
 	pe := func() error {
-		return &stack.PrivilegeError{Op: "create device netjam0", Err: syscall.EPERM, Need: "creating a TUN device needs CAP_NET_ADMIN.",
+		return &hostnet.PrivilegeError{Op: "create device netjam0", Err: syscall.EPERM, Need: "creating a TUN device needs CAP_NET_ADMIN.",
 			Fixes: []string{"run netjam as root", "sudo setcap cap_net_admin+ep netjam"}}
 	}
 	advice := "creating a TUN device needs CAP_NET_ADMIN (create device netjam0: operation not permitted). Either:\n  - run netjam as root\n  - sudo setcap cap_net_admin+ep netjam"

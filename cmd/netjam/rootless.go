@@ -15,8 +15,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/scenario"
-	"github.com/netjam/netjam/stack"
 )
 
 // A rootless shell, as rootlesskit and `unshare --user --map-root-user
@@ -39,7 +39,7 @@ const (
 
 // nsInit is what the namespaces' first process is told.
 type nsInit struct {
-	TUN     stack.TUNConfig
+	TUN     hostnet.TUNConfig
 	Command []string
 }
 
@@ -53,7 +53,7 @@ type nsReply struct {
 	Privilege *nsPrivilege `json:",omitempty"`
 }
 
-// nsPrivilege is a stack.PrivilegeError sent across the socket.
+// nsPrivilege is a hostnet.PrivilegeError sent across the socket.
 type nsPrivilege struct {
 	Op, Need string
 	Errno    syscall.Errno
@@ -64,7 +64,7 @@ type nsPrivilege struct {
 // missing privilege.
 func privilegeReply(err error) nsReply {
 	r := nsReply{Err: err.Error()}
-	var pe *stack.PrivilegeError
+	var pe *hostnet.PrivilegeError
 	if errors.As(err, &pe) {
 		r.Privilege = &nsPrivilege{Op: pe.Op, Need: pe.Need, Fixes: pe.Fixes}
 		errors.As(pe.Err, &r.Privilege.Errno)
@@ -82,7 +82,7 @@ func (r nsReply) err() error {
 	if p.Errno == 0 {
 		e = errors.New(r.Err)
 	}
-	return &stack.PrivilegeError{Op: p.Op + " in the rootless shell's user namespace", Err: e, Need: p.Need, Fixes: p.Fixes}
+	return &hostnet.PrivilegeError{Op: p.Op + " in the rootless shell's user namespace", Err: e, Need: p.Need, Fixes: p.Fixes}
 }
 
 // userNetns starts a process as root of new user and network namespaces,
@@ -107,7 +107,7 @@ type rootless struct {
 // startRootless starts the first process of new user and network
 // namespaces, has it make the device cfg describes and returns it; the
 // process becomes command when go is called.
-func startRootless(cfg stack.TUNConfig, command, env []string) (*rootless, *stack.TUN, error) {
+func startRootless(cfg hostnet.TUNConfig, command, env []string) (*rootless, *hostnet.TUN, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("rootless shell: socketpair: %w", err)
@@ -132,7 +132,7 @@ func startRootless(cfg stack.TUNConfig, command, env []string) (*rootless, *stac
 	if err := cmd.Start(); err != nil {
 		ours.Close()
 		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EUSERS) {
-			return nil, nil, &stack.PrivilegeError{Op: "making a user namespace", Err: err,
+			return nil, nil, &hostnet.PrivilegeError{Op: "making a user namespace", Err: err,
 				Need: "netjam shell without root needs unprivileged user namespaces, which this system does not allow.",
 				Fixes: []string{"run netjam as root: sudo " + exe + " shell ...",
 					"allow unprivileged user namespaces: sudo sysctl -w kernel.unprivileged_userns_clone=1 (Debian, Ubuntu) or user.max_user_namespaces=15000",
@@ -141,7 +141,7 @@ func startRootless(cfg stack.TUNConfig, command, env []string) (*rootless, *stac
 		return nil, nil, fmt.Errorf("rootless shell: %w", err)
 	}
 	r := &rootless{cmd: cmd, sock: ours}
-	fail := func(err error) (*rootless, *stack.TUN, error) {
+	fail := func(err error) (*rootless, *hostnet.TUN, error) {
 		r.cmd.Process.Kill()
 		r.cmd.Wait()
 		ours.Close()
@@ -171,7 +171,7 @@ func startRootless(cfg stack.TUNConfig, command, env []string) (*rootless, *stac
 	if mtu == 0 {
 		mtu = 1500
 	}
-	t, err := stack.TUNFromFile(os.NewFile(uintptr(rights[0]), "/dev/net/tun"), reply.Name, mtu, cfg.Offload, reply.TSO)
+	t, err := hostnet.TUNFromFile(os.NewFile(uintptr(rights[0]), "/dev/net/tun"), reply.Name, mtu, cfg.Offload, reply.TSO)
 	if err != nil {
 		return fail(err)
 	}
@@ -214,7 +214,7 @@ func runNSInit() int {
 	if err != nil {
 		return fail(err)
 	}
-	t, err := stack.OpenTUN(conf.TUN)
+	t, err := hostnet.OpenTUN(conf.TUN)
 	if err != nil {
 		return fail(err)
 	}

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,7 +41,7 @@ Examples:
    netjam run configs/wifi-coexistence.yaml --variant cubic --variant bbr
    netjam run my.yaml --capture client --capture server   # then: tshark -r client.pcap
    netjam run ci.yaml --junit report.xml   # exit 3 when an expect entry does not hold`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringSliceFlag{Name: "set", Usage: "override a scenario key by its dotted path: KEY=VALUE (repeatable); VALUE is YAML"},
 			seedFlag(),
 			&cli.StringFlag{Name: "duration", Usage: "upper bound of each run, such as 10s (default: the scenario's duration, else 30s)"},
@@ -47,11 +49,10 @@ Examples:
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no table and log only warnings and errors"},
 			&cli.StringSliceFlag{Name: "variant", Usage: "run only this variant (repeatable; default: every variant)"},
 			&cli.StringSliceFlag{Name: "capture", Usage: "write a pcap file of the packets at this point: client or server (repeatable; replaces the scenario's capture points)"},
-			&cli.StringFlag{Name: "control", Usage: "serve the control API while the run runs (netjam ctl, HTTP): `unix:PATH`, HOST:PORT, or unix for control.sock in the output folder"},
-			&cli.StringFlag{Name: "control-token", Usage: "a `FILE` holding the token every control request must carry (Authorization: Bearer); required for a non-loopback --control"},
 			&cli.StringFlag{Name: "junit", Usage: "also write the runs and the scenario's expectations as JUnit XML into `FILE`, for CI"},
 			&cli.IntFlag{Name: "parallel", Value: 1, Usage: "how many variants may run at once (real-time runs compete for the CPU: keep 1 unless the machine has cores to spare)"},
-		},
+			clockFlag,
+		}, endpointFlags()...),
 		OnUsageError: usageError,
 		Action:       doRun,
 	}
@@ -69,6 +70,15 @@ func seedFlag() cli.Flag {
 // values are, with the file's messages.
 func planOptions(c *cli.Context) (scenario.Options, error) {
 	o := scenario.Options{Sets: c.StringSlice("set")}
+	if c.IsSet("clock") {
+		if err := checkClock(c); err != nil {
+			return o, err
+		}
+		// As a last --set, so that the resolved scenario.yaml says
+		// which clock the run took its time from, and a replay does
+		// the same.
+		o.Sets = append(o.Sets, "clock="+c.String("clock"))
+	}
 	if c.IsSet("seed") {
 		v, err := scenario.ParseSeed(c.String("seed"))
 		if err != nil {
@@ -93,14 +103,20 @@ func loadPlan(c *cli.Context) (*scenario.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	var plan *scenario.Plan
 	switch c.NArg() {
 	case 0:
-		return scenario.Parse(configs.DefaultName, configs.Default, o)
+		plan, err = scenario.Parse(configs.DefaultName, configs.Default, o)
 	case 1:
-		return scenario.Load(c.Args().First(), o)
+		plan, err = scenario.Load(c.Args().First(), o)
 	default:
 		return nil, cli.Exit(fmt.Sprintf("run takes one scenario file, got %d arguments", c.NArg()), exitBadUsage)
 	}
+	if err != nil && c.IsSet("clock") {
+		// --clock goes in as a --set (planOptions): name it as typed.
+		err = errors.New(strings.ReplaceAll(err.Error(), "--set clock:", "--clock:"))
+	}
+	return plan, err
 }
 
 func doRun(c *cli.Context) error {
@@ -181,19 +197,22 @@ func doRun(c *cli.Context) error {
 	if f, ok := c.App.ErrWriter.(*os.File); ok && !c.Bool("quiet") && term.IsTerminal(int(f.Fd())) {
 		opts.Progress = &progress{w: f}
 	}
-	if c.IsSet("control") {
-		srv, runCtx, err := startControl(c, ctx, out)
-		if err != nil {
-			return err
-		}
+	interrupted := ctx
+	srv, ctx, stopRun, err := startControl(c, ctx, out)
+	if err != nil {
+		return err
+	}
+	defer stopRun()
+	if srv != nil {
 		defer srv.Close()
-		ctx = runCtx
 		opts.Live = srv.Attach
-		fmt.Fprintf(c.App.ErrWriter, "netjam: control API at %s\n", controlAddr(c, out))
 	}
 	sum, runErr := emulator.Run(ctx, plan, opts)
 	if err := writeOutputs(out, plan, sum, written); err != nil {
 		return err
+	}
+	if srv != nil {
+		finishControl(c, interrupted, srv, out)
 	}
 	if path := c.String("junit"); path != "" {
 		if err := report.WriteJUnit(path, out); err != nil {
@@ -202,7 +221,7 @@ func doRun(c *cli.Context) error {
 		written.written("the JUnit XML")
 	}
 	if !c.Bool("quiet") {
-		if err := emulator.PrintTable(c.App.Writer, sum); err != nil {
+		if err := printTable(c.App.Writer, sum); err != nil {
 			return cli.Exit(err, exitFailed)
 		}
 		if err := emulator.PrintExpectations(c.App.Writer, sum); err != nil {
@@ -267,4 +286,14 @@ func chooseVariants(plan *scenario.Plan, names []string) ([]*scenario.Scenario, 
 		}
 	}
 	return out, nil
+}
+
+// printTable writes the run's text tables, which package report draws
+// from the summary as summary.json has it.
+func printTable(w io.Writer, sum *emulator.Summary) error {
+	b, err := json.Marshal(sum)
+	if err != nil {
+		return err
+	}
+	return report.PrintTable(w, b)
 }

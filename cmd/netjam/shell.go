@@ -20,8 +20,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/scenario"
-	"github.com/netjam/netjam/stack"
 )
 
 func shellCommand() *cli.Command {
@@ -143,7 +143,7 @@ func doShell(c *cli.Context) error {
 
 	// With root, a namespace of netjam's making; without, a rootless
 	// shell (see rootless.go) where the system allows user namespaces.
-	ns, err := stack.NewNetns()
+	ns, err := hostnet.NewNetns()
 	rootlessShell := err != nil && emulator.IsPrivilege(err) && os.Geteuid() != 0
 	switch {
 	case rootlessShell && (c.Bool("as-root") || c.IsSet("cap")):
@@ -204,7 +204,7 @@ func doShell(c *cli.Context) error {
 	var rl *rootless
 	if rootlessShell {
 		log.Info("no root: the shell runs in a user namespace", zap.NamedError("reason", err))
-		opts.OpenTUN = func(cfg stack.TUNConfig) (*stack.TUN, error) {
+		opts.OpenTUN = func(cfg hostnet.TUNConfig) (*hostnet.TUN, error) {
 			r, t, err := startRootless(cfg, command, env)
 			rl = r
 			return t, err
@@ -261,7 +261,7 @@ func doShell(c *cli.Context) error {
 		}
 	}
 	if !c.Bool("quiet") && sum != nil && len(sum.Runs) > 0 && sum.Runs[0].Skipped == "" {
-		emulator.PrintTable(c.App.ErrWriter, sum)
+		printTable(c.App.ErrWriter, sum)
 	}
 	if runErr != nil {
 		var ec cli.ExitCoder

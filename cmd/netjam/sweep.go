@@ -62,6 +62,7 @@ Examples:
 			&cli.IntFlag{Name: "parallel", Value: 1, Usage: "how many runs may run at once (real-time runs compete for the CPU: at most one per core)"},
 			&cli.StringFlag{Name: "shard", Usage: "run only shard `I/N` of the runs (I from 0), or auto: from JOB_COMPLETION_INDEX and JOB_COMPLETIONS (Kubernetes) or SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT (Slurm)"},
 			&cli.BoolFlag{Name: "plots", Usage: "also draw each run's plots and report.html (slower)"},
+			clockFlag,
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print nothing but errors"},
 		},
 		OnUsageError: usageError,

@@ -20,7 +20,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/netjam/netjam/stack"
+	"github.com/netjam/netjam/hostnet"
 
 	"github.com/netjam/netjam/internal/testenv"
 )
@@ -63,7 +63,7 @@ func TestSignalsLeaveNothingBehind(t *testing.T) {
 	testenv.RequireTUN(t)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
-			ns, err := stack.NewNetns()
+			ns, err := hostnet.NewNetns()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package stack
+package hostnet
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/netjam/netjam/netif"
 )
 
 // The host kernel's TCP, for flows that must run on it (BBR, or whatever
@@ -154,9 +156,9 @@ func setCC(rc syscall.RawConn, cc string) error {
 // resent over the connection's life); Timeouts from tcpi_total_rto (RTO
 // expiries; 0 on kernels before 6.7, which do not fill it). TCP_INFO has
 // no count of fast retransmits: FastRetransmits stays 0. A connection
-// already closed reads as the zero TCPInfo.
-func (c *KernelTCPConn) Info() TCPInfo {
-	var info TCPInfo
+// already closed reads as the zero netif.TCPInfo.
+func (c *KernelTCPConn) Info() netif.TCPInfo {
+	var info netif.TCPInfo
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return info
@@ -167,7 +169,7 @@ func (c *KernelTCPConn) Info() TCPInfo {
 			return
 		}
 		cc, _ := unix.GetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION)
-		info = TCPInfo{
+		info = netif.TCPInfo{
 			State:        tcpStateName(ti.State),
 			CC:           strings.TrimRight(cc, "\x00"),
 			CCState:      caStateName(ti.Ca_state),

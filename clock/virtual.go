@@ -1,0 +1,384 @@
+package clock
+
+import (
+	"bytes"
+	"container/heap"
+	"context"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Virtual is a clock on which time passes only when nothing else can
+// happen: Run fires the earliest timer, waits until every goroutine of the
+// process is blocked again, and fires the next. A run on a Virtual clock
+// takes as long as its work, not as long as its duration, and since only
+// one timer fires at a time, with everything it sets off finished before
+// the next, the order of events does not depend on the goroutine
+// scheduler: the same seed gives the same run.
+//
+// What "blocked" means is read from the runtime (see quiet), so it is the
+// whole process that must be idle: every goroutine that does the run's
+// work must wait on this clock, on channels or on locks, never on the wall
+// clock or the network, or time skips over that work. Goroutines blocked
+// on the wall clock or on I/O count as idle: a control API may change the
+// run at any time, and the change takes effect at the virtual instant it
+// lands on.
+//
+// Its zero time is Epoch.
+type Virtual struct {
+	mu     sync.Mutex // guards now, timers and seq
+	now    time.Time
+	timers vtimers
+	seq    uint64 // orders timers of the same deadline by when they were set
+
+	stats VirtualStats // guarded by mu
+
+	held atomic.Int64 // Holds not yet Released
+}
+
+// Hold tells a Virtual clock that the caller does work that belongs to the
+// current instant and may block in a system call meanwhile (a capture
+// writing its file, the sampler writing rows): time does not move until
+// the matching Release. The runtime's view of a goroutine in a system
+// call is too coarse to tell such work from a wait on the outside world
+// (see quietness). On other clocks Hold does nothing. It allocates
+// nothing.
+func Hold(c Clock) {
+	if v, ok := c.(*Virtual); ok {
+		v.held.Add(1)
+	}
+}
+
+// Release ends a Hold.
+func Release(c Clock) {
+	if v, ok := c.(*Virtual); ok {
+		v.held.Add(-1)
+	}
+}
+
+// VirtualStats tells what driving a Virtual clock took.
+type VirtualStats struct {
+	// Events is how many timers Run fired.
+	Events uint64
+	// StackChecks is how many times Run stopped the world to tell
+	// whether the process was idle (see quietness).
+	StackChecks uint64
+	// GaveUp is how many times Run moved time on while a goroutine was
+	// in a system call, after waiting syscallPatience for it: each is a
+	// place where two runs of one seed may part.
+	GaveUp uint64
+}
+
+// NewVirtual returns a Virtual clock set to Epoch.
+func NewVirtual() *Virtual { return &Virtual{now: Epoch} }
+
+// Now returns the clock's current time.
+func (v *Virtual) Now() time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.now
+}
+
+// NewTimer returns a timer that sends on its channel when Run reaches its
+// deadline.
+func (v *Virtual) NewTimer(d time.Duration) Timer {
+	t := &vtimer{v: v, i: -1, c: make(chan time.Time, 1)}
+	t.Reset(d)
+	return t
+}
+
+// AfterFunc returns a timer that calls f in its own goroutine when Run
+// reaches its deadline; Run waits for f (and whatever f sets off) to finish
+// before it moves on.
+func (v *Virtual) AfterFunc(d time.Duration, f func()) Timer {
+	t := &vtimer{v: v, i: -1, f: f}
+	t.Reset(d)
+	return t
+}
+
+// Stats reports what driving the clock has taken so far.
+func (v *Virtual) Stats() VirtualStats {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.stats
+}
+
+// idlePoll is how long Run sleeps, on the wall clock, when no timer is
+// armed and the process is idle: only something outside the run (a
+// control request, a signal) can give it work then.
+const idlePoll = time.Millisecond
+
+// driving is held by the Run that is looking for idleness or firing a
+// timer. Idleness is the whole process's, so two virtual clocks driven at
+// once (two runs of a sweep) must take turns: each would otherwise see
+// the other's Run busy, forever. The waiting Run is parked on the lock,
+// which counts as idle. This is the package's only mutable state, because
+// what it guards belongs to the process.
+var driving sync.Mutex
+
+// Run moves time forward until ctx is done: each time the process is
+// idle, it sets the clock to the earliest deadline and fires that one
+// timer. Timers of the same deadline fire in the order they were set.
+// Run must be called from one goroutine only.
+func (v *Virtual) Run(ctx context.Context) {
+	q := quietness{stats: &v.stats, mu: &v.mu}
+	for ctx.Err() == nil {
+		if !v.step(ctx, &q) {
+			time.Sleep(idlePoll)
+		}
+	}
+}
+
+// step fires the earliest timer once the process is idle, and reports
+// whether there was one.
+func (v *Virtual) step(ctx context.Context, q *quietness) bool {
+	driving.Lock()
+	defer driving.Unlock()
+	if !q.wait(ctx, &v.held) {
+		return true
+	}
+	v.mu.Lock()
+	if len(v.timers) == 0 {
+		v.mu.Unlock()
+		return false
+	}
+	t := heap.Pop(&v.timers).(*vtimer)
+	if t.when.After(v.now) {
+		v.now = t.when
+	}
+	v.stats.Events++
+	v.mu.Unlock()
+	if t.f != nil {
+		go t.f()
+		return true
+	}
+	select {
+	case t.c <- t.when:
+	default: // a firing is already pending; like time.Timer, never block
+	}
+	return true
+}
+
+type vtimer struct {
+	v    *Virtual
+	c    chan time.Time // nil for AfterFunc timers
+	f    func()         // nil for channel timers
+	when time.Time      // guarded by v.mu
+	seq  uint64         // guarded by v.mu
+	i    int            // index in v.timers, -1 when not armed; guarded by v.mu
+}
+
+func (t *vtimer) C() <-chan time.Time { return t.c }
+
+func (t *vtimer) Reset(d time.Duration) {
+	v := t.v
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	t.drain()
+	if t.i >= 0 {
+		heap.Remove(&v.timers, t.i)
+	}
+	t.when = v.now.Add(max(d, 0))
+	v.seq++
+	t.seq = v.seq
+	heap.Push(&v.timers, t)
+}
+
+func (t *vtimer) Stop() bool {
+	v := t.v
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	t.drain()
+	if t.i < 0 {
+		return false
+	}
+	heap.Remove(&v.timers, t.i)
+	return true
+}
+
+// drain discards a pending firing, as time.Timer does since Go 1.23.
+func (t *vtimer) drain() {
+	if t.c == nil {
+		return
+	}
+	select {
+	case <-t.c:
+	default:
+	}
+}
+
+// vtimers is a heap of armed timers by deadline, then by seq.
+type vtimers []*vtimer
+
+func (h vtimers) Len() int { return len(h) }
+func (h vtimers) Less(i, j int) bool {
+	if !h[i].when.Equal(h[j].when) {
+		return h[i].when.Before(h[j].when)
+	}
+	return h[i].seq < h[j].seq
+}
+func (h vtimers) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].i, h[j].i = i, j
+}
+func (h *vtimers) Push(x any) {
+	t := x.(*vtimer)
+	t.i = len(*h)
+	*h = append(*h, t)
+}
+func (h *vtimers) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	*h, t.i = old[:len(old)-1], -1
+	return t
+}
+
+// quietness tells when every goroutine but the caller is blocked.
+//
+// The fast way reads the runtime's goroutine counts (runtime/metrics,
+// Go 1.26): idle when none is runnable, only the caller runs, and no more
+// are in system calls than when the process was last found idle, three
+// readings in a row with a yield between them. Those counts are
+// approximate: "running" counts the processors (Ps) in use, and a
+// processor whose thread spins looking for work counts although no
+// goroutine runs on it; measured on gVisor's TCP, that kept the count one
+// too high for most of a run. So after slowAfter busy readings in a row
+// the slow way decides: a stack dump of every goroutine, which stops the
+// world and shows each one's real state.
+//
+// A goroutine in a system call is busy (a capture writing its file: the
+// packet's work is not done), except os/signal's, which waits in one for
+// the whole process life. A goroutine that stays in a system call longer
+// than syscallPatience is waiting on the outside world (a read of a
+// device or a pipe): time moves on without it, and the wait is counted
+// as given up (VirtualStats.GaveUp), since what that goroutine does next
+// may land at a later virtual time than on another run.
+//
+// Go's testing/synctest would be the natural tool, but its bubbles do not
+// count goroutines parked by gVisor's sleep package (its own linkname to
+// runtime.gopark) as durably blocked, so a bubble with a gVisor stack
+// never advances.
+type quietness struct {
+	samples   [3]metrics.Sample
+	nonGoBase uint64 // goroutines in system calls when last found idle
+	buf       []byte
+	stats     *VirtualStats // guarded by mu
+	mu        *sync.Mutex
+}
+
+// slowAfter is how many busy readings (about half a microsecond each) the
+// fast way takes before a stack dump decides.
+const slowAfter = 100
+
+// syscallPatience is how long, in wall time, a goroutine may stay in a
+// system call before time moves on without it.
+const syscallPatience = 200 * time.Millisecond
+
+// wait returns when the process is idle (true) or ctx is done (false).
+func (q *quietness) wait(ctx context.Context, held *atomic.Int64) bool {
+	if q.samples[0].Name == "" {
+		q.samples[0].Name = "/sched/goroutines/runnable:goroutines"
+		q.samples[1].Name = "/sched/goroutines/running:goroutines"
+		q.samples[2].Name = "/sched/goroutines/not-in-go:goroutines"
+	}
+	ok, busy := 0, 0
+	var inSyscallSince time.Time
+	for ok < 3 {
+		metrics.Read(q.samples[:])
+		if held.Load() == 0 && q.samples[0].Value.Uint64() == 0 && q.samples[1].Value.Uint64() <= 1 && q.samples[2].Value.Uint64() <= q.nonGoBase {
+			ok++
+			runtime.Gosched()
+			continue
+		}
+		ok, busy = 0, busy+1
+		if busy%slowAfter != 0 {
+			runtime.Gosched()
+			continue
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		st := q.stacks()
+		if held.Load() != 0 {
+			st = running
+		}
+		q.mu.Lock()
+		q.stats.StackChecks++
+		q.mu.Unlock()
+		switch {
+		case st == idle:
+		case st == inSyscall && inSyscallSince.IsZero():
+			inSyscallSince = time.Now()
+			continue
+		case st == inSyscall && time.Since(inSyscallSince) > syscallPatience:
+			q.mu.Lock()
+			q.stats.GaveUp++
+			q.mu.Unlock()
+		default:
+			runtime.Gosched()
+			continue
+		}
+		metrics.Read(q.samples[:])
+		q.nonGoBase = q.samples[2].Value.Uint64()
+		return true
+	}
+	return true
+}
+
+// stackState is what a stack dump says of the goroutines but the caller.
+type stackState int
+
+const (
+	idle      stackState = iota // every one is blocked
+	inSyscall                   // some are in system calls, none runs
+	running                     // some run or are runnable
+)
+
+// stacks reads every goroutine's state from a dump of their stacks.
+func (q *quietness) stacks() stackState {
+	if q.buf == nil {
+		q.buf = make([]byte, 1<<20)
+	}
+	var n int
+	for {
+		n = runtime.Stack(q.buf, true)
+		if n < len(q.buf) {
+			break
+		}
+		q.buf = make([]byte, 2*len(q.buf))
+	}
+	st := idle
+	// The dump is goroutines separated by blank lines, each a header
+	// ("goroutine 7 [select]:") and its frames, the caller first.
+	for i, g := range bytes.Split(q.buf[:n], []byte("\n\n")) {
+		header, frames, _ := bytes.Cut(g, []byte("\n"))
+		if i == 0 {
+			continue
+		}
+		switch {
+		case bytes.Contains(header, []byte("[running")), bytes.Contains(header, []byte("[runnable")):
+			return running
+		case bytes.Contains(header, []byte("[syscall")) && !bytes.HasPrefix(frames, []byte("os/signal.signal_recv")):
+			st = inSyscall
+		}
+	}
+	return st
+}
+
+// WithTimeout is context.WithTimeout on clk's time: ctx is cancelled d
+// from clk's now, with context.DeadlineExceeded as its cause. On the Real
+// clock it is context.WithTimeout itself.
+func WithTimeout(ctx context.Context, clk Clock, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := clk.(Real); ok {
+		return context.WithTimeout(ctx, d)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	t := clk.AfterFunc(d, func() { cancel(context.DeadlineExceeded) })
+	return ctx, func() {
+		t.Stop()
+		cancel(context.Canceled)
+	}
+}

@@ -1,0 +1,198 @@
+package clock_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/netjam/netjam/clock"
+)
+
+// runVirtual runs v until done is closed (or a wall-clock bound passes).
+func runVirtual(t *testing.T, v *clock.Virtual, done <-chan struct{}) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		v.Run(ctx)
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Error("the virtual run did not finish in 20 s of wall time")
+	}
+	cancel()
+	<-stopped
+}
+
+// Timers fire in deadline order, those of one deadline in the order they
+// were set, and a virtual hour passes in far less than a wall-clock one.
+func TestVirtualOrder(t *testing.T) {
+	v := clock.NewVirtual()
+	var mu sync.Mutex
+	var got []string
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	add := func(name string, d time.Duration) {
+		wg.Add(1)
+		v.AfterFunc(d, func() {
+			defer wg.Done()
+			mu.Lock()
+			got = append(got, fmt.Sprintf("%s@%v", name, v.Now().Sub(clock.Epoch)))
+			mu.Unlock()
+		})
+	}
+	add("c", time.Hour)
+	add("a", time.Second)
+	add("b1", time.Minute)
+	add("b2", time.Minute)
+	stopped := v.AfterFunc(time.Second, func() { t.Error("a stopped timer fired") })
+	if !stopped.Stop() {
+		t.Error("Stop of an armed timer returned false")
+	}
+	go func() { wg.Wait(); close(done) }()
+	start := time.Now()
+	runVirtual(t, v, done)
+	want := "a@1s b1@1m0s b2@1m0s c@1h0m0s"
+	if s := strings.Join(got, " "); s != want {
+		t.Errorf("fired %q, want %q", s, want)
+	}
+	if wall := time.Since(start); wall > 10*time.Second {
+		t.Errorf("a virtual hour took %v of wall time", wall)
+	}
+}
+
+// Run waits for what a timer sets off before it fires the next one: here a
+// chain of goroutines handing a token along, which takes real CPU time,
+// must finish before the clock moves, every time, while a ticker every
+// 10 us would move it if Run did not wait.
+func TestVirtualWaitsForWork(t *testing.T) {
+	v := clock.NewVirtual()
+	const hops, rounds = 50, 100
+	done := make(chan struct{})
+	var tick func()
+	tick = func() {
+		select {
+		case <-done:
+		default:
+			v.AfterFunc(10*time.Microsecond, tick)
+		}
+	}
+	v.AfterFunc(0, tick)
+	var seen []time.Duration
+	var round func()
+	round = func() {
+		at := v.Now()
+		in := make(chan int)
+		first := in
+		for range hops {
+			out := make(chan int)
+			go func(in, out chan int) { out <- <-in + 1 }(in, out)
+			in = out
+		}
+		go func() { first <- 0 }()
+		n := <-in
+		if n != hops || !v.Now().Equal(at) {
+			t.Errorf("the chain ended at %v with %d hops; it started at %v", v.Now(), n, at)
+		}
+		seen = append(seen, v.Now().Sub(clock.Epoch))
+		if len(seen) == rounds {
+			close(done)
+			return
+		}
+		v.AfterFunc(time.Millisecond, round)
+	}
+	v.AfterFunc(0, round)
+	runVirtual(t, v, done)
+	for i, d := range seen {
+		if d != time.Duration(i)*time.Millisecond {
+			t.Fatalf("round %d ran at %v, want %v", i, d, time.Duration(i)*time.Millisecond)
+		}
+	}
+}
+
+// A channel timer delivers its deadline, Reset moves it, and a goroutine
+// waiting on it sees the clock at that deadline.
+func TestVirtualTimerChannel(t *testing.T) {
+	v := clock.NewVirtual()
+	done := make(chan struct{})
+	var got []time.Duration
+	go func() {
+		defer close(done)
+		tm := v.NewTimer(time.Hour)
+		tm.Reset(3 * time.Second) // replaces the hour
+		for range 3 {
+			at := <-tm.C()
+			got = append(got, at.Sub(clock.Epoch), v.Now().Sub(clock.Epoch))
+			tm.Reset(2 * time.Second)
+		}
+		tm.Stop()
+	}()
+	runVirtual(t, v, done)
+	want := "[3s 3s 5s 5s 7s 7s]"
+	if s := fmt.Sprint(got); s != want {
+		t.Errorf("got %s, want %s", s, want)
+	}
+}
+
+// WithTimeout cancels on the virtual clock's time with DeadlineExceeded
+// as the cause, and its cancel function stops the timer.
+func TestVirtualWithTimeout(t *testing.T) {
+	v := clock.NewVirtual()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := clock.WithTimeout(context.Background(), v, 90*time.Second)
+		defer cancel()
+		<-ctx.Done()
+		if d := v.Now().Sub(clock.Epoch); d != 90*time.Second {
+			t.Errorf("cancelled at %v, want 1m30s", d)
+		}
+		if c := context.Cause(ctx); c != context.DeadlineExceeded {
+			t.Errorf("cause %v, want DeadlineExceeded", c)
+		}
+	}()
+	runVirtual(t, v, done)
+
+	ctx, cancel := clock.WithTimeout(context.Background(), v, time.Hour)
+	cancel()
+	if ctx.Err() == nil || context.Cause(ctx) != context.Canceled {
+		t.Errorf("after cancel: err %v, cause %v", ctx.Err(), context.Cause(ctx))
+	}
+	if steps := v.Stats().Events; steps != 1 {
+		t.Errorf("%d timers fired, want 1 (the cancelled timeout's timer must be stopped)", steps)
+	}
+}
+
+// Two virtual clocks driven at once take turns and both finish, each on
+// its own time.
+func TestVirtualTwoAtOnce(t *testing.T) {
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v := clock.NewVirtual()
+			done := make(chan struct{})
+			n := 0
+			var tick func()
+			tick = func() {
+				if n++; n == 1000 {
+					close(done)
+					return
+				}
+				v.AfterFunc(time.Duration(i+1)*time.Millisecond, tick)
+			}
+			v.AfterFunc(0, tick)
+			runVirtual(t, v, done)
+			if d := v.Now().Sub(clock.Epoch); d != time.Duration(999*(i+1))*time.Millisecond {
+				t.Errorf("clock %d ended at %v", i, d)
+			}
+		}()
+	}
+	wg.Wait()
+}

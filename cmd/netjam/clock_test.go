@@ -1,0 +1,55 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// --clock names itself in its errors, and a scenario's TUN variant is
+// refused before anything runs.
+func TestClockFlagErrors(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	code, _, errOut := netjam(t, "run", "--out", out, "--clock", "fast")
+	if code != 2 || !strings.Contains(errOut, `--clock: "fast" is not a clock (expected real or virtual)`) {
+		t.Errorf("--clock fast: exit %d, stderr %q", code, errOut)
+	}
+	code, _, errOut = netjam(t, "run", "--out", out, "--clock", "virtual", "../../configs/wifi-coexistence.yaml")
+	want := "--clock: virtual runs labs of netstack hosts only, and this run has a tun section: TUN mode and kernel flows run on the wall clock (use clock: real) (with variant bbr)"
+	if code != 2 || !strings.Contains(errOut, want) {
+		t.Errorf("a TUN variant: exit %d, stderr %q, want %q", code, errOut, want)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("the output folder was made before the error (%v)", err)
+	}
+}
+
+// A run on the virtual clock says so in its resolved scenario.yaml, so
+// that running that file again is the same run: same summary.json.
+func TestVirtualRunReplays(t *testing.T) {
+	dir := t.TempDir()
+	first, again := filepath.Join(dir, "first"), filepath.Join(dir, "again")
+	sc := filepath.Join(dir, "s.yaml")
+	if err := os.WriteFile(sc, []byte("duration: 2s\nlink: {rate: 5Mbps, delay: 10ms, uplink: {loss: 2%}}\n"+
+		"flows: [{name: bulk, type: tcp, duration: 2s}, {name: cbr, type: udp, rate: 1Mbps, duration: 2s}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := netjam(t, "run", "-q", "--clock", "virtual", "--seed", "3", "--out", first, sc); code != 0 {
+		t.Fatalf("first run: exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := netjam(t, "run", "-q", "--out", again, filepath.Join(first, "scenario.yaml")); code != 0 {
+		t.Fatalf("replay: exit %d: %s", code, errOut)
+	}
+	a, err := os.ReadFile(filepath.Join(first, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(again, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(a) != string(b) {
+		t.Errorf("the replay's summary.json differs from the first run's:\n%s\n%s", a, b)
+	}
+}

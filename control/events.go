@@ -1,0 +1,170 @@
+package control
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Limits of the event stream.
+const (
+	// clientBuffer is how many events a client of GET /v1/events may
+	// have waiting: at the default sample interval (100 ms) about 25 s
+	// of samples. A client that falls further behind is dropped (it
+	// reconnects and starts again from the history) rather than holding
+	// the run back or growing without bound.
+	clientBuffer = 256
+	// historyLen is how many recent events a new client gets first, so
+	// that a page opened (or reloaded) mid-run has the last samples to
+	// plot: 30 s at the default interval.
+	historyLen = 300
+	// maxClients bounds the clients of the stream at once.
+	maxClients = 64
+	// keepAlive is how often an idle stream gets a comment, so that a
+	// proxy or a client's timeout does not take it for dead.
+	keepAlive = 15 * time.Second
+	// writeTimeout bounds a write to a client of the stream.
+	writeTimeout = 10 * time.Second
+)
+
+// event is one Server-Sent Event, encoded once for every client.
+type event []byte
+
+// hub hands the run's events to the clients of GET /v1/events. publish
+// never blocks: each client has a bounded buffer, and a client whose
+// buffer is full is dropped and counted (dropped), never waited for.
+type hub struct {
+	mu      sync.Mutex // guards clients and history
+	clients map[*client]struct{}
+	history []event // the last historyLen events, oldest first
+	// dropped counts the clients dropped for falling behind; refused,
+	// those refused because maxClients were connected.
+	dropped, refused atomic.Uint64
+	published        atomic.Uint64
+}
+
+// client is one connection of GET /v1/events.
+type client struct {
+	ch   chan event
+	gone chan struct{} // closed when the hub drops the client
+}
+
+func newHub() *hub { return &hub{clients: map[*client]struct{}{}} }
+
+// publish sends v as an event of type typ to every client.
+func (h *hub) publish(typ string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return // only our own types come here; they marshal
+	}
+	e := event(fmt.Appendf(nil, "event: %s\ndata: %s\n\n", typ, b))
+	h.published.Add(1)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.history) == historyLen {
+		copy(h.history, h.history[1:])
+		h.history = h.history[:historyLen-1]
+	}
+	h.history = append(h.history, e)
+	for c := range h.clients {
+		select {
+		case c.ch <- e:
+		default:
+			delete(h.clients, c)
+			close(c.gone)
+			h.dropped.Add(1)
+		}
+	}
+}
+
+// subscribe adds a client, and returns it with the history it must send
+// first; nil when maxClients are connected.
+func (h *hub) subscribe() (*client, []event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.clients) >= maxClients {
+		h.refused.Add(1)
+		return nil, nil
+	}
+	c := &client{ch: make(chan event, clientBuffer), gone: make(chan struct{})}
+	h.clients[c] = struct{}{}
+	return c, append([]event(nil), h.history...)
+}
+
+func (h *hub) unsubscribe(c *client) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.clients[c]; ok {
+		delete(h.clients, c)
+		close(c.gone)
+	}
+}
+
+// serve streams the events to one client until it goes, the hub drops
+// it, or done closes.
+func (h *hub) serve(w http.ResponseWriter, r *http.Request, done <-chan struct{}) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, fmt.Errorf("the connection cannot stream"))
+		return
+	}
+	c, history := h.subscribe()
+	if c == nil {
+		writeError(w, http.StatusServiceUnavailable, fmt.Errorf("more than %d clients of the event stream", maxClients))
+		return
+	}
+	defer h.unsubscribe(c)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	// A client dropped for falling behind reconnects after this long.
+	fmt.Fprint(w, "retry: 1000\n\n")
+	for _, e := range history {
+		if _, err := w.Write(e); err != nil {
+			return
+		}
+	}
+	fl.Flush()
+	tick := time.NewTicker(keepAlive)
+	defer tick.Stop()
+	rc := http.NewResponseController(w)
+	for {
+		select {
+		case e := <-c.ch:
+			// A client that does not read is dropped by publish; its
+			// writes give up then too.
+			rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+			if _, err := w.Write(e); err != nil {
+				return
+			}
+			// Write what is waiting with it, then flush once.
+			for n := len(c.ch); n > 0; n-- {
+				if _, err := w.Write(<-c.ch); err != nil {
+					return
+				}
+			}
+			fl.Flush()
+		case <-tick.C:
+			fmt.Fprint(w, ": keep-alive\n\n")
+			fl.Flush()
+		case <-c.gone:
+			return
+		case <-r.Context().Done():
+			return
+		case <-done:
+			// The endpoint closes: what the client has not got yet
+			// (the results written, say) goes first.
+			rc.SetWriteDeadline(time.Now().Add(time.Second))
+			for n := len(c.ch); n > 0; n-- {
+				if _, err := w.Write(<-c.ch); err != nil {
+					return
+				}
+			}
+			fl.Flush()
+			return
+		}
+	}
+}

@@ -1,0 +1,435 @@
+package control
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/internal/testenv"
+	"github.com/netjam/netjam/scenario"
+)
+
+// testRun is a scenario running with a control endpoint on a unix socket.
+type testRun struct {
+	srv    *Server
+	client *http.Client
+	dir    string
+	plan   *scenario.Plan
+	done   chan struct{}
+	sum    *emulator.Summary
+	err    error
+}
+
+// startRun runs the scenario src with a control endpoint, and returns once
+// the endpoint has the run attached.
+func startRun(t *testing.T, src string) *testRun {
+	t.Helper()
+	dir := t.TempDir()
+	plan, err := scenario.Parse("live.yaml", []byte(src), scenario.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "c.sock")
+	ln, _, err := Listen("unix:"+sock, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tr := &testRun{dir: dir, plan: plan, done: make(chan struct{}), client: unixClient(sock)}
+	tr.srv = Serve(ln, sock, "", cancel)
+	go func() {
+		defer close(tr.done)
+		tr.sum, tr.err = emulator.Run(ctx, plan, emulator.Options{OutDir: dir, Live: tr.srv.Attach})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-tr.done
+		tr.srv.Close()
+		tr.client.CloseIdleConnections()
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if code, _ := tr.do(t, "GET", "/v1/status", ""); code == http.StatusOK {
+			return tr
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the run was not attached within 20 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// do makes a request, and returns its status and body.
+func (tr *testRun) do(t *testing.T, method, path, body string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, "http://netjam"+path, strings.NewReader(body))
+	resp, err := tr.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// wait waits for the run's end, and returns its summary.
+func (tr *testRun) wait(t *testing.T) *emulator.Summary {
+	t.Helper()
+	select {
+	case <-tr.done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the run did not end within 60 s")
+	}
+	if tr.err != nil {
+		t.Fatalf("the run: %v", tr.err)
+	}
+	return tr.sum
+}
+
+// sse is one event of the stream.
+type sse struct {
+	typ  string
+	data string
+}
+
+// events reads the event stream into a channel until the test ends.
+func (tr *testRun) events(t *testing.T) <-chan sse {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "http://netjam/v1/events", nil)
+	resp, err := tr.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "text/event-stream" {
+		t.Fatalf("GET /v1/events: %d %s", resp.StatusCode, ct)
+	}
+	ch := make(chan sse, 4096)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	t.Cleanup(func() { resp.Body.Close(); wg.Wait() })
+	go func() {
+		defer wg.Done()
+		defer close(ch)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		var e sse
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				e.typ = line[len("event: "):]
+			case strings.HasPrefix(line, "data: "):
+				e.data = line[len("data: "):]
+			case line == "" && e.typ != "":
+				ch <- e
+				e = sse{}
+			}
+		}
+	}()
+	return ch
+}
+
+// next returns the next event of type typ, failing after 20 s.
+func next(t *testing.T, ch <-chan sse, typ string) sse {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case e, ok := <-ch:
+			if !ok {
+				t.Fatalf("the stream ended before a %s event", typ)
+			}
+			if e.typ == typ {
+				return e
+			}
+		case <-timeout:
+			t.Fatalf("no %s event within 20 s", typ)
+		}
+	}
+}
+
+const udpRun = `name: live
+duration: %s
+sample_interval: 100ms
+link: {delay: 5ms, rate: 20Mbps}
+flows: [{name: probe, type: udp, rate: 1Mbps, packet_size: 1000, duration: %s}]
+`
+
+// TestEventsStream: GET /v1/events streams the run's start, a sample of
+// its time series each interval (the flow's throughput, each direction's
+// settings in force), each change as it applies, the end, and the results
+// once written.
+func TestEventsStream(t *testing.T) {
+	tr := startRun(t, fmt.Sprintf(udpRun, "2s", "2s"))
+	ch := tr.events(t)
+	var st emulator.LiveStatus
+	if err := json.Unmarshal([]byte(next(t, ch, "run").data), &st); err != nil || st.Scenario != "live" || st.SampleIntervalS != 0.1 {
+		t.Errorf("the run event: %v %+v", err, st)
+	}
+	var smp emulator.LiveEvent
+	for !slices.ContainsFunc(smp.Rows, func(r emulator.SeriesRow) bool { return r.Kind == "throughput_bps" && r.Value > 0 }) {
+		if err := json.Unmarshal([]byte(next(t, ch, "sample").data), &smp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Contains(smp.Rows, emulator.SeriesRow{Kind: "configured_rate_bps", Name: "uplink", Value: 20e6}) {
+		t.Errorf("a sample without the uplink's configured rate: %+v", smp.Rows)
+	}
+	if code, b := tr.do(t, "PATCH", "/v1/links", `{"set": {"link.uplink.loss": "3%"}}`); code != 200 {
+		t.Fatalf("PATCH: %d %s", code, b)
+	}
+	var chg emulator.LiveEvent
+	json.Unmarshal([]byte(next(t, ch, "change").data), &chg)
+	if len(chg.Changes) != 1 || chg.Changes[0].Key != "link.uplink.loss" || chg.Changes[0].New != "3%" || chg.TimeS <= 0 {
+		t.Errorf("the change event: %+v", chg)
+	}
+	next(t, ch, "end")
+	tr.wait(t)
+	tr.srv.Finished(tr.dir)
+	if e := next(t, ch, "finished"); !strings.Contains(e.data, `"/results/report.html"`) {
+		t.Errorf("the finished event: %s", e.data)
+	}
+	os.WriteFile(filepath.Join(tr.dir, "report.html"), []byte("<html>report</html>"), 0o644)
+	if code, b := tr.do(t, "GET", "/results/report.html", ""); code != 200 || string(b) != "<html>report</html>" {
+		t.Errorf("GET /results/report.html: %d %s", code, b)
+	}
+	if code, _ := tr.do(t, "GET", "/results/c.sock", ""); code != 404 {
+		t.Errorf("GET /results/c.sock: %d, want 404", code)
+	}
+}
+
+// TestSlowClientDropped: a client that does not read is dropped once its
+// buffer is full, and counted; publishing never waits for it, and the
+// others get every event.
+func TestSlowClientDropped(t *testing.T) {
+	h := newHub()
+	slow, _ := h.subscribe()
+	fast, _ := h.subscribe()
+	got := 0
+	for i := range clientBuffer + 10 {
+		h.publish("sample", i)
+		select {
+		case <-fast.ch:
+			got++
+		default:
+			t.Fatalf("event %d did not reach the reading client", i)
+		}
+	}
+	select {
+	case <-slow.gone:
+	default:
+		t.Fatal("the client that does not read was not dropped")
+	}
+	if n := h.dropped.Load(); n != 1 || got != clientBuffer+10 {
+		t.Errorf("dropped %d clients (want 1); the reading one got %d events", n, got)
+	}
+	if c, hist := h.subscribe(); c == nil || len(hist) != clientBuffer+10 || !strings.Contains(string(hist[len(hist)-1]), fmt.Sprintf("data: %d\n", clientBuffer+9)) {
+		t.Errorf("a new client gets %d events of history", len(hist))
+	}
+}
+
+// TestParallelPatches: 100 PATCHes at once (run with -race) each apply
+// once, in one order: the settings in force are the last recorded, each
+// change is in the run's timeline once and in the resolved scenario's
+// once, and its old value is the one before it.
+func TestParallelPatches(t *testing.T) {
+	tr := startRun(t, fmt.Sprintf(udpRun, "3s", "3s"))
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := fmt.Sprintf(`{"set": {"link.uplink.delay": "%dms"}}`, i+1)
+			if code, b := tr.do(t, "PATCH", "/v1/links", body); code != 200 {
+				t.Errorf("PATCH %d: %d %s", i, code, b)
+			}
+		}()
+	}
+	wg.Wait()
+	_, b := tr.do(t, "GET", "/v1/links", "")
+	var links []emulator.LinkSummary
+	json.Unmarshal(b, &links)
+	sum := tr.wait(t)
+	var tl []emulator.TimelineEvent
+	for _, e := range sum.Runs[0].Timeline {
+		if e.Key == "link.uplink.delay" {
+			tl = append(tl, e)
+		}
+	}
+	if len(tl) != 100 {
+		t.Fatalf("%d changes recorded, want 100", len(tl))
+	}
+	seen := map[string]bool{}
+	prev := ""
+	for _, e := range tl {
+		if seen[e.New] || e.Old != prev {
+			t.Errorf("change %+v: seen before %v, old after %q", e, seen[e.New], prev)
+		}
+		seen[e.New], prev = true, e.New
+	}
+	if want := fmt.Sprintf("%gms", links[0].Configured.DelayMs); prev != want {
+		t.Errorf("the last change recorded set %s, the uplink has %s", prev, want)
+	}
+	y, err := tr.plan.Runs[0].YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := scenario.Parse("resolved.yaml", y, scenario.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(again.Runs[0].Timeline); n != 100 {
+		t.Errorf("the resolved scenario's timeline has %d entries, want 100", n)
+	}
+}
+
+// TestScheduleAndReset: POST /v1/timeline applies a change at the time
+// asked (recorded there, shown as pending until then), a time past or
+// after the end is refused, and POST /v1/reset puts every key changed
+// back to the scenario's value; the resolved scenario repeats both.
+func TestScheduleAndReset(t *testing.T) {
+	tr := startRun(t, fmt.Sprintf(udpRun, "3s", "3s"))
+	for _, c := range []struct{ body, want string }{
+		{`{"at": "0s", "set": {"link.loss": "5%"}}`, "the run is past it"},
+		{`{"at": "9s", "set": {"link.loss": "5%"}}`, "the run ends at 3s"},
+		{`{"at": "2s", "set": {"link.loss": "150%"}}`, "link.loss: 150% is out of range"},
+		{`{"at": "2s", "set": {"flows.probe.rate": "5Mbps"}}`, "only the link's keys"},
+		{`{"at": "soon", "set": {"link.loss": "5%"}}`, "at: "},
+	} {
+		if code, b := tr.do(t, "POST", "/v1/timeline", c.body); code != 400 || !strings.Contains(string(b), c.want) {
+			t.Errorf("POST /v1/timeline %s: %d %s, want 400 with %q", c.body, code, b, c.want)
+		}
+	}
+	ch := tr.events(t)
+	if code, b := tr.do(t, "POST", "/v1/timeline", `{"at": "1500ms", "set": {"link.uplink.loss": "100%"}}`); code != 200 || !strings.Contains(string(b), `"pending":[{"at_s":1.5,"set":["link.uplink.loss=100%"]}]`) {
+		t.Fatalf("POST /v1/timeline: %d %s", code, b)
+	}
+	if code, b := tr.do(t, "PATCH", "/v1/links", `{"set": {"link.downlink.delay": "20ms"}}`); code != 200 {
+		t.Fatalf("PATCH: %d %s", code, b)
+	}
+	next(t, ch, "scheduled")
+	var chg emulator.LiveEvent
+	for chg.Changes == nil || chg.Changes[0].Key != "link.uplink.loss" {
+		json.Unmarshal([]byte(next(t, ch, "change").data), &chg)
+	}
+	// Applied by a timer of the run's clock: at 1.5 s, and later only by
+	// the timer's own lateness, well under a sample interval.
+	if chg.TimeS < 1.5 || chg.TimeS > 1.6 {
+		t.Errorf("the scheduled change applied at %.4f s, want 1.5", chg.TimeS)
+	}
+	if code, b := tr.do(t, "POST", "/v1/reset", ""); code != 200 || !strings.Contains(string(b), `"delay_ms":5`) || strings.Contains(string(b), `"loss_ratio":1`) {
+		t.Errorf("POST /v1/reset: %d %s", code, b)
+	}
+	sum := tr.wait(t)
+	var got []string
+	for _, e := range sum.Runs[0].Timeline {
+		got = append(got, e.Key+"="+e.New)
+	}
+	if want := "link.downlink.delay=20ms link.uplink.loss=100% link.downlink.delay= link.uplink.loss="; strings.Join(got, " ") != want {
+		t.Errorf("timeline %q, want %q", strings.Join(got, " "), want)
+	}
+	y, _ := tr.plan.Runs[0].YAML()
+	again, err := scenario.Parse("resolved.yaml", y, scenario.Options{})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, y)
+	}
+	var replay []string
+	for _, p := range again.Runs[0].Timeline {
+		for _, c := range p.Changes {
+			replay = append(replay, c.Key+"="+c.New)
+		}
+	}
+	if strings.Join(replay, " ") != strings.Join(got, " ") {
+		t.Errorf("the replay's timeline %q, the run's %q", replay, got)
+	}
+}
+
+// TestMetricsOfFlowsAndWiFi: /metrics has each TCP flow's retransmissions,
+// cwnd and RTT, each UDP flow's delay, jitter and loss, and each Wi-Fi
+// station's airtime and collisions, with the values of the run so far.
+func TestMetricsOfFlowsAndWiFi(t *testing.T) {
+	tr := startRun(t, `name: cell
+duration: 3s
+wifi: {standard: 802.11g, rate: 54Mbps, stations: [{name: sta1}, {name: sta2}]}
+link: {rate: 10Mbps, delay: 10ms, queue: 100, loss: 1%}
+flows:
+  - {name: tcp, type: tcp, duration: 3s, station: sta1}
+  - {name: udp, type: udp, rate: 4Mbps, packet_size: 1000, duration: 3s, station: sta2}
+`)
+	time.Sleep(2 * time.Second)
+	_, b := tr.do(t, "GET", "/metrics", "")
+	m := string(b)
+	for _, re := range []string{
+		`netjam_flow_retransmissions_total\{flow="tcp"\} [1-9]`,
+		`netjam_flow_cwnd_segments\{flow="tcp"\} [1-9]`,
+		`netjam_flow_srtt_seconds\{flow="tcp"\} 0\.0[2-9]`,
+		`netjam_flow_delay_seconds\{flow="udp",quantile="0.5"\} 0\.0[1-9]`,
+		`netjam_flow_delay_seconds_count\{flow="udp"\} [1-9]`,
+		`netjam_flow_jitter_seconds\{flow="udp"\} `,
+		`netjam_flow_lost_packets_total\{flow="udp"\} [1-9]`,
+		`netjam_flow_received_bytes_total\{flow="udp",type="udp"\} [1-9]`,
+		`netjam_wifi_airtime_seconds_total\{station="sta1"\} 0\.[1-9]`,
+		`netjam_wifi_airtime_seconds_total\{station="ap"\} 0\.[0-9]*[1-9]`,
+		`netjam_wifi_collisions_total\{station="sta2"\} `,
+		`netjam_wifi_medium_utilization_ratio 0\.[1-9]`,
+		`netjam_link_queue_sojourn_seconds_count\{direction="uplink"\} [1-9]`,
+		`netjam_link_queue_packets\{direction="uplink"\} `,
+	} {
+		if !regexp.MustCompile(re).MatchString(m) {
+			t.Errorf("/metrics lacks %s", re)
+		}
+	}
+	if t.Failed() {
+		t.Log(m)
+	}
+	tr.wait(t)
+	promtool := testenv.RequireTool(t, "promtool", "prometheus")
+	check := exec.Command(promtool, "check", "metrics")
+	check.Stdin = strings.NewReader(m)
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+// TestOutage: PATCH with "for" cuts the path and puts each key back to
+// its value before after that long: a direction's own value, or the key
+// not set (the shared value applies again).
+func TestOutage(t *testing.T) {
+	tr := startRun(t, `name: outage
+duration: 4s
+link: {delay: 5ms, loss: 1%, downlink: {loss: 2%}}
+flows: [{name: probe, type: udp, rate: 1Mbps, packet_size: 1000, duration: 4s}]
+`)
+	if code, b := tr.do(t, "PATCH", "/v1/links", `{"set": {"link.uplink.loss": "100%", "link.downlink.loss": "100%"}, "for": "soon"}`); code != 400 || !strings.Contains(string(b), "for: ") {
+		t.Errorf("for soon: %d %s", code, b)
+	}
+	if code, b := tr.do(t, "PATCH", "/v1/links", `{"set": {"link.uplink.loss": "100%", "link.downlink.loss": "100%"}, "for": "500ms"}`); code != 200 {
+		t.Fatalf("PATCH: %d %s", code, b)
+	}
+	sum := tr.wait(t)
+	var got []string
+	for _, e := range sum.Runs[0].Timeline {
+		got = append(got, fmt.Sprintf("%s=%s->%s", e.Key, e.Old, e.New))
+	}
+	want := "link.downlink.loss=2%->100% link.uplink.loss=->100% link.downlink.loss=100%->2% link.uplink.loss=100%->"
+	if strings.Join(got, " ") != want {
+		t.Errorf("timeline %q, want %q", strings.Join(got, " "), want)
+	}
+	if tl := sum.Runs[0].Timeline; len(tl) == 4 && math.Abs(tl[2].TimeS-tl[0].TimeS-0.5) > 0.1 {
+		t.Errorf("the outage lasted %.3f s, want 0.5", tl[2].TimeS-tl[0].TimeS)
+	}
+}

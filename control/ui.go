@@ -1,0 +1,31 @@
+package control
+
+import (
+	"embed"
+	"io/fs"
+	"net/http"
+)
+
+// The dashboard: a page and its script, embedded, loading nothing from
+// anywhere else, so that it works offline and from a machine with no
+// access to the internet.
+//
+//go:embed ui
+var uiFiles embed.FS
+
+// uiHandler serves the dashboard: / is ui/index.html, /ui/ its files.
+func uiHandler() http.Handler {
+	sub, _ := fs.Sub(uiFiles, "ui")
+	files := http.FileServerFS(sub)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The page loads its own files only, and talks to its own
+		// endpoint only.
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if r.URL.Path == "/" {
+			http.ServeFileFS(w, r, sub, "index.html")
+			return
+		}
+		http.StripPrefix("/ui/", files).ServeHTTP(w, r)
+	})
+}

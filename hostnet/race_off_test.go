@@ -1,0 +1,5 @@
+//go:build !race
+
+package hostnet
+
+const raceEnabled = false

@@ -1,0 +1,214 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// The text tables netjam run prints when a run ends, drawn from the same
+// summary.json as report.html's tables: one row per run and flow (what the
+// traffic got), one per run and Wi-Fi station, one per run and direction
+// of the path (what the path did, next to what it was told to do), then a
+// line per run for TUN mode, for each stalled flow and for a skipped run.
+
+// PrintTable writes the tables of a run's summary: summaryJSON is the
+// content of its summary.json (an emulator.Summary, marshalled). It is
+// decoded as leniently as Plot and HTML read the file.
+func PrintTable(w io.Writer, summaryJSON []byte) error {
+	var sum summary
+	if err := json.Unmarshal(summaryJSON, &sum); err != nil {
+		return fmt.Errorf("reading the summary: %w", err)
+	}
+	if err := printFlows(w, sum.Runs); err != nil {
+		return err
+	}
+	if err := printWiFi(w, sum.Runs); err != nil {
+		return err
+	}
+	if err := printLinks(w, sum.Runs); err != nil {
+		return err
+	}
+	printNotes(w, sum.Runs)
+	return nil
+}
+
+// flowLegend states the definitions of the flow table's figures (see
+// flows.FlowSummary and docs/measurements.md).
+const flowLegend = `Mbit/s: payload received after the first arrival, over first to last arrival at the receiver (after-stop drain included).
+done s: first write to last byte read. lost: datagrams sent that never arrived (+N in flight when the run was cut short).
+`
+
+// printFlows writes the flow table, the fairness lines and the legend;
+// nothing when no run has a flow.
+func printFlows(w io.Writer, runs []runInfo) error {
+	hasFlows := false
+	for _, r := range runs {
+		hasFlows = hasFlows || len(r.Flows) > 0
+	}
+	if !hasFlows {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "variant\tflow\ttype\tcc\tMbit/s\tshare\tdone s\tretrans\tRTO\tlost\tdelay mean/p95 ms\tjitter ms\t")
+	for _, r := range runs {
+		total := 0.0
+		for _, f := range r.Flows {
+			total += f.ThroughputBps
+		}
+		for _, f := range r.Flows {
+			fmt.Fprintln(tw, flowLine(r.Variant, f, total))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range runs {
+		if r.Fairness != nil {
+			fmt.Fprintf(w, "variant %s: fairness (Jain's index) %.3f among the TCP flows sharing a direction: %s\n",
+				dash(r.Variant), *r.Fairness, strings.Join(r.FairnessFlows, ", "))
+		}
+	}
+	fmt.Fprint(w, flowLegend)
+	fmt.Fprintln(w)
+	return nil
+}
+
+// flowLine is flow f's row of the flow table, its cells ended by tabs;
+// total is the throughput of every flow of the run.
+func flowLine(variant string, f flowInfo, total float64) string {
+	doneS, retr, rto, lost, delay, jit := "-", "-", "-", "-", "-", "-"
+	switch f.Type {
+	case typeTCP:
+		doneS = done(f)
+		retr, rto = fmt.Sprint(f.Retransmissions), fmt.Sprint(f.Timeouts)
+		if f.Stalls > 0 {
+			// A stall is the sending stack's defect: see flows.Stall.
+			rto += fmt.Sprintf(" STALL %.1fs", f.StalledS)
+		}
+		if f.RTTMs.Count > 0 {
+			delay = fmt.Sprintf("rtt %.1f/%.1f", f.RTTMs.Mean, f.RTTMs.P95)
+		}
+	case typeUDP:
+		lost = fmt.Sprintf("%d/%d", f.Lost, f.PacketsSent)
+		if f.InFlight > 0 {
+			lost += fmt.Sprintf(" +%d in flight", f.InFlight)
+		}
+		delay = fmt.Sprintf("%.1f/%.1f", f.DelayMs.Mean, f.DelayMs.P95)
+		jit = fmt.Sprintf("%.2f", f.JitterMs)
+	}
+	return fmt.Sprintf("%s\t%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t", dash(variant), f.Name, f.Type, dash(f.CC),
+		f.ThroughputBps/1e6, share(f.ThroughputBps, total), doneS, retr, rto, lost, delay, jit)
+}
+
+// wifiLegend states the definition of the Wi-Fi table's Mbit/s (see
+// wifi.StationStats.Throughput): the flow table's, on IP bytes.
+const wifiLegend = `Mbit/s: IP bytes delivered after the first delivery, over first to last delivery (a UDP flow's figure plus 28 bytes a datagram).
+`
+
+// printWiFi writes one row per run and Wi-Fi station (and AP), when the
+// scenario has a cell.
+func printWiFi(w io.Writer, runs []runInfo) error {
+	has := false
+	for _, r := range runs {
+		has = has || r.WiFi != nil
+	}
+	if !has {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "variant\tstation\tattempts\tok\tcollisions\tretries\tdrops\tairtime %\tMbit/s\taccess delay mean/p95 ms\tmedium busy %\t")
+	for _, r := range runs {
+		if r.WiFi == nil {
+			continue
+		}
+		rows := append(append([]stationInfo(nil), r.WiFi.Stations...), r.WiFi.AP)
+		for i, st := range rows {
+			name := st.Name
+			if i == len(rows)-1 {
+				name = "ap"
+			}
+			var d uint64
+			for _, n := range st.Drops {
+				d += n
+			}
+			delay := "-"
+			if st.Delay.Count > 0 {
+				delay = fmt.Sprintf("%.2f/%.2f", st.Delay.Mean/1e6, st.Delay.P95/1e6)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.2f\t%s\t%.1f\t\n", dash(r.Variant), name,
+				st.Attempts, st.Successes, st.Collisions, st.Retries, d, 100*st.AirtimeShare, st.Throughput/1e6, delay, 100*r.WiFi.Utilization)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprint(w, wifiLegend+"\n")
+	return err
+}
+
+// printLinks writes one row per run and direction of the path; only the
+// header's absence tells that every run was skipped.
+func printLinks(w io.Writer, runs []runInfo) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	hasLinks := false
+	for _, r := range runs {
+		hasLinks = hasLinks || len(r.Links) > 0
+	}
+	if hasLinks {
+		fmt.Fprintln(tw, "variant\tlink\tpackets in\tout\tloss% (conf)\tdrops\tMbit/s (conf)\tqueue p50/p99 ms\tadded p50/p99 ms\tlate p99 ms\tconfigured\t")
+	}
+	for _, r := range runs {
+		for _, l := range r.Links {
+			rate := "-"
+			if l.Configured.RateBps > 0 {
+				rate = fmt.Sprintf("%.2f (%.2f)", l.Achieved.RateBps/1e6, float64(l.Configured.RateBps)/1e6)
+			}
+			late := "-"
+			if l.LatenessMs.Count > 0 {
+				late = fmt.Sprintf("%.2f", l.LatenessMs.P99)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f (%.2f)\t%s\t%s\t%s\t%s\t%s\t%s\t\n", dash(r.Variant), l.Name, l.PacketsIn, l.PacketsOut,
+				100*l.Achieved.LossRatio, 100*l.Configured.LossRatio, formatDrops(l.Drops)+ownDrops(l.DeliveryDrops), rate,
+				pair(l.QueueDelayMs), pair(l.TransitMs), late, l.Configured.Summary)
+		}
+	}
+	return tw.Flush()
+}
+
+// ownDrops marks the packets netjam itself dropped delivering a
+// direction's packets (see emulator.LinkSummary.DeliveryDrops).
+func ownDrops(n uint64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", netjam's own %d", n)
+}
+
+// printNotes writes the lines below the tables: TUN mode's device and
+// relay, each flow that stalled, each run that was skipped.
+func printNotes(w io.Writer, runs []runInfo) {
+	for _, r := range runs {
+		if t := r.TUN; t != nil {
+			rt, ru := t.Relay.TCP, t.Relay.UDP
+			fmt.Fprintf(w, "\nvariant %s: TUN %s, kernel %s, peer %s; relay TCP %d relayed, %d served, %d refused, %d reset by an end, %d failed; UDP %d relayed, %d served, %d refused, %d datagrams dropped; %d packets dropped by the kernel before netjam read them, %d malformed\n",
+				dash(r.Variant), t.Device, strings.Join(t.Kernel, " "), strings.Join(t.Peer, " "),
+				rt.Relayed, rt.Served, rt.Refused+rt.NoService+rt.Limited, rt.Resets, rt.DialErrors+rt.Errors, ru.Relayed, ru.Served, ru.Refused+ru.NoService+ru.Limited, ru.Dropped, t.KernelDrops, t.Malformed)
+		}
+	}
+	for _, r := range runs {
+		for _, f := range r.Flows {
+			if f.Type == typeTCP && f.Stalls > 0 {
+				fmt.Fprintf(w, "\nvariant %s: flow %s STALLED %d time(s), %.2f s in all: it had data to send and sent nothing, not even a retransmission, for longer than max(1 s, 3 RTO); its figures are the TCP stack's defect, not the path's\n",
+					dash(r.Variant), f.Name, f.Stalls, f.StalledS)
+			}
+		}
+	}
+	for _, r := range runs {
+		if r.Skipped != "" {
+			fmt.Fprintf(w, "\nvariant %s: skipped: %s\n", dash(r.Variant), r.Skipped)
+		}
+	}
+}

@@ -1,0 +1,289 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// What a Relay is told (RelayConfig, its defaults and limits) and what it
+// counts (RelayStats). The relay's design is described in relay.go.
+
+// Forward relays one port of the peer to a fixed target.
+type Forward struct {
+	// Proto is "tcp" or "udp".
+	Proto string
+	// Listen is the peer's port, on each of its addresses.
+	Listen uint16
+	// To is the target, reached with a host socket (127.0.0.1:5201).
+	To netip.AddrPort
+}
+
+// RelayConfig describes a Relay. Validate reports every problem at once;
+// zero durations mean their defaults.
+type RelayConfig struct {
+	// Forwards are the peer's relayed ports.
+	Forwards []Forward
+	// Transparent relays connections and datagrams to any destination
+	// routed to the host, to that same destination, when it is in Allow.
+	// The host must have been made with HostConfig.Transparent. The relay
+	// makes its NIC promiscuous (it takes packets for every address) and
+	// lets it answer from those addresses (spoofing).
+	//
+	// The host answers ICMP echo requests to every destination then, not
+	// only to its own addresses: ping measures the emulated path, not the
+	// destination. Allow must not hold destinations whose host sockets
+	// route back into the TUN (a loop), unless Dial binds them elsewhere.
+	Transparent bool
+	// Allow lists the destinations transparent mode relays to. It must
+	// not be empty in transparent mode, and no prefix may be /0: netjam
+	// is never an open relay.
+	Allow []netip.Prefix
+	// Services runs echo (RFC 862) on port 7 and discard (RFC 863) on
+	// port 9 of the peer, over TCP and UDP, for tests without a server.
+	Services bool
+	// UDPIdle ends a UDP session that has carried no datagram either way
+	// for this long; 0 means DefaultUDPIdle.
+	UDPIdle time.Duration
+	// TCPIdle resets a relayed or served TCP connection that has carried
+	// no byte either way for this long; 0 means DefaultTCPIdle. Without
+	// it a client that vanished (or never meant to talk) would hold its
+	// connection, its buffers and the target's socket for good.
+	TCPIdle time.Duration
+	// Budget bounds the bytes the relay's own buffers take across all
+	// its connections and sessions (copy buffers, echo rings, datagram
+	// buffers); 0 means DefaultBudget. A connection or session that would
+	// take the relay past it is turned away (reset, dropped), counted as
+	// Limited; an echo ring that cannot grow waits instead (backpressure).
+	// The sockets' own buffers are bounded by their sizes, not by Budget.
+	Budget int64
+	// DialTimeout bounds connecting to a target; 0 means
+	// DefaultDialTimeout. A TCP client's SYN is answered only once the
+	// target has accepted, and reset if the target cannot be reached.
+	DialTimeout time.Duration
+	// Dial opens the host socket to a target: network "tcp" or "udp" and
+	// an address as net.Dial takes it. nil means a net.Dialer with
+	// DialTimeout. Replace it to mark the relay's sockets (SO_MARK) or
+	// bind them to a device, so that in transparent mode its own traffic
+	// does not route back into the TUN, or (in tests) to dial inside
+	// another network namespace. It must honour ctx.
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
+	// Log is the logger; nil means none. Nothing is logged per packet;
+	// each refused or failed connection is logged at debug level.
+	Log *zap.Logger
+}
+
+// Defaults of RelayConfig.
+const (
+	DefaultUDPIdle     = 60 * time.Second
+	DefaultDialTimeout = 10 * time.Second
+	// DefaultTCPIdle is when Linux's TCP keepalive, with its defaults,
+	// would start probing a silent connection.
+	DefaultTCPIdle = 2 * time.Hour
+	// DefaultBudget holds 2048 relayed TCP connections' copy buffers, or
+	// 64 echo connections whose rings all grew to their cap.
+	DefaultBudget = 256 << 20
+)
+
+// Limits of a Relay. Beyond them new connections are reset and new UDP
+// sessions dropped, counted as Limited: a relay on a real machine must not
+// let a misbehaving client exhaust its descriptors or memory.
+const (
+	// maxTCPPending bounds TCP connection requests being decided (dial
+	// in progress or handshake being completed): gVisor ignores further
+	// SYNs until one completes, and the client retransmits.
+	maxTCPPending = 256
+	// maxTCPConns bounds open relayed and served TCP connections. Each
+	// holds two goroutines, two copy buffers and two sockets.
+	maxTCPConns = 4096
+	// maxUDPSessions bounds open UDP sessions. Each holds two goroutines
+	// and two sockets.
+	maxUDPSessions = 4096
+	// tcpCopyBuffer is the size of each direction's copy buffer: what a
+	// connection holds in flight inside the relay, besides the sockets'
+	// own buffers. Writes block when the far side is full, so a slow
+	// reader slows the writer (backpressure) instead of filling memory.
+	tcpCopyBuffer = 64 << 10
+	// udpBuffer holds the largest UDP payload.
+	udpBuffer = 64 << 10
+	// udpCharge is what a UDP session takes of the budget: a datagram
+	// buffer per direction, held while it waits.
+	udpCharge = 2 * udpBuffer
+	// echoBuffer is the most the TCP echo service holds between reading
+	// and writing back, per connection (see echoTCP for why it holds
+	// any); its ring starts at echoInitial bytes and doubles when full, so
+	// an idle or interactive connection holds little.
+	echoBuffer  = 4 << 20
+	echoInitial = 16 << 10
+)
+
+// Service ports.
+const (
+	echoPort    = 7
+	discardPort = 9
+)
+
+// Validate reports every invalid field of c, each as its own error.
+func (c *RelayConfig) Validate() error {
+	var errs []error
+	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	seen := make(map[string]int)
+	for i, f := range c.Forwards {
+		if f.Proto != "tcp" && f.Proto != "udp" {
+			add("forwards[%d].proto: %q is not tcp or udp", i, f.Proto)
+		}
+		if f.Listen == 0 {
+			add("forwards[%d].listen: must not be 0", i)
+		}
+		to := f.To.Addr().Unmap()
+		switch {
+		case !f.To.IsValid():
+			add("forwards[%d].to: must be an address and a port", i)
+		case f.To.Port() == 0:
+			add("forwards[%d].to: %v has port 0", i, f.To)
+		case to.IsUnspecified() || to.IsMulticast():
+			add("forwards[%d].to: %v is not a unicast address", i, f.To)
+		}
+		key := f.Proto + "/" + strconv.Itoa(int(f.Listen))
+		if j, ok := seen[key]; ok && f.Listen != 0 {
+			add("forwards[%d]: %s port %d is forwarded already by forwards[%d]", i, f.Proto, f.Listen, j)
+		} else {
+			seen[key] = i
+		}
+		if c.Services && (f.Listen == echoPort || f.Listen == discardPort) {
+			add("forwards[%d].listen: port %d is a service's (echo 7, discard 9) while services are on", i, f.Listen)
+		}
+	}
+	for i, p := range c.Allow {
+		switch {
+		case !p.IsValid():
+			add("allow[%d]: %v is not a valid prefix", i, p)
+		case p.Bits() == 0:
+			add("allow[%d]: %v allows every destination, and netjam is never an open relay: list the networks to reach", i, p)
+		}
+	}
+	switch {
+	case c.Transparent && len(c.Allow) == 0:
+		add("allow: transparent mode needs at least one prefix (netjam is never an open relay)")
+	case !c.Transparent && len(c.Allow) > 0:
+		add("allow: only transparent mode uses it")
+	}
+	if c.UDPIdle < 0 {
+		add("udp_idle: %v is negative", c.UDPIdle)
+	}
+	if c.TCPIdle < 0 {
+		add("tcp_idle: %v is negative", c.TCPIdle)
+	}
+	if c.Budget < 0 {
+		add("budget: %d is negative", c.Budget)
+	}
+	if c.DialTimeout < 0 {
+		add("dial_timeout: %v is negative", c.DialTimeout)
+	}
+	return errors.Join(errs...)
+}
+
+// RelayStats are a Relay's counters since StartRelay, per protocol.
+type RelayStats struct {
+	TCP RelayCounters `json:"tcp"`
+	UDP RelayCounters `json:"udp"`
+	// BufferBytes is what the relay's own buffers take now, of Budget.
+	BufferBytes int64 `json:"buffer_bytes"`
+}
+
+// RelayCounters count one protocol's connections (TCP) or sessions (UDP:
+// the datagrams between one client address and one destination) and their
+// bytes.
+type RelayCounters struct {
+	// Relayed counts connections or sessions relayed to a target (a
+	// Forward's, or the destination in transparent mode) once the target
+	// was reached.
+	Relayed uint64 `json:"relayed"`
+	// Served counts connections (TCP) or datagrams (UDP) handled by the
+	// echo and discard services.
+	Served uint64 `json:"served"`
+	// Refused counts connections (reset) and UDP datagrams (dropped) to a
+	// destination that is neither the peer nor in Allow, or that the
+	// relay never reaches (see RefusedBy).
+	Refused uint64 `json:"refused"`
+	// RefusedBy splits Refused by reason: "not_allowed" (outside Allow),
+	// or a destination refused whatever Allow says: "unspecified",
+	// "loopback", "multicast", "broadcast", "link_local", "ipv4_mapped".
+	// Reasons that never happened are left out.
+	RefusedBy map[string]uint64 `json:"refused_by,omitempty"`
+	// NoService counts connections and UDP datagrams to a port of the
+	// peer that has no Forward or service (TCP reset, ICMP port
+	// unreachable).
+	NoService uint64 `json:"no_service"`
+	// Limited counts connections (reset) and UDP datagrams (dropped)
+	// turned away because the relay's limits were reached: its count of
+	// connections or sessions, or its Budget (counted in OverBudget too).
+	Limited uint64 `json:"limited"`
+	// OverBudget counts the part of Limited turned away for Budget.
+	OverBudget uint64 `json:"over_budget"`
+	// Idle counts TCP connections reset after TCPIdle without a byte.
+	Idle uint64 `json:"idle"`
+	// DialErrors counts targets that could not be reached: the TCP client
+	// is reset, the UDP session's datagrams are dropped.
+	DialErrors uint64 `json:"dial_errors"`
+	// Resets counts relayed connections that one end reset (or wrote to
+	// after the other had closed: iperf3's server closes its data
+	// connection at the end of a test while the client's last data are
+	// still on their way, and the write of those gets EPIPE), a reset the
+	// relay passed on to the other end as a direct connection would have
+	// seen it. Not a failure of the relay.
+	Resets uint64 `json:"resets"`
+	// Errors counts relayed or served connections that ended in a
+	// failure of the relay's own (a write or read failing other than by
+	// the other end's reset), and endpoints gVisor failed to create.
+	Errors uint64 `json:"errors"`
+	// Dropped counts UDP datagrams the relay lost: its socket toward the
+	// client overflowed (the relay fell behind the datagrams arriving
+	// through the path), or the write toward either side failed. Counted
+	// when the session ends.
+	Dropped uint64 `json:"dropped"`
+	// Active is the number of connections or sessions open now.
+	Active int64 `json:"active"`
+	// BytesUp counts payload bytes from clients toward targets (or into
+	// the services), BytesDown payload bytes back to clients.
+	BytesUp   uint64 `json:"bytes_up"`
+	BytesDown uint64 `json:"bytes_down"`
+}
+
+// relayCounters are one protocol's live counters.
+type relayCounters struct {
+	relayed, served, refused, noService, limited, overBudget, idle, dialErrors, resets, errors, dropped atomic.Uint64
+	active                                                                                              atomic.Int64
+	up, down                                                                                            atomic.Uint64
+	refusedBy                                                                                           [nRefusals]atomic.Uint64
+}
+
+// refuse counts a refusal for why.
+func (c *relayCounters) refuse(why refusal) {
+	c.refused.Add(1)
+	c.refusedBy[why].Add(1)
+}
+
+func (c *relayCounters) snapshot() RelayCounters {
+	var by map[string]uint64
+	for why := range c.refusedBy {
+		if n := c.refusedBy[why].Load(); n > 0 {
+			if by == nil {
+				by = make(map[string]uint64)
+			}
+			by[refusal(why).String()] = n
+		}
+	}
+	return RelayCounters{RefusedBy: by,
+		Relayed: c.relayed.Load(), Served: c.served.Load(), Refused: c.refused.Load(),
+		NoService: c.noService.Load(), Limited: c.limited.Load(), OverBudget: c.overBudget.Load(), Idle: c.idle.Load(), DialErrors: c.dialErrors.Load(),
+		Resets: c.resets.Load(), Errors: c.errors.Load(), Dropped: c.dropped.Load(), Active: c.active.Load(), BytesUp: c.up.Load(), BytesDown: c.down.Load(),
+	}
+}
