@@ -463,7 +463,7 @@ func (r *run) collect() *RunSummary {
 	rs.Fairness, rs.FairnessFlows = fairness(s.Flows, rs.Flows)
 	r.log.Info("run end", zap.Duration("elapsed", r.elapsed),
 		zap.Uint64("uplink_packets", rs.Links[0].PacketsOut), zap.Uint64("downlink_packets", rs.Links[1].PacketsOut),
-		zap.Uint64("no_route", l.noRoute()))
+		zap.Uint64("no_route", l.noRoute()), zap.Uint64("too_large", l.tooLarge()))
 	for _, l := range rs.Links {
 		for _, st := range l.Stages {
 			r.log.Debug("stage", zap.String("link", l.Name), zap.String("stage", st.Name),

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -71,8 +70,6 @@ type lab struct {
 
 	// tun is TUN mode's part; nil without a tun section.
 	tun *tunEnd
-
-	tooLarge atomic.Uint64 // packets larger than the pool's buffers (never with a sane MTU)
 }
 
 // endHost is a host at one end of the path: a netstack host, or the
@@ -303,62 +300,16 @@ func (l *lab) ends(f scenario.Flow) (client, server *endHost) {
 	return l.find(l.clients, f.SACK), server
 }
 
-// copyOut copies a packet a host sends into a pooled packet; nil when it
-// does not fit (counted).
-func (l *lab) copyOut(slices [][]byte, g netif.GSO) *impair.Packet {
-	n := 0
-	for _, s := range slices {
-		n += len(s)
-	}
-	pool := l.pool
-	if n > pool.Size() && g.MSS > 0 {
-		pool = l.bigPool
-	}
-	if n > pool.Size() {
-		l.tooLarge.Add(1)
-		return nil
-	}
-	p := pool.Get(n)
-	off := 0
-	for _, s := range slices {
-		off += copy(p.Data[off:], s)
-	}
-	completeChecksum(p, g)
-	return p
-}
-
-// completeChecksum settles the checksum of p, which came with g: a large
-// TCP segment becomes a GSO packet (completed or split later); a TCP
-// segment whose checksum may be partial has it computed; any other
-// partial checksum (UDP, from a TUN device) is completed.
-func completeChecksum(p *impair.Packet, g netif.GSO) {
-	switch {
-	case g.MSS > 0 && p.SetGSO(g.MSS, g.NeedsCsum):
-	case !g.NeedsCsum:
-	case impair.CompleteChecksum(p.Data):
-	default:
-		impair.CompletePartial(p.Data, g.CsumStart, g.CsumOffset)
-	}
-}
-
 // output returns a netstack host's Output: into the path at e.
 func (l *lab) output(e *endHost) func([][]byte) {
-	return func(slices [][]byte) {
-		if p := l.copyOut(slices, netif.GSO{}); p != nil {
-			e.tx.Push(l.clk.Now(), p)
-		}
-	}
+	return func(slices [][]byte) { e.tx.Copy(l.clk.Now(), slices, netif.GSO{}) }
 }
 
 // outputGSO returns a host's OutputGSO: into the path at e, a large
 // segment whole (the graph splits it where a node needs it, on the
 // sender's goroutine).
 func (l *lab) outputGSO(e *endHost) func([][]byte, netif.GSO) {
-	return func(slices [][]byte, g netif.GSO) {
-		if p := l.copyOut(slices, g); p != nil {
-			e.tx.Push(l.clk.Now(), p)
-		}
-	}
+	return func(slices [][]byte, g netif.GSO) { e.tx.Copy(l.clk.Now(), slices, g) }
 }
 
 func (l *lab) start(ctx context.Context) {
@@ -366,6 +317,16 @@ func (l *lab) start(ctx context.Context) {
 	if l.tun != nil {
 		l.startTUN()
 	}
+}
+
+// tooLarge returns the packets larger than the pools' buffers (never with
+// a sane MTU).
+func (l *lab) tooLarge() uint64 {
+	var n uint64
+	for _, e := range append(l.clients, l.servers...) {
+		n += e.tx.TooLarge()
+	}
+	return n
 }
 
 // noRoute returns the packets whose destination no end owns.

@@ -139,7 +139,7 @@ func (b *pathBuilder) inbox(e *endHost, rx topology.Node) topology.ID {
 // MTU-sized packets with final checksums (see hostEnds for why).
 func (b *pathBuilder) addHost(e *endHost, server bool) {
 	l := b.l
-	e.tx = topology.NewSource(e.name+" tx", topology.Emits{})
+	e.tx = topology.NewSource(e.name+" tx", topology.Emits{}, l.pool, l.bigPool)
 	tx := b.g.Add(e.tx.Node())
 	q := b.inbox(e, topology.Node{Name: e.name, In: topology.SinkFunc(e.inject), Accepts: topology.Accepts{GSO: topology.No}})
 	switch {

@@ -8,14 +8,12 @@ import (
 	"net/netip"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/hostnet"
-	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/netif"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/stack"
@@ -84,11 +82,11 @@ type tunEnd struct {
 	peerAddr    netip.Addr
 	kernelAddrs []netip.Addr
 
-	vec      [][]byte      // the device inbox's goroutine's own: no allocation per packet
-	readDone chan struct{} // closed when the read loop ends; nil before start
+	writer   *topology.Device // the device's write side
+	read     [][]byte         // the read loop's own: no allocation per packet
+	readDone chan struct{}    // closed when the read loop ends; nil before start
 
 	malformed   atomic.Uint64 // packets from the device that are not IPv4 or IPv6
-	writeErrors atomic.Uint64 // packets the device refused
 	kernelDrops uint64        // the device's drops, read when it closes
 }
 
@@ -99,7 +97,7 @@ type tunEnd struct {
 // compiled.
 func (l *lab) buildTUN(b *pathBuilder, s *scenario.Scenario, hooks labHooks) error {
 	c := s.TUN
-	t := &tunEnd{cfg: c, fromStation: map[netip.Addr]*endHost{}, vec: make([][]byte, 1), mtu: c.MTU}
+	t := &tunEnd{cfg: c, fromStation: map[netip.Addr]*endHost{}, mtu: c.MTU, read: make([][]byte, 1)}
 	l.tun = t
 	for _, a := range c.Address {
 		for _, p := range c.Peer {
@@ -145,46 +143,16 @@ func (t *tunEnd) open(open openDevice) ([]netip.Prefix, error) {
 	return addrs, err
 }
 
-// deviceEnd adds the device's inbox and the device behind it, and
-// returns the inbox. A device with offload takes large segments (the
-// segments of one connection that left the path together merged, as a
-// NIC's GRO would pass them) and partial checksums; one without takes
-// MTU-sized packets with final checksums.
+// deviceEnd adds the device's inbox and the device behind it (see
+// topology.Device for what it takes), and returns the inbox.
 func (l *lab) deviceEnd(b *pathBuilder) topology.ID {
 	t := l.tun
 	t.in = topology.NewQueue("device inbox", inboxLen, putWait)
 	l.lives = append(l.lives, t.in)
+	t.writer = topology.NewDevice("device", t.dev)
 	q := b.g.Add(t.in.Node())
-	acc := topology.Accepts{GSO: topology.No}
-	if t.dev.Offload() {
-		acc = topology.Accepts{GSO: topology.Yes, Partial: true, Merged: true}
-	}
-	b.g.Link(q, b.g.Add(topology.Node{Name: "device", In: topology.SinkFunc(t.write), Accepts: acc}))
+	b.g.Link(q, b.g.Add(t.writer.Node()))
 	return q
-}
-
-// write writes p into the device, on its inbox's goroutine.
-func (t *tunEnd) write(_ time.Time, p *impair.Packet) {
-	var g netif.GSO
-	switch mss, _, ok := p.GSO(); {
-	case ok:
-		// A large segment (that crossed the path whole, or merged
-		// after it): the kernel takes it as its segments, completing
-		// the checksum.
-		impair.PseudoChecksum(p.Data)
-		g = netif.GSO{MSS: mss, NeedsCsum: true}
-	case p.Partial():
-		impair.PseudoChecksum(p.Data)
-		g = netif.GSO{NeedsCsum: true}
-	default:
-		p.FinishChecksum()
-	}
-	t.vec[0] = p.Data
-	if _, err := t.dev.WritePacket(t.vec, g); err != nil {
-		t.writeErrors.Add(1)
-	}
-	t.vec[0] = nil
-	p.Release()
 }
 
 // kernelEnds adds the kernel's endpoints on the client side: what the
@@ -194,7 +162,7 @@ func (l *lab) kernelEnds(b *pathBuilder, dq topology.ID) {
 	t, c := l.tun, l.tun.cfg
 	kernel := func(name string, addrs []netip.Addr) *endHost {
 		k := &endHost{name: name, addrs: addrs, v4: addrs[0], sack: true, in: t.in,
-			tx: topology.NewSource(name+" tx", topology.Emits{GSO: true, Partial: true})}
+			tx: topology.NewSource(name+" tx", topology.Emits{GSO: true, Partial: true}, l.pool, l.bigPool)}
 		t.kernels, t.kernelAddrs = append(t.kernels, k), append(t.kernelAddrs, k.v4)
 		l.clients = append(l.clients, k)
 		return k
@@ -229,7 +197,7 @@ func (l *lab) kernelEnds(b *pathBuilder, dq topology.ID) {
 func (l *lab) peerEnds(b *pathBuilder) {
 	t := l.tun
 	p := &endHost{name: "peer", v4: t.peerAddr, sack: true,
-		tx: topology.NewSource("peer tx", topology.Emits{GSO: true, Partial: true})}
+		tx: topology.NewSource("peer tx", topology.Emits{GSO: true, Partial: true}, l.pool, l.bigPool)}
 	for _, a := range t.peerAddrs {
 		p.addrs = append(p.addrs, a.Addr())
 	}
@@ -301,24 +269,15 @@ func (l *lab) fromKernel(b []byte, g netif.GSO) {
 		t.malformed.Add(1)
 		return
 	}
-	var p *impair.Packet
-	switch {
-	case g.MSS > 0 && len(b) <= l.bigPool.Size():
-		p = l.bigPool.Copy(b)
-	case len(b) <= l.pool.Size():
-		p = l.pool.Copy(b)
-	default:
-		l.tooLarge.Add(1)
-		return
-	}
-	completeChecksum(p, g)
 	k := t.kernels[0]
 	if len(t.kernels) > 1 {
-		if e := t.fromStation[srcAddr(p.Data)]; e != nil {
+		if e := t.fromStation[srcAddr(b)]; e != nil {
 			k = e
 		}
 	}
-	k.tx.Push(l.clk.Now(), p)
+	t.read[0] = b
+	k.tx.Copy(l.clk.Now(), t.read, g)
+	t.read[0] = nil
 }
 
 // srcAddr returns the source address of a well-formed IPv4 or IPv6 packet.
@@ -393,7 +352,7 @@ func (l *lab) tunSummary() *TUNSummary {
 	if t == nil || t.dev == nil {
 		return nil
 	}
-	ts := &TUNSummary{Device: t.dev.Name(), Malformed: t.malformed.Load(), WriteErrors: t.writeErrors.Load(), KernelDrops: t.kernelDrops}
+	ts := &TUNSummary{Device: t.dev.Name(), Malformed: t.malformed.Load(), WriteErrors: t.writer.WriteErrors(), KernelDrops: t.kernelDrops}
 	for _, a := range t.cfg.Address {
 		ts.Kernel = append(ts.Kernel, a.String())
 	}

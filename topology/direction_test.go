@@ -26,7 +26,7 @@ func direction(t *testing.T, cfg impair.Config, clk clock.Clock) *topology.Direc
 func TestDirectionsInSeriesSharingOneLink(t *testing.T) {
 	clk := clock.NewManual()
 	var g topology.Graph
-	srcA, srcB := topology.NewSource("hostA", topology.Emits{}), topology.NewSource("hostB", topology.Emits{})
+	srcA, srcB := topology.NewSource("hostA", topology.Emits{}, pool, big), topology.NewSource("hostB", topology.Emits{}, pool, big)
 	a := direction(t, impair.Config{Name: "a", Delay: impair.DelayConfig{Time: 10 * time.Millisecond}}, clk)
 	b := direction(t, impair.Config{Name: "b", Delay: impair.DelayConfig{Time: 10 * time.Millisecond}}, clk)
 	// 1000-byte packets take 1 ms at 8 Mbit/s.
@@ -61,7 +61,7 @@ func TestDirectionsInSeriesSharingOneLink(t *testing.T) {
 func TestDirectionSettingsSwapBetweenTwoPackets(t *testing.T) {
 	clk := clock.NewManual()
 	var g topology.Graph
-	src := topology.NewSource("host", topology.Emits{})
+	src := topology.NewSource("host", topology.Emits{}, pool, big)
 	cfg := impair.Config{Name: "up", Delay: impair.DelayConfig{Time: 10 * time.Millisecond}}
 	d := direction(t, cfg, clk)
 	out := newSink("server", mtuChecked)
@@ -90,7 +90,7 @@ func TestDirectionSettingsSwapBetweenTwoPackets(t *testing.T) {
 func TestDirectionTakesGSOWholeWhileItMay(t *testing.T) {
 	clk := clock.NewManual()
 	var g topology.Graph
-	src := topology.NewSource("host", topology.Emits{GSO: true})
+	src := topology.NewSource("host", topology.Emits{GSO: true}, pool, big)
 	cfg := impair.Config{Name: "up", Delay: impair.DelayConfig{Time: time.Millisecond}}
 	d := direction(t, cfg, clk)
 	out := newSink("server", anything)
@@ -124,9 +124,9 @@ func TestCellStationsByName(t *testing.T) {
 		t.Fatal(err)
 	}
 	var g topology.Graph
-	src := topology.NewSource("phone-host", topology.Emits{GSO: true})
+	src := topology.NewSource("phone-host", topology.Emits{GSO: true}, pool, big)
 	ap, phone := newSink("ap-side", mtuChecked), newSink("phone-rx", mtuChecked)
-	down := topology.NewSource("downlink", topology.Emits{})
+	down := topology.NewSource("downlink", topology.Emits{}, pool, big)
 	g.Link(g.Add(src.Node()), g.Add(cell.Uplink("phone")))
 	g.Link(g.Add(cell.AP()), g.Add(ap.Node()))
 	g.Link(g.Add(down.Node()), g.Add(cell.Downlink("phone")))

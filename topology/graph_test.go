@@ -19,7 +19,7 @@ var (
 
 func TestTwoLinksInSeries(t *testing.T) {
 	var g topology.Graph
-	src := topology.NewSource("host", topology.Emits{})
+	src := topology.NewSource("host", topology.Emits{}, pool, big)
 	a, b := &link{name: "a", d: 10 * time.Millisecond}, &link{name: "b", d: 5 * time.Millisecond}
 	out := newSink("server", mtuChecked)
 	g.Chain(g.Add(src.Node()), g.Add(a.Node()), g.Add(b.Node()), g.Add(out.Node()))
@@ -38,7 +38,7 @@ func TestTwoLinksInSeries(t *testing.T) {
 // the other's packets.
 func TestTwoPathsShareOneLink(t *testing.T) {
 	var g topology.Graph
-	srcA, srcB := topology.NewSource("hostA", topology.Emits{}), topology.NewSource("hostB", topology.Emits{})
+	srcA, srcB := topology.NewSource("hostA", topology.Emits{}, pool, big), topology.NewSource("hostB", topology.Emits{}, pool, big)
 	a, b := &link{name: "a", d: 10 * time.Millisecond}, &link{name: "b", d: 10 * time.Millisecond}
 	shared := &link{name: "shared", tx: time.Millisecond, d: 5 * time.Millisecond}
 	out := newSink("server", mtuChecked)
@@ -58,7 +58,7 @@ func TestTwoPathsShareOneLink(t *testing.T) {
 
 func TestClassifierChoosesPathByDestinationPrefix(t *testing.T) {
 	var g topology.Graph
-	src := topology.NewSource("uplink", topology.Emits{})
+	src := topology.NewSource("uplink", topology.Emits{}, pool, big)
 	r := topology.NewRouter("router")
 	net, host, def := newSink("net", mtuChecked), newSink("host", mtuChecked), newSink("default", mtuChecked)
 	rid := g.Add(r.Node())
@@ -97,7 +97,7 @@ func TestClassifierChoosesPathByDestinationPrefix(t *testing.T) {
 // old table or the new one, and none is lost.
 func TestRouterSwapsRoutesBetweenTwoPackets(t *testing.T) {
 	var g topology.Graph
-	src := topology.NewSource("uplink", topology.Emits{})
+	src := topology.NewSource("uplink", topology.Emits{}, pool, big)
 	r := topology.NewRouter("router")
 	a, b := newSink("a", mtuChecked), newSink("b", mtuChecked)
 	rid := g.Add(r.Node())
@@ -138,7 +138,7 @@ func TestRouterSwapsRoutesBetweenTwoPackets(t *testing.T) {
 
 func TestSplitOnlyWhereANodeNeedsIt(t *testing.T) {
 	var g topology.Graph
-	src := topology.NewSource("peer", topology.Emits{GSO: true, Partial: true})
+	src := topology.NewSource("peer", topology.Emits{GSO: true, Partial: true}, pool, big)
 	r := topology.NewRouter("router")
 	host := newSink("host", mtuChecked) // a netstack host: segments, checked
 	dev := newSink("device", anything)  // a device with offload: whole, partial
@@ -179,7 +179,7 @@ func TestSplitOnlyWhereANodeNeedsIt(t *testing.T) {
 // checksum is partial.
 func TestNoStepWhereNoneIsNeeded(t *testing.T) {
 	var g topology.Graph
-	src := topology.NewSource("host", topology.Emits{})
+	src := topology.NewSource("host", topology.Emits{}, pool, big)
 	out := newSink("server", mtuChecked)
 	g.Link(g.Add(src.Node()), g.Add(out.Node()))
 	if n := mustCompile(t, &g); n.String() != "host -> server" {
@@ -191,7 +191,7 @@ func TestNoStepWhereNoneIsNeeded(t *testing.T) {
 // and forwards the GSO packet whole.
 func TestTapSeesTheWireWithoutSplittingThePath(t *testing.T) {
 	var g topology.Graph
-	src := topology.NewSource("kernel", topology.Emits{GSO: true, Partial: true})
+	src := topology.NewSource("kernel", topology.Emits{GSO: true, Partial: true}, pool, big)
 	w := &pcap{}
 	tap := topology.NewTap("capture", w, pool, big)
 	dev := newSink("peer", anything)
@@ -231,7 +231,7 @@ func (w *pcap) WritePacket(t time.Time, b []byte) error {
 func TestSplitAsksANodeThatVaries(t *testing.T) {
 	var g topology.Graph
 	whole := true
-	src := topology.NewSource("host", topology.Emits{GSO: true})
+	src := topology.NewSource("host", topology.Emits{GSO: true}, pool, big)
 	out := newSink("uplink", topology.Accepts{GSO: topology.Varies, Whole: func() bool { return whole }, Partial: true})
 	g.Link(g.Add(src.Node()), g.Add(out.Node()))
 	if n := mustCompile(t, &g); n.String() != "host -> split? -> uplink" {
@@ -249,7 +249,7 @@ func TestSplitAsksANodeThatVaries(t *testing.T) {
 // merged: those that wait together.
 func TestQueueMergesForANodeThatWantsIt(t *testing.T) {
 	var g topology.Graph
-	src := topology.NewSource("downlink", topology.Emits{})
+	src := topology.NewSource("downlink", topology.Emits{}, pool, big)
 	q := topology.NewQueue("inbox", 16, time.Second)
 	peer := newSink("peer", topology.Accepts{GSO: topology.Yes, Merged: true})
 	g.Chain(g.Add(src.Node()), g.Add(q.Node()), g.Add(peer.Node()))
@@ -274,7 +274,7 @@ func TestCompileReportsEveryError(t *testing.T) {
 	g.Link(ai, bi)
 	g.Link(bi, ai)
 	g.Add((&link{name: "loose"}).Node())
-	s1 := topology.NewSource("src", topology.Emits{})
+	s1 := topology.NewSource("src", topology.Emits{}, pool, big)
 	si := g.Add(s1.Node())
 	g.Link(si, g.Add(newSink("x", mtuChecked).Node()))
 	g.Link(si, g.Add(newSink("y", topology.Accepts{GSO: topology.Yes, Merged: true}).Node()))
@@ -298,7 +298,7 @@ func TestCompileReportsEveryError(t *testing.T) {
 func TestCompiledGraphAddsNoGoroutine(t *testing.T) {
 	before := goroutines()
 	var g topology.Graph
-	src := topology.NewSource("host", topology.Emits{GSO: true})
+	src := topology.NewSource("host", topology.Emits{GSO: true}, pool, big)
 	r := topology.NewRouter("router")
 	out := newSink("server", mtuChecked)
 	rid := g.Add(r.Node())
@@ -323,7 +323,7 @@ func TestCompiledPathAllocatesNothing(t *testing.T) {
 		t.Skip("sync.Pool drops packets at random under the race detector")
 	}
 	var g topology.Graph
-	src := topology.NewSource("host", topology.Emits{GSO: true, Partial: true})
+	src := topology.NewSource("host", topology.Emits{GSO: true, Partial: true}, pool, big)
 	r := topology.NewRouter("router")
 	w := &counter{}
 	tap := topology.NewTap("capture", w, pool, big)
@@ -357,7 +357,7 @@ func (c *counter) WritePacket(time.Time, []byte) error { c.n++; return nil }
 // counted.
 func TestRouterWithoutRoutesDropsAndCounts(t *testing.T) {
 	var g topology.Graph
-	src := topology.NewSource("uplink", topology.Emits{})
+	src := topology.NewSource("uplink", topology.Emits{}, pool, big)
 	r := topology.NewRouter("router")
 	g.Link(g.Add(src.Node()), g.Add(r.Node()))
 	mustCompile(t, &g)
@@ -372,7 +372,7 @@ func TestRouterWithoutRoutesDropsAndCounts(t *testing.T) {
 // choosing among 100 hosts, then the checksum step and the host.
 func BenchmarkCompiledPath(b *testing.B) {
 	var g topology.Graph
-	src := topology.NewSource("direction", topology.Emits{Partial: true})
+	src := topology.NewSource("direction", topology.Emits{Partial: true}, pool, big)
 	r := topology.NewRouter("router")
 	rid := g.Add(r.Node())
 	g.Link(g.Add(src.Node()), rid)
