@@ -136,7 +136,7 @@ func (b *pathBuilder) inbox(e *endHost, rx topology.Node) topology.ID {
 // addHost adds the ends of a netstack host: what it sends enters the
 // downlink (a server), the cell as its station, or the uplink; what is for
 // its addresses reaches it through its inbox. A netstack host takes
-// MTU-sized packets with final checksums (see hostEnds for why).
+// MTU-sized packets with final checksums (see newHost for why).
 func (b *pathBuilder) addHost(e *endHost, server bool) {
 	l := b.l
 	e.tx = topology.NewSource(e.name+" tx", topology.Emits{}, l.pool, l.bigPool)
