@@ -366,6 +366,7 @@ func (r *run) start(ctx context.Context) error {
 	runCtx, cancel := clock.WithTimeout(ctx, o.Clock, s.Duration+drainGrace)
 	r.cancel = cancel
 	r.smp = newSampler(o.Clock, s.SampleInterval, r.series, r.fls, r.l.path, r.l.cell)
+	r.smp.configured = len(s.Timeline) > 0 || o.Live != nil
 	if o.Live != nil {
 		r.lv = newLive(o.Clock, r.begin, r.l.path, r.fls, r.tl, cancel, s)
 		r.lv.cell = r.l.cell

@@ -114,21 +114,14 @@ func (lv *Live) emit(e LiveEvent) {
 	}
 }
 
-// sampled hands the sampler's rows of one interval to the watcher, with
-// the settings in force.
+// sampled hands the sampler's rows of one interval to the watcher; with
+// a Live, they include the settings in force (sampler.configured).
 func (lv *Live) sampled(now time.Time, rows []SeriesRow) {
 	lv.mu.Lock()
-	s, ended := lv.s, lv.ended
+	ended := lv.ended
 	lv.mu.Unlock()
 	if ended {
 		return
-	}
-	for i, d := range []impair.Config{s.Uplink, s.Downlink} {
-		c := configured(d)
-		name := [2]string{"uplink", "downlink"}[i]
-		rows = append(rows, SeriesRow{"configured_rate_bps", name, float64(c.RateBps)},
-			SeriesRow{"configured_delay_ms", name, c.DelayMs},
-			SeriesRow{"configured_loss_ratio", name, c.LossRatio})
 	}
 	lv.emit(LiveEvent{Type: "sample", TimeS: now.Sub(lv.start).Seconds(), Rows: rows})
 }

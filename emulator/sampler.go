@@ -13,13 +13,16 @@ import (
 
 // Kinds of the link rows of the time series, next to the flows' kinds.
 const (
-	kindQueuePackets = "queue_packets" // bottleneck backlog at the sample time
-	kindSojourn      = "sojourn_ms"    // mean queue sojourn of the packets dequeued in the interval
-	kindLinkRate     = "link_bps"      // IP bits/s that left the direction in the interval
-	kindCapacity     = "capacity_bps"  // bits/s a trace-driven link offered in the interval, used or not
-	kindDrops        = "drops"         // packets dropped in the interval, all reasons
-	kindAirtime      = "airtime_share" // a Wi-Fi station's (or the AP's) share of the interval on the medium
-	kindCollisions   = "collisions"    // a Wi-Fi station's collisions in the interval
+	kindQueuePackets = "queue_packets"         // bottleneck backlog at the sample time
+	kindSojourn      = "sojourn_ms"            // mean queue sojourn of the packets dequeued in the interval
+	kindLinkRate     = "link_bps"              // IP bits/s that left the direction in the interval
+	kindCapacity     = "capacity_bps"          // bits/s a trace-driven link offered in the interval, used or not
+	kindDrops        = "drops"                 // packets dropped in the interval, all reasons
+	kindAirtime      = "airtime_share"         // a Wi-Fi station's (or the AP's) share of the interval on the medium
+	kindCollisions   = "collisions"            // a Wi-Fi station's collisions in the interval
+	kindConfRate     = "configured_rate_bps"   // a direction's rate in force at the sample time (a trace's mean; 0: unlimited)
+	kindConfDelay    = "configured_delay_ms"   // its delay in force
+	kindConfLoss     = "configured_loss_ratio" // its mean loss in force
 )
 
 // sampler records the run's time series: one goroutine woken by one timer
@@ -37,6 +40,10 @@ type sampler struct {
 	// from the series as they are added) for its watcher.
 	live  *Live
 	batch []SeriesRow
+	// configured adds each direction's settings in force to every
+	// interval (kindConfRate, kindConfDelay, kindConfLoss): for a run whose
+	// path changes (a timeline, the control API).
+	configured bool
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -161,6 +168,16 @@ func (s *sampler) sample(now time.Time) {
 			}
 		}
 		s.series.Add(now, kindDrops, l.name, float64(drops-l.lastDrop))
+		if s.configured {
+			cfg := l.r.Chain().Config()
+			rate := float64(cfg.Rate.Bitrate)
+			if cfg.Rate.Trace != nil {
+				rate = cfg.Rate.Trace.MeanBitrate()
+			}
+			s.series.Add(now, kindConfRate, l.name, rate)
+			s.series.Add(now, kindConfDelay, l.name, float64(cfg.Delay.Time)/1e6)
+			s.series.Add(now, kindConfLoss, l.name, cfg.Loss.MeanLoss())
+		}
 		l.lastT, l.lastOut, l.lastDrop = now, out, drops
 		if l.queue == nil {
 			l.findQueue()

@@ -133,3 +133,96 @@ timeline:
 		t.Errorf("timeline %+v, uplink drops %v", r.Timeline, r.Links[0].Drops)
 	}
 }
+
+// seriesOf reads one kind's samples of name from timeseries.csv.
+func seriesOf(t *testing.T, dir, kind, name string) (ts, vs []float64) {
+	t.Helper()
+	csv, err := os.ReadFile(filepath.Join(dir, "timeseries.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(csv), "\n") {
+		if f := strings.Split(line, ","); len(f) == 5 && f[2] == kind && f[3] == name {
+			x, _ := strconv.ParseFloat(f[1], 64)
+			v, _ := strconv.ParseFloat(f[4], 64)
+			ts, vs = append(ts, x), append(vs, v)
+		}
+	}
+	return ts, vs
+}
+
+// A run whose path changes has, every interval, each direction's settings
+// in force in timeseries.csv: here a step, an outage window and a ramp,
+// on the virtual clock so that the sample times are exact. A run whose
+// path does not change has none of these rows.
+func TestLabTimelineConfiguredSeries(t *testing.T) {
+	out := t.TempDir()
+	plan := mustPlan(t, `
+clock: virtual
+duration: 4s
+link: {uplink: {rate: 10Mbps, delay: 10ms}}
+flows: [{name: cbr, type: udp, rate: 1Mbps, duration: 4s}]
+timeline:
+  - {at: 1s, set: {link.uplink.rate: 2Mbps}}
+  - {at: 2s, for: 500ms, set: {link.uplink.loss: 100%}}
+  - {at: 3s, ramp: 500ms, set: {link.uplink.delay: 60ms}}
+`)
+	sum, err := Run(context.Background(), plan, Options{OutDir: out})
+	if err == nil {
+		err = WriteResults(out, plan, sum)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := func(kind string, at float64) float64 {
+		switch kind {
+		case kindConfRate:
+			if at < 1 {
+				return 10e6
+			}
+			return 2e6
+		case kindConfLoss:
+			if at >= 2 && at < 2.5 {
+				return 1
+			}
+			return 0
+		default: // delay: 10 ms, then a ramp to 60 ms from 3 to 3.5 s
+			return 10 + 50*math.Min(math.Max(at-3, 0)/0.5, 1)
+		}
+	}
+	for _, kind := range []string{kindConfRate, kindConfLoss, kindConfDelay} {
+		ts, vs := seriesOf(t, out, kind, "uplink")
+		if len(ts) < 40 {
+			t.Fatalf("%s: %d samples, want one per 100 ms of the 4 s run", kind, len(ts))
+		}
+		for i, at := range ts {
+			// A sample at the instant of a change may see either side;
+			// the ramp moves in steps of at most 10 ms.
+			if math.Abs(at-math.Round(at*2)/2) < 1e-9 {
+				continue
+			}
+			if w := want(kind, at); math.Abs(vs[i]-w) > math.Max(1e-9, math.Abs(w)*0.001)+boolf(kind == kindConfDelay)*1.0 {
+				t.Errorf("%s at %.2f s: %g, want %g", kind, at, vs[i], w)
+			}
+		}
+	}
+	plain := t.TempDir()
+	plan = mustPlan(t, "clock: virtual\nduration: 1s\nflows: [{name: cbr, type: udp, rate: 1Mbps, duration: 1s}]\n")
+	sum, err = Run(context.Background(), plan, Options{OutDir: plain})
+	if err == nil {
+		err = WriteResults(plain, plan, sum)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts, _ := seriesOf(t, plain, kindConfRate, "uplink"); len(ts) > 0 {
+		t.Errorf("a run without changes has %d configured_rate_bps rows", len(ts))
+	}
+}
+
+func boolf(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/netjam/netjam/scenario"
 )
 
 // virtualLab is a lab with every source of randomness and timing that a
@@ -88,5 +90,38 @@ func TestVirtualSameSeedSameFiles(t *testing.T) {
 		if !found {
 			t.Errorf("no %s among the run's files", want)
 		}
+	}
+}
+
+// BenchmarkVirtual runs the example scenarios' lab variants on the virtual
+// clock and reports how much faster than real time they ran (speedup:
+// virtual seconds per wall second) and the virtual clock's cost per event.
+//
+//	go test -run XXX -bench Virtual -benchtime 1x ./emulator/
+func BenchmarkVirtual(b *testing.B) {
+	for _, c := range []struct{ file, variant string }{
+		{"bottleneck-coexistence.yaml", "cubic"},
+		{"bottleneck-coexistence.yaml", "newreno"},
+		{"bottleneck-coexistence.yaml", "cubic-fq_codel"},
+		{"wifi-coexistence.yaml", "newreno"},
+		{"wifi-coexistence.yaml", "cubic"},
+		{"wifi-coexistence.yaml", "cubic-fq_codel"},
+	} {
+		b.Run(strings.TrimSuffix(c.file, ".yaml")+"/"+c.variant, func(b *testing.B) {
+			plan, err := scenario.Load(filepath.Join("..", "configs", c.file),
+				scenario.Options{Sets: []string{"clock=virtual"}, Variants: []string{c.variant}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var virtual time.Duration
+			start := time.Now()
+			for range b.N {
+				if _, err := Run(context.Background(), plan, Options{}); err != nil {
+					b.Fatal(err)
+				}
+				virtual += plan.Runs[0].Duration + drainGrace
+			}
+			b.ReportMetric(virtual.Seconds()/time.Since(start).Seconds(), "speedup")
+		})
 	}
 }

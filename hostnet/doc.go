@@ -1,12 +1,23 @@
-// Package hostnet is the host's own networking, as netjam uses it: TUN
-// devices (OpenTUN, configured over netlink and torn down exactly as far
-// as OpenTUN set them up), network namespaces entered only on threads of
-// their own (Netns), TCP sockets of the host kernel with a chosen
-// congestion control (DialKernelTCP), and the errors that say which
-// privilege is missing and how to get it (PrivilegeError).
+// Package hostnet is the machine's own networking, as netjam uses it:
 //
-// It imports no gVisor and nothing of netjam above package netif, whose
-// GSO description travels with every packet of a device with offload:
-// gVisor's hosts are package stack's, and the two packages do not import
-// each other. The emulator joins a device to a host.
+//   - TUN devices: OpenTUN makes one (or attaches to a persistent one),
+//     configures it over netlink (netlink.go) and Close undoes exactly
+//     what it did; with offload, packets carry a virtio-net header and
+//     their GSO description (offload.go). The emulator sees a device
+//     only through the Device interface, which package hostnet/tuntest
+//     implements in memory for tests without root.
+//   - network namespaces (Netns), entered only on threads of their own
+//     that are thrown away afterwards;
+//   - rootless shells (StartRootless, RootlessInit): netjam started again
+//     as root of new user and network namespaces, which makes the device
+//     and hands it back;
+//   - TCP sockets of the host kernel with a chosen congestion control
+//     (DialKernelTCP, ListenKernelTCP) and their TCP_INFO;
+//   - the errors of a missing privilege (PrivilegeError), each naming
+//     what failed, what is needed and the ways to get it.
+//
+// It imports no gVisor and nothing of netjam but package netif, whose
+// GSO description, MTU bounds, address checks and TCPInfo it shares with
+// package stack (gVisor's hosts): the two do not import each other, and
+// the emulator joins a device to a host.
 package hostnet

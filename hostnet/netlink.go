@@ -36,30 +36,55 @@ func (t *TUN) Dropped() (n uint64, ok bool) {
 // already as wanted is left alone (and so needs no privilege); what it
 // changes is recorded for teardown.
 func (t *TUN) configure(cfg TUNConfig, l netlink.Link) error {
-	privErr := func(op string, err error) error {
-		if errors.Is(err, syscall.EPERM) {
-			fixes := []string{
-				"run netjam as root: sudo " + exeName() + " ...",
-				"give the netjam binary the capability once (again after each rebuild): sudo setcap cap_net_admin+ep " + exeName(),
-			}
-			if t.attached {
-				fixes = append(fixes, fmt.Sprintf("configure the persistent device %s once as root, so netjam finds it ready and changes nothing: %s",
-					t.name, strings.Join(setupCommands(t.name, cfg), " && ")))
-			}
-			return &PrivilegeError{Op: op, Err: syscall.EPERM, Need: "configuring a network device needs CAP_NET_ADMIN.", Fixes: fixes}
-		}
-		return fmt.Errorf("stack: TUN: %s: %w", op, err)
-	}
-
 	if mtu := l.Attrs().MTU; mtu != t.mtu {
 		if err := t.nl.LinkSetMTU(l, t.mtu); err != nil {
-			return privErr(fmt.Sprintf("set MTU %d on %s", t.mtu, t.name), err)
+			return t.privErr(cfg, fmt.Sprintf("set MTU %d on %s", t.mtu, t.name), err)
 		}
 		if t.attached {
 			t.oldMTU = mtu
 		}
 	}
+	if err := t.addAddrs(cfg, l); err != nil {
+		return err
+	}
 
+	// A device of netjam's own without an IPv6 address gets no
+	// link-local one either, so the kernel sends nothing into it by
+	// itself (router solicitations, MLD reports): a path with no traffic
+	// carries none. (On a kernel without IPv6 there is nothing to turn
+	// off, and the request fails harmlessly.)
+	if !t.attached && !slices.ContainsFunc(cfg.Addrs, func(p netip.Prefix) bool { return p.Addr().Is6() }) {
+		t.nl.LinkSetIP6AddrGenMode(l, ip6AddrGenModeNone)
+	}
+
+	if l.Attrs().Flags&net.FlagUp == 0 {
+		if err := t.nl.LinkSetUp(l); err != nil {
+			return t.privErr(cfg, "set "+t.name+" up", err)
+		}
+		t.wasDown = t.attached
+	}
+	return t.addRoutes(cfg)
+}
+
+// privErr is configure's error for op: a *PrivilegeError when the kernel
+// refused for want of CAP_NET_ADMIN, naming the ways to get it.
+func (t *TUN) privErr(cfg TUNConfig, op string, err error) error {
+	if errors.Is(err, syscall.EPERM) {
+		fixes := []string{
+			"run netjam as root: sudo " + exeName() + " ...",
+			"give the netjam binary the capability once (again after each rebuild): sudo setcap cap_net_admin+ep " + exeName(),
+		}
+		if t.attached {
+			fixes = append(fixes, fmt.Sprintf("configure the persistent device %s once as root, so netjam finds it ready and changes nothing: %s",
+				t.name, strings.Join(setupCommands(t.name, cfg), " && ")))
+		}
+		return &PrivilegeError{Op: op, Err: syscall.EPERM, Need: "configuring a network device needs CAP_NET_ADMIN.", Fixes: fixes}
+	}
+	return fmt.Errorf("stack: TUN: %s: %w", op, err)
+}
+
+// addAddrs adds the addresses of cfg the device does not have yet.
+func (t *TUN) addAddrs(cfg TUNConfig, l netlink.Link) error {
 	have := make(map[netip.Prefix]bool)
 	if t.attached {
 		as, err := t.nl.AddrList(l, netlink.FAMILY_ALL)
@@ -87,27 +112,15 @@ func (t *TUN) configure(cfg TUNConfig, l netlink.Link) error {
 			if errors.Is(err, syscall.EACCES) && p.Addr().Is6() {
 				return fmt.Errorf("stack: TUN: add address %v to %s: %w (is IPv6 disabled? sysctl net.ipv6.conf.%[2]s.disable_ipv6)", p, t.name, err)
 			}
-			return privErr(fmt.Sprintf("add address %v to %s", p, t.name), err)
+			return t.privErr(cfg, fmt.Sprintf("add address %v to %s", p, t.name), err)
 		}
 		t.addrs = append(t.addrs, p)
 	}
+	return nil
+}
 
-	// A device of netjam's own without an IPv6 address gets no
-	// link-local one either, so the kernel sends nothing into it by
-	// itself (router solicitations, MLD reports): a path with no traffic
-	// carries none. (On a kernel without IPv6 there is nothing to turn
-	// off, and the request fails harmlessly.)
-	if !t.attached && !slices.ContainsFunc(cfg.Addrs, func(p netip.Prefix) bool { return p.Addr().Is6() }) {
-		t.nl.LinkSetIP6AddrGenMode(l, ip6AddrGenModeNone)
-	}
-
-	if l.Attrs().Flags&net.FlagUp == 0 {
-		if err := t.nl.LinkSetUp(l); err != nil {
-			return privErr("set "+t.name+" up", err)
-		}
-		t.wasDown = t.attached
-	}
-
+// addRoutes adds the routes of cfg through the device.
+func (t *TUN) addRoutes(cfg TUNConfig) error {
 	for _, r := range cfg.Routes {
 		// Looked for first: the kernel checks the privilege before it
 		// finds that a route exists.
@@ -119,7 +132,7 @@ func (t *TUN) configure(cfg TUNConfig, l netlink.Link) error {
 			return fmt.Errorf("stack: TUN: a route to %v exists already through another device, so its traffic would not reach %s: remove it or leave %[1]v out of the routes", r, t.name)
 		}
 		if err != nil {
-			return privErr(fmt.Sprintf("add route %v dev %s", r, t.name), err)
+			return t.privErr(cfg, fmt.Sprintf("add route %v dev %s", r, t.name), err)
 		}
 		t.routes = append(t.routes, r)
 	}

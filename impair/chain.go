@@ -31,9 +31,10 @@ type Chain struct {
 	// pub is stages for other goroutines (Stats, Drops, Stages): Set
 	// replaces the chain's own slice, never this one's contents.
 	pub     atomic.Pointer[[]Stage]
-	io      Counters        // packets into and out of the whole direction
-	transit stats.Histogram // time from Arrive to delivery, ns
-	late    stats.Histogram // delivery lateness of a Runner behind the logical time, ns
+	cfg     atomic.Pointer[Config] // the settings in force (NewChain's, then Set's)
+	io      Counters               // packets into and out of the whole direction
+	transit stats.Histogram        // time from Arrive to delivery, ns
+	late    stats.Histogram        // delivery lateness of a Runner behind the logical time, ns
 }
 
 // hop is the Sink in front of a stage (or, past the last one, the exit).
@@ -61,6 +62,7 @@ func NewChain(cfg Config, deliver func(now time.Time, p *Packet)) (*Chain, error
 	}
 	c := &Chain{name: cfg.Name, deliver: deliver}
 	c.keep.Store(cfg.KeepsSegments())
+	c.cfg.Store(&cfg)
 	var stages []Stage
 	if cfg.Loss.Model != LossNone {
 		stages = append(stages, newLossStage(cfg.Loss, newRand(cfg.Seed, cfg.Name, "loss")))
@@ -100,6 +102,11 @@ func (c *Chain) install(stages []Stage) {
 	pub := stages
 	c.pub.Store(&pub)
 }
+
+// Config returns the settings in force: NewChain's, or those of the
+// latest Set (a scheduled change's once it applied). Safe from any
+// goroutine.
+func (c *Chain) Config() Config { return *c.cfg.Load() }
 
 // Name returns the direction's name.
 func (c *Chain) Name() string { return c.name }

@@ -109,6 +109,7 @@ func (c *Chain) Set(cfg Config) error {
 	}
 	c.install(stages)
 	c.keep.Store(cfg.KeepsSegments())
+	c.cfg.Store(&cfg)
 	return nil
 }
 

@@ -29,6 +29,11 @@ type Options struct {
 	// kernel flow that names a cc. nil reads
 	// /proc/sys/net/ipv4/tcp_available_congestion_control.
 	CongestionControls func() ([]string, error)
+	// Variants, when not empty, keeps only the variants it names
+	// (--variant): the others are not resolved, so what would be wrong
+	// with them alone (a tun section under clock: virtual) is not an
+	// error. Naming a variant the file does not have is.
+	Variants []string
 }
 
 // Plan is a parsed scenario file: one Scenario per run.
@@ -80,6 +85,12 @@ func Parse(path string, data []byte, o Options) (*Plan, error) {
 	if n := lookup(root, "variants"); n != nil && !isNull(n) {
 		variants = fileDec.variants(n)
 	}
+	if len(o.Variants) > 0 && len(fileDec.errs) == 0 {
+		var err error
+		if variants, err = pickVariants(path, variants, o.Variants); err != nil {
+			return nil, err
+		}
+	}
 	var sweep *Sweep
 	if n := lookup(root, "sweep"); n != nil && !isNull(n) {
 		sweep = fileDec.sweep(n)
@@ -101,6 +112,29 @@ func Parse(path string, data []byte, o Options) (*Plan, error) {
 		return nil, errs
 	}
 	return plan, nil
+}
+
+// pickVariants keeps the variants named, in file order.
+func pickVariants(path string, variants []variant, names []string) ([]variant, error) {
+	if len(variants) == 0 {
+		return nil, fmt.Errorf("--variant: %s has no variants", path)
+	}
+	var all []string
+	for _, v := range variants {
+		all = append(all, v.name)
+	}
+	for _, n := range names {
+		if !slices.Contains(all, n) {
+			return nil, fmt.Errorf("--variant: %s has no variant %q (it has: %s)", path, n, strings.Join(all, ", "))
+		}
+	}
+	var out []variant
+	for _, v := range variants {
+		if slices.Contains(names, v.name) {
+			out = append(out, v)
+		}
+	}
+	return out, nil
 }
 
 // parseRoot parses data, the file path, into its top mapping: an empty

@@ -1260,3 +1260,28 @@ x.yaml:5: flows.m.sack: the TCP flows of station a disagree on sack (a station i
 		t.Errorf("got\n%v\nwant\n%s", err, want)
 	}
 }
+
+// Options.Variants resolves only the variants it names: the problems of
+// the others are not errors, and an unknown name is.
+func TestOptionsVariants(t *testing.T) {
+	src := "clock: virtual\nvariants:\n  - {name: lab, set: {link.delay: 5ms}}\n  - {name: kernel, set: {tun: {}}}\n"
+	if _, err := Parse("x.yaml", []byte(src), Options{}); err == nil {
+		t.Fatal("all variants: no error for the tun variant under clock: virtual")
+	}
+	p, err := Parse("x.yaml", []byte(src), Options{Variants: []string{"lab"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Runs) != 1 || p.Runs[0].Variant != "lab" || p.Runs[0].Clock != ClockVirtual {
+		t.Errorf("runs %+v", p.Runs)
+	}
+	for _, c := range []struct{ src, variant, want string }{
+		{src, "kernal", `--variant: x.yaml has no variant "kernal" (it has: lab, kernel)`},
+		{"duration: 1s\n", "lab", "--variant: x.yaml has no variants"},
+	} {
+		_, err := Parse("x.yaml", []byte(c.src), Options{Variants: []string{c.variant}})
+		if err == nil || err.Error() != c.want {
+			t.Errorf("--variant %s: error %v, want %q", c.variant, err, c.want)
+		}
+	}
+}

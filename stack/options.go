@@ -82,10 +82,29 @@ func protocols() (nets []stack.NetworkProtocolFactory, transports []stack.Transp
 
 // tune applies the stack-wide settings to a new stack.
 func tune(s *stack.Stack, sack bool) error {
-	type setting struct {
-		name string
-		set  func() tcpip.Error
+	for _, st := range append(tcpSettings(s, sack), stackSettings(s)...) {
+		if err := st.set(); err != nil {
+			return fmt.Errorf("stack: setting %s: %s", st.name, err)
+		}
 	}
+	// Not set, deliberately:
+	//   - forwarding stays off (gVisor's default): a Host is an end host.
+	//   - no GSO or GRO: the path must see and carry MTU-sized packets;
+	//     segmentation offload would hand Output 64 KiB super-packets.
+	//   - TIME_WAIT (60 s), SYN retries (6), keepalive and the ICMP rate
+	//     limit (1000/s, echo replies exempt) keep gVisor's defaults,
+	//     which are Linux's.
+	return nil
+}
+
+// setting is one option tune sets, named for its error.
+type setting struct {
+	name string
+	set  func() tcpip.Error
+}
+
+// tcpSettings are the TCP protocol's options, each with why it is set.
+func tcpSettings(s *stack.Stack, sack bool) []setting {
 	tcpOpt := func(o tcpip.SettableTransportProtocolOption) func() tcpip.Error {
 		return func() tcpip.Error { return s.SetTransportProtocolOption(tcp.ProtocolNumber, o) }
 	}
@@ -136,10 +155,8 @@ func tune(s *stack.Stack, sack bool) error {
 	// emulated path exercises most.
 	minRTO := tcpip.TCPMinRTOOption(tcp.MinRTO)
 	maxRTO := tcpip.TCPMaxRTOOption(tcp.MaxRTO)
-	ttl := tcpip.DefaultTTLOption(defaultTTL)
 	rcv, snd := tcpReceiveBuffer, tcpSendBuffer
-
-	for _, st := range []setting{
+	return []setting{
 		{"tcp sack", tcpOpt(&sackOpt)},
 		{"tcp recovery", tcpOpt(&recovery)},
 		{"tcp moderate receive buffer", tcpOpt(&moderate)},
@@ -149,26 +166,21 @@ func tune(s *stack.Stack, sack bool) error {
 		{"tcp max rto", tcpOpt(&maxRTO)},
 		{"tcp receive buffer range", tcpOpt(&rcv)},
 		{"tcp send buffer range", tcpOpt(&snd)},
-		// The stack-wide options are set by value, not by pointer as
-		// the protocol ones are (gVisor rejects a pointer here with
-		// ErrUnknownProtocolOption).
+	}
+}
+
+// stackSettings are the stack-wide and IP options. They are set by value,
+// not by pointer as the protocol ones are (gVisor rejects a pointer here
+// with ErrUnknownProtocolOption); the TTL goes to both IP protocols by
+// pointer, as they want it.
+func stackSettings(s *stack.Stack) []setting {
+	ttl := tcpip.DefaultTTLOption(defaultTTL)
+	return []setting{
 		{"socket receive buffer range", func() tcpip.Error { return s.SetOption(socketReceiveBuffer) }},
 		{"socket send buffer range", func() tcpip.Error { return s.SetOption(socketSendBuffer) }},
 		{"ipv4 ttl", func() tcpip.Error { return s.SetNetworkProtocolOption(ipv4.ProtocolNumber, &ttl) }},
 		{"ipv6 hop limit", func() tcpip.Error { return s.SetNetworkProtocolOption(ipv6.ProtocolNumber, &ttl) }},
-	} {
-		if err := st.set(); err != nil {
-			return fmt.Errorf("stack: setting %s: %s", st.name, err)
-		}
 	}
-	// Not set, deliberately:
-	//   - forwarding stays off (gVisor's default): a Host is an end host.
-	//   - no GSO or GRO: the path must see and carry MTU-sized packets;
-	//     segmentation offload would hand Output 64 KiB super-packets.
-	//   - TIME_WAIT (60 s), SYN retries (6), keepalive and the ICMP rate
-	//     limit (1000/s, echo replies exempt) keep gVisor's defaults,
-	//     which are Linux's.
-	return nil
 }
 
 // Differences from Linux that no option changes, for whoever compares a

@@ -97,22 +97,7 @@ func (h *Host) StartRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) 
 	if cfg.Transparent && h.s.HandleLocal() {
 		return nil, fmt.Errorf("stack: host %q: relay: transparent mode needs a host made with HostConfig.Transparent", h.name)
 	}
-	if cfg.UDPIdle == 0 {
-		cfg.UDPIdle = DefaultUDPIdle
-	}
-	if cfg.DialTimeout == 0 {
-		cfg.DialTimeout = DefaultDialTimeout
-	}
-	if cfg.TCPIdle == 0 {
-		cfg.TCPIdle = DefaultTCPIdle
-	}
-	if cfg.Budget == 0 {
-		cfg.Budget = DefaultBudget
-	}
-	if cfg.Dial == nil {
-		d := &net.Dialer{Timeout: cfg.DialTimeout}
-		cfg.Dial = d.DialContext
-	}
+	cfg.fillDefaults()
 	log := cfg.Log
 	if log == nil {
 		log = zap.NewNop()
@@ -131,8 +116,39 @@ func (h *Host) StartRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) 
 	for _, f := range cfg.Forwards {
 		r.forwards[f.Proto+"/"+strconv.Itoa(int(f.Listen))] = netip.AddrPortFrom(f.To.Addr().Unmap(), f.To.Port())
 	}
+	r.learnAddresses()
+
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	if err := h.attachRelay(r); err != nil {
+		r.cancel()
+		return nil, err
+	}
+	if cfg.Transparent {
+		if err := h.transparent(); err != nil {
+			r.Close()
+			return nil, err
+		}
+	}
+	if cfg.Services {
+		if err := r.startUDPServices(); err != nil {
+			r.Close()
+			return nil, err
+		}
+	}
+	r.stop = context.AfterFunc(ctx, r.shutdown)
+	r.log.Debug("relay started", zap.Int("forwards", len(cfg.Forwards)), zap.Bool("transparent", cfg.Transparent),
+		zap.Stringers("allow", prefixes(cfg.Allow)), zap.Bool("services", cfg.Services))
+	return r, nil
+}
+
+// attachRelay registers r with h (so Host.Close stops it) and swaps its
+// forwarders in (see Host.fwd).
+// learnAddresses records the host's addresses as the peer's, and the
+// directed broadcast addresses of its networks and of the machine's own,
+// which the relay refuses (see special).
+func (r *Relay) learnAddresses() {
 	var nets []netip.Prefix
-	for _, pa := range h.s.AllAddresses()[nicID] {
+	for _, pa := range r.h.s.AllAddresses()[nicID] {
 		a := addrOf(pa.AddressWithPrefix.Address)
 		if a == broadcast4 {
 			continue // gVisor's IPv4 endpoint lists it among its own
@@ -153,40 +169,22 @@ func (h *Host) StartRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) 
 		}
 	}
 	r.broadcast = directedBroadcasts(nets)
-
-	r.ctx, r.cancel = context.WithCancel(context.Background())
-	if err := h.attachRelay(r); err != nil {
-		r.cancel()
-		return nil, err
-	}
-	if cfg.Transparent {
-		// Promiscuous: the NIC accepts packets to any address, so a
-		// SYN to 10.99.1.5 reaches the forwarder. Spoofing: endpoints
-		// may send from such an address, so replies come from the
-		// destination the client asked for.
-		if err := h.s.SetPromiscuousMode(nicID, true); err != nil {
-			r.Close()
-			return nil, fmt.Errorf("stack: host %q: relay: promiscuous mode: %s", h.name, err)
-		}
-		if err := h.s.SetSpoofing(nicID, true); err != nil {
-			r.Close()
-			return nil, fmt.Errorf("stack: host %q: relay: spoofing: %s", h.name, err)
-		}
-	}
-	if cfg.Services {
-		if err := r.startUDPServices(); err != nil {
-			r.Close()
-			return nil, err
-		}
-	}
-	r.stop = context.AfterFunc(ctx, r.shutdown)
-	r.log.Debug("relay started", zap.Int("forwards", len(cfg.Forwards)), zap.Bool("transparent", cfg.Transparent),
-		zap.Stringers("allow", prefixes(cfg.Allow)), zap.Bool("services", cfg.Services))
-	return r, nil
 }
 
-// attachRelay registers r with h (so Host.Close stops it) and swaps its
-// forwarders in (see Host.fwd).
+// transparent readies the host's NIC for a transparent relay.
+// Promiscuous: the NIC accepts packets to any address, so a SYN to
+// 10.99.1.5 reaches the forwarder. Spoofing: endpoints may send from such
+// an address, so replies come from the destination the client asked for.
+func (h *Host) transparent() error {
+	if err := h.s.SetPromiscuousMode(nicID, true); err != nil {
+		return fmt.Errorf("stack: host %q: relay: promiscuous mode: %s", h.name, err)
+	}
+	if err := h.s.SetSpoofing(nicID, true); err != nil {
+		return fmt.Errorf("stack: host %q: relay: spoofing: %s", h.name, err)
+	}
+	return nil
+}
+
 func (h *Host) attachRelay(r *Relay) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -190,6 +190,26 @@ func (c *RelayConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
+// fillDefaults sets every zero field that has a default to it.
+func (c *RelayConfig) fillDefaults() {
+	if c.UDPIdle == 0 {
+		c.UDPIdle = DefaultUDPIdle
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.TCPIdle == 0 {
+		c.TCPIdle = DefaultTCPIdle
+	}
+	if c.Budget == 0 {
+		c.Budget = DefaultBudget
+	}
+	if c.Dial == nil {
+		d := &net.Dialer{Timeout: c.DialTimeout}
+		c.Dial = d.DialContext
+	}
+}
+
 // RelayStats are a Relay's counters since StartRelay, per protocol.
 type RelayStats struct {
 	TCP RelayCounters `json:"tcp"`

@@ -36,69 +36,14 @@ func (r *Relay) handleTCP(req *tcp.ForwarderRequest) {
 	src := netip.AddrPortFrom(addrOf(id.RemoteAddress), id.RemotePort)
 	dst := netip.AddrPortFrom(addrOf(id.LocalAddress), id.LocalPort)
 	act, target, why := r.decide("tcp", dst)
-	switch act {
-	case actRefuse:
-		r.tcpN.refuse(why)
-		r.log.Debug("tcp refused", zap.Stringer("src", src), zap.Stringer("dst", dst), zap.Stringer("reason", why))
-		req.Complete(true)
-		return
-	case actNoService:
-		r.tcpN.noService.Add(1)
-		r.log.Debug("tcp reset: no forward or service on this port", zap.Stringer("src", src), zap.Stringer("dst", dst))
-		req.Complete(true)
-		return
-	}
-	if r.tcpN.active.Add(1) > maxTCPConns {
-		r.tcpN.active.Add(-1)
-		r.tcpN.limited.Add(1)
-		r.log.Debug("tcp reset: the relay's connection limit is reached", zap.Stringer("src", src), zap.Stringer("dst", dst), zap.Int("limit", maxTCPConns))
+	if !r.admitTCP(act, why, src, dst) {
 		req.Complete(true)
 		return
 	}
 	defer r.tcpN.active.Add(-1)
-	charge := tcpCharge(act)
-	if !r.budget.take(charge) {
-		r.tcpN.limited.Add(1)
-		r.tcpN.overBudget.Add(1)
-		r.log.Debug("tcp limited: the relay's buffer budget is spent", zap.Stringer("src", src), zap.Stringer("dst", dst))
-		req.Complete(true)
-		return
-	}
-	defer r.budget.give(charge)
-
-	var out net.Conn
-	if act == actRelay {
-		var err error
-		if out, err = r.dial("tcp", target); err != nil {
-			r.tcpN.dialErrors.Add(1)
-			r.log.Debug("tcp dial failed", zap.Stringer("src", src), zap.Stringer("dst", dst), zap.Error(err))
-			req.Complete(true)
-			return
-		}
-	}
-	var wq waiter.Queue
-	ep, terr := req.CreateEndpoint(&wq)
-	if terr != nil {
-		// The client went away during the handshake.
-		req.Complete(true)
-		r.tcpN.errors.Add(1)
-		r.log.Debug("tcp relay failed: no endpoint for the client's connection", zap.Stringer("src", src), zap.Stringer("dst", dst), zap.Stringer("error", terr))
-		if out != nil {
-			out.Close()
-		}
-		return
-	}
-	req.Complete(false)
-	// No Nagle on the relay's side: the target's writes arrive already
-	// shaped by its own stack, and coalescing them again would add a
-	// round trip to every small exchange that a direct connection would
-	// not have.
-	ep.SocketOptions().SetDelayOption(false)
-	in := &relayTCP{TCPConn: gonet.NewTCPConn(&wq, ep), ep: ep}
-	if !r.keep(in) {
-		if out != nil {
-			out.Close()
-		}
+	defer r.budget.give(tcpCharge(act))
+	in, out, ok := r.acceptTCP(req, act, target, src, dst)
+	if !ok {
 		return
 	}
 	seen := newActivity(r.cfg.TCPIdle) // for TCPIdle, from the handshake on
@@ -117,6 +62,81 @@ func (r *Relay) handleTCP(req *tcp.ForwarderRequest) {
 		r.tcpN.served.Add(1)
 		r.discardTCP(in, seen)
 	}
+}
+
+// admitTCP counts and logs a connection the relay turns away: refused by
+// decide, no service on the port, over the connection limit or the
+// buffer budget. For one it admits, it holds a place among the active
+// connections and the connection's charge of the budget, both the
+// caller's to give back.
+func (r *Relay) admitTCP(act action, why refusal, src, dst netip.AddrPort) bool {
+	switch act {
+	case actRefuse:
+		r.tcpN.refuse(why)
+		r.log.Debug("tcp refused", zap.Stringer("src", src), zap.Stringer("dst", dst), zap.Stringer("reason", why))
+		return false
+	case actNoService:
+		r.tcpN.noService.Add(1)
+		r.log.Debug("tcp reset: no forward or service on this port", zap.Stringer("src", src), zap.Stringer("dst", dst))
+		return false
+	}
+	if r.tcpN.active.Add(1) > maxTCPConns {
+		r.tcpN.active.Add(-1)
+		r.tcpN.limited.Add(1)
+		r.log.Debug("tcp reset: the relay's connection limit is reached", zap.Stringer("src", src), zap.Stringer("dst", dst), zap.Int("limit", maxTCPConns))
+		return false
+	}
+	if !r.budget.take(tcpCharge(act)) {
+		r.tcpN.active.Add(-1)
+		r.tcpN.limited.Add(1)
+		r.tcpN.overBudget.Add(1)
+		r.log.Debug("tcp limited: the relay's buffer budget is spent", zap.Stringer("src", src), zap.Stringer("dst", dst))
+		return false
+	}
+	return true
+}
+
+// acceptTCP dials the target of a relayed connection, then completes the
+// client's handshake: an unreachable target looks to the client like a
+// refused connection. in is the client's side, kept by the relay; out
+// the target's (nil when served), not yet kept. ok is false when either
+// failed or the relay closed; the request is then answered with a reset.
+func (r *Relay) acceptTCP(req *tcp.ForwarderRequest, act action, target, src, dst netip.AddrPort) (in *relayTCP, out net.Conn, ok bool) {
+	if act == actRelay {
+		var err error
+		if out, err = r.dial("tcp", target); err != nil {
+			r.tcpN.dialErrors.Add(1)
+			r.log.Debug("tcp dial failed", zap.Stringer("src", src), zap.Stringer("dst", dst), zap.Error(err))
+			req.Complete(true)
+			return nil, nil, false
+		}
+	}
+	var wq waiter.Queue
+	ep, terr := req.CreateEndpoint(&wq)
+	if terr != nil {
+		// The client went away during the handshake.
+		req.Complete(true)
+		r.tcpN.errors.Add(1)
+		r.log.Debug("tcp relay failed: no endpoint for the client's connection", zap.Stringer("src", src), zap.Stringer("dst", dst), zap.Stringer("error", terr))
+		if out != nil {
+			out.Close()
+		}
+		return nil, nil, false
+	}
+	req.Complete(false)
+	// No Nagle on the relay's side: the target's writes arrive already
+	// shaped by its own stack, and coalescing them again would add a
+	// round trip to every small exchange that a direct connection would
+	// not have.
+	ep.SocketOptions().SetDelayOption(false)
+	in = &relayTCP{TCPConn: gonet.NewTCPConn(&wq, ep), ep: ep}
+	if !r.keep(in) {
+		if out != nil {
+			out.Close()
+		}
+		return nil, nil, false
+	}
+	return in, out, true
 }
 
 // relayTCP is the client's side of a relayed or served connection:

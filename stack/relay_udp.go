@@ -3,6 +3,7 @@ package stack
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -97,15 +98,15 @@ func (r *Relay) handleUDP(req *udp.ForwarderRequest) bool {
 		return true
 	}
 	r.wg.Add(1) // this handler holds a count: Add is safe
-	go r.udpSession(in, target)
+	go r.runUDPSession(in, target)
 	return true
 }
 
-// udpSession relays one UDP session: datagrams from the client (queued in
+// runUDPSession relays one UDP session: datagrams from the client (queued in
 // in's endpoint, starting with the first) to a host socket connected to
 // target, and datagrams from target back, until neither way has carried a
 // datagram for UDPIdle, or Close.
-func (r *Relay) udpSession(in *relayUDP, target netip.AddrPort) {
+func (r *Relay) runUDPSession(in *relayUDP, target netip.AddrPort) {
 	defer r.wg.Done()
 	defer r.udpN.active.Add(-1)
 	defer r.budget.give(udpCharge)
@@ -121,86 +122,115 @@ func (r *Relay) udpSession(in *relayUDP, target netip.AddrPort) {
 		return
 	}
 	r.udpN.relayed.Add(1)
-	// last is the time of the session's last datagram either way, in
-	// nanoseconds since start, on the monotonic clock.
-	start := time.Now()
-	var last atomic.Int64
-	touch := func() { last.Store(int64(time.Since(start))) }
-	var dead atomic.Bool // the target's socket failed
+	u := &udpSession{r: r, in: in, out: out, target: target, start: time.Now()}
+	r.wg.Add(1)
+	go u.down()
+	u.up()
+	r.release(in, out)
+	u.end()
+}
+
+// udpSession is one relayed UDP session: the client's socket and the
+// target's, and what both directions share. Its up direction runs on the
+// session's goroutine, its down direction on one of its own.
+type udpSession struct {
+	r       *Relay
+	in      *relayUDP // the client's side
+	out     net.Conn  // the target's
+	target  netip.AddrPort
+	start   time.Time
+	last    atomic.Int64 // the last datagram either way, in nanoseconds since start (monotonic)
+	dead    atomic.Bool  // the target's socket failed
+	dropped atomic.Uint64
 	// Failures are logged once per session, with the first cause and
 	// the count, not once per datagram.
-	var dropped atomic.Uint64
-	var firstErr atomic.Pointer[error]
-	drop := func(way string, err error) {
-		dropped.Add(1)
-		r.udpN.dropped.Add(1)
-		if firstErr.Load() == nil {
-			e := fmt.Errorf("%s: %w", way, err)
-			firstErr.CompareAndSwap(nil, &e)
+	firstErr atomic.Pointer[error]
+}
+
+// touch marks the session busy now.
+func (u *udpSession) touch() { u.last.Store(int64(time.Since(u.start))) }
+
+// drop counts a datagram lost on its way (way) and keeps the first cause.
+func (u *udpSession) drop(way string, err error) {
+	u.dropped.Add(1)
+	u.r.udpN.dropped.Add(1)
+	if u.firstErr.Load() == nil {
+		e := fmt.Errorf("%s: %w", way, err)
+		u.firstErr.CompareAndSwap(nil, &e)
+	}
+}
+
+// down carries the target's datagrams to the client until the target's
+// socket fails or is closed, then wakes the up direction.
+func (u *udpSession) down() {
+	r := u.r
+	defer r.wg.Done()
+	bp := r.udpB.Get().(*[]byte)
+	defer r.udpB.Put(bp)
+	for {
+		n, err := u.out.Read(*bp)
+		if err != nil {
+			if errors.Is(err, syscall.ECONNREFUSED) {
+				continue // an ICMP error from the target: keep the session
+			}
+			u.dead.Store(true)
+			if !r.isClosed() {
+				r.log.Debug("udp relay failed: the target's socket", zap.Stringer("target", u.target), zap.Error(err))
+			}
+			u.in.SetReadDeadline(time.Now()) // wake the other direction
+			return
+		}
+		u.touch()
+		if _, err := u.in.Write((*bp)[:n]); err == nil {
+			r.udpN.down.Add(uint64(n))
+		} else {
+			u.drop("to the client", err)
 		}
 	}
+}
 
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		bp := r.udpB.Get().(*[]byte)
-		defer r.udpB.Put(bp)
-		for {
-			n, err := out.Read(*bp)
-			if err != nil {
-				if errors.Is(err, syscall.ECONNREFUSED) {
-					continue // an ICMP error from the target: keep the session
-				}
-				dead.Store(true)
-				if !r.isClosed() {
-					r.log.Debug("udp relay failed: the target's socket", zap.Stringer("target", target), zap.Error(err))
-				}
-				in.SetReadDeadline(time.Now()) // wake the other direction
-				return
-			}
-			touch()
-			if _, err := in.Write((*bp)[:n]); err == nil {
-				r.udpN.down.Add(uint64(n))
-			} else {
-				drop("to the client", err)
-			}
-		}
-	}()
-
+// up carries the client's datagrams to the target until the session has
+// been idle for UDPIdle, the target's socket failed, or the relay closed.
+func (u *udpSession) up() {
+	r := u.r
 	bp := r.udpB.Get().(*[]byte)
 	defer r.udpB.Put(bp)
 	idle := r.cfg.UDPIdle
 	for {
 		// The deadline is the session's idle end as known now; when it
 		// passes, a datagram the other way may have moved it.
-		in.SetReadDeadline(start.Add(time.Duration(last.Load()) + idle))
-		n, err := in.Read(*bp)
+		u.in.SetReadDeadline(u.start.Add(time.Duration(u.last.Load()) + idle))
+		n, err := u.in.Read(*bp)
 		if err != nil {
-			if isTimeout(err) && !dead.Load() && time.Since(start) < time.Duration(last.Load())+idle {
+			if isTimeout(err) && !u.dead.Load() && time.Since(u.start) < time.Duration(u.last.Load())+idle {
 				continue
 			}
-			break
+			return
 		}
-		touch()
-		if _, err := out.Write((*bp)[:n]); err == nil {
+		u.touch()
+		if _, err := u.out.Write((*bp)[:n]); err == nil {
 			r.udpN.up.Add(uint64(n))
 		} else {
-			drop("to the target", err)
+			u.drop("to the target", err)
 		}
 		// A write that blocked (the target's socket full) kept the
 		// session busy: idle counts from its end, or the datagrams
 		// queued meanwhile would be left unread when it ends.
-		touch()
+		u.touch()
 	}
-	r.release(in, out)
-	overflows := in.overflows()
-	r.udpN.dropped.Add(overflows)
-	if n := dropped.Load(); n > 0 || overflows > 0 {
+}
+
+// end counts what the client's socket dropped and logs the session's
+// losses, once both sockets are released.
+func (u *udpSession) end() {
+	overflows := u.in.overflows()
+	u.r.udpN.dropped.Add(overflows)
+	if n := u.dropped.Load(); n > 0 || overflows > 0 {
 		var cause error
-		if p := firstErr.Load(); p != nil {
+		if p := u.firstErr.Load(); p != nil {
 			cause = *p
 		}
-		r.log.Debug("udp session dropped datagrams", zap.Stringer("target", target), zap.Uint64("write_failures", n),
+		u.r.log.Debug("udp session dropped datagrams", zap.Stringer("target", u.target), zap.Uint64("write_failures", n),
 			zap.Uint64("socket_overflows", overflows), zap.NamedError("first_cause", cause))
 	}
 }

@@ -207,6 +207,10 @@ func TestTUNRelayServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Close()
+	// The discarded megabytes may still be crossing the device: let them
+	// land first, so that the datagrams below do not meet full queues (a
+	// bounded queue may shed a datagram; UDP does not resend it).
+	waitFor(t, "the discard to take every byte", func() bool { return lab.relay.Stats().TCP.BytesUp >= 2*uint64(len(data)) })
 	roundTrip(t, dialIn(t, lab.ns, "udp", "[fd99::2]:7"), 100, 1400)
 	err = inNetns(lab.ns, func() error {
 		_, err := net.DialTimeout("tcp", "10.99.0.2:10", 5*time.Second)

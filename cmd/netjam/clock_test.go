@@ -23,6 +23,12 @@ func TestClockFlagErrors(t *testing.T) {
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("the output folder was made before the error (%v)", err)
 	}
+	// Without the TUN variant, the others run.
+	code, _, errOut = netjam(t, "run", "-q", "--out", out, "--clock", "virtual", "--duration", "1s",
+		"--variant", "cubic", "../../configs/wifi-coexistence.yaml")
+	if code != 0 {
+		t.Errorf("--variant cubic: exit %d, stderr %q", code, errOut)
+	}
 }
 
 // A run on the virtual clock says so in its resolved scenario.yaml, so

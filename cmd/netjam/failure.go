@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/netjam/netjam/emulator"
 	"github.com/urfave/cli/v2"
-
-	"github.com/netjam/netjam/hostnet"
 )
 
 // failure is a run's error as netjam's last words: a missing privilege in
@@ -15,9 +14,9 @@ import (
 // run's table line has said which), after any other error as it is.
 func failure(err error) error {
 	var others []string
-	var privs []*hostnet.PrivilegeError
+	var privs []*emulator.PrivilegeError
 	for _, e := range leaves(err) {
-		var pe *hostnet.PrivilegeError
+		var pe *emulator.PrivilegeError
 		if errors.As(e, &pe) {
 			privs = append(privs, pe)
 		} else {
@@ -52,7 +51,7 @@ func failure(err error) error {
 // leaves splits the errors.Join of the runs' errors into one error per
 // run.
 func leaves(err error) []error {
-	if _, pe := err.(*hostnet.PrivilegeError); pe {
+	if _, pe := err.(*emulator.PrivilegeError); pe {
 		return []error{err} // it too unwraps to a list: its causes
 	}
 	if j, ok := err.(interface{ Unwrap() []error }); ok {

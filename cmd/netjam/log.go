@@ -4,10 +4,9 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/netjam/netjam/emulator"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-
-	"github.com/netjam/netjam/stack"
 )
 
 func parseLevel(s string) (zapcore.Level, error) {
@@ -49,6 +48,6 @@ func newLogger(level, format string, stderr, logFile io.Writer) (*zap.Logger, er
 	log := zap.New(zapcore.NewTee(cores...))
 	// gVisor prints its own lines (martian packets from the path) on
 	// standard error, into a shell's terminal, unless routed here.
-	stack.RouteGVisorLog(log)
+	emulator.RouteLogs(log)
 	return log, nil
 }

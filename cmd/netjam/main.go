@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/netjam/netjam/emulator"
 	"github.com/urfave/cli/v2"
 )
 
@@ -30,8 +31,8 @@ func main() {
 
 // run is main without os.Exit, for tests.
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 1 && args[1] == nsInitArg {
-		return runNSInit() // a rootless shell's first process, see rootless.go
+	if len(args) > 1 && args[1] == emulator.ShellInitArg {
+		return emulator.ShellInit() // a rootless shell's first process
 	}
 	if len(args) > 1 && args[1] == capDropArg {
 		return runCapDrop(args[2:]) // a root shell's command, see confine.go

@@ -13,10 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/netjam/netjam/emulator"
 	"github.com/urfave/cli/v2"
 	"go.uber.org/goleak"
-
-	"github.com/netjam/netjam/hostnet"
 )
 
 func TestMain(m *testing.M) {
@@ -357,7 +356,7 @@ func TestShadowedSetWarns(t *testing.T) {
 
 func TestFailureGivesPrivilegeAdviceOnce(t *testing.T) {
 	pe := func() error {
-		return &hostnet.PrivilegeError{Op: "create device netjam0", Err: syscall.EPERM, Need: "creating a TUN device needs CAP_NET_ADMIN.",
+		return &emulator.PrivilegeError{Op: "create device netjam0", Err: syscall.EPERM, Need: "creating a TUN device needs CAP_NET_ADMIN.",
 			Fixes: []string{"run netjam as root", "sudo setcap cap_net_admin+ep netjam"}}
 	}
 	advice := "creating a TUN device needs CAP_NET_ADMIN (create device netjam0: operation not permitted). Either:\n  - run netjam as root\n  - sudo setcap cap_net_admin+ep netjam"

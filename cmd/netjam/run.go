@@ -103,6 +103,9 @@ func loadPlan(c *cli.Context) (*scenario.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Only the variants asked for are resolved: another's problem (a
+	// tun section under --clock virtual) does not stop them.
+	o.Variants = c.StringSlice("variant")
 	var plan *scenario.Plan
 	switch c.NArg() {
 	case 0:
@@ -120,63 +123,22 @@ func loadPlan(c *cli.Context) (*scenario.Plan, error) {
 }
 
 func doRun(c *cli.Context) error {
-	plan, err := loadPlan(c)
+	plan, err := runPlan(c)
 	if err != nil {
-		var ec cli.ExitCoder
-		if errors.As(err, &ec) {
-			return err
-		}
-		return cli.Exit(err, exitBadUsage)
+		return err
 	}
-	if vs := c.StringSlice("variant"); len(vs) > 0 {
-		if plan.Runs, err = chooseVariants(plan, vs); err != nil {
-			return cli.Exit(err, exitBadUsage)
-		}
-	}
-	for _, p := range c.StringSlice("capture") {
-		if !slices.Contains(scenario.CapturePoints, p) {
-			return cli.Exit(fmt.Sprintf("--capture: %q is not a capture point (expected one of: %s)", p, strings.Join(scenario.CapturePoints, ", ")), exitBadUsage)
-		}
-	}
-	if c.Int("parallel") < 1 {
-		return cli.Exit(fmt.Sprintf("--parallel: %d is out of range (expected 1 or more)", c.Int("parallel")), exitBadUsage)
-	}
-	switch {
-	case os.Getenv(rootlessRunEnv) == "1":
-		if err := loopbackUp(); err != nil {
-			return cli.Exit(fmt.Sprintf("rootless run: %v", err), exitFailed)
-		}
-	case needsRootless(plan):
-		if !c.Bool("quiet") {
-			fmt.Fprintln(c.App.ErrWriter, "netjam: no CAP_NET_ADMIN for the TUN device: running in a user and network namespace of its own (rootless)")
-		}
-		if err, ok := rerunRootless(c); ok {
-			return err
-		}
-		// No user namespaces here: run what runs without the device.
+	if err, done := runRootless(c, plan); done {
+		return err
 	}
 	out := c.String("out")
 	if out == "" {
 		out = emulator.DefaultOutDir(plan.Name, time.Now())
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
-	}
-	logFile, err := os.Create(filepath.Join(out, "netjam.log"))
+	log, closeLog, err := runLogger(c, out)
 	if err != nil {
-		return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
+		return err
 	}
-	defer logFile.Close()
-	level := c.String("log-level")
-	// --quiet quiets the default level, not one asked for explicitly.
-	if c.Bool("quiet") && !c.IsSet("log-level") && (level == "debug" || level == "info") {
-		level = "warn"
-	}
-	log, err := newLogger(level, c.String("log-format"), c.App.ErrWriter, logFile)
-	if err != nil {
-		return cli.Exit(err, exitBadUsage)
-	}
-	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
+	defer closeLog()
 
 	pending := append([]string(nil), outputNames...)
 	if c.String("junit") != "" {
@@ -214,6 +176,82 @@ func doRun(c *cli.Context) error {
 	if srv != nil {
 		finishControl(c, interrupted, srv, out)
 	}
+	return finishRun(c, out, sum, runErr, written)
+}
+
+// runPlan loads the plan netjam run runs (the variants asked for) and
+// checks the flags that depend on nothing else.
+func runPlan(c *cli.Context) (*scenario.Plan, error) {
+	plan, err := loadPlan(c)
+	if err != nil {
+		var ec cli.ExitCoder
+		if errors.As(err, &ec) {
+			return nil, err
+		}
+		return nil, cli.Exit(err, exitBadUsage)
+	}
+	for _, p := range c.StringSlice("capture") {
+		if !slices.Contains(scenario.CapturePoints, p) {
+			return nil, cli.Exit(fmt.Sprintf("--capture: %q is not a capture point (expected one of: %s)", p, strings.Join(scenario.CapturePoints, ", ")), exitBadUsage)
+		}
+	}
+	if c.Int("parallel") < 1 {
+		return nil, cli.Exit(fmt.Sprintf("--parallel: %d is out of range (expected 1 or more)", c.Int("parallel")), exitBadUsage)
+	}
+	return plan, nil
+}
+
+// runRootless readies a run started again in its own user and network
+// namespaces, or starts this one there when it needs a TUN device it may
+// not make (see rootless.go); done says the run happened there, with err
+// its outcome.
+func runRootless(c *cli.Context, plan *scenario.Plan) (err error, done bool) {
+	switch {
+	case os.Getenv(rootlessRunEnv) == "1":
+		if err := emulator.InRootlessRun(); err != nil {
+			return cli.Exit(fmt.Sprintf("rootless run: %v", err), exitFailed), true
+		}
+	case needsRootless(plan):
+		if !c.Bool("quiet") {
+			fmt.Fprintln(c.App.ErrWriter, "netjam: no CAP_NET_ADMIN for the TUN device: running in a user and network namespace of its own (rootless)")
+		}
+		if err, ok := rerunRootless(c); ok {
+			return err, true
+		}
+		// No user namespaces here: run what runs without the device.
+	}
+	return nil, false
+}
+
+// runLogger makes the output folder out and the run's logger, which
+// writes netjam.log there too; closeLog flushes it and closes the file.
+func runLogger(c *cli.Context, out string) (log *zap.Logger, closeLog func(), err error) {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, nil, cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
+	}
+	logFile, err := os.Create(filepath.Join(out, "netjam.log"))
+	if err != nil {
+		return nil, nil, cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
+	}
+	level := c.String("log-level")
+	// --quiet quiets the default level, not one asked for explicitly.
+	if c.Bool("quiet") && !c.IsSet("log-level") && (level == "debug" || level == "info") {
+		level = "warn"
+	}
+	log, err = newLogger(level, c.String("log-format"), c.App.ErrWriter, logFile)
+	if err != nil {
+		logFile.Close()
+		return nil, nil, cli.Exit(err, exitBadUsage)
+	}
+	return log, func() {
+		log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
+		logFile.Close()
+	}, nil
+}
+
+// finishRun writes the JUnit XML and the tables once the outputs are
+// written, and turns the run's outcome into netjam's exit.
+func finishRun(c *cli.Context, out string, sum *emulator.Summary, runErr error, written *outputs) error {
 	if path := c.String("junit"); path != "" {
 		if err := report.WriteJUnit(path, out); err != nil {
 			return cli.Exit(fmt.Sprintf("writing JUnit XML: %v", err), exitFailed)
@@ -263,29 +301,6 @@ func writeOutputs(out string, plan *scenario.Plan, sum *emulator.Summary, writte
 	}
 	written.written(outputNames[2])
 	return nil
-}
-
-// chooseVariants returns the runs of plan named by names, in plan order.
-func chooseVariants(plan *scenario.Plan, names []string) ([]*scenario.Scenario, error) {
-	var all []string
-	for _, s := range plan.Runs {
-		all = append(all, s.Variant)
-	}
-	if len(plan.Runs) == 1 && plan.Runs[0].Variant == "" {
-		return nil, fmt.Errorf("--variant: %s has no variants", plan.Path)
-	}
-	for _, n := range names {
-		if !slices.Contains(all, n) {
-			return nil, fmt.Errorf("--variant: %s has no variant %q (it has: %s)", plan.Path, n, strings.Join(all, ", "))
-		}
-	}
-	var out []*scenario.Scenario
-	for _, s := range plan.Runs {
-		if slices.Contains(names, s.Variant) {
-			out = append(out, s)
-		}
-	}
-	return out, nil
 }
 
 // printTable writes the run's text tables, which package report draws

@@ -20,7 +20,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/netjam/netjam/emulator"
-	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/scenario"
 )
 
@@ -81,10 +80,64 @@ Examples:
 const shellDuration = 24 * time.Hour
 
 func doShell(c *cli.Context) error {
+	files, command, err := shellArgs(c)
+	if err != nil {
+		return err
+	}
+	s, err := shellScenario(c, files)
+	if err != nil {
+		return err
+	}
+	if err := checkShellCommand(c, command); err != nil {
+		return err
+	}
+	sr := &shellRun{c: c, s: s, command: command, out: c.String("out"), status: -1}
+	log, closeLog, err := shellLogger(c, sr.out)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	sr.log = log
+	if err := sr.namespace(); err != nil {
+		return err
+	}
+	defer sr.sh.Close()
+
+	// SIGTERM and SIGHUP go on to COMMAND, which then ends, and so does
+	// the run. SIGINT from the terminal reaches COMMAND by itself (it is
+	// in netjam's process group); netjam ignores it rather than die with
+	// the namespace in use.
+	sr.sigs = make(chan os.Signal, 4)
+	signal.Notify(sr.sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
+	defer signal.Stop(sr.sigs)
+
+	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString()}
+	sr.env = shellEnv(s)
+	if c.IsSet("control") {
+		closeControl, err := sr.control(&opts)
+		if err != nil {
+			return err
+		}
+		defer closeControl()
+	}
+	if sr.sh.Rootless() {
+		log.Info("no root: the shell runs in a user namespace", zap.NamedError("reason", sr.why))
+	}
+	sr.sh.Prepare(&opts, command, sr.env)
+	opts.Attached = sr.attached
+	sum, runErr := emulator.Run(context.Background(), &scenario.Plan{Name: s.Name, Runs: []*scenario.Scenario{s}}, opts)
+	// When the run failed before the command started, a rootless
+	// shell's first process ends now.
+	sr.sh.Close()
+	return sr.finish(sum, runErr)
+}
+
+// shellArgs splits the arguments into the scenario file (at most one)
+// and the command.
+func shellArgs(c *cli.Context) (files, command []string, err error) {
 	// The flag parser drops a "--" that directly follows the flags (no
 	// scenario file) and keeps one after the file.
 	args := c.Args().Slice()
-	var files, command []string
 	dash := slices.Index(args, "--")
 	switch {
 	case dash >= 0:
@@ -97,164 +150,188 @@ func doShell(c *cli.Context) error {
 		command = args
 	}
 	if len(command) == 0 {
-		return cli.Exit("shell needs a command after --: netjam shell [SCENARIO.yaml] -- COMMAND [ARGS...]", exitBadUsage)
+		return nil, nil, cli.Exit("shell needs a command after --: netjam shell [SCENARIO.yaml] -- COMMAND [ARGS...]", exitBadUsage)
 	}
 	if len(files) > 1 {
-		return cli.Exit(fmt.Sprintf("shell takes at most one scenario file before --, got %d", len(files)), exitBadUsage)
+		return nil, nil, cli.Exit(fmt.Sprintf("shell takes at most one scenario file before --, got %d", len(files)), exitBadUsage)
 	}
-	s, err := shellScenario(c, files)
-	if err != nil {
-		return err
-	}
+	return files, command, nil
+}
+
+// checkShellCommand checks --cap and finds the command before anything
+// is made, failing as a shell does.
+func checkShellCommand(c *cli.Context, command []string) error {
 	if _, err := parseCaps(c.StringSlice("cap")); err != nil {
 		return cli.Exit(err, exitBadUsage)
 	}
 	if c.IsSet("cap") && !c.Bool("as-root") {
 		return cli.Exit("--cap: only with --as-root (a command run as the invoking user has no capability)", exitBadUsage)
 	}
-	// Find the command before making anything, and fail as a shell does.
 	if _, err := exec.LookPath(command[0]); err != nil {
 		return commandError(command[0], err)
 	}
+	return nil
+}
+
+// shellLogger is the shell's logger: warnings on the terminal unless
+// told (COMMAND owns it), and with --out (out) a netjam.log in the folder,
+// which holds what run's does (at the level asked for, or info). closeLog
+// flushes it and closes the file.
+func shellLogger(c *cli.Context, out string) (log *zap.Logger, closeLog func(), err error) {
 	level := c.String("log-level")
 	if !c.IsSet("log-level") {
 		level = "warn" // COMMAND owns the terminal
 	}
-	// With --out, the folder holds what run's does, netjam.log included
-	// (at the level asked for, or info: the terminal is COMMAND's).
-	var logFile io.Writer
-	out := c.String("out")
+	var logFile *os.File
 	if out != "" {
 		if err := os.MkdirAll(out, 0o755); err != nil {
-			return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
+			return nil, nil, cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
 		}
-		f, err := os.Create(filepath.Join(out, "netjam.log"))
-		if err != nil {
-			return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
+		if logFile, err = os.Create(filepath.Join(out, "netjam.log")); err != nil {
+			return nil, nil, cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
 		}
-		defer f.Close()
-		logFile = f
 	}
-	log, err := newLogger(level, c.String("log-format"), c.App.ErrWriter, logFile)
+	var w io.Writer
+	if logFile != nil {
+		w = logFile
+	}
+	log, err = newLogger(level, c.String("log-format"), c.App.ErrWriter, w)
 	if err != nil {
-		return cli.Exit(err, exitBadUsage)
+		if logFile != nil {
+			logFile.Close()
+		}
+		return nil, nil, cli.Exit(err, exitBadUsage)
 	}
-	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
+	return log, func() {
+		log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
+		if logFile != nil {
+			logFile.Close()
+		}
+	}, nil
+}
 
-	// With root, a namespace of netjam's making; without, a rootless
-	// shell (see rootless.go) where the system allows user namespaces.
-	ns, err := hostnet.NewNetns()
-	rootlessShell := err != nil && emulator.IsPrivilege(err) && os.Geteuid() != 0
+// shellRun is one netjam shell: its scenario and command, and what it
+// makes on the way.
+type shellRun struct {
+	c       *cli.Context
+	s       *scenario.Scenario
+	command []string
+	env     []string // added to COMMAND's environment
+	out     string   // --out, or ""
+	log     *zap.Logger
+	sigs    chan os.Signal
+	sh      *emulator.Shell
+	why     error  // why the shell is rootless
+	socket  string // the control API's unix socket, if any
+	status  int    // COMMAND's exit status; -1 until it has ended
+}
+
+// namespace makes the shell's namespace (with root, one of netjam's
+// making; without, a rootless shell where the system allows user
+// namespaces) and routes everything of the device's families into it.
+func (sr *shellRun) namespace() error {
+	sh, why, err := emulator.NewShell()
 	switch {
-	case rootlessShell && (c.Bool("as-root") || c.IsSet("cap")):
-		return cli.Exit("--as-root and --cap: only for a shell run as root (a rootless shell's command is root of its own user namespace, with no power outside it)", exitBadUsage)
-	case rootlessShell && s.KernelFlows():
-		return cli.Exit("kernel flows in netjam shell need root: their sockets would live in the command's user namespace, which netjam cannot enter", exitBadUsage)
-	case err != nil && !rootlessShell:
+	case err != nil:
 		return failure(err)
-	case err == nil:
-		defer ns.Close()
-		s.TUN.Netns = ns.Path()
+	case sh.Rootless() && (sr.c.Bool("as-root") || sr.c.IsSet("cap")):
+		return cli.Exit("--as-root and --cap: only for a shell run as root (a rootless shell's command is root of its own user namespace, with no power outside it)", exitBadUsage)
+	case sh.Rootless() && sr.s.KernelFlows():
+		return cli.Exit("kernel flows in netjam shell need root: their sockets would live in the command's user namespace, which netjam cannot enter", exitBadUsage)
 	}
-	for _, a := range s.TUN.Address {
+	sr.sh, sr.why = sh, why
+	sr.s.TUN.Netns = sh.Netns()
+	for _, a := range sr.s.TUN.Address {
 		def := netip.MustParsePrefix("0.0.0.0/0")
 		if a.Addr().Is6() {
 			def = netip.MustParsePrefix("::/0")
 		}
-		s.TUN.Routes = append(s.TUN.Routes, def)
+		sr.s.TUN.Routes = append(sr.s.TUN.Routes, def)
 	}
+	return nil
+}
 
-	// SIGTERM and SIGHUP go on to COMMAND, which then ends, and so does
-	// the run. SIGINT from the terminal reaches COMMAND by itself (it is
-	// in netjam's process group); netjam ignores it rather than die with
-	// the namespace in use.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
-	defer signal.Stop(sigs)
+// control serves the control API while COMMAND runs (--control), and
+// tells COMMAND where it is.
+func (sr *shellRun) control(opts *emulator.Options) (closeControl func(), err error) {
+	addr := sr.c.String("control")
+	if addr == "unix" || addr == "unix:" || addr == "" {
+		dir := sr.out
+		if dir == "" {
+			dir = os.TempDir()
+		}
+		addr = "unix:" + filepath.Join(dir, fmt.Sprintf("netjam-%d.sock", os.Getpid()))
+	}
+	// The API's stop ends the run as SIGTERM would: COMMAND gets it.
+	stop := func() {
+		select {
+		case sr.sigs <- syscall.SIGTERM:
+		default:
+		}
+	}
+	srv, sock, err := serveControl(sr.c, addr, stop)
+	if err != nil {
+		return nil, err
+	}
+	sr.socket = sock
+	opts.Live = srv.Attach
+	sr.env = append(sr.env, controlEnv+"="+addr)
+	return func() { srv.Close() }, nil
+}
 
-	status := -1
-	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString()}
-	env := shellEnv(s)
-	var socket string // the control API's unix socket, if any
-	if c.IsSet("control") {
-		addr := c.String("control")
-		if addr == "unix" || addr == "unix:" || addr == "" {
-			dir := out
-			if dir == "" {
-				dir = os.TempDir()
-			}
-			addr = "unix:" + filepath.Join(dir, fmt.Sprintf("netjam-%d.sock", os.Getpid()))
-		}
-		// The API's stop ends the run as SIGTERM would: COMMAND gets it.
-		stop := func() {
-			select {
-			case sigs <- syscall.SIGTERM:
-			default:
-			}
-		}
-		srv, sock, err := serveControl(c, addr, stop)
+// attached starts COMMAND once the path is up and waits for it.
+func (sr *shellRun) attached(ctx context.Context) error {
+	cmd, err := sr.start()
+	if err != nil {
+		return err
+	}
+	sr.status = waitCommand(cmd, sr.sigs, sr.log)
+	return nil
+}
+
+// start starts COMMAND: the namespaces' first process becoming it in a
+// rootless shell, or a process of netjam's, confined, in the namespace.
+func (sr *shellRun) start() (*exec.Cmd, error) {
+	command := sr.command
+	if sr.sh.Rootless() {
+		cmd, err := sr.sh.Start(nil)
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("starting %s: %w", command[0], err)
 		}
-		defer srv.Close()
-		socket = sock
-		opts.Live = srv.Attach
-		env = append(env, controlEnv+"="+addr)
+		return cmd, nil
 	}
-	var rl *rootless
-	if rootlessShell {
-		log.Info("no root: the shell runs in a user namespace", zap.NamedError("reason", err))
-		opts.OpenTUN = func(cfg hostnet.TUNConfig) (*hostnet.TUN, error) {
-			r, t, err := startRootless(cfg, command, env)
-			rl = r
-			return t, err
+	cmd := exec.Command(command[0], command[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), sr.env...)
+	who, err := confine(cmd, sr.c.Bool("as-root"), sr.c.StringSlice("cap"), os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if pa := cmd.SysProcAttr; sr.socket != "" && pa != nil && pa.Credential != nil {
+		cr := pa.Credential
+		// The command runs as the user who called sudo: the
+		// control socket (0600) is theirs to use.
+		if err := os.Chown(sr.socket, int(cr.Uid), int(cr.Gid)); err != nil {
+			return nil, fmt.Errorf("control socket: %w", err)
 		}
 	}
-	opts.Attached = func(ctx context.Context) error {
-		var cmd *exec.Cmd
-		if rl != nil {
-			// The namespaces' first process becomes the command.
-			cmd = rl.cmd
-			if err := rl.start(); err != nil {
-				return fmt.Errorf("starting %s: %w", command[0], err)
-			}
-		} else {
-			cmd = exec.Command(command[0], command[1:]...)
-			cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-			cmd.Env = append(os.Environ(), env...)
-			who, err := confine(cmd, c.Bool("as-root"), c.StringSlice("cap"), os.Getenv)
-			if err != nil {
-				return err
-			}
-			if pa := cmd.SysProcAttr; socket != "" && pa != nil && pa.Credential != nil {
-				cr := pa.Credential
-				// The command runs as the user who called sudo: the
-				// control socket (0600) is theirs to use.
-				if err := os.Chown(socket, int(cr.Uid), int(cr.Gid)); err != nil {
-					return fmt.Errorf("control socket: %w", err)
-				}
-			}
-			log.Info("the command runs as "+who, zap.Strings("command", command))
-			if err := ns.Do(cmd.Start); err != nil {
-				return commandError(command[0], err)
-			}
-		}
-		status = waitCommand(cmd, sigs, log)
-		return nil
+	sr.log.Info("the command runs as "+who, zap.Strings("command", command))
+	if _, err := sr.sh.Start(cmd); err != nil {
+		return nil, commandError(command[0], err)
 	}
-	sum, runErr := emulator.Run(context.Background(), &scenario.Plan{Name: s.Name, Runs: []*scenario.Scenario{s}}, opts)
-	if rl != nil && status < 0 {
-		// The run failed before the command started: end the
-		// namespaces' first process.
-		rl.cmd.Process.Kill()
-		rl.cmd.Wait()
-	}
-	if out != "" && sum != nil {
+	return cmd, nil
+}
+
+// finish writes the outputs (--out) and the table once COMMAND has
+// ended, and turns the run's outcome into netjam's: COMMAND's status.
+func (sr *shellRun) finish(sum *emulator.Summary, runErr error) error {
+	c := sr.c
+	if sr.out != "" && sum != nil {
 		// COMMAND has ended: Ctrl-C is netjam's again, and ends it at
 		// once while it writes.
-		written := newOutputs(out, outputNames...)
-		stop := exitOnSignal(sigs, c.App.ErrWriter, written, os.Exit)
-		err := writeOutputs(out, &scenario.Plan{Name: s.Name, Runs: []*scenario.Scenario{s}}, sum, written)
+		written := newOutputs(sr.out, outputNames...)
+		stop := exitOnSignal(sr.sigs, c.App.ErrWriter, written, os.Exit)
+		err := writeOutputs(sr.out, &scenario.Plan{Name: sr.s.Name, Runs: []*scenario.Scenario{sr.s}}, sum, written)
 		stop()
 		if err != nil {
 			return err
@@ -270,8 +347,8 @@ func doShell(c *cli.Context) error {
 		}
 		return failure(runErr)
 	}
-	if status != 0 {
-		return cli.Exit("", status)
+	if sr.status != 0 {
+		return cli.Exit("", sr.status)
 	}
 	return nil
 }

@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 
-	"github.com/netjam/netjam/hostnet"
-
+	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/internal/testenv"
 )
 
@@ -63,26 +63,31 @@ func TestSignalsLeaveNothingBehind(t *testing.T) {
 	testenv.RequireTUN(t)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
-			ns, err := hostnet.NewNetns()
-			if err != nil {
-				t.Fatal(err)
+			sh, _, err := emulator.NewShell() // as root: a namespace of its own
+			if err != nil || sh.Rootless() {
+				t.Fatalf("a network namespace: %v", err)
 			}
-			defer ns.Close()
+			defer sh.Close()
 			dir := t.TempDir()
 			path := filepath.Join(dir, "tun.yaml")
 			os.WriteFile(path, []byte(fmt.Sprintf(`name: signals
 duration: 10m
 link: {delay: 5ms}
 tun: {name: njsig0, netns: %s, routes: [198.18.7.0/24]}
-`, ns.Path())), 0o644)
+`, sh.Netns())), 0o644)
 			cmd := netjamProcess(t, "run", "-q", "--out", filepath.Join(dir, "out"), path)
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			var nl *netlink.Handle
-			if err := ns.Do(func() (err error) { nl, err = netlink.NewHandle(); return err }); err != nil {
+			h, err := netns.GetFromPath(sh.Netns())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			nl, err := netlink.NewHandleAt(h)
+			if err != nil {
 				t.Fatal(err)
 			}
 			defer nl.Close()

@@ -1,0 +1,127 @@
+package emulator
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"syscall"
+
+	"go.uber.org/zap"
+
+	"github.com/netjam/netjam/hostnet"
+	"github.com/netjam/netjam/stack"
+)
+
+// What the command line needs of the host beyond a run: the namespace
+// netjam shell runs its command in (Shell), netjam started again in user
+// namespaces of its own (RootlessProcAttr, ShellInit), the errors of a
+// missing privilege, and where gVisor's own log lines go. The command
+// line reaches packages hostnet and stack only through these.
+
+// PrivilegeError is the error of a missing privilege (no TUN device node,
+// no CAP_NET_ADMIN, no user namespaces): what failed, what is needed, and
+// each way to get it. errors.Is(err, ErrPrivilege) holds for it.
+type PrivilegeError = hostnet.PrivilegeError
+
+// ErrPrivilege is wrapped by every error from a missing privilege.
+var ErrPrivilege = hostnet.ErrPrivilege
+
+// RouteLogs sends the log lines of the libraries a run uses (gVisor's,
+// which would otherwise go to standard error, into a shell's terminal)
+// to log; nil discards them.
+func RouteLogs(log *zap.Logger) { stack.RouteGVisorLog(log) }
+
+// ShellInitArg is the hidden first argument with which a rootless shell
+// starts netjam again as the first process of its namespaces; main then
+// calls ShellInit and exits with its status.
+const ShellInitArg = hostnet.RootlessInitArg
+
+// ShellInit is that first process: it makes the TUN device, hands it to
+// netjam and becomes the shell's command. It returns only on failure,
+// with the exit status.
+func ShellInit() int { return hostnet.RootlessInit() }
+
+// RootlessProcAttr starts a process as root of new user and network
+// namespaces mapped to this process's user, killed if netjam ends first:
+// netjam run started again where it may make a TUN device without root.
+func RootlessProcAttr() *syscall.SysProcAttr { return hostnet.UserNetns() }
+
+// InRootlessRun readies netjam run started again with RootlessProcAttr:
+// its new network namespace's loopback goes up.
+func InRootlessRun() error { return hostnet.LoopbackUp() }
+
+// Shell is the network namespace netjam shell runs its command in, behind
+// the scenario's TUN device. With the privilege to make network
+// namespaces it is a fresh one of netjam's; without (and not root) it is
+// rootless: netjam starts itself again as root of new user and network
+// namespaces, which makes the device there, hands it over and becomes the
+// command, while netjam stays in the user's namespace.
+type Shell struct {
+	ns       *hostnet.Netns    // nil when rootless
+	rootless *hostnet.Rootless // the namespaces' first process, once the device is open
+	started  bool
+}
+
+// NewShell makes the shell's namespace. A rootless shell is chosen when a
+// namespace cannot be made for want of a privilege and netjam is not
+// root; why is then that privilege error. Any other failure is err.
+func NewShell() (sh *Shell, why, err error) {
+	ns, err := hostnet.NewNetns()
+	switch {
+	case err == nil:
+		return &Shell{ns: ns}, nil, nil
+	case IsPrivilege(err) && os.Geteuid() != 0:
+		return &Shell{}, err, nil
+	}
+	return nil, nil, err
+}
+
+// Rootless reports whether the command runs in user namespaces of its own.
+func (sh *Shell) Rootless() bool { return sh.ns == nil }
+
+// Netns is the path of the namespace, for the scenario's tun.netns; ""
+// for a rootless shell, whose device is made in its own namespaces.
+func (sh *Shell) Netns() string { return sh.ns.Path() }
+
+// Prepare sets o up to run the scenario for command, which gets env
+// added to netjam's environment: a rootless shell opens its TUN device
+// through the namespaces' first process.
+func (sh *Shell) Prepare(o *Options, command, env []string) {
+	if !sh.Rootless() {
+		return
+	}
+	o.OpenTUN = func(cfg hostnet.TUNConfig) (*hostnet.TUN, error) {
+		r, t, err := hostnet.StartRootless(cfg, command, env)
+		sh.rootless = r
+		return t, err
+	}
+}
+
+// Start starts the command: cmd, started inside the namespace, or, for a
+// rootless shell, the namespaces' first process turning into it (cmd is
+// then ignored, what Prepare was given runs). It returns the process to
+// wait for.
+func (sh *Shell) Start(cmd *exec.Cmd) (*exec.Cmd, error) {
+	if sh.Rootless() {
+		if sh.rootless == nil {
+			return nil, errors.New("rootless shell: the device was never opened")
+		}
+		err := sh.rootless.Start()
+		sh.started = err == nil
+		return sh.rootless.Cmd(), err
+	}
+	err := sh.ns.Do(cmd.Start)
+	sh.started = err == nil
+	return cmd, err
+}
+
+// Close ends a rootless shell's first process if the command never
+// started (the run failed before), and releases the namespace.
+// Idempotent.
+func (sh *Shell) Close() error {
+	if sh.rootless != nil && !sh.started {
+		sh.rootless.Kill()
+		sh.rootless = nil
+	}
+	return sh.ns.Close()
+}
