@@ -144,12 +144,7 @@ func Run(ctx context.Context, plan *scenario.Plan, o Options) (*Summary, error) 
 	if parallel > 1 || slices.ContainsFunc(plan.Runs, virtual) {
 		o.Progress = nil
 	}
-	type result struct {
-		rs     *RunSummary
-		series *flows.Series
-		err    error
-	}
-	results := make([]result, len(plan.Runs))
+	results := make([]runResult, len(plan.Runs))
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
 start:
@@ -172,12 +167,24 @@ start:
 				defer stop()
 			}
 			rs, series, err := runOne(ctx, s, o)
-			results[i] = result{rs, series, err}
+			results[i] = runResult{rs, series, err}
 		}()
 	}
 	wg.Wait()
-	// A failed run does not stop the others: each variant is reported,
-	// and the errors of all come back together.
+	return sum, sum.add(ctx, results)
+}
+
+// runResult is what one run of a plan gave.
+type runResult struct {
+	rs     *RunSummary
+	series *flows.Series
+	err    error
+}
+
+// add adds the runs' results to the summary and returns their errors
+// joined, with ctx's. A failed run does not stop the others: each variant
+// is reported, and the errors of all come back together.
+func (sum *Summary) add(ctx context.Context, results []runResult) error {
 	var errs []error
 	for _, r := range results {
 		if r.rs != nil {
@@ -196,7 +203,7 @@ start:
 	if err := ctx.Err(); err != nil {
 		errs = append(errs, err)
 	}
-	return sum, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // CheckVirtual tells whether every run of plan can run on the virtual
