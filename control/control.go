@@ -62,6 +62,8 @@ type Server struct {
 
 	quit     chan struct{} // closed by POST /v1/stop once the results are written
 	quitOnce sync.Once
+
+	closeOnce sync.Once
 }
 
 // maxBody bounds a request's body.
@@ -179,8 +181,14 @@ func (s *Server) Finished(out string) {
 	s.hub.publish("finished", map[string]string{"report": "/results/report.html"})
 }
 
-// Close stops serving and removes the socket.
+// Close stops serving and removes the socket. It is safe to call more
+// than once.
 func (s *Server) Close() error {
+	first := false
+	s.closeOnce.Do(func() { first = true })
+	if !first {
+		return nil
+	}
 	// The event streams write what they hold and end (done); the
 	// requests under way get a second to finish.
 	close(s.done)

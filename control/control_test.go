@@ -152,3 +152,19 @@ func TestOtherOrigins(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseTwice: Close is idempotent (it panicked closing its channel
+// twice).
+func TestCloseTwice(t *testing.T) {
+	ln, _, err := Listen("unix:"+filepath.Join(t.TempDir(), "c.sock"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Serve(ln, "", "", func() {})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -364,6 +364,7 @@ func (r *run) start(ctx context.Context) error {
 	if r.tl, err = scheduleTimeline(r.l.path, s, r.begin); err != nil {
 		return fmt.Errorf("timeline: %w", err)
 	}
+	r.tl.scheduleResets(o.Clock, s, r.fls)
 	r.series = flows.NewSeries(s.Variant, r.begin)
 	if o.OutDir != "" {
 		r.series.SpillTo(o.OutDir)
@@ -435,6 +436,9 @@ func (r *run) stop() {
 // close releases what the run holds; safe on any exit path, more than
 // once.
 func (r *run) close() {
+	if r.tl != nil {
+		r.tl.stop() // the timeline's connection resets
+	}
 	if r.cancel != nil {
 		r.cancel()
 	}
@@ -493,7 +497,7 @@ func (r *run) flowSummary(i int, f flows.Flow) flows.FlowSummary {
 			fs.CC = "cubic" // the host default, see stack.TCPOptions
 		}
 	}
-	if t := fs.TCPSummary; t != nil && !t.Completed && t.Size > 0 {
+	if t := fs.TCPSummary; t != nil && !t.Completed && t.Size > 0 && t.ResetAtS == 0 {
 		r.log.Warn("flow "+fs.Name+" did not finish when the run ended: "+strings.TrimPrefix(flows.Unfinished(t.BytesReceived, t.Size), "unfinished: ")+" received",
 			zap.String("flow", fs.Name), zap.Uint64("bytes_received", t.BytesReceived), zap.Uint64("size", t.Size))
 	}

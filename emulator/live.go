@@ -50,6 +50,10 @@ type Live struct {
 
 	watchMu sync.Mutex // guards watch
 	watch   func(LiveEvent)
+
+	// lastLoss is each UDP flow's datagrams sent and lost at the last
+	// sample (flowLoss), on the sampler's goroutine only.
+	lastLoss map[string][2]uint64
 }
 
 // newLive returns the Live of a run that started at start on clk.
@@ -77,9 +81,10 @@ type LiveEvent struct {
 	Type    string  `json:"type"` // "sample", "change", "scheduled", "end"
 	Variant string  `json:"variant,omitempty"`
 	TimeS   float64 `json:"time_s"` // from the run's start: the sample's, the change's
-	// Rows are a sample's: timeseries.csv's rows of the interval, and
-	// each direction's settings in force (configured_rate_bps,
-	// configured_delay_ms, configured_loss_ratio).
+	// Rows are a sample's: timeseries.csv's rows of the interval, each
+	// UDP flow's loss_ratio over it, and each direction's settings in
+	// force (configured_rate_bps, configured_delay_ms,
+	// configured_loss_ratio).
 	Rows []SeriesRow `json:"rows,omitempty"`
 	// Changes are a change's keys, as events.jsonl has them.
 	Changes []TimelineEvent `json:"changes,omitempty"`
@@ -123,7 +128,32 @@ func (lv *Live) sampled(now time.Time, rows []SeriesRow) {
 	if ended {
 		return
 	}
+	rows = append(rows, lv.flowLoss()...)
 	lv.emit(LiveEvent{Type: "sample", TimeS: now.Sub(lv.start).Seconds(), Rows: rows})
+}
+
+// flowLoss returns each UDP flow's loss over the interval since the last
+// call (loss_ratio: the datagrams found lost in it over those sent in
+// it), for the live view only (timeseries.csv has no such row). It is
+// called on the sampler's goroutine only.
+func (lv *Live) flowLoss() []SeriesRow {
+	var rows []SeriesRow
+	for _, f := range lv.fls {
+		sm := f.Summary()
+		u := sm.UDPSummary
+		if u == nil {
+			continue
+		}
+		if lv.lastLoss == nil {
+			lv.lastLoss = map[string][2]uint64{}
+		}
+		prev := lv.lastLoss[sm.Name]
+		lv.lastLoss[sm.Name] = [2]uint64{u.PacketsSent, u.Lost}
+		if sent := u.PacketsSent - prev[0]; sent > 0 && u.Lost >= prev[1] {
+			rows = append(rows, SeriesRow{"loss_ratio", sm.Name, float64(u.Lost-prev[1]) / float64(sent)})
+		}
+	}
+	return rows
 }
 
 // changedEvents hands changes as the timeline records them to the

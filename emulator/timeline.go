@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/scenario"
 )
@@ -40,6 +42,51 @@ type timeline struct {
 	// onRecord, when not nil, is told each point's events as they are
 	// recorded (a control endpoint's event stream); it must not block.
 	onRecord func([]TimelineEvent)
+	// resets are the timers of the timeline's reset points, stopped by
+	// stop when the flows have ended.
+	resets []clock.Timer
+}
+
+// resetter is a flow whose connection a timeline's reset ends
+// (flows.TCPBulk).
+type resetter interface {
+	Name() string
+	Reset() bool
+}
+
+// scheduleResets arms a timer for each reset point of s's timeline, on
+// clk from start: at its time, the named flows' connections end with a
+// RST both ways, and each reset is recorded (with an error when the flow
+// had not started, had ended, or cannot reset).
+func (tl *timeline) scheduleResets(clk clock.Clock, s *scenario.Scenario, fls []flows.Flow) {
+	byName := map[string]resetter{}
+	for _, f := range fls {
+		if r, ok := f.(resetter); ok {
+			byName[r.Name()] = r
+		}
+	}
+	for _, p := range s.Timeline {
+		if len(p.Resets) == 0 || p.At >= s.Duration {
+			continue
+		}
+		at := tl.start.Add(p.At)
+		tl.resets = append(tl.resets, clk.AfterFunc(at.Sub(clk.Now()), func() {
+			for _, name := range p.Resets {
+				var err error
+				if r := byName[name]; r == nil || !r.Reset() {
+					err = fmt.Errorf("flow %s was not running (or cannot be reset)", name)
+				}
+				tl.record(at, []scenario.KeyChange{{Key: "reset", New: name}}, err)
+			}
+		}))
+	}
+}
+
+// stop stops the reset timers that have not fired.
+func (tl *timeline) stop() {
+	for _, t := range tl.resets {
+		t.Stop()
+	}
 }
 
 // watch makes f receive the events recorded from now on.
@@ -59,6 +106,9 @@ func scheduleTimeline(path *Path, s *scenario.Scenario, start time.Time) (*timel
 			// Checked with the file, but the run ends first (it was
 			// cut short by --duration, say).
 			break
+		}
+		if len(p.Changes) == 0 {
+			continue // resets only (scheduleResets): the link stays
 		}
 		up, err := directionConfig("uplink", s.Seed, p.Uplink)
 		if err != nil {

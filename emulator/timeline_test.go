@@ -3,6 +3,7 @@ package emulator
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -225,4 +226,50 @@ func boolf(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// A timeline's reset ends a TCP flow's connection at its time: the run
+// has no error, the flow says when it was reset and keeps what it
+// measured, the other flow runs on, and events.jsonl records the reset.
+// On the virtual clock, so that the time is exact.
+func TestLabTimelineReset(t *testing.T) {
+	out := t.TempDir()
+	plan := mustPlan(t, `
+clock: virtual
+duration: 3s
+link: {rate: 20Mbps, delay: 5ms}
+flows:
+  - {name: bulk, type: tcp, duration: 3s}
+  - {name: other, type: tcp, duration: 3s}
+timeline:
+  - {at: 1s, reset: {flow: bulk}}
+  - {at: 2900ms, reset: {flow: bulk}}
+`)
+	sum, err := Run(context.Background(), plan, Options{OutDir: out})
+	if err == nil {
+		err = WriteResults(out, plan, sum)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sum.Runs[0]
+	bulk, other := flowByName(t, r, "bulk"), flowByName(t, r, "other")
+	if bulk.ResetAtS < 0.999 || bulk.ResetAtS > 1.001 || bulk.Completed || bulk.BytesReceived == 0 {
+		t.Errorf("bulk: reset at %v s, completed %v, %d bytes received", bulk.ResetAtS, bulk.Completed, bulk.BytesReceived)
+	}
+	if other.ResetAtS != 0 || !other.Completed {
+		t.Errorf("other: reset at %v s, completed %v", other.ResetAtS, other.Completed)
+	}
+	// The second reset finds the flow ended: recorded with an error.
+	var got []string
+	for _, e := range r.Timeline {
+		got = append(got, fmt.Sprintf("%.3f %s %s error=%t", e.TimeS, e.Key, e.New, e.Error != ""))
+	}
+	if want := "1.000 reset bulk error=false|2.900 reset bulk error=true"; strings.Join(got, "|") != want {
+		t.Errorf("timeline events %q, want %q", strings.Join(got, "|"), want)
+	}
+	events, err := os.ReadFile(filepath.Join(out, "events.jsonl"))
+	if err != nil || !strings.Contains(string(events), `"key":"reset","old":"","new":"bulk"`) {
+		t.Errorf("events.jsonl: %s (%v)", events, err)
+	}
 }

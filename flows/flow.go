@@ -130,6 +130,10 @@ type TCPSummary struct {
 	// does; a stall is the sending stack's defect (see Stall).
 	Stalls   int     `json:"stalls"`
 	StalledS float64 `json:"stalled_s"`
+	// ResetAtS is when a timeline's reset ended the connection, in
+	// seconds from the flow's start; absent when none did. Such a flow
+	// has not Completed.
+	ResetAtS float64 `json:"reset_at_s,omitempty"`
 }
 
 // UDPSummary is the part of a FlowSummary specific to UDP. See UDPFlow for

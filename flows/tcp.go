@@ -121,6 +121,10 @@ type TCPBulk struct {
 	pat  *pattern
 
 	ran atomic.Bool
+	// resetAt is when Reset ended the connection, in nanoseconds since
+	// start; 0 when it did not. Errors of the two sides after it are the
+	// reset's, the flow's normal end.
+	resetAt atomic.Int64
 	// stopSend is set when Duration is over, before the send side's
 	// write deadline is moved to the past: the sender then takes the
 	// deadline error of its Write as the normal end of the stream.
@@ -247,7 +251,7 @@ func (f *TCPBulk) Run(ctx context.Context) error {
 		select {
 		case e := <-results:
 			pending--
-			if e != nil {
+			if e != nil && f.resetAt.Load() == 0 {
 				fail(e)
 			}
 		case <-done:
@@ -270,6 +274,49 @@ func (f *TCPBulk) Run(ctx context.Context) error {
 	f.ended, f.end = true, f.clk.Now()
 	f.mu.Unlock()
 	return err
+}
+
+// Reset ends the flow's connection now with a RST both ways, as a
+// scenario's timeline asks (reset: {flow: NAME}), the way toxiproxy's
+// reset_peer does: both ends abort, so neither waits for the other's RST
+// across the path, and the flow ends there. Run then returns nil, and the
+// summary says when (ResetAtS). It reports false, and does nothing, when
+// the flow has not started, has ended, or was reset already, or when its
+// connections cannot abort (a net.Conn with neither Reset nor SetLinger).
+func (f *TCPBulk) Reset() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.started || f.ended || f.resetAt.Load() != 0 {
+		return false
+	}
+	if !canReset(f.send) || !canReset(f.recv) {
+		return false
+	}
+	f.resetAt.Store(max(int64(f.clk.Now().Sub(f.start)), 1))
+	resetConn(f.send)
+	resetConn(f.recv)
+	return true
+}
+
+// canReset reports whether c can end itself with a RST.
+func canReset(c net.Conn) bool {
+	switch c.(type) {
+	case interface{ Reset() error }, interface{ SetLinger(int) error }:
+		return true
+	}
+	return false
+}
+
+// resetConn ends c with a RST: its own Reset (a netstack connection's
+// abort), or SO_LINGER 0 and Close (a kernel socket's).
+func resetConn(c net.Conn) {
+	switch r := c.(type) {
+	case interface{ Reset() error }:
+		r.Reset()
+	case interface{ SetLinger(int) error }:
+		r.SetLinger(0)
+		c.Close()
+	}
 }
 
 // detectStall updates the stall detector with the info sample i, taken at
@@ -420,6 +467,9 @@ func (f *TCPBulk) Summary() FlowSummary {
 		Size:            uint64(f.spec.Size),
 	}
 	ts.ConnectS = f.spec.Connect.Seconds()
+	if at := f.resetAt.Load(); at != 0 {
+		ts.ResetAtS = time.Duration(at).Seconds()
+	}
 	if f.complete.Load() {
 		ts.CompletionS = time.Duration(f.completion.Load()).Seconds()
 		ts.TotalS = ts.ConnectS + ts.CompletionS

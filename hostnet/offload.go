@@ -32,15 +32,14 @@ const (
 	tunFTSO4   = 0x02
 	tunFTSO6   = 0x04
 
-	vnetHdrLen          = 10 // struct virtio_net_hdr
-	vnetFlagNeedsCsum   = 1
-	vnetGSONone         = 0
-	vnetGSOTCPv4        = 1
-	vnetGSOTCPv6        = 4
-	vnetGSOECN          = 0x80
-	tcpChecksumOffset   = 16
-	ip6AddrGenModeNone  = 1 // IN6_ADDR_GEN_MODE_NONE
-	maxOffloadPacketLen = 65535
+	vnetHdrLen         = 10 // struct virtio_net_hdr
+	vnetFlagNeedsCsum  = 1
+	vnetGSONone        = 0
+	vnetGSOTCPv4       = 1
+	vnetGSOTCPv6       = 4
+	vnetGSOECN         = 0x80
+	tcpChecksumOffset  = 16
+	ip6AddrGenModeNone = 1 // IN6_ADDR_GEN_MODE_NONE
 )
 
 // openVnet opens /dev/net/tun with IFF_VNET_HDR for the device name (""
@@ -77,9 +76,9 @@ func openVnet(name string, persistent bool) (f *os.File, ifname string, tso bool
 
 // ReadPacket reads one packet as Read does, with its GSO description. On
 // a device with offload the packet may be a TCP segment of up to 64 KiB
-// (buf needs 65535 bytes) and its TCP or UDP checksum may be left to the
-// receiver (NeedsCsum, also for an ordinary packet); the caller splits or
-// completes it. Without offload the GSO is always zero.
+// (buf needs netif.MaxGSOPacket bytes) and its TCP or UDP checksum may be
+// left to the receiver (NeedsCsum, also for an ordinary packet); the
+// caller splits or completes it. Without offload the GSO is always zero.
 func (t *TUN) ReadPacket(buf []byte) (int, netif.GSO, error) {
 	if !t.vnet {
 		n, err := t.f.Read(buf)

@@ -44,6 +44,23 @@ type GSO struct {
 	CsumStart, CsumOffset int
 }
 
+// MaxGSOPacket is the largest packet that crosses an interface with
+// offload, a GSO segment standing for many included: IPv4's total length
+// limit, and what a TUN device takes with one virtio-net header.
+const MaxGSOPacket = 65535
+
+// Output is the outgoing side of an interface with offload, the contract
+// between whoever sends packets (a gVisor host's NIC, a TUN device's
+// reader) and whoever takes them (the emulated path, a TUN device's
+// writer). pkt is one IP packet of at most MaxGSOPacket bytes, given as
+// slices whose concatenation is the packet, valid only during the call:
+// the callee copies what it keeps. g describes it: a TCP segment standing
+// for several of g.MSS payload bytes each, and whether its checksum is
+// left to the receiver (g.NeedsCsum); a zero g is an ordinary packet.
+// Output must not block: a callee that cannot take a packet drops it and
+// counts it.
+type Output func(pkt [][]byte, g GSO)
+
 // CheckAddrs reports through add every problem of the addresses of an
 // interface (a Host's NIC or the kernel's side of a TUN): invalid,
 // IPv4-mapped, not unicast, zoned, or listed twice. It returns whether the

@@ -153,6 +153,7 @@ type flowInfo struct {
 	CwndMax         uint32  `json:"cwnd_max"`
 	Stalls          int     `json:"stalls"`
 	StalledS        float64 `json:"stalled_s"`
+	ResetAtS        float64 `json:"reset_at_s"`
 
 	PacketsSent     uint64  `json:"packets_sent"`
 	PacketsReceived uint64  `json:"packets_received"`

@@ -261,6 +261,8 @@ func done(f flowInfo) string {
 	switch {
 	case completed:
 		return fmt.Sprintf("%.2f", f.CompletionS)
+	case f.ResetAtS > 0:
+		return fmt.Sprintf("reset at %.2f", f.ResetAtS) // by the timeline
 	case f.Size == 0:
 		return "-" // bounded by a duration: done when its sender stopped
 	}
@@ -435,7 +437,7 @@ tr.pass td:last-child { color: #1a7f37; }
 {{end}}</table>
 {{range .Fairness}}<p>{{.}}</p>
 {{end}}
-<p class="meta">Mbit/s: payload received after the first arrival, over first to last arrival at the receiver (what arrived after the sender stopped included); done: first write to last byte read; unfinished: a TCP flow the run's end cut short, with what it received of its size; retrans, RTO: TCP retransmissions and timeouts (STALL: the sender had data and sent nothing for longer than max(1 s, 3 RTO)); lost: UDP datagrams lost of sent, and those still in flight when the run cut the flow; delay: TCP smoothed RTT or UDP one-way delay; jitter: RFC 3550.</p>
+<p class="meta">Mbit/s: payload received after the first arrival, over first to last arrival at the receiver (what arrived after the sender stopped included); done: first write to last byte read; unfinished: a TCP flow the run's end cut short, with what it received of its size; reset at: when the timeline reset the connection (s from the flow's start); retrans, RTO: TCP retransmissions and timeouts (STALL: the sender had data and sent nothing for longer than max(1 s, 3 RTO)); lost: UDP datagrams lost of sent, and those still in flight when the run cut the flow; delay: TCP smoothed RTT or UDP one-way delay; jitter: RFC 3550.</p>
 {{else}}<p>No flows.</p>
 {{end}}
 <h2 id="links">Links</h2>

@@ -368,7 +368,7 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 	s.Uplink, s.Downlink = d.linkOf(f["link"], s.MTU, mtuOK)
 	if n := f["timeline"]; n != nil {
 		if d.count == linkBefore {
-			s.Timeline = d.timeline(n, root, s.Duration, s.MTU, mtuOK, linkPair{s.Uplink, s.Downlink})
+			s.Timeline = d.timeline(n, root, s.Duration, s.MTU, mtuOK, linkPair{s.Uplink, s.Downlink}, s.Flows)
 		}
 	}
 	return s

@@ -236,6 +236,10 @@ type TimelinePoint struct {
 	Changes  []KeyChange
 	Uplink   impair.Config
 	Downlink impair.Config
+	// Resets are the TCP flows whose connection the point ends with a
+	// RST both ways (reset: {flow: NAME}), by name; the link does not
+	// change for them.
+	Resets []string
 }
 
 // KeyChange is one key's change at a TimelinePoint, for events.jsonl and
@@ -435,7 +439,8 @@ var schema = []section{
 	{path: "duplicate", hint: true, keys: chanceSchema},
 	{path: "corrupt", hint: true, keys: chanceSchema},
 	// Compiled into TimelinePoints, not decoded field by field.
-	{path: "timeline[]", keys: []key{k("at", ""), k("every", ""), k("from", ""), k("for", ""), k("ramp", ""), k("set", "")}},
+	{path: "timeline[]", keys: []key{k("at", ""), k("every", ""), k("from", ""), k("for", ""), k("ramp", ""), k("set", ""), k("reset", "")}},
+	{path: "timeline[].reset", keys: []key{k("flow", "")}},
 	{path: "sweep", keys: []key{k("grid", "Axes"), k("seeds", "Seeds")}},
 }
 
@@ -513,6 +518,7 @@ var (
 	slotKeys        = keysOf("slot")
 	queueKeys       = keysOf("queue")
 	timelineKeys    = keysOf("timeline[]")
+	resetKeys       = keysOf("timeline[].reset")
 	sweepKeys       = keysOf("sweep")
 	// lossKeyModels lists the models each key of the loss mapping
 	// applies to; queueKeyDisciplines the disciplines of each

@@ -158,7 +158,7 @@ func TestSchemaKeysDocumented(t *testing.T) {
 	ref, timeline := read("../docs/scenario.md"), read("../docs/timeline.md")
 	for _, s := range schema {
 		doc := ref
-		if s.path == "timeline[]" {
+		if strings.HasPrefix(s.path, "timeline[]") {
 			doc = timeline
 		}
 		for _, k := range s.keys {

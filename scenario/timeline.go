@@ -54,6 +54,9 @@ type tlEvent struct {
 	revert *tlEvent
 	at0    *yaml.Node // the key's node in the file, for errors
 	entry  string     // the entry's path, timeline[i]
+	// reset, instead of a key, names the TCP flow whose connection the
+	// event ends.
+	reset string
 }
 
 type tlHeap []*tlEvent
@@ -80,7 +83,7 @@ type window struct {
 }
 
 // timeline decodes and compiles the timeline n against the link in root.
-func (d *decoder) timeline(n *yaml.Node, root *yaml.Node, dur time.Duration, mtu int, mtuOK bool, base linkPair) []TimelinePoint {
+func (d *decoder) timeline(n *yaml.Node, root *yaml.Node, dur time.Duration, mtu int, mtuOK bool, base linkPair, fls []Flow) []TimelinePoint {
 	if n.Kind != yaml.SequenceNode {
 		d.errorf(n, "timeline", "expected a list of changes like {at: 10s, set: {link.loss: 5%%}}, got %s", describe(n))
 		return nil
@@ -94,6 +97,12 @@ func (d *decoder) timeline(n *yaml.Node, root *yaml.Node, dur time.Duration, mtu
 			continue
 		}
 		e, ok := d.timelineEntry(item, f, path)
+		if rn := f["reset"]; rn != nil {
+			if !d.timelineReset(b, e, ok, f, path, dur, fls) {
+				return nil
+			}
+			continue
+		}
 		sn := f["set"]
 		if sn == nil {
 			d.errorf(item, path, "missing key set")
@@ -112,6 +121,69 @@ func (d *decoder) timeline(n *yaml.Node, root *yaml.Node, dur time.Duration, mtu
 		return nil
 	}
 	return d.compile(b.h, root, mtu, mtuOK, base)
+}
+
+// timelineReset decodes and schedules the reset entry at path, whose keys
+// are f and times e (valid when ok): reset: {flow: NAME} of a TCP flow, at
+// a time or every so often, with no set, for or ramp. It reports false
+// when the timeline has too many events.
+func (d *decoder) timelineReset(b *tlBuild, e tlEntry, ok bool, f map[string]*yaml.Node, path string, dur time.Duration, fls []Flow) bool {
+	rn := f["reset"]
+	for _, k := range []string{"set", "for", "ramp"} {
+		if f[k] != nil {
+			d.errorf(f[k], join(path, k), "a reset entry ends connections; it has no %s (give the change an entry of its own)", k)
+			ok = false
+		}
+	}
+	before := d.count
+	rf, fieldsOK := d.fields(rn, join(path, "reset"), "a mapping like {flow: bulk}", resetKeys)
+	if !fieldsOK || d.count != before {
+		return true
+	}
+	fn := rf["flow"]
+	if fn == nil {
+		d.errorf(rn, join(path, "reset"), "missing key flow (the name of a tcp flow)")
+		return true
+	}
+	name, nameOK := d.text(fn, join(path, "reset.flow"))
+	if !nameOK {
+		return true
+	}
+	i := slices.IndexFunc(fls, func(fl Flow) bool { return fl.Name == name })
+	switch {
+	case i < 0:
+		d.errorf(fn, join(path, "reset.flow"), "%s names no flow of the scenario", quote(name))
+		return true
+	case fls[i].Type != "tcp":
+		d.errorf(fn, join(path, "reset.flow"), "%s is a %s flow; only tcp connections can be reset", quote(name), fls[i].Type)
+		return true
+	case !ok:
+		return true
+	}
+	return d.scheduleReset(b, e, name, fn, path, dur, f["every"])
+}
+
+// scheduleReset adds the reset events of the entry at path: one at e.at,
+// or one every e.every from e.from until dur.
+func (d *decoder) scheduleReset(b *tlBuild, e tlEntry, name string, at0 *yaml.Node, path string, dur time.Duration, every *yaml.Node) bool {
+	starts := []time.Duration{e.at}
+	if e.everyOK {
+		starts = starts[:0]
+		for t := e.from; t < dur; t += e.every {
+			if len(starts) >= MaxTimelineChanges {
+				d.tooManyChanges(every, path)
+				return false
+			}
+			starts = append(starts, t)
+		}
+	}
+	for _, t := range starts {
+		if !b.push(&tlEvent{at: t, reset: name, at0: at0, entry: path}) {
+			d.tooManyChanges(every, path)
+			return false
+		}
+	}
+	return true
 }
 
 // tlEntry is the times of a timeline entry: at, or every (from) with
@@ -373,16 +445,18 @@ func (d *decoder) compile(h tlHeap, root *yaml.Node, mtu int, mtuOK bool, state 
 	var points []TimelinePoint
 	for h.Len() > 0 {
 		at := h[0].at
-		changes, last, ok := c.apply(&h, at, state)
+		changes, resets, last, ok := c.apply(&h, at, state)
 		if !ok {
 			return nil
 		}
-		if len(changes) == 0 {
+		if len(changes) == 0 && len(resets) == 0 {
 			continue
 		}
-		u, w, ok := c.decodeLink(at, last)
-		if !ok {
-			return nil
+		u, w := state.up, state.down
+		if len(changes) > 0 {
+			if u, w, ok = c.decodeLink(at, last); !ok {
+				return nil
+			}
 		}
 		for _, dw := range []struct {
 			name      string
@@ -393,7 +467,7 @@ func (d *decoder) compile(h tlHeap, root *yaml.Node, mtu int, mtuOK bool, state 
 				return nil
 			}
 		}
-		points = append(points, TimelinePoint{At: at, Changes: changes, Uplink: u, Downlink: w})
+		points = append(points, TimelinePoint{At: at, Changes: changes, Uplink: u, Downlink: w, Resets: resets})
 		state = linkPair{u, w}
 		if len(points) > MaxTimelineChanges {
 			d.tooManyChanges(last.at0, last.entry)
@@ -426,23 +500,30 @@ func newTLCompiler(d *decoder, root *yaml.Node, mtu int, mtuOK bool) *tlCompiler
 }
 
 // apply runs the events at time at, state being the link in force, and
-// returns the changes they make and the last of them; false when it made
-// an error.
-func (c *tlCompiler) apply(h *tlHeap, at time.Duration, state linkPair) ([]KeyChange, *tlEvent, bool) {
+// returns the changes they make, the flows they reset, and the last
+// change; false when it made an error.
+func (c *tlCompiler) apply(h *tlHeap, at time.Duration, state linkPair) ([]KeyChange, []string, *tlEvent, bool) {
 	var changes []KeyChange
+	var resets []string
 	var last *tlEvent
 	for h.Len() > 0 && (*h)[0].at == at {
 		e := heap.Pop(h).(*tlEvent)
+		if e.reset != "" {
+			if !slices.Contains(resets, e.reset) {
+				resets = append(resets, e.reset)
+			}
+			continue
+		}
 		last = e
 		if e.ramp > 0 {
 			if !c.startRamp(h, e, state, at) {
-				return nil, nil, false
+				return nil, nil, nil, false
 			}
 			continue
 		}
 		changes = append(changes, c.set(e))
 	}
-	return changes, last, true
+	return changes, resets, last, true
 }
 
 // startRamp makes the steps of the ramp e starts at time at, from state.

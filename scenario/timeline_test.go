@@ -16,6 +16,9 @@ func pointsText(ps []TimelinePoint) string {
 		for _, c := range p.Changes {
 			fmt.Fprintf(&b, " %s:%q->%q", c.Key, c.Old, c.New)
 		}
+		for _, r := range p.Resets {
+			fmt.Fprintf(&b, " reset:%s", r)
+		}
 		b.WriteString("\n")
 	}
 	return b.String()
@@ -131,6 +134,13 @@ func TestTimelineErrors(t *testing.T) {
 		{"timeline:\n  - {set: {link.loss: 1%}}", `x.yaml:3: timeline[0]: missing key at (or every)`},
 		{"timeline:\n  - {at: 1s, set: {link.uplink.delay: 5ms}}\nlink: {reorder: 10%, delay: 10ms}\n", ``},
 		{"timeline:\n  - {at: 1s, set: {link.delay: null}}\nlink: {reorder: 10%, delay: 10ms}\n", `x.yaml:4: link.reorder: reorder needs a delay in this direction to reorder against (in the link the timeline makes at 1s, timeline[0])`},
+		{"flows: [{name: bulk, type: tcp, duration: 10s}, {name: cbr, type: udp, rate: 1Mbps, duration: 10s}]\ntimeline:\n  - {at: 1s, reset: {flow: cbr}}", `x.yaml:4: timeline[0].reset.flow: "cbr" is a udp flow; only tcp connections can be reset`},
+		{"flows: [{name: bulk, type: tcp, duration: 10s}, {name: cbr, type: udp, rate: 1Mbps, duration: 10s}]\ntimeline:\n  - {at: 1s, reset: {flow: bluk}}", `x.yaml:4: timeline[0].reset.flow: "bluk" names no flow of the scenario`},
+		{"flows: [{name: bulk, type: tcp, duration: 10s}, {name: cbr, type: udp, rate: 1Mbps, duration: 10s}]\ntimeline:\n  - {at: 1s, reset: {}}", `x.yaml:4: timeline[0].reset: missing key flow (the name of a tcp flow)`},
+		{"flows: [{name: bulk, type: tcp, duration: 10s}, {name: cbr, type: udp, rate: 1Mbps, duration: 10s}]\ntimeline:\n  - {at: 1s, reset: {flows: bulk}}", `x.yaml:4: timeline[0].reset.flows: unknown key; did you mean "flow"?`},
+		{"flows: [{name: bulk, type: tcp, duration: 10s}, {name: cbr, type: udp, rate: 1Mbps, duration: 10s}]\ntimeline:\n  - {at: 1s, for: 1s, reset: {flow: bulk}}", `x.yaml:4: timeline[0].for: a reset entry ends connections; it has no for (give the change an entry of its own)`},
+		{"flows: [{name: bulk, type: tcp, duration: 10s}, {name: cbr, type: udp, rate: 1Mbps, duration: 10s}]\ntimeline:\n  - {at: 1s, reset: {flow: bulk}, set: {link.loss: 1%}}", `x.yaml:4: timeline[0].set: a reset entry ends connections; it has no set (give the change an entry of its own)`},
+		{"flows: [{name: bulk, type: tcp, duration: 10s}, {name: cbr, type: udp, rate: 1Mbps, duration: 10s}]\ntimeline:\n  - {reset: {flow: bulk}}", `x.yaml:4: timeline[0]: missing key at (or every)`},
 	} {
 		_, err := parse("name: x\n" + tc.src)
 		got := ""
@@ -194,5 +204,33 @@ timeline: [{at: 1s, set: {link.uplink.loss: null}}]
 	got := fmt.Sprint(again.Runs[0].Timeline[0].Changes, again.Runs[0].Timeline[1].Changes)
 	if want := "[{link.uplink.loss 5% }] [{link.delay 5ms }]"; got != want {
 		t.Errorf("the replay's timeline: %s, want %s\n%s", got, want, y)
+	}
+}
+
+// TestTimelineReset: reset entries, at a time and repeating, become points
+// of their own or join the link's changes at the same time, and leave
+// the link as it is.
+func TestTimelineReset(t *testing.T) {
+	s := mustParse(t, `name: x
+duration: 10s
+link: {rate: 10Mbps}
+flows: [{name: bulk, type: tcp, duration: 10s}, {name: other, type: tcp, duration: 10s}]
+timeline:
+  - {at: 2s, reset: {flow: bulk}}
+  - {at: 4s, set: {link.rate: 2Mbps}}
+  - {every: 4s, from: 4s, reset: {flow: other}}
+`)
+	want := `2s reset:bulk
+4s link.rate:"10Mbps"->"2Mbps" reset:other
+8s reset:other
+`
+	if got := pointsText(s.Timeline); got != want {
+		t.Fatalf("timeline:\n%s\nwant:\n%s", got, want)
+	}
+	if p := s.Timeline[0]; p.Uplink.Rate.Bitrate != 10e6 || p.Downlink.Rate.Bitrate != 10e6 {
+		t.Errorf("a reset changed the link: %+v", p)
+	}
+	if p := s.Timeline[2]; p.Uplink.Rate.Bitrate != 2e6 {
+		t.Errorf("after the step, a reset's point has the stepped link: %+v", p.Uplink.Rate)
 	}
 }

@@ -72,8 +72,9 @@ type HostConfig struct {
 	// every TCP packet has NeedsCsum (its checksum field may hold only the
 	// pseudo-header's sum, or may be complete), and MSS when it stands for
 	// several segments; others have a zero GSO. Whoever receives a TCP
-	// packet computes its checksum (or splits it, which does).
-	OutputGSO func(pkt [][]byte, g netif.GSO)
+	// packet computes its checksum (or splits it, which does). See
+	// netif.Output for the rest of the contract.
+	OutputGSO netif.Output
 	// Log is the logger; nil means none. The host names it "stack" and
 	// adds its name; nothing is logged per packet.
 	Log *zap.Logger

@@ -25,7 +25,7 @@ type link struct {
 	output func([][]byte)
 	// outputGSO, when not nil, replaces output and makes the link offer
 	// host GSO (see HostConfig.OutputGSO).
-	outputGSO func([][]byte, netif.GSO)
+	outputGSO netif.Output
 	mtu       atomic.Uint32
 
 	// disp is the dispatcher gVisor attached, nil before Attach and after
@@ -58,9 +58,9 @@ var (
 // GSOMaxSize is the largest segment a host with OutputGSO sends: what
 // fits, with its headers, in an IP packet (IPv4's total length is 16
 // bits).
-const GSOMaxSize = 65535 - 60 - 60
+const GSOMaxSize = netif.MaxGSOPacket - 60 - 60
 
-func newLink(mtu uint32, output func([][]byte), outputGSO func([][]byte, netif.GSO)) *link {
+func newLink(mtu uint32, output func([][]byte), outputGSO netif.Output) *link {
 	l := &link{output: output, outputGSO: outputGSO}
 	l.mtu.Store(mtu)
 	l.scratch.New = func() any {

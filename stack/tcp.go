@@ -326,6 +326,15 @@ func (c *TCPConn) Close() error {
 	return nil
 }
 
+// Reset ends the connection at once with a RST to the peer (gVisor's
+// abort, as SO_LINGER 0 and close(2) on Linux): pending and later reads
+// and writes fail, and what was queued is dropped. Close is still to be
+// called. It returns nil.
+func (c *TCPConn) Reset() error {
+	c.ep.Abort()
+	return nil
+}
+
 func (c *TCPConn) closeEndpoint() {
 	// gVisor's Endpoint.Close must be called once.
 	c.once.Do(func() { c.c.Close() })

@@ -134,9 +134,11 @@ command): unix:PATH or HOST:PORT.
    status                 the run now: elapsed time, each flow's progress, each link,
                           the changes pending
    get                    each direction's settings in force and counters
-   set KEY=VALUE...       change the path now (the link's keys, as --set takes them);
+   set [--for DURATION] KEY=VALUE...
+                          change the path now (the link's keys, as --set takes them);
                           connections survive it; recorded in events.jsonl and in the
-                          resolved scenario's timeline
+                          resolved scenario's timeline; with --for, the keys go back
+                          to their values before after DURATION
    schedule --at TIME KEY=VALUE...
                           the same change at TIME of the run (from its start), ahead
    reset                  every key changed back to the scenario's value
@@ -148,6 +150,7 @@ Examples:
    netjam run my.yaml --control unix:/tmp/nj.sock &
    netjam ctl --control unix:/tmp/nj.sock set link.uplink.loss=100%   # an outage
    netjam ctl --control unix:/tmp/nj.sock set link.uplink.loss=0%
+   netjam ctl --control unix:/tmp/nj.sock set --for 5s link.loss=100%   # a 5 s outage
    netjam ctl --control unix:/tmp/nj.sock schedule --at 20s link.delay=200ms
    netjam ctl --control unix:/tmp/nj.sock reset
    netjam ctl --control unix:/tmp/nj.sock status
@@ -156,6 +159,7 @@ Examples:
 			&cli.StringFlag{Name: "control", Usage: "the run's control endpoint: `unix:PATH` or HOST:PORT (default $NETJAM_CONTROL)"},
 			&cli.StringFlag{Name: "control-token", Usage: "a `FILE` holding the endpoint's token"},
 			&cli.StringFlag{Name: "at", Usage: "schedule: the `TIME` of the run (from its start) the change applies at, such as 5s"},
+			&cli.StringFlag{Name: "for", Usage: "set: put the keys back to their values before after this `DURATION` (an outage: set --for 5s link.loss=100%)"},
 		},
 		OnUsageError: usageError,
 		Action:       doCtl,
@@ -163,7 +167,7 @@ Examples:
 }
 
 // ctlVerbs are what netjam ctl does.
-const ctlVerbs = "status, get, set KEY=VALUE..., schedule --at TIME KEY=VALUE..., reset, events or stop"
+const ctlVerbs = "status, get, set [--for DURATION] KEY=VALUE..., schedule --at TIME KEY=VALUE..., reset, events or stop"
 
 func doCtl(c *cli.Context) error {
 	addr := c.String("control")
@@ -212,6 +216,9 @@ func ctlRequest(c *cli.Context, verb string) (method, path string, body []byte, 
 	if c.IsSet("at") && verb != "schedule" {
 		return "", "", nil, cli.Exit(fmt.Sprintf("ctl %s: --at is for schedule", verb), exitBadUsage)
 	}
+	if c.IsSet("for") && verb != "set" {
+		return "", "", nil, cli.Exit(fmt.Sprintf("ctl %s: --for is for set", verb), exitBadUsage)
+	}
 	switch verb {
 	case "status":
 		return http.MethodGet, "/v1/status", nil, nil
@@ -224,21 +231,22 @@ func ctlRequest(c *cli.Context, verb string) (method, path string, body []byte, 
 	case "events":
 		return http.MethodGet, "/v1/events", nil, nil
 	case "set", "schedule":
-		args, at := c.Args().Tail(), c.String("at")
-		if verb == "schedule" {
-			// urfave/cli stops at the verb: --at after it is ours to read.
-			if len(args) > 1 && args[0] == "--at" {
-				at, args = args[1], args[2:]
-			} else if len(args) > 0 && strings.HasPrefix(args[0], "--at=") {
-				at, args = strings.TrimPrefix(args[0], "--at="), args[1:]
-			}
+		args, at, dur := c.Args().Tail(), c.String("at"), c.String("for")
+		// urfave/cli stops at the verb: --at or --for after it is ours
+		// to read.
+		flag := map[string]*string{"schedule": &at, "set": &dur}[verb]
+		name := map[string]string{"schedule": "--at", "set": "--for"}[verb]
+		if len(args) > 1 && args[0] == name {
+			*flag, args = args[1], args[2:]
+		} else if len(args) > 0 && strings.HasPrefix(args[0], name+"=") {
+			*flag, args = strings.TrimPrefix(args[0], name+"="), args[1:]
 		}
 		set, err := keyValues(verb, args)
 		if err != nil {
 			return "", "", nil, err
 		}
 		if verb == "set" {
-			body, _ = json.Marshal(control.SetRequest{Set: set})
+			body, _ = json.Marshal(control.SetRequest{Set: set, For: dur})
 			return http.MethodPatch, "/v1/links", body, nil
 		}
 		if at == "" {

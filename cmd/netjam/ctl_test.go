@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -218,6 +221,9 @@ flows: [{name: probe, type: udp, interval: 5ms, duration: 6s}]
 	if code, stdout, stderrCtl := ctl("reset"); code != exitOK || strings.Contains(stdout, `"loss_ratio": 1,`) {
 		t.Errorf("ctl reset: exit %d\n%s%s", code, stdout, stderrCtl)
 	}
+	if code, stdout, stderrCtl := ctl("set", "--for", "300ms", "link.downlink.loss=100%"); code != exitOK || !strings.Contains(stdout, `"loss_ratio": 1,`) {
+		t.Errorf("ctl set --for: exit %d\n%s%s", code, stdout, stderrCtl)
+	}
 	if err := run.Wait(); err != nil {
 		t.Fatalf("the run: %v\n%s", err, stderr.String())
 	}
@@ -235,7 +241,91 @@ flows: [{name: probe, type: udp, interval: 5ms, duration: 6s}]
 		t.Log(out)
 	}
 	ev, _ := os.ReadFile(filepath.Join(dir, "out", "events.jsonl"))
-	if n := strings.Count(string(ev), `"key":"link.uplink.loss"`); n != 2 {
-		t.Errorf("events.jsonl has %d changes, want 2\n%s", n, ev)
+	if up, down := strings.Count(string(ev), `"key":"link.uplink.loss"`), strings.Count(string(ev), `"key":"link.downlink.loss"`); up != 2 || down != 2 {
+		t.Errorf("events.jsonl has %d changes of the uplink's loss and %d of the downlink's, want 2 and 2 (a change and its way back)\n%s", up, down, ev)
 	}
+}
+
+// TestRunUI: netjam run --ui serves the dashboard on a free loopback port
+// and prints its URL; the page and its files come from the binary; after
+// the run the report is served there until the page's stop (POST
+// /v1/stop), and netjam then exits 0. --ui with a unix socket is refused.
+func TestRunUI(t *testing.T) {
+	if code, _, stderr := netjam(t, "run", "--ui", "--control", "unix:/tmp/x.sock", "--duration", "1s"); code != exitBadUsage || !strings.Contains(stderr, "--ui: a browser reaches a TCP address only") {
+		t.Errorf("--ui with a unix socket: exit %d\n%s", code, stderr)
+	}
+	dir := t.TempDir()
+	run := netjamProcess(t, "run", "-q", "--ui", "--metrics", "127.0.0.1:0", "--duration", "2s", "--out", dir)
+	stderr, err := run.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer run.Process.Kill()
+	sc := bufio.NewScanner(stderr)
+	var url, metrics string
+	var lines []string
+	for (url == "" || metrics == "") && sc.Scan() {
+		lines = append(lines, sc.Text())
+		if u, ok := strings.CutPrefix(sc.Text(), "netjam: dashboard at "); ok {
+			url = strings.TrimSuffix(u, "/")
+		}
+		if u, ok := strings.CutPrefix(sc.Text(), "netjam: metrics at "); ok {
+			metrics = u
+		}
+	}
+	if !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("no dashboard URL printed: %q", lines)
+	}
+	get := func(path string) (int, string) {
+		resp, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, page := get("/"); code != 200 || !strings.Contains(page, `<script src="/ui/app.js"`) {
+		t.Errorf("GET /: %d\n%s", code, page)
+	}
+	if code, js := get("/ui/app.js"); code != 200 || !strings.Contains(js, "EventSource") {
+		t.Errorf("GET /ui/app.js: %d", code)
+	}
+	// --metrics: the metrics alone, on an address of their own, the
+	// run's once it is attached.
+	waitFor(t, "the run's metrics at --metrics", func() bool {
+		resp, err := http.Get(metrics)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == 200 && strings.Contains(string(b), "netjam_link_bytes_total{")
+	})
+	if resp, err := http.Get(strings.TrimSuffix(metrics, "/metrics") + "/v1/status"); err != nil {
+		t.Error(err)
+	} else if resp.Body.Close(); resp.StatusCode != 404 {
+		t.Errorf("the metrics address serves the control API: GET /v1/status %d", resp.StatusCode)
+	}
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), "the report is at ") {
+			break
+		}
+	}
+	if code, report := get("/results/report.html"); code != 200 || !strings.Contains(report, "<title>netjam report") {
+		t.Errorf("GET /results/report.html after the run: %d", code)
+	}
+	resp, err := http.Post(url+"/v1/stop", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	go io.Copy(io.Discard, stderr)
+	if err := run.Wait(); err != nil {
+		t.Errorf("netjam run --ui after the page's stop: %v", err)
+	}
+	http.DefaultClient.CloseIdleConnections()
 }

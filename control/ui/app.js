@@ -1,0 +1,506 @@
+// netjam's dashboard: plots a run's event stream (GET /v1/events) as it
+// arrives and changes its path through the control API, so that every
+// change made here is recorded and replayable as any other. It loads
+// nothing but this endpoint's own files and talks to nothing else.
+"use strict";
+(() => {
+  // The saved report's palette (report/render.go): Okabe and Ito's.
+  const palette = ["#0072B2", "#D55E00", "#009E73", "#E69F00", "#CC79A7", "#56B4E9", "#000000"];
+  const timeLabel = "time since the run's start (s)";
+  const maxPoints = 4000; // per curve; older points are thinned beyond
+  const $ = (id) => document.getElementById(id);
+  const svgNS = "http://www.w3.org/2000/svg";
+
+  // The plots, as the report has them: kinds of timeseries.csv's rows,
+  // scaled into the axis' unit.
+  const plots = [
+    { id: "throughput", title: "throughput per flow", y: "throughput (Mbit/s)", always: true,
+      curves: [{ kind: "throughput_bps", scale: 1e-6 }] },
+    { id: "rate", title: "rate per direction: achieved (IP) and configured", y: "rate (Mbit/s)", always: true,
+      curves: [{ kind: "link_bps", scale: 1e-6, suffix: " achieved" },
+        { kind: "configured_rate_bps", scale: 1e-6, suffix: " configured", dash: "6 4", skipZero: true }] },
+    { id: "delay", title: "one-way delay of the UDP flows (mean per sample interval)", y: "one-way delay (ms)",
+      curves: [{ kind: "delay_ms", scale: 1 }] },
+    { id: "loss", title: "loss of the UDP flows (per sample interval)", y: "loss (%)",
+      curves: [{ kind: "loss_ratio", scale: 100 }] },
+    { id: "rtt", title: "smoothed RTT of the TCP flows (sender's srtt)", y: "smoothed RTT (ms)",
+      curves: [{ kind: "srtt_ms", scale: 1 }] },
+    { id: "queue", title: "bottleneck queue length", y: "queue length (packets)",
+      curves: [{ kind: "queue_packets", scale: 1 }] },
+    { id: "sojourn", title: "bottleneck sojourn time", y: "sojourn time (ms)",
+      curves: [{ kind: "sojourn_ms", scale: 1 }] },
+    { id: "drops", title: "drops per direction", y: "drops in the interval",
+      curves: [{ kind: "drops", scale: 1 }] },
+    { id: "airtime", title: "Wi-Fi medium: airtime share per station", y: "airtime share (%)",
+      curves: [{ kind: "airtime_share", scale: 100 }] },
+  ];
+
+  const st = {
+    status: null, // GET /v1/status
+    series: new Map(), // kind -> Map(name -> [[t, v], ...])
+    lastT: -1,
+    marks: [], // change times
+    changes: [], // change events' entries, for the timeline
+    last: new Map(), // "kind|name" -> the last sample's value
+    ended: false,
+    finished: false,
+    drawQueued: false,
+  };
+
+  async function api(method, path, body) {
+    const init = { method, headers: {} };
+    if (body !== undefined) {
+      init.body = JSON.stringify(body);
+      init.headers["Content-Type"] = "application/json";
+    }
+    let resp;
+    try {
+      resp = await fetch(path, init);
+    } catch (e) {
+      return { ok: false, status: 0, data: { error: "the endpoint does not answer: " + e.message } };
+    }
+    let data = null;
+    try {
+      data = await resp.json();
+    } catch (e) {
+      data = { error: resp.statusText };
+    }
+    if (resp.status === 401) {
+      showLogin();
+    }
+    return { ok: resp.ok, status: resp.status, data };
+  }
+
+  // The token, when the endpoint has one: asked once, kept for the
+  // session only (sessionStorage, and a session cookie, which the event
+  // stream and the report's link carry).
+  function showLogin() {
+    $("login").hidden = false;
+    $("token").focus();
+  }
+
+  function useToken(tok) {
+    document.cookie = "netjam_token=" + tok + "; path=/; SameSite=Strict";
+  }
+
+  $("login").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const tok = $("token").value.trim();
+    if (!/^[\x21-\x7e]+$/.test(tok) || tok.includes(";")) {
+      $("login-err").textContent = "a token is printable characters without ';'";
+      return;
+    }
+    useToken(tok);
+    const r = await api("GET", "/v1/status");
+    if (r.status === 401) {
+      document.cookie = "netjam_token=; path=/; SameSite=Strict; max-age=0";
+      $("login-err").textContent = r.data.error;
+      return;
+    }
+    sessionStorage.setItem("netjam_token", tok);
+    $("login").hidden = true;
+    $("login-err").textContent = "";
+    begin(r);
+  });
+
+  function setState(s, text) {
+    $("state").dataset.state = s;
+    $("state").textContent = text;
+  }
+
+  // Numbers as a person reads them.
+  function num(v) {
+    if (v === 0) return "0";
+    const a = Math.abs(v);
+    return a >= 100 ? v.toFixed(0) : a >= 10 ? v.toFixed(1).replace(/\.0$/, "") : parseFloat(v.toPrecision(3)).toString();
+  }
+  function fmtRate(bps) {
+    if (!bps) return "unlimited";
+    if (bps >= 1e9) return num(bps / 1e9) + " Gbit/s";
+    if (bps >= 1e6) return num(bps / 1e6) + " Mbit/s";
+    if (bps >= 1e3) return num(bps / 1e3) + " kbit/s";
+    return num(bps) + " bit/s";
+  }
+
+  // ---- the plots ----
+
+  function addRow(t, kind, name, value) {
+    let byName = st.series.get(kind);
+    if (!byName) st.series.set(kind, (byName = new Map()));
+    let pts = byName.get(name);
+    if (!pts) byName.set(name, (pts = []));
+    pts.push([t, value]);
+    if (pts.length > maxPoints) {
+      // Keep every other point of the older half: bounded memory, the
+      // recent past at full resolution.
+      const half = pts.length >> 1;
+      const thinned = pts.slice(0, half).filter((_, i) => i % 2 === 0);
+      byName.set(name, thinned.concat(pts.slice(half)));
+    }
+    st.last.set(kind + "|" + name, value);
+  }
+
+  // niceStep is the report's: 1, 2, 2.5 or 5 times a power of ten.
+  function niceStep(raw) {
+    if (!(raw > 0)) return 1;
+    const p = Math.pow(10, Math.floor(Math.log10(raw)));
+    for (const m of [1, 2, 2.5, 5, 10]) {
+      if (m * p >= raw) return m * p;
+    }
+    return 10 * p;
+  }
+
+  // ticks are an axis' labelled values, from 0 to the first at or above
+  // hi, about n steps.
+  function ticks(hi, n) {
+    const step = niceStep(hi / n);
+    const top = Math.ceil(hi / step - 1e-9) * step;
+    const out = [];
+    for (let i = 0; i * step <= top + step * 1e-9; i++) out.push(+(i * step).toFixed(10));
+    return { step, ticks: out };
+  }
+
+  function el(name, attrs, text) {
+    const e = document.createElementNS(svgNS, name);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
+  function figure(p) {
+    let fig = $("plot-" + p.id);
+    if (fig) return fig;
+    fig = document.createElement("figure");
+    fig.id = "plot-" + p.id;
+    const cap = document.createElement("figcaption");
+    cap.textContent = p.title;
+    const svg = document.createElementNS(svgNS, "svg");
+    svg.setAttribute("class", "plot");
+    svg.setAttribute("viewBox", "0 0 560 300");
+    svg.setAttribute("role", "img");
+    svg.setAttribute("aria-label", p.title);
+    const legend = document.createElement("div");
+    legend.className = "legend";
+    fig.append(cap, svg, legend);
+    $("plots").append(fig);
+    return fig;
+  }
+
+  function draw() {
+    st.drawQueued = false;
+    const duration = st.status ? st.status.duration_s : 0;
+    const xmax = Math.max(duration, st.lastT, 1);
+    for (const p of plots) {
+      const curves = [];
+      for (const c of p.curves) {
+        const byName = st.series.get(c.kind);
+        if (!byName) continue;
+        for (const [name, pts] of byName) {
+          if (c.skipZero && pts.every((q) => q[1] === 0)) continue;
+          curves.push({ label: name + (c.suffix || ""), pts, scale: c.scale, dash: c.dash });
+        }
+      }
+      if (!curves.length && !p.always) continue;
+      drawPlot(figure(p), p, curves, xmax);
+    }
+  }
+
+  function drawPlot(fig, p, curves, xmax) {
+    const svg = fig.querySelector("svg");
+    const L = 56, R = 548, T = 10, B = 256;
+    let ymax = 0;
+    for (const c of curves) for (const q of c.pts) ymax = Math.max(ymax, q[1] * c.scale);
+    const yt = ticks(ymax > 0 ? ymax * 1.05 : 1, 5);
+    const ytop = yt.ticks[yt.ticks.length - 1];
+    const xt = ticks(xmax, 8);
+    const xtop = xt.ticks[xt.ticks.length - 1] || xmax;
+    const X = (t) => L + (R - L) * (t / xtop);
+    const Y = (v) => B - (B - T) * (v / ytop);
+    svg.replaceChildren();
+    for (const v of yt.ticks) {
+      svg.append(el("line", { class: "grid", x1: L, x2: R, y1: Y(v), y2: Y(v) }));
+      svg.append(el("text", { x: L - 4, y: Y(v) + 4, "text-anchor": "end" }, num(v)));
+    }
+    for (const t of xt.ticks) {
+      svg.append(el("line", { class: "grid", x1: X(t), x2: X(t), y1: T, y2: B }));
+      svg.append(el("text", { x: X(t), y: B + 14, "text-anchor": "middle" }, num(t)));
+    }
+    for (const t of st.marks) svg.append(el("line", { class: "mark", x1: X(t), x2: X(t), y1: T, y2: B }));
+    for (const pc of (st.status && st.status.pending) || []) {
+      svg.append(el("line", { class: "pending", x1: X(pc.at_s), x2: X(pc.at_s), y1: T, y2: B }));
+    }
+    svg.append(el("line", { class: "axis", x1: L, x2: R, y1: B, y2: B }));
+    svg.append(el("line", { class: "axis", x1: L, x2: L, y1: T, y2: B }));
+    svg.append(el("text", { x: (L + R) / 2, y: 290, "text-anchor": "middle" }, timeLabel));
+    svg.append(el("text", { x: 12, y: (T + B) / 2, "text-anchor": "middle", transform: `rotate(-90 12 ${(T + B) / 2})` }, p.y));
+    const legend = fig.querySelector(".legend");
+    legend.replaceChildren();
+    curves.forEach((c, i) => {
+      const color = palette[i % palette.length];
+      const attrs = { class: "series", "data-name": c.label, stroke: color,
+        points: c.pts.map((q) => X(q[0]).toFixed(1) + "," + Y(q[1] * c.scale).toFixed(1)).join(" ") };
+      if (c.dash) attrs["stroke-dasharray"] = c.dash;
+      svg.append(el("polyline", attrs));
+      const item = document.createElement("span");
+      const swatch = document.createElement("i");
+      swatch.style.background = color;
+      item.append(swatch, c.label);
+      legend.append(item);
+    });
+  }
+
+  function queueDraw() {
+    if (!st.drawQueued) {
+      st.drawQueued = true;
+      requestAnimationFrame(draw);
+    }
+  }
+
+  // ---- the controls ----
+
+  // The run-time-changeable settings of a direction: the key a change
+  // sends, and the value in force as the scenario writes it.
+  const knobs = [
+    { id: "rate", label: "rate", hint: "10Mbps", cur: (c) => fmtRate(c.rate_bps) },
+    { id: "delay", label: "delay", hint: "20ms", cur: (c) => num(c.delay_ms) + " ms" },
+    { id: "jitter", label: "jitter", hint: "5ms", cur: (c) => num(c.jitter_ms) + " ms" },
+    { id: "loss", label: "loss", hint: "1%", cur: (c) => num(c.loss_ratio * 100) + "%" },
+    { id: "queue", label: "queue", hint: "100", cur: (c) => (c.queue_limit_packets ? c.queue_limit_packets + " packets" : c.queue_limit_bytes ? c.queue_limit_bytes + " bytes" : "none (no rate)") },
+  ];
+
+  // change is a knob's PATCH body for what was typed: delay and jitter
+  // are one mapping, so that setting one keeps the other.
+  function change(dir, knob, typed, conf) {
+    const base = "link." + dir;
+    switch (knob) {
+      case "rate": return { [base + ".rate"]: typed };
+      case "loss": return { [base + ".loss"]: typed };
+      case "queue": return { [base + ".queue.limit"]: typed };
+    }
+    const time = knob === "delay" ? typed : num(conf.delay_ms) + "ms";
+    const jitter = knob === "jitter" ? typed : num(conf.jitter_ms) + "ms";
+    if (knob === "delay" && !conf.jitter_ms) return { [base + ".delay"]: typed };
+    let v = "{time: " + time + ", jitter: " + jitter;
+    if (conf.distribution) v += ", distribution: " + conf.distribution;
+    return { [base + ".delay"]: v + "}" };
+  }
+
+  function buildLinks(links) {
+    const box = $("links");
+    box.replaceChildren();
+    for (const l of links) {
+      const div = document.createElement("div");
+      div.className = "link";
+      div.dataset.dir = l.name;
+      const h = document.createElement("h3");
+      h.textContent = l.name;
+      div.append(h);
+      for (const k of knobs) {
+        const key = "link." + l.name + "." + k.id;
+        const form = document.createElement("form");
+        form.className = "knob";
+        const lab = document.createElement("label");
+        lab.textContent = k.label;
+        lab.htmlFor = "in-" + l.name + "-" + k.id;
+        const input = document.createElement("input");
+        input.id = "in-" + l.name + "-" + k.id;
+        input.dataset.key = key;
+        input.placeholder = k.hint;
+        input.autocomplete = "off";
+        const cur = document.createElement("span");
+        cur.className = "cur";
+        cur.dataset.key = key;
+        const err = document.createElement("span");
+        err.className = "err";
+        err.dataset.key = key;
+        form.append(lab, input, cur, err);
+        form.addEventListener("submit", async (ev) => {
+          ev.preventDefault();
+          const typed = input.value.trim();
+          if (!typed) return;
+          const conf = linkConf(l.name);
+          const r = await api("PATCH", "/v1/links", { set: change(l.name, k.id, typed, conf) });
+          if (r.ok) {
+            err.textContent = "";
+            input.value = "";
+            showLinks(r.data);
+          } else {
+            err.textContent = r.data.error;
+          }
+        });
+        div.append(form);
+      }
+      const ach = document.createElement("div");
+      ach.className = "achieved";
+      ach.dataset.dir = l.name;
+      div.append(ach);
+      box.append(div);
+    }
+  }
+
+  function linkConf(dir) {
+    const l = ((st.status && st.status.links) || []).find((x) => x.name === dir);
+    return l ? l.configured : {};
+  }
+
+  function showLinks(links) {
+    if (!st.status) return;
+    st.status.links = links;
+    if (document.querySelectorAll("#links .link").length !== links.length) buildLinks(links);
+    for (const l of links) {
+      for (const k of knobs) {
+        const cur = document.querySelector(`.cur[data-key="link.${l.name}.${k.id}"]`);
+        if (cur) cur.textContent = k.cur(l.configured);
+      }
+    }
+  }
+
+  function showAchieved() {
+    for (const ach of document.querySelectorAll(".achieved")) {
+      const d = ach.dataset.dir;
+      const bps = st.last.get("link_bps|" + d);
+      if (bps === undefined) continue;
+      ach.dataset.bps = bps;
+      let text = "achieved " + fmtRate(bps).replace("unlimited", "0 bit/s");
+      const q = st.last.get("queue_packets|" + d);
+      if (q !== undefined) text += ", queue " + q + " packets";
+      text += ", drops " + (st.last.get("drops|" + d) || 0) + " in the last interval";
+      ach.textContent = text;
+    }
+  }
+
+  function showTimeline() {
+    const ol = $("timeline");
+    ol.replaceChildren();
+    for (const c of st.changes) {
+      const li = document.createElement("li");
+      li.textContent = `${num(c.time_s)} s: ${c.key} ${c.old || "(default)"} → ${c.new || "(default)"}` + (c.error ? ` refused: ${c.error}` : "");
+      if (c.error) li.className = "error";
+      ol.append(li);
+    }
+    for (const p of (st.status && st.status.pending) || []) {
+      const li = document.createElement("li");
+      li.className = "pending";
+      li.textContent = `${num(p.at_s)} s (pending): ${p.set.join(", ")}`;
+      ol.append(li);
+    }
+  }
+
+  async function refresh() {
+    const r = await api("GET", "/v1/status");
+    if (!r.ok) return;
+    st.status = r.data;
+    $("scenario").textContent = r.data.scenario + (r.data.variant ? " / " + r.data.variant : "");
+    showLinks(r.data.links);
+    showTimeline();
+    queueDraw();
+  }
+
+  async function pathAction(method, path, body) {
+    const r = await api(method, path, body);
+    $("path-err").textContent = r.ok ? "" : r.data.error;
+    if (r.ok && Array.isArray(r.data)) showLinks(r.data);
+    return r;
+  }
+
+  $("outage").addEventListener("click", () => {
+    const n = parseFloat($("outage-seconds").value);
+    if (!(n > 0)) {
+      $("path-err").textContent = "outage: a number of seconds above 0";
+      return;
+    }
+    pathAction("PATCH", "/v1/links", { set: { "link.uplink.loss": "100%", "link.downlink.loss": "100%" }, for: n + "s" });
+  });
+  $("reset").addEventListener("click", () => pathAction("POST", "/v1/reset"));
+  $("stop").addEventListener("click", async () => {
+    const r = await pathAction("POST", "/v1/stop");
+    if (r.ok && st.finished) setState("ended", "netjam has quit");
+  });
+
+  // ---- the event stream ----
+
+  const handlers = {
+    run(d) {
+      st.status = d;
+      st.series.clear();
+      st.last.clear();
+      st.marks = [];
+      st.changes = [];
+      st.lastT = -1;
+      st.ended = false;
+      $("plots").replaceChildren();
+      $("scenario").textContent = d.scenario + (d.variant ? " / " + d.variant : "");
+      buildLinks(d.links);
+      showLinks(d.links);
+      setState("running", "running");
+      queueDraw();
+    },
+    sample(d) {
+      if (d.time_s <= st.lastT) return; // seen before a reconnection
+      st.lastT = d.time_s;
+      for (const r of d.rows) addRow(d.time_s, r.kind, r.name, r.value);
+      if (st.status) {
+        const left = Math.max(0, st.status.duration_s - d.time_s);
+        setState("running", `running: ${num(d.time_s)} s of ${num(st.status.duration_s)} s` + (left ? "" : ", draining"));
+      }
+      showAchieved();
+      queueDraw();
+    },
+    change(d) {
+      if (d.changes.length && st.changes.some((c) => c.time_s === d.time_s && c.key === d.changes[0].key)) return;
+      st.marks.push(d.time_s);
+      st.changes.push(...d.changes);
+      refresh();
+    },
+    scheduled() {
+      refresh();
+    },
+    end() {
+      st.ended = true;
+      setState("ended", "the run has ended" + (st.finished ? "" : "; writing the results…"));
+      queueDraw();
+    },
+    finished(d) {
+      st.finished = true;
+      setState("ended", "the run has ended: the results are written");
+      const a = $("report");
+      a.href = d.report;
+      a.textContent = "the report";
+      a.hidden = false;
+      $("stop").textContent = "Quit";
+      $("stop").title = "stop serving this page";
+    },
+  };
+
+  let source = null;
+  function start() {
+    if (source) source.close();
+    refresh();
+    source = new EventSource("/v1/events");
+    for (const [type, f] of Object.entries(handlers)) {
+      source.addEventListener(type, (ev) => f(JSON.parse(ev.data)));
+    }
+    source.onopen = () => {
+      if (!st.ended && st.status) setState("running", "running");
+    };
+    source.onerror = () => {
+      if (st.finished) {
+        source.close();
+        setState("ended", "the run has ended; netjam no longer serves this page");
+      } else if (!st.ended) {
+        setState("lost", "the event stream was cut; reconnecting…");
+      }
+    };
+  }
+
+  const saved = sessionStorage.getItem("netjam_token");
+  if (saved) useToken(saved);
+  // begin starts the page once GET /v1/status answered r.
+  function begin(r) {
+    if (r.status === 409) setState("waiting", "waiting for a run");
+    start();
+  }
+  api("GET", "/v1/status").then((r) => {
+    if (r.status !== 401) begin(r); // else the login form begins
+  });
+})();
