@@ -130,6 +130,7 @@ func (s *Server) mux() *http.ServeMux {
 	mux.HandleFunc("PATCH /v1/links", s.set)
 	mux.HandleFunc("POST /v1/timeline", s.schedule)
 	mux.HandleFunc("POST /v1/reset", s.reset)
+	mux.HandleFunc("POST /v1/flows/{name}/reset", s.resetFlow)
 	mux.HandleFunc("POST /v1/stop", s.doStop)
 	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) { s.hub.serve(w, r, s.done) })
 	mux.HandleFunc("GET /results/{file}", s.result)
@@ -403,6 +404,19 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, lv.Links())
+}
+
+// resetFlow ends a TCP flow's connection with a RST both ways.
+func (s *Server) resetFlow(w http.ResponseWriter, r *http.Request) {
+	lv := s.current(w)
+	if lv == nil {
+		return
+	}
+	if err := lv.ResetFlow(r.PathValue("name")); err != nil {
+		writeError(w, errorCode(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, lv.Flows())
 }
 
 // result serves a file of the run's output folder once Finished: the

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/internal/testenv"
 	"github.com/netjam/netjam/scenario"
 )
@@ -495,4 +496,59 @@ func metricValue(m, metric string) (float64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// POST /v1/flows/{name}/reset ends a TCP flow's connection now: the flow
+// reports when, the run goes on, the reset is recorded with the timeline
+// and written into the resolved scenario, and what cannot be reset says
+// why.
+func TestResetFlow(t *testing.T) {
+	tr := startRun(t, `name: live
+duration: 3s
+link: {delay: 5ms, rate: 20Mbps}
+flows:
+  - {name: bulk, type: tcp, duration: 3s}
+  - {name: probe, type: udp, rate: 1Mbps, duration: 3s}
+`)
+	for _, c := range []struct{ path, want string }{
+		{"/v1/flows/probe/reset", "only a tcp flow's connection can be reset"},
+		{"/v1/flows/nope/reset", "(the run's flows: bulk, probe)"},
+	} {
+		if code, b := tr.do(t, "POST", c.path, ""); code != 400 || !strings.Contains(string(b), c.want) {
+			t.Errorf("POST %s: %d %s, want 400 with %q", c.path, code, b, c.want)
+		}
+	}
+	// The flows start once connected, a moment after the endpoint
+	// answers: wait for bytes.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, b := tr.do(t, "POST", "/v1/flows/bulk/reset", "")
+		if code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("POST /v1/flows/bulk/reset: %d %s", code, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, b := tr.do(t, "POST", "/v1/flows/bulk/reset", ""); code != 400 || !strings.Contains(string(b), "not running") {
+		t.Errorf("a second reset: %d %s, want 400 with not running", code, b)
+	}
+	sum := tr.wait(t)
+	var bulk *flows.FlowSummary
+	for i, f := range sum.Runs[0].Flows {
+		if f.Name == "bulk" {
+			bulk = &sum.Runs[0].Flows[i]
+		}
+	}
+	if bulk == nil || bulk.ResetAtS <= 0 {
+		t.Fatalf("bulk after a reset: %+v", bulk)
+	}
+	if tl := sum.Runs[0].Timeline; len(tl) != 1 || tl[0].Key != "reset" || tl[0].New != "bulk" {
+		t.Errorf("timeline %+v, want the reset of bulk", tl)
+	}
+	y, err := tr.plan.Runs[0].YAML()
+	if err != nil || !strings.Contains(string(y), "reset: {flow: bulk}") {
+		t.Errorf("the resolved scenario has no reset entry (%v):\n%s", err, y)
+	}
 }

@@ -240,6 +240,21 @@ flows:
 		}
 	}
 
+	// The TCP flow's connection, reset from the page: offered by name,
+	// ended, recorded.
+	err = chromedp.Do(ctx, chromedp.WaitReady(chromedp.CSS(`#flow-reset-name option[value="bulk"]`)),
+		chromedp.Click(chromedp.CSS("#flow-reset")))
+	if err != nil {
+		t.Errorf("resetting bulk from the page: %v", err)
+	}
+	for {
+		var chg emulator.LiveEvent
+		json.Unmarshal([]byte(next(t, samples, "change").data), &chg)
+		if len(chg.Changes) > 0 && chg.Changes[0].Key == "reset" {
+			break
+		}
+	}
+
 	// The end, and the report's link.
 	if code, b := tr.do(t, "POST", "/v1/stop", ""); code != 200 {
 		t.Fatalf("POST /v1/stop: %d %s", code, b)
@@ -259,8 +274,8 @@ flows:
 	for _, e := range sum.Runs[0].Timeline {
 		tl = append(tl, e.Key+"="+e.New)
 	}
-	if strings.Join(tl, " ") != "link.uplink.rate=2Mbps" {
-		t.Errorf("the run's timeline: %q, want the one change the page made", tl)
+	if strings.Join(tl, " ") != "link.uplink.rate=2Mbps reset=bulk" {
+		t.Errorf("the run's timeline: %q, want the change and the reset the page made", tl)
 	}
 	for _, p := range problems() {
 		t.Error(p)

@@ -33,8 +33,11 @@ type Live struct {
 	stop  context.CancelFunc
 	cell  *wifi.Runner // nil without a Wi-Fi cell
 
-	mu    sync.Mutex // orders changes; guards s, orig, ended, changed and pending
-	s     *scenario.Scenario
+	mu sync.Mutex // orders changes; guards s, seen, orig, ended, changed and pending
+	s  *scenario.Scenario
+	// seen is how many of the timeline's records s has taken in (see
+	// catchUpLocked).
+	seen  int
 	ended bool
 	// orig is the plan's scenario, which the run's results write out: each
 	// change is added to its timeline, so that running the resolved
@@ -269,6 +272,7 @@ func (lv *Live) setLocked(changes []scenario.KeyChange, sets []string) error {
 	if lv.ended {
 		return ErrRunEnded
 	}
+	lv.catchUpLocked()
 	next, err := lv.s.With(sets...)
 	if err != nil {
 		return err
@@ -306,6 +310,7 @@ func (lv *Live) SetFor(d time.Duration, sets ...string) error {
 	}
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
+	lv.catchUpLocked()
 	back := make([]string, len(changes))
 	for i, c := range changes {
 		v := lv.s.Value(c.Key)
@@ -337,6 +342,7 @@ func (lv *Live) Schedule(at time.Duration, sets ...string) error {
 	if lv.ended {
 		return ErrRunEnded
 	}
+	lv.catchUpLocked()
 	if _, err := lv.s.With(sets...); err != nil {
 		return err
 	}
@@ -387,6 +393,7 @@ func (lv *Live) Reset() error {
 	if lv.ended {
 		return ErrRunEnded
 	}
+	lv.catchUpLocked()
 	var sets []string
 	for _, k := range lv.changed {
 		if v := lv.base.Value(k); v != lv.s.Value(k) {
@@ -404,6 +411,69 @@ func (lv *Live) Reset() error {
 		return err
 	}
 	return lv.setLocked(changes, sets)
+}
+
+// ResetFlow ends the connection of TCP flow name now with a RST both
+// ways, as a timeline's reset entry does; it is recorded with the
+// timeline and added to the resolved scenario's, as Set's changes are.
+func (lv *Live) ResetFlow(name string) error {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	if lv.ended {
+		return ErrRunEnded
+	}
+	var names []string
+	for _, f := range lv.fls {
+		names = append(names, f.Name())
+		if f.Name() != name {
+			continue
+		}
+		r, ok := f.(resetter)
+		if !ok {
+			return fmt.Errorf("flow %s: only a tcp flow's connection can be reset", name)
+		}
+		if !r.Reset() {
+			return fmt.Errorf("flow %s: not running (not started yet, or ended)", name)
+		}
+		at := lv.clk.Now()
+		lv.tl.record(at, []scenario.KeyChange{{Key: "reset", New: name}}, nil)
+		return lv.orig.AddTimelineReset(at.Sub(lv.start), name)
+	}
+	return fmt.Errorf("no flow %q (the run's flows: %s)", name, strings.Join(names, ", "))
+}
+
+// catchUpLocked takes into s what the timeline changed since it last
+// looked: the scenario's own timeline points apply on the directions'
+// goroutines, not through Live, and a change made now must apply on top
+// of them (a loss set at 5 s keeps the rate a timeline step set at 3 s),
+// and record the values it replaces as they are. Live's own changes,
+// recorded there too, take again the values they set. With lv.mu held.
+func (lv *Live) catchUpLocked() {
+	evs := lv.tl.since(lv.seen)
+	lv.seen += len(evs)
+	var sets []string
+	for _, e := range evs {
+		if e.Error != "" || !strings.HasPrefix(e.Key, "link") {
+			continue // refused, or not a key (a reset)
+		}
+		v := e.New
+		if v == "" {
+			v = "null" // the key not set
+		}
+		sets = append(sets, e.Key+"="+v)
+	}
+	if len(sets) == 0 {
+		return
+	}
+	if next, err := lv.s.With(sets...); err == nil {
+		lv.s = next
+		return
+	}
+	for _, kv := range sets { // one by one: keep what applies
+		if next, err := lv.s.With(kv); err == nil {
+			lv.s = next
+		}
+	}
 }
 
 // linkChanges are the changes sets (--set's form) make, once their keys

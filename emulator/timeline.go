@@ -162,6 +162,16 @@ func (tl *timeline) record(at time.Time, changes []scenario.KeyChange, err error
 }
 
 // applied returns the changes applied so far, in time order.
+// since returns the records after the first n, in order.
+func (tl *timeline) since(n int) []TimelineEvent {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if n >= len(tl.events) {
+		return nil
+	}
+	return append([]TimelineEvent(nil), tl.events[n:]...)
+}
+
 func (tl *timeline) applied() []TimelineEvent {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()

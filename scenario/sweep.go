@@ -335,8 +335,27 @@ func (s *Scenario) AddTimeline(at time.Duration, sets ...string) error {
 		}
 		set.Content = append(set.Content, stringNode(strings.TrimSpace(key)), n)
 	}
-	entry := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: yaml.FlowStyle,
-		Content: []*yaml.Node{stringNode("at"), stringNode(at.String()), stringNode("set"), set}}
+	s.addTimelineEntry(&yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: yaml.FlowStyle,
+		Content: []*yaml.Node{stringNode("at"), stringNode(at.String()), stringNode("set"), set}})
+	return nil
+}
+
+// AddTimelineReset adds to s's resolved tree a timeline entry that resets
+// the connection of flow at time at ({at: AT, reset: {flow: FLOW}}), as
+// AddTimeline adds a change.
+func (s *Scenario) AddTimelineReset(at time.Duration, flow string) error {
+	if s.tree == nil {
+		return errors.New("scenario: AddTimelineReset needs a Scenario returned by Parse or Load")
+	}
+	reset := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: yaml.FlowStyle,
+		Content: []*yaml.Node{stringNode("flow"), stringNode(flow)}}
+	s.addTimelineEntry(&yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: yaml.FlowStyle,
+		Content: []*yaml.Node{stringNode("at"), stringNode(at.String()), stringNode("reset"), reset}})
+	return nil
+}
+
+// addTimelineEntry appends entry to the tree's timeline, making one.
+func (s *Scenario) addTimelineEntry(entry *yaml.Node) {
 	tl := lookup(s.tree, "timeline")
 	if tl == nil || isNull(tl) || tl.Kind != yaml.SequenceNode {
 		tl = &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
@@ -347,5 +366,4 @@ func (s *Scenario) AddTimeline(at time.Duration, sets ...string) error {
 		}
 	}
 	tl.Content = append(tl.Content, entry)
-	return nil
 }

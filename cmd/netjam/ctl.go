@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -126,7 +127,7 @@ func ctlCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "ctl",
 		Usage:     "look at and change a running netjam (one started with --control)",
-		ArgsUsage: "status | get | set KEY=VALUE... | schedule --at TIME KEY=VALUE... | reset | events | stop",
+		ArgsUsage: "status | get | set KEY=VALUE... | schedule --at TIME KEY=VALUE... | reset | reset-flow NAME | events | stop",
 		Description: `Talks to the control API of a netjam run or shell started with --control,
 at --control or $NETJAM_CONTROL (netjam shell --control sets it for its
 command): unix:PATH or HOST:PORT.
@@ -142,6 +143,8 @@ command): unix:PATH or HOST:PORT.
    schedule --at TIME KEY=VALUE...
                           the same change at TIME of the run (from its start), ahead
    reset                  every key changed back to the scenario's value
+   reset-flow NAME        end TCP flow NAME's connection with a RST both ways, as a
+                          timeline's reset entry does (recorded the same way)
    events                 the run's events as they happen, one a line: its type, then
                           its JSON (a sample each interval, each change, the end)
    stop                   end the run as Ctrl-C would
@@ -153,6 +156,7 @@ Examples:
    netjam ctl --control unix:/tmp/nj.sock set --for 5s link.loss=100%   # a 5 s outage
    netjam ctl --control unix:/tmp/nj.sock schedule --at 20s link.delay=200ms
    netjam ctl --control unix:/tmp/nj.sock reset
+   netjam ctl --control unix:/tmp/nj.sock reset-flow bulk   # its connection ends with a RST both ways
    netjam ctl --control unix:/tmp/nj.sock status
    sudo netjam shell --control unix -- sh -c 'netjam ctl set link.loss=100%; ./my-test'`,
 		Flags: []cli.Flag{
@@ -167,7 +171,7 @@ Examples:
 }
 
 // ctlVerbs are what netjam ctl does.
-const ctlVerbs = "status, get, set [--for DURATION] KEY=VALUE..., schedule --at TIME KEY=VALUE..., reset, events or stop"
+const ctlVerbs = "status, get, set [--for DURATION] KEY=VALUE..., schedule --at TIME KEY=VALUE..., reset, reset-flow NAME, events or stop"
 
 func doCtl(c *cli.Context) error {
 	addr := c.String("control")
@@ -228,6 +232,11 @@ func ctlRequest(c *cli.Context, verb string) (method, path string, body []byte, 
 		return http.MethodPost, "/v1/stop", nil, nil
 	case "reset":
 		return http.MethodPost, "/v1/reset", nil, nil
+	case "reset-flow":
+		if c.NArg() != 2 {
+			return "", "", nil, cli.Exit("ctl reset-flow: which flow? give its name: reset-flow NAME", exitBadUsage)
+		}
+		return http.MethodPost, "/v1/flows/" + url.PathEscape(c.Args().Get(1)) + "/reset", nil, nil
 	case "events":
 		return http.MethodGet, "/v1/events", nil, nil
 	case "set", "schedule":

@@ -386,10 +386,25 @@
     }
   }
 
+  // showFlowChoices offers the run's TCP flows to the connection reset.
+  function showFlowChoices(fl) {
+    const sel = $("flow-reset-name");
+    const names = (fl || []).filter((f) => f.type === "tcp").map((f) => f.name);
+    if (sel.dataset.names === names.join(",")) return;
+    sel.dataset.names = names.join(",");
+    sel.replaceChildren(...names.map((n) => {
+      const o = document.createElement("option");
+      o.value = o.textContent = n;
+      return o;
+    }));
+    $("flow-reset").disabled = names.length === 0;
+  }
+
   async function refresh() {
     const r = await api("GET", "/v1/status");
     if (!r.ok) return;
     st.status = r.data;
+    showFlowChoices(r.data.flows);
     $("scenario").textContent = r.data.scenario + (r.data.variant ? " / " + r.data.variant : "");
     showLinks(r.data.links);
     showTimeline();
@@ -412,6 +427,12 @@
     pathAction("PATCH", "/v1/links", { set: { "link.uplink.loss": "100%", "link.downlink.loss": "100%" }, for: n + "s" });
   });
   $("reset").addEventListener("click", () => pathAction("POST", "/v1/reset"));
+  $("flow-reset").addEventListener("click", async () => {
+    const name = $("flow-reset-name").value;
+    if (!name) return;
+    const r = await api("POST", "/v1/flows/" + encodeURIComponent(name) + "/reset");
+    $("flow-err").textContent = r.ok ? "" : r.data.error;
+  });
   $("stop").addEventListener("click", async () => {
     const r = await pathAction("POST", "/v1/stop");
     if (r.ok && st.finished) setState("ended", "netjam has quit");
