@@ -137,6 +137,21 @@ func (m *Manual) Next() (time.Time, bool) {
 	return t, ok
 }
 
+// Armed returns how many timers are armed. Tests wait for the goroutines
+// they drive to arm theirs before they move the clock: a timer armed
+// after a move counts its duration from the new time.
+func (m *Manual) Armed() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, mt := range m.timers {
+		if mt.armed {
+			n++
+		}
+	}
+	return n
+}
+
 // AfterFunc returns a timer that calls f in a new goroutine when Advance
 // or Set reaches its deadline.
 func (m *Manual) AfterFunc(d time.Duration, f func()) Timer {

@@ -70,7 +70,9 @@ func NewBench(s *scenario.Scenario, o BenchOptions) (*Bench, error) {
 		s.Seed, s.SeedSet = NewSeed(), true
 	}
 	clk := clock.Real{}
-	l, err := newLab(s, clk, log, "", labHooks{})
+	l, err := newLab(s, clk, log, "", labHooks{},
+		hostSpec{name: "client", sack: true},
+		hostSpec{name: "server", server: true, sack: true, transparent: true, catchAll: true})
 	if err != nil {
 		return nil, err
 	}
@@ -79,16 +81,7 @@ func NewBench(s *scenario.Scenario, o BenchOptions) (*Bench, error) {
 		l.close()
 		return nil, err
 	}
-	l.transparent = true
-	client, err := l.addHost(s, clk, log, false, true, -1, "client")
-	if err != nil {
-		return fail(err)
-	}
-	server, err := l.addHost(s, clk, log, true, true, -1, "server")
-	if err != nil {
-		return fail(err)
-	}
-	l.catchAll = server
+	client, server := l.clients[0], l.servers[0]
 	b.client, b.server = client.host, server.host
 	ctx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel

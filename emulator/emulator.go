@@ -98,39 +98,6 @@ type Path struct {
 	Up, Down *impair.Runner
 }
 
-// newPath builds both directions of s. deliverUp and deliverDown receive
-// what leaves each direction.
-func newPath(s *scenario.Scenario, clk clock.Clock, deliverUp, deliverDown func(time.Time, *impair.Packet)) (*Path, error) {
-	upCfg, err := directionConfig("uplink", s.Seed, s.Uplink)
-	if err != nil {
-		return nil, err
-	}
-	downCfg, err := directionConfig("downlink", s.Seed, s.Downlink)
-	if err != nil {
-		return nil, err
-	}
-	up, err := impair.NewRunner(upCfg, clk, deliverUp)
-	if err != nil {
-		return nil, err
-	}
-	down, err := impair.NewRunner(downCfg, clk, deliverDown)
-	if err != nil {
-		return nil, err
-	}
-	return &Path{Up: up, Down: down}, nil
-}
-
-func (p *Path) start(ctx context.Context) {
-	p.Up.Start(ctx)
-	p.Down.Start(ctx)
-}
-
-// close stops both directions; safe to call more than once.
-func (p *Path) close() {
-	p.Up.Close()
-	p.Down.Close()
-}
-
 // NewSeed returns a random seed for a scenario that names none; the run
 // records it so that it can be repeated.
 func NewSeed() uint64 {
@@ -177,12 +144,7 @@ func Run(ctx context.Context, plan *scenario.Plan, o Options) (*Summary, error) 
 	if parallel > 1 || slices.ContainsFunc(plan.Runs, virtual) {
 		o.Progress = nil
 	}
-	type result struct {
-		rs     *RunSummary
-		series *flows.Series
-		err    error
-	}
-	results := make([]result, len(plan.Runs))
+	results := make([]runResult, len(plan.Runs))
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
 start:
@@ -205,12 +167,24 @@ start:
 				defer stop()
 			}
 			rs, series, err := runOne(ctx, s, o)
-			results[i] = result{rs, series, err}
+			results[i] = runResult{rs, series, err}
 		}()
 	}
 	wg.Wait()
-	// A failed run does not stop the others: each variant is reported,
-	// and the errors of all come back together.
+	return sum, sum.add(ctx, results)
+}
+
+// runResult is what one run of a plan gave.
+type runResult struct {
+	rs     *RunSummary
+	series *flows.Series
+	err    error
+}
+
+// add adds the runs' results to the summary and returns their errors
+// joined, with ctx's. A failed run does not stop the others: each variant
+// is reported, and the errors of all come back together.
+func (sum *Summary) add(ctx context.Context, results []runResult) error {
 	var errs []error
 	for _, r := range results {
 		if r.rs != nil {
@@ -229,7 +203,7 @@ start:
 	if err := ctx.Err(); err != nil {
 		errs = append(errs, err)
 	}
-	return sum, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // CheckVirtual tells whether every run of plan can run on the virtual
@@ -280,9 +254,66 @@ func startVirtual(o *Options, s *scenario.Scenario) (stop func()) {
 // closing the path and the hosts.
 const drainGrace = 750 * time.Millisecond
 
-// runOne runs one scenario: one variant of a plan. Its partial summary is
-// returned along with an error, so that what was measured is reported.
+// runOne runs one scenario: one variant of a plan, through the phases of
+// a run. Its partial summary is returned along with an error, so that
+// what was measured is reported.
 func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, *flows.Series, error) {
+	r, err := buildRun(s, o)
+	if err != nil {
+		if IsPrivilege(err) {
+			// The other variants run; this one is reported as skipped.
+			// Said once, at the end, by the caller; the table and
+			// summary.json say which runs were skipped.
+			r.log.Debug("run skipped: TUN mode needs privileges", zap.Error(err))
+			return &RunSummary{Variant: s.Variant, Seed: s.Seed, Skipped: privilegeReason(err)}, nil, fmt.Errorf("run %s: %w", runName(s), err)
+		}
+		return nil, nil, fmt.Errorf("run %s: %w", runName(s), err)
+	}
+	defer r.close()
+	if err := r.start(ctx); err != nil {
+		return nil, nil, fmt.Errorf("run %s: %w", runName(s), err)
+	}
+	r.wait(ctx)
+	r.stop()
+	rs := r.collect()
+	if err := r.failures(ctx); err != nil {
+		return rs, r.series, fmt.Errorf("run %s: %w", runName(s), err)
+	}
+	return rs, r.series, ctx.Err()
+}
+
+// run is one run of a scenario, in phases: buildRun (the lab, nothing
+// running), start (the path, the flows connected and sending), wait (for
+// the flows, the attached command, or the duration), stop (everything,
+// in order), collect (the summary). close releases what is left on any
+// exit path.
+type run struct {
+	s   *scenario.Scenario
+	o   Options
+	log *zap.Logger
+	l   *lab
+
+	fls   []flows.Flow
+	conns []closer
+	// begin is when the measurement started: once every flow is
+	// connected (handshakes, and SYNs lost on a lossy path, are setup,
+	// not part of a flow's time).
+	begin   time.Time
+	elapsed time.Duration
+	tl      *timeline
+	series  *flows.Series
+	smp     *sampler
+	lv      *Live
+	cancel  context.CancelFunc // ends the flows (and the Live handle)
+	flowsWG sync.WaitGroup
+	errs    []error // each flow's
+	// attachedErr is Options.Attached's error.
+	attachedErr error
+}
+
+// buildRun builds the lab of s; nothing runs yet. On error the run has
+// only its logger.
+func buildRun(s *scenario.Scenario, o Options) (*run, error) {
 	if len(o.Capture) > 0 {
 		c := scenario.Capture{}
 		if s.Capture != nil {
@@ -291,188 +322,218 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 		c.Points = o.Capture
 		s.Capture = &c
 	}
-	log := o.Log.With(zap.String("scenario", s.Name), zap.Uint64("seed", s.Seed))
+	r := &run{s: s, o: o, log: o.Log.With(zap.String("scenario", s.Name), zap.Uint64("seed", s.Seed))}
 	if s.Variant != "" {
-		log = log.With(zap.String("variant", s.Variant))
+		r.log = r.log.With(zap.String("variant", s.Variant))
 	}
-	open := o.openTUN
+	var err error
+	r.l, err = newLab(s, o.Clock, r.log, o.OutDir, labHooks{open: o.deviceOpener(), dial: o.relayDial})
+	return r, err
+}
+
+// deviceOpener returns how the run opens a TUN device.
+func (o Options) deviceOpener() openDevice {
 	switch {
-	case open != nil:
+	case o.openTUN != nil:
+		return o.openTUN
 	case o.OpenTUN != nil:
-		open = func(cfg hostnet.TUNConfig) (hostnet.Device, error) {
+		return func(cfg hostnet.TUNConfig) (hostnet.Device, error) {
 			t, err := o.OpenTUN(cfg)
 			if err != nil {
 				return nil, err
 			}
 			return t, nil
 		}
-	default:
-		open = openTUN
 	}
-	l, err := newLab(s, o.Clock, log, o.OutDir, labHooks{open: open, dial: o.relayDial})
-	if err != nil {
-		if IsPrivilege(err) {
-			// The other variants run; this one is reported as skipped.
-			// Said once, at the end, by the caller; the table and
-			// summary.json say which runs were skipped.
-			log.Debug("run skipped: TUN mode needs privileges", zap.Error(err))
-			return &RunSummary{Variant: s.Variant, Seed: s.Seed, Skipped: privilegeReason(err)}, nil, fmt.Errorf("run %s: %w", runName(s), err)
-		}
-		return nil, nil, fmt.Errorf("run %s: %w", runName(s), err)
-	}
-	defer l.close()
-	l.start(ctx)
+	return openTUN
+}
 
-	log.Info("run start", zap.Duration("duration", s.Duration), zap.Int("flows", len(s.Flows)),
+// start starts the path, connects every flow, schedules the timeline and
+// starts the flows, the sampler and the Live handle.
+func (r *run) start(ctx context.Context) error {
+	s, o := r.s, r.o
+	r.l.start(ctx)
+	r.log.Info("run start", zap.Duration("duration", s.Duration), zap.Int("flows", len(s.Flows)),
 		zap.String("uplink", describe(s.Uplink)), zap.String("downlink", describe(s.Downlink)))
-	fls, conns, err := l.connectFlows(ctx, s, o.Clock)
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
+	var err error
+	r.fls, r.conns, err = r.l.connectFlows(ctx, s, o.Clock)
 	if err != nil {
-		return nil, nil, fmt.Errorf("run %s: connecting flows: %w", runName(s), err)
+		return fmt.Errorf("connecting flows: %w", err)
 	}
-
-	// The measurement starts once every flow is connected: handshakes
-	// (and SYNs lost on a lossy path) are setup, not part of a flow's
-	// time.
-	start := o.Clock.Now()
-	tl, err := scheduleTimeline(l.path, s, start)
-	if err != nil {
-		return nil, nil, fmt.Errorf("run %s: timeline: %w", runName(s), err)
+	r.begin = o.Clock.Now()
+	if r.tl, err = scheduleTimeline(r.l.path, s, r.begin); err != nil {
+		return fmt.Errorf("timeline: %w", err)
 	}
-	tl.scheduleResets(o.Clock, s, fls)
-	defer tl.stop()
-	series := flows.NewSeries(s.Variant, start)
+	r.tl.scheduleResets(o.Clock, s, r.fls)
+	r.series = flows.NewSeries(s.Variant, r.begin)
 	if o.OutDir != "" {
-		series.SpillTo(o.OutDir)
+		r.series.SpillTo(o.OutDir)
 	}
 	// Flows stop sending by the run's duration (see lab.newFlow); what is
 	// in flight then gets drainGrace to arrive before the run is cut.
 	runCtx, cancel := clock.WithTimeout(ctx, o.Clock, s.Duration+drainGrace)
-	defer cancel()
-	smp := newSampler(o.Clock, s.SampleInterval, series, fls, l.path, l.cell)
-	smp.configured = len(s.Timeline) > 0 || o.Live != nil
-	var lv *Live
+	r.cancel = cancel
+	r.smp = newSampler(o.Clock, s.SampleInterval, r.series, r.fls, r.l.path, r.l.cell)
+	r.smp.configured = len(s.Timeline) > 0 || o.Live != nil
 	if o.Live != nil {
-		lv = newLive(o.Clock, start, l.path, fls, tl, cancel, s)
-		lv.cell = l.cell
-		smp.live = lv
+		r.lv = newLive(o.Clock, r.begin, r.l.path, r.fls, r.tl, cancel, s)
+		r.lv.cell = r.l.cell
+		r.smp.live = r.lv
 	}
-	smp.start(runCtx)
+	r.smp.start(runCtx)
 	if o.Progress != nil {
-		o.Progress.Begin(runName(s), s.Duration, fls)
+		o.Progress.Begin(runName(s), s.Duration, r.fls)
 	}
-	errs := make([]error, len(fls))
-	var wg sync.WaitGroup
-	for i, f := range fls {
-		wg.Add(1)
+	r.errs = make([]error, len(r.fls))
+	for i, f := range r.fls {
+		r.flowsWG.Add(1)
 		go func() {
-			defer wg.Done()
-			errs[i] = f.Run(runCtx)
+			defer r.flowsWG.Done()
+			r.errs[i] = f.Run(runCtx)
 		}()
 	}
-	if lv != nil {
-		o.Live(lv)
+	if r.lv != nil {
+		o.Live(r.lv)
 	}
-	var attachedErr error
-	if l.tun != nil && o.Attached != nil {
-		attachedErr = o.Attached(ctx)
+	return nil
+}
+
+// wait returns once the run is over: the attached command returned and
+// the flows are done; in TUN mode without either, after the duration.
+func (r *run) wait(ctx context.Context) {
+	if r.l.tun != nil && r.o.Attached != nil {
+		r.attachedErr = r.o.Attached(ctx)
 	}
-	wg.Wait()
-	if l.tun != nil && len(fls) == 0 && o.Attached == nil {
+	r.flowsWG.Wait()
+	if r.l.tun != nil && len(r.fls) == 0 && r.o.Attached == nil {
 		// TUN mode without flows is for applications outside netjam:
 		// the path stays up for the run's duration or until interrupted.
-		t := o.Clock.NewTimer(s.Duration)
+		t := r.o.Clock.NewTimer(r.s.Duration)
 		select {
 		case <-t.C():
 		case <-ctx.Done():
 		}
 		t.Stop()
 	}
-	cancel()
-	if lv != nil {
-		lv.end() // before the summary takes the timeline
+}
+
+// stop ends the flows, the Live handle (before the summary takes the
+// timeline), the sampler and the progress, then closes the connections
+// and the lab.
+func (r *run) stop() {
+	r.cancel()
+	if r.lv != nil {
+		r.lv.end()
 	}
-	smp.stop()
-	elapsed := o.Clock.Now().Sub(start)
-	if o.Progress != nil {
-		o.Progress.End()
+	r.smp.stop()
+	r.elapsed = r.o.Clock.Now().Sub(r.begin)
+	if r.o.Progress != nil {
+		r.o.Progress.End()
 	}
-	for _, c := range conns {
+	r.close()
+}
+
+// close releases what the run holds; safe on any exit path, more than
+// once.
+func (r *run) close() {
+	if r.tl != nil {
+		r.tl.stop() // the timeline's connection resets
+	}
+	if r.cancel != nil {
+		r.cancel()
+	}
+	for _, c := range r.conns {
 		c.Close()
 	}
-	l.close()
+	r.conns = nil
+	r.l.close()
+}
 
+// collect returns the run's summary, and logs what netjam itself lost.
+func (r *run) collect() *RunSummary {
+	s, l := r.s, r.l
 	rs := &RunSummary{
 		Variant:   s.Variant,
 		Seed:      s.Seed,
-		DurationS: elapsed.Seconds(),
-		Flows:     make([]flows.FlowSummary, len(fls)),
+		DurationS: r.elapsed.Seconds(),
+		Flows:     make([]flows.FlowSummary, len(r.fls)),
 		Links:     []LinkSummary{linkSummary(s.Uplink, l.path.Up.Stats()), linkSummary(s.Downlink, l.path.Down.Stats())},
 	}
 	if l.cell != nil {
 		ws := l.cell.Stats()
 		rs.WiFi = &ws
 	}
-	rs.Timeline = tl.applied()
+	rs.Timeline = r.tl.applied()
 	rs.Captures = l.captureStats()
 	rs.TUN = l.tunSummary()
 	rs.Links[0].DeliveryDrops = l.deliveryDrops(true)
 	rs.Links[1].DeliveryDrops = l.deliveryDrops(false)
-	for i, f := range fls {
-		fs := f.Summary()
-		fs.Stack = s.Flows[i].Stack
-		if fs.Type == flows.TypeTCP {
-			fs.CC = s.Flows[i].CC
-			if fs.CC == "" {
-				fs.CC = "cubic" // the host default, see stack.TCPOptions
-			}
-		}
-		rs.Flows[i] = fs
-		if t := fs.TCPSummary; t != nil && !t.Completed && t.Size > 0 && t.ResetAtS == 0 {
-			log.Warn("flow "+fs.Name+" did not finish when the run ended: "+strings.TrimPrefix(flows.Unfinished(t.BytesReceived, t.Size), "unfinished: ")+" received",
-				zap.String("flow", fs.Name), zap.Uint64("bytes_received", t.BytesReceived), zap.Uint64("size", t.Size))
-		}
+	for i, f := range r.fls {
+		rs.Flows[i] = r.flowSummary(i, f)
 	}
-	for _, l := range rs.Links {
-		if l.DeliveryDrops > 0 {
-			log.Warn("netjam could not keep up: packets dropped inside netjam, not by the path (a receiving host was stuck)",
-				zap.String("link", l.Name), zap.Uint64("delivery_drops", l.DeliveryDrops))
-		}
-		if n := l.Drops[impair.DropInput.String()]; n > 0 {
-			log.Warn("netjam could not keep up: packets dropped at a direction's input, not by the configured path",
-				zap.String("link", l.Name), zap.Uint64("input_drops", n))
-		}
-	}
+	r.warnOwnDrops(rs.Links)
 	rs.Fairness, rs.FairnessFlows = fairness(s.Flows, rs.Flows)
-	log.Info("run end", zap.Duration("elapsed", elapsed),
+	r.log.Info("run end", zap.Duration("elapsed", r.elapsed),
 		zap.Uint64("uplink_packets", rs.Links[0].PacketsOut), zap.Uint64("downlink_packets", rs.Links[1].PacketsOut),
-		zap.Uint64("no_route", l.noRoute.Load()))
+		zap.Uint64("no_route", l.noRoute()), zap.Uint64("too_large", l.tooLarge()))
 	for _, l := range rs.Links {
 		for _, st := range l.Stages {
-			log.Debug("stage", zap.String("link", l.Name), zap.String("stage", st.Name),
+			r.log.Debug("stage", zap.String("link", l.Name), zap.String("stage", st.Name),
 				zap.Uint64("packets_in", st.InPackets), zap.Uint64("packets_out", st.OutPackets), zap.Any("drops", st.Drops))
 		}
 	}
 	rs.Expectations = checkExpectations(rs, s.Expect)
-	// A flow cut short by the run's duration is not a failure; anything
-	// else a flow reports (a corrupted byte, a broken connection) is.
-	var failed []error
-	for i, err := range errs {
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !(errors.Is(err, context.Canceled) && ctx.Err() == nil) {
-			failed = append(failed, fmt.Errorf("flow %s: %w", fls[i].Name(), err))
+	return rs
+}
+
+// flowSummary returns the summary of flow number i, warning when it did
+// not finish.
+func (r *run) flowSummary(i int, f flows.Flow) flows.FlowSummary {
+	fs := f.Summary()
+	fs.Stack = r.s.Flows[i].Stack
+	if fs.Type == flows.TypeTCP {
+		fs.CC = r.s.Flows[i].CC
+		if fs.CC == "" {
+			fs.CC = "cubic" // the host default, see stack.TCPOptions
 		}
 	}
-	if attachedErr != nil {
-		failed = append(failed, attachedErr)
+	if t := fs.TCPSummary; t != nil && !t.Completed && t.Size > 0 && t.ResetAtS == 0 {
+		r.log.Warn("flow "+fs.Name+" did not finish when the run ended: "+strings.TrimPrefix(flows.Unfinished(t.BytesReceived, t.Size), "unfinished: ")+" received",
+			zap.String("flow", fs.Name), zap.Uint64("bytes_received", t.BytesReceived), zap.Uint64("size", t.Size))
 	}
-	if err := errors.Join(failed...); err != nil {
-		return rs, series, fmt.Errorf("run %s: %w", runName(s), err)
+	return fs
+}
+
+// warnOwnDrops warns of packets dropped inside netjam rather than by the
+// configured path.
+func (r *run) warnOwnDrops(links []LinkSummary) {
+	for _, l := range links {
+		if l.DeliveryDrops > 0 {
+			r.log.Warn("netjam could not keep up: packets dropped inside netjam, not by the path (a receiving host was stuck)",
+				zap.String("link", l.Name), zap.Uint64("delivery_drops", l.DeliveryDrops))
+		}
+		if n := l.Drops[impair.DropInput.String()]; n > 0 {
+			r.log.Warn("netjam could not keep up: packets dropped at a direction's input, not by the configured path",
+				zap.String("link", l.Name), zap.Uint64("input_drops", n))
+		}
 	}
-	return rs, series, ctx.Err()
+}
+
+// failures returns what went wrong in the run. A flow cut short by the
+// run's duration is not a failure; anything else a flow reports (a
+// corrupted byte, a broken connection) is, and so is the attached
+// command's error.
+func (r *run) failures(ctx context.Context) error {
+	var failed []error
+	for i, err := range r.errs {
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !(errors.Is(err, context.Canceled) && ctx.Err() == nil) {
+			failed = append(failed, fmt.Errorf("flow %s: %w", r.fls[i].Name(), err))
+		}
+	}
+	if r.attachedErr != nil {
+		failed = append(failed, r.attachedErr)
+	}
+	return errors.Join(failed...)
 }
 
 func runName(s *scenario.Scenario) string {

@@ -7,8 +7,8 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -20,11 +20,13 @@ import (
 	"github.com/netjam/netjam/netif"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/stack"
+	"github.com/netjam/netjam/topology"
 	"github.com/netjam/netjam/wifi"
 )
 
 // A lab is the rootless topology of one run: gVisor hosts on the client
-// side and on the server side of the emulated path.
+// side and on the server side of the emulated path (see labpath.go for
+// the graph that joins them).
 //
 // Packets a client-side host sends enter the uplink (through the Wi-Fi
 // cell first, when the scenario has one); what leaves the uplink is handed
@@ -47,11 +49,18 @@ type lab struct {
 	// bigPool holds GSO packets (see impair.Packet.SetGSO); pool the
 	// MTU-sized rest.
 	bigPool *impair.Pool
-	// clients and servers are the hosts of each side; client and server
-	// map every address to its host. All are written before the path
-	// starts, then only read.
+	// clients and servers are the ends of each side, stations the
+	// client-side end of each Wi-Fi station by name. All are written
+	// before the path starts, then only read.
 	clients, servers []*endHost
-	client, server   map[netip.Addr]*endHost
+	stations         map[string]*endHost
+
+	// net is the compiled path; routers are its to-server and to-client
+	// routers, lives what was built with a goroutine of its own (closed
+	// by close when the graph did not compile).
+	net     *topology.Net
+	routers [2]*topology.Router
+	lives   []topology.Life
 
 	clk clock.Clock
 	log *zap.Logger
@@ -61,136 +70,38 @@ type lab struct {
 
 	// tun is TUN mode's part; nil without a tun section.
 	tun *tunEnd
-
-	// catchAll, when not nil, is the server-side host that takes the
-	// uplink's packets for destinations no host owns (a Bench's relay).
-	catchAll *endHost
-	// transparent makes the server-side hosts take any destination (see
-	// stack.HostConfig.Transparent).
-	transparent bool
-
-	noRoute  atomic.Uint64 // packets whose destination no host owns
-	tooLarge atomic.Uint64 // packets larger than the pool's buffers (never with a sane MTU)
 }
 
 // endHost is a host at one end of the path: a netstack host, or the
 // kernel behind the TUN device (whose host is nil).
 type endHost struct {
-	host    *stack.Host
-	in      *inbox
-	v4      netip.Addr
-	sack    bool
-	station int // its index in the Wi-Fi cell; -1 for a wired host
-	// send puts a packet from this end into the path (the kernel's
-	// endpoints: the uplink, or the medium as its station).
-	send func(p *impair.Packet)
+	name  string
+	host  *stack.Host
+	in    *topology.Queue // its inbox; for the kernel the device's
+	addrs []netip.Addr    // the addresses routed to it
+	v4    netip.Addr
+	sack  bool
+	// station is its Wi-Fi station's name; "" for a wired end.
+	station string
+	// tx is where what it sends enters the path.
+	tx *topology.Source
+	// catchAll: the uplink's packets for destinations no end owns go to
+	// this server host.
+	catchAll bool
 }
 
-// inbox hands the packets leaving a direction to one host on a goroutine
-// of its own, so that the direction's scheduler does not wait for gVisor
-// to process each packet (or for a write into the TUN device): at high
-// rates the two then share the machine's cores instead of taking turns on
-// one.
-//
-// When the host falls behind and the inbox is full, put waits for room
-// (up to putWait): backpressure, as a real NIC's full ring stops the
-// queue feeding it, so that a path configured to lose nothing loses
-// nothing inside netjam. The wait holds up the direction's scheduler (its
-// packets run late, which the lateness figures show) and, through the
-// direction's bounded input, the sender. No wait cycle is possible: the
-// inbox's goroutine only injects into its host, whose replies enter a
-// direction without waiting. Only a host stuck for putWait loses the
-// packet, counted in full and reported as netjam's own drop.
-type inbox struct {
-	ch    chan *impair.Packet
-	full  atomic.Uint64 // packets dropped after putWait: the host was stuck
-	waits atomic.Uint64 // puts that found the inbox full and waited
-	done  chan struct{}
-	once  sync.Once
-}
-
-// putWait bounds how long a put waits for a full inbox: far longer than a
-// host busy with a burst takes (an inbox of inboxLen packets is about 1 ms
-// of work), short enough that a stuck host does not stop the path.
+// putWait bounds how long an inbox waits for room when its host falls
+// behind (see topology.Queue): far longer than a host busy with a burst
+// takes (an inbox of inboxLen packets is about 1 ms of work), short
+// enough that a stuck host does not stop the path. No wait cycle is
+// possible: an inbox's goroutine only injects into its host, whose
+// replies enter a direction without waiting.
 const putWait = 100 * time.Millisecond
 
 // inboxLen bounds the packets waiting for a host: about 1 ms at 10 Gbit/s
 // of 1500-byte packets; a host that far behind is overloaded, and the drop
 // is counted.
 const inboxLen = 1024
-
-// newInbox starts an inbox that hands each packet to deliver, which owns
-// it (and releases it).
-func newInbox(deliver func(p *impair.Packet)) *inbox {
-	b := &inbox{ch: make(chan *impair.Packet, inboxLen), done: make(chan struct{})}
-	go func() {
-		defer close(b.done)
-		for p := range b.ch {
-			deliver(p)
-		}
-	}()
-	return b
-}
-
-// inboxBatch bounds the packets a batch inbox hands over at once.
-const inboxBatch = 64
-
-// newBatchInbox starts an inbox that hands deliver every packet waiting
-// when it looks, up to inboxBatch at a time: those that arrived while it
-// was busy (a burst), never waiting for more. deliver owns them.
-func newBatchInbox(deliver func(ps []*impair.Packet)) *inbox {
-	b := &inbox{ch: make(chan *impair.Packet, inboxLen), done: make(chan struct{})}
-	go func() {
-		defer close(b.done)
-		batch := make([]*impair.Packet, 0, inboxBatch)
-		for p := range b.ch {
-			batch = append(batch[:0], p)
-		more:
-			for len(batch) < inboxBatch {
-				select {
-				case q, ok := <-b.ch:
-					if !ok {
-						break more
-					}
-					batch = append(batch, q)
-				default:
-					break more
-				}
-			}
-			deliver(batch)
-			clear(batch)
-		}
-	}()
-	return b
-}
-
-// put hands p over, waiting up to putWait for room (see inbox).
-func (b *inbox) put(p *impair.Packet) {
-	select {
-	case b.ch <- p:
-		return
-	default:
-	}
-	// Full: only now a timer, so the common case allocates nothing.
-	b.waits.Add(1)
-	t := time.NewTimer(putWait)
-	defer t.Stop()
-	select {
-	case b.ch <- p:
-	case <-t.C:
-		b.full.Add(1)
-		p.Release()
-	}
-}
-
-// close stops the inbox once its queue is drained; idempotent. Nothing may
-// put after.
-func (b *inbox) close() {
-	b.once.Do(func() {
-		close(b.ch)
-		<-b.done
-	})
-}
 
 const maxHosts = 100
 
@@ -206,23 +117,71 @@ func hostAddrs(i int, server bool) []netip.Prefix {
 	}
 }
 
+// hostSpec is a netstack host a lab needs, before it is built.
+type hostSpec struct {
+	name    string // "": client<i> or server<i>
+	server  bool
+	sack    bool
+	station string
+	// transparent makes a server host take any destination (see
+	// stack.HostConfig.Transparent), catchAll the uplink's packets for
+	// destinations no host owns (a Bench's relay).
+	transparent, catchAll bool
+}
+
+// planHosts returns the netstack hosts the flows of s need: one per Wi-Fi
+// station the kernel is not behind, in the cell's order, then a client
+// (without a cell) and a server host per SACK setting, in the flows'
+// order.
+func planHosts(s *scenario.Scenario) []hostSpec {
+	var specs []hostSpec
+	have := func(server, sack bool) bool {
+		for _, h := range specs {
+			if h.server == server && h.sack == sack && h.station == "" {
+				return true
+			}
+		}
+		return false
+	}
+	if s.WiFi != nil {
+		for _, st := range s.WiFi.Stations {
+			if s.TUN != nil && s.TUN.Station(st.Name) >= 0 {
+				continue // the kernel's endpoints go here, see buildTUN
+			}
+			sack := true
+			for _, f := range s.Flows {
+				if f.Station == st.Name && f.Type == "tcp" {
+					sack = f.SACK
+				}
+			}
+			specs = append(specs, hostSpec{name: st.Name, sack: sack, station: st.Name})
+		}
+	}
+	for _, f := range s.Flows {
+		if f.Stack == scenario.StackKernel {
+			continue // from the kernel to the peer host, see buildTUN
+		}
+		if s.WiFi == nil && !have(false, f.SACK) {
+			specs = append(specs, hostSpec{sack: f.SACK})
+		}
+		if !have(true, f.SACK) {
+			specs = append(specs, hostSpec{server: true, sack: f.SACK})
+		}
+	}
+	return specs
+}
+
 // newLab builds the path, the Wi-Fi cell and the hosts the flows of s
-// need. Nothing runs until start; close releases everything, also after a
-// failed newLab.
-func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir string, hooks labHooks) (*lab, error) {
+// need, and the extra hosts (a Bench's). Nothing runs until start; close
+// releases everything, also after a failed newLab.
+func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir string, hooks labHooks, extra ...hostSpec) (*lab, error) {
 	l := &lab{
 		clk:  clk,
 		log:  log,
 		pool: impair.NewPool(s.MTU),
 		// Large TCP segments from a TUN device with offload.
-		bigPool: impair.NewPool(maxGSOPacket),
-		client:  map[netip.Addr]*endHost{},
-		server:  map[netip.Addr]*endHost{},
-	}
-	var err error
-	l.path, err = newPath(s, clk, l.deliver(true), l.deliver(false))
-	if err != nil {
-		return nil, err
+		bigPool:  impair.NewPool(maxGSOPacket),
+		stations: map[string]*endHost{},
 	}
 	fail := func(err error) (*lab, error) {
 		l.close()
@@ -231,120 +190,101 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir strin
 	if err := l.openCaptures(s, outDir); err != nil {
 		return fail(err)
 	}
-	var tunStations []int // the cell's stations the kernel sits behind
-	if s.WiFi != nil {
-		cfg := *s.WiFi // the scenario's cell, with the run's seed
-		cfg.Seed = s.Seed
-		l.cell, err = wifi.NewRunner(cfg, clk, l.fromCell(true), l.fromCell(false))
-		if err != nil {
-			return fail(err)
-		}
-		for i, st := range s.WiFi.Stations {
-			if s.TUN != nil && s.TUN.Station(st.Name) >= 0 {
-				tunStations = append(tunStations, i) // the kernel's endpoints go here, see setupTUN
-				continue
-			}
-			sack := true
-			for _, f := range s.Flows {
-				if f.Station == st.Name && f.Type == "tcp" {
-					sack = f.SACK
-				}
-			}
-			if _, err := l.addHost(s, clk, log, false, sack, i, st.Name); err != nil {
-				return fail(err)
-			}
-		}
+	b, err := newPathBuilder(l, s)
+	if err != nil {
+		return fail(err)
 	}
-	for _, f := range s.Flows {
-		if f.Stack == scenario.StackKernel {
-			continue // from the kernel to the peer host, see setupTUN
-		}
-		if s.WiFi == nil && l.find(l.clients, f.SACK) == nil {
-			if _, err := l.addHost(s, clk, log, false, f.SACK, -1, ""); err != nil {
-				return fail(err)
-			}
-		}
-		if l.find(l.servers, f.SACK) == nil {
-			if _, err := l.addHost(s, clk, log, true, f.SACK, -1, ""); err != nil {
-				return fail(err)
-			}
+	specs := append(planHosts(s), extra...)
+	ends := make([]*endHost, len(specs))
+	for i, h := range specs {
+		if ends[i], err = l.addEnd(b, h); err != nil {
+			return fail(err)
 		}
 	}
 	// The device comes last: once it is up, the kernel may send.
 	if s.TUN != nil {
-		if err := l.setupTUN(s, log, hooks, tunStations); err != nil {
+		if err := l.buildTUN(b, s, hooks); err != nil {
 			return fail(err)
 		}
+	}
+	if l.net, err = b.compile(); err != nil {
+		return fail(err)
+	}
+	for i, h := range specs {
+		if err := l.newHost(s, ends[i], h); err != nil {
+			return fail(err)
+		}
+	}
+	if l.tun != nil {
+		return l, l.startPeer(s, hooks)
 	}
 	return l, nil
 }
 
-// addHost makes the next host of a side.
-func (l *lab) addHost(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, server, sack bool, station int, name string) (*endHost, error) {
-	side, owner := &l.clients, l.client
-	if server {
-		side, owner = &l.servers, l.server
+// addEnd adds the ends of the next netstack host of a side to the graph;
+// newHost makes the host once the graph is compiled.
+func (l *lab) addEnd(b *pathBuilder, h hostSpec) (*endHost, error) {
+	side := &l.clients
+	if h.server {
+		side = &l.servers
 	}
 	i := len(*side)
 	if i == maxHosts {
 		return nil, fmt.Errorf("more than %d hosts on a side", maxHosts)
 	}
-	if name == "" {
-		name = fmt.Sprintf("client%d", i)
-		if server {
-			name = fmt.Sprintf("server%d", i)
+	e := &endHost{name: h.name, sack: h.sack, station: h.station, catchAll: h.catchAll}
+	if e.name == "" {
+		e.name = fmt.Sprintf("client%d", i)
+		if h.server {
+			e.name = fmt.Sprintf("server%d", i)
 		}
 	}
-	addrs := hostAddrs(i, server)
-	// Without segmentation offload: measured, a lab host's TCP sending
-	// 64 KiB segments (split on its goroutine) cost as much CPU per
-	// transfer as sending MTU-sized ones.
-	out := l.output(l.path.Up, l.capClient)
-	switch {
-	case server:
-		out = l.output(l.path.Down, l.capServer)
-	case station >= 0:
-		out = l.toCell(station)
+	for _, a := range hostAddrs(i, h.server) {
+		e.addrs = append(e.addrs, a.Addr())
 	}
-	seed := s.Seed + 2*uint64(i)
-	if server {
-		seed++
-	}
-	h, err := stack.NewHost(stack.HostConfig{
-		Name: name, Addrs: addrs, MTU: s.MTU, Clock: clk, Seed: seed, SACK: sack, Output: out, Log: log,
-		Transparent: server && l.transparent,
-	})
-	if err != nil {
-		return nil, err
-	}
-	// A large segment that crossed a delay-only direction whole reaches
-	// the host as its segments, all at once, as they would have: gVisor
-	// acknowledges per packet it takes, and one ACK for a whole segment
-	// halves a sender's ACK clock (see the README on GRO).
-	inject := injector(h)
-	e := &endHost{host: h, in: newInbox(func(p *impair.Packet) { l.pool.Split(p, inject) }), v4: addrs[0].Addr(), sack: sack, station: station}
+	e.v4 = e.addrs[0]
+	b.addHost(e, h.server)
 	*side = append(*side, e)
-	for _, a := range addrs {
-		owner[a.Addr()] = e
+	if e.station != "" {
+		l.stations[e.station] = e
 	}
 	return e, nil
 }
 
-// injector returns an inbox's delivery into h. A GSO packet (a large TCP
-// segment that crossed the path whole) goes in whole, gVisor taking
-// segments of any size, once its checksum is complete.
-func injector(h *stack.Host) func(p *impair.Packet) {
-	return func(p *impair.Packet) {
-		p.FinishChecksum() // gVisor checks it
-		h.Inject(p.Data)
-		p.Release()
+// newHost makes the netstack host of e, number i of its side.
+//
+// Without segmentation offload: measured, a lab host's TCP sending
+// 64 KiB segments (split on its goroutine) cost as much CPU per transfer
+// as sending MTU-sized ones. A large segment that crossed a delay-only
+// direction whole (from the peer) reaches the host as its segments, all
+// at once, as they would have: gVisor acknowledges per packet it takes,
+// and one ACK for a whole segment halves a sender's ACK clock (see the
+// README on GRO).
+func (l *lab) newHost(s *scenario.Scenario, e *endHost, h hostSpec) error {
+	side := l.clients
+	if h.server {
+		side = l.servers
 	}
+	i := 0
+	for side[i] != e {
+		i++
+	}
+	seed := s.Seed + 2*uint64(i)
+	if h.server {
+		seed++
+	}
+	var err error
+	e.host, err = stack.NewHost(stack.HostConfig{
+		Name: e.name, Addrs: hostAddrs(i, h.server), MTU: s.MTU, Clock: l.clk, Seed: seed, SACK: h.sack,
+		Output: l.output(e), Log: l.log, Transparent: h.transparent,
+	})
+	return err
 }
 
 // find returns the wired host of a side with the SACK setting, or nil.
 func (l *lab) find(side []*endHost, sack bool) *endHost {
 	for _, e := range side {
-		if e.sack == sack && e.station < 0 {
+		if e.sack == sack && e.station == "" {
 			return e
 		}
 	}
@@ -352,188 +292,52 @@ func (l *lab) find(side []*endHost, sack bool) *endHost {
 }
 
 // ends returns the client-side and server-side hosts of flow f.
-func (l *lab) ends(s *scenario.Scenario, f scenario.Flow) (client, server *endHost) {
+func (l *lab) ends(f scenario.Flow) (client, server *endHost) {
 	server = l.find(l.servers, f.SACK)
 	if f.Station != "" {
-		return l.clients[s.WiFi.Station(f.Station)], server
+		return l.stations[f.Station], server
 	}
 	return l.find(l.clients, f.SACK), server
 }
 
-// copyOut copies a packet a host sends into a pooled packet; nil when it
-// does not fit (counted).
-func (l *lab) copyOut(slices [][]byte, g netif.GSO) *impair.Packet {
-	n := 0
-	for _, s := range slices {
-		n += len(s)
-	}
-	pool := l.pool
-	if n > pool.Size() && g.MSS > 0 {
-		pool = l.bigPool
-	}
-	if n > pool.Size() {
-		l.tooLarge.Add(1)
-		return nil
-	}
-	p := pool.Get(n)
-	off := 0
-	for _, s := range slices {
-		off += copy(p.Data[off:], s)
-	}
-	completeChecksum(p, g)
-	return p
+// output returns a netstack host's Output: into the path at e.
+func (l *lab) output(e *endHost) func([][]byte) {
+	return func(slices [][]byte) { e.tx.Copy(l.clk.Now(), slices, netif.GSO{}) }
 }
 
-// completeChecksum settles the checksum of p, which came with g: a large
-// TCP segment becomes a GSO packet (completed or split later); a TCP
-// segment whose checksum may be partial has it computed; any other
-// partial checksum (UDP, from a TUN device) is completed.
-func completeChecksum(p *impair.Packet, g netif.GSO) {
-	switch {
-	case g.MSS > 0 && p.SetGSO(g.MSS, g.NeedsCsum):
-	case !g.NeedsCsum:
-	case impair.CompleteChecksum(p.Data):
-	default:
-		impair.CompletePartial(p.Data, g.CsumStart, g.CsumOffset)
-	}
-}
-
-// output returns a wired host's Output: into the direction r, captured
-// on the way when cw is not nil.
-func (l *lab) output(r *impair.Runner, cw *capture.Writer) func([][]byte) {
-	out := l.outputGSO(r, cw)
-	return func(slices [][]byte) { out(slices, netif.GSO{}) }
-}
-
-// outputGSO returns a wired host's OutputGSO: into the direction r,
-// where a large segment crosses whole when it may (see whole) or is split
-// here, on the sender's goroutine; captured on the way, segment by
-// segment, when cw is not nil.
-func (l *lab) outputGSO(r *impair.Runner, cw *capture.Writer) func([][]byte, netif.GSO) {
-	send := func(p *impair.Packet) { r.Send(p) }
-	captured := func(p *impair.Packet) {
-		l.capture(cw, l.clk.Now(), p)
-		r.Send(p)
-	}
-	return func(slices [][]byte, g netif.GSO) {
-		p := l.copyOut(slices, g)
-		if p == nil {
-			return
-		}
-		if cw != nil {
-			l.pool.Split(p, captured)
-			return
-		}
-		if p.Segments() > 1 && !l.whole(r) {
-			l.pool.Split(p, send)
-			return
-		}
-		r.Send(p)
-	}
-}
-
-// whole reports whether large segments cross the direction r whole: when
-// it allows (Runner.KeepsSegments) and no capture is on, since a capture
-// shows the packets on the wire.
-func (l *lab) whole(r *impair.Runner) bool {
-	return r.KeepsSegments() && l.capClient == nil && l.capServer == nil
-}
-
-// capture writes p to cw as it is on the wire: with its final checksum.
-func (l *lab) capture(cw *capture.Writer, now time.Time, p *impair.Packet) {
-	p.FinishChecksum()
-	clock.Hold(l.clk)           // the write may block in a system call
-	cw.WritePacket(now, p.Data) // a full capture counts what it skips
-	clock.Release(l.clk)
-}
-
-// toCell returns a station host's Output: onto the Wi-Fi medium.
-func (l *lab) toCell(station int) func([][]byte) {
-	return func(slices [][]byte) {
-		if p := l.copyOut(slices, netif.GSO{}); p != nil {
-			if l.capClient != nil {
-				l.capture(l.capClient, l.clk.Now(), p)
-			}
-			l.cell.Send(p, station, false)
-		}
-	}
-}
-
-// fromCell returns what receives the frames the medium delivers: uplink
-// frames reached the AP and go on into the uplink; downlink frames reached
-// their station.
-func (l *lab) fromCell(uplink bool) func(time.Time, *impair.Packet, int) {
-	if uplink {
-		return func(_ time.Time, p *impair.Packet, _ int) { l.path.Up.Send(p) }
-	}
-	return func(now time.Time, p *impair.Packet, station int) {
-		if l.capClient != nil {
-			l.capture(l.capClient, now, p)
-		}
-		l.clients[station].in.put(p)
-	}
-}
-
-// deliver returns the function receiving what leaves a direction: the
-// uplink delivers to the server side, the downlink to the client side. It
-// hands each packet to the host that owns its destination, or, for a Wi-Fi
-// station, to the AP's queue for it; a packet reaching a host is captured
-// at that side's point.
-func (l *lab) deliver(toServer bool) func(time.Time, *impair.Packet) {
-	return func(now time.Time, p *impair.Packet) {
-		owner, cw := l.client, l.capClient
-		if toServer {
-			owner, cw = l.server, l.capServer
-		}
-		e := owner[dstAddr(p.Data)]
-		if e == nil && toServer && l.tun != nil && l.tun.cfg.Transparent != nil {
-			e = l.tun.peer // its relay takes any destination (and refuses what is not allowed)
-		}
-		if e == nil && toServer {
-			e = l.catchAll
-		}
-		switch {
-		case e == nil:
-			l.noRoute.Add(1)
-			p.Release()
-		case e.station >= 0:
-			l.cell.Send(p, e.station, true)
-		default:
-			if cw != nil {
-				l.capture(cw, now, p)
-			}
-			e.in.put(p)
-		}
-	}
-}
-
-// dstAddr returns the destination address of an IPv4 or IPv6 packet, or the
-// zero Addr for anything else.
-func dstAddr(b []byte) netip.Addr {
-	if len(b) == 0 {
-		return netip.Addr{}
-	}
-	switch b[0] >> 4 {
-	case 4:
-		if len(b) >= 20 {
-			return netip.AddrFrom4([4]byte(b[16:20]))
-		}
-	case 6:
-		if len(b) >= 40 {
-			return netip.AddrFrom16([16]byte(b[24:40]))
-		}
-	}
-	return netip.Addr{}
+// outputGSO returns a host's OutputGSO: into the path at e, a large
+// segment whole (the graph splits it where a node needs it, on the
+// sender's goroutine).
+func (l *lab) outputGSO(e *endHost) func([][]byte, netif.GSO) {
+	return func(slices [][]byte, g netif.GSO) { e.tx.Copy(l.clk.Now(), slices, g) }
 }
 
 func (l *lab) start(ctx context.Context) {
-	l.path.start(ctx)
-	if l.cell != nil {
-		l.cell.Start(ctx)
-	}
+	l.net.Start(ctx)
 	if l.tun != nil {
 		l.startTUN()
 	}
+}
+
+// tooLarge returns the packets larger than the pools' buffers (never with
+// a sane MTU).
+func (l *lab) tooLarge() uint64 {
+	var n uint64
+	for _, e := range append(l.clients, l.servers...) {
+		n += e.tx.TooLarge()
+	}
+	return n
+}
+
+// noRoute returns the packets whose destination no end owns.
+func (l *lab) noRoute() uint64 {
+	var n uint64
+	for _, r := range l.routers {
+		if r != nil {
+			n += r.NoRoute()
+		}
+	}
+	return n
 }
 
 // deliveryDrops returns the packets that were dropped because the host
@@ -545,29 +349,32 @@ func (l *lab) deliveryDrops(serverSide bool) uint64 {
 		side = l.servers
 	}
 	var n uint64
+	var seen []*topology.Queue // the kernel's ends share the device's
 	for _, e := range side {
-		n += e.in.full.Load()
+		if e.in != nil && !slices.Contains(seen, e.in) {
+			seen = append(seen, e.in)
+			n += e.in.Full()
+		}
 	}
 	return n
 }
 
 // close stops the packet sources in the path first (the TUN device and its
-// read loop, the cell, then the directions), so that nothing is delivered
-// into a host being closed, then the inboxes, then the hosts (and with
-// them every endpoint they made), then the relay, which waits for its
-// goroutines. Safe to call more than once.
+// read loop, then the graph's nodes from its sources on: the cell, the
+// directions, the inboxes), so that nothing is delivered into a host
+// being closed, then the hosts (and with them every endpoint they made),
+// then the relay, which waits for its goroutines. Safe to call more than
+// once.
 func (l *lab) close() {
 	if err := l.stopTUN(); err != nil {
 		l.log.Error("closing the TUN device", zap.Error(err))
 	}
-	if l.cell != nil {
-		l.cell.Close()
-	}
-	if l.path != nil {
-		l.path.close()
-	}
-	for _, e := range append(l.clients, l.servers...) {
-		e.in.close()
+	if l.net != nil {
+		l.net.Close()
+	} else {
+		for _, lf := range l.lives {
+			lf.Close()
+		}
 	}
 	for _, e := range append(l.clients, l.servers...) {
 		if e.host != nil {
@@ -649,7 +456,7 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 	if f.Stack == scenario.StackKernel {
 		return l.newKernelFlow(ctx, i, f, port, clk)
 	}
-	client, server := l.ends(s, f)
+	client, server := l.ends(f)
 	from, to := client.host, server.host
 	toAddr := server.v4
 	if f.Direction == "down" {

@@ -14,10 +14,10 @@ import (
 	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/hostnet"
-	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/netif"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/stack"
+	"github.com/netjam/netjam/topology"
 )
 
 // TUN mode: the machine's kernel on the client side of the path.
@@ -61,6 +61,10 @@ type tunEnd struct {
 	cfg *scenario.TUN
 	dev hostnet.Device
 	ns  *hostnet.Netns // the device's namespace; nil: netjam's own
+	mtu int
+	// in is the device's inbox: every client-side end of the kernel
+	// writes through it.
+	in *topology.Queue
 	// kernels are the client-side endpoints, all writing into dev: one
 	// per Wi-Fi station the kernel sits behind (in the order of
 	// cfg.Stations), or one wired endpoint.
@@ -71,159 +75,163 @@ type tunEnd struct {
 	fromStation map[netip.Addr]*endHost
 	peer        *endHost // the server-side host owning the peer addresses
 	relay       *stack.Relay
-	// peerAddr is the peer address kernel flows use (IPv4 when the
-	// device has IPv4), kernelAddrs each endpoint's address in its
-	// family.
+	// peerAddrs are the peer's addresses; peerAddr the one kernel flows
+	// use (IPv4 when the device has IPv4), kernelAddrs each endpoint's
+	// address in its family.
+	peerAddrs   []netip.Prefix
 	peerAddr    netip.Addr
 	kernelAddrs []netip.Addr
 
-	readDone chan struct{} // closed when the read loop ends; nil before start
+	writer   *topology.Device // the device's write side
+	read     [][]byte         // the read loop's own: no allocation per packet
+	readDone chan struct{}    // closed when the read loop ends; nil before start
 
 	malformed   atomic.Uint64 // packets from the device that are not IPv4 or IPv6
-	writeErrors atomic.Uint64 // packets the device refused
 	kernelDrops uint64        // the device's drops, read when it closes
 }
 
-// setupTUN builds TUN mode for s: the peer host and its relay, then the
-// device, then the kernel's endpoints: one per station of s.TUN.Stations
-// (stations lists their indexes in the cell, ascending), or one wired
-// endpoint when there are none. The read loop starts with the lab.
-func (l *lab) setupTUN(s *scenario.Scenario, log *zap.Logger, hooks labHooks, stations []int) error {
+// buildTUN adds TUN mode's part of s to the path: the device (opened
+// here; read once the lab starts) behind its inbox, the kernel's
+// endpoints (one per station of s.TUN.Stations, or one wired endpoint),
+// and the ends of the peer host, which startPeer makes once the graph is
+// compiled.
+func (l *lab) buildTUN(b *pathBuilder, s *scenario.Scenario, hooks labHooks) error {
 	c := s.TUN
-	t := &tunEnd{cfg: c, fromStation: map[netip.Addr]*endHost{}}
+	t := &tunEnd{cfg: c, fromStation: map[netip.Addr]*endHost{}, mtu: c.MTU, read: make([][]byte, 1)}
 	l.tun = t
-	var peerAddrs []netip.Prefix
 	for _, a := range c.Address {
 		for _, p := range c.Peer {
 			if p.Is4() == a.Addr().Is4() {
-				peerAddrs = append(peerAddrs, netip.PrefixFrom(p, a.Bits()))
+				t.peerAddrs = append(t.peerAddrs, netip.PrefixFrom(p, a.Bits()))
 			}
 		}
 	}
-	t.peerAddr = peerAddrs[0].Addr()
-	mtu := c.MTU
-	if mtu == 0 {
-		mtu = s.MTU
+	t.peerAddr = t.peerAddrs[0].Addr()
+	if t.mtu == 0 {
+		t.mtu = s.MTU
 	}
-	h, err := stack.NewHost(stack.HostConfig{
-		Name: "peer", Addrs: peerAddrs, MTU: mtu, Clock: l.clk, Seed: s.Seed + 2*maxHosts + 1, SACK: true,
-		Transparent: c.Transparent != nil, OutputGSO: l.outputGSO(l.path.Down, l.capServer), Log: log,
-	})
+	addrs, err := t.open(hooks.open)
 	if err != nil {
 		return err
 	}
-	// The peer takes what left the uplink together coalesced (GRO), as a
-	// NIC hands the kernel's TCP its segments: the senders are the
-	// kernel's, whose loss detection counts bytes, not ACKs.
-	inject := injector(h)
-	t.peer = &endHost{host: h, v4: t.peerAddr, sack: true, station: -1, in: newBatchInbox(func(ps []*impair.Packet) {
-		for _, p := range l.bigPool.Coalesce(ps) {
-			inject(p)
-		}
-	})}
-	l.servers = append(l.servers, t.peer)
-	for _, a := range peerAddrs {
-		l.server[a.Addr()] = t.peer
-	}
+	dq := l.deviceEnd(b)
+	l.kernelEnds(b, dq)
+	l.peerEnds(b)
+	l.log.Info("TUN device", zap.String("device", t.dev.Name()), zap.Stringers("kernel", addrs),
+		zap.Stringers("peer", t.peerAddrs), zap.Int("mtu", t.mtu), zap.String("netns", c.Netns), zap.Strings("stations", c.Stations))
+	return nil
+}
 
-	rc := stack.RelayConfig{Services: c.Services, UDPIdle: c.UDPIdle, TCPIdle: c.TCPIdle, Dial: hooks.dial, Log: log}
-	for _, f := range c.Forward {
-		rc.Forwards = append(rc.Forwards, stack.Forward{Proto: f.Proto, Listen: f.Listen, To: f.To})
-	}
-	if c.Transparent != nil {
-		rc.Transparent, rc.Allow = true, c.Transparent.Allow
-	}
-	if t.relay, err = h.StartRelay(context.Background(), rc); err != nil {
-		return err
-	}
-
+// open opens the device (in its namespace): it has the kernel's
+// addresses, and one more per further station, in the same networks,
+// which it returns.
+func (t *tunEnd) open(open openDevice) ([]netip.Prefix, error) {
+	c := t.cfg
+	var err error
 	if c.Netns != "" {
 		if t.ns, err = hostnet.OpenNetns(c.Netns); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	// The device has the kernel's addresses, and one more per further
-	// station, in the same networks.
 	addrs := append([]netip.Prefix(nil), c.Address...)
 	for _, sa := range c.StationAddrs[min(1, len(c.StationAddrs)):] {
 		for i, a := range sa {
 			addrs = append(addrs, netip.PrefixFrom(a, c.Address[i].Bits()))
 		}
 	}
-	t.dev, err = hooks.open(hostnet.TUNConfig{Name: c.Name, Addrs: addrs, MTU: mtu, Routes: c.Routes, HostRoutes: c.HostRoutes, Netns: t.ns.Path(), Offload: c.Offload})
-	if err != nil {
-		return err
+	t.dev, err = open(hostnet.TUNConfig{Name: c.Name, Addrs: addrs, MTU: t.mtu, Routes: c.Routes, HostRoutes: c.HostRoutes, Netns: t.ns.Path(), Offload: c.Offload})
+	return addrs, err
+}
+
+// deviceEnd adds the device's inbox and the device behind it (see
+// topology.Device for what it takes), and returns the inbox.
+func (l *lab) deviceEnd(b *pathBuilder) topology.ID {
+	t := l.tun
+	t.in = topology.NewQueue("device inbox", inboxLen, putWait)
+	l.lives = append(l.lives, t.in)
+	t.writer = topology.NewDevice("device", t.dev)
+	q := b.g.Add(t.in.Node())
+	b.g.Link(q, b.g.Add(t.writer.Node()))
+	return q
+}
+
+// kernelEnds adds the kernel's endpoints on the client side: what the
+// read loop reads enters the uplink (or the medium, as its station's),
+// what is for the kernel's addresses reaches the device's inbox dq.
+func (l *lab) kernelEnds(b *pathBuilder, dq topology.ID) {
+	t, c := l.tun, l.tun.cfg
+	kernel := func(name string, addrs []netip.Addr) *endHost {
+		k := &endHost{name: name, addrs: addrs, v4: addrs[0], sack: true, in: t.in,
+			tx: topology.NewSource(name+" tx", topology.Emits{GSO: true, Partial: true}, l.pool, l.bigPool)}
+		t.kernels, t.kernelAddrs = append(t.kernels, k), append(t.kernelAddrs, k.v4)
+		l.clients = append(l.clients, k)
+		return k
 	}
-	dev := t.dev
-	vec := make([][]byte, 1) // the inbox's goroutine's own: no allocation per packet
-	write := func(p *impair.Packet) {
-		var g netif.GSO
-		switch mss, _, ok := p.GSO(); {
-		case ok:
-			// A large segment (that crossed the path whole, or
-			// merged after it): the kernel takes it as its segments,
-			// completing the checksum.
-			impair.PseudoChecksum(p.Data)
-			g = netif.GSO{MSS: mss, NeedsCsum: true}
-		case p.Partial() && dev.Offload():
-			impair.PseudoChecksum(p.Data)
-			g = netif.GSO{NeedsCsum: true}
-		default:
-			p.FinishChecksum()
-		}
-		vec[0] = p.Data
-		if _, err := dev.WritePacket(vec, g); err != nil {
-			t.writeErrors.Add(1)
-		}
-		vec[0] = nil
-		p.Release()
-	}
-	in := newBatchInbox(func(ps []*impair.Packet) {
-		if dev.Offload() {
-			// Segments of one connection that left the path together
-			// go to the kernel as one, as a NIC's GRO would pass them.
-			ps = l.bigPool.Coalesce(ps)
-		}
-		for _, p := range ps {
-			if p.Segments() > 1 && !dev.Offload() {
-				// A device without offload takes MTU-sized packets only.
-				l.pool.Split(p, write)
-				continue
-			}
-			write(p)
-		}
-	})
-	if len(stations) == 0 {
-		k := &endHost{v4: c.Address[0].Addr(), sack: true, station: -1, in: in, send: l.captured(func(p *impair.Packet) { l.path.Up.Send(p) })}
-		t.kernels, t.kernelAddrs = []*endHost{k}, []netip.Addr{k.v4}
+	if len(c.Stations) == 0 {
+		var addrs []netip.Addr
 		for _, a := range c.Address {
-			l.client[a.Addr()] = k
+			addrs = append(addrs, a.Addr())
 		}
+		k := kernel("kernel", addrs)
+		b.wire(b.g.Add(k.tx.Node()), b.up, l.capClient, "kernel tx")
+		b.route(b.toClient, l.routers[1], hostPrefixes(addrs), dq, l.capClient, "kernel rx")
 	}
 	for j, name := range c.Stations {
-		st := s.WiFi.Station(name)
-		k := &endHost{v4: c.StationAddrs[j][0], sack: true, station: st, in: in, send: l.captured(func(p *impair.Packet) { l.cell.Send(p, st, false) })}
-		t.kernels, t.kernelAddrs = append(t.kernels, k), append(t.kernelAddrs, k.v4)
-		for _, a := range c.StationAddrs[j] {
-			l.client[a] = k
+		k := kernel("kernel "+name, c.StationAddrs[j])
+		k.station = name
+		b.stationEnds(name, b.g.Add(k.tx.Node()), dq, k.addrs)
+		l.stations[name] = k
+		for _, a := range k.addrs {
 			t.fromStation[a] = k
 		}
 	}
-	// Station i is client i (see newLab): the kernel's endpoints go in
-	// where newLab left their stations out, in the cell's order.
-	for _, st := range stations {
-		for _, k := range t.kernels {
-			if k.station == st {
-				l.clients = append(l.clients[:st], append([]*endHost{k}, l.clients[st:]...)...)
-			}
-		}
+}
+
+// peerEnds adds the ends of the peer host: what it sends enters the
+// downlink (large segments whole: the graph splits them where a node
+// needs it); what is for its addresses, or for any destination when
+// transparent, reaches it through its inbox. The peer takes what left
+// the uplink together merged (GRO), as a NIC hands the kernel's TCP its
+// segments: the senders are the kernel's, whose loss detection counts
+// bytes, not ACKs.
+func (l *lab) peerEnds(b *pathBuilder) {
+	t := l.tun
+	p := &endHost{name: "peer", v4: t.peerAddr, sack: true,
+		tx: topology.NewSource("peer tx", topology.Emits{GSO: true, Partial: true}, l.pool, l.bigPool)}
+	for _, a := range t.peerAddrs {
+		p.addrs = append(p.addrs, a.Addr())
 	}
-	if len(stations) == 0 {
-		l.clients = append(l.clients, t.kernels[0])
+	t.peer = p
+	l.servers = append(l.servers, p)
+	q := b.inbox(p, topology.Node{Name: "peer", In: topology.SinkFunc(p.inject), Accepts: topology.Accepts{GSO: topology.Yes, Merged: true}})
+	b.wire(b.g.Add(p.tx.Node()), b.down, l.capServer, "peer tx")
+	prefixes := hostPrefixes(p.addrs)
+	if t.cfg.Transparent != nil {
+		prefixes = append(prefixes, netip.Prefix{}) // its relay takes any destination (and refuses what is not allowed)
 	}
-	log.Info("TUN device", zap.String("device", dev.Name()), zap.Stringers("kernel", addrs),
-		zap.Stringers("peer", peerAddrs), zap.Int("mtu", mtu), zap.String("netns", c.Netns), zap.Strings("stations", c.Stations))
-	return nil
+	b.route(b.toServer, l.routers[0], prefixes, q, l.capServer, "peer rx")
+}
+
+// startPeer makes the peer host and starts its relay.
+func (l *lab) startPeer(s *scenario.Scenario, hooks labHooks) error {
+	t, c := l.tun, l.tun.cfg
+	h, err := stack.NewHost(stack.HostConfig{
+		Name: "peer", Addrs: t.peerAddrs, MTU: t.mtu, Clock: l.clk, Seed: s.Seed + 2*maxHosts + 1, SACK: true,
+		Transparent: c.Transparent != nil, OutputGSO: l.outputGSO(t.peer), Log: l.log,
+	})
+	if err != nil {
+		return err
+	}
+	t.peer.host = h
+	rc := stack.RelayConfig{Services: c.Services, UDPIdle: c.UDPIdle, TCPIdle: c.TCPIdle, Dial: hooks.dial, Log: l.log}
+	for _, f := range c.Forward {
+		rc.Forwards = append(rc.Forwards, stack.Forward{Proto: f.Proto, Listen: f.Listen, To: f.To})
+	}
+	if c.Transparent != nil {
+		rc.Transparent, rc.Allow = true, c.Transparent.Allow
+	}
+	t.relay, err = h.StartRelay(context.Background(), rc)
+	return err
 }
 
 // startTUN starts the device's read loop.
@@ -249,55 +257,27 @@ func (l *lab) startTUN() {
 // maxGSOPacket is the largest packet a device with offload hands over.
 const maxGSOPacket = 65535
 
-// fromKernel puts a packet the kernel sent into the path: onto the medium
-// when the device is a Wi-Fi station, into the uplink otherwise. What is
-// not a well-formed IPv4 or IPv6 packet is dropped and counted. A large
-// TCP segment (offload) crosses the uplink whole when the uplink allows
-// (impair.Config.KeepsSegments); otherwise it is split here, on the read
-// loop's goroutine, into MTU-sized segments. The medium always takes
-// segments, one frame each.
+// fromKernel puts a packet the kernel sent into the path at its
+// endpoint: onto the medium when the device is a Wi-Fi station, into the
+// uplink otherwise (a large TCP segment whole: the graph splits it, on
+// the read loop's goroutine, where the next node takes MTU-sized packets
+// only). What is not a well-formed IPv4 or IPv6 packet is dropped and
+// counted.
 func (l *lab) fromKernel(b []byte, g netif.GSO) {
 	t := l.tun
 	if !wellFormed(b) {
 		t.malformed.Add(1)
 		return
 	}
-	var p *impair.Packet
-	switch {
-	case g.MSS > 0 && len(b) <= l.bigPool.Size():
-		p = l.bigPool.Copy(b)
-		completeChecksum(p, g)
-	case len(b) <= l.pool.Size():
-		p = l.pool.Copy(b)
-		completeChecksum(p, g)
-	default:
-		l.tooLarge.Add(1)
-		return
-	}
 	k := t.kernels[0]
 	if len(t.kernels) > 1 {
-		if e := t.fromStation[srcAddr(p.Data)]; e != nil {
+		if e := t.fromStation[srcAddr(b)]; e != nil {
 			k = e
 		}
 	}
-	if p.Segments() > 1 && (k.station >= 0 || !l.whole(l.path.Up)) {
-		l.pool.Split(p, k.send)
-		return
-	}
-	k.send(p)
-}
-
-// captured returns send, capturing each packet at the client's point
-// first when that capture is on.
-func (l *lab) captured(send func(*impair.Packet)) func(*impair.Packet) {
-	cw := l.capClient
-	if cw == nil {
-		return send
-	}
-	return func(p *impair.Packet) {
-		l.capture(cw, l.clk.Now(), p)
-		send(p)
-	}
+	t.read[0] = b
+	k.tx.Copy(l.clk.Now(), t.read, g)
+	t.read[0] = nil
 }
 
 // srcAddr returns the source address of a well-formed IPv4 or IPv6 packet.
@@ -372,7 +352,7 @@ func (l *lab) tunSummary() *TUNSummary {
 	if t == nil || t.dev == nil {
 		return nil
 	}
-	ts := &TUNSummary{Device: t.dev.Name(), Malformed: t.malformed.Load(), WriteErrors: t.writeErrors.Load(), KernelDrops: t.kernelDrops}
+	ts := &TUNSummary{Device: t.dev.Name(), Malformed: t.malformed.Load(), WriteErrors: t.writer.WriteErrors(), KernelDrops: t.kernelDrops}
 	for _, a := range t.cfg.Address {
 		ts.Kernel = append(ts.Kernel, a.String())
 	}

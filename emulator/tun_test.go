@@ -199,6 +199,89 @@ tun:
 	}
 }
 
+// TestTUNStationTakesSegmentsOneFrameEach: the peer's large segments
+// cross a delay-only downlink whole, and the Wi-Fi medium in front of a
+// station the kernel sits behind takes them as MTU-sized frames, one
+// each. (They used to go onto the medium whole: frames of up to 64 KiB.)
+func TestTUNStationTakesSegmentsOneFrameEach(t *testing.T) {
+	ready := make(chan *fakeKernel, 1)
+	o := Options{openTUN: fakeTUN(t, ready), Attached: func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return echo(ctx, <-ready, 1<<19)
+	}}
+	sum, err := Run(context.Background(), mustPlan(t, `
+wifi: {standard: 802.11n, stations: [{name: a}]}
+link: {delay: 2ms}
+tun: {station: a}
+`), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sum.Runs[0]
+	ap, down := r.WiFi.AP, r.Links[1]
+	// The cell loses nothing here: a frame for each packet (each segment)
+	// the downlink delivered.
+	if ap.Delivered != down.PacketsOut || down.WholeGSO == 0 {
+		t.Errorf("the AP delivered %d frames (%d bytes) of the downlink's %d packets (%d whole GSO); want one frame each",
+			ap.Delivered, ap.DeliveredBytes, down.PacketsOut, down.WholeGSO)
+	}
+}
+
+// echo sends n bytes to the peer's echo service from k and checks what
+// comes back; the peer's TCP with GSO on makes large segments of it.
+func echo(ctx context.Context, k *fakeKernel, n int) error {
+	c, err := k.host.DialTCP(ctx, netip.MustParseAddrPort("10.99.0.2:7"), stack.TCPOptions{})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	sent := bytes.Repeat([]byte("netjam "), n/7)
+	werr := make(chan error, 1)
+	go func() {
+		_, err := c.Write(sent)
+		werr <- err
+	}()
+	got := make([]byte, len(sent))
+	if _, err := io.ReadFull(c, got); err != nil {
+		return err
+	}
+	if !bytes.Equal(got, sent) {
+		return errors.New("the echo differs from what was sent")
+	}
+	return <-werr
+}
+
+// TestTUNCaptureKeepsSegmentsWhole: a capture point shows the wire
+// (the peer's large segments as the packets they stand for: the captures
+// count what the links counted, segment by segment) without making the
+// path split them: they still cross a delay-only downlink whole. (A
+// capture used to split every segment in both directions.)
+func TestTUNCaptureKeepsSegmentsWhole(t *testing.T) {
+	ready := make(chan *fakeKernel, 1)
+	o := Options{openTUN: fakeTUN(t, ready), OutDir: t.TempDir(), Attached: func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return echo(ctx, <-ready, 7<<17)
+	}}
+	sum, err := Run(context.Background(), mustPlan(t, "link: {delay: 2ms}\ntun: {}\ncapture: [client, server]\n"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sum.Runs[0]
+	up, down := r.Links[0], r.Links[1]
+	if down.WholeGSO == 0 {
+		t.Errorf("no whole GSO packet crossed the downlink with captures on (%d packets)", down.PacketsOut)
+	}
+	if got, want := r.Captures["client"].Packets, up.PacketsIn+down.PacketsOut; got != want {
+		t.Errorf("client capture %d packets, links say %d", got, want)
+	}
+	if got, want := r.Captures["server"].Packets, up.PacketsOut+down.PacketsIn; got != want {
+		t.Errorf("server capture %d packets, links say %d", got, want)
+	}
+	t.Logf("downlink: %d packets, %d whole GSO", down.PacketsOut, down.WholeGSO)
+}
+
 func TestWellFormed(t *testing.T) {
 	v4 := make([]byte, 28)
 	v4[0], v4[3] = 0x45, 28

@@ -237,91 +237,87 @@ func (c *Config) KeepsSegments() bool {
 // Validate reports every out-of-range field. Package scenario gives users
 // better messages; this guards the library's own invariants.
 func (c *Config) Validate() error {
-	var errs []error
-	prob := func(name string, v float64) {
-		if !(v >= 0 && v <= 1) {
-			errs = append(errs, fmt.Errorf("%s: %v is not a probability in [0, 1]", name, v))
+	var k checks
+	k.loss(c.Loss)
+	k.prob("duplicate.p", c.Duplicate.P)
+	k.corr("duplicate.correlation", c.Duplicate.Correlation)
+	k.prob("corrupt.p", c.Corrupt.P)
+	k.corr("corrupt.correlation", c.Corrupt.Correlation)
+	k.prob("reorder.p", c.Reorder.P)
+	k.corr("reorder.correlation", c.Reorder.Correlation)
+	k.check(c.Reorder.Gap >= 0, "reorder.gap: must be >= 1")
+	k.check(c.Delay.Time >= 0 && c.Delay.Jitter >= 0, "delay: time and jitter must be >= 0")
+	k.corr("delay.correlation", c.Delay.Correlation)
+	if c.Delay.Distribution > ParetoNormal {
+		k.add(fmt.Errorf("delay.distribution: unknown %d", c.Delay.Distribution))
+	}
+	k.check(c.Slot.Min >= 0 && c.Slot.Max >= c.Slot.Min, "slot: need 0 <= min <= max")
+	k.check(c.Slot.Packets >= 0 && c.Slot.Bytes >= 0, "slot: packets and bytes must be >= 0")
+	k.check(c.Rate.CellSize >= 0, "rate.cell_size: must be >= 0")
+	if t := c.Rate.Trace; t != nil {
+		k.check(c.Rate.Bitrate == 0, "rate: a bitrate or a trace, not both")
+		if err := t.Validate(); err != nil {
+			k.add(fmt.Errorf("rate.trace: %w", err))
 		}
 	}
-	corr := func(name string, v float64) {
-		if !(v >= 0 && v < 1) {
-			errs = append(errs, fmt.Errorf("%s: %v is not a correlation in [0, 1)", name, v))
-		}
+	q := c.Queue
+	if q.Discipline > PIE {
+		k.add(fmt.Errorf("queue.discipline: unknown %d", q.Discipline))
 	}
-	l := c.Loss
+	k.check(q.LimitPackets >= 0 && q.LimitBytes >= 0, "queue: limits must be >= 0")
+	k.check(q.Flows >= 0 && q.Flows <= 65536 && q.Quantum >= 0, "queue: flows must be in 0..65536 and quantum >= 0")
+	k.check(c.InflightLimit >= 0 && c.InputLimit >= 0 && c.InflightBytes >= 0, "inflight and input limits must be >= 0")
+	return errors.Join(k.errs...)
+}
+
+// checks collects a configuration's errors, in the order found.
+type checks struct{ errs []error }
+
+func (k *checks) add(err error) { k.errs = append(k.errs, err) }
+
+// check adds the error msg unless ok.
+func (k *checks) check(ok bool, msg string) {
+	if !ok {
+		k.add(errors.New(msg))
+	}
+}
+
+func (k *checks) prob(name string, v float64) {
+	if !(v >= 0 && v <= 1) {
+		k.add(fmt.Errorf("%s: %v is not a probability in [0, 1]", name, v))
+	}
+}
+
+func (k *checks) corr(name string, v float64) {
+	if !(v >= 0 && v < 1) {
+		k.add(fmt.Errorf("%s: %v is not a correlation in [0, 1)", name, v))
+	}
+}
+
+// loss checks the loss model's parameters.
+func (k *checks) loss(l LossConfig) {
 	switch l.Model {
 	case LossNone:
 	case LossRandom:
-		prob("loss.p", l.P)
-		corr("loss.correlation", l.Correlation)
+		k.prob("loss.p", l.P)
+		k.corr("loss.correlation", l.Correlation)
 	case LossGE:
-		prob("loss.p", l.P)
-		prob("loss.r", l.R)
-		prob("loss.1-h", l.OneMinusH)
-		prob("loss.1-k", l.OneMinusK)
+		k.prob("loss.p", l.P)
+		k.prob("loss.r", l.R)
+		k.prob("loss.1-h", l.OneMinusH)
+		k.prob("loss.1-k", l.OneMinusK)
 	case LossState:
 		for _, f := range []struct {
 			n string
 			v float64
 		}{{"p13", l.P13}, {"p31", l.P31}, {"p32", l.P32}, {"p23", l.P23}, {"p14", l.P14}} {
-			prob("loss."+f.n, f.v)
+			k.prob("loss."+f.n, f.v)
 		}
-		if l.P13+l.P14 > 1 {
-			errs = append(errs, errors.New("loss: p13+p14 exceeds 1"))
-		}
-		if l.P31+l.P32 > 1 {
-			errs = append(errs, errors.New("loss: p31+p32 exceeds 1"))
-		}
+		k.check(!(l.P13+l.P14 > 1), "loss: p13+p14 exceeds 1")
+		k.check(!(l.P31+l.P32 > 1), "loss: p31+p32 exceeds 1")
 	default:
-		errs = append(errs, fmt.Errorf("loss: unknown model %d", l.Model))
+		k.add(fmt.Errorf("loss: unknown model %d", l.Model))
 	}
-	prob("duplicate.p", c.Duplicate.P)
-	corr("duplicate.correlation", c.Duplicate.Correlation)
-	prob("corrupt.p", c.Corrupt.P)
-	corr("corrupt.correlation", c.Corrupt.Correlation)
-	prob("reorder.p", c.Reorder.P)
-	corr("reorder.correlation", c.Reorder.Correlation)
-	if c.Reorder.Gap < 0 {
-		errs = append(errs, errors.New("reorder.gap: must be >= 1"))
-	}
-	if c.Delay.Time < 0 || c.Delay.Jitter < 0 {
-		errs = append(errs, errors.New("delay: time and jitter must be >= 0"))
-	}
-	corr("delay.correlation", c.Delay.Correlation)
-	if c.Delay.Distribution > ParetoNormal {
-		errs = append(errs, fmt.Errorf("delay.distribution: unknown %d", c.Delay.Distribution))
-	}
-	if c.Slot.Min < 0 || c.Slot.Max < c.Slot.Min {
-		errs = append(errs, errors.New("slot: need 0 <= min <= max"))
-	}
-	if c.Slot.Packets < 0 || c.Slot.Bytes < 0 {
-		errs = append(errs, errors.New("slot: packets and bytes must be >= 0"))
-	}
-	if c.Rate.CellSize < 0 {
-		errs = append(errs, errors.New("rate.cell_size: must be >= 0"))
-	}
-	if t := c.Rate.Trace; t != nil {
-		if c.Rate.Bitrate > 0 {
-			errs = append(errs, errors.New("rate: a bitrate or a trace, not both"))
-		}
-		if err := t.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("rate.trace: %w", err))
-		}
-	}
-	q := c.Queue
-	if q.Discipline > PIE {
-		errs = append(errs, fmt.Errorf("queue.discipline: unknown %d", q.Discipline))
-	}
-	if q.LimitPackets < 0 || q.LimitBytes < 0 {
-		errs = append(errs, errors.New("queue: limits must be >= 0"))
-	}
-	if q.Flows < 0 || q.Flows > 65536 || q.Quantum < 0 {
-		errs = append(errs, errors.New("queue: flows must be in 0..65536 and quantum >= 0"))
-	}
-	if c.InflightLimit < 0 || c.InputLimit < 0 || c.InflightBytes < 0 {
-		errs = append(errs, errors.New("inflight and input limits must be >= 0"))
-	}
-	return errors.Join(errs...)
 }
 
 // MeanLoss returns the long-run loss ratio the model produces, started in

@@ -1,6 +1,9 @@
 package impair
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"time"
+)
 
 // Segmentation offload (GSO). A sender that offloads segmentation (the
 // kernel writing into a TUN device with virtio-net headers, gVisor with
@@ -132,8 +135,21 @@ func tcpHeaders(b []byte) (ipLen int, ok bool) {
 // field holds the pseudo-header's sum); the others get their final TCP
 // checksum. A packet that is not a GSO packet is handed over as it is.
 func (pl *Pool) Split(p *Packet, emit func(*Packet)) {
+	pl.SplitTo(time.Time{}, p, emitFunc(emit))
+}
+
+// emitFunc is Split's emit as a Sink; a func is pointer-shaped, so the
+// conversion allocates nothing.
+type emitFunc func(*Packet)
+
+func (f emitFunc) Push(_ time.Time, p *Packet) { f(p) }
+
+// SplitTo is Split handing each segment to out at now: a split that
+// keeps no state between calls, so that one may serve senders on several
+// goroutines at once.
+func (pl *Pool) SplitTo(now time.Time, p *Packet, out Sink) {
 	if p.segs == 0 {
-		emit(p)
+		out.Push(now, p)
 		return
 	}
 	b := p.Data
@@ -187,7 +203,7 @@ func (pl *Pool) Split(p *Packet, emit func(*Packet)) {
 			CompleteChecksum(h)
 		}
 		s.Arrival, s.Enqueued = p.Arrival, p.Enqueued
-		emit(s)
+		out.Push(now, s)
 	}
 	p.Release()
 }

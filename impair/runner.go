@@ -3,16 +3,15 @@ package impair
 import (
 	"context"
 	"errors"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/netjam/netjam/clock"
 )
 
 // Runner runs one direction in real time: it owns the one goroutine that
-// drives a Chain, fed by a bounded channel and woken by a single reusable
-// timer at the chain's next event. Nothing is started per packet.
+// drives a Chain (a clock.Loop), fed by a bounded channel and woken by a
+// single reusable timer at the chain's next event. Nothing is started per
+// packet.
 //
 // Lifecycle: NewRunner allocates; Start launches the goroutine; Close stops
 // it, waits for it, then drops what is still in flight (DropFlushed). Close
@@ -22,16 +21,7 @@ import (
 type Runner struct {
 	chain *Chain
 	clk   clock.Clock
-	in    chan *Packet
-
-	ctl chan func() // Set's changes, run on the goroutine
-
-	mu      sync.Mutex // orders Start and Set
-	started bool
-	closed  atomic.Bool
-	cancel  context.CancelFunc
-	done    chan struct{}
-	once    sync.Once
+	loop  *clock.Loop[*Packet]
 }
 
 // NewRunner builds a Runner for cfg on clk. deliver is called on the
@@ -47,7 +37,7 @@ func NewRunner(cfg Config, clk clock.Clock, deliver func(now time.Time, p *Packe
 	if n == 0 {
 		n = DefaultInputLimit
 	}
-	return &Runner{chain: c, clk: clk, in: make(chan *Packet, n), ctl: make(chan func()), done: make(chan struct{})}, nil
+	return &Runner{chain: c, clk: clk, loop: clock.NewLoop[*Packet](clk, n)}, nil
 }
 
 // KeepsSegments reports whether GSO packets cross the direction whole; a
@@ -60,30 +50,33 @@ func (r *Runner) KeepsSegments() bool { return r.chain.keep.Load() }
 // dropped and counted (DropInput, DropFlushed). It reports whether p was
 // accepted; either way the caller no longer owns p.
 func (r *Runner) Send(p *Packet) bool {
-	if r.closed.Load() {
-		r.chain.io.in(p)
-		r.chain.io.drop(p, DropFlushed)
-		return false
-	}
 	p.Arrival = r.clk.Now()
-	select {
-	case r.in <- p:
-		return true
-	default:
+	ok, closed := r.loop.Offer(p)
+	if !ok {
 		r.chain.io.in(p)
-		r.chain.io.drop(p, DropInput)
-		return false
+		reason := DropInput
+		if closed {
+			reason = DropFlushed
+		}
+		r.chain.io.drop(p, reason)
 	}
+	return ok
 }
 
 // Start launches the Runner's goroutine. It stops when ctx is done or Close
 // is called.
 func (r *Runner) Start(ctx context.Context) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ctx, r.cancel = context.WithCancel(ctx)
-	r.started = true
-	go r.loop(ctx)
+	r.loop.Start(ctx, clock.Model[*Packet]{
+		Arrive: func(p *Packet) {
+			r.chain.wall = r.clk.Now()
+			r.chain.Arrive(p.Arrival, p)
+		},
+		Advance: func(now time.Time) (time.Time, bool) {
+			r.chain.wall = now
+			r.chain.Advance(now)
+			return r.chain.Next()
+		},
+	})
 }
 
 // ErrClosed is Set's error on a closed Runner.
@@ -94,7 +87,7 @@ var ErrClosed = errors.New("impair: direction closed")
 // returns once the change is made. It may be called from any goroutine,
 // before Start or while the Runner runs. The input limit cannot change.
 func (r *Runner) Set(cfg Config) error {
-	if n := cfg.InputLimit; n != 0 && n != cap(r.in) || n == 0 && cap(r.in) != DefaultInputLimit {
+	if n := cfg.InputLimit; n != 0 && n != r.loop.Cap() || n == 0 && r.loop.Cap() != DefaultInputLimit {
 		return errors.New("impair: the input limit cannot change while the direction runs")
 	}
 	return r.onLoop(func(running bool) error {
@@ -111,44 +104,20 @@ func (r *Runner) Set(cfg Config) error {
 // the Runner's goroutine while it runs (running true), on the caller's
 // before Start; ErrClosed once the Runner is closed.
 func (r *Runner) onLoop(f func(running bool) error) error {
-	r.mu.Lock()
-	if !r.started {
-		defer r.mu.Unlock()
-		if r.closed.Load() {
-			return ErrClosed
-		}
-		return f(false)
-	}
-	r.mu.Unlock()
-	res := make(chan error, 1)
-	select {
-	case r.ctl <- func() { res <- f(true) }:
-		return <-res
-	case <-r.done:
+	err := r.loop.Do(f)
+	if errors.Is(err, clock.ErrStopped) {
 		return ErrClosed
 	}
+	return err
 }
 
 // Close stops the goroutine, waits for it, and drops every packet still in
 // flight or in the input channel. It is safe to call more than once, and
 // without Start.
 func (r *Runner) Close() {
-	r.once.Do(func() {
-		r.closed.Store(true)
-		if r.cancel != nil {
-			r.cancel()
-			<-r.done
-		}
-		r.chain.Flush()
-		for {
-			select {
-			case p := <-r.in:
-				r.chain.io.in(p)
-				r.chain.io.drop(p, DropFlushed)
-			default:
-				return
-			}
-		}
+	r.loop.Close(r.chain.Flush, func(p *Packet) {
+		r.chain.io.in(p)
+		r.chain.io.drop(p, DropFlushed)
 	})
 }
 
@@ -158,20 +127,3 @@ func (r *Runner) Stats() Stats { return r.chain.Stats() }
 // Chain returns the chain the Runner drives. Its Stats and Stages may be
 // read; nothing else may be called while the Runner runs.
 func (r *Runner) Chain() *Chain { return r.chain }
-
-func (r *Runner) loop(ctx context.Context) {
-	defer close(r.done)
-	clock.Drive(ctx, r.clk, clock.Model[*Packet]{
-		In:      r.in,
-		Control: r.ctl,
-		Arrive: func(p *Packet) {
-			r.chain.wall = r.clk.Now()
-			r.chain.Arrive(p.Arrival, p)
-		},
-		Advance: func(now time.Time) (time.Time, bool) {
-			r.chain.wall = now
-			r.chain.Advance(now)
-			return r.chain.Next()
-		},
-	})
-}

@@ -137,27 +137,42 @@ func unknownStandard(s string) error {
 // Validate reports every invalid field, each with its path. Zero fields are
 // valid: they take the preset's values.
 func (c *Config) Validate() error {
-	var errs []error
-	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	ph, ok := phys[c.Standard]
-	if !ok {
-		errs = append(errs, unknownStandard(c.Standard))
+	var e errList
+	ph := phys[c.Standard]
+	if ph == nil {
+		e.errs = append(e.errs, unknownStandard(c.Standard))
 	}
-	if ok && c.Rate != 0 && ph.rateIndex(c.Rate) < 0 {
-		add("rate: %s is not a data rate of %s (expected one of: %s)", mbps(c.Rate), c.Standard, rateList(ph.rates))
+	c.validatePHY(&e, ph)
+	c.validateLimits(&e, ph)
+	for i, s := range c.Stations {
+		s.validate(&e, "stations["+strconv.Itoa(i)+"]", c.Standard, ph)
 	}
-	if ok && c.BasicRate != 0 && !contains(ph.ctrlSet, c.BasicRate) {
-		add("basic_rate: %s is not a control frame rate of %s (expected one of: %s)", mbps(c.BasicRate), c.Standard, rateList(ph.ctrlSet))
+	return errors.Join(e.errs...)
+}
+
+// errList collects a configuration's errors, in the order found.
+type errList struct{ errs []error }
+
+func (e *errList) add(format string, a ...any) { e.errs = append(e.errs, fmt.Errorf(format, a...)) }
+
+// validatePHY checks the rates and timings against ph, the standard's
+// preset (nil: an unknown standard, already reported).
+func (c *Config) validatePHY(e *errList, ph *phy) {
+	if ph != nil && c.Rate != 0 && ph.rateIndex(c.Rate) < 0 {
+		e.add("rate: %s is not a data rate of %s (expected one of: %s)", mbps(c.Rate), c.Standard, rateList(ph.rates))
+	}
+	if ph != nil && c.BasicRate != 0 && !contains(ph.ctrlSet, c.BasicRate) {
+		e.add("basic_rate: %s is not a control frame rate of %s (expected one of: %s)", mbps(c.BasicRate), c.Standard, rateList(ph.ctrlSet))
 	}
 	if c.Slot < 0 || c.Slot%time.Microsecond != 0 || c.Slot > time.Millisecond {
-		add("slot: %v is not a whole number of microseconds up to 1ms", c.Slot)
+		e.add("slot: %v is not a whole number of microseconds up to 1ms", c.Slot)
 	}
 	if c.SIFS < 0 || c.SIFS%time.Microsecond != 0 || c.SIFS > time.Millisecond {
-		add("sifs: %v is not a whole number of microseconds up to 1ms", c.SIFS)
+		e.add("sifs: %v is not a whole number of microseconds up to 1ms", c.SIFS)
 	}
 	cw := func(name string, v int) {
 		if v < 0 || v > 32767 || bits.OnesCount(uint(v+1)) != 1 {
-			add("%s: %d is not of the form 2^k-1 in 1..32767", name, v)
+			e.add("%s: %d is not of the form 2^k-1 in 1..32767", name, v)
 		}
 	}
 	if c.CWMin != 0 {
@@ -166,7 +181,7 @@ func (c *Config) Validate() error {
 	if c.CWMax != 0 {
 		cw("cw_max", c.CWMax)
 	}
-	if ok {
+	if ph != nil {
 		lo, hi := c.CWMin, c.CWMax
 		if lo == 0 {
 			lo = ph.cwMin
@@ -175,54 +190,60 @@ func (c *Config) Validate() error {
 			hi = ph.cwMax
 		}
 		if hi < lo {
-			add("cw_max: %d is below cw_min %d", hi, lo)
+			e.add("cw_max: %d is below cw_min %d", hi, lo)
 		}
 	}
+}
+
+// validateLimits checks the retry, queue and aggregation limits and the
+// number of stations.
+func (c *Config) validateLimits(e *errList, ph *phy) {
 	if c.RetryLimit < 0 || c.RetryLimit > 255 {
-		add("retry_limit: %d is not in 1..255", c.RetryLimit)
+		e.add("retry_limit: %d is not in 1..255", c.RetryLimit)
 	}
 	if c.RTSThreshold < 0 || c.RTSThreshold > 65535 {
-		add("rts_threshold: %d is not in 1..65535", c.RTSThreshold)
+		e.add("rts_threshold: %d is not in 1..65535", c.RTSThreshold)
 	}
 	if c.QueueLimit < 0 || c.QueueLimit > 1<<20 {
-		add("queue_limit: %d is not in 1..%d", c.QueueLimit, 1<<20)
+		e.add("queue_limit: %d is not in 1..%d", c.QueueLimit, 1<<20)
 	}
 	if c.InputLimit < 0 {
-		add("input_limit: %d is negative", c.InputLimit)
+		e.add("input_limit: %d is negative", c.InputLimit)
 	}
-	if c.AMPDU && ok && ph.ampduFrames == 0 {
-		add("ampdu: needs 802.11n, not %s", c.Standard)
+	if c.AMPDU && ph != nil && ph.ampduFrames == 0 {
+		e.add("ampdu: needs 802.11n, not %s", c.Standard)
 	}
 	if c.AMPDUMaxBytes < 0 || c.AMPDUMaxBytes > 65535 {
-		add("ampdu_max_bytes: %d is not in 1..65535", c.AMPDUMaxBytes)
+		e.add("ampdu_max_bytes: %d is not in 1..65535", c.AMPDUMaxBytes)
 	}
 	if c.AMPDUMaxFrames < 0 || c.AMPDUMaxFrames > 64 {
-		add("ampdu_max_frames: %d is not in 1..64", c.AMPDUMaxFrames)
+		e.add("ampdu_max_frames: %d is not in 1..64", c.AMPDUMaxFrames)
 	}
 	if len(c.Stations) == 0 || len(c.Stations) > MaxStations {
-		add("stations: %d stations, need 1..%d", len(c.Stations), MaxStations)
+		e.add("stations: %d stations, need 1..%d", len(c.Stations), MaxStations)
 	}
-	for i, s := range c.Stations {
-		path := "stations[" + strconv.Itoa(i) + "]"
-		if ok && s.Rate != 0 && ph.rateIndex(s.Rate) < 0 {
-			add("%s.rate: %s is not a data rate of %s (expected one of: %s)", path, mbps(s.Rate), c.Standard, rateList(ph.rates))
-		}
-		if !(s.FrameErrorRate >= 0 && s.FrameErrorRate <= 1) {
-			add("%s.frame_error_rate: %v is not a probability in [0, 1]", path, s.FrameErrorRate)
-		}
-		if s.SNR != 0 && s.FrameErrorRate != 0 {
-			add("%s: set frame_error_rate or snr, not both", path)
-		}
-		if s.SNR < -50 || s.SNR > 100 { // also catches NaN below
-			add("%s.snr: %v dB is not in -50..100", path, s.SNR)
-		} else if s.SNR != s.SNR {
-			add("%s.snr: NaN", path)
-		}
-		if s.Saturate < 0 || s.Saturate > maxIPBytes {
-			add("%s.saturate: %d bytes is not in 0..%d (an unfragmented MSDU)", path, s.Saturate, maxIPBytes)
-		}
+}
+
+// validate checks station s, at path, of a cell of standard (its preset
+// ph; nil: unknown).
+func (s StationConfig) validate(e *errList, path, standard string, ph *phy) {
+	if ph != nil && s.Rate != 0 && ph.rateIndex(s.Rate) < 0 {
+		e.add("%s.rate: %s is not a data rate of %s (expected one of: %s)", path, mbps(s.Rate), standard, rateList(ph.rates))
 	}
-	return errors.Join(errs...)
+	if !(s.FrameErrorRate >= 0 && s.FrameErrorRate <= 1) {
+		e.add("%s.frame_error_rate: %v is not a probability in [0, 1]", path, s.FrameErrorRate)
+	}
+	if s.SNR != 0 && s.FrameErrorRate != 0 {
+		e.add("%s: set frame_error_rate or snr, not both", path)
+	}
+	if s.SNR < -50 || s.SNR > 100 { // also catches NaN below
+		e.add("%s.snr: %v dB is not in -50..100", path, s.SNR)
+	} else if s.SNR != s.SNR {
+		e.add("%s.snr: NaN", path)
+	}
+	if s.Saturate < 0 || s.Saturate > maxIPBytes {
+		e.add("%s.saturate: %d bytes is not in 0..%d (an unfragmented MSDU)", path, s.Saturate, maxIPBytes)
+	}
 }
 
 func contains(s []uint64, v uint64) bool {

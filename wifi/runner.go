@@ -3,8 +3,6 @@ package wifi
 import (
 	"context"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/netjam/netjam/clock"
@@ -12,9 +10,9 @@ import (
 )
 
 // Runner runs a Medium in real time, as impair.Runner runs a Chain: it owns
-// the one goroutine that drives the medium, fed by a bounded channel and
-// woken by a single reusable timer at the medium's next event. Nothing is
-// started per frame.
+// the one goroutine that drives the medium (a clock.Loop), fed by a
+// bounded channel and woken by a single reusable timer at the medium's
+// next event. Nothing is started per frame.
 //
 // Lifecycle: NewRunner allocates; Start launches the goroutine; Close stops
 // it, waits for it, then drops what is still queued (DropFlushed). Close is
@@ -22,19 +20,14 @@ import (
 // before Start (packets wait in the channel) and after Close (they are
 // dropped).
 type Runner struct {
-	m   *Medium
-	clk clock.Clock
-	in  chan arrival
+	m    *Medium
+	clk  clock.Clock
+	loop *clock.Loop[arrival]
 
 	// background: some stations are saturated, so the medium has events
 	// even with no packet queued; the goroutine then wakes every refresh
 	// to keep the statistics current.
 	background bool
-
-	closed atomic.Bool
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
 }
 
 // arrival is a packet in the input channel, with its arrival time.
@@ -59,7 +52,7 @@ func NewRunner(cfg Config, clk clock.Clock, up, down func(now time.Time, p *impa
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{m: m, clk: clk, in: make(chan arrival, m.p.inputLimit), done: make(chan struct{})}
+	r := &Runner{m: m, clk: clk, loop: clock.NewLoop[arrival](clk, m.p.inputLimit)}
 	for _, s := range cfg.Stations {
 		r.background = r.background || s.Saturate > 0
 	}
@@ -77,70 +70,33 @@ func (r *Runner) Send(p *impair.Packet, station int, downlink bool) bool {
 	if station < 0 || station >= n {
 		panic("wifi: Send for station " + strconv.Itoa(station) + " of " + strconv.Itoa(n))
 	}
-	c := &r.m.c[station]
-	if downlink {
-		c = &r.m.c[n]
+	a := arrival{p: p, t: r.clk.Now(), station: int32(station), downlink: downlink}
+	ok, closed := r.loop.Offer(a)
+	if !ok {
+		reason := DropInput
+		if closed {
+			reason = DropFlushed
+		}
+		r.drop(a, reason)
 	}
-	if r.closed.Load() {
-		c.drops[DropFlushed].Add(1)
-		p.Release()
-		return false
+	return ok
+}
+
+// drop counts a as dropped for reason against its sender, and releases
+// its packet.
+func (r *Runner) drop(a arrival, reason DropReason) {
+	c := &r.m.c[a.station]
+	if a.downlink {
+		c = &r.m.c[len(r.m.c)-1]
 	}
-	select {
-	case r.in <- arrival{p: p, t: r.clk.Now(), station: int32(station), downlink: downlink}:
-		return true
-	default:
-		c.drops[DropInput].Add(1)
-		p.Release()
-		return false
-	}
+	c.drops[reason].Add(1)
+	a.p.Release()
 }
 
 // Start launches the Runner's goroutine. It stops when ctx is done or Close
 // is called.
 func (r *Runner) Start(ctx context.Context) {
-	ctx, r.cancel = context.WithCancel(ctx)
-	go r.loop(ctx)
-}
-
-// Close stops the goroutine, waits for it, and drops every packet still
-// queued or in the input channel. It is safe to call more than once, and
-// without Start.
-func (r *Runner) Close() {
-	r.once.Do(func() {
-		r.closed.Store(true)
-		if r.cancel != nil {
-			r.cancel()
-			<-r.done
-		}
-		r.m.Flush()
-		for {
-			select {
-			case a := <-r.in:
-				c := &r.m.c[a.station]
-				if a.downlink {
-					c = &r.m.c[len(r.m.c)-1]
-				}
-				c.drops[DropFlushed].Add(1)
-				a.p.Release()
-			default:
-				return
-			}
-		}
-	})
-}
-
-// Stats returns the cell's counters; safe at any time.
-func (r *Runner) Stats() Stats { return r.m.Stats() }
-
-// Medium returns the medium the Runner drives. Its Stats and Drops may be
-// read; nothing else may be called while the Runner runs.
-func (r *Runner) Medium() *Medium { return r.m }
-
-func (r *Runner) loop(ctx context.Context) {
-	defer close(r.done)
 	m := clock.Model[arrival]{
-		In: r.in,
 		Arrive: func(a arrival) {
 			r.m.wall = r.clk.Now()
 			r.m.Arrive(a.t, a.p, int(a.station), a.downlink)
@@ -154,5 +110,19 @@ func (r *Runner) loop(ctx context.Context) {
 	if r.background {
 		m.Refresh = refresh
 	}
-	clock.Drive(ctx, r.clk, m)
+	r.loop.Start(ctx, m)
 }
+
+// Close stops the goroutine, waits for it, and drops every packet still
+// queued or in the input channel. It is safe to call more than once, and
+// without Start.
+func (r *Runner) Close() {
+	r.loop.Close(r.m.Flush, func(a arrival) { r.drop(a, DropFlushed) })
+}
+
+// Stats returns the cell's counters; safe at any time.
+func (r *Runner) Stats() Stats { return r.m.Stats() }
+
+// Medium returns the medium the Runner drives. Its Stats and Drops may be
+// read; nothing else may be called while the Runner runs.
+func (r *Runner) Medium() *Medium { return r.m }

@@ -1,0 +1,190 @@
+package emulator
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/netjam/netjam/capture"
+	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/topology"
+)
+
+// The lab's packet path is a topology.Graph, built here from the
+// scenario and compiled before the run:
+//
+//	client tx ─▶ [tap] ─▶ [cell up ─▶ AP] ─▶ uplink ═▶ to-server ─▶ [tap] ─▶ inbox ═▶ server rx
+//	client rx ◀═ inbox ◀─ [tap] ◀─ [station ◀═ cell down] ◀─ to-client ◀═ downlink ◀─ [tap] ◀─ server tx
+//
+// (═ a hand-over to another goroutine: a direction's, the cell's, an
+// inbox's; the taps are the capture points; the builder adds the split,
+// merge and checksum steps each edge needs.) In TUN mode the kernel's
+// endpoints are a source fed by the device's read loop and the device's
+// inbox, and the peer host takes the uplink's packets for any
+// destination when transparent.
+
+// pathBuilder builds a lab's graph.
+type pathBuilder struct {
+	l *lab
+	g topology.Graph
+	// up and down are the directions' nodes; toServer and toClient the
+	// routers at their ends.
+	up, down           topology.ID
+	toServer, toClient topology.ID
+	cell               *topology.Cell
+	// routes collects each router's routes until the graph is complete.
+	routes map[*topology.Router][]topology.Route
+}
+
+// newPathBuilder builds the path's directions, the routers at their ends
+// and the Wi-Fi cell of s, with nothing yet at either end.
+func newPathBuilder(l *lab, s *scenario.Scenario) (*pathBuilder, error) {
+	b := &pathBuilder{l: l, routes: map[*topology.Router][]topology.Route{}}
+	var dirs [2]*topology.Direction
+	for i, name := range []string{"uplink", "downlink"} {
+		d := s.Uplink
+		if i == 1 {
+			d = s.Downlink
+		}
+		cfg, err := directionConfig(name, s.Seed, d)
+		if err != nil {
+			return nil, err
+		}
+		if dirs[i], err = topology.NewDirection(cfg, l.clk); err != nil {
+			return nil, err
+		}
+		l.lives = append(l.lives, dirs[i].Runner())
+	}
+	l.path = &Path{Up: dirs[0].Runner(), Down: dirs[1].Runner()}
+	b.up, b.down = b.g.Add(dirs[0].Node()), b.g.Add(dirs[1].Node())
+	l.routers = [2]*topology.Router{topology.NewRouter("to-server"), topology.NewRouter("to-client")}
+	b.toServer, b.toClient = b.g.Add(l.routers[0].Node()), b.g.Add(l.routers[1].Node())
+	b.g.Link(b.up, b.toServer)
+	b.g.Link(b.down, b.toClient)
+	if s.WiFi != nil {
+		cfg := *s.WiFi // the scenario's cell, with the run's seed
+		cfg.Seed = s.Seed
+		c, err := topology.NewCell(cfg, l.clk)
+		if err != nil {
+			return nil, err
+		}
+		b.cell, l.cell = c, c.Runner()
+		l.lives = append(l.lives, c.Runner())
+		b.g.Link(b.g.Add(c.AP()), b.up)
+	}
+	return b, nil
+}
+
+// wire links from to to, through a tap of cw when that capture is on.
+func (b *pathBuilder) wire(from, to topology.ID, cw *capture.Writer, name string) {
+	if cw != nil {
+		t := b.g.Add(topology.NewTap("capture "+name, heldWriter{cw, b.l.clk}, b.l.pool, b.l.bigPool).Node())
+		b.g.Link(from, t)
+		from = t
+	}
+	b.g.Link(from, to)
+}
+
+// route makes the router at r (rt) hand packets for prefixes to to,
+// through a tap of cw when that capture is on. An invalid prefix makes
+// the default route.
+func (b *pathBuilder) route(r topology.ID, rt *topology.Router, prefixes []netip.Prefix, to topology.ID, cw *capture.Writer, name string) {
+	if cw != nil {
+		t := b.g.Add(topology.NewTap("capture "+name, heldWriter{cw, b.l.clk}, b.l.pool, b.l.bigPool).Node())
+		b.g.Link(t, to)
+		to = t
+	}
+	b.g.Link(r, to)
+	for _, p := range prefixes {
+		b.routes[rt] = append(b.routes[rt], topology.Route{Prefix: p, To: to})
+	}
+}
+
+// heldWriter writes to a capture file with the clock held: the write may
+// block in a system call, which a virtual clock must not take for the
+// run being idle.
+type heldWriter struct {
+	w   *capture.Writer
+	clk clock.Clock
+}
+
+func (h heldWriter) WritePacket(t time.Time, b []byte) error {
+	clock.Hold(h.clk)
+	defer clock.Release(h.clk)
+	return h.w.WritePacket(t, b) // a full capture counts what it skips
+}
+
+// hostPrefixes returns each address as a route to it alone.
+func hostPrefixes(addrs []netip.Addr) []netip.Prefix {
+	ps := make([]netip.Prefix, len(addrs))
+	for i, a := range addrs {
+		ps[i] = netip.PrefixFrom(a, a.BitLen())
+	}
+	return ps
+}
+
+// inbox adds e's inbox and, behind it, rx taking what it hands on.
+func (b *pathBuilder) inbox(e *endHost, rx topology.Node) topology.ID {
+	e.in = topology.NewQueue(e.name+" inbox", inboxLen, putWait)
+	b.l.lives = append(b.l.lives, e.in)
+	q := b.g.Add(e.in.Node())
+	b.g.Link(q, b.g.Add(rx))
+	return q
+}
+
+// addHost adds the ends of a netstack host: what it sends enters the
+// downlink (a server), the cell as its station, or the uplink; what is for
+// its addresses reaches it through its inbox. A netstack host takes
+// MTU-sized packets with final checksums (see newHost for why).
+func (b *pathBuilder) addHost(e *endHost, server bool) {
+	l := b.l
+	e.tx = topology.NewSource(e.name+" tx", topology.Emits{}, l.pool, l.bigPool)
+	tx := b.g.Add(e.tx.Node())
+	q := b.inbox(e, topology.Node{Name: e.name, In: topology.SinkFunc(e.inject), Accepts: topology.Accepts{GSO: topology.No}})
+	switch {
+	case server:
+		b.wire(tx, b.down, l.capServer, e.name+" tx")
+		prefixes := hostPrefixes(e.addrs)
+		if e.catchAll {
+			prefixes = append(prefixes, netip.Prefix{}) // the default route
+		}
+		b.route(b.toServer, l.routers[0], prefixes, q, l.capServer, e.name+" rx")
+	case e.station != "":
+		b.stationEnds(e.station, tx, q, e.addrs)
+	default:
+		b.wire(tx, b.up, l.capClient, e.name+" tx")
+		b.route(b.toClient, l.routers[1], hostPrefixes(e.addrs), q, l.capClient, e.name+" rx")
+	}
+}
+
+// stationEnds links the client-side ends of Wi-Fi station name: what
+// tx sends goes onto the medium, what reaches the station goes to the
+// inbox q, and what the downlink has for addrs goes onto the medium.
+func (b *pathBuilder) stationEnds(name string, tx, q topology.ID, addrs []netip.Addr) {
+	l := b.l
+	b.wire(tx, b.g.Add(b.cell.Uplink(name)), l.capClient, name+" tx")
+	b.wire(b.g.Add(b.cell.Station(name)), q, l.capClient, name+" rx")
+	down := b.g.Add(b.cell.Downlink(name))
+	b.g.Link(b.toClient, down)
+	for _, p := range hostPrefixes(addrs) {
+		b.routes[l.routers[1]] = append(b.routes[l.routers[1]], topology.Route{Prefix: p, To: down})
+	}
+}
+
+// compile sets the routers' routes and compiles the graph.
+func (b *pathBuilder) compile() (*topology.Net, error) {
+	for r, routes := range b.routes {
+		if err := r.Set(routes); err != nil {
+			return nil, err
+		}
+	}
+	return b.g.Compile(topology.Options{Pool: b.l.pool, Big: b.l.bigPool})
+}
+
+// inject hands a packet to the host; the graph completed its checksum
+// (gVisor checks it) and split it as the host needs.
+func (e *endHost) inject(_ time.Time, p *impair.Packet) {
+	e.host.Inject(p.Data)
+	p.Release()
+}

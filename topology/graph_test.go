@@ -1,0 +1,393 @@
+package topology_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/topology"
+)
+
+var (
+	server = netip.MustParseAddr("10.0.0.101")
+	other  = netip.MustParseAddr("10.0.0.7")
+)
+
+func TestTwoLinksInSeries(t *testing.T) {
+	var g topology.Graph
+	src := topology.NewSource("host", topology.Emits{}, pool, big)
+	a, b := &link{name: "a", d: 10 * time.Millisecond}, &link{name: "b", d: 5 * time.Millisecond}
+	out := newSink("server", mtuChecked)
+	g.Chain(g.Add(src.Node()), g.Add(a.Node()), g.Add(b.Node()), g.Add(out.Node()))
+	n := mustCompile(t, &g)
+	if want := "host -> a\na -> b\nb -> server"; n.String() != want {
+		t.Errorf("compiled:\n%s\nwant:\n%s", n, want)
+	}
+	src.Push(t0, packet(segment(server, 100, 1, 1)))
+	got := out.seen()
+	if len(got) != 1 || got[0].at != t0.Add(15*time.Millisecond) || a.n != 1 || b.n != 1 {
+		t.Errorf("got %+v through %d and %d, want one packet at 15ms through both", got, a.n, b.n)
+	}
+}
+
+// Two paths share one link: what crosses it from either queues behind
+// the other's packets.
+func TestTwoPathsShareOneLink(t *testing.T) {
+	var g topology.Graph
+	srcA, srcB := topology.NewSource("hostA", topology.Emits{}, pool, big), topology.NewSource("hostB", topology.Emits{}, pool, big)
+	a, b := &link{name: "a", d: 10 * time.Millisecond}, &link{name: "b", d: 10 * time.Millisecond}
+	shared := &link{name: "shared", tx: time.Millisecond, d: 5 * time.Millisecond}
+	out := newSink("server", mtuChecked)
+	s := g.Add(shared.Node())
+	g.Chain(g.Add(srcA.Node()), g.Add(a.Node()), s)
+	g.Chain(g.Add(srcB.Node()), g.Add(b.Node()), s)
+	g.Link(s, g.Add(out.Node()))
+	mustCompile(t, &g)
+	srcA.Push(t0, packet(segment(server, 100, 1, 1)))
+	srcB.Push(t0, packet(segment(server, 100, 1, 2)))
+	got := out.seen()
+	if len(got) != 2 || got[0].id != 1 || got[0].at != t0.Add(16*time.Millisecond) ||
+		got[1].id != 2 || got[1].at != t0.Add(17*time.Millisecond) || shared.n != 2 {
+		t.Errorf("got %+v, want A's packet at 16ms, then B's at 17ms, queued behind it", got)
+	}
+}
+
+func TestClassifierChoosesPathByDestinationPrefix(t *testing.T) {
+	var g topology.Graph
+	src := topology.NewSource("uplink", topology.Emits{}, pool, big)
+	r := topology.NewRouter("router")
+	net, host, def := newSink("net", mtuChecked), newSink("host", mtuChecked), newSink("default", mtuChecked)
+	rid := g.Add(r.Node())
+	g.Link(g.Add(src.Node()), rid)
+	nid, hid, did := g.Add(net.Node()), g.Add(host.Node()), g.Add(def.Node())
+	g.Link(rid, nid)
+	g.Link(rid, hid)
+	g.Link(rid, did)
+	if err := r.Set([]topology.Route{
+		{Prefix: netip.MustParsePrefix("10.0.0.0/24"), To: nid},
+		{Prefix: netip.PrefixFrom(other, 32), To: hid},
+		{Prefix: netip.MustParsePrefix("10.0.0.0/8"), To: did},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mustCompile(t, &g)
+	for i, dst := range []string{"10.0.0.101", "10.0.0.7", "10.1.2.3", "192.0.2.1", "10.0.0.9"} {
+		src.Push(t0, packet(segment(netip.MustParseAddr(dst), 10, 1, uint16(i))))
+	}
+	ids := func(s *sink) (ids []uint16) {
+		for _, p := range s.seen() {
+			ids = append(ids, p.id)
+		}
+		return ids
+	}
+	if n, h, d := ids(net), ids(host), ids(def); len(n) != 2 || n[0] != 0 || n[1] != 4 || len(h) != 1 || h[0] != 1 || len(d) != 1 || d[0] != 2 {
+		t.Errorf("10.0.0.0/24 got %v (want 0 4), 10.0.0.7 got %v (want 1), 10.0.0.0/8 got %v (want 2)", n, h, d)
+	}
+	if r.NoRoute() != 1 {
+		t.Errorf("%d packets without a route, want 1 (192.0.2.1)", r.NoRoute())
+	}
+}
+
+// Routes are settings: Set swaps the whole table between two packets
+// while a sender pushes on another goroutine; each packet goes by the
+// old table or the new one, and none is lost.
+func TestRouterSwapsRoutesBetweenTwoPackets(t *testing.T) {
+	var g topology.Graph
+	src := topology.NewSource("uplink", topology.Emits{}, pool, big)
+	r := topology.NewRouter("router")
+	a, b := newSink("a", mtuChecked), newSink("b", mtuChecked)
+	rid := g.Add(r.Node())
+	g.Link(g.Add(src.Node()), rid)
+	aid, bid := g.Add(a.Node()), g.Add(b.Node())
+	g.Link(rid, aid)
+	g.Link(rid, bid)
+	all := netip.MustParsePrefix("10.0.0.0/8")
+	r.Set([]topology.Route{{Prefix: all, To: aid}})
+	mustCompile(t, &g)
+	const n = 2000
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range n {
+			src.Push(t0, packet(segment(server, 10, 1, uint16(i))))
+		}
+	}()
+	waitFor(t, "packets to a", func() bool { return len(a.seen()) > 0 })
+	if err := r.Set([]topology.Route{{Prefix: all, To: bid}}); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	ga, gb := a.seen(), b.seen()
+	if len(ga)+len(gb) != n {
+		t.Fatalf("%d + %d packets arrived, want %d", len(ga), len(gb), n)
+	}
+	for i, p := range append(ga, gb...) {
+		if p.id != uint16(i) {
+			t.Fatalf("packet %d is %d: a before the swap, b after, in order", i, p.id)
+		}
+	}
+	t.Logf("%d packets by the old table, %d by the new", len(ga), len(gb))
+	if err := r.Set([]topology.Route{{Prefix: all, To: 99}}); err == nil || r.Set(nil) != nil {
+		t.Errorf("a route to a node the router is not linked to: %v, want an error", err)
+	}
+}
+
+func TestSplitOnlyWhereANodeNeedsIt(t *testing.T) {
+	var g topology.Graph
+	src := topology.NewSource("peer", topology.Emits{GSO: true, Partial: true}, pool, big)
+	r := topology.NewRouter("router")
+	host := newSink("host", mtuChecked) // a netstack host: segments, checked
+	dev := newSink("device", anything)  // a device with offload: whole, partial
+	mtuDev := newSink("old-device", topology.Accepts{GSO: topology.No, Partial: true})
+	rid := g.Add(r.Node())
+	g.Link(g.Add(src.Node()), rid)
+	hid, did, mid := g.Add(host.Node()), g.Add(dev.Node()), g.Add(mtuDev.Node())
+	g.Link(rid, hid)
+	g.Link(rid, did)
+	g.Link(rid, mid)
+	r.Set([]topology.Route{{Prefix: netip.PrefixFrom(server, 32), To: hid}, {Prefix: netip.PrefixFrom(other, 32), To: did}, {To: mid}})
+	n := mustCompile(t, &g)
+	want := "peer -> router\nrouter -> split -> finish -> host\nrouter -> device\nrouter -> split -> old-device"
+	if n.String() != want {
+		t.Errorf("compiled:\n%s\nwant:\n%s", n, want)
+	}
+	src.Push(t0, gso(server, 5, 1000, true))
+	src.Push(t0, gso(other, 5, 1000, true))
+	src.Push(t0, gso(netip.MustParseAddr("10.9.9.9"), 3, 1000, true))
+	for _, c := range []struct {
+		s                 *sink
+		n, segs           int
+		partial, checksum bool
+	}{{host, 5, 1, false, true}, {dev, 1, 5, true, false}, {mtuDev, 3, 1, true, false}} {
+		got := c.s.seen()
+		if len(got) != c.n {
+			t.Errorf("%s got %d packets, want %d", c.s.name, len(got), c.n)
+		}
+		for _, p := range got {
+			if p.segs != c.segs || p.partial != c.partial || p.checksum != c.checksum {
+				t.Errorf("%s got %+v, want %d segments, partial %v, final checksum %v", c.s.name, p, c.segs, c.partial, c.checksum)
+			}
+		}
+	}
+}
+
+// No split where nothing can carry a GSO packet, no completion where no
+// checksum is partial.
+func TestNoStepWhereNoneIsNeeded(t *testing.T) {
+	var g topology.Graph
+	src := topology.NewSource("host", topology.Emits{}, pool, big)
+	out := newSink("server", mtuChecked)
+	g.Link(g.Add(src.Node()), g.Add(out.Node()))
+	if n := mustCompile(t, &g); n.String() != "host -> server" {
+		t.Errorf("compiled %q, want no step", n)
+	}
+}
+
+// A capture tap writes the wire, each segment with its final checksum,
+// and forwards the GSO packet whole.
+func TestTapSeesTheWireWithoutSplittingThePath(t *testing.T) {
+	var g topology.Graph
+	src := topology.NewSource("kernel", topology.Emits{GSO: true, Partial: true}, pool, big)
+	w := &pcap{}
+	tap := topology.NewTap("capture", w, pool, big)
+	dev := newSink("peer", anything)
+	g.Chain(g.Add(src.Node()), g.Add(tap.Node()), g.Add(dev.Node()))
+	n := mustCompile(t, &g)
+	if n.String() != "kernel -> capture\ncapture -> peer" {
+		t.Errorf("compiled:\n%s", n)
+	}
+	src.Push(t0.Add(time.Second), gso(server, 4, 1200, true))
+	src.Push(t0.Add(2*time.Second), packet(segment(server, 100, 1, 1)))
+	if got := dev.seen(); len(got) != 2 || got[0].segs != 4 || !got[0].partial || got[1].segs != 1 {
+		t.Errorf("the tap forwarded %+v, want the GSO packet whole (partial), then the other", got)
+	}
+	if len(w.pkts) != 5 {
+		t.Fatalf("the tap wrote %d packets, want 4 segments and 1", len(w.pkts))
+	}
+	for i, p := range w.pkts {
+		if !checksumOK(p) || (i < 4 && len(p) != 40+1200) || !w.at[i].Equal(t0.Add(time.Duration(1+i/4)*time.Second)) {
+			t.Errorf("written packet %d: %d bytes at %v, checksum final %v", i, len(p), w.at[i], checksumOK(p))
+		}
+	}
+}
+
+type pcap struct {
+	pkts [][]byte
+	at   []time.Time
+}
+
+func (w *pcap) WritePacket(t time.Time, b []byte) error {
+	w.pkts = append(w.pkts, append([]byte(nil), b...))
+	w.at = append(w.at, t)
+	return nil
+}
+
+// A node taking GSO packets only at times (a direction that may change)
+// gets a split that asks it per packet.
+func TestSplitAsksANodeThatVaries(t *testing.T) {
+	var g topology.Graph
+	whole := true
+	src := topology.NewSource("host", topology.Emits{GSO: true}, pool, big)
+	out := newSink("uplink", topology.Accepts{GSO: topology.Varies, Whole: func() bool { return whole }, Partial: true})
+	g.Link(g.Add(src.Node()), g.Add(out.Node()))
+	if n := mustCompile(t, &g); n.String() != "host -> split? -> uplink" {
+		t.Errorf("compiled %q", n)
+	}
+	src.Push(t0, gso(server, 3, 1000, false))
+	whole = false
+	src.Push(t0, gso(server, 3, 1000, false))
+	if got := out.seen(); len(got) != 4 || got[0].segs != 3 || got[1].segs != 1 {
+		t.Errorf("got %+v, want one whole packet, then 3 segments", got)
+	}
+}
+
+// A queue in front of a node that wants merged segments hands them on
+// merged: those that wait together.
+func TestQueueMergesForANodeThatWantsIt(t *testing.T) {
+	var g topology.Graph
+	src := topology.NewSource("downlink", topology.Emits{}, pool, big)
+	q := topology.NewQueue("inbox", 16, time.Second)
+	peer := newSink("peer", topology.Accepts{GSO: topology.Yes, Merged: true})
+	g.Chain(g.Add(src.Node()), g.Add(q.Node()), g.Add(peer.Node()))
+	n := mustCompile(t, &g)
+	if n.String() != "downlink -> inbox\ninbox -> merge -> finish -> peer" {
+		t.Errorf("compiled:\n%s", n)
+	}
+	for i := range 4 {
+		src.Push(t0, packet(segment(server, 1000, 1000+uint32(i)*1000, 1)))
+	}
+	n.Start(context.Background())
+	n.Close()
+	if got := peer.seen(); len(got) != 1 || got[0].segs != 4 || !got[0].checksum || got[0].partial {
+		t.Errorf("got %+v, want the 4 segments merged, checksum final", got)
+	}
+}
+
+func TestCompileReportsEveryError(t *testing.T) {
+	var g topology.Graph
+	a, b := &link{name: "a"}, &link{name: "b"}
+	ai, bi := g.Add(a.Node()), g.Add(b.Node())
+	g.Link(ai, bi)
+	g.Link(bi, ai)
+	g.Add((&link{name: "loose"}).Node())
+	s1 := topology.NewSource("src", topology.Emits{}, pool, big)
+	si := g.Add(s1.Node())
+	g.Link(si, g.Add(newSink("x", mtuChecked).Node()))
+	g.Link(si, g.Add(newSink("y", topology.Accepts{GSO: topology.Yes, Merged: true}).Node()))
+	g.Add(newSink("x", topology.Accepts{GSO: topology.Varies}).Node())
+	_, err := g.Compile(opts)
+	want := []string{
+		`topology: two nodes named "x"`,
+		`topology: a cycle through a, b`,
+		`topology: node "loose": its output leads nowhere`,
+		`topology: node "src": feeds 2 nodes; only a router feeds more than one`,
+		`topology: node "y": wants merged segments but is fed by "src", not a queue`,
+		`topology: node "x": takes GSO packets now and then but says not when (Accepts.Whole)`,
+	}
+	if err == nil || err.Error() != strings.Join(want, "\n") {
+		t.Errorf("got:\n%v\nwant:\n%s", err, strings.Join(want, "\n"))
+	}
+}
+
+// Compiling and pushing start no goroutine: packets cross the graph on
+// the pusher's.
+func TestCompiledGraphAddsNoGoroutine(t *testing.T) {
+	before := goroutines()
+	var g topology.Graph
+	src := topology.NewSource("host", topology.Emits{GSO: true}, pool, big)
+	r := topology.NewRouter("router")
+	out := newSink("server", mtuChecked)
+	rid := g.Add(r.Node())
+	oid := g.Add(out.Node())
+	g.Chain(g.Add(src.Node()), g.Add((&link{name: "a"}).Node()), rid, oid)
+	r.Set([]topology.Route{{To: oid}})
+	n := mustCompile(t, &g)
+	n.Start(context.Background())
+	defer n.Close()
+	for range 100 {
+		src.Push(t0, gso(server, 4, 1000, false))
+	}
+	if after := goroutines(); after != before || len(out.seen()) != 400 {
+		t.Errorf("%d goroutines before, %d after; %d packets", before, after, len(out.seen()))
+	}
+}
+
+// The compiled path allocates nothing per packet: a GSO packet split in
+// front of a router, routed, completed and taken.
+func TestCompiledPathAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops packets at random under the race detector")
+	}
+	var g topology.Graph
+	src := topology.NewSource("host", topology.Emits{GSO: true, Partial: true}, pool, big)
+	r := topology.NewRouter("router")
+	w := &counter{}
+	tap := topology.NewTap("capture", w, pool, big)
+	oid := g.Add(topology.Node{Name: "server", In: topology.SinkFunc(func(_ time.Time, p *impair.Packet) { p.Release() }), Accepts: mtuChecked})
+	rid := g.Add(r.Node())
+	g.Chain(g.Add(src.Node()), g.Add(tap.Node()), rid, oid)
+	r.Set([]topology.Route{{Prefix: netip.PrefixFrom(server, 32), To: oid}})
+	mustCompile(t, &g)
+	tmpl := gso(server, 8, 1400, true)
+	step := func() {
+		p := big.Copy(tmpl.Data)
+		p.SetGSO(1400, true)
+		src.Push(t0, p)
+	}
+	for range 100 {
+		step()
+	}
+	if a := testing.AllocsPerRun(1000, step); a != 0 {
+		t.Errorf("%v allocations per GSO packet", a)
+	}
+	if w.n == 0 {
+		t.Error("the tap wrote nothing")
+	}
+}
+
+type counter struct{ n int }
+
+func (c *counter) WritePacket(time.Time, []byte) error { c.n++; return nil }
+
+// A router linked to nothing (a run without hosts) drops everything,
+// counted.
+func TestRouterWithoutRoutesDropsAndCounts(t *testing.T) {
+	var g topology.Graph
+	src := topology.NewSource("uplink", topology.Emits{}, pool, big)
+	r := topology.NewRouter("router")
+	g.Link(g.Add(src.Node()), g.Add(r.Node()))
+	mustCompile(t, &g)
+	src.Push(t0, packet(segment(server, 10, 1, 1)))
+	if r.NoRoute() != 1 {
+		t.Errorf("%d packets without a route, want 1", r.NoRoute())
+	}
+}
+
+// BenchmarkCompiledPath pushes MTU-sized packets through a compiled
+// path as the lab's uplink end has it: a tap-less source into a router
+// choosing among 100 hosts, then the checksum step and the host.
+func BenchmarkCompiledPath(b *testing.B) {
+	var g topology.Graph
+	src := topology.NewSource("direction", topology.Emits{Partial: true}, pool, big)
+	r := topology.NewRouter("router")
+	rid := g.Add(r.Node())
+	g.Link(g.Add(src.Node()), rid)
+	var routes []topology.Route
+	for i := range 100 {
+		id := g.Add(topology.Node{Name: fmt.Sprint("host", i), In: topology.SinkFunc(func(_ time.Time, p *impair.Packet) { p.Release() }), Accepts: mtuChecked})
+		g.Link(rid, id)
+		routes = append(routes, topology.Route{Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(1 + i)}), 32), To: id})
+	}
+	r.Set(routes)
+	mustCompile(b, &g)
+	tmpl := segment(netip.AddrFrom4([4]byte{10, 0, 0, 50}), 1400, 1, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		src.Push(t0, pool.Copy(tmpl))
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "packets/s")
+}

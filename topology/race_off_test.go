@@ -1,0 +1,5 @@
+//go:build !race
+
+package topology_test
+
+const raceEnabled = false
