@@ -50,3 +50,58 @@ timeline:
 		t.Errorf("timeline %s, want %s", strings.Join(got, "|"), want)
 	}
 }
+
+// A live change shows in the time series within one sample interval: a
+// loss of 20% set at about 1 s of a 5 Mbit/s UDP flow drops datagrams in
+// the first whole interval after it (62 datagrams: an interval without a
+// drop has probability 0.8^62, about 1e-6), and none before it; the
+// interval the change falls in may have too few datagrams after it to
+// tell. The configured loss is there from the first sample after it.
+func TestLiveChangeInTheTimeSeries(t *testing.T) {
+	out := t.TempDir()
+	plan := mustPlan(t, `
+duration: 3s
+sample_interval: 100ms
+link: {delay: 5ms}
+flows: [{name: cbr, type: udp, rate: 5Mbps, packet_size: 1000, duration: 3s}]
+`)
+	set := make(chan error, 1)
+	sum := runInto(t, plan, out, Options{Live: func(lv *Live) {
+		go func() {
+			time.Sleep(time.Second)
+			set <- lv.Set("link.uplink.loss=20%")
+		}()
+	}})
+	if err := <-set; err != nil {
+		t.Fatal(err)
+	}
+	tl := sum.Runs[0].Timeline
+	if len(tl) != 1 {
+		t.Fatalf("timeline %+v, want the one change", tl)
+	}
+	at := tl[0].TimeS
+	ts, drops := seriesOf(t, out, kindDrops, "uplink")
+	_, conf := seriesOf(t, out, kindConfLoss, "uplink")
+	sampled, whole := false, false
+	for i, end := range ts {
+		switch {
+		case end <= at:
+			if drops[i] != 0 || conf[i] != 0 {
+				t.Errorf("the interval ending at %.2f s, before the change at %.3f s: %g drops, configured loss %g", end, at, drops[i], conf[i])
+			}
+		case !sampled:
+			sampled = true
+			if conf[i] != 0.2 {
+				t.Errorf("the first sample after the change at %.3f s (%.2f s): configured loss %g, want 0.2", at, end, conf[i])
+			}
+		case !whole && i > 0 && ts[i-1] >= at:
+			whole = true
+			if drops[i] == 0 {
+				t.Errorf("the first whole interval after the change at %.3f s (%.2f to %.2f s) has no drop", at, ts[i-1], end)
+			}
+		}
+	}
+	if !whole {
+		t.Errorf("no whole interval after the change at %.3f s", at)
+	}
+}

@@ -127,7 +127,7 @@ func ctlCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "ctl",
 		Usage:     "look at and change a running netjam (one started with --control)",
-		ArgsUsage: "status | get | set KEY=VALUE... | schedule --at TIME KEY=VALUE... | reset | reset-flow NAME | events | stop",
+		ArgsUsage: "status | get | set KEY=VALUE... | schedule --at TIME KEY=VALUE... | reset [--flow NAME] | events | stop",
 		Description: `Talks to the control API of a netjam run or shell started with --control,
 at --control or $NETJAM_CONTROL (netjam shell --control sets it for its
 command): unix:PATH or HOST:PORT.
@@ -143,7 +143,7 @@ command): unix:PATH or HOST:PORT.
    schedule --at TIME KEY=VALUE...
                           the same change at TIME of the run (from its start), ahead
    reset                  every key changed back to the scenario's value
-   reset-flow NAME        end TCP flow NAME's connection with a RST both ways, as a
+   reset --flow NAME      end TCP flow NAME's connection with a RST both ways, as a
                           timeline's reset entry does (recorded the same way)
    events                 the run's events as they happen, one a line: its type, then
                           its JSON (a sample each interval, each change, the end)
@@ -156,13 +156,14 @@ Examples:
    netjam ctl --control unix:/tmp/nj.sock set --for 5s link.loss=100%   # a 5 s outage
    netjam ctl --control unix:/tmp/nj.sock schedule --at 20s link.delay=200ms
    netjam ctl --control unix:/tmp/nj.sock reset
-   netjam ctl --control unix:/tmp/nj.sock reset-flow bulk   # its connection ends with a RST both ways
+   netjam ctl --control unix:/tmp/nj.sock reset --flow bulk   # its connection ends with a RST both ways
    netjam ctl --control unix:/tmp/nj.sock status
    sudo netjam shell --control unix -- sh -c 'netjam ctl set link.loss=100%; ./my-test'`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "control", Usage: "the run's control endpoint: `unix:PATH` or HOST:PORT (default $NETJAM_CONTROL)"},
 			&cli.StringFlag{Name: "control-token", Usage: "a `FILE` holding the endpoint's token"},
 			&cli.StringFlag{Name: "at", Usage: "schedule: the `TIME` of the run (from its start) the change applies at, such as 5s"},
+			&cli.StringFlag{Name: "flow", Usage: "reset: the `NAME` of the TCP flow whose connection ends with a RST both ways (instead of the keys going back)"},
 			&cli.StringFlag{Name: "for", Usage: "set: put the keys back to their values before after this `DURATION` (an outage: set --for 5s link.loss=100%)"},
 		},
 		OnUsageError: usageError,
@@ -171,7 +172,7 @@ Examples:
 }
 
 // ctlVerbs are what netjam ctl does.
-const ctlVerbs = "status, get, set [--for DURATION] KEY=VALUE..., schedule --at TIME KEY=VALUE..., reset, reset-flow NAME, events or stop"
+const ctlVerbs = "status, get, set [--for DURATION] KEY=VALUE..., schedule --at TIME KEY=VALUE..., reset [--flow NAME], events or stop"
 
 func doCtl(c *cli.Context) error {
 	addr := c.String("control")
@@ -220,6 +221,9 @@ func ctlRequest(c *cli.Context, verb string) (method, path string, body []byte, 
 	if c.IsSet("at") && verb != "schedule" {
 		return "", "", nil, cli.Exit(fmt.Sprintf("ctl %s: --at is for schedule", verb), exitBadUsage)
 	}
+	if c.IsSet("flow") && verb != "reset" {
+		return "", "", nil, cli.Exit(fmt.Sprintf("ctl %s: --flow is for reset", verb), exitBadUsage)
+	}
 	if c.IsSet("for") && verb != "set" {
 		return "", "", nil, cli.Exit(fmt.Sprintf("ctl %s: --for is for set", verb), exitBadUsage)
 	}
@@ -231,12 +235,14 @@ func ctlRequest(c *cli.Context, verb string) (method, path string, body []byte, 
 	case "stop":
 		return http.MethodPost, "/v1/stop", nil, nil
 	case "reset":
-		return http.MethodPost, "/v1/reset", nil, nil
-	case "reset-flow":
-		if c.NArg() != 2 {
-			return "", "", nil, cli.Exit("ctl reset-flow: which flow? give its name: reset-flow NAME", exitBadUsage)
+		// reset --flow NAME: that flow's connection; reset: the keys.
+		if !c.IsSet("flow") {
+			return http.MethodPost, "/v1/reset", nil, nil
 		}
-		return http.MethodPost, "/v1/flows/" + url.PathEscape(c.Args().Get(1)) + "/reset", nil, nil
+		if c.String("flow") == "" {
+			return "", "", nil, cli.Exit("ctl reset: --flow NAME names the TCP flow whose connection to end", exitBadUsage)
+		}
+		return http.MethodPost, "/v1/flows/" + url.PathEscape(c.String("flow")) + "/reset", nil, nil
 	case "events":
 		return http.MethodGet, "/v1/events", nil, nil
 	case "set", "schedule":

@@ -329,3 +329,45 @@ func TestRunUI(t *testing.T) {
 	}
 	http.DefaultClient.CloseIdleConnections()
 }
+
+// netjam ctl reset --flow NAME ends that TCP flow's connection: the flow
+// reports the reset and the run goes on; a wrong name or form is refused.
+func TestCtlResetFlow(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "live.yaml")
+	os.WriteFile(file, []byte(`name: live
+duration: 4s
+link: {delay: 5ms, rate: 20Mbps}
+flows: [{name: bulk, type: tcp, duration: 4s}]
+`), 0o644)
+	sock := "unix:" + filepath.Join(dir, "nj.sock")
+	out := filepath.Join(dir, "out")
+	run := netjamProcess(t, "run", file, "-q", "--out", out, "--control", sock)
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer run.Process.Kill()
+	ctl := func(args ...string) (int, string, string) {
+		return netjam(t, append([]string{"ctl", "--control", sock}, args...)...)
+	}
+	waitFor(t, "the flow to run", func() bool {
+		_, stdout, _ := ctl("status")
+		return strings.Contains(stdout, `"bytes_received"`) && !strings.Contains(stdout, `"bytes_received": 0`)
+	})
+	if code, _, stderr := ctl("reset", "--flow="); code != exitBadUsage || !strings.Contains(stderr, "--flow NAME") {
+		t.Errorf("ctl reset --flow without a name: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := ctl("reset", "--flow", "nope"); code != exitFailed || !strings.Contains(stderr, `no flow "nope"`) {
+		t.Errorf("ctl reset --flow nope: exit %d %s", code, stderr)
+	}
+	if code, stdout, stderr := ctl("reset", "--flow", "bulk"); code != exitOK || !strings.Contains(stdout, `"reset_at_s"`) {
+		t.Errorf("ctl reset --flow bulk: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if err := run.Wait(); err != nil {
+		t.Fatalf("the run after a reset: %v", err)
+	}
+	y, _ := os.ReadFile(filepath.Join(out, "scenario.yaml"))
+	if !strings.Contains(string(y), "reset: {flow: bulk}") {
+		t.Errorf("the resolved scenario has no reset:\n%s", y)
+	}
+}
