@@ -128,6 +128,8 @@ func (s *Server) mux() *http.ServeMux {
 	mux.HandleFunc("GET /v1/status", s.status)
 	mux.HandleFunc("GET /v1/links", s.links)
 	mux.HandleFunc("PATCH /v1/links", s.set)
+	mux.HandleFunc("GET /v1/links/{name}", s.link)
+	mux.HandleFunc("PATCH /v1/links/{name}", s.setLink)
 	mux.HandleFunc("POST /v1/timeline", s.schedule)
 	mux.HandleFunc("POST /v1/reset", s.reset)
 	mux.HandleFunc("POST /v1/flows/{name}/reset", s.resetFlow)
@@ -296,17 +298,71 @@ type SetRequest struct {
 	For string            `json:"for,omitempty"`
 }
 
-func (s *Server) set(w http.ResponseWriter, r *http.Request) {
+func (s *Server) set(w http.ResponseWriter, r *http.Request) { s.setKeys(w, r, "") }
+
+// link answers one direction of the link (uplink or downlink), as
+// GET /v1/links has it.
+func (s *Server) link(w http.ResponseWriter, r *http.Request) {
+	lv := s.current(w)
+	if lv == nil {
+		return
+	}
+	if l, ok := linkNamed(w, lv, r.PathValue("name")); ok {
+		writeJSON(w, http.StatusOK, l)
+	}
+}
+
+// setLink is PATCH /v1/links with keys of one direction, named without
+// their prefix: {"set": {"loss": "5%"}} on /v1/links/uplink is
+// link.uplink.loss.
+func (s *Server) setLink(w http.ResponseWriter, r *http.Request) {
+	lv := s.current(w)
+	if lv == nil {
+		return
+	}
+	name := r.PathValue("name")
+	if _, ok := linkNamed(w, lv, name); ok {
+		s.setKeys(w, r, "link."+name+".")
+	}
+}
+
+// linkNamed finds direction name among lv's links, or answers 404.
+func linkNamed(w http.ResponseWriter, lv *emulator.Live, name string) (emulator.LinkSummary, bool) {
+	var names []string
+	for _, l := range lv.Links() {
+		if l.Name == name {
+			return l, true
+		}
+		names = append(names, l.Name)
+	}
+	writeError(w, http.StatusNotFound, fmt.Errorf("no link %q (links: %s)", name, strings.Join(names, ", ")))
+	return emulator.LinkSummary{}, false
+}
+
+// setKeys applies a SetRequest whose keys take prefix ("" for full key
+// paths).
+func (s *Server) setKeys(w http.ResponseWriter, r *http.Request, prefix string) {
 	lv := s.current(w)
 	if lv == nil {
 		return
 	}
 	var req SetRequest
-	if !decode(w, r, &req, `{"set": {"link.loss": "5%"}}`) {
+	example := `{"set": {"link.loss": "5%"}}`
+	if prefix != "" {
+		example = `{"set": {"loss": "5%"}}`
+	}
+	if !decode(w, r, &req, example) {
 		return
 	}
+	if prefix != "" {
+		keyed := make(map[string]string, len(req.Set))
+		for k, v := range req.Set {
+			keyed[prefix+k] = v
+		}
+		req.Set = keyed
+	}
 	if len(req.Set) == 0 {
-		writeError(w, http.StatusBadRequest, errors.New(`body: nothing to set (expected {"set": {"link.loss": "5%"}})`))
+		writeError(w, http.StatusBadRequest, fmt.Errorf("body: nothing to set (expected %s)", example))
 		return
 	}
 	var err error

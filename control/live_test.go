@@ -552,3 +552,28 @@ flows:
 		t.Errorf("the resolved scenario has no reset entry (%v):\n%s", err, y)
 	}
 }
+
+// GET and PATCH /v1/links/{name} address one direction, its keys named
+// without their prefix; an unknown direction is 404.
+func TestOneLink(t *testing.T) {
+	tr := startRun(t, fmt.Sprintf(udpRun, "2s", "2s"))
+	if code, b := tr.do(t, "GET", "/v1/links/uplink", ""); code != 200 || !strings.Contains(string(b), `"name":"uplink"`) {
+		t.Errorf("GET /v1/links/uplink: %d %s", code, b)
+	}
+	if code, b := tr.do(t, "GET", "/v1/links/sideways", ""); code != 404 || !strings.Contains(string(b), "links: uplink, downlink") {
+		t.Errorf("GET /v1/links/sideways: %d %s", code, b)
+	}
+	if code, b := tr.do(t, "PATCH", "/v1/links/downlink", `{"set": {"loss": "150%"}}`); code != 400 || !strings.Contains(string(b), "link.downlink.loss: 150% is out of range") {
+		t.Errorf("PATCH a bad value: %d %s", code, b)
+	}
+	if code, b := tr.do(t, "PATCH", "/v1/links/downlink", `{"set": {"delay": "20ms"}}`); code != 200 {
+		t.Errorf("PATCH /v1/links/downlink: %d %s", code, b)
+	}
+	if code, b := tr.do(t, "GET", "/v1/links/downlink", ""); code != 200 || !strings.Contains(string(b), `"delay_ms":20`) {
+		t.Errorf("after the PATCH, GET /v1/links/downlink: %d %s", code, b)
+	}
+	sum := tr.wait(t)
+	if tl := sum.Runs[0].Timeline; len(tl) != 1 || tl[0].Key != "link.downlink.delay" || tl[0].New != "20ms" {
+		t.Errorf("timeline %+v", tl)
+	}
+}

@@ -127,14 +127,15 @@ func ctlCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "ctl",
 		Usage:     "look at and change a running netjam (one started with --control)",
-		ArgsUsage: "status | get | set KEY=VALUE... | schedule --at TIME KEY=VALUE... | reset [--flow NAME] | events | stop",
+		ArgsUsage: "status | get [LINK] | set KEY=VALUE... | schedule --at TIME KEY=VALUE... | reset [--flow NAME] | events | stop",
 		Description: `Talks to the control API of a netjam run or shell started with --control,
 at --control or $NETJAM_CONTROL (netjam shell --control sets it for its
 command): unix:PATH or HOST:PORT.
 
    status                 the run now: elapsed time, each flow's progress, each link,
                           the changes pending
-   get                    each direction's settings in force and counters
+   get [LINK]             each direction's settings in force and counters (or
+                          one's: uplink or downlink)
    set [--for DURATION] KEY=VALUE...
                           change the path now (the link's keys, as --set takes them);
                           connections survive it; recorded in events.jsonl and in the
@@ -172,7 +173,7 @@ Examples:
 }
 
 // ctlVerbs are what netjam ctl does.
-const ctlVerbs = "status, get, set [--for DURATION] KEY=VALUE..., schedule --at TIME KEY=VALUE..., reset [--flow NAME], events or stop"
+const ctlVerbs = "status, get [LINK], set [--for DURATION] KEY=VALUE..., schedule --at TIME KEY=VALUE..., reset [--flow NAME], events or stop"
 
 func doCtl(c *cli.Context) error {
 	addr := c.String("control")
@@ -231,7 +232,13 @@ func ctlRequest(c *cli.Context, verb string) (method, path string, body []byte, 
 	case "status":
 		return http.MethodGet, "/v1/status", nil, nil
 	case "get":
-		return http.MethodGet, "/v1/links", nil, nil
+		switch c.NArg() {
+		case 1:
+			return http.MethodGet, "/v1/links", nil, nil
+		case 2:
+			return http.MethodGet, "/v1/links/" + url.PathEscape(c.Args().Get(1)), nil, nil
+		}
+		return "", "", nil, cli.Exit("ctl get: at most one link: get [uplink|downlink]", exitBadUsage)
 	case "stop":
 		return http.MethodPost, "/v1/stop", nil, nil
 	case "reset":

@@ -354,6 +354,12 @@ flows: [{name: bulk, type: tcp, duration: 4s}]
 		_, stdout, _ := ctl("status")
 		return strings.Contains(stdout, `"bytes_received"`) && !strings.Contains(stdout, `"bytes_received": 0`)
 	})
+	if code, stdout, stderr := ctl("get", "uplink"); code != exitOK || !strings.Contains(stdout, `"name": "uplink"`) {
+		t.Errorf("ctl get uplink: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, _, stderr := ctl("get", "sideways"); code != exitFailed || !strings.Contains(stderr, `no link "sideways"`) {
+		t.Errorf("ctl get sideways: exit %d %s", code, stderr)
+	}
 	if code, _, stderr := ctl("reset", "--flow="); code != exitBadUsage || !strings.Contains(stderr, "--flow NAME") {
 		t.Errorf("ctl reset --flow without a name: exit %d %s", code, stderr)
 	}
