@@ -161,7 +161,7 @@ type TUN struct {
 	// HostRoutes lets Routes outside the device's networks change the
 	// host's routing when netjam holds CAP_NET_ADMIN from its file
 	// (setcap) without being root; default false (see
-	// stack.TUNConfig.HostRoutes).
+	// hostnet.TUNConfig.HostRoutes).
 	HostRoutes bool
 	// Routes are extra networks routed into the device (for
 	// transparent relaying): no host bits set, not /0, each of a family
