@@ -80,7 +80,7 @@ func (t *TUN) privErr(cfg TUNConfig, op string, err error) error {
 		}
 		return &PrivilegeError{Op: op, Err: syscall.EPERM, Need: "configuring a network device needs CAP_NET_ADMIN.", Fixes: fixes}
 	}
-	return fmt.Errorf("stack: TUN: %s: %w", op, err)
+	return fmt.Errorf("hostnet: TUN: %s: %w", op, err)
 }
 
 // addAddrs adds the addresses of cfg the device does not have yet.
@@ -89,7 +89,7 @@ func (t *TUN) addAddrs(cfg TUNConfig, l netlink.Link) error {
 	if t.attached {
 		as, err := t.nl.AddrList(l, netlink.FAMILY_ALL)
 		if err != nil {
-			return fmt.Errorf("stack: TUN: listing addresses of %s: %w", t.name, err)
+			return fmt.Errorf("hostnet: TUN: listing addresses of %s: %w", t.name, err)
 		}
 		for _, a := range as {
 			if p, ok := prefixOf(a.IPNet); ok {
@@ -110,7 +110,7 @@ func (t *TUN) addAddrs(cfg TUNConfig, l netlink.Link) error {
 		}
 		if err := t.nl.AddrAdd(l, a); err != nil {
 			if errors.Is(err, syscall.EACCES) && p.Addr().Is6() {
-				return fmt.Errorf("stack: TUN: add address %v to %s: %w (is IPv6 disabled? sysctl net.ipv6.conf.%[2]s.disable_ipv6)", p, t.name, err)
+				return fmt.Errorf("hostnet: TUN: add address %v to %s: %w (is IPv6 disabled? sysctl net.ipv6.conf.%[2]s.disable_ipv6)", p, t.name, err)
 			}
 			return t.privErr(cfg, fmt.Sprintf("add address %v to %s", p, t.name), err)
 		}
@@ -129,7 +129,7 @@ func (t *TUN) addRoutes(cfg TUNConfig) error {
 		}
 		err := t.nl.RouteAdd(&netlink.Route{LinkIndex: t.index, Dst: ipNet(r)})
 		if errors.Is(err, syscall.EEXIST) {
-			return fmt.Errorf("stack: TUN: a route to %v exists already through another device, so its traffic would not reach %s: remove it or leave %[1]v out of the routes", r, t.name)
+			return fmt.Errorf("hostnet: TUN: a route to %v exists already through another device, so its traffic would not reach %s: remove it or leave %[1]v out of the routes", r, t.name)
 		}
 		if err != nil {
 			return t.privErr(cfg, fmt.Sprintf("add route %v dev %s", r, t.name), err)
@@ -198,7 +198,7 @@ func (t *TUN) teardown() error {
 		t.ns.Close()
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("stack: TUN %s: closing: %w", t.name, err)
+		return fmt.Errorf("hostnet: TUN %s: closing: %w", t.name, err)
 	}
 	return nil
 }

@@ -141,7 +141,7 @@ func decodeVnet(hdr *[vnetHdrLen]byte) netif.GSO {
 func (t *TUN) WritePacket(pkt [][]byte, g netif.GSO) (int, error) {
 	if !t.vnet {
 		if g != (netif.GSO{}) {
-			return 0, fmt.Errorf("stack: TUN %s: a GSO packet on a device without offload", t.name)
+			return 0, fmt.Errorf("hostnet: TUN %s: a GSO packet on a device without offload", t.name)
 		}
 		return t.WriteVec(pkt)
 	}
@@ -152,7 +152,7 @@ func (t *TUN) WritePacket(pkt [][]byte, g netif.GSO) (int, error) {
 		first = pkt[0]
 	}
 	if err := encodeVnet(&io.hdr, first, g); err != nil {
-		return 0, fmt.Errorf("stack: TUN %s: %w", t.name, err)
+		return 0, fmt.Errorf("hostnet: TUN %s: %w", t.name, err)
 	}
 	n, err := t.writev(io, true, pkt)
 	return max(0, n-vnetHdrLen), err

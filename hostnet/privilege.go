@@ -42,7 +42,7 @@ type PrivilegeError struct {
 // then one line per way to get it.
 func (e *PrivilegeError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "stack: TUN: %s: %v: %s", e.Op, e.Err, e.Need)
+	fmt.Fprintf(&b, "hostnet: TUN: %s: %v: %s", e.Op, e.Err, e.Need)
 	if len(e.Fixes) > 0 {
 		b.WriteString(" Either:")
 		for _, f := range e.Fixes {
@@ -64,7 +64,7 @@ func openError(cfg TUNConfig, existing *netlink.Tuntap, err error) error {
 	if !errors.As(err, &se) {
 		var errno syscall.Errno
 		if !errors.As(err, &errno) {
-			return fmt.Errorf("stack: TUN: open /dev/net/tun: %w", err)
+			return fmt.Errorf("hostnet: TUN: open /dev/net/tun: %w", err)
 		}
 		switch errno {
 		case syscall.ENOENT, syscall.ENODEV, syscall.ENXIO:
@@ -88,7 +88,7 @@ func openError(cfg TUNConfig, existing *netlink.Tuntap, err error) error {
 				},
 			}
 		}
-		return fmt.Errorf("stack: TUN: open /dev/net/tun: %w", errno)
+		return fmt.Errorf("hostnet: TUN: open /dev/net/tun: %w", errno)
 	}
 	name := cfg.Name
 	if name == "" {
@@ -125,11 +125,11 @@ func openError(cfg TUNConfig, existing *netlink.Tuntap, err error) error {
 	}
 	switch {
 	case errors.Is(se.Err, syscall.EBUSY):
-		return fmt.Errorf("stack: TUN: device %q is in use by another process (another netjam?): %w", name, se)
+		return fmt.Errorf("hostnet: TUN: device %q is in use by another process (another netjam?): %w", name, se)
 	case errors.Is(se.Err, syscall.EINVAL) && cfg.Name != "":
-		return fmt.Errorf("stack: TUN: the kernel refused device %q (a device of that name with other flags, or a bad name): %w", name, se)
+		return fmt.Errorf("hostnet: TUN: the kernel refused device %q (a device of that name with other flags, or a bad name): %w", name, se)
 	}
-	return fmt.Errorf("stack: TUN: create device %q: %w", name, se)
+	return fmt.Errorf("hostnet: TUN: create device %q: %w", name, se)
 }
 
 // setupCommands are the ip(8) commands that configure a device as cfg

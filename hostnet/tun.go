@@ -167,10 +167,10 @@ type TUN struct {
 // application under test) never keeps the device alive after netjam ends.
 func OpenTUN(cfg TUNConfig) (*TUN, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("stack: TUN %q: %w", cfg.Name, err)
+		return nil, fmt.Errorf("hostnet: TUN %q: %w", cfg.Name, err)
 	}
 	if out := outsideRoutes(cfg); len(out) > 0 && cfg.Netns == "" && !cfg.HostRoutes && setcapMode() {
-		return nil, fmt.Errorf("stack: TUN %q: routes %v lie outside the device's networks and would change this machine's routing for every user: netjam has CAP_NET_ADMIN from its file (setcap) without being root, so it adds such routes only when asked explicitly (tun.host_routes: true)", cfg.Name, out)
+		return nil, fmt.Errorf("hostnet: TUN %q: routes %v lie outside the device's networks and would change this machine's routing for every user: netjam has CAP_NET_ADMIN from its file (setcap) without being root, so it adds such routes only when asked explicitly (tun.host_routes: true)", cfg.Name, out)
 	}
 	t := &TUN{mtu: cfg.mtu(), ns: netns.None()}
 	if err := t.open(cfg); err != nil {
@@ -187,14 +187,14 @@ func (t *TUN) open(cfg TUNConfig) error {
 	var err error
 	if cfg.Netns != "" {
 		if t.ns, err = netns.GetFromPath(cfg.Netns); err != nil {
-			return fmt.Errorf("stack: TUN: network namespace %q: %w", cfg.Netns, err)
+			return fmt.Errorf("hostnet: TUN: network namespace %q: %w", cfg.Netns, err)
 		}
 		t.nl, err = netlink.NewHandleAt(t.ns, unix.NETLINK_ROUTE)
 	} else {
 		t.nl, err = netlink.NewHandle(unix.NETLINK_ROUTE)
 	}
 	if err != nil {
-		return fmt.Errorf("stack: TUN: netlink socket: %w", err)
+		return fmt.Errorf("hostnet: TUN: netlink socket: %w", err)
 	}
 
 	// A device of that name that exists already must be a TUN device we
@@ -210,14 +210,14 @@ func (t *TUN) open(cfg TUNConfig) error {
 				if ok {
 					kind = "TAP device"
 				}
-				return fmt.Errorf("stack: TUN: an interface named %q exists already and is not a TUN device (it is a %s): choose another name", cfg.Name, kind)
+				return fmt.Errorf("hostnet: TUN: an interface named %q exists already and is not a TUN device (it is a %s): choose another name", cfg.Name, kind)
 			}
 			if tt.Flags&netlink.TUNTAP_MULTI_QUEUE != 0 {
-				return fmt.Errorf("stack: TUN: the persistent device %q was made with multi_queue, which netjam does not use: recreate it without (sudo ip tuntap del dev %[1]s mode tun multi_queue && sudo ip tuntap add dev %[1]s mode tun user %s)", cfg.Name, userName())
+				return fmt.Errorf("hostnet: TUN: the persistent device %q was made with multi_queue, which netjam does not use: recreate it without (sudo ip tuntap del dev %[1]s mode tun multi_queue && sudo ip tuntap add dev %[1]s mode tun user %s)", cfg.Name, userName())
 			}
 			existing = tt
 		case !isLinkNotFound(err):
-			return fmt.Errorf("stack: TUN: looking up %q: %w", cfg.Name, err)
+			return fmt.Errorf("hostnet: TUN: looking up %q: %w", cfg.Name, err)
 		}
 	}
 
@@ -227,7 +227,7 @@ func (t *TUN) open(cfg TUNConfig) error {
 	t.attached = existing != nil
 	l, err := t.nl.LinkByName(t.name)
 	if err != nil {
-		return fmt.Errorf("stack: TUN: the new device %q: %w", t.name, err)
+		return fmt.Errorf("hostnet: TUN: the new device %q: %w", t.name, err)
 	}
 	t.index = l.Attrs().Index
 	return t.configure(cfg, l)
@@ -285,7 +285,7 @@ func (t *TUN) openDevice(cfg TUNConfig, existing *netlink.Tuntap) error {
 		// other goroutine ever runs in the namespace it was moved to.
 		onThread(func() {
 			if err := netns.Set(t.ns); err != nil {
-				r = result{err: fmt.Errorf("stack: TUN: entering network namespace %q (needs CAP_SYS_ADMIN): %w", cfg.Netns, err), setns: true}
+				r = result{err: fmt.Errorf("hostnet: TUN: entering network namespace %q (needs CAP_SYS_ADMIN): %w", cfg.Netns, err), setns: true}
 				return
 			}
 			r = open()
@@ -300,7 +300,7 @@ func (t *TUN) openDevice(cfg TUNConfig, existing *netlink.Tuntap) error {
 	raw, err := r.f.SyscallConn()
 	if err != nil {
 		r.f.Close()
-		return fmt.Errorf("stack: TUN: %w", err)
+		return fmt.Errorf("hostnet: TUN: %w", err)
 	}
 	t.f, t.raw, t.name = r.f, raw, r.name
 	t.vnet, t.tso = cfg.Offload, r.tso
@@ -333,25 +333,25 @@ func TUNFromFile(f *os.File, name string, mtu int, vnet, tso bool) (*TUN, error)
 	defer f.Close()
 	rc, err := f.SyscallConn()
 	if err != nil {
-		return nil, fmt.Errorf("stack: TUN %s: %w", name, err)
+		return nil, fmt.Errorf("hostnet: TUN %s: %w", name, err)
 	}
 	fd := -1
 	var derr error
 	if err := rc.Control(func(s uintptr) { fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
-		return nil, fmt.Errorf("stack: TUN %s: %w", name, err)
+		return nil, fmt.Errorf("hostnet: TUN %s: %w", name, err)
 	}
 	if derr != nil {
-		return nil, fmt.Errorf("stack: TUN %s: dup: %w", name, derr)
+		return nil, fmt.Errorf("hostnet: TUN %s: dup: %w", name, derr)
 	}
 	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("stack: TUN %s: %w", name, err)
+		return nil, fmt.Errorf("hostnet: TUN %s: %w", name, err)
 	}
 	nf := os.NewFile(uintptr(fd), "/dev/net/tun")
 	raw, err := nf.SyscallConn()
 	if err != nil {
 		nf.Close()
-		return nil, fmt.Errorf("stack: TUN %s: %w", name, err)
+		return nil, fmt.Errorf("hostnet: TUN %s: %w", name, err)
 	}
 	return &TUN{name: name, mtu: mtu, f: nf, raw: raw, vnet: vnet, tso: tso, ns: netns.None()}, nil
 }

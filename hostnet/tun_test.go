@@ -352,9 +352,9 @@ func TestTUNOpenErrors(t *testing.T) {
 		cfg  TUNConfig
 		want string
 	}{
-		{TUNConfig{Name: "tap0", Addrs: tunAddrs}, `stack: TUN: an interface named "tap0" exists already and is not a TUN device (it is a TAP device): choose another name`},
+		{TUNConfig{Name: "tap0", Addrs: tunAddrs}, `hostnet: TUN: an interface named "tap0" exists already and is not a TUN device (it is a TAP device): choose another name`},
 		{TUNConfig{Name: "netjam1", Addrs: tunAddrs, Routes: []netip.Prefix{tunRoutes[0], taken}},
-			"stack: TUN: a route to 10.99.9.0/24 exists already through another device, so its traffic would not reach netjam1: remove it or leave 10.99.9.0/24 out of the routes"},
+			"hostnet: TUN: a route to 10.99.9.0/24 exists already through another device, so its traffic would not reach netjam1: remove it or leave 10.99.9.0/24 out of the routes"},
 	} {
 		c.cfg.Netns = nsPath(ns)
 		tun, err := OpenTUN(c.cfg)
@@ -403,7 +403,7 @@ routes[2]: invalid Prefix is not a valid prefix`
 			t.Errorf("Validate(%+v):\n%v\nwant:\n%s", c.cfg, err, c.want)
 		}
 	}
-	if _, err := OpenTUN(TUNConfig{}); err == nil || err.Error() != `stack: TUN "": addrs: at least one address is required` {
+	if _, err := OpenTUN(TUNConfig{}); err == nil || err.Error() != `hostnet: TUN "": addrs: at least one address is required` {
 		t.Errorf("OpenTUN of an invalid config: %v", err)
 	}
 }
@@ -535,7 +535,7 @@ func TestTUNPrivilegeNodeMode(t *testing.T) {
 	ns := newNetns(t)
 	testenv.SetTUNMode(t, 0o600)
 	cfg := TUNConfig{Name: "netjam3", Addrs: tunAddrs[:1], Routes: tunRoutes[:1]}
-	out := runHelperAsNobody(t, ns, cfg, 2, "stack: TUN: open /dev/net/tun: permission denied: TUN mode needs read-write access to /dev/net/tun (mode 0666 on most systems). Either:\n",
+	out := runHelperAsNobody(t, ns, cfg, 2, "hostnet: TUN: open /dev/net/tun: permission denied: TUN mode needs read-write access to /dev/net/tun (mode 0666 on most systems). Either:\n",
 		"\n  - make the node usable by every user, as most distributions ship it: sudo chmod 0666 /dev/net/tun")
 	t.Logf("as nobody, with /dev/net/tun at 0600:\n%s", out)
 }
@@ -556,7 +556,7 @@ func TestTUNPrivilege(t *testing.T) {
 		return runHelperAsNobody(t, ns, cfg, wantCode, wants...)
 	}
 
-	out := run(2, "stack: TUN: create device netjam3: operation not permitted: creating a TUN device needs CAP_NET_ADMIN. Either:\n",
+	out := run(2, "hostnet: TUN: create device netjam3: operation not permitted: creating a TUN device needs CAP_NET_ADMIN. Either:\n",
 		"\n  - run netjam as root: sudo ",
 		"\n  - give the netjam binary the capability once (again after each rebuild): sudo setcap cap_net_admin+ep /tmp/netjam-tun-helper-",
 		"\n  - have root create a persistent device that you own, which netjam then attaches to by name (tun name netjam3), and configure it once: sudo ip tuntap add dev netjam3 mode tun user nobody && sudo ip addr add 10.99.0.1/24 dev netjam3 && sudo ip link set netjam3 mtu 1500 up && sudo ip route add 10.99.1.0/24 dev netjam3")
@@ -565,7 +565,7 @@ func TestTUNPrivilege(t *testing.T) {
 
 	// Root makes a persistent device for nobody, not configured yet.
 	addTuntap(t, ns, nl, &netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: "netjam3"}, Mode: netlink.TUNTAP_MODE_TUN, Owner: 65534, Group: 65534})
-	out = run(2, "stack: TUN: add address 10.99.0.1/24 to netjam3: operation not permitted: configuring a network device needs CAP_NET_ADMIN. Either:\n",
+	out = run(2, "hostnet: TUN: add address 10.99.0.1/24 to netjam3: operation not permitted: configuring a network device needs CAP_NET_ADMIN. Either:\n",
 		"\n  - configure the persistent device netjam3 once as root, so netjam finds it ready and changes nothing: sudo ip addr add 10.99.0.1/24 dev netjam3 && sudo ip link set netjam3 mtu 1500 up && sudo ip route add 10.99.1.0/24 dev netjam3")
 	t.Logf("as nobody, with an unconfigured device:\n%s", out)
 
@@ -590,7 +590,7 @@ func TestTUNPrivilege(t *testing.T) {
 	// Someone else's device.
 	addTuntap(t, ns, nl, &netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: "netjam4"}, Mode: netlink.TUNTAP_MODE_TUN, Owner: 4242, Group: 4242})
 	cfg.Name = "netjam4"
-	out = run(2, "stack: TUN: attach to device netjam4: operation not permitted: the persistent device netjam4 belongs to uid 4242; attaching to it needs to be its owner (or in its group), or CAP_NET_ADMIN. Either:\n",
+	out = run(2, "hostnet: TUN: attach to device netjam4: operation not permitted: the persistent device netjam4 belongs to uid 4242; attaching to it needs to be its owner (or in its group), or CAP_NET_ADMIN. Either:\n",
 		"\n  - make the device yours: sudo ip tuntap del dev netjam4 mode tun && sudo ip tuntap add dev netjam4 mode tun user nobody")
 	t.Logf("as nobody, with root's device:\n%s", out)
 }
@@ -702,12 +702,12 @@ func TestTUNPrivilegeMessages(t *testing.T) {
 		want  []string
 	}{
 		{syscall.ENOENT, []string{
-			"stack: TUN: open /dev/net/tun: no such file or directory: TUN mode needs the TUN device node /dev/net/tun, backed by the tun driver. Either:\n",
+			"hostnet: TUN: open /dev/net/tun: no such file or directory: TUN mode needs the TUN device node /dev/net/tun, backed by the tun driver. Either:\n",
 			"\n  - load the driver: sudo modprobe tun\n",
 			"\n  - in a container, pass the device and the capability in: docker run --device /dev/net/tun --cap-add NET_ADMIN ...",
 		}},
 		{syscall.EACCES, []string{
-			"stack: TUN: open /dev/net/tun: permission denied: TUN mode needs read-write access to /dev/net/tun (mode 0666 on most systems). Either:\n",
+			"hostnet: TUN: open /dev/net/tun: permission denied: TUN mode needs read-write access to /dev/net/tun (mode 0666 on most systems). Either:\n",
 			"\n  - make the node usable by every user, as most distributions ship it: sudo chmod 0666 /dev/net/tun",
 		}},
 	} {
@@ -722,7 +722,7 @@ func TestTUNPrivilegeMessages(t *testing.T) {
 		}
 	}
 	if err := openError(cfg, nil, &os.SyscallError{Syscall: "ioctl", Err: syscall.EBUSY}); errors.Is(err, ErrPrivilege) ||
-		err.Error() != `stack: TUN: device "netjam0" is in use by another process (another netjam?): ioctl: device or resource busy` {
+		err.Error() != `hostnet: TUN: device "netjam0" is in use by another process (another netjam?): ioctl: device or resource busy` {
 		t.Errorf("EBUSY: %v", err)
 	}
 }
