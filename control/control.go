@@ -296,6 +296,9 @@ func (s *Server) links(w http.ResponseWriter, r *http.Request) {
 type SetRequest struct {
 	Set map[string]string `json:"set"`
 	For string            `json:"for,omitempty"`
+	// At, when given, makes the change at that time of the run (from its
+	// start) instead of now, as POST /v1/timeline does.
+	At string `json:"at,omitempty"`
 }
 
 func (s *Server) set(w http.ResponseWriter, r *http.Request) { s.setKeys(w, r, "") }
@@ -366,6 +369,23 @@ func (s *Server) setKeys(w http.ResponseWriter, r *http.Request, prefix string) 
 		return
 	}
 	var err error
+	if req.At != "" {
+		if req.For != "" {
+			writeError(w, http.StatusBadRequest, errors.New(`body: "at" and "for" together: schedule the change and its way back as two changes`))
+			return
+		}
+		at, perr := scenario.ParseDuration(req.At)
+		if perr != nil {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("at: %v", perr))
+			return
+		}
+		if err := lv.Schedule(at, sets(req.Set)...); err != nil {
+			writeError(w, errorCode(err), err)
+			return
+		}
+		s.status(w, r)
+		return
+	}
 	if req.For != "" {
 		d, perr := scenario.ParseDuration(req.For)
 		if perr != nil {

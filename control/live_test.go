@@ -577,3 +577,18 @@ func TestOneLink(t *testing.T) {
 		t.Errorf("timeline %+v", tl)
 	}
 }
+
+// PATCH /v1/links with "at" schedules the change, as POST /v1/timeline.
+func TestPatchAt(t *testing.T) {
+	tr := startRun(t, fmt.Sprintf(udpRun, "2s", "2s"))
+	if code, b := tr.do(t, "PATCH", "/v1/links", `{"set": {"link.uplink.loss": "5%"}, "at": "1500ms"}`); code != 200 || !strings.Contains(string(b), `"pending":[{"at_s":1.5,"set":["link.uplink.loss=5%"]}]`) {
+		t.Errorf("PATCH with at: %d %s", code, b)
+	}
+	if code, b := tr.do(t, "PATCH", "/v1/links", `{"set": {"link.loss": "5%"}, "at": "1s", "for": "1s"}`); code != 400 || !strings.Contains(string(b), "two changes") {
+		t.Errorf("PATCH with at and for: %d %s", code, b)
+	}
+	sum := tr.wait(t)
+	if tl := sum.Runs[0].Timeline; len(tl) != 1 || tl[0].TimeS < 1.5 || tl[0].TimeS > 1.6 {
+		t.Errorf("timeline %+v, want the change at 1.5 s", tl)
+	}
+}
