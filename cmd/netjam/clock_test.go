@@ -48,7 +48,7 @@ func TestVirtualRunReplays(t *testing.T) {
 	first, again := filepath.Join(dir, "first"), filepath.Join(dir, "again")
 	sc := filepath.Join(dir, "s.yaml")
 	if err := os.WriteFile(sc, []byte("duration: 2s\nlink: {rate: 5Mbps, delay: 10ms, uplink: {loss: 2%}}\n"+
-		"flows: [{name: bulk, type: tcp, duration: 2s}, {name: cbr, type: udp, rate: 1Mbps, duration: 2s}]\n"), 0o644); err != nil {
+		"flows: [{name: up, type: udp, rate: 3Mbps, duration: 2s}, {name: down, type: udp, direction: down, rate: 1Mbps, duration: 2s}]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if code, _, errOut := netjam(t, "run", "-q", "--clock", "virtual", "--seed", "3", "--out", first, sc); code != 0 {
