@@ -107,7 +107,8 @@ flows: [{name: probe, type: udp, interval: 1ms, count: 4000, packet_size: 100}]
 // bursts and gaps: two opportunities a millisecond for 50 ms, none for
 // 49 ms, one at 100 ms, so 1010 a second of 1504 bytes: 12.15 Mbit/s of
 // IP, 1000/1028 of it payload (a packet spans opportunities, so a
-// saturated link wastes none).
+// saturated link wastes none). On the virtual clock, so that a loaded
+// machine cannot make the opportunities late.
 func TestLabTraceDrivenLink(t *testing.T) {
 	var b strings.Builder
 	for ms := 1; ms <= 50; ms++ {
@@ -120,6 +121,7 @@ func TestLabTraceDrivenLink(t *testing.T) {
 	}
 	out := t.TempDir()
 	plan := mustPlan(t, fmt.Sprintf(`
+clock: virtual
 duration: 6s
 link: {uplink: {rate: {trace: %s}, queue: 100}}
 flows: [{name: flood, type: udp, rate: 20Mbps, packet_size: 1000, duration: 6s}]
