@@ -149,25 +149,41 @@ func wifiRows(r *run) []wifiRow {
 		return nil
 	}
 	var rows []wifiRow
-	for i, st := range append(append([]stationInfo(nil), w.Stations...), w.AP) {
-		name := st.Name
-		if i == len(w.Stations) {
-			name = "ap"
-		}
-		var drops uint64
-		for _, n := range st.Drops {
-			drops += n
-		}
-		delay := "-"
-		if st.Delay.Count > 0 {
-			delay = fmt.Sprintf("%.2f/%.2f", st.Delay.Mean/1e6, st.Delay.P95/1e6)
-		}
+	for _, st := range w.stations() {
 		rows = append(rows, wifiRow{
-			Variant: r.title(), Station: name,
+			Variant: r.title(), Station: st.name,
 			Attempts: fmt.Sprint(st.Attempts), OK: fmt.Sprint(st.Successes), Collisions: fmt.Sprint(st.Collisions),
-			Retries: fmt.Sprint(st.Retries), Drops: fmt.Sprint(drops), Airtime: fmt.Sprintf("%.1f", 100*st.AirtimeShare),
-			Mbps: fmt.Sprintf("%.2f", st.Throughput/1e6), Delay: delay, Busy: fmt.Sprintf("%.1f", 100*w.Utilization),
+			Retries: fmt.Sprint(st.Retries), Drops: fmt.Sprint(st.drops), Airtime: fmt.Sprintf("%.1f", 100*st.AirtimeShare),
+			Mbps: fmt.Sprintf("%.2f", st.Throughput/1e6), Delay: st.delay, Busy: fmt.Sprintf("%.1f", 100*w.Utilization),
 		})
+	}
+	return rows
+}
+
+// stationRow is a station's (or the AP's) counters with the cells both
+// tables compute from them.
+type stationRow struct {
+	stationInfo
+	name  string // "ap" for the AP
+	drops uint64 // of every reason
+	delay string // access delay "mean/p95" in ms, or "-"
+}
+
+// stations are the cell's stations then its AP, as the tables list them.
+func (w *wifiInfo) stations() []stationRow {
+	var rows []stationRow
+	for i, st := range append(append([]stationInfo(nil), w.Stations...), w.AP) {
+		row := stationRow{stationInfo: st, name: st.Name, delay: "-"}
+		if i == len(w.Stations) {
+			row.name = "ap"
+		}
+		for _, n := range st.Drops {
+			row.drops += n
+		}
+		if st.Delay.Count > 0 {
+			row.delay = fmt.Sprintf("%.2f/%.2f", st.Delay.Mean/1e6, st.Delay.P95/1e6)
+		}
+		rows = append(rows, row)
 	}
 	return rows
 }

@@ -124,22 +124,9 @@ func printWiFi(w io.Writer, runs []runInfo) error {
 		if r.WiFi == nil {
 			continue
 		}
-		rows := append(append([]stationInfo(nil), r.WiFi.Stations...), r.WiFi.AP)
-		for i, st := range rows {
-			name := st.Name
-			if i == len(rows)-1 {
-				name = "ap"
-			}
-			var d uint64
-			for _, n := range st.Drops {
-				d += n
-			}
-			delay := "-"
-			if st.Delay.Count > 0 {
-				delay = fmt.Sprintf("%.2f/%.2f", st.Delay.Mean/1e6, st.Delay.P95/1e6)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.2f\t%s\t%.1f\t\n", dash(r.Variant), name,
-				st.Attempts, st.Successes, st.Collisions, st.Retries, d, 100*st.AirtimeShare, st.Throughput/1e6, delay, 100*r.WiFi.Utilization)
+		for _, st := range r.WiFi.stations() {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.2f\t%s\t%.1f\t\n", dash(r.Variant), st.name,
+				st.Attempts, st.Successes, st.Collisions, st.Retries, st.drops, 100*st.AirtimeShare, st.Throughput/1e6, st.delay, 100*r.WiFi.Utilization)
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -172,24 +172,12 @@ ping -n -c 1 -W 2 $NETJAM_PEER >/dev/null && echo after-ok`)
 // key back, and ctl events prints the run's events, one a line, until
 // netjam ends (the end and the results written among them).
 func TestCtlScheduleResetEvents(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "live.yaml")
-	os.WriteFile(file, []byte(`name: live
+	r := startCtlRun(t, `name: live
 duration: 6s
 link: {delay: 5ms}
 flows: [{name: probe, type: udp, interval: 5ms, duration: 6s}]
-`), 0o644)
-	sock := "unix:" + filepath.Join(dir, "nj.sock")
-	run := netjamProcess(t, "run", file, "-q", "--out", filepath.Join(dir, "out"), "--control", sock)
-	var stderr strings.Builder
-	run.Stderr = &stderr
-	if err := run.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer run.Process.Kill()
-	ctl := func(args ...string) (int, string, string) {
-		return netjam(t, append([]string{"ctl", "--control", sock}, args...)...)
-	}
+`)
+	dir, run, stderr, sock, ctl := r.dir, r.run, r.stderr, r.sock, r.ctl
 	waitFor(t, "the control API", func() bool {
 		code, _, _ := ctl("status")
 		return code == exitOK
@@ -333,23 +321,12 @@ func TestRunUI(t *testing.T) {
 // netjam ctl reset --flow NAME ends that TCP flow's connection: the flow
 // reports the reset and the run goes on; a wrong name or form is refused.
 func TestCtlResetFlow(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "live.yaml")
-	os.WriteFile(file, []byte(`name: live
+	r := startCtlRun(t, `name: live
 duration: 4s
 link: {delay: 5ms, rate: 20Mbps}
 flows: [{name: bulk, type: tcp, duration: 4s}]
-`), 0o644)
-	sock := "unix:" + filepath.Join(dir, "nj.sock")
-	out := filepath.Join(dir, "out")
-	run := netjamProcess(t, "run", file, "-q", "--out", out, "--control", sock)
-	if err := run.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer run.Process.Kill()
-	ctl := func(args ...string) (int, string, string) {
-		return netjam(t, append([]string{"ctl", "--control", sock}, args...)...)
-	}
+`)
+	out, run, ctl := filepath.Join(r.dir, "out"), r.run, r.ctl
 	waitFor(t, "the flow to run", func() bool {
 		_, stdout, _ := ctl("status")
 		return strings.Contains(stdout, `"bytes_received"`) && !strings.Contains(stdout, `"bytes_received": 0`)
@@ -376,4 +353,38 @@ flows: [{name: bulk, type: tcp, duration: 4s}]
 	if !strings.Contains(string(y), "reset: {flow: bulk}") {
 		t.Errorf("the resolved scenario has no reset:\n%s", y)
 	}
+}
+
+// ctlRun is a netjam run with a control socket, as startCtlRun starts it.
+type ctlRun struct {
+	t      *testing.T
+	dir    string // the test's folder: the scenario, the socket, out/
+	sock   string // the control endpoint, unix:PATH
+	run    *exec.Cmd
+	stderr *strings.Builder // the run's
+}
+
+// startCtlRun writes scenario src into a new folder and starts netjam run
+// on it with its control socket and output there; the run is killed at
+// the test's end if it is still running.
+func startCtlRun(t *testing.T, src string) *ctlRun {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "live.yaml")
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := &ctlRun{t: t, dir: dir, sock: "unix:" + filepath.Join(dir, "nj.sock"), stderr: &strings.Builder{}}
+	r.run = netjamProcess(t, "run", file, "-q", "--out", filepath.Join(dir, "out"), "--control", r.sock)
+	r.run.Stderr = r.stderr
+	if err := r.run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.run.Process.Kill() })
+	return r
+}
+
+// ctl runs netjam ctl against the run's control socket.
+func (r *ctlRun) ctl(args ...string) (int, string, string) {
+	return netjam(r.t, append([]string{"ctl", "--control", r.sock}, args...)...)
 }
