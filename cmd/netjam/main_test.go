@@ -295,17 +295,7 @@ flows: [{name: probe, type: udp, interval: 10ms, duration: 10m}]
 		code, _, errOut := netjam(t, "run", "--out", out, path)
 		done <- result{code, errOut}
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		b, _ := os.ReadFile(filepath.Join(out, "netjam.log"))
-		if strings.Contains(string(b), "run start") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the run did not start")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitForRunStart(t, out)
 	time.Sleep(300 * time.Millisecond) // let some datagrams through
 	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -397,17 +387,7 @@ flows: [{name: probe, type: udp, interval: 10ms, duration: 10m}]
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		b, _ := os.ReadFile(filepath.Join(out, "netjam.log"))
-		if strings.Contains(string(b), "run start") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the run did not start")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitForRunStart(t, out)
 	// SIGINT every 20 ms until netjam ends: two sent back to back would
 	// be one (Linux keeps one pending SIGINT), and the results (plots,
 	// report.html) take longer than this to write, so a second arrives
@@ -430,4 +410,14 @@ flows: [{name: probe, type: udp, interval: 10ms, duration: 10m}]
 	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(stderr.String(), "not written to "+out+": ") {
 		t.Errorf("exit %d, stderr %q; want 130 and what was not written", code, stderr.String())
 	}
+}
+
+// waitForRunStart waits up to 30 s for the run writing into out to log
+// its start.
+func waitForRunStart(t *testing.T, out string) {
+	t.Helper()
+	waitFor(t, "the run to start", func() bool {
+		b, _ := os.ReadFile(filepath.Join(out, "netjam.log"))
+		return strings.Contains(string(b), "run start")
+	})
 }
