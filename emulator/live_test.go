@@ -56,7 +56,7 @@ timeline:
 // the first whole interval after it (62 datagrams: an interval without a
 // drop has probability 0.8^62, about 1e-6), and none before it; the
 // interval the change falls in may have too few datagrams after it to
-// tell. The configured loss is there from the first sample after it.
+// tell. The configured loss is there within one interval of it.
 func TestLiveChangeInTheTimeSeries(t *testing.T) {
 	out := t.TempDir()
 	plan := mustPlan(t, `
@@ -89,11 +89,18 @@ flows: [{name: cbr, type: udp, rate: 5Mbps, packet_size: 1000, duration: 3s}]
 			if drops[i] != 0 || conf[i] != 0 {
 				t.Errorf("the interval ending at %.2f s, before the change at %.3f s: %g drops, configured loss %g", end, at, drops[i], conf[i])
 			}
-		case !sampled:
+		case !sampled && end >= at+0.1:
+			// Within one interval: the sampler reads the wall clock,
+			// the direction applies the change at its logical time and
+			// may run behind on a loaded machine, so the sample right
+			// after the change may still see the old settings.
 			sampled = true
 			if conf[i] != 0.2 {
-				t.Errorf("the first sample after the change at %.3f s (%.2f s): configured loss %g, want 0.2", at, end, conf[i])
+				t.Errorf("the first sample an interval after the change at %.3f s (%.2f s): configured loss %g, want 0.2", at, end, conf[i])
 			}
+		}
+		switch {
+		case end <= at:
 		case !whole && i > 0 && ts[i-1] >= at:
 			whole = true
 			if drops[i] == 0 {
