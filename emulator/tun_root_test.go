@@ -209,8 +209,9 @@ tun:
 	}
 }
 
-// TestTUNPingRTT: 20 ms of delay each way gives ping a 40 ms RTT within
-// 2 ms (median of 40 pings).
+// TestTUNPingRTT: 20 ms of delay each way gives ping a 40 ms RTT: no
+// reply before 40 ms, the fastest of 40 within 1 ms of it and the median
+// within 3 ms (a loaded machine delays some replies, it speeds none up).
 func TestTUNPingRTT(t *testing.T) {
 	ns := testNetns(t)
 	testenv.RequireTool(t, "ping", "iputils-ping")
@@ -235,8 +236,8 @@ tun: {netns: %s}
 	sort.Float64s(rtts)
 	p50, p99 := rtts[20], rtts[39]
 	t.Logf("ping RTT p50 %.3f ms, p99 %.3f ms, min %.3f (40 ms configured)", p50, p99, rtts[0])
-	if math.Abs(p50-40) > 2 {
-		t.Errorf("ping RTT p50 %.3f ms, want 40 +- 2 ms", p50)
+	if rtts[0] < 40 || rtts[0] > 41 || p50 > 43 {
+		t.Errorf("ping RTT min %.3f ms, p50 %.3f ms: want the min in [40, 41] and the p50 at most 43", rtts[0], p50)
 	}
 }
 

@@ -315,7 +315,7 @@ func TestShellRootless(t *testing.T) {
 	defer srv.Close()
 	cmd, _ := asNobody(t, "shell", "-q", "--set", "link.delay=10ms",
 		"--set", fmt.Sprintf("tun={forward: [{proto: tcp, listen: 8080, to: %s}]}", srv.Listener.Addr()),
-		"--", "sh", "-c", `id -u; ping -n -c 5 -i 0.2 $NETJAM_PEER | grep -o 'time=[0-9.]*'; curl -s http://$NETJAM_PEER:8080/; exit 3`)
+		"--", "sh", "-c", `id -u; ping -n -c 10 -i 0.2 $NETJAM_PEER | grep -o 'time=[0-9.]*'; curl -s http://$NETJAM_PEER:8080/; exit 3`)
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
@@ -323,20 +323,24 @@ func TestShellRootless(t *testing.T) {
 	}
 	got := string(out)
 	t.Logf("rootless shell:\n%s", got)
-	if !strings.HasPrefix(got, "0\n") || strings.Count(got, "time=") != 5 || !strings.HasSuffix(got, "host service") {
-		t.Errorf("rootless shell output %q: want uid 0 (of the user namespace), 5 pings, the host service", got)
+	if !strings.HasPrefix(got, "0\n") || strings.Count(got, "time=") != 10 || !strings.HasSuffix(got, "host service") {
+		t.Errorf("rootless shell output %q: want uid 0 (of the user namespace), 10 pings, the host service", got)
 	}
 	// The path's delay, not the machine's load, is what is checked: no
-	// reply comes back before 20 ms, and the fastest within 2 ms of it
-	// (a busy machine may delay the others; it cannot speed any up).
+	// reply comes back before 20 ms (a busy machine cannot speed one up),
+	// and the fastest of ten is nearer 20 ms than the 10 ms or 30 ms a
+	// delay applied once or three times would give. A loaded CI machine
+	// (the race pass beside other packages' tests) added 2.5 ms to the
+	// fastest of five; the bound leaves it room without hiding a wrong
+	// delay.
 	var rtts []float64
 	for _, m := range regexp.MustCompile(`time=([0-9.]+)`).FindAllStringSubmatch(got, -1) {
 		v, _ := strconv.ParseFloat(m[1], 64)
 		rtts = append(rtts, v)
 	}
 	slices.Sort(rtts)
-	if len(rtts) == 5 && (rtts[0] < 20 || rtts[0] > 22) {
-		t.Errorf("ping RTTs %v ms across 10 ms each way: want none below 20, the fastest within 2 ms of it", rtts)
+	if len(rtts) == 10 && (rtts[0] < 20 || rtts[0] >= 25) {
+		t.Errorf("ping RTTs %v ms across 10 ms each way: want none below 20, the fastest under 25", rtts)
 	}
 }
 
