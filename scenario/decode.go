@@ -365,10 +365,11 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 	}
 
 	linkBefore := d.count
-	s.Uplink, s.Downlink = d.linkOf(f["link"], s.MTU, mtuOK)
+	d.topology(f, s, s.MTU, mtuOK)
+	d.flowPaths(f["flows"], s.Flows, s.Paths)
 	if n := f["timeline"]; n != nil {
 		if d.count == linkBefore {
-			s.Timeline = d.timeline(n, root, s.Duration, s.MTU, mtuOK, linkPair{s.Uplink, s.Downlink}, s.Flows)
+			s.Timeline = d.timeline(n, root, s.Duration, s.MTU, mtuOK, s.Links, s.Flows)
 		}
 	}
 	return s
