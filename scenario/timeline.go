@@ -840,4 +840,3 @@ func (d *decoder) rampTo(e *tlEvent, kind string) (float64, bool) {
 	}
 	return to, len(sub.errs) == 0
 }
-

@@ -24,7 +24,7 @@ import (
 // into it, reading its table without a lock.
 type Router struct {
 	name     string
-	bySource bool // match packets by source, not destination
+	bySource bool       // match packets by source, not destination
 	mu       sync.Mutex // orders Set; routing takes no lock
 	compiled bool
 	ids      []ID // the linked nodes, as Compile saw them
