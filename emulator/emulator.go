@@ -96,6 +96,25 @@ type Progress interface {
 // side) and a downlink direction.
 type Path struct {
 	Up, Down *impair.Runner
+	// Links are every link's directions, in the scenario's order; Up and
+	// Down are the first's.
+	Links []*LinkRun
+}
+
+// runners returns every direction of p: each link's uplink, then its
+// downlink.
+func (p *Path) runners() []*impair.Runner {
+	var out []*impair.Runner
+	for _, l := range p.Links {
+		out = append(out, l.Up, l.Down)
+	}
+	return out
+}
+
+// LinkRun is one link's directions while a run runs.
+type LinkRun struct {
+	Name     string
+	Up, Down *impair.Runner
 }
 
 // NewSeed returns a random seed for a scenario that names none; the run
@@ -457,7 +476,7 @@ func (r *run) collect() *RunSummary {
 		Seed:      s.Seed,
 		DurationS: r.elapsed.Seconds(),
 		Flows:     make([]flows.FlowSummary, len(r.fls)),
-		Links:     []LinkSummary{linkSummary(s.Uplink, l.path.Up.Stats()), linkSummary(s.Downlink, l.path.Down.Stats())},
+		Links:     l.path.summaries(s),
 	}
 	if l.cell != nil {
 		ws := l.cell.Stats()
@@ -491,6 +510,9 @@ func (r *run) collect() *RunSummary {
 func (r *run) flowSummary(i int, f flows.Flow) flows.FlowSummary {
 	fs := f.Summary()
 	fs.Stack = r.s.Flows[i].Stack
+	if len(r.s.Links) > 1 || len(r.s.Paths) > 1 || len(r.s.Links) == 1 && r.s.Links[0].Name != scenario.DefaultLink {
+		fs.Path = flowPath(r.s, r.s.Flows[i]).Name
+	}
 	if fs.Type == flows.TypeTCP {
 		fs.CC = r.s.Flows[i].CC
 		if fs.CC == "" {

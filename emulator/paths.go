@@ -1,0 +1,109 @@
+package emulator
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/topology"
+)
+
+// A lab's paths (scenario.Path): each ends at server hosts of its own,
+// addressed from its match's dst (else the lab's server addresses), and a
+// flow runs between a client host and a server host of its path.
+
+// flowPath returns the path flow f of s crosses: the one it names, else
+// the default path (package scenario checks that there is one).
+func flowPath(s *scenario.Scenario, f scenario.Flow) scenario.Path {
+	for _, p := range s.Paths {
+		if f.Path != "" && p.Name == f.Path || f.Path == "" && p.Match == nil {
+			return p
+		}
+	}
+	return scenario.Path{Name: scenario.DefaultPath}
+}
+
+// pathOf returns the lab's path named name ("": none).
+func (l *lab) pathOf(name string) scenario.Path {
+	for _, p := range l.s.Paths {
+		if p.Name == name {
+			return p
+		}
+	}
+	return scenario.Path{}
+}
+
+// pathAddr returns the address of the next server host of path p, whose
+// match has a dst: the network's first host addresses, in order (the
+// network's own address is skipped unless it is the only one).
+func (l *lab) pathAddr(p scenario.Path) ([]netip.Prefix, error) {
+	k := 0
+	for _, e := range l.servers {
+		if e.path == p.Name {
+			k++
+		}
+	}
+	dst := p.Match.Dst
+	a := dst.Addr()
+	if dst.Bits() < a.BitLen()-1 {
+		a = a.Next()
+	}
+	for range k {
+		a = a.Next()
+	}
+	if !a.IsValid() || !dst.Contains(a) {
+		return nil, fmt.Errorf("path %s: its dst %s has no room for %d server hosts (one per sack setting of its flows)", p.Name, dst, k+1)
+	}
+	return []netip.Prefix{netip.PrefixFrom(a, dst.Bits())}, nil
+}
+
+// pathMatches returns the topology matches of the paths of s, in order:
+// what the lab's path routers choose by.
+func pathMatches(s *scenario.Scenario) []topology.Match {
+	ms := make([]topology.Match, len(s.Paths))
+	for i, p := range s.Paths {
+		r := pathRoute(p, 0)
+		ms[i] = topology.Match{Prefix: r.Prefix, Proto: r.Proto, Port: r.Port}
+	}
+	return ms
+}
+
+// checkFlowPaths refuses a netstack flow of s whose packets the path
+// routers would send along another path than the flow's: a server of the
+// default path inside another path's dst, say.
+func (l *lab) checkFlowPaths(s *scenario.Scenario) error {
+	if len(s.Paths) < 2 && (len(s.Paths) == 0 || s.Paths[0].Match == nil) {
+		return nil
+	}
+	ms := pathMatches(s)
+	for i, f := range s.Flows {
+		if f.Stack == scenario.StackKernel {
+			continue
+		}
+		_, server := l.ends(f)
+		proto := protoNumber(f.Type)
+		port := serverPort(s, i, f)
+		if f.Direction == "down" {
+			port = 0 // the server sends from a port of its own
+		}
+		want := flowPath(s, f).Name
+		got := "no path"
+		if j := topology.Pick(ms, server.v4, proto, port); j >= 0 {
+			got = "path " + s.Paths[j].Name
+		}
+		if got != "path "+want {
+			return fmt.Errorf("flow %s: its packets (%s to %s, port %d) would take %s, not its path %s: give the paths matches that tell them apart",
+				f.Name, f.Type, server.v4, port, got, want)
+		}
+	}
+	return nil
+}
+
+// serverPort returns the server-side port of flow number i, f, of s: its
+// path's match's port, else flowPort's.
+func serverPort(s *scenario.Scenario, i int, f scenario.Flow) uint16 {
+	if m := flowPath(s, f).Match; m != nil && m.Port != 0 {
+		return m.Port
+	}
+	return flowPort(s, i)
+}
