@@ -477,14 +477,14 @@ func (lv *Live) catchUpLocked() {
 }
 
 // linkChanges are the changes sets (--set's form) make, once their keys
-// are checked: only the link's keys change while a path runs.
+// are checked: only the links' keys change while a path runs.
 func linkChanges(sets []string) ([]scenario.KeyChange, error) {
 	var changes []scenario.KeyChange
 	for _, kv := range sets {
 		key, val, _ := strings.Cut(kv, "=")
 		key = strings.TrimSpace(key)
-		if key != "link" && !strings.HasPrefix(key, "link.") {
-			return nil, fmt.Errorf("%s: only the link's keys (link.loss, link.uplink.rate, ...) change while a path runs", key)
+		if key != "link" && !strings.HasPrefix(key, "link.") && !strings.HasPrefix(key, "links.") {
+			return nil, fmt.Errorf("%s: only the link's keys (link.loss, link.uplink.rate, links.NAME.delay, ...) change while a path runs", key)
 		}
 		val = strings.TrimSpace(val)
 		if val == "null" || val == "~" {
