@@ -372,8 +372,12 @@ func (o Options) deviceOpener() openDevice {
 func (r *run) start(ctx context.Context) error {
 	s, o := r.s, r.o
 	r.l.start(ctx)
-	r.log.Info("run start", zap.Duration("duration", s.Duration), zap.Int("flows", len(s.Flows)),
-		zap.String("uplink", describe(s.Uplink)), zap.String("downlink", describe(s.Downlink)))
+	fields := []zap.Field{zap.Duration("duration", s.Duration), zap.Int("flows", len(s.Flows))}
+	for i, lr := range r.l.path.Links {
+		l := linkAt(s, i)
+		fields = append(fields, zap.String(lr.Up.Chain().Name(), describe(l.Uplink)), zap.String(lr.Down.Chain().Name(), describe(l.Downlink)))
+	}
+	r.log.Info("run start", fields...)
 	var err error
 	r.fls, r.conns, err = r.l.connectFlows(ctx, s, o.Clock)
 	if err != nil {

@@ -139,6 +139,7 @@ type flowInfo struct {
 	Type          string  `json:"type"`
 	Stack         string  `json:"stack"`
 	CC            string  `json:"cc"`
+	Path          string  `json:"path"` // "" with one link
 	ThroughputBps float64 `json:"throughput_bps"`
 
 	BytesSent       uint64  `json:"bytes_sent"`

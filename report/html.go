@@ -236,6 +236,9 @@ func flowRows(r *run) []flowRow {
 			Mbps: fmt.Sprintf("%.2f", f.ThroughputBps/1e6), Share: share(f.ThroughputBps, total),
 			Done: "-", Retrans: "-", RTO: "-", Lost: "-", Delay: "-", Jitter: "-",
 		}
+		if f.Path != "" {
+			row.Flow += " (path " + f.Path + ")"
+		}
 		switch f.Type {
 		case typeTCP:
 			row.Done = done(f)

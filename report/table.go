@@ -44,22 +44,36 @@ done s: first write to last byte read. lost: datagrams sent that never arrived (
 // printFlows writes the flow table, the fairness lines and the legend;
 // nothing when no run has a flow.
 func printFlows(w io.Writer, runs []runInfo) error {
-	hasFlows := false
+	hasFlows, hasPaths := false, false
 	for _, r := range runs {
 		hasFlows = hasFlows || len(r.Flows) > 0
+		for _, f := range r.Flows {
+			hasPaths = hasPaths || f.Path != ""
+		}
 	}
 	if !hasFlows {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "variant\tflow\ttype\tcc\tMbit/s\tshare\tdone s\tretrans\tRTO\tlost\tdelay mean/p95 ms\tjitter ms\t")
+	head := "variant\tflow\ttype\tcc\tMbit/s\tshare\tdone s\tretrans\tRTO\tlost\tdelay mean/p95 ms\tjitter ms\t"
+	if hasPaths {
+		// Several links: each flow's path, after its name.
+		head = strings.Replace(head, "flow\t", "flow\tpath\t", 1)
+	}
+	fmt.Fprintln(tw, head)
 	for _, r := range runs {
 		total := 0.0
 		for _, f := range r.Flows {
 			total += f.ThroughputBps
 		}
 		for _, f := range r.Flows {
-			fmt.Fprintln(tw, flowLine(r.Variant, f, total))
+			line := flowLine(r.Variant, f, total)
+			if hasPaths {
+				v, rest, _ := strings.Cut(line, "\t")
+				name, rest, _ := strings.Cut(rest, "\t")
+				line = v + "\t" + name + "\t" + dash(f.Path) + "\t" + rest
+			}
+			fmt.Fprintln(tw, line)
 		}
 	}
 	if err := tw.Flush(); err != nil {
