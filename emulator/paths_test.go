@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -94,6 +95,9 @@ paths:
 flows:
   - {name: eu, type: udp, rate: 7Mbps, packet_size: 1000, duration: 4s, path: to-eu}
   - {name: us, type: udp, rate: 9Mbps, packet_size: 1200, duration: 4s, path: to-us}
+expect:
+  - links.access.uplink.drops.queue > 0
+  - links.eu.uplink.packets_in > 1000
 `).Runs[0]
 	eu, us := flowByName(t, r, "eu"), flowByName(t, r, "us")
 	// Of IP: 28 bytes of headers a datagram.
@@ -123,6 +127,12 @@ flows:
 	}
 	if r.Links[0].Name != "access.uplink" || r.Links[0].Drops["queue"] == 0 {
 		t.Errorf("%s: drops %v, want the shared queue's", r.Links[0].Name, r.Links[0].Drops)
+	}
+	// Expectations name a link's direction as summary.json does.
+	for _, e := range r.Expectations {
+		if !e.Pass || !strings.HasPrefix(e.Figure, "links.access.uplink.") && !strings.HasPrefix(e.Figure, "links.eu.uplink.") {
+			t.Errorf("expectation %+v", e)
+		}
 	}
 }
 

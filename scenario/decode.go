@@ -360,13 +360,13 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 	if n := f["clock"]; n != nil {
 		s.Clock = d.clock(n, s.TUN)
 	}
-	if n := f["expect"]; n != nil {
-		s.Expect = d.expect(n, s.Flows)
-	}
 
 	linkBefore := d.count
 	d.topology(f, s, s.MTU, mtuOK)
 	d.flowPaths(f["flows"], s.Flows, s.Paths)
+	if n := f["expect"]; n != nil {
+		s.Expect = d.expect(n, s.Flows, s.Links)
+	}
 	if n := f["timeline"]; n != nil {
 		if d.count == linkBefore {
 			s.Timeline = d.timeline(n, root, s.Duration, s.MTU, mtuOK, s.Links, s.Flows)

@@ -204,3 +204,18 @@ func TestTimelineLinksErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestLinksExpectations: an expectation names a direction of a link of
+// the list as summary.json does (eu.uplink), its dot kept.
+func TestLinksExpectations(t *testing.T) {
+	const links = "links:\n  - {name: a, delay: 1ms}\n  - {name: eu}\n"
+	s := mustParse(t, links+"expect:\n  - links.eu.uplink.drops.queue == 0\n")
+	if want := []string{"links", "eu.uplink", "drops", "queue"}; !reflect.DeepEqual(s.Expect[0].Path, want) {
+		t.Errorf("path %q, want %q", s.Expect[0].Path, want)
+	}
+	_, err := parse(links + "expect:\n  - links.uplink.drops.queue == 0\n")
+	want := `x.yaml:5: expect[0]: "links.uplink.drops.queue == 0": no link named "uplink" (names: a.uplink, a.downlink, eu.uplink, eu.downlink); did you mean "a.uplink"?`
+	if err == nil || !strings.Contains(err.Error()+"\n", want+"\n") {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+}
