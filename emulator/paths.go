@@ -35,15 +35,30 @@ func (l *lab) pathOf(name string) scenario.Path {
 
 // pathAddr returns the address of the next server host of path p, whose
 // match has a dst: the network's first host addresses, in order (the
-// network's own address is skipped unless it is the only one).
+// network's own address is skipped unless it is the only one), after the
+// first in TUN mode, which is the peer's (see tunEnd.pathPeers).
 func (l *lab) pathAddr(p scenario.Path) ([]netip.Prefix, error) {
 	k := 0
+	if l.s.TUN != nil {
+		k = 1
+	}
 	for _, e := range l.servers {
 		if e.path == p.Name {
 			k++
 		}
 	}
 	dst := p.Match.Dst
+	a, ok := nthHost(dst, k)
+	if !ok {
+		return nil, fmt.Errorf("path %s: its dst %s has no room for %d hosts (one per sack setting of its flows, and the peer in TUN mode)", p.Name, dst, k+1)
+	}
+	return []netip.Prefix{netip.PrefixFrom(a, dst.Bits())}, nil
+}
+
+// nthHost returns host address k (from 0) of network dst: its addresses
+// in order after the network's own (which is taken only when it is one of
+// at most two); false when dst has no more.
+func nthHost(dst netip.Prefix, k int) (netip.Addr, bool) {
 	a := dst.Addr()
 	if dst.Bits() < a.BitLen()-1 {
 		a = a.Next()
@@ -51,10 +66,7 @@ func (l *lab) pathAddr(p scenario.Path) ([]netip.Prefix, error) {
 	for range k {
 		a = a.Next()
 	}
-	if !a.IsValid() || !dst.Contains(a) {
-		return nil, fmt.Errorf("path %s: its dst %s has no room for %d server hosts (one per sack setting of its flows)", p.Name, dst, k+1)
-	}
-	return []netip.Prefix{netip.PrefixFrom(a, dst.Bits())}, nil
+	return a, a.IsValid() && dst.Contains(a)
 }
 
 // pathMatches returns the topology matches of the paths of s, in order:
