@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,8 +71,10 @@ type lab struct {
 	clk clock.Clock
 	log *zap.Logger
 	// capClient and capServer write the packets seen at the client and
-	// server side (nil: no capture there).
+	// server side (nil: no capture there); capLinks those at the ends of
+	// links, by point (eu.server).
 	capClient, capServer *capture.Writer
+	capLinks             map[string]*capture.Writer
 
 	// tun is TUN mode's part; nil without a tun section.
 	tun *tunEnd
@@ -416,7 +420,7 @@ func (l *lab) close() {
 		}
 		l.tun.ns.Close()
 	}
-	for _, cw := range []*capture.Writer{l.capClient, l.capServer} {
+	for _, cw := range append([]*capture.Writer{l.capClient, l.capServer}, slices.Collect(maps.Values(l.capLinks))...) {
 		if cw != nil {
 			cw.Close()
 		}
@@ -433,7 +437,12 @@ func (l *lab) openCaptures(s *scenario.Scenario, dir string) error {
 		return errors.New("capture needs an output folder")
 	}
 	o := s.Capture.Options
+	ends := scenario.LinkEnds(s.Links)
 	for _, pt := range s.Capture.Points {
+		if !slices.Contains(scenario.CapturePoints, pt) && !slices.Contains(ends, pt) {
+			// A --capture the scenario's links do not have.
+			return fmt.Errorf("capture %s: no such point (the points: %s)", pt, strings.Join(append(slices.Clone(scenario.CapturePoints), ends...), ", "))
+		}
 		name := pt
 		if s.Variant != "" {
 			name += "-" + s.Variant
@@ -442,10 +451,16 @@ func (l *lab) openCaptures(s *scenario.Scenario, dir string) error {
 		if err != nil {
 			return err
 		}
-		if pt == "client" {
+		switch pt {
+		case "client":
 			l.capClient = w
-		} else {
+		case "server":
 			l.capServer = w
+		default:
+			if l.capLinks == nil {
+				l.capLinks = map[string]*capture.Writer{}
+			}
+			l.capLinks[pt] = w
 		}
 	}
 	return nil
@@ -454,7 +469,9 @@ func (l *lab) openCaptures(s *scenario.Scenario, dir string) error {
 // captureStats returns the capture counters by point.
 func (l *lab) captureStats() map[string]CaptureSummary {
 	m := map[string]CaptureSummary{}
-	for name, cw := range map[string]*capture.Writer{"client": l.capClient, "server": l.capServer} {
+	all := map[string]*capture.Writer{"client": l.capClient, "server": l.capServer}
+	maps.Copy(all, l.capLinks)
+	for name, cw := range all {
 		if cw != nil {
 			st := cw.Stats()
 			m[name] = CaptureSummary{Packets: st.Packets, Truncated: st.Truncated, Files: st.Files, NotWritten: st.NotWritten, Full: st.Full}

@@ -58,7 +58,10 @@ type pathBuilder struct {
 func newPathBuilder(l *lab, s *scenario.Scenario) (*pathBuilder, error) {
 	b := &pathBuilder{l: l, routes: map[*topology.Router][]topology.Route{}}
 	l.path = &Path{}
-	ups, downs := map[string]topology.ID{}, map[string]topology.ID{}
+	// Each direction's node where packets enter it and whose output
+	// leaves it: a tap in front and behind when its link's ends are
+	// captured.
+	upIn, upOut, downIn, downOut := map[string]topology.ID{}, map[string]topology.ID{}, map[string]topology.ID{}, map[string]topology.ID{}
 	for _, ls := range s.Links {
 		lr := &LinkRun{Name: ls.Name}
 		for i, r := range []**impair.Runner{&lr.Up, &lr.Down} {
@@ -76,10 +79,12 @@ func newPathBuilder(l *lab, s *scenario.Scenario) (*pathBuilder, error) {
 			}
 			l.lives = append(l.lives, dir.Runner())
 			*r = dir.Runner()
+			id := b.g.Add(dir.Node())
+			client, server := l.capLinks[ls.Name+".client"], l.capLinks[ls.Name+".server"]
 			if i == 0 {
-				ups[ls.Name] = b.g.Add(dir.Node())
+				upIn[ls.Name], upOut[ls.Name] = b.tap(client, name, id, true), b.tap(server, name, id, false)
 			} else {
-				downs[ls.Name] = b.g.Add(dir.Node())
+				downIn[ls.Name], downOut[ls.Name] = b.tap(server, name, id, true), b.tap(client, name, id, false)
 			}
 		}
 		l.path.Links = append(l.path.Links, lr)
@@ -87,8 +92,8 @@ func newPathBuilder(l *lab, s *scenario.Scenario) (*pathBuilder, error) {
 	l.path.Up, l.path.Down = l.path.Links[0].Up, l.path.Links[0].Down
 	l.routers = [2]*topology.Router{topology.NewRouter("to-server"), topology.NewRouter("to-client")}
 	b.toServer, b.toClient = b.g.Add(l.routers[0].Node()), b.g.Add(l.routers[1].Node())
-	b.up = b.paths(s, "paths", false, ups, b.toServer)
-	b.down = b.paths(s, "replies", true, downs, b.toClient)
+	b.up = b.paths(s, "paths", false, upIn, upOut, b.toServer)
+	b.down = b.paths(s, "replies", true, downIn, downOut, b.toClient)
 	if s.WiFi != nil {
 		cfg := *s.WiFi // the scenario's cell, with the run's seed
 		cfg.Seed = s.Seed
@@ -117,12 +122,32 @@ func directionName(s *scenario.Scenario, link string, up bool) string {
 	return link + "." + name
 }
 
-// paths links the directions dirs (by link name) of one way along every
-// path of s, and returns the node the way's packets enter by: a router
+// tap returns the node of direction id (named dir) that packets enter
+// (in) or leave by: id, or a tap of cw in front of it or behind it.
+func (b *pathBuilder) tap(cw *capture.Writer, dir string, id topology.ID, in bool) topology.ID {
+	if cw == nil {
+		return id
+	}
+	where := "after "
+	if in {
+		where = "before "
+	}
+	t := b.g.Add(topology.NewTap("capture "+where+dir, heldWriter{cw, b.l.clk}, b.l.pool, b.l.bigPool).Node())
+	if in {
+		b.g.Link(t, id)
+	} else {
+		b.g.Link(id, t)
+	}
+	return t
+}
+
+// paths links the directions of one way along every path of s (ins:
+// where each link's direction is entered, outs: where it is left, by
+// link name), and returns the node the way's packets enter by: a router
 // choosing their path (named name), or the one path's first direction.
 // Uplinks (back false) go along each path's via to end; downlinks (back)
 // go the other way, and their routers choose by source.
-func (b *pathBuilder) paths(s *scenario.Scenario, name string, back bool, dirs map[string]topology.ID, end topology.ID) topology.ID {
+func (b *pathBuilder) paths(s *scenario.Scenario, name string, back bool, ins, outs map[string]topology.ID, end topology.ID) topology.ID {
 	via := func(p scenario.Path) []string {
 		v := slices.Clone(p.Via)
 		if back {
@@ -136,26 +161,26 @@ func (b *pathBuilder) paths(s *scenario.Scenario, name string, back bool, dirs m
 	// in front; at the entry, when the one path takes every packet.
 	hop := func(from topology.ID, label string, next func(p scenario.Path) (topology.ID, bool)) topology.ID {
 		var rs []topology.Route
-		var outs []topology.ID
+		var tos []topology.ID
 		for _, p := range s.Paths {
 			to, ok := next(p)
 			if !ok {
 				continue
 			}
 			rs = append(rs, pathRoute(p, to))
-			if !slices.Contains(outs, to) {
-				outs = append(outs, to)
+			if !slices.Contains(tos, to) {
+				tos = append(tos, to)
 			}
 		}
 		takesAll := len(rs) == 1 && rs[0] == topology.Route{To: rs[0].To}
 		switch {
-		case len(outs) == 0:
+		case len(tos) == 0:
 			return -1 // a link no path crosses: the scenario refuses it
-		case len(outs) == 1 && from >= 0:
-			b.g.Link(from, outs[0])
-			return outs[0]
-		case len(outs) == 1 && takesAll:
-			return outs[0]
+		case len(tos) == 1 && from >= 0:
+			b.g.Link(from, tos[0])
+			return tos[0]
+		case len(tos) == 1 && takesAll:
+			return tos[0]
 		}
 		r := topology.NewRouter(label)
 		if back {
@@ -165,16 +190,16 @@ func (b *pathBuilder) paths(s *scenario.Scenario, name string, back bool, dirs m
 		if from >= 0 {
 			b.g.Link(from, rid)
 		}
-		for _, o := range outs {
+		for _, o := range tos {
 			b.g.Link(rid, o)
 		}
 		b.routes[r] = rs
 		b.l.pathRouters = append(b.l.pathRouters, r)
 		return rid
 	}
-	entry := hop(-1, name, func(p scenario.Path) (topology.ID, bool) { return dirs[via(p)[0]], true })
+	entry := hop(-1, name, func(p scenario.Path) (topology.ID, bool) { return ins[via(p)[0]], true })
 	for _, ls := range s.Links {
-		hop(dirs[ls.Name], "after "+directionName(s, ls.Name, !back), func(p scenario.Path) (topology.ID, bool) {
+		hop(outs[ls.Name], "after "+directionName(s, ls.Name, !back), func(p scenario.Path) (topology.ID, bool) {
 			v := via(p)
 			i := slices.Index(v, ls.Name)
 			switch {
@@ -183,7 +208,7 @@ func (b *pathBuilder) paths(s *scenario.Scenario, name string, back bool, dirs m
 			case i == len(v)-1:
 				return end, true
 			}
-			return dirs[v[i+1]], true
+			return ins[v[i+1]], true
 		})
 	}
 	return entry

@@ -2,6 +2,8 @@ package emulator
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -166,5 +168,45 @@ timeline:
 	}
 	if c := r.Links[2].Configured; r.Links[2].Name != "eu.uplink" || c.DelayMs != 20 {
 		t.Errorf("%s configured %+v", r.Links[2].Name, c)
+	}
+}
+
+// TestLabLinkEndCaptures: capture: [eu.client, eu.server] writes what
+// enters and leaves link eu at each end: at its client end what enters
+// its uplink and leaves its downlink, at its server end what leaves its
+// uplink and enters its downlink, packet for packet.
+func TestLabLinkEndCaptures(t *testing.T) {
+	out := t.TempDir()
+	plan := mustPlan(t, `
+clock: virtual
+duration: 2s
+links:
+  - {name: access, delay: 5ms}
+  - {name: eu, delay: 15ms, loss: 5%}
+paths:
+  - {name: to-eu, via: [access, eu], match: {dst: 10.20.0.0/16}}
+  - {name: direct, via: [access]}
+capture: [eu.client, eu.server]
+flows:
+  - {name: probe, type: udp, interval: 10ms, packet_size: 200, duration: 2s, path: to-eu}
+  - {name: bulk, type: tcp, size: 100KB, path: to-eu}
+  - {name: local, type: udp, interval: 10ms, packet_size: 200, duration: 2s}
+`)
+	r := runInto(t, plan, out, Options{}).Runs[0]
+	up, down := r.Links[2], r.Links[3]
+	if up.Name != "eu.uplink" || down.Name != "eu.downlink" {
+		t.Fatalf("links %s, %s", up.Name, down.Name)
+	}
+	client, server := r.Captures["eu.client"], r.Captures["eu.server"]
+	t.Logf("eu.client %d packets, eu.server %d; eu.uplink %d in, %d out; eu.downlink %d in, %d out",
+		client.Packets, server.Packets, up.PacketsIn, up.PacketsOut, down.PacketsIn, down.PacketsOut)
+	if client.Packets != up.PacketsIn+down.PacketsOut || server.Packets != up.PacketsOut+down.PacketsIn || client.Packets <= server.Packets {
+		t.Errorf("eu.client %d packets, eu.server %d; want %d and %d", client.Packets, server.Packets,
+			up.PacketsIn+down.PacketsOut, up.PacketsOut+down.PacketsIn)
+	}
+	for _, f := range []string{"eu.client.pcap", "eu.server.pcap"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() < 1000 {
+			t.Errorf("%s: %v", f, err)
+		}
 	}
 }

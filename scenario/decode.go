@@ -348,9 +348,6 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 	if n := f["wifi"]; n != nil {
 		s.WiFi = d.wifi(n)
 	}
-	if n := f["capture"]; n != nil {
-		s.Capture = d.capture(n)
-	}
 	if n := f["tun"]; n != nil {
 		s.TUN = d.tun(n, s.MTU, mtuOK, s.WiFi)
 	}
@@ -366,6 +363,9 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 	d.flowPaths(f["flows"], s.Flows, s.Paths)
 	if n := f["expect"]; n != nil {
 		s.Expect = d.expect(n, s.Flows, s.Links)
+	}
+	if n := f["capture"]; n != nil {
+		s.Capture = d.capture(n, s.Links)
 	}
 	if n := f["timeline"]; n != nil {
 		if d.count == linkBefore {

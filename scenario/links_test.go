@@ -219,3 +219,20 @@ func TestLinksExpectations(t *testing.T) {
 		t.Errorf("got %v\nwant %s", err, want)
 	}
 }
+
+// TestLinkEndCapturePoints: a links list's link ends are capture points.
+func TestLinkEndCapturePoints(t *testing.T) {
+	const links = "links:\n  - {name: a, delay: 1ms}\n  - {name: eu}\n"
+	s := mustParse(t, links+"capture: [client, eu.server, a.client]\n")
+	if want := []string{"client", "eu.server", "a.client"}; !reflect.DeepEqual(s.Capture.Points, want) {
+		t.Errorf("points %q, want %q", s.Capture.Points, want)
+	}
+	_, err := parse(links + "capture: [xyz.server]\n")
+	want := `x.yaml:4: capture.points: "xyz.server" is not a capture point (expected one of: client, server, a.client, a.server, eu.client, eu.server)`
+	if err == nil || !strings.Contains(err.Error()+"\n", want+"\n") {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+	if _, err := parse("link: {delay: 1ms}\ncapture: [link.server]\n"); err == nil {
+		t.Error("link.server with the link shorthand: no error")
+	}
+}

@@ -175,7 +175,8 @@ type Capture struct {
 	// client-side hosts send, before the uplink, and receive, after the
 	// downlink) and "server" (what the server-side hosts receive, after the
 	// uplink, and send, before the downlink). Comparing the two shows what
-	// the path dropped, delayed and reordered.
+	// the path dropped, delayed and reordered. With a links list, a
+	// link's ends too: "eu.client" and "eu.server" (see LinkEnds).
 	Points []string
 	// Options are the pcap writers': the file sets Snaplen (0: all of a
 	// packet), MaxFileBytes (0: one file) and MaxFiles (0: no bound); the
