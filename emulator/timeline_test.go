@@ -101,6 +101,53 @@ timeline:
 	}
 }
 
+// TestLabTimelineTraceHandover: a handover from a fixed rate to a trace
+// and back. The trace (one 1504-byte opportunity a millisecond, 12.032
+// Mbit/s) starts at the change, 3 s into the run, not at the run's first
+// packet: the saturated link carries 10, then 12.032, then 2 Mbit/s of IP
+// within the packets each window's ends cut (0.5%, as in
+// TestLabTimelineSteps), and the trace's capacity is sampled while it is
+// on, and only then.
+func TestLabTimelineTraceHandover(t *testing.T) {
+	trace := filepath.Join(t.TempDir(), "flat.trace")
+	var b strings.Builder
+	for ms := 1; ms <= 100; ms++ {
+		fmt.Fprintf(&b, "%d\n", ms)
+	}
+	if err := os.WriteFile(trace, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	plan := mustPlan(t, fmt.Sprintf(`
+clock: virtual
+duration: 9s
+link: {uplink: {rate: 10Mbps, queue: 50}}
+flows: [{name: flood, type: udp, rate: 20Mbps, packet_size: 1000, duration: 9s}]
+timeline:
+  - {at: 3s, set: {link.uplink.rate: {trace: %s}}}
+  - {at: 6s, set: {link.uplink.rate: 2Mbps}}
+`, trace))
+	sum := runInto(t, plan, out, Options{})
+	ts, bps := linkSeries(t, out, "uplink")
+	for _, w := range []struct{ a, b, want float64 }{{0.5, 2.95, 10e6}, {3.3, 5.95, 12.032e6}, {6.3, 8.95, 2e6}} {
+		got, span := windowRate(ts, bps, w.a, w.b)
+		t.Logf("%.2f-%.2f s: %.4f Mbit/s over %.2f s", w.a, w.b, got/1e6, span)
+		if span < (w.b-w.a)*0.8 || math.Abs(got-w.want)/w.want > 0.005 {
+			t.Errorf("%.2f-%.2f s: %.4f Mbit/s over %.2f s of samples, want %.3f within 0.5%%", w.a, w.b, got/1e6, span, w.want/1e6)
+		}
+	}
+	cts, cbps := seriesOf(t, out, kindCapacity, "uplink")
+	if len(cts) == 0 || cts[0] < 3 || cts[0] > 3.15 || cts[len(cts)-1] > 6.15 {
+		t.Errorf("capacity sampled at %v s, want from the handover at 3 s to the change back at 6 s", cts)
+	}
+	if got, _ := windowRate(cts, cbps, 3.3, 5.95); math.Abs(got-12.032e6)/12.032e6 > 0.005 {
+		t.Errorf("capacity %.4f Mbit/s on the trace, want 12.032", got/1e6)
+	}
+	if ev := sum.Runs[0].Timeline; len(ev) != 2 || ev[0].New != "{trace: "+trace+"}" {
+		t.Errorf("timeline %+v, want the handover and the change back", ev)
+	}
+}
+
 // TestLabTimelineTCPCrossesOutage: a TCP transfer crosses a 3 s outage of
 // both directions and still delivers every byte (the flow checks each).
 func TestLabTimelineTCPCrossesOutage(t *testing.T) {
