@@ -104,9 +104,9 @@ type tunEnd struct {
 // compiled.
 func (l *lab) buildTUN(b *pathBuilder, s *scenario.Scenario, hooks labHooks) error {
 	c := s.TUN
-	t := &tunEnd{cfg: c, fromStation: map[netip.Addr]*endHost{}, mtu: c.MTU, read: make([][]byte, 1)}
+	t := &tunEnd{cfg: c, fromStation: map[netip.Addr]*endHost{}, mtu: c.Device.MTU, read: make([][]byte, 1)}
 	l.tun = t
-	for _, a := range c.Address {
+	for _, a := range c.Device.Addrs {
 		for _, p := range c.Peer {
 			if p.Is4() == a.Addr().Is4() {
 				t.peerAddrs = append(t.peerAddrs, netip.PrefixFrom(p, a.Bits()))
@@ -126,7 +126,7 @@ func (l *lab) buildTUN(b *pathBuilder, s *scenario.Scenario, hooks labHooks) err
 	l.kernelEnds(b, dq)
 	l.peerEnds(b)
 	l.log.Info("TUN device", zap.String("device", t.dev.Name()), zap.Stringers("kernel", addrs),
-		zap.Stringers("peer", t.peerAddrs), zap.Int("mtu", t.mtu), zap.String("netns", c.Netns), zap.Strings("stations", c.Stations),
+		zap.Stringers("peer", t.peerAddrs), zap.Int("mtu", t.mtu), zap.String("netns", c.Device.Netns), zap.Strings("stations", c.Stations),
 		zap.Stringers("routes", t.routes))
 	return nil
 }
@@ -139,7 +139,7 @@ func (l *lab) buildTUN(b *pathBuilder, s *scenario.Scenario, hooks labHooks) err
 // path), and the peer answers as it does on its own address (ICMP echo,
 // the services, the forwards' ports).
 func (t *tunEnd) pathPeers(s *scenario.Scenario) {
-	t.pathAddrs, t.routes = map[string]netip.Addr{}, slices.Clone(t.cfg.Routes)
+	t.pathAddrs, t.routes = map[string]netip.Addr{}, slices.Clone(t.cfg.Device.Routes)
 	for _, p := range s.Paths {
 		if p.Match == nil || !p.Match.Dst.IsValid() {
 			continue
@@ -153,7 +153,7 @@ func (t *tunEnd) pathPeers(s *scenario.Scenario) {
 		if !slices.ContainsFunc(t.peerAddrs, func(q netip.Prefix) bool { return q.Addr() == a }) {
 			t.peerAddrs = append(t.peerAddrs, netip.PrefixFrom(a, dst.Bits()))
 		}
-		covered := slices.ContainsFunc(append(slices.Clone(t.cfg.Address), t.routes...), func(q netip.Prefix) bool {
+		covered := slices.ContainsFunc(append(slices.Clone(t.cfg.Device.Addrs), t.routes...), func(q netip.Prefix) bool {
 			return q.Bits() <= dst.Bits() && q.Masked().Contains(dst.Addr())
 		})
 		if !covered {
@@ -171,25 +171,27 @@ func (t *tunEnd) peerOn(p scenario.Path) netip.Addr {
 	return t.peerAddr
 }
 
-// open opens the device (in its namespace): it has the kernel's
-// addresses, and one more per further station, in the same networks,
-// which it returns.
+// open opens the device (in its namespace) as the scenario describes it,
+// with the kernel's addresses and one more per further station, in the
+// same networks, which it returns.
 func (t *tunEnd) open(open openDevice) ([]netip.Prefix, error) {
 	c := t.cfg
 	var err error
-	if c.Netns != "" {
-		if t.ns, err = hostnet.OpenNetns(c.Netns); err != nil {
+	if c.Device.Netns != "" {
+		if t.ns, err = hostnet.OpenNetns(c.Device.Netns); err != nil {
 			return nil, err
 		}
 	}
-	addrs := append([]netip.Prefix(nil), c.Address...)
+	cfg := c.Device
+	cfg.Addrs = slices.Clone(c.Device.Addrs)
 	for _, sa := range c.StationAddrs[min(1, len(c.StationAddrs)):] {
 		for i, a := range sa {
-			addrs = append(addrs, netip.PrefixFrom(a, c.Address[i].Bits()))
+			cfg.Addrs = append(cfg.Addrs, netip.PrefixFrom(a, c.Device.Addrs[i].Bits()))
 		}
 	}
-	t.dev, err = open(hostnet.TUNConfig{Name: c.Name, Addrs: addrs, MTU: t.mtu, Routes: t.routes, HostRoutes: c.HostRoutes, Netns: t.ns.Path(), Offload: c.Offload})
-	return addrs, err
+	cfg.MTU, cfg.Routes = t.mtu, t.routes
+	t.dev, err = open(cfg)
+	return cfg.Addrs, err
 }
 
 // deviceEnd adds the device's inbox and the device behind it (see
@@ -218,7 +220,7 @@ func (l *lab) kernelEnds(b *pathBuilder, dq topology.ID) {
 	}
 	if len(c.Stations) == 0 {
 		var addrs []netip.Addr
-		for _, a := range c.Address {
+		for _, a := range c.Device.Addrs {
 			addrs = append(addrs, a.Addr())
 		}
 		k := kernel("kernel", addrs)
@@ -255,7 +257,7 @@ func (l *lab) peerEnds(b *pathBuilder) {
 	q := b.inbox(p, topology.Node{Name: "peer", In: topology.SinkFunc(p.inject), Accepts: topology.Accepts{GSO: topology.Yes, Merged: true}})
 	b.wire(b.g.Add(p.tx.Node()), b.down, l.capServer, "peer tx")
 	prefixes := hostPrefixes(p.addrs)
-	if t.cfg.Transparent != nil {
+	if t.cfg.Relay.Transparent {
 		prefixes = append(prefixes, netip.Prefix{}) // its relay takes any destination (and refuses what is not allowed)
 	}
 	b.route(b.toServer, l.routers[0], prefixes, q, l.capServer, "peer rx")
@@ -266,19 +268,14 @@ func (l *lab) startPeer(s *scenario.Scenario, hooks labHooks) error {
 	t, c := l.tun, l.tun.cfg
 	h, err := stack.NewHost(stack.HostConfig{
 		Name: "peer", Addrs: t.peerAddrs, MTU: t.mtu, Clock: l.clk, Seed: s.Seed + 2*maxHosts + 1, SACK: true,
-		Transparent: c.Transparent != nil, OutputGSO: l.outputGSO(t.peer), Log: l.log,
+		Transparent: c.Relay.Transparent, OutputGSO: l.outputGSO(t.peer), Log: l.log,
 	})
 	if err != nil {
 		return err
 	}
 	t.peer.host = h
-	rc := stack.RelayConfig{Services: c.Services, UDPIdle: c.UDPIdle, TCPIdle: c.TCPIdle, Dial: hooks.dial, Log: l.log}
-	for _, f := range c.Forward {
-		rc.Forwards = append(rc.Forwards, stack.Forward{Proto: f.Proto, Listen: f.Listen, To: f.To})
-	}
-	if c.Transparent != nil {
-		rc.Transparent, rc.Allow = true, c.Transparent.Allow
-	}
+	rc := c.Relay
+	rc.Dial, rc.Log = hooks.dial, l.log
 	t.relay, err = h.StartRelay(context.Background(), rc)
 	return err
 }
@@ -404,7 +401,7 @@ func (l *lab) tunSummary() *TUNSummary {
 		return nil
 	}
 	ts := &TUNSummary{Device: t.dev.Name(), Malformed: t.malformed.Load(), WriteErrors: t.writer.WriteErrors(), KernelDrops: t.kernelDrops}
-	for _, a := range t.cfg.Address {
+	for _, a := range t.cfg.Device.Addrs {
 		ts.Kernel = append(ts.Kernel, a.String())
 	}
 	for j, name := range t.cfg.Stations {
@@ -420,7 +417,7 @@ func (l *lab) tunSummary() *TUNSummary {
 			ts.Peer = append(ts.Peer, a.String()+" (path "+p.Name+")")
 		}
 	}
-	for _, f := range t.cfg.Forward {
+	for _, f := range t.cfg.Relay.Forwards {
 		ts.Forwards = append(ts.Forwards, fmt.Sprintf("%s %s:%d -> %s", f.Proto, t.peerAddr, f.Listen, f.To))
 	}
 	if t.relay != nil {
@@ -474,7 +471,9 @@ func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port ui
 	case f.Direction == "down" && to != t.peerAddr:
 		return nil, nil, fmt.Errorf("flow %s: a kernel UDP flow down runs on the default path only (the peer sends it from its own address)", f.Name)
 	case f.Type == "tcp":
-		ln, err := peer.ListenTCP(port, stack.TCPOptions{SendBuffer: int(f.SendBuffer), ReceiveBuffer: int(f.ReceiveBuffer)})
+		// The peer's end takes the flow's buffers; its congestion
+		// control is the kernel's, which sends.
+		ln, err := peer.ListenTCP(port, stack.TCPOptions{SendBuffer: f.SendBuffer, ReceiveBuffer: f.ReceiveBuffer})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -483,7 +482,7 @@ func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port ui
 			err := t.ns.Do(func() error {
 				var err error
 				c, err = hostnet.DialKernelTCP(ctx, netip.AddrPortFrom(to, port),
-					hostnet.KernelTCPOptions{CC: f.CC, SendBuffer: int(f.SendBuffer), ReceiveBuffer: int(f.ReceiveBuffer), Local: local})
+					hostnet.KernelTCPOptions{CC: f.CC, SendBuffer: f.SendBuffer, ReceiveBuffer: f.ReceiveBuffer, Local: local})
 				return err
 			})
 			if err != nil {
