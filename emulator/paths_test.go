@@ -210,3 +210,38 @@ flows:
 		}
 	}
 }
+
+// TestLabPathByPort: a path matching a protocol and port takes the
+// flows to that port (the flow's server listens on it), both ways; the
+// others take the default path, to the same kind of server.
+func TestLabPathByPort(t *testing.T) {
+	r := runPlan(t, `
+clock: virtual
+duration: 1s
+links:
+  - {name: access, delay: 5ms}
+  - {name: quic, delay: 25ms}
+paths:
+  - {name: quic, via: [access, quic], match: {proto: udp, port: 443}}
+  - {name: other, via: [access]}
+flows:
+  - {name: q, type: udp, interval: 10ms, packet_size: 200, duration: 1s, path: quic}
+  - {name: u, type: udp, interval: 10ms, packet_size: 200, duration: 1s}
+  - {name: t, type: tcp, size: 50KB}
+`).Runs[0]
+	for _, c := range []struct {
+		flow string
+		ms   float64
+	}{{"q", 30}, {"u", 5}} {
+		d := flowByName(t, r, c.flow).UDPSummary.DelayMs
+		if d.Count < 90 || math.Abs(d.Min-c.ms) > 1 || math.Abs(d.Max-c.ms) > 1 {
+			t.Errorf("%s: %d datagrams, delay %.3f to %.3f ms, want %.0f", c.flow, d.Count, d.Min, d.Max, c.ms)
+		}
+	}
+	if f := flowByName(t, r, "t"); !f.TCPSummary.Completed || f.TCPSummary.ConnectS*1000 > 12 {
+		t.Errorf("t: completed %v, handshake %.3f ms, want the default path's 10 ms", f.TCPSummary.Completed, f.TCPSummary.ConnectS*1000)
+	}
+	if q := r.Links[2]; q.Name != "quic.uplink" || q.PacketsIn != flowByName(t, r, "q").UDPSummary.PacketsSent {
+		t.Errorf("%s: %d packets in, want q's %d only", q.Name, q.PacketsIn, flowByName(t, r, "q").UDPSummary.PacketsSent)
+	}
+}

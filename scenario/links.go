@@ -290,6 +290,7 @@ func (d *decoder) flowPaths(n *yaml.Node, fls []Flow, paths []Path) {
 			def = i
 		}
 	}
+	onPort := map[string]string{}
 	for _, item := range n.Content {
 		nn := lookup(item, "name")
 		if nn == nil {
@@ -320,5 +321,27 @@ func (d *decoder) flowPaths(n *yaml.Node, fls []Flow, paths []Path) {
 		if pn != nil && !isNull(pn) {
 			fls[i].Path = p.Name
 		}
+		d.portPath(p, fls[i], cmp.Or(pn, item), at, onPort)
+	}
+}
+
+// portPath refuses flow f (at, its path's node n) on path p when p
+// matches a port and the flow cannot use it: the flow's server listens
+// on the path's port, so a flow down (whose server sends from a port of
+// its own) would not be taken by the path, and a second flow of one type
+// would listen on the port twice. onPort holds the flows so far by path
+// and type.
+func (d *decoder) portPath(p Path, f Flow, n *yaml.Node, at string, onPort map[string]string) {
+	if p.Match == nil || p.Match.Port == 0 {
+		return
+	}
+	key := p.Name + "/" + f.Type
+	switch first, dup := onPort[key]; {
+	case f.Direction == "down":
+		d.errorf(n, at, "path %s matches port %d, the server's: a flow down sends from a port of its own, which the path does not take; run it up, or on another path", p.Name, p.Match.Port)
+	case dup:
+		d.errorf(n, at, "path %s matches port %d, where its %s flow %s listens already: one %s flow per such path", p.Name, p.Match.Port, f.Type, first, f.Type)
+	default:
+		onPort[key] = f.Name
 	}
 }

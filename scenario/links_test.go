@@ -128,6 +128,10 @@ func TestLinksErrors(t *testing.T) {
 			`x.yaml:7: flows.f.path: "pp" is not a path; did you mean "p"?`},
 		{"flow without default path", two + "paths:\n  - {name: p, via: [a, b], match: {proto: tcp}}\nflows:\n  - {name: f, type: tcp}\n",
 			"x.yaml:7: flows.f.path: the scenario has no default path (a path without match): name this flow's path (p)"},
+		{"flow down on a port", two + "paths:\n  - {name: p, via: [a, b], match: {port: 443}}\n  - {name: q, via: [a]}\nflows:\n  - {name: f, type: tcp, path: p, direction: down, size: 1MB}\n",
+			"x.yaml:8: flows.f.path: path p matches port 443, the server's: a flow down sends from a port of its own, which the path does not take; run it up, or on another path"},
+		{"two flows on a port", two + "paths:\n  - {name: p, via: [a, b], match: {port: 443}}\n  - {name: q, via: [a]}\nflows:\n  - {name: f, type: tcp, path: p, size: 1MB}\n  - {name: g, type: tcp, path: p, size: 1MB}\n",
+			"x.yaml:9: flows.g.path: path p matches port 443, where its tcp flow f listens already: one tcp flow per such path"},
 		{"flow of another proto", two + "paths:\n  - {name: p, via: [a, b], match: {proto: tcp}}\nflows:\n  - {name: f, type: udp, path: p, rate: 1Mbps}\n",
 			"x.yaml:7: flows.f.path: path p takes tcp packets only, and this is a udp flow"},
 	}
