@@ -489,8 +489,7 @@ func (r *run) collect() *RunSummary {
 	rs.Timeline = r.tl.applied()
 	rs.Captures = l.captureStats()
 	rs.TUN = l.tunSummary()
-	rs.Links[0].DeliveryDrops = l.deliveryDrops(true)
-	rs.Links[1].DeliveryDrops = l.deliveryDrops(false)
+	l.addDeliveryDrops(l.s, rs.Links)
 	for i, f := range r.fls {
 		rs.Flows[i] = r.flowSummary(i, f)
 	}

@@ -3,6 +3,7 @@ package emulator
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/topology"
@@ -109,6 +110,40 @@ func (l *lab) checkFlowPaths(s *scenario.Scenario) error {
 		}
 	}
 	return nil
+}
+
+// addDeliveryDrops adds to rows (every direction of s's links, as
+// summary.json has them) the packets dropped at the hosts' inboxes: each
+// server host's to the uplink of its path's last link, which delivered
+// them; the client side's to the downlink of the default path's first
+// link (with several paths whose first links differ, some of them came
+// from another, which the inboxes cannot tell).
+func (l *lab) addDeliveryDrops(s *scenario.Scenario, rows []LinkSummary) {
+	row := func(name string) *LinkSummary {
+		for i := range rows {
+			if rows[i].Name == name {
+				return &rows[i]
+			}
+		}
+		return &rows[0] // not reached: every direction has a row
+	}
+	def := flowPath(s, scenario.Flow{})
+	if len(def.Via) == 0 {
+		def = s.Paths[0]
+	}
+	var seen []*topology.Queue // the kernel's ends share the device's
+	for _, e := range l.servers {
+		if e.in == nil || slices.Contains(seen, e.in) {
+			continue
+		}
+		seen = append(seen, e.in)
+		p := l.pathOf(e.path)
+		if len(p.Via) == 0 {
+			p = def // the peer, a bench's server
+		}
+		row(directionName(s, p.Via[len(p.Via)-1], true)).DeliveryDrops += e.in.Full()
+	}
+	row(directionName(s, def.Via[0], false)).DeliveryDrops += l.deliveryDrops(false)
 }
 
 // serverPort returns the server-side port of flow number i, f, of s: its
