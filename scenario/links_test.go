@@ -240,3 +240,19 @@ func TestLinkEndCapturePoints(t *testing.T) {
 		t.Error("link.server with the link shorthand: no error")
 	}
 }
+
+// TestLinksShadowedSet: a --set of a link's shared key that a direction's
+// own key shadows warns, as with link.
+func TestLinksShadowedSet(t *testing.T) {
+	p, err := parse("links:\n  - {name: a}\n  - {name: eu, uplink: {loss: 1%}}\n", "links.eu.loss=5%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "--set links.eu.loss changes nothing for the uplink: links.eu.uplink.loss (from the file) replaces the shared links.eu.loss as a whole; set links.eu.uplink.loss instead"
+	if len(p.Warnings) != 1 || p.Warnings[0] != want {
+		t.Errorf("warnings %q, want %q", p.Warnings, want)
+	}
+	if s := p.Runs[0]; s.Links[1].Downlink.Loss.P != 0.05 || s.Links[1].Uplink.Loss.P != 0.01 {
+		t.Errorf("eu: %+v", s.Links[1])
+	}
+}
