@@ -490,6 +490,7 @@ func (r *run) collect() *RunSummary {
 	rs.Captures = l.captureStats()
 	rs.TUN = l.tunSummary()
 	l.addDeliveryDrops(l.s, rs.Links)
+	rs.Paths = l.pathSummaries(l.s)
 	for i, f := range r.fls {
 		rs.Flows[i] = r.flowSummary(i, f)
 	}

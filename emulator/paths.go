@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/topology"
@@ -110,6 +111,53 @@ func (l *lab) checkFlowPaths(s *scenario.Scenario) error {
 		}
 	}
 	return nil
+}
+
+// pathSummaries returns the paths of s as summary.json has them; none
+// with the link shorthand.
+func (l *lab) pathSummaries(s *scenario.Scenario) []PathSummary {
+	if len(s.Links) == 1 && s.Links[0].Name == scenario.DefaultLink {
+		return nil
+	}
+	var out []PathSummary
+	for _, p := range s.Paths {
+		ps := PathSummary{Name: p.Name, Via: p.Via, Match: matchText(p.Match)}
+		for _, e := range l.servers {
+			if e.path == p.Name {
+				ps.Servers = append(ps.Servers, e.v4.String())
+			}
+		}
+		if l.tun != nil {
+			if a, ok := l.tun.pathAddrs[p.Name]; ok {
+				ps.Servers = append(ps.Servers, a.String()+" (peer)")
+			}
+		}
+		for _, f := range s.Flows {
+			if flowPath(s, f).Name == p.Name {
+				ps.Flows = append(ps.Flows, f.Name)
+			}
+		}
+		out = append(out, ps)
+	}
+	return out
+}
+
+// matchText writes a path's match as the summary has it.
+func matchText(m *scenario.Match) string {
+	if m == nil {
+		return "default"
+	}
+	var parts []string
+	if m.Dst.IsValid() {
+		parts = append(parts, "dst "+m.Dst.String())
+	}
+	if m.Proto != "" {
+		parts = append(parts, "proto "+m.Proto)
+	}
+	if m.Port != 0 {
+		parts = append(parts, fmt.Sprintf("port %d", m.Port))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // addDeliveryDrops adds to rows (every direction of s's links, as

@@ -70,6 +70,12 @@ func TestLabPathsDelays(t *testing.T) {
 			t.Fatalf("links %q, want %q", names, want)
 		}
 	}
+	// The paths, with their servers and flows.
+	if len(r.Paths) != 2 || r.Paths[1].Name != "to-us" || r.Paths[1].Match != "dst 10.30.0.0/16" ||
+		strings.Join(r.Paths[1].Servers, " ") != "10.30.0.1" || strings.Join(r.Paths[1].Flows, " ") != "us-probe us-back" ||
+		strings.Join(r.Paths[0].Via, " ") != "access eu" {
+		t.Errorf("paths %+v", r.Paths)
+	}
 	// The access link carries both paths' packets; each other link one's.
 	if a, e, u := r.Links[0].PacketsOut, r.Links[2].PacketsIn, r.Links[4].PacketsIn; a != e+u || e == 0 || u == 0 {
 		t.Errorf("uplink packets: access %d out, eu %d in, us %d in: want access = eu + us", a, e, u)

@@ -28,6 +28,9 @@ func PrintTable(w io.Writer, summaryJSON []byte) error {
 	if err := printWiFi(w, sum.Runs); err != nil {
 		return err
 	}
+	if err := printPaths(w, sum.Runs); err != nil {
+		return err
+	}
 	if err := printLinks(w, sum.Runs); err != nil {
 		return err
 	}
@@ -147,6 +150,31 @@ func printWiFi(w io.Writer, runs []runInfo) error {
 		return err
 	}
 	_, err := fmt.Fprint(w, wifiLegend+"\n")
+	return err
+}
+
+// printPaths writes one row per run and path, when a run has several
+// links: its links, what it takes, its servers and flows.
+func printPaths(w io.Writer, runs []runInfo) error {
+	has := false
+	for _, r := range runs {
+		has = has || len(r.Paths) > 0
+	}
+	if !has {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "variant\tpath\tvia\tmatch\tservers\tflows")
+	for _, r := range runs {
+		for _, p := range r.Paths {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", dash(r.Variant), p.Name, strings.Join(p.Via, " > "), p.Match,
+				dash(strings.Join(p.Servers, " ")), dash(strings.Join(p.Flows, " ")))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w)
 	return err
 }
 
