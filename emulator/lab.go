@@ -438,6 +438,9 @@ func (l *lab) openCaptures(s *scenario.Scenario, dir string) error {
 	}
 	o := s.Capture.Options
 	ends := scenario.LinkEnds(s.Links)
+	// On a virtual clock, packets of one instant are written in one
+	// order, whichever goroutine records them first.
+	_, o.SortInstants = l.clk.(*clock.Virtual)
 	for _, pt := range s.Capture.Points {
 		if !slices.Contains(scenario.CapturePoints, pt) && !slices.Contains(ends, pt) {
 			// A --capture the scenario's links do not have.
