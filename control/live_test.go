@@ -616,6 +616,9 @@ flows: [{name: probe, type: udp, rate: 1Mbps, packet_size: 1000, duration: 2s, p
 	if code, b := tr.do(t, "PATCH", "/v1/links/eu", `{"set": {"delay": "30ms"}}`); code != 200 {
 		t.Errorf("PATCH /v1/links/eu: %d %s", code, b)
 	}
+	if code, b := tr.do(t, "PATCH", "/v1/links", `{"set": {"links.eu.name": "us"}}`); code != 400 || !strings.Contains(string(b), "its name stays") {
+		t.Errorf("PATCH a link's name: %d %s", code, b)
+	}
 	if code, b := tr.do(t, "PATCH", "/v1/links/eu.downlink", `{"set": {"loss": "1%"}}`); code != 200 {
 		t.Errorf("PATCH /v1/links/eu.downlink: %d %s", code, b)
 	}

@@ -486,6 +486,9 @@ func linkChanges(sets []string) ([]scenario.KeyChange, error) {
 		if key != "link" && !strings.HasPrefix(key, "link.") && !strings.HasPrefix(key, "links.") {
 			return nil, fmt.Errorf("%s: only the link's keys (link.loss, link.uplink.rate, links.NAME.delay, ...) change while a path runs", key)
 		}
+		if name, rest, _ := strings.Cut(strings.TrimPrefix(key, "links."), "."); strings.HasPrefix(key, "links.") && (rest == "" || rest == "name") {
+			return nil, fmt.Errorf("%s: a link of the list changes key by key (links.%s.delay, ...); its name stays", key, name)
+		}
 		val = strings.TrimSpace(val)
 		if val == "null" || val == "~" {
 			val = "" // the key not set, as the timeline records it

@@ -419,6 +419,8 @@ func liveKeyProblem(key string) string {
 		}
 	}
 	switch rest[0] {
+	case "name":
+		return "a link's name cannot change while the run runs"
 	case "slot":
 		return "slots cannot change while the run runs"
 	case "inflight_limit":
