@@ -209,6 +209,9 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir strin
 		l.close()
 		return nil, err
 	}
+	if err := checkPathNets(s); err != nil {
+		return fail(err)
+	}
 	if err := l.openCaptures(s, outDir); err != nil {
 		return fail(err)
 	}

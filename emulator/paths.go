@@ -71,6 +71,31 @@ func nthHost(dst netip.Prefix, k int) (netip.Addr, bool) {
 	return a, a.IsValid() && dst.Contains(a)
 }
 
+// checkPathNets refuses a path of s whose dst holds addresses the lab
+// gives its client side (hostAddrs' networks) or, in TUN mode, the
+// kernel's or the peer's own: its servers (or the peer on it) would take
+// the first of them.
+func checkPathNets(s *scenario.Scenario) error {
+	taken := hostAddrs(0, false)
+	if s.TUN != nil {
+		taken = append(taken, s.TUN.Device.Addrs...)
+		for _, a := range s.TUN.Peer {
+			taken = append(taken, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	for _, p := range s.Paths {
+		if p.Match == nil || !p.Match.Dst.IsValid() {
+			continue
+		}
+		for _, t := range taken {
+			if p.Match.Dst.Overlaps(t.Masked()) && (t.Bits() != t.Addr().BitLen() || p.Match.Dst.Contains(t.Addr())) {
+				return fmt.Errorf("path %s: its dst %s overlaps %s, the lab's own (the client side's, or the TUN device's); give it another network", p.Name, p.Match.Dst, t.Masked())
+			}
+		}
+	}
+	return nil
+}
+
 // pathMatches returns the topology matches of the paths of s, in order:
 // what the lab's path routers choose by.
 func pathMatches(s *scenario.Scenario) []topology.Match {

@@ -1,6 +1,7 @@
 package emulator
 
 import (
+	"context"
 	"math"
 	"os"
 	"path/filepath"
@@ -249,5 +250,33 @@ flows:
 	}
 	if q := r.Links[2]; q.Name != "quic.uplink" || q.PacketsIn != flowByName(t, r, "q").UDPSummary.PacketsSent {
 		t.Errorf("%s: %d packets in, want q's %d only", q.Name, q.PacketsIn, flowByName(t, r, "q").UDPSummary.PacketsSent)
+	}
+}
+
+// TestLabPathNetsRefused: a path whose dst holds the lab's client
+// addresses, or a flow the routers would send along another path than
+// its own, is refused before the run, saying why.
+func TestLabPathNetsRefused(t *testing.T) {
+	for _, c := range []struct{ src, want string }{
+		{`
+links: [{name: a}, {name: b}]
+paths:
+  - {name: p, via: [a, b], match: {dst: 10.0.0.0/8}}
+  - {name: q, via: [a]}
+flows: [{name: f, type: udp, count: 1, interval: 10ms, path: p}]
+`, "path p: its dst 10.0.0.0/8 overlaps 10.0.0.0/24, the lab's own"},
+		{`
+links: [{name: a}, {name: b}]
+paths:
+  - {name: p, via: [a, b], match: {proto: udp}}
+  - {name: q, via: [a]}
+flows: [{name: f, type: udp, count: 1, interval: 10ms}]
+`, "flow f: its packets (udp to 10.0.0.101, port 5001) would take path p, not its path q"},
+	} {
+		plan := mustPlan(t, "clock: virtual\nduration: 1s\n"+c.src)
+		sum, err := Run(context.Background(), plan, Options{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s\nerror %v, want %q (summary %+v)", c.src, err, c.want, sum)
+		}
 	}
 }
