@@ -14,7 +14,11 @@ import (
 
 // Router is a classifier: it hands each packet to the node its route
 // for the packet's destination address names, the longest prefix first,
-// else to the default route's, else drops it (counted, NoRoute). Its
+// else to the default route's, else drops it (counted, NoRoute). Routes
+// may also name a protocol and a port (the paths of a scenario: see
+// Match), and a source router (NewSourceRouter) reads the source address
+// and port instead, so that replies go back the way their requests
+// came. Its
 // routes are settings, not structure: the graph links the router to
 // every node a route may name, and Set swaps the whole table at once
 // while packets flow, so each packet is routed by the old table or the
