@@ -524,7 +524,7 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 			return nil, nil, err
 		}
 		return newTCPFlow(ctx, f, clk, ln, l.warnStall(f.Name), func() (net.Conn, func() netif.TCPInfo, error) {
-			c, err := from.DialTCP(ctx, dst, o)
+			c, err := from.DialTCPFrom(ctx, dialPort(i), dst, o)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -535,7 +535,7 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 		if err != nil {
 			return nil, nil, err
 		}
-		send, err := from.DialUDP(dst)
+		send, err := from.DialUDPFrom(dialPort(i), dst)
 		if err != nil {
 			recv.Close()
 			return nil, nil, err
@@ -543,6 +543,17 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 		return newUDPFlow(i, f, clk, send, recv)
 	}
 }
+
+// dialPort is the local port of flow number i's dialing end: the same in
+// every run, where an ephemeral port's draw from the host's random source
+// races with the other flows connecting at the same time (and with it the
+// connection's initial sequence number, a hash of the ports).
+func dialPort(i int) uint16 { return firstDialPort + uint16(i) }
+
+// firstDialPort is flow 0's dialing port, in the range gVisor picks
+// ephemeral ports from and far above the flows' listening ports (5001,
+// 5002, ...).
+const firstDialPort = 40000
 
 // newUDPFlow makes flow number i, f, of its connected ends; on error it
 // closes them.
