@@ -347,15 +347,28 @@ flows:
   - {name: to-a, type: udp, stack: kernel, station: a, direction: down, interval: 4ms, count: 250, packet_size: 500}
   - {name: from-c, type: udp, station: c, interval: 4ms, count: 250, packet_size: 1000}
 `, ns.Path()), nil).Runs[0]
-	// What a loaded machine's receiving socket dropped (its buffer full:
-	// CI saw 53 of from-b's 1000 before the buffers grew to 4 MiB)
-	// crossed the path too, and is counted apart.
+	// The path drops nothing. What the machine could not keep up with is
+	// netjam's own and counted apart: a receiving socket's full buffer
+	// (CI saw 53 of from-b's 1000 before the buffers grew to 4 MiB), and
+	// the device's queue when netjam read it late (the kernel's drops, CI
+	// saw 39 of from-a's 500), which only the kernel's uplink flows meet.
+	kernelMissing := uint64(0)
 	for name, want := range map[string]uint64{"from-a": 500, "from-b": 1000, "to-a": 250, "from-c": 250} {
-		if f := flowByName(t, sum, name); f.PacketsReceived+f.ReceiverDrops != want {
+		f := flowByName(t, sum, name)
+		missing := want - min(f.PacketsReceived+f.ReceiverDrops, want)
+		if name == "from-a" || name == "from-b" {
+			kernelMissing += missing
+		} else if missing > 0 {
 			t.Errorf("%s: %d of %d datagrams arrived, %d dropped by the receiving socket", name, f.PacketsReceived, want, f.ReceiverDrops)
-		} else if f.ReceiverDrops > 0 {
+		}
+		if f.ReceiverDrops > 0 {
 			t.Logf("%s: %d datagrams dropped by the receiving socket (the machine was late)", name, f.ReceiverDrops)
 		}
+	}
+	if kd := sum.TUN.KernelDrops; kernelMissing > kd {
+		t.Errorf("the kernel's flows miss %d datagrams, the device's queue dropped %d: the rest was lost on the path", kernelMissing, kd)
+	} else if kernelMissing > 0 {
+		t.Logf("the kernel's flows miss %d datagrams, all dropped at the device's queue (%d kernel drops: the machine was late)", kernelMissing, kd)
 	}
 	// Each station's delivered uplink frames: its own flow's datagrams
 	// (and nothing of the others').
@@ -363,8 +376,16 @@ flows:
 	for _, st := range sum.WiFi.Stations {
 		got[st.Name] = st.Delivered
 	}
-	if got["a"] < 500 || got["a"] > 510 || got["b"] < 1000 || got["b"] > 1010 || got["c"] != 250 {
-		t.Errorf("frames delivered per station %v, want a ~500, b ~1000, c 250", got)
+	a, b := flowByName(t, sum, "from-a").PacketsReceived, flowByName(t, sum, "from-b").PacketsReceived
+	if got["a"] < a || got["a"] > a+10 || got["b"] < b || got["b"] > b+10 || got["c"] != 250 {
+		t.Errorf("frames delivered per station %v, want a ~%d, b ~%d, c 250 (their flows' datagrams)", got, a, b)
+	}
+	for _, st := range sum.WiFi.Stations {
+		for reason, n := range st.Drops {
+			if reason != "flushed" && n > 0 {
+				t.Errorf("station %s dropped frames %v: the cell has room for all", st.Name, st.Drops)
+			}
+		}
 	}
 	if sum.WiFi.AP.Delivered < 250 {
 		t.Errorf("the AP delivered %d frames, want the 250 of to-a at least", sum.WiFi.AP.Delivered)
