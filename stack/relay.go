@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"strconv"
 	"sync"
 
 	"go.uber.org/zap"
@@ -114,7 +113,9 @@ func (h *Host) StartRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) 
 	r.bufs.New = func() any { b := make([]byte, tcpCopyBuffer); return &b }
 	r.udpB.New = func() any { b := make([]byte, udpBuffer); return &b }
 	for _, f := range cfg.Forwards {
-		r.forwards[f.Proto+"/"+strconv.Itoa(int(f.Listen))] = netip.AddrPortFrom(f.To.Addr().Unmap(), f.To.Port())
+		for _, k := range f.keys() {
+			r.forwards[k] = netip.AddrPortFrom(f.To.Addr().Unmap(), f.To.Port())
+		}
 	}
 	r.learnAddresses()
 
