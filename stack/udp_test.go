@@ -163,8 +163,12 @@ func TestUDPListenerCountsReceiveDrops(t *testing.T) {
 	drops := srv.(interface{ ReceiveDrops() uint64 }).ReceiveDrops()
 	buf := make([]byte, 2048)
 	read := 0
-	for {
-		srv.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	// What the buffer holds is there to read at once; the deadline only
+	// ends the test when it holds less than it should. (A 50 ms deadline
+	// per read could pass before a descheduled reader looked: a loaded
+	// machine read 0.)
+	srv.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for uint64(read)+drops < n {
 		if _, _, err := srv.ReadFrom(buf); err != nil {
 			break
 		}
