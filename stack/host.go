@@ -127,8 +127,9 @@ type Host struct {
 
 // forwarders are a Relay's gVisor forwarders.
 type forwarders struct {
-	tcp *tcp.Forwarder
-	udp *udp.Forwarder
+	relay *Relay
+	tcp   *tcp.Forwarder
+	udp   *udp.Forwarder
 }
 
 // closer is an endpoint wrapper the Host closes on Close.
@@ -265,6 +266,9 @@ func (h *Host) Inject(pkt []byte) {
 	if d == nil {
 		h.inDropped.Add(1)
 		return
+	}
+	if f := h.fwd.Load(); f != nil {
+		f.relay.admit(pkt) // a relayed UDP session's socket full: wait
 	}
 	pb := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(pkt)})
 	d.DeliverNetworkPacket(proto, pb)

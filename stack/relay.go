@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -73,8 +74,15 @@ type Relay struct {
 	budget     budget
 	fwd        *forwarders // installed in h.fwd while the relay runs
 
-	bufs sync.Pool // *[]byte of tcpCopyBuffer bytes, for TCP copies
-	udpB sync.Pool // *[]byte of udpBuffer bytes, for UDP datagrams
+	bufs       sync.Pool // *[]byte of tcpCopyBuffer bytes, for TCP copies
+	udpB       sync.Pool // *[]byte of udpBuffer bytes, for UDP datagrams
+	udpBatches sync.Pool // *udpBatch, for the up direction of UDP sessions
+
+	// sessions are the open UDP sessions by key, for admit; sessN is
+	// their number, so that admit costs nothing while there is none.
+	sessMu   sync.RWMutex
+	sessions map[udpKey]*udpSession
+	sessN    atomic.Int64
 }
 
 // StartRelay starts relaying on h as cfg says, until Close or until ctx
@@ -110,9 +118,11 @@ func (h *Host) StartRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) 
 		forwards: make(map[string]netip.AddrPort),
 		conns:    make(map[io.Closer]struct{}),
 		budget:   budget{limit: cfg.Budget},
+		sessions: make(map[udpKey]*udpSession),
 	}
 	r.bufs.New = func() any { b := make([]byte, tcpCopyBuffer); return &b }
 	r.udpB.New = func() any { b := make([]byte, udpBuffer); return &b }
+	r.udpBatches.New = func() any { return newUDPBatch(udpBatchLen) }
 	for _, f := range cfg.Forwards {
 		r.forwards[f.Proto+"/"+strconv.Itoa(int(f.Listen))] = netip.AddrPortFrom(f.To.Addr().Unmap(), f.To.Port())
 	}
@@ -197,8 +207,9 @@ func (h *Host) attachRelay(r *Relay) error {
 		}
 	}
 	r.fwd = &forwarders{
-		tcp: tcp.NewForwarder(h.s, 0, maxTCPPending, r.handleTCP),
-		udp: udp.NewForwarder(h.s, r.handleUDP),
+		relay: r,
+		tcp:   tcp.NewForwarder(h.s, 0, maxTCPPending, r.handleTCP),
+		udp:   udp.NewForwarder(h.s, r.handleUDP),
 	}
 	if !h.fwd.CompareAndSwap(nil, r.fwd) {
 		// A relay closed but not yet untracked: its shutdown clears

@@ -1,0 +1,131 @@
+package stack
+
+import (
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+	"gvisor.dev/gvisor/pkg/waiter"
+)
+
+// udpSink is a loopback UDP socket that reads and forgets every datagram.
+func udpSink(t testing.TB) netip.AddrPort {
+	t.Helper()
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 65536)
+		for {
+			if _, err := c.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { c.Close(); <-done })
+	return c.LocalAddr().(*net.UDPAddr).AddrPort()
+}
+
+// TestRelayUDPForwardLosesNothing sends bursts of datagrams through a UDP
+// forward, each burst several times what the relay's socket toward the
+// client holds, as fast as the client's host sends them, and waits for
+// each to be relayed before the next: a rate the machine carries on
+// average. Nothing may be lost inside the relay: the host's Inject waits
+// for the session's socket to have room instead of letting it overflow.
+// (Before, the socket overflowed in every burst.)
+func TestRelayUDPForwardLosesNothing(t *testing.T) {
+	client, r := newRelayPair(t, RelayConfig{
+		Forwards: []Forward{{Proto: "udp", Listen: 5353, To: udpSink(t)}},
+		UDPIdle:  300 * time.Millisecond,
+	})
+	c, err := client.DialUDP(netip.AddrPortFrom(peer4, 5353))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// 1000 datagrams of 1400 bytes: 1.4 MB, 6.6 times the 212992
+	// bytes of the socket's buffer. The wire between the hosts holds
+	// 4096 packets, so it takes a burst whole while Inject waits.
+	const bursts, burst, size = 5, 1000, 1400
+	b := make([]byte, size)
+	for i := range bursts {
+		for range burst {
+			if _, err := c.Write(b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := uint64((i + 1) * burst * size)
+		waitFor(t, "the burst to be relayed or lost", func() bool {
+			st := r.h.s.Stats().UDP
+			return r.Stats().UDP.BytesUp+size*st.ReceiveBufferErrors.Value() >= want
+		})
+	}
+	waitFor(t, "the idle session to end", func() bool { return r.Stats().UDP.Active == 0 })
+	st := r.Stats().UDP
+	if st.Dropped != 0 || st.BytesUp != bursts*burst*size {
+		t.Errorf("relayed %d of %d bytes, dropped %d datagrams (%v), want all relayed and none dropped",
+			st.BytesUp, bursts*burst*size, st.Dropped, st.DroppedBy)
+	}
+	if st.Waits == 0 {
+		t.Errorf("no datagram waited for the relay: the bursts did not test backpressure")
+	}
+}
+
+// TestRelayUDPBatchAllocs checks that a UDP session's up direction, in
+// steady state, reads and writes a batch of datagrams without allocating.
+func TestRelayUDPBatchAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops objects under the race detector")
+	}
+	client, r := newRelayPair(t, RelayConfig{})
+	var wq waiter.Queue
+	ep, terr := r.h.s.NewEndpoint(udp.ProtocolNumber, ipv4.ProtocolNumber, &wq)
+	if terr != nil {
+		t.Fatal(terr)
+	}
+	if terr := ep.Bind(tcpip.FullAddress{Port: 6000}); terr != nil {
+		t.Fatal(terr)
+	}
+	in := &relayUDP{UDPConn: gonet.NewUDPConn(&wq, ep), ep: ep, wq: &wq}
+	defer in.Close()
+	out, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(udpSink(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	u := &udpSession{r: r, in: in, out: out, batch: batchWriterOf(out), start: time.Now(), room: make(chan struct{}, 1)}
+
+	const batch, runs = 4, 100
+	c, err := client.DialUDP(netip.AddrPortFrom(peer4, 6000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	d := make([]byte, 100)
+	for range (runs + 1) * batch { // AllocsPerRun runs once more to warm up
+		c.Write(d)
+	}
+	waitFor(t, "the datagrams to be queued", func() bool {
+		return ep.Stats().(*tcpip.TransportEndpointStats).PacketsReceived.Value() == (runs+1)*batch
+	})
+	b := newUDPBatch(batch)
+	allocs := testing.AllocsPerRun(runs, func() {
+		if n, err := u.pass(b); n != batch {
+			t.Fatalf("a pass read %d datagrams (%v), want %d", n, err, batch)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per batch, want 0", allocs)
+	}
+	if got := r.Stats().UDP.BytesUp; got != (runs+1)*batch*uint64(len(d)) {
+		t.Errorf("%d bytes written, want %d", got, (runs+1)*batch*len(d))
+	}
+}
