@@ -105,8 +105,8 @@ func rcvbufErrors(b *testing.B, ns *hostnet.Netns) float64 {
 // and, outside netjam, the target's socket (sink-drops: the iperf3
 // server's socket was full, counted by the kernel of its namespace; the
 // veth row's sink drops are veth-sink-drops); lost is what iperf3's server
-// missed of what its client sent.
-// Needs root.
+// missed of what its client sent. cpu-µs/datagram is netjam's CPU time
+// over the datagrams it carried. Needs root.
 //
 //	go test -run XXX -bench TUNUDP -benchtime 1x -count 5 ./emulator/
 func BenchmarkTUNUDP(b *testing.B) {
@@ -133,7 +133,7 @@ tun:
     - {proto: udp, listen: 5201, to: 127.0.0.1:%d}
     - {proto: tcp, listen: 5201, to: 127.0.0.1:%d}
 `, ns.Path(), port, port)
-			var veth, nj, ratio, relay, kernel, path, lost, sink, vsink float64
+			var veth, nj, ratio, relay, kernel, path, lost, sink, vsink, cpu float64
 			for b.Loop() {
 				vs0 := rcvbufErrors(b, vs)
 				v, err := iperf3UDP(context.Background(), vc, "10.98.0.2", rate, secs)
@@ -143,8 +143,11 @@ tun:
 				vsd := rcvbufErrors(b, vs) - vs0
 				var r iperf3UDPResult
 				s0 := rcvbufErrors(b, nil)
+				var c time.Duration
 				sum := runTUNIn(b, y, func(ctx context.Context) error {
+					c0 := cpuTime()
 					r, err = iperf3UDP(ctx, ns, "10.99.0.2", rate, secs)
+					c = cpuTime() - c0
 					return err
 				})
 				sd := rcvbufErrors(b, nil) - s0
@@ -164,6 +167,10 @@ tun:
 				path += float64(pd)
 				lost += float64(r.End.Sum.LostPackets)
 				sink += sd
+				// netjam's CPU per datagram it carried (of 1400 bytes):
+				// what its work costs, which the machine's load does not
+				// change as much as the throughput.
+				cpu += c.Seconds() * 1e6 / (float64(run.TUN.Relay.UDP.BytesUp) / 1400)
 				vsink += vsd
 				b.Logf("veth %.3f Gbit/s (lost %d of %d, %.0f at the server's socket); netjam %.3f Gbit/s (lost %d of %d): relay drops %d %v, relay waits %d, shed %d, kernel drops %d, path drops %d, at the server's socket %.0f",
 					v.arrived()/1e9, v.End.Sum.LostPackets, v.End.Sum.Packets, vsd, r.arrived()/1e9, r.End.Sum.LostPackets, r.End.Sum.Packets,
@@ -179,6 +186,7 @@ tun:
 			b.ReportMetric(lost/n, "lost")
 			b.ReportMetric(sink/n, "sink-drops")
 			b.ReportMetric(vsink/n, "veth-sink-drops")
+			b.ReportMetric(cpu/n, "cpu-µs/datagram")
 		})
 	}
 }
