@@ -295,18 +295,20 @@ func (u *udpSession) pass(b *udpBatch) (int, tcpip.Error) {
 		return 0, err
 	}
 	u.read.Add(uint64(n))
-	u.touch()
-	u.flush(b)
-	// A write that blocked (the target's socket full) kept the
-	// session busy: idle counts from its end, or the datagrams
-	// queued meanwhile would be left unread when it ends.
-	u.touch()
+	// The endpoint has room now: an admit waiting for it goes on
+	// while the batch is written.
 	if u.waiting.Load() {
 		select {
 		case u.room <- struct{}{}:
 		default:
 		}
 	}
+	u.touch()
+	u.flush(b)
+	// A write that blocked (the target's socket full) kept the
+	// session busy: idle counts from its end, or the datagrams
+	// queued meanwhile would be left unread when it ends.
+	u.touch()
 	return n, nil
 }
 
@@ -473,8 +475,8 @@ type udpBatch struct {
 	off   int               // arena bytes held
 }
 
-func newUDPBatch(max int) *udpBatch {
-	b := &udpBatch{arena: make([]byte, udpArena), msgs: make([]ipv4.Message, max)}
+func newUDPBatch(n int) *udpBatch {
+	b := &udpBatch{arena: make([]byte, udpArena), msgs: make([]ipv4.Message, n)}
 	for i := range b.msgs {
 		b.msgs[i].Buffers = make([][]byte, 1)
 	}
