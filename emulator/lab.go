@@ -446,10 +446,10 @@ const setupTimeout = 30 * time.Second
 func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenario.Flow, clk clock.Clock) (flows.Flow, []closer, error) {
 	// A flow sends until its own duration or the run's end, whichever
 	// comes first. (A flow bounded by size or count instead is cut by the
-	// run's deadline.)
-	if end := s.Duration - f.Start; f.Duration > end {
-		f.Duration = end
-	}
+	// run's deadline.) Of its two specs, the one of the other type is
+	// zero, and stays so.
+	untilEnd(f.TCP.Start, &f.TCP.Duration, s.Duration)
+	untilEnd(f.UDP.Start, &f.UDP.Duration, s.Duration)
 	port := flowPort(s, i)
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
@@ -466,7 +466,7 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 	dst := netip.AddrPortFrom(toAddr, port)
 	switch f.Type {
 	case "tcp":
-		o := stack.TCPOptions{CC: f.CC, SendBuffer: int(f.SendBuffer), ReceiveBuffer: int(f.ReceiveBuffer)}
+		o := f.TCPOptions
 		ln, err := to.ListenTCP(port, o)
 		if err != nil {
 			return nil, nil, err
@@ -495,8 +495,9 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 // newUDPFlow makes flow number i, f, of its connected ends; on error it
 // closes them.
 func newUDPFlow(i int, f scenario.Flow, clk clock.Clock, send net.Conn, recv net.PacketConn) (flows.Flow, []closer, error) {
-	fl, err := flows.NewUDP(flows.UDPSpec{Name: f.Name, FlowID: uint32(i + 1), Rate: f.Rate, Interval: f.Interval,
-		PacketSize: f.PacketSize, Count: f.Count, Duration: f.Duration, Start: f.Start}, clk, send, recv)
+	spec := f.UDP
+	spec.FlowID = uint32(i + 1)
+	fl, err := flows.NewUDP(spec, clk, send, recv)
 	if err != nil {
 		send.Close()
 		recv.Close()
@@ -506,6 +507,14 @@ func newUDPFlow(i int, f scenario.Flow, clk clock.Clock, send net.Conn, recv net
 }
 
 type closer interface{ Close() error }
+
+// untilEnd cuts a flow's duration, *d, at the end of a run of the given
+// length: the flow starts at start.
+func untilEnd(start time.Duration, d *time.Duration, run time.Duration) {
+	if end := run - start; *d > end {
+		*d = end
+	}
+}
 
 // newTCPFlow connects a TCP bulk flow: dial connects its sender while ln
 // (closed on return) accepts its receiver. dial returns the sender and
@@ -539,7 +548,8 @@ func newTCPFlow(ctx context.Context, f scenario.Flow, clk clock.Clock, ln *stack
 		send.Close()
 		return nil, nil, fmt.Errorf("flow %s: accept: %w", f.Name, a.err)
 	}
-	spec := flows.TCPBulkSpec{Name: f.Name, Size: f.Size, Duration: f.Duration, Start: f.Start, Connect: connect, OnStall: onStall}
+	spec := f.TCP
+	spec.Connect, spec.OnStall = connect, onStall
 	fl, err := flows.NewTCPBulk(spec, clk, send, a.c,
 		func() flows.TCPInfo {
 			in := info()
@@ -571,7 +581,7 @@ func (l *lab) warnStall(flow string) func(flows.Stall) {
 func flowPort(s *scenario.Scenario, i int) uint16 {
 	taken := map[uint16]bool{}
 	if s.TUN != nil {
-		for _, f := range s.TUN.Forward {
+		for _, f := range s.TUN.Relay.Forwards {
 			taken[f.Listen] = true
 		}
 	}

@@ -221,7 +221,7 @@ func TestShippedConfigsRun(t *testing.T) {
 				ns := testNetns(t)
 				for _, s := range p.Runs {
 					if s.TUN != nil {
-						s.TUN.Netns = ns.Path()
+						s.TUN.Device.Netns = ns.Path()
 					}
 				}
 			}

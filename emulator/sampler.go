@@ -161,10 +161,13 @@ func (s *sampler) sample(now time.Time) {
 		if dt := now.Sub(l.lastT).Seconds(); dt > 0 {
 			s.series.Add(now, kindLinkRate, l.name, float64(out-l.lastOut)*8/dt)
 			if l.capacity != nil {
-				if c, ok := l.capacity.CapacityBytes(now); ok {
+				// Counted across traces a timeline switches
+				// between; nothing written at a fixed rate.
+				c, ok := l.capacity.CapacityBytes(now)
+				if ok {
 					s.series.Add(now, kindCapacity, l.name, float64(c-l.lastCap)*8/dt)
-					l.lastCap = c
 				}
+				l.lastCap = c
 			}
 		}
 		s.series.Add(now, kindDrops, l.name, float64(drops-l.lastDrop))

@@ -38,6 +38,23 @@ func windowRate(ts, bps []float64, a, b float64) (rate, span float64) {
 	return bits / span, span
 }
 
+// rateWindow is a stretch [a, b] of a run, in seconds, and the rate a
+// saturated link carries in it.
+type rateWindow struct{ a, b, want float64 }
+
+// checkWindows checks each window's rate within 0.5% (the packets a
+// window's ends cut), over at least 80% of it in samples.
+func checkWindows(t *testing.T, ts, bps []float64, ws []rateWindow) {
+	t.Helper()
+	for _, w := range ws {
+		got, span := windowRate(ts, bps, w.a, w.b)
+		t.Logf("%.2f-%.2f s: %.4f Mbit/s over %.2f s", w.a, w.b, got/1e6, span)
+		if span < (w.b-w.a)*0.8 || math.Abs(got-w.want)/w.want > 0.005 {
+			t.Errorf("%.2f-%.2f s: %.4f Mbit/s over %.2f s of samples, want %.3f within 0.5%%", w.a, w.b, got/1e6, span, w.want/1e6)
+		}
+	}
+}
+
 // TestLabTimelineSteps: 20 Mbit/s of UDP into an uplink stepping from 10
 // to 2 Mbit/s at 3 s, then lost entirely from 6 to 7 s, and back at 2 Mbit/s after. The link stays
 // saturated (offered above both rates), so it delivers exactly its rate
@@ -61,13 +78,7 @@ timeline:
 `)
 	sum := runInto(t, plan, out, Options{})
 	ts, bps := linkSeries(t, out, "uplink")
-	for _, w := range []struct{ a, b, want float64 }{{0.5, 2.95, 10e6}, {3.3, 5.95, 2e6}, {7.3, 8.95, 2e6}} {
-		got, span := windowRate(ts, bps, w.a, w.b)
-		t.Logf("%.2f-%.2f s: %.4f Mbit/s over %.2f s", w.a, w.b, got/1e6, span)
-		if span < (w.b-w.a)*0.8 || math.Abs(got-w.want)/w.want > 0.005 {
-			t.Errorf("%.2f-%.2f s: %.4f Mbit/s over %.2f s of samples, want %.1f within 0.5%%", w.a, w.b, got/1e6, span, w.want/1e6)
-		}
-	}
+	checkWindows(t, ts, bps, []rateWindow{{0.5, 2.95, 10e6}, {3.3, 5.95, 2e6}, {7.3, 8.95, 2e6}})
 	if got, span := windowRate(ts, bps, 6.3, 6.95); got != 0 || span < 0.4 {
 		t.Errorf("during the outage: %.0f bit/s over %.2f s, want nothing", got, span)
 	}
@@ -98,6 +109,47 @@ timeline:
 	}
 	if d := r.Links[0].Drops["loss"]; d == 0 {
 		t.Errorf("no loss drops in the outage: %v", r.Links[0].Drops)
+	}
+}
+
+// TestLabTimelineTraceHandover: a handover from a fixed rate to a trace
+// and back. The trace (one 1504-byte opportunity a millisecond, 12.032
+// Mbit/s) starts at the change, 3 s into the run, not at the run's first
+// packet: the saturated link carries 10, then 12.032, then 2 Mbit/s of IP
+// within the packets each window's ends cut (0.5%, as in
+// TestLabTimelineSteps), and the trace's capacity is sampled while it is
+// on, and only then.
+func TestLabTimelineTraceHandover(t *testing.T) {
+	trace := filepath.Join(t.TempDir(), "flat.trace")
+	var b strings.Builder
+	for ms := 1; ms <= 100; ms++ {
+		fmt.Fprintf(&b, "%d\n", ms)
+	}
+	if err := os.WriteFile(trace, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	plan := mustPlan(t, fmt.Sprintf(`
+clock: virtual
+duration: 9s
+link: {uplink: {rate: 10Mbps, queue: 50}}
+flows: [{name: flood, type: udp, rate: 20Mbps, packet_size: 1000, duration: 9s}]
+timeline:
+  - {at: 3s, set: {link.uplink.rate: {trace: %s}}}
+  - {at: 6s, set: {link.uplink.rate: 2Mbps}}
+`, trace))
+	sum := runInto(t, plan, out, Options{})
+	ts, bps := linkSeries(t, out, "uplink")
+	checkWindows(t, ts, bps, []rateWindow{{0.5, 2.95, 10e6}, {3.3, 5.95, 12.032e6}, {6.3, 8.95, 2e6}})
+	cts, cbps := seriesOf(t, out, kindCapacity, "uplink")
+	if len(cts) == 0 || cts[0] < 3 || cts[0] > 3.15 || cts[len(cts)-1] > 6.15 {
+		t.Errorf("capacity sampled at %v s, want from the handover at 3 s to the change back at 6 s", cts)
+	}
+	if got, _ := windowRate(cts, cbps, 3.3, 5.95); math.Abs(got-12.032e6)/12.032e6 > 0.005 {
+		t.Errorf("capacity %.4f Mbit/s on the trace, want 12.032", got/1e6)
+	}
+	if ev := sum.Runs[0].Timeline; len(ev) != 2 || ev[0].New != "{trace: "+trace+"}" {
+		t.Errorf("timeline %+v, want the handover and the change back", ev)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -100,9 +101,9 @@ type tunEnd struct {
 // compiled.
 func (l *lab) buildTUN(b *pathBuilder, s *scenario.Scenario, hooks labHooks) error {
 	c := s.TUN
-	t := &tunEnd{cfg: c, fromStation: map[netip.Addr]*endHost{}, mtu: c.MTU, read: make([][]byte, 1)}
+	t := &tunEnd{cfg: c, fromStation: map[netip.Addr]*endHost{}, mtu: c.Device.MTU, read: make([][]byte, 1)}
 	l.tun = t
-	for _, a := range c.Address {
+	for _, a := range c.Device.Addrs {
 		for _, p := range c.Peer {
 			if p.Is4() == a.Addr().Is4() {
 				t.peerAddrs = append(t.peerAddrs, netip.PrefixFrom(p, a.Bits()))
@@ -121,29 +122,31 @@ func (l *lab) buildTUN(b *pathBuilder, s *scenario.Scenario, hooks labHooks) err
 	l.kernelEnds(b, dq)
 	l.peerEnds(b)
 	l.log.Info("TUN device", zap.String("device", t.dev.Name()), zap.Stringers("kernel", addrs),
-		zap.Stringers("peer", t.peerAddrs), zap.Int("mtu", t.mtu), zap.String("netns", c.Netns), zap.Strings("stations", c.Stations))
+		zap.Stringers("peer", t.peerAddrs), zap.Int("mtu", t.mtu), zap.String("netns", c.Device.Netns), zap.Strings("stations", c.Stations))
 	return nil
 }
 
-// open opens the device (in its namespace): it has the kernel's
-// addresses, and one more per further station, in the same networks,
-// which it returns.
+// open opens the device (in its namespace) as the scenario describes it,
+// with the kernel's addresses and one more per further station, in the
+// same networks, which it returns.
 func (t *tunEnd) open(open openDevice) ([]netip.Prefix, error) {
 	c := t.cfg
 	var err error
-	if c.Netns != "" {
-		if t.ns, err = hostnet.OpenNetns(c.Netns); err != nil {
+	if c.Device.Netns != "" {
+		if t.ns, err = hostnet.OpenNetns(c.Device.Netns); err != nil {
 			return nil, err
 		}
 	}
-	addrs := append([]netip.Prefix(nil), c.Address...)
+	cfg := c.Device
+	cfg.Addrs = slices.Clone(c.Device.Addrs)
 	for _, sa := range c.StationAddrs[min(1, len(c.StationAddrs)):] {
 		for i, a := range sa {
-			addrs = append(addrs, netip.PrefixFrom(a, c.Address[i].Bits()))
+			cfg.Addrs = append(cfg.Addrs, netip.PrefixFrom(a, c.Device.Addrs[i].Bits()))
 		}
 	}
-	t.dev, err = open(hostnet.TUNConfig{Name: c.Name, Addrs: addrs, MTU: t.mtu, Routes: c.Routes, HostRoutes: c.HostRoutes, Netns: t.ns.Path(), Offload: c.Offload})
-	return addrs, err
+	cfg.MTU = t.mtu
+	t.dev, err = open(cfg)
+	return cfg.Addrs, err
 }
 
 // deviceEnd adds the device's inbox and the device behind it (see
@@ -172,7 +175,7 @@ func (l *lab) kernelEnds(b *pathBuilder, dq topology.ID) {
 	}
 	if len(c.Stations) == 0 {
 		var addrs []netip.Addr
-		for _, a := range c.Address {
+		for _, a := range c.Device.Addrs {
 			addrs = append(addrs, a.Addr())
 		}
 		k := kernel("kernel", addrs)
@@ -209,7 +212,7 @@ func (l *lab) peerEnds(b *pathBuilder) {
 	q := b.inbox(p, topology.Node{Name: "peer", In: topology.SinkFunc(p.inject), Accepts: topology.Accepts{GSO: topology.Yes, Merged: true}})
 	b.wire(b.g.Add(p.tx.Node()), b.down, l.capServer, "peer tx")
 	prefixes := hostPrefixes(p.addrs)
-	if t.cfg.Transparent != nil {
+	if t.cfg.Relay.Transparent {
 		prefixes = append(prefixes, netip.Prefix{}) // its relay takes any destination (and refuses what is not allowed)
 	}
 	b.route(b.toServer, l.routers[0], prefixes, q, l.capServer, "peer rx")
@@ -220,19 +223,14 @@ func (l *lab) startPeer(s *scenario.Scenario, hooks labHooks) error {
 	t, c := l.tun, l.tun.cfg
 	h, err := stack.NewHost(stack.HostConfig{
 		Name: "peer", Addrs: t.peerAddrs, MTU: t.mtu, Clock: l.clk, Seed: s.Seed + 2*maxHosts + 1, SACK: true,
-		Transparent: c.Transparent != nil, OutputGSO: l.outputGSO(t.peer), Log: l.log,
+		Transparent: c.Relay.Transparent, OutputGSO: l.outputGSO(t.peer), Log: l.log,
 	})
 	if err != nil {
 		return err
 	}
 	t.peer.host = h
-	rc := stack.RelayConfig{Services: c.Services, UDPIdle: c.UDPIdle, TCPIdle: c.TCPIdle, Dial: hooks.dial, Log: l.log}
-	for _, f := range c.Forward {
-		rc.Forwards = append(rc.Forwards, stack.Forward{Proto: f.Proto, Listen: f.Listen, To: f.To})
-	}
-	if c.Transparent != nil {
-		rc.Transparent, rc.Allow = true, c.Transparent.Allow
-	}
+	rc := c.Relay
+	rc.Dial, rc.Log = hooks.dial, l.log
 	t.relay, err = h.StartRelay(context.Background(), rc)
 	return err
 }
@@ -394,7 +392,7 @@ func (l *lab) tunSummary() *TUNSummary {
 		return nil
 	}
 	ts := &TUNSummary{Device: t.dev.Name(), Malformed: t.malformed.Load(), WriteErrors: t.writer.WriteErrors(), KernelDrops: t.kernelDrops, Shed: t.shed.Load()}
-	for _, a := range t.cfg.Address {
+	for _, a := range t.cfg.Device.Addrs {
 		ts.Kernel = append(ts.Kernel, a.String())
 	}
 	for j, name := range t.cfg.Stations {
@@ -405,7 +403,7 @@ func (l *lab) tunSummary() *TUNSummary {
 	for _, p := range t.cfg.Peer {
 		ts.Peer = append(ts.Peer, p.String())
 	}
-	for _, f := range t.cfg.Forward {
+	for _, f := range t.cfg.Relay.Forwards {
 		ts.Forwards = append(ts.Forwards, fmt.Sprintf("%s %s:%d -> %s", f.Proto, t.peerAddr, f.Listen, f.To))
 	}
 	if t.relay != nil {
@@ -455,7 +453,9 @@ func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port ui
 	case f.Type == "tcp" && f.Direction == "down":
 		return nil, nil, fmt.Errorf("flow %s: a kernel TCP flow sends from the kernel: direction up only", f.Name)
 	case f.Type == "tcp":
-		ln, err := peer.ListenTCP(port, stack.TCPOptions{SendBuffer: int(f.SendBuffer), ReceiveBuffer: int(f.ReceiveBuffer)})
+		// The peer's end takes the flow's buffers; its congestion
+		// control is the kernel's, which sends.
+		ln, err := peer.ListenTCP(port, stack.TCPOptions{SendBuffer: f.SendBuffer, ReceiveBuffer: f.ReceiveBuffer})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -464,7 +464,7 @@ func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port ui
 			err := t.ns.Do(func() error {
 				var err error
 				c, err = hostnet.DialKernelTCP(ctx, netip.AddrPortFrom(t.peerAddr, port),
-					hostnet.KernelTCPOptions{CC: f.CC, SendBuffer: int(f.SendBuffer), ReceiveBuffer: int(f.ReceiveBuffer), Local: local})
+					hostnet.KernelTCPOptions{CC: f.CC, SendBuffer: f.SendBuffer, ReceiveBuffer: f.ReceiveBuffer, Local: local})
 				return err
 			})
 			if err != nil {

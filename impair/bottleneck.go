@@ -2,6 +2,7 @@ package impair
 
 import (
 	"math/bits"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,15 +26,26 @@ type bottleneck struct {
 	// (in units of 1/Bitrate ns) so that their sum never drifts from
 	// bytes*8/rate, whatever the rate.
 	rem uint64
-	// trace replays RateConfig.Trace; nil at a fixed bit rate.
-	trace *traceLink
+	// trace replays RateConfig.Trace. Set only on the chain's goroutine
+	// (a live change may switch it), read by CapacityBytes on others.
+	trace atomic.Pointer[traceState]
+}
+
+// traceState is the trace a bottleneck replays, with what the traces
+// before it offered, swapped as one so that CapacityBytes never counts a
+// trace twice or misses one.
+type traceState struct {
+	link   *traceLink // nil at a fixed bit rate
+	before int64      // bytes the traces live changes replaced offered
 }
 
 func newBottleneck(cfg Config) *bottleneck {
 	b := &bottleneck{rate: cfg.Rate, qcfg: cfg.Queue}
+	st := &traceState{}
 	if cfg.Rate.Trace != nil {
-		b.trace = newTraceLink(cfg.Rate.Trace)
+		st.link = newTraceLink(cfg.Rate.Trace)
 	}
+	b.trace.Store(st)
 	b.q = newQueue(cfg.Queue, &b.c, newRand(cfg.Seed, cfg.Name, "queue"))
 	return b
 }
@@ -68,10 +80,10 @@ func (b *bottleneck) start(now time.Time) {
 	}
 	b.c.Sojourn.RecordDuration(now.Sub(p.Enqueued))
 	b.cur = p
-	if b.trace != nil {
+	if tl := b.trace.Load().link; tl != nil {
 		// Busy from the start to the opportunity that carries the
 		// last byte, waiting for opportunities included.
-		b.doneAt = b.trace.depart(now, int64(b.rate.wireBytes(len(p.Data))))
+		b.doneAt = tl.depart(now, int64(b.rate.wireBytes(len(p.Data))))
 		b.c.BusyNs.Add(int64(b.doneAt.Sub(now)))
 		return
 	}
@@ -107,13 +119,36 @@ func (b *bottleneck) txTime(n int) time.Duration {
 
 // CapacityBytes returns, for a trace-driven link, the bytes its delivery
 // opportunities offered from its start (its first packet) up to t, used
-// or lost; false at a fixed rate, or before the first packet. Safe on any
-// goroutine.
+// or lost, those of the traces live changes replaced included; false at a
+// fixed rate, or before the first packet, with what earlier traces
+// offered. Safe on any goroutine.
 func (b *bottleneck) CapacityBytes(t time.Time) (int64, bool) {
-	if b.trace == nil {
-		return 0, false
+	st := b.trace.Load()
+	if st.link == nil {
+		return st.before, false
 	}
-	return b.trace.capacity(t)
+	c, ok := st.link.capacity(t)
+	return st.before + c, ok
+}
+
+// switchTrace replaces the trace being replayed by t (nil: the fixed
+// rate of the change), started at now; a zero now (a change before the
+// run starts) starts it with the first packet, as a trace of the file.
+func (b *bottleneck) switchTrace(t *Trace, now time.Time) {
+	old := b.trace.Load()
+	st := &traceState{before: old.before}
+	if old.link != nil {
+		if c, ok := old.link.capacity(now); ok {
+			st.before += c
+		}
+	}
+	if t != nil {
+		st.link = newTraceLink(t)
+		if !now.IsZero() {
+			st.link.startAt(now)
+		}
+	}
+	b.trace.Store(st)
 }
 
 func (b *bottleneck) Flush() {

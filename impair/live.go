@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"time"
 )
 
 // Live changes: a direction's settings change between two packets, on the
@@ -25,8 +26,9 @@ import (
 //
 // What cannot change while the direction runs is refused with an error
 // saying so: the queue discipline and its settings other than the limits
-// (a smaller limit drops the excess at once, see queue_limits.go), a
-// trace, slots, the input limit and the name.
+// (a smaller limit drops the excess at once, see queue_limits.go), slots,
+// the input limit and the name. A rate trace may come and go: it starts
+// at the change.
 
 // maxLiveRate stands for "unlimited" once a direction had a rate: its
 // bottleneck stays and sends at 1 Tbit/s (12 ns per 1500-byte packet).
@@ -91,10 +93,14 @@ func (c *Chain) Set(cfg Config) error {
 	live := cfg
 	live.Name = stream
 	if b != nil {
-		b.set(cfg)
+		b.set(cfg, c.now)
 		stages = append(stages, b)
 	} else if cfg.Rate.limited() {
-		stages = append(stages, newBottleneck(live))
+		nb := newBottleneck(live)
+		if cfg.Rate.Trace != nil {
+			nb.switchTrace(cfg.Rate.Trace, c.now) // from the change on
+		}
+		stages = append(stages, nb)
 	}
 	if g := find("slot"); g != nil {
 		stages = append(stages, g)
@@ -123,10 +129,6 @@ func newLossGen(cfg LossConfig, r *rand.Rand) lossGen {
 
 // canSet says why the bottleneck cannot take cfg while it runs.
 func (b *bottleneck) canSet(cfg Config) error {
-	switch {
-	case cfg.Rate.Trace != b.rate.Trace:
-		return errors.New("impair: a trace-driven rate cannot be set or changed while the direction runs")
-	}
 	q, old := cfg.Queue, b.qcfg
 	q.LimitPackets, q.LimitBytes = old.LimitPackets, old.LimitBytes
 	if q != old {
@@ -136,11 +138,17 @@ func (b *bottleneck) canSet(cfg Config) error {
 }
 
 // set takes cfg's rate from the next packet put on the wire, and its
-// queue limits at once (see queue_limits.go).
-func (b *bottleneck) set(cfg Config) {
+// queue limits at once (see queue_limits.go). A trace that cfg brings in
+// (a handover from a fixed rate to a recorded cellular link, or from one
+// trace to another) starts at now, as mm-link starts its trace when the
+// link comes up; the same trace again (Trace.Same) goes on where it is.
+func (b *bottleneck) set(cfg Config, now time.Time) {
 	if cfg.Queue != b.qcfg {
 		b.qcfg = cfg.Queue
 		b.q.(limitSetter).setLimits(limitsOf(cfg.Queue))
+	}
+	if !cfg.Rate.Trace.Same(b.rate.Trace) {
+		b.switchTrace(cfg.Rate.Trace, now)
 	}
 	b.rate = cfg.Rate
 	if !b.rate.limited() {

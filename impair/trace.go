@@ -41,6 +41,20 @@ type Trace struct {
 	File string
 }
 
+// Same says whether t and u replay one schedule: the same value, or the
+// same file with the same Bytes (a scenario decodes its link once per
+// change of its timeline, and a change of the loss must not restart the
+// trace).
+func (t *Trace) Same(u *Trace) bool {
+	switch {
+	case t == u:
+		return true
+	case t == nil || u == nil:
+		return false
+	}
+	return t.File != "" && t.File == u.File && t.Bytes == u.Bytes
+}
+
 // Period returns how long the schedule lasts before it repeats.
 func (t *Trace) Period() time.Duration { return t.Times[len(t.Times)-1] }
 
@@ -138,6 +152,14 @@ func newTraceLink(t *Trace) *traceLink {
 	return &traceLink{t: t, n: int64(len(t.Times)), period: t.Period(), per: t.bytes()}
 }
 
+// startAt starts the schedule at now, before any packet: for a trace a
+// live change brings in, whose time runs from the change.
+func (l *traceLink) startAt(now time.Time) {
+	l.started, l.base = true, now
+	l.start.Store(now.UnixNano())
+	l.next = l.after(now)
+}
+
 // at returns the time of opportunity k.
 func (l *traceLink) at(k int64) time.Time {
 	return l.base.Add(time.Duration(k/l.n)*l.period + l.t.Times[k%l.n])
@@ -151,9 +173,7 @@ func (l *traceLink) at(k int64) time.Time {
 func (l *traceLink) depart(now time.Time, size int64) time.Time {
 	switch {
 	case !l.started:
-		l.started, l.base = true, now
-		l.start.Store(now.UnixNano())
-		l.next = l.after(now)
+		l.startAt(now)
 	case now.Equal(l.leftAt):
 		// Continuing at the opportunity the previous packet left at.
 		if size <= l.left {

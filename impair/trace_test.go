@@ -219,3 +219,60 @@ func TestTraceCapacity(t *testing.T) {
 		}
 	}
 }
+
+// TestSetTraceHandover: a live change from a fixed rate to a trace starts
+// the trace at the change (not at the next packet), the packet on the wire
+// finishes at the old rate, and a change back to a rate leaves the trace
+// for good; the capacity counts each trace once, the replaced one's up to
+// its end. A change of another key keeps the trace where it is.
+func TestSetTraceHandover(t *testing.T) {
+	cfg := Config{Name: "up", Rate: RateConfig{Bitrate: 12_000_000}} // 1 ms per 1500 B
+	c, col, pool := newTestChain(t, cfg)
+	for i := range 3 {
+		c.Arrive(t0, testPacket(pool, 1500, uint32(i)))
+	}
+	c.Advance(t0.Add(1500 * time.Microsecond)) // the first left at 1 ms; the second is on the wire until 2 ms
+	lte := &Trace{Times: ms(3, 4, 10), Bytes: 1500, File: "lte.trace"}
+	next := cfg
+	next.Rate = RateConfig{Trace: lte}
+	if err := c.Set(next); err != nil {
+		t.Fatalf("switching to a trace: %v", err)
+	}
+	// The trace's time runs from 1.5 ms: opportunities at 4.5, 5.5,
+	// 11.5, 14.5, ... The third packet starts at 2 ms and takes 4.5.
+	c.Arrive(t0.Add(5*msec), testPacket(pool, 1500, 3)) // takes 5.5
+	c.Arrive(t0.Add(6*msec), testPacket(pool, 1500, 4)) // takes 11.5
+	c.Advance(t0.Add(7 * msec))
+	same := next
+	same.Rate.Trace = &Trace{Times: lte.Times, Bytes: 1500, File: "lte.trace"} // decoded again
+	same.Loss = LossConfig{Model: LossRandom, P: 0}
+	if err := c.Set(same); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(t0.Add(12 * msec))
+	b := c.Stages()[len(c.Stages())-1].(interface {
+		CapacityBytes(time.Time) (int64, bool)
+	})
+	if got, ok := b.CapacityBytes(t0.Add(12 * msec)); !ok || got != 3*1500 {
+		t.Errorf("capacity at 12 ms: %d (%v), want 3 opportunities, 4500 B", got, ok)
+	}
+	back := cfg
+	back.Rate.Bitrate = 1_500_000 // 8 ms per 1500 B
+	if err := c.Set(back); err != nil {
+		t.Fatal(err)
+	}
+	c.Arrive(t0.Add(13*msec), testPacket(pool, 1500, 5)) // 13 + 8 = 21 ms, not the trace's 14.5
+	c.Advance(t0.Add(30 * msec))
+	want := []time.Duration{1 * msec, 2 * msec, 4500 * time.Microsecond, 5500 * time.Microsecond, 11500 * time.Microsecond, 21 * msec}
+	if len(col.got) != len(want) {
+		t.Fatalf("%d delivered, want %d", len(col.got), len(want))
+	}
+	for i, w := range want {
+		if got := col.got[i].at.Sub(t0); got != w {
+			t.Errorf("packet %d left at %v, want %v", i, got, w)
+		}
+	}
+	if got, ok := b.CapacityBytes(t0.Add(30 * msec)); ok || got != 3*1500 {
+		t.Errorf("capacity at a fixed rate again: %d (%v), want the trace's 4500 B and false", got, ok)
+	}
+}

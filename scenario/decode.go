@@ -59,10 +59,17 @@ type decoder struct {
 	count int
 	// congestionControls is Options.CongestionControls, for kernel flows.
 	congestionControls func() ([]string, error)
+	// traces holds the trace files read so far, by absolute path: the
+	// timeline decodes the link in force after every change (up to
+	// MaxTimelineChanges of them), and each trace is read and held once.
+	// Its sub-decoders share it.
+	traces map[string][]time.Duration
+	// setsNameNoFiles is Options.setsNameNoFiles.
+	setsNameNoFiles bool
 }
 
 func newDecoder(file string, origins map[*yaml.Node]string) *decoder {
-	return &decoder{file: file, origins: origins, seen: map[string]bool{}, congestionControls: kernelCongestionControls}
+	return &decoder{file: file, origins: origins, seen: map[string]bool{}, congestionControls: kernelCongestionControls, traces: map[string][]time.Duration{}}
 }
 
 // errorf reports a problem with node n (nil: the file as a whole) at path.

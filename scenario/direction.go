@@ -414,14 +414,14 @@ func (d *decoder) trace(n *yaml.Node, path string) *impair.Trace {
 		d.errorf(n, path, "empty: expected the path of a trace file (mahimahi's format: one delivery time in ms per line)")
 		return nil
 	}
-	file := name
-	if !filepath.IsAbs(file) && d.origins[n] == "" && d.file != "" {
-		file = filepath.Join(filepath.Dir(d.file), file)
+	if d.setsNameNoFiles && d.origins[n] == originSet {
+		d.errorf(n, path, "a change made while the run runs names no trace file (netjam would read it for whoever asks); put the trace in the scenario's timeline")
+		return nil
 	}
-	if abs, err := filepath.Abs(file); err == nil {
-		// The resolved scenario (Scenario.YAML), written elsewhere,
-		// still finds the trace.
-		file, n.Value = abs, abs
+	file := d.tracePath(n)
+	if times, ok := d.traces[file]; ok {
+		// Read before: a timeline decodes the link once per change.
+		return &impair.Trace{Times: times, File: file}
 	}
 	f, err := os.Open(file)
 	if err != nil {
@@ -440,7 +440,44 @@ func (d *decoder) trace(n *yaml.Node, path string) *impair.Trace {
 		return nil
 	}
 	t.File = file
+	d.traces[file] = t.Times
 	return t
+}
+
+// tracePath resolves the trace file n names, relative to the scenario
+// file's folder (to the working folder for a command line's), and
+// writes it back to n, so that the resolved scenario (Scenario.YAML),
+// written elsewhere, and the timeline's record of the change name the
+// file wherever they are read.
+func (d *decoder) tracePath(n *yaml.Node) string {
+	file := n.Value
+	if !filepath.IsAbs(file) && d.origins[n] == "" && d.file != "" {
+		file = filepath.Join(filepath.Dir(d.file), file)
+	}
+	if abs, err := filepath.Abs(file); err == nil {
+		file, n.Value = abs, abs
+	}
+	return file
+}
+
+// resolveTraces resolves (tracePath) the trace files named in v, the
+// value of a timeline's key: key itself ends in "trace", or v holds a
+// "trace" key at any depth.
+func (d *decoder) resolveTraces(key string, v *yaml.Node) {
+	if v == nil {
+		return
+	}
+	if v.Kind == yaml.ScalarNode {
+		if (key == "trace" || strings.HasSuffix(key, ".trace")) && v.Value != "" && v.Tag != "!!null" {
+			d.tracePath(v)
+		}
+		return
+	}
+	if v.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(v.Content); i += 2 {
+			d.resolveTraces(v.Content[i].Value, v.Content[i+1])
+		}
+	}
 }
 
 // slot decodes `slot`: a duration (min = max) or {min, max, packets, bytes}.

@@ -92,6 +92,7 @@ func (d *decoder) flowKind(item *yaml.Node, f map[string]*yaml.Node, path string
 	} else {
 		fl.Type, _ = d.oneOf(v, join(path, "type"), "flow type", flowTypes)
 	}
+	start, dur := fl.ofType()
 	if v := f["stack"]; v != nil {
 		fl.Stack, _ = d.oneOf(v, join(path, "stack"), "flow stack", flowStacks)
 		if fl.Stack == StackKernel && t == nil {
@@ -109,12 +110,28 @@ func (d *decoder) flowKind(item *yaml.Node, f map[string]*yaml.Node, path string
 			if s >= duration {
 				d.errorf(v, join(path, "start"), "%s is not before the end of the run (duration %v)", v.Value, duration)
 			}
-			fl.Start = s
+			*start = s
 		}
 	}
 	if v := f["duration"]; v != nil {
-		fl.Duration, _ = d.duration(v, join(path, "duration"), true, maxDuration)
+		*dur, _ = d.duration(v, join(path, "duration"), true, maxDuration)
 	}
+}
+
+// ofType gives fl the spec of its type, with that type's defaults and the
+// flow's name, and returns where the flow's start and duration go: in
+// that spec (in a throwaway for an invalid type, which is reported).
+func (fl *Flow) ofType() (start, duration *time.Duration) {
+	switch fl.Type {
+	case "tcp":
+		fl.TCP.Name = fl.Name
+		return &fl.TCP.Start, &fl.TCP.Duration
+	case "udp":
+		fl.UDP = udpDefaults()
+		fl.UDP.Name = fl.Name
+		return &fl.UDP.Start, &fl.UDP.Duration
+	}
+	return new(time.Duration), new(time.Duration)
 }
 
 // flowStation decodes a flow's station, v (nil: none): required with a
@@ -152,13 +169,13 @@ func (d *decoder) flowStation(item, v *yaml.Node, path string, fl *Flow, w *wifi
 // flow, one packet of the TUN device t's MTU from its first address (over
 // IPv6, 40 bytes of IP).
 func udpPayload(mtu int, fl Flow, t *TUN) int {
-	if fl.Stack != StackKernel || t == nil || len(t.Address) == 0 {
+	if fl.Stack != StackKernel || t == nil || len(t.Device.Addrs) == 0 {
 		return mtu - 28
 	}
-	if t.Address[0].Addr().Is6() {
-		return t.MTU - 48
+	if t.Device.Addrs[0].Addr().Is6() {
+		return t.Device.MTU - 48
 	}
-	return t.MTU - 28
+	return t.Device.MTU - 28
 }
 
 // stationsAgreeOnSACK reports the netstack TCP flows of one station that
@@ -211,13 +228,15 @@ func (d *decoder) tcpFlow(item *yaml.Node, f map[string]*yaml.Node, path string,
 		}
 	}
 	if v := f["send_buffer"]; v != nil {
-		fl.SendBuffer, _ = d.size(v, join(path, "send_buffer"), 4096, 256<<20)
+		b, _ := d.size(v, join(path, "send_buffer"), 4096, 256<<20)
+		fl.SendBuffer = int(b)
 	}
 	if v := f["receive_buffer"]; v != nil {
-		fl.ReceiveBuffer, _ = d.size(v, join(path, "receive_buffer"), 4096, 256<<20)
+		b, _ := d.size(v, join(path, "receive_buffer"), 4096, 256<<20)
+		fl.ReceiveBuffer = int(b)
 	}
 	if v := f["size"]; v != nil {
-		fl.Size, _ = d.size(v, join(path, "size"), 1, 1<<40)
+		fl.TCP.Size, _ = d.size(v, join(path, "size"), 1, 1<<40)
 	}
 	if f["size"] == nil && f["duration"] == nil {
 		d.errorf(item, path, "a tcp flow needs a size or a duration")
@@ -260,12 +279,12 @@ func (d *decoder) udpFlow(item *yaml.Node, f map[string]*yaml.Node, path string,
 	case rate == nil && interval == nil:
 		d.errorf(item, path, "a udp flow needs a rate or an interval")
 	case rate != nil:
-		fl.Rate, _ = d.bitrate(rate, join(path, "rate"))
-		if fl.Rate == 0 && rate.Value == "unlimited" {
+		fl.UDP.Rate, _ = d.bitrate(rate, join(path, "rate"))
+		if fl.UDP.Rate == 0 && rate.Value == "unlimited" {
 			d.errorf(rate, join(path, "rate"), "a udp flow needs a finite rate")
 		}
 	default:
-		fl.Interval, _ = d.duration(interval, join(path, "interval"), true, maxDelay)
+		fl.UDP.Interval, _ = d.duration(interval, join(path, "interval"), true, maxDelay)
 	}
 	if v := f["packet_size"]; v != nil {
 		hi := int64(65507)
@@ -273,11 +292,11 @@ func (d *decoder) udpFlow(item *yaml.Node, f map[string]*yaml.Node, path string,
 			hi = int64(maxPayload)
 		}
 		if s, ok := d.integer(v, join(path, "packet_size"), UDPHeaderSize, hi); ok {
-			fl.PacketSize = int(s)
+			fl.UDP.PacketSize = int(s)
 		}
 	}
 	if v := f["count"]; v != nil {
-		fl.Count, _ = d.integer(v, join(path, "count"), 1, 1<<40)
+		fl.UDP.Count, _ = d.integer(v, join(path, "count"), 1, 1<<40)
 	}
 	if f["count"] == nil && f["duration"] == nil {
 		d.errorf(item, path, "a udp flow needs a count or a duration")

@@ -170,49 +170,56 @@ func checkValid(t *testing.T, s *Scenario) {
 		t.Errorf("kernel flows without tun")
 	}
 	if tun := s.TUN; tun != nil {
-		if tun.Name == "" || ifNameProblem(tun.Name) != "" {
-			t.Errorf("tun name %q", tun.Name)
+		if tun.Device.Name == "" || ifNameProblem(tun.Device.Name) != "" {
+			t.Errorf("tun name %q", tun.Device.Name)
 		}
-		if len(tun.Address) < 1 || len(tun.Address) > 2 || len(tun.Peer) != len(tun.Address) {
-			t.Errorf("tun addresses %v, peers %v", tun.Address, tun.Peer)
+		if len(tun.Device.Addrs) < 1 || len(tun.Device.Addrs) > 2 || len(tun.Peer) != len(tun.Device.Addrs) {
+			t.Errorf("tun addresses %v, peers %v", tun.Device.Addrs, tun.Peer)
 		} else {
-			for i, p := range tun.Address {
+			for i, p := range tun.Device.Addrs {
 				if a := tun.Peer[i]; !p.Contains(a) || a == p.Addr() || !hostOf(p, a) || !hostOf(p, p.Addr()) || p.Bits() == 0 {
 					t.Errorf("tun address %v, peer %v", p, a)
 				}
 			}
-			if len(tun.Address) == 2 && tun.Address[0].Addr().Is4() == tun.Address[1].Addr().Is4() {
-				t.Errorf("tun addresses %v of one family", tun.Address)
+			if len(tun.Device.Addrs) == 2 && tun.Device.Addrs[0].Addr().Is4() == tun.Device.Addrs[1].Addr().Is4() {
+				t.Errorf("tun addresses %v of one family", tun.Device.Addrs)
 			}
 		}
-		if tun.MTU < 576 || tun.MTU > s.MTU {
-			t.Errorf("tun mtu %d (scenario %d)", tun.MTU, s.MTU)
+		if tun.Device.MTU < 576 || tun.Device.MTU > s.MTU {
+			t.Errorf("tun mtu %d (scenario %d)", tun.Device.MTU, s.MTU)
 		}
-		for _, r := range tun.Routes {
+		for _, r := range tun.Device.Routes {
 			if r != r.Masked() || r.Bits() == 0 {
 				t.Errorf("tun route %v", r)
 			}
 		}
-		if tr := tun.Transparent; tr != nil {
-			if len(tr.Allow) == 0 {
+		if tun.Relay.Transparent {
+			if len(tun.Relay.Allow) == 0 {
 				t.Error("transparent without allow")
 			}
-			for _, p := range tr.Allow {
+			for _, p := range tun.Relay.Allow {
 				if p != p.Masked() || p.Bits() == 0 {
 					t.Errorf("allow %v", p)
 				}
 			}
 		}
-		for _, fw := range tun.Forward {
-			if fw.Listen == 0 || !fw.To.IsValid() || fw.To.Port() == 0 || tun.Services && (fw.Listen == 7 || fw.Listen == 9) {
+		for _, fw := range tun.Relay.Forwards {
+			if fw.Listen == 0 || !fw.To.IsValid() || fw.To.Port() == 0 || tun.Relay.Services && (fw.Listen == 7 || fw.Listen == 9) {
 				t.Errorf("forward %+v", fw)
 			}
 		}
-		if tun.UDPIdle <= 0 || tun.UDPIdle > time.Hour {
-			t.Errorf("udp idle %v", tun.UDPIdle)
+		if tun.Relay.UDPIdle <= 0 || tun.Relay.UDPIdle > time.Hour {
+			t.Errorf("udp idle %v", tun.Relay.UDPIdle)
 		}
-		if tun.Netns != "" && !filepath.IsAbs(tun.Netns) {
-			t.Errorf("netns %q", tun.Netns)
+		if tun.Device.Netns != "" && !filepath.IsAbs(tun.Device.Netns) {
+			t.Errorf("netns %q", tun.Device.Netns)
+		}
+		// What the scenario took, the packages it configures take too.
+		if err := tun.Device.Validate(); err != nil {
+			t.Errorf("tun device: %v", err)
+		}
+		if err := tun.Relay.Validate(); err != nil {
+			t.Errorf("tun relay: %v", err)
 		}
 	}
 }

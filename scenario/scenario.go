@@ -34,6 +34,11 @@ type Options struct {
 	// with them alone (a tun section under clock: virtual) is not an
 	// error. Naming a variant the file does not have is.
 	Variants []string
+
+	// setsNameNoFiles refuses a trace file named by Sets (With: a change
+	// from the control API, whose client must not make netjam read and
+	// quote files it may not read itself).
+	setsNameNoFiles bool
 }
 
 // Plan is a parsed scenario file: one Scenario per run.
@@ -258,6 +263,7 @@ func resolve(file string, root *yaml.Node, v *variant, sets []override, o Option
 	origins := map[*yaml.Node]string{}
 	d := newDecoder(file, origins)
 	d.congestionControls = o.CongestionControls
+	d.setsNameNoFiles = o.setsNameNoFiles
 	tree := clone(root, nil)
 	if v != nil {
 		origin := variantPrefix + v.name

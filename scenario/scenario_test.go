@@ -16,7 +16,9 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/netjam/netjam/capture"
+	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/stack"
 	"github.com/netjam/netjam/wifi"
 )
 
@@ -1027,10 +1029,14 @@ variants:
 	}
 	s := p.Runs[0]
 	want := []Flow{
-		{Name: "bulk", Type: "tcp", Stack: "netstack", Direction: "up", CC: "reno", SACK: false, SendBuffer: 4e6, ReceiveBuffer: 6e6, Size: 5 << 20, PacketSize: 100},
-		{Name: "back", Type: "tcp", Stack: "netstack", Direction: "down", Start: 2 * time.Second, SACK: true, Duration: 10 * time.Second, PacketSize: 100},
-		{Name: "probe", Type: "udp", Stack: "netstack", Direction: "up", SACK: true, Interval: 2 * time.Millisecond, Count: 1000, PacketSize: 200},
-		{Name: "video", Type: "udp", Stack: "netstack", Direction: "up", SACK: true, Rate: 6e6, PacketSize: 1200, Duration: 25 * time.Second},
+		{Name: "bulk", Type: "tcp", Stack: "netstack", Direction: "up", TCPOptions: stack.TCPOptions{CC: "reno", SendBuffer: 4e6, ReceiveBuffer: 6e6},
+			SACK: false, TCP: flows.TCPBulkSpec{Name: "bulk", Size: 5 << 20}},
+		{Name: "back", Type: "tcp", Stack: "netstack", Direction: "down", SACK: true,
+			TCP: flows.TCPBulkSpec{Name: "back", Start: 2 * time.Second, Duration: 10 * time.Second}},
+		{Name: "probe", Type: "udp", Stack: "netstack", Direction: "up", SACK: true,
+			UDP: flows.UDPSpec{Name: "probe", Interval: 2 * time.Millisecond, Count: 1000, PacketSize: 200}},
+		{Name: "video", Type: "udp", Stack: "netstack", Direction: "up", SACK: true,
+			UDP: flows.UDPSpec{Name: "video", Rate: 6e6, PacketSize: 1200, Duration: 25 * time.Second}},
 	}
 	if !reflect.DeepEqual(s.Flows, want) {
 		t.Fatalf("flows\n%+v\nwant\n%+v", s.Flows, want)

@@ -9,7 +9,10 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/netjam/netjam/capture"
+	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/stack"
 	"github.com/netjam/netjam/wifi"
 )
 
@@ -18,7 +21,9 @@ import (
 // the defaults of each section. A section that configures a package of
 // the path decodes into that package's own type (a direction of the link
 // into impair.Config, the Wi-Fi cell into wifi.Config, the capture files'
-// limits into capture.Options); the types here are the scenario's own.
+// limits into capture.Options, a flow into flows.TCPBulkSpec or
+// flows.UDPSpec, the TUN device into hostnet.TUNConfig and its relay into
+// stack.RelayConfig); the types here hold only what is the scenario's own.
 
 // Scenario is one validated, fully resolved run of a scenario file: the file
 // with a variant's set and the command-line overrides applied and every
@@ -68,7 +73,10 @@ type Scenario struct {
 }
 
 // Flow is one traffic flow of a scenario: a TCP bulk transfer or a UDP
-// constant-bit-rate stream across the emulated path.
+// constant-bit-rate stream across the emulated path. What it sends and
+// when is package flows' own spec of its type (TCP or UDP; the other is
+// left zero), how its TCP sockets are set up package stack's TCPOptions;
+// the fields of its own say where the flow runs in the lab.
 type Flow struct {
 	Name string
 	Type string // "tcp" or "udp"
@@ -80,35 +88,36 @@ type Flow struct {
 	// Direction is "up" (client side to server side, across the uplink) or
 	// "down".
 	Direction string
-	Start     time.Duration // after the run's start
-
-	// TCP.
-	// CC is the congestion control; "" means the stack's default. One of
-	// NetstackCC for netstack flows, of the kernel's
-	// (Options.CongestionControls) for kernel flows.
-	CC string
-	// SACK defaults to true; kernel flows cannot turn it off (the
-	// kernel's SACK is the sysctl net.ipv4.tcp_sack, for every socket).
-	SACK bool
-	// SendBuffer and ReceiveBuffer are bytes (SO_SNDBUF and SO_RCVBUF
-	// for kernel flows); 0 = the stack's default with auto-tuning.
-	SendBuffer, ReceiveBuffer int64
-	Size                      int64 // bytes to send; 0 = send for Duration
-
-	// UDP.
-	Rate       uint64        // bits/s of UDP payload; 0 = use Interval
-	Interval   time.Duration // between datagrams; 0 = use Rate
-	PacketSize int           // UDP payload bytes, default 100
-	Count      int64         // datagrams to send; 0 = send for Duration
-
-	// Duration bounds a TCP flow without Size and a UDP flow without
-	// Count; 0 means until the run ends.
-	Duration time.Duration
-
 	// Station is the Wi-Fi station the flow's client-side end runs on;
 	// required when the scenario has a wifi cell, and only then. A kernel
 	// flow's is the TUN's station, and no netstack flow's is.
 	Station string
+
+	// TCP is a tcp flow's transfer. The file sets Size (bytes to send; 0:
+	// send for Duration), Start (after the run's start) and Duration
+	// (bounds a flow without Size; 0: until the run ends); Name is the
+	// flow's. InfoInterval keeps its default; Connect and OnStall are the
+	// emulator's.
+	TCP flows.TCPBulkSpec
+	// TCPOptions are a tcp flow's socket settings: CC, the congestion
+	// control ("" means the stack's default; one of NetstackCC for
+	// netstack flows, of the kernel's (Options.CongestionControls) for
+	// kernel flows), and SendBuffer and ReceiveBuffer in bytes (SO_SNDBUF
+	// and SO_RCVBUF for kernel flows; 0: the stack's default with
+	// auto-tuning).
+	stack.TCPOptions
+	// SACK defaults to true; kernel flows cannot turn it off (the
+	// kernel's SACK is the sysctl net.ipv4.tcp_sack, for every socket).
+	// gVisor sets it per host, not per socket, so the netstack TCP flows
+	// of one station agree on it.
+	SACK bool
+
+	// UDP is a udp flow's stream. The file sets Rate (bits/s of UDP
+	// payload) or Interval (between datagrams), PacketSize (UDP payload
+	// bytes; default 100), Count (datagrams to send; 0: send for
+	// Duration), Start and Duration (bounds a flow without Count; 0: until
+	// the run ends); Name is the flow's. FlowID is the emulator's.
+	UDP flows.UDPSpec
 }
 
 // Flow stacks.
@@ -138,89 +147,55 @@ type Capture struct {
 // TUN device whose packets cross the uplink to a netstack host that owns
 // the peer addresses, and come back across the downlink. Real applications
 // and flows with stack "kernel" send through it. It needs /dev/net/tun and
-// CAP_NET_ADMIN.
+// CAP_NET_ADMIN. The device is package hostnet's own configuration, the
+// peer's relay package stack's; the fields of its own are the peer's
+// addresses and the Wi-Fi stations.
 type TUN struct {
-	// Name is the device's name; default "netjam0". At most 15 bytes,
-	// without '/', ':', '%' or white space.
-	Name string
-	// Address holds the kernel's addresses on the device with their
-	// networks' prefix lengths, at most one IPv4 and one IPv6, in file
-	// order (default 10.99.0.1/24). Each is a unicast host address (not
-	// an IPv4 network's own or broadcast address) whose network has room
-	// for the peer.
-	Address []netip.Prefix
+	// Device is the device, as hostnet opens it. The file sets Name
+	// (default "netjam0"; at most 15 bytes, without '/', ':', '%' or
+	// white space); Addrs, the kernel's addresses with their networks'
+	// prefix lengths, at most one IPv4 and one IPv6, in file order
+	// (default 10.99.0.1/24), each a unicast host address (not an IPv4
+	// network's own or broadcast address) whose network has room for the
+	// peer; MTU (default the scenario's mtu, and never above it; at least
+	// 1280 with an IPv6 address); Routes, extra networks routed into the
+	// device for transparent relaying (no host bits set, not /0, each of
+	// a family of Addrs); HostRoutes (default false); Offload (default
+	// true: the path still applies every impairment to each MTU-sized
+	// segment, splitting where a stage decides per packet); and Netns,
+	// the absolute path of an existing namespace's file, as written in
+	// the scenario (/proc/PID/ns/net) or /var/run/netns/NAME for a
+	// namespace it names as ip netns does ("": netjam's own; kernel
+	// flows then run in it too). The emulator adds the further stations'
+	// addresses (StationAddrs) to Addrs.
+	Device hostnet.TUNConfig
 	// Peer holds netjam's addresses, the far end of the path: Peer[i] is
-	// the peer of Address[i], inside its network and not equal to it.
-	// By default the address after the kernel's (10.99.0.1/24 gives
+	// the peer of Device.Addrs[i], inside its network and not equal to
+	// it. By default the address after the kernel's (10.99.0.1/24 gives
 	// 10.99.0.2, fd99::1/64 gives fd99::2), or the one before when that
 	// is not a host of the network.
 	Peer []netip.Addr
-	// MTU is the device's MTU; default the scenario's mtu, and never
-	// above it (at least 1280 with an IPv6 address).
-	MTU int
-	// HostRoutes lets Routes outside the device's networks change the
-	// host's routing when netjam holds CAP_NET_ADMIN from its file
-	// (setcap) without being root; default false (see
-	// hostnet.TUNConfig.HostRoutes).
-	HostRoutes bool
-	// Routes are extra networks routed into the device (for
-	// transparent relaying): no host bits set, not /0, each of a family
-	// of Address.
-	Routes []netip.Prefix
-	// Forward relays ports of the peer to real servers; each (Proto,
-	// Listen) once, and not 7 or 9 while Services is on.
-	Forward []Forward
-	// Transparent relays connections to any destination routed into the
-	// device, when it is in Allow; nil means off.
-	Transparent *Transparent
-	// Services runs echo (port 7) and discard (port 9) on the peer, TCP
-	// and UDP; default true.
-	Services bool
-	// UDPIdle ends a relayed UDP session idle this long; default 60s.
-	UDPIdle time.Duration
-	// TCPIdle resets a relayed or served TCP connection that carried no
-	// byte either way this long; default 2h, when Linux's keepalive
-	// would start probing.
-	TCPIdle time.Duration
-	// Offload lets the kernel hand over and take TCP segments of up to
-	// 64 KiB with checksums left to the receiver (virtio-net headers,
-	// TSO); the path still applies every impairment to each MTU-sized
-	// segment, splitting where a stage decides per packet. Default true.
-	Offload bool
-	// Netns puts the device in an existing network namespace, given as
-	// the absolute path of its file: as written in the scenario
-	// (/proc/PID/ns/net), or /var/run/netns/NAME for a namespace the
-	// scenario names as ip netns does. "" means netjam's own namespace.
-	// Kernel flows then run in it too.
-	Netns string
+	// Relay is the peer's relay. The file sets Forwards (each (Proto,
+	// Listen) once, and not 7 or 9 while Services is on); Transparent
+	// and Allow (relaying connections to any destination routed into the
+	// device when it is in Allow; off by default); Services (echo on port
+	// 7 and discard on port 9, TCP and UDP; default true); UDPIdle
+	// (default 60s) and TCPIdle (default 2h, when Linux's keepalive would
+	// start probing). Budget and DialTimeout keep the relay's defaults;
+	// Dial and Log are the emulator's.
+	Relay stack.RelayConfig
 	// Stations, with a Wi-Fi cell, are the stations the kernel sits
 	// behind: required with a cell (at least one), not allowed without.
 	// The device's packets are told apart by source address: the first
-	// station has Address; each further one an address of its own in
-	// each network of Address (StationAddrs).
+	// station has Device.Addrs; each further one an address of its own
+	// in each network of Device.Addrs (StationAddrs).
 	Stations []string
 	// StationAddrs holds each station's kernel addresses, one per entry
-	// of Address and in its order: StationAddrs[0] are Address's own;
+	// of Device.Addrs and in its order: StationAddrs[0] are Addrs's own;
 	// further stations take the next free host addresses of the
 	// networks, after the kernel's and skipping the peers (10.99.0.1,
 	// then 10.99.0.3, 10.99.0.4, ...).
 	StationAddrs [][]netip.Addr
-}
-
-// Forward relays one port of the peer to a fixed target.
-type Forward struct {
-	Proto  string // "tcp" or "udp"
-	Listen uint16 // the peer's port, 1..65535
-	// To is the real server, an IP address and a port other than 0
-	// (host names are not looked up).
-	To netip.AddrPort
-}
-
-// Transparent is the allow list of transparent relaying.
-type Transparent struct {
-	// Allow lists the networks relayed to; at least one, none /0, no
-	// host bits set.
-	Allow []netip.Prefix
 }
 
 // Each direction of the link is an impair.Config: package scenario decodes
@@ -387,10 +362,11 @@ var schema = []section{
 		k("max_files", "Options.MaxFiles"),
 	}},
 	{path: "tun", hint: true, keys: []key{
-		k("name", "Name"), k("address", "Address"), k("peer", "Peer"), k("mtu", "MTU"), k("routes", "Routes"),
-		k("forward", "Forward"), k("transparent", "Transparent"), k("services", "Services"), k("udp_idle", "UDPIdle"),
-		k("tcp_idle", "TCPIdle"), k("host_routes", "HostRoutes"), k("netns", "Netns"), k("station", "Stations, StationAddrs"),
-		k("offload", "Offload"),
+		k("name", "Device.Name"), k("address", "Device.Addrs"), k("peer", "Peer"), k("mtu", "Device.MTU"),
+		k("routes", "Device.Routes"), k("forward", "Relay.Forwards"), k("transparent", "Relay.Transparent, Relay.Allow"),
+		k("services", "Relay.Services"), k("udp_idle", "Relay.UDPIdle"), k("tcp_idle", "Relay.TCPIdle"),
+		k("host_routes", "Device.HostRoutes"), k("netns", "Device.Netns"), k("station", "Stations, StationAddrs"),
+		k("offload", "Device.Offload"),
 	}},
 	{path: "wifi", hint: true, keys: []key{
 		k("standard", "Standard"), k("rate", "Rate"), k("basic_rate", "BasicRate"), k("slot", "Slot"), k("sifs", "SIFS"),
@@ -399,16 +375,18 @@ var schema = []section{
 		k("ampdu_max_frames", "AMPDUMaxFrames"), k("stations", "Stations"),
 	}},
 	{path: "flows[]", hint: true, keys: []key{
-		k("name", "Name"), k("type", "Type"), k("stack", "Stack"), k("direction", "Direction"), k("start", "Start"),
-		k("station", "Station"), k("cc", "CC", tcpFlows...), k("sack", "SACK", tcpFlows...),
-		k("send_buffer", "SendBuffer", tcpFlows...), k("receive_buffer", "ReceiveBuffer", tcpFlows...),
-		k("size", "Size", tcpFlows...), k("rate", "Rate", udpFlows...), k("interval", "Interval", udpFlows...),
-		k("packet_size", "PacketSize", udpFlows...), k("count", "Count", udpFlows...), k("duration", "Duration"),
+		k("name", "Name, TCP.Name, UDP.Name"), k("type", "Type"), k("stack", "Stack"), k("direction", "Direction"),
+		k("start", "TCP.Start, UDP.Start"), k("station", "Station"), k("cc", "TCPOptions.CC", tcpFlows...),
+		k("sack", "SACK", tcpFlows...), k("send_buffer", "TCPOptions.SendBuffer", tcpFlows...),
+		k("receive_buffer", "TCPOptions.ReceiveBuffer", tcpFlows...), k("size", "TCP.Size", tcpFlows...),
+		k("rate", "UDP.Rate", udpFlows...), k("interval", "UDP.Interval", udpFlows...),
+		k("packet_size", "UDP.PacketSize", udpFlows...), k("count", "UDP.Count", udpFlows...),
+		k("duration", "TCP.Duration, UDP.Duration"),
 	}},
 	{path: "variants[]", hint: true, keys: []key{k("name", ""), k("set", "")}},
 	{path: "link.uplink", hint: true, keys: directionSchema},
 	{path: "link.downlink", hint: true, keys: directionSchema},
-	{path: "tun.transparent", hint: true, keys: []key{k("allow", "Allow")}},
+	{path: "tun.transparent", hint: true, keys: []key{k("allow", "Allow")}}, // of tun's Relay
 	{path: "tun.forward[]", hint: true, keys: []key{k("proto", "Proto"), k("listen", "Listen"), k("to", "To")}},
 	{path: "wifi.stations[]", hint: true, keys: []key{
 		k("name", "Name"), k("rate", "Rate"), k("frame_error_rate", "FrameErrorRate"), k("snr", "SNR"), k("saturate", "Saturate"),
@@ -536,10 +514,13 @@ func scenarioDefaults(name string) *Scenario {
 	return &Scenario{Name: name, Duration: 30 * time.Second, MTU: 1500, SampleInterval: 100 * time.Millisecond}
 }
 
-// flowDefaults is a flow's defaults.
+// flowDefaults is a flow's defaults, of every type.
 func flowDefaults() Flow {
-	return Flow{Stack: StackNetstack, Direction: "up", SACK: true, PacketSize: 100}
+	return Flow{Stack: StackNetstack, Direction: "up", SACK: true}
 }
+
+// udpDefaults is a udp flow's defaults.
+func udpDefaults() flows.UDPSpec { return flows.UDPSpec{PacketSize: 100} }
 
 // wifiDefaults is the wifi section's defaults; zero fields take the
 // standard's preset (see wifi.Config).
@@ -554,14 +535,9 @@ func stationDefaults(i int) wifi.StationConfig {
 // scenario's.
 func tunDefaults(mtu int) *TUN {
 	return &TUN{
-		Name:     defaultTUNName,
-		Address:  []netip.Prefix{defaultTUNAddress},
-		Peer:     []netip.Addr{defaultTUNAddress.Addr().Next()},
-		MTU:      mtu,
-		Services: true,
-		UDPIdle:  60 * time.Second,
-		TCPIdle:  2 * time.Hour,
-		Offload:  true,
+		Device: hostnet.TUNConfig{Name: defaultTUNName, Addrs: []netip.Prefix{defaultTUNAddress}, MTU: mtu, Offload: true},
+		Peer:   []netip.Addr{defaultTUNAddress.Addr().Next()},
+		Relay:  stack.RelayConfig{Services: true, UDPIdle: stack.DefaultUDPIdle, TCPIdle: stack.DefaultTCPIdle},
 	}
 }
 

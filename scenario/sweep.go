@@ -281,13 +281,15 @@ const maxSweepErrors = 10
 
 // With returns s with sets applied, as --set applies them ("link.loss=5%"),
 // each value checked as a file's is: the settings of a run that changes
-// while it runs. s is not changed.
+// while it runs. s is not changed. A set that names a trace file is
+// refused: the changes come from the control API, whose client must not
+// have netjam read files for it (a parse error quotes a line).
 func (s *Scenario) With(sets ...string) (*Scenario, error) {
 	y, err := s.YAML()
 	if err != nil {
 		return nil, err
 	}
-	p, err := Parse(s.file, y, Options{Sets: sets})
+	p, err := Parse(s.file, y, Options{Sets: sets, setsNameNoFiles: true})
 	if err != nil {
 		return nil, err
 	}

@@ -392,10 +392,6 @@ func liveKeyProblem(key string) string {
 		if len(rest) > 1 && rest[1] != "limit" && rest[1] != "bytes" {
 			return "the queue's " + rest[1] + " cannot change while the run runs (its limit and bytes can)"
 		}
-	case "rate":
-		if len(rest) > 1 && strings.HasPrefix(rest[1], "trace") {
-			return "a rate trace cannot be set or changed while the run runs"
-		}
 	case "delay":
 		if len(rest) > 1 && rest[1] == "allow_reorder" {
 			return "allow_reorder cannot change while the run runs"
@@ -417,8 +413,6 @@ func fixedProblem(was, next impair.Config) string {
 		return "slots"
 	case was.InflightLimit != next.InflightLimit:
 		return "in-flight limit"
-	case (was.Rate.Trace == nil) != (next.Rate.Trace == nil) || was.Rate.Trace != nil && was.Rate.Trace.File != next.Rate.Trace.File:
-		return "rate trace"
 	case was.Delay.AllowReorder != next.Delay.AllowReorder:
 		return "allow_reorder"
 	}
@@ -564,6 +558,7 @@ func (c *tlCompiler) set(e *tlEvent) KeyChange {
 	if v == nullNode {
 		v = nil
 	}
+	c.d.resolveTraces(e.key, v) // the record names the file decoded
 	if _, ok := c.cur[e.key]; !ok {
 		c.order = append(c.order, e.key)
 	}
@@ -623,6 +618,7 @@ func (c *tlCompiler) decodeLink(at time.Duration, e *tlEvent) (impair.Config, im
 		}
 	}
 	sub := newDecoder(d.file, d.origins)
+	sub.traces = d.traces
 	var link *yaml.Node
 	if n := lookup(tree, "link"); n != nil && !isNull(n) {
 		link = n
@@ -729,6 +725,8 @@ func (d *decoder) rampFrom(e *tlEvent, kind string, state linkPair, at time.Dura
 	switch {
 	case len(dirs) == 2 && field(dirs[1]) != from:
 		d.errorf(e.at0, p, "the directions have different values when the ramp starts (%s); ramp link.uplink.%s and link.downlink.%s", formatDuration(at), strings.TrimPrefix(e.key, "link."), strings.TrimPrefix(e.key, "link."))
+	case kind == "rate" && dirs[0].Rate.Trace != nil:
+		d.errorf(e.at0, p, "the rate is a trace when the ramp starts (%s): a ramp goes from a bitrate", formatDuration(at))
 	case kind == "rate" && from == 0:
 		d.errorf(e.at0, p, "the rate is unlimited when the ramp starts (%s): set a rate to ramp from first", formatDuration(at))
 	case kind == "ratio" && dirs[0].Loss.Model != impair.LossRandom && dirs[0].Loss.Model != impair.LossNone:
@@ -743,6 +741,7 @@ func (d *decoder) rampFrom(e *tlEvent, kind string, state linkPair, at time.Dura
 func (d *decoder) rampTo(e *tlEvent, kind string) (float64, bool) {
 	p := e.entry + ".set." + e.key
 	sub := newDecoder(d.file, d.origins)
+	sub.traces = d.traces
 	var to float64
 	switch kind {
 	case "rate":

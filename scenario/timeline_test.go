@@ -2,6 +2,8 @@ package scenario
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -110,6 +112,7 @@ timeline:
 
 // TestTimelineErrors: every mistake is reported with file:line:key.
 func TestTimelineErrors(t *testing.T) {
+	wd, _ := os.Getwd()
 	for _, tc := range []struct{ src, want string }{
 		{"timeline: {at: 1s}", `x.yaml:2: timeline: expected a list of changes like {at: 10s, set: {link.loss: 5%}}, got a mapping`},
 		{"timeline:\n  - {at: 1s, set: {link.queue.discipline: codel}}", `x.yaml:3: timeline[0].set.link.queue.discipline: the queue's discipline cannot change while the run runs (its limit and bytes can)`},
@@ -118,7 +121,11 @@ func TestTimelineErrors(t *testing.T) {
 		{"link: {delay: {time: 5ms, allow_reorder: true}}\ntimeline:\n  - {at: 1s, set: {link.delay: 10ms}}", `x.yaml:4: timeline[0]: the uplink's allow_reorder cannot change while the run runs (at 1s)`},
 		{"timeline:\n  - {at: 1s, set: {link.uplink.slot: {min: 1ms, max: 2ms}}}", `x.yaml:3: timeline[0].set.link.uplink.slot: slots cannot change while the run runs`},
 		{"timeline:\n  - {at: 1s, set: {mtu: 1400}}", `x.yaml:3: timeline[0].set.mtu: only the link's keys (link.loss, link.uplink.rate, ...) change while the run runs`},
-		{"timeline:\n  - {at: 1s, set: {link.rate.trace: x.trace}}", `x.yaml:3: timeline[0].set.link.rate.trace: a rate trace cannot be set or changed while the run runs`},
+		// A trace may come in at run time (a handover), but its file
+		// must be there; a ramp does not start from one.
+		{"timeline:\n  - {at: 1s, set: {link.rate.trace: x.trace}}", `x.yaml:3: link.rate.trace: cannot read the trace: open ` + filepath.Join(wd, "x.trace") + `: no such file or directory (in the link the timeline makes at 1s, timeline[0])`},
+		{"link: {rate: 10Mbps}\ntimeline:\n  - {at: 1s, for: 2s, set: {link.downlink.rate: {trace: ../configs/traces/cellular-8s.down}}}", ``},
+		{"link: {rate: {trace: ../configs/traces/cellular-8s.down}}\ntimeline:\n  - {at: 1s, ramp: 1s, set: {link.rate: 1Mbps}}", `x.yaml:4: timeline[0].set.link.rate: the rate is a trace when the ramp starts (1s): a ramp goes from a bitrate`},
 		{"timeline:\n  - {at: 1s, set: {link.loss: 150%}}", `x.yaml:3: link.loss: 150% is out of range (expected 0% to 100%) (in the link the timeline makes at 1s, timeline[0])`},
 		{"timeline:\n  - {at: 1s, set: {link.lost: 1%}}", `x.yaml:3: link.lost: unknown key; did you mean "loss"? (in the link the timeline makes at 1s, timeline[0])`},
 		{"timeline:\n  - {at: 1s, for: 2s, set: {link.loss: 1%}}\n  - {at: 2s, for: 2s, set: {link.loss: 5%}}", `x.yaml:4: timeline[1].set.link.loss: overlaps a for or ramp window of link.loss at 1s (timeline[0], line 3)`},
@@ -232,5 +239,32 @@ timeline:
 	}
 	if p := s.Timeline[2]; p.Uplink.Rate.Bitrate != 2e6 {
 		t.Errorf("after the step, a reset's point has the stepped link: %+v", p.Uplink.Rate)
+	}
+}
+
+// TestWithReadsNoFiles: a change from the control API (With) may not name
+// a trace file, whatever the file: netjam, perhaps root, would read it for
+// a client and quote its first line in the error. A trace in the file's
+// own timeline is read as the file's link is.
+func TestWithReadsNoFiles(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secret, []byte("hunter2\n"), 0o600)
+	p, err := Parse("x.yaml", []byte("name: x\nlink: {rate: 10Mbps}\ntimeline:\n  - {at: 1s, set: {link.rate: {trace: ../configs/traces/cellular-8s.down}}}\n"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Runs[0]
+	for _, set := range []string{
+		"link.uplink.rate={trace: " + secret + "}",
+		"link.downlink.rate.trace=" + secret,
+		"link={rate: {trace: " + secret + "}}",
+	} {
+		_, err := s.With(set)
+		if err == nil || !strings.Contains(err.Error(), "names no trace file") || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("With(%q): %v, want a refusal that reads nothing", set, err)
+		}
+	}
+	if _, err := s.With("link.loss=1%"); err != nil {
+		t.Errorf("a change next to the timeline's trace: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/netjam/netjam/stack"
 	"github.com/netjam/netjam/wifi"
 )
 
@@ -44,7 +45,7 @@ func (d *decoder) tun(n *yaml.Node, mtu int, mtuOK bool, w *wifi.Config) *TUN {
 			if why := ifNameProblem(name); why != "" {
 				d.errorf(v, "tun.name", "%s is not a valid interface name (%s)", quote(name), why)
 			} else {
-				t.Name = name
+				t.Device.Name = name
 			}
 		}
 	}
@@ -52,11 +53,11 @@ func (d *decoder) tun(n *yaml.Node, mtu int, mtuOK bool, w *wifi.Config) *TUN {
 	d.tunPeer(f["peer"], t, fams)
 	d.tunMTU(f["mtu"], t, fams, mtu, mtuOK)
 	if v := f["routes"]; v != nil {
-		t.Routes = d.routes(v, fams)
+		t.Device.Routes = d.routes(v, fams)
 	}
 	d.tunSwitches(f, t)
 	if v := f["netns"]; v != nil {
-		t.Netns = d.netns(v)
+		t.Device.Netns = d.netns(v)
 	}
 	d.tunStation(n, f["station"], t, w)
 	return t
@@ -72,7 +73,7 @@ type tunFamilies struct {
 }
 
 // tunAddress decodes tun.address, v (nil: the default, whose node is the
-// tun's, n), into t.Address.
+// tun's, n), into t.Device.Addrs.
 func (d *decoder) tunAddress(n, v *yaml.Node, t *TUN) tunFamilies {
 	fams := tunFamilies{ok: true}
 	if v == nil {
@@ -83,7 +84,7 @@ func (d *decoder) tunAddress(n, v *yaml.Node, t *TUN) tunFamilies {
 	if v.Kind == yaml.SequenceNode && len(v.Content) == 0 {
 		d.errorf(v, "tun.address", "expected at least one address, like 10.99.0.1/24 (leave address out for that default)")
 	}
-	t.Address = nil
+	t.Device.Addrs = nil
 	for _, it := range d.scalars(v, "tun.address", "an address with its prefix length like 10.99.0.1/24") {
 		p, ok := d.hostPrefix(it, "tun.address")
 		if !ok {
@@ -95,7 +96,7 @@ func (d *decoder) tunAddress(n, v *yaml.Node, t *TUN) tunFamilies {
 			continue
 		}
 		fams.nodes[fam], fams.prefixes[fam] = it, p
-		t.Address = append(t.Address, p)
+		t.Device.Addrs = append(t.Device.Addrs, p)
 	}
 	fams.ok = d.count == before
 	return fams
@@ -115,7 +116,7 @@ func (d *decoder) tunPeer(v *yaml.Node, t *TUN, fams tunFamilies) {
 		}
 	}
 	t.Peer = nil
-	for _, p := range t.Address {
+	for _, p := range t.Device.Addrs {
 		if a := peers[family(p.Addr())]; a.IsValid() {
 			t.Peer = append(t.Peer, a)
 		}
@@ -188,7 +189,7 @@ func (d *decoder) tunMTU(v *yaml.Node, t *TUN, fams tunFamilies, mtu int, mtuOK 
 	case v6 != nil && m < minMTUIPv6:
 		d.errorf(v, "tun.mtu", "%d is below %d, IPv6's minimum MTU, and tun.address has an IPv6 address", m, minMTUIPv6)
 	default:
-		t.MTU = int(m)
+		t.Device.MTU = int(m)
 	}
 }
 
@@ -234,13 +235,13 @@ func (d *decoder) tunSwitches(f map[string]*yaml.Node, t *TUN) {
 		}
 		return ok
 	}
-	flag("offload", &t.Offload)
-	servicesOK := flag("services", &t.Services)
+	flag("offload", &t.Device.Offload)
+	servicesOK := flag("services", &t.Relay.Services)
 	if v := f["forward"]; v != nil {
-		t.Forward = d.forwards(v, t.Services && servicesOK)
+		t.Relay.Forwards = d.forwards(v, t.Relay.Services && servicesOK)
 	}
 	if v := f["transparent"]; v != nil {
-		t.Transparent = d.transparent(v)
+		t.Relay.Allow, t.Relay.Transparent = d.transparent(v), true
 	}
 	idle := func(key string, dst *time.Duration, max time.Duration) {
 		if v := f[key]; v != nil {
@@ -249,9 +250,9 @@ func (d *decoder) tunSwitches(f map[string]*yaml.Node, t *TUN) {
 			}
 		}
 	}
-	idle("udp_idle", &t.UDPIdle, time.Hour)
-	flag("host_routes", &t.HostRoutes)
-	idle("tcp_idle", &t.TCPIdle, maxTUNTCPIdle)
+	idle("udp_idle", &t.Relay.UDPIdle, time.Hour)
+	flag("host_routes", &t.Device.HostRoutes)
+	idle("tcp_idle", &t.Relay.TCPIdle, maxTUNTCPIdle)
 }
 
 // netns decodes tun.netns: a namespace's name or the absolute path of its
@@ -294,7 +295,7 @@ func (d *decoder) tunStation(n, v *yaml.Node, t *TUN, w *wifi.Config) {
 				t.Stations = append(t.Stations, name)
 			}
 		}
-		if len(t.Stations) > 0 && len(t.Address) > 0 {
+		if len(t.Stations) > 0 && len(t.Device.Addrs) > 0 {
 			d.stationAddrs(v, t)
 		}
 	}
@@ -302,12 +303,12 @@ func (d *decoder) tunStation(n, v *yaml.Node, t *TUN, w *wifi.Config) {
 
 // forwards decodes tun.forward; services tells whether the echo and
 // discard ports are taken.
-func (d *decoder) forwards(n *yaml.Node, services bool) []Forward {
+func (d *decoder) forwards(n *yaml.Node, services bool) []stack.Forward {
 	if n.Kind != yaml.SequenceNode {
 		d.errorf(n, "tun.forward", "expected a list of forwards like {proto: tcp, listen: 5201, to: 127.0.0.1:5201}, got %s", describe(n))
 		return nil
 	}
-	var out []Forward
+	var out []stack.Forward
 	first := map[string]*yaml.Node{} // "tcp/5201": its first listen
 	for i, item := range n.Content {
 		path := fmt.Sprintf("tun.forward[%d]", i)
@@ -315,7 +316,7 @@ func (d *decoder) forwards(n *yaml.Node, services bool) []Forward {
 		if !ok {
 			continue
 		}
-		var fw Forward
+		var fw stack.Forward
 		before := d.count
 		if v := f["proto"]; v == nil {
 			d.errorf(item, join(path, "proto"), "a forward needs a proto (tcp or udp)")
@@ -366,7 +367,7 @@ func (d *decoder) forwardTo(v *yaml.Node, path string) netip.AddrPort {
 // forwardOnce reports a forward's listen port (node lv, at path) that is
 // taken: by a forward before it (first holds their listen nodes, by
 // "tcp/5201"), or while services are on, by the echo or discard service.
-func (d *decoder) forwardOnce(fw Forward, lv *yaml.Node, path string, first map[string]*yaml.Node, services bool) {
+func (d *decoder) forwardOnce(fw stack.Forward, lv *yaml.Node, path string, first map[string]*yaml.Node, services bool) {
 	key := fmt.Sprintf("%s/%d", fw.Proto, fw.Listen)
 	switch prev, dup := first[key]; {
 	case dup && (d.origins[prev] != "" || prev.Line == 0):
@@ -390,23 +391,23 @@ const (
 	discardPort = 9
 )
 
-// transparent decodes tun.transparent.
-func (d *decoder) transparent(n *yaml.Node) *Transparent {
+// transparent decodes tun.transparent: the networks it allows.
+func (d *decoder) transparent(n *yaml.Node) []netip.Prefix {
 	f, ok := d.fields(n, "tun.transparent", "a mapping with allow, the destinations to relay to", transparentKeys)
 	if !ok {
 		return nil
 	}
-	tr := &Transparent{}
 	v := f["allow"]
 	if v == nil {
 		d.errorf(n, "tun.transparent.allow", "transparent relaying needs allow, the networks it may relay to (netjam is never an open relay)")
-		return tr
+		return nil
 	}
 	const path = "tun.transparent.allow"
 	items := d.scalars(v, path, "a network like 192.0.2.0/24")
 	if v.Kind == yaml.SequenceNode && len(v.Content) == 0 {
 		d.errorf(v, path, "expected at least one network (netjam is never an open relay)")
 	}
+	var allow []netip.Prefix
 	seen := map[netip.Prefix]bool{}
 	for _, it := range items {
 		p, ok := d.network(it, path)
@@ -424,10 +425,10 @@ func (d *decoder) transparent(n *yaml.Node) *Transparent {
 			d.errorf(it, path, "%s is %s, which the relay never reaches whatever allow says (a forward reaches loopback)", p, neverRelayed(p))
 		default:
 			seen[p] = true
-			tr.Allow = append(tr.Allow, p)
+			allow = append(allow, p)
 		}
 	}
-	return tr
+	return allow
 }
 
 // specialNets are the destinations the relay refuses whatever allow says
@@ -559,15 +560,15 @@ func (d *decoder) stationAddrs(n *yaml.Node, t *TUN) {
 	for _, p := range t.Peer {
 		used[p] = true
 	}
-	next := make([]netip.Addr, len(t.Address))
-	for i, p := range t.Address {
+	next := make([]netip.Addr, len(t.Device.Addrs))
+	for i, p := range t.Device.Addrs {
 		used[p.Addr()] = true
 		next[i] = p.Addr()
 	}
 	t.StationAddrs = nil
 	for k, name := range t.Stations {
 		var addrs []netip.Addr
-		for i, p := range t.Address {
+		for i, p := range t.Device.Addrs {
 			if k == 0 {
 				addrs = append(addrs, p.Addr())
 				continue

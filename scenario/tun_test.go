@@ -7,19 +7,18 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/hostnet"
+	"github.com/netjam/netjam/stack"
 )
 
 // defaultTUN is the TUN of `tun: {}` in a scenario of mtu 1500.
 func defaultTUN() *TUN {
 	return &TUN{
-		Name:     "netjam0",
-		Address:  []netip.Prefix{netip.MustParsePrefix("10.99.0.1/24")},
-		Peer:     []netip.Addr{netip.MustParseAddr("10.99.0.2")},
-		MTU:      1500,
-		Services: true,
-		UDPIdle:  60 * time.Second,
-		TCPIdle:  2 * time.Hour,
-		Offload:  true,
+		Device: hostnet.TUNConfig{Name: "netjam0", Addrs: []netip.Prefix{netip.MustParsePrefix("10.99.0.1/24")}, MTU: 1500, Offload: true},
+		Peer:   []netip.Addr{netip.MustParseAddr("10.99.0.2")},
+		Relay:  stack.RelayConfig{Services: true, UDPIdle: 60 * time.Second, TCPIdle: 2 * time.Hour},
 	}
 }
 
@@ -55,42 +54,42 @@ func TestTUN(t *testing.T) {
 		{"tun:\n", nil}, // null counts as absent
 		{"tun: ~\n", nil},
 		{"tun: {}\n", defaultTUN()},
-		{"mtu: 9000\ntun: {}\n", withTUN(func(t *TUN) { t.MTU = 9000 })},
+		{"mtu: 9000\ntun: {}\n", withTUN(func(t *TUN) { t.Device.MTU = 9000 })},
 		{"tun: {name: wg-test.0, mtu: 1400, services: false, udp_idle: 5s, tcp_idle: 10m, host_routes: true}\n", withTUN(func(t *TUN) {
-			t.Name, t.MTU, t.Services, t.UDPIdle, t.TCPIdle, t.HostRoutes = "wg-test.0", 1400, false, 5*time.Second, 10*time.Minute, true
+			t.Device.Name, t.Device.MTU, t.Relay.Services, t.Relay.UDPIdle, t.Relay.TCPIdle, t.Device.HostRoutes = "wg-test.0", 1400, false, 5*time.Second, 10*time.Minute, true
 		})},
-		{"tun: {name: abcdefghijklmno}\n", withTUN(func(t *TUN) { t.Name = "abcdefghijklmno" })}, // 15 bytes
+		{"tun: {name: abcdefghijklmno}\n", withTUN(func(t *TUN) { t.Device.Name = "abcdefghijklmno" })}, // 15 bytes
 		// One address or a list; the peers default to the next address,
 		// in the order of the addresses.
 		{"tun: {address: 10.1.2.3/16}\n", withTUN(func(t *TUN) {
-			t.Address, t.Peer = prefixes("10.1.2.3/16"), addrs("10.1.2.4")
+			t.Device.Addrs, t.Peer = prefixes("10.1.2.3/16"), addrs("10.1.2.4")
 		})},
 		{"tun: {address: [fd99::1/64, 10.99.0.1/24]}\n", withTUN(func(t *TUN) {
-			t.Address, t.Peer = prefixes("fd99::1/64", "10.99.0.1/24"), addrs("fd99::2", "10.99.0.2")
+			t.Device.Addrs, t.Peer = prefixes("fd99::1/64", "10.99.0.1/24"), addrs("fd99::2", "10.99.0.2")
 		})},
 		{"tun: {address: fd99::1/64}\n", withTUN(func(t *TUN) {
-			t.Address, t.Peer = prefixes("fd99::1/64"), addrs("fd99::2")
+			t.Device.Addrs, t.Peer = prefixes("fd99::1/64"), addrs("fd99::2")
 		})},
 		// ... or the address before, when the next is no host of the network.
 		{"tun: {address: [10.99.0.254/24, 'fd99::ffff:ffff:ffff:ffff/64']}\n", withTUN(func(t *TUN) {
-			t.Address = prefixes("10.99.0.254/24", "fd99::ffff:ffff:ffff:ffff/64")
+			t.Device.Addrs = prefixes("10.99.0.254/24", "fd99::ffff:ffff:ffff:ffff/64")
 			t.Peer = addrs("10.99.0.253", "fd99::ffff:ffff:ffff:fffe")
 		})},
 		{"tun: {address: 10.0.0.1/31}\n", withTUN(func(t *TUN) {
-			t.Address, t.Peer = prefixes("10.0.0.1/31"), addrs("10.0.0.0")
+			t.Device.Addrs, t.Peer = prefixes("10.0.0.1/31"), addrs("10.0.0.0")
 		})},
 		{"tun: {address: 10.0.0.0/31}\n", withTUN(func(t *TUN) {
-			t.Address, t.Peer = prefixes("10.0.0.0/31"), addrs("10.0.0.1")
+			t.Device.Addrs, t.Peer = prefixes("10.0.0.0/31"), addrs("10.0.0.1")
 		})},
 		// Peers given: one or a list, one per family, any order.
 		{"tun: {peer: 10.99.0.200}\n", withTUN(func(t *TUN) { t.Peer = addrs("10.99.0.200") })},
 		{"tun: {address: [10.99.0.1/24, fd99::1/64], peer: [fd99::abcd, 10.99.0.9]}\n", withTUN(func(t *TUN) {
-			t.Address, t.Peer = prefixes("10.99.0.1/24", "fd99::1/64"), addrs("10.99.0.9", "fd99::abcd")
+			t.Device.Addrs, t.Peer = prefixes("10.99.0.1/24", "fd99::1/64"), addrs("10.99.0.9", "fd99::abcd")
 		})},
-		{"tun: {routes: 192.0.2.0/24}\n", withTUN(func(t *TUN) { t.Routes = prefixes("192.0.2.0/24") })},
+		{"tun: {routes: 192.0.2.0/24}\n", withTUN(func(t *TUN) { t.Device.Routes = prefixes("192.0.2.0/24") })},
 		{"tun: {address: [10.99.0.1/24, fd99::1/64], routes: [192.0.2.0/24, '2001:db8::/32', 198.51.100.7/32]}\n", withTUN(func(t *TUN) {
-			t.Address, t.Peer = prefixes("10.99.0.1/24", "fd99::1/64"), addrs("10.99.0.2", "fd99::2")
-			t.Routes = prefixes("192.0.2.0/24", "2001:db8::/32", "198.51.100.7/32")
+			t.Device.Addrs, t.Peer = prefixes("10.99.0.1/24", "fd99::1/64"), addrs("10.99.0.2", "fd99::2")
+			t.Device.Routes = prefixes("192.0.2.0/24", "2001:db8::/32", "198.51.100.7/32")
 		})},
 		{`
 tun:
@@ -99,7 +98,7 @@ tun:
     - {proto: udp, listen: 5201, to: "[::1]:5201"}
     - {proto: tcp, listen: 80, to: 192.0.2.10:8080}
 `, withTUN(func(t *TUN) {
-			t.Forward = []Forward{
+			t.Relay.Forwards = []stack.Forward{
 				{Proto: "tcp", Listen: 5201, To: netip.MustParseAddrPort("127.0.0.1:5201")},
 				{Proto: "udp", Listen: 5201, To: netip.MustParseAddrPort("[::1]:5201")},
 				{Proto: "tcp", Listen: 80, To: netip.MustParseAddrPort("192.0.2.10:8080")},
@@ -107,25 +106,25 @@ tun:
 		})},
 		// The service ports are free once services are off.
 		{"tun: {services: false, forward: [{proto: udp, listen: 9, to: 127.0.0.1:9}]}\n", withTUN(func(t *TUN) {
-			t.Services = false
-			t.Forward = []Forward{{Proto: "udp", Listen: 9, To: netip.MustParseAddrPort("127.0.0.1:9")}}
+			t.Relay.Services = false
+			t.Relay.Forwards = []stack.Forward{{Proto: "udp", Listen: 9, To: netip.MustParseAddrPort("127.0.0.1:9")}}
 		})},
 		{"tun: {transparent: {allow: [198.51.100.0/24, '2001:db8::/32']}}\n", withTUN(func(t *TUN) {
-			t.Transparent = &Transparent{Allow: prefixes("198.51.100.0/24", "2001:db8::/32")}
+			t.Relay.Transparent, t.Relay.Allow = true, prefixes("198.51.100.0/24", "2001:db8::/32")
 		})},
 		{"tun: {transparent: {allow: 192.0.2.0/24}}\n", withTUN(func(t *TUN) {
-			t.Transparent = &Transparent{Allow: prefixes("192.0.2.0/24")}
+			t.Relay.Transparent, t.Relay.Allow = true, prefixes("192.0.2.0/24")
 		})},
-		{"tun: {netns: lab}\n", withTUN(func(t *TUN) { t.Netns = "/var/run/netns/lab" })},
-		{"tun: {offload: false}\n", withTUN(func(t *TUN) { t.Offload = false })},
-		{"tun: {netns: /proc/1234/ns/net}\n", withTUN(func(t *TUN) { t.Netns = "/proc/1234/ns/net" })},
+		{"tun: {netns: lab}\n", withTUN(func(t *TUN) { t.Device.Netns = "/var/run/netns/lab" })},
+		{"tun: {offload: false}\n", withTUN(func(t *TUN) { t.Device.Offload = false })},
+		{"tun: {netns: /proc/1234/ns/net}\n", withTUN(func(t *TUN) { t.Device.Netns = "/proc/1234/ns/net" })},
 		{"wifi: {stations: [{name: a}, {name: b}]}\ntun: {station: b}\n", withTUN(func(t *TUN) {
 			t.Stations = []string{"b"}
 			t.StationAddrs = [][]netip.Addr{{netip.MustParseAddr("10.99.0.1")}}
 		})},
 		// Further stations take the next free hosts, skipping the peer.
 		{"wifi: {stations: [{name: a}, {name: b}, {name: c}]}\ntun: {station: [c, a, b], address: [10.99.0.1/24, fd99::1/64]}\n", withTUN(func(t *TUN) {
-			t.Address = prefixes("10.99.0.1/24", "fd99::1/64")
+			t.Device.Addrs = prefixes("10.99.0.1/24", "fd99::1/64")
 			t.Peer = []netip.Addr{netip.MustParseAddr("10.99.0.2"), netip.MustParseAddr("fd99::2")}
 			t.Stations = []string{"c", "a", "b"}
 			t.StationAddrs = [][]netip.Addr{
@@ -330,10 +329,12 @@ flows:
   - {name: u, type: udp, stack: kernel, interval: 10ms, count: 10, packet_size: 1472}
 `)
 	want := []Flow{
-		{Name: "k", Type: "tcp", Stack: StackKernel, Direction: "up", CC: "bbr", SACK: true, SendBuffer: 1e6, ReceiveBuffer: 2e6, Size: 10e6, PacketSize: 100},
-		{Name: "n", Type: "tcp", Stack: StackNetstack, Direction: "up", Size: 1e6, PacketSize: 100},
-		{Name: "plain", Type: "tcp", Stack: StackKernel, Direction: "up", SACK: true, Duration: 5 * time.Second, PacketSize: 100},
-		{Name: "u", Type: "udp", Stack: StackKernel, Direction: "up", SACK: true, Interval: 10 * time.Millisecond, Count: 10, PacketSize: 1472},
+		{Name: "k", Type: "tcp", Stack: StackKernel, Direction: "up", TCPOptions: stack.TCPOptions{CC: "bbr", SendBuffer: 1e6, ReceiveBuffer: 2e6},
+			SACK: true, TCP: flows.TCPBulkSpec{Name: "k", Size: 10e6}},
+		{Name: "n", Type: "tcp", Stack: StackNetstack, Direction: "up", TCP: flows.TCPBulkSpec{Name: "n", Size: 1e6}},
+		{Name: "plain", Type: "tcp", Stack: StackKernel, Direction: "up", SACK: true, TCP: flows.TCPBulkSpec{Name: "plain", Duration: 5 * time.Second}},
+		{Name: "u", Type: "udp", Stack: StackKernel, Direction: "up", SACK: true,
+			UDP: flows.UDPSpec{Name: "u", Interval: 10 * time.Millisecond, Count: 10, PacketSize: 1472}},
 	}
 	if !reflect.DeepEqual(s.Flows, want) {
 		t.Errorf("flows\n%+v\nwant\n%+v", s.Flows, want)
@@ -457,7 +458,7 @@ variants:
 	}
 	// --set tun.udp_idle creates a tun section for every run.
 	for _, run := range p.Runs {
-		if run.TUN == nil || run.TUN.UDPIdle != 5*time.Second {
+		if run.TUN == nil || run.TUN.Relay.UDPIdle != 5*time.Second {
 			t.Fatalf("%s: tun %+v", run.Variant, run.TUN)
 		}
 	}
@@ -468,9 +469,9 @@ variants:
 		t.Errorf("kernel: flow %+v", f)
 	}
 	want := withTUN(func(t *TUN) {
-		t.MTU, t.UDPIdle = 1280, 5*time.Second
-		t.Address, t.Peer = prefixes("10.99.0.1/24", "fd99::1/64"), addrs("10.99.0.2", "fd99::2")
-		t.Forward = []Forward{{Proto: "tcp", Listen: 5201, To: netip.MustParseAddrPort("127.0.0.1:5201")}}
+		t.Device.MTU, t.Relay.UDPIdle = 1280, 5*time.Second
+		t.Device.Addrs, t.Peer = prefixes("10.99.0.1/24", "fd99::1/64"), addrs("10.99.0.2", "fd99::2")
+		t.Relay.Forwards = []stack.Forward{{Proto: "tcp", Listen: 5201, To: netip.MustParseAddrPort("127.0.0.1:5201")}}
 	})
 	if got := p.Runs[2].TUN; !reflect.DeepEqual(got, want) {
 		t.Errorf("small: tun\n%+v\nwant\n%+v", got, want)

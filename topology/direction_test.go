@@ -3,6 +3,7 @@ package topology_test
 import (
 	"context"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -160,4 +161,109 @@ func TestCellStationsByName(t *testing.T) {
 func goroutines() int {
 	time.Sleep(10 * time.Millisecond) // let started goroutines reach their loop
 	return runtime.NumGoroutine()
+}
+
+// Two paths share one link built from real directions: one queue holds
+// both paths' packets and one rate serves them. Path A's three packets
+// reach the shared link at 10 ms, path B's at 10.5 ms: A's first goes on
+// the wire (1 ms per 1000-byte packet at 8 Mbit/s) and the queue, of 3
+// packets, holds A's other two, so it takes B's first and drops B's other
+// two. What leaves, leaves one packet time apart, B's behind A's. Separate
+// queues or rates per path would neither drop B's packets nor hold B1
+// back until 18 ms.
+func TestTwoPathsShareOneQueueAndItsRate(t *testing.T) {
+	clk := clock.NewManual()
+	var g topology.Graph
+	srcA, srcB := topology.NewSource("hostA", topology.Emits{}, pool, big), topology.NewSource("hostB", topology.Emits{}, pool, big)
+	a := direction(t, impair.Config{Name: "a", Delay: impair.DelayConfig{Time: 10 * time.Millisecond}}, clk)
+	b := direction(t, impair.Config{Name: "b", Delay: impair.DelayConfig{Time: 10*time.Millisecond + 500*time.Microsecond}}, clk)
+	shared := direction(t, impair.Config{Name: "shared", Rate: impair.RateConfig{Bitrate: 8e6},
+		Queue: impair.QueueConfig{LimitPackets: 3}, Delay: impair.DelayConfig{Time: 5 * time.Millisecond}}, clk)
+	out := newSink("server", mtuChecked)
+	s := g.Add(shared.Node())
+	g.Chain(g.Add(srcA.Node()), g.Add(a.Node()), s)
+	g.Chain(g.Add(srcB.Node()), g.Add(b.Node()), s)
+	g.Link(s, g.Add(out.Node()))
+	n := mustCompile(t, &g)
+	n.Start(context.Background())
+	defer n.Close()
+	for i := range uint16(3) {
+		srcA.Push(t0, packet(segment(server, 960, 1, 1+i)))  // 1000 bytes: A1, A2, A3
+		srcB.Push(t0, packet(segment(server, 960, 1, 11+i))) // B1, B2, B3
+	}
+	waitFor(t, "a and b to take their packets", func() bool {
+		return a.Runner().Stats().InPackets == 3 && b.Runner().Stats().InPackets == 3 && clk.Armed() == 2
+	})
+	clk.Set(t0.Add(10 * time.Millisecond))
+	waitFor(t, "A's packets at the shared link", func() bool { return shared.Runner().Stats().InPackets == 3 })
+	clk.Set(t0.Add(10*time.Millisecond + 500*time.Microsecond))
+	waitFor(t, "B's packets at the shared link", func() bool { return shared.Runner().Stats().InPackets == 6 })
+	clk.Set(t0.Add(time.Second))
+	waitFor(t, "deliveries", func() bool { return len(out.seen()) == 4 })
+	type left struct {
+		id uint16
+		at time.Duration
+	}
+	var got []left
+	for _, p := range out.seen() {
+		got = append(got, left{p.id, p.at.Sub(t0)})
+	}
+	ms := time.Millisecond
+	want := []left{{1, 16 * ms}, {2, 17 * ms}, {3, 18 * ms}, {11, 19 * ms}}
+	if !slices.Equal(got, want) {
+		t.Errorf("left the shared link: %v, want %v", got, want)
+	}
+	if st := shared.Runner().Stats(); st.Drops["queue"] != 2 || st.OutPackets != 4 {
+		t.Errorf("shared link: %d queue drops, %d out; want 2 (B2, B3) and 4", st.Drops["queue"], st.OutPackets)
+	}
+}
+
+// A direction's settings are swapped at an exact time between two
+// packets (impair.Runner.SetAt): the packet that arrives a nanosecond
+// before the change gets the old delay, the packets arriving at its
+// instant and after get the new one, and the change reports that it
+// applied at that instant.
+func TestDirectionSettingsSwapAtAnInstant(t *testing.T) {
+	clk := clock.NewManual()
+	var g topology.Graph
+	src := topology.NewSource("host", topology.Emits{}, pool, big)
+	cfg := impair.Config{Name: "up", Delay: impair.DelayConfig{Time: 10 * time.Millisecond}}
+	d := direction(t, cfg, clk)
+	out := newSink("server", mtuChecked)
+	g.Chain(g.Add(src.Node()), g.Add(d.Node()), g.Add(out.Node()))
+	n := mustCompile(t, &g)
+	n.Start(context.Background())
+	defer n.Close()
+	swap := t0.Add(time.Millisecond)
+	applied := make(chan time.Time, 1)
+	next := cfg
+	next.Delay.Time = 50 * time.Millisecond
+	err := d.Runner().SetAt(impair.Change{At: swap, Config: next, Done: func(at time.Time, err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		applied <- at
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(swap.Add(-time.Nanosecond))
+	src.Push(clk.Now(), packet(segment(server, 100, 1, 1)))
+	waitFor(t, "the packet before the change", func() bool { return d.Runner().Stats().InPackets == 1 })
+	clk.Set(swap)
+	src.Push(clk.Now(), packet(segment(server, 100, 1, 2)))
+	src.Push(clk.Now(), packet(segment(server, 100, 1, 3)))
+	if at := <-applied; !at.Equal(swap) {
+		t.Errorf("the change applied at %v, want %v", at.Sub(t0), swap.Sub(t0))
+	}
+	waitFor(t, "the packets at the change", func() bool { return d.Runner().Stats().InPackets == 3 })
+	clk.Set(t0.Add(time.Second))
+	waitFor(t, "deliveries", func() bool { return len(out.seen()) == 3 })
+	got := out.seen()
+	want := []time.Duration{11*time.Millisecond - time.Nanosecond, 51 * time.Millisecond, 51 * time.Millisecond}
+	for i, p := range got {
+		if p.id != uint16(i+1) || p.at.Sub(t0) != want[i] {
+			t.Errorf("packet %d left at %v, want packet %d at %v", p.id, p.at.Sub(t0), i+1, want[i])
+		}
+	}
 }

@@ -59,3 +59,23 @@ func TestVirtualRunReplays(t *testing.T) {
 		t.Errorf("the replay did not run on the virtual clock (%v):\n%s", err, log)
 	}
 }
+
+// TestRunCaptureList: --capture takes a comma-separated list as well as
+// repeated flags; a wrong point in the list is named.
+func TestRunCaptureList(t *testing.T) {
+	sc := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(sc, []byte("name: c\nclock: virtual\nduration: 1s\nflows: [{name: u, type: udp, rate: 1Mbps, duration: 1s}]\n"), 0o644)
+	out := filepath.Join(t.TempDir(), "out")
+	if code, _, errOut := netjam(t, "run", "-q", "--out", out, "--capture", "client,server", sc); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, p := range []string{"client.pcap", "server.pcap"} {
+		if fi, err := os.Stat(filepath.Join(out, p)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v, want a pcap file", p, err)
+		}
+	}
+	code, _, errOut := netjam(t, "run", "-q", "--out", out, "--capture", "client,middle", sc)
+	if want := `--capture: "middle" is not a capture point`; code != exitBadUsage || !strings.Contains(errOut, want) {
+		t.Errorf("exit %d, %q: want exit %d and %q", code, errOut, exitBadUsage, want)
+	}
+}

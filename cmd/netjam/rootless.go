@@ -38,7 +38,7 @@ func needsRootless(plan *scenario.Plan) bool {
 			continue
 		}
 		tun = true
-		if len(s.TUN.Forward) > 0 || s.TUN.Transparent != nil || s.TUN.Netns != "" {
+		if len(s.TUN.Relay.Forwards) > 0 || s.TUN.Relay.Transparent || s.TUN.Device.Netns != "" {
 			return false // needs the host's network: the privilege error says what to do
 		}
 	}

@@ -48,7 +48,7 @@ Examples:
 			&cli.StringFlag{Name: "out", Usage: "output folder (default results/<scenario>-<YYYYmmdd-HHMMSS>)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no table and log only warnings and errors"},
 			&cli.StringSliceFlag{Name: "variant", Usage: "run only this variant (repeatable; default: every variant)"},
-			&cli.StringSliceFlag{Name: "capture", Usage: "write a pcap file of the packets at this point: client or server (repeatable; replaces the scenario's capture points)"},
+			&cli.StringSliceFlag{Name: "capture", Usage: "write a pcap file of the packets at these points: client, server or client,server (repeatable; replaces the scenario's capture points)"},
 			&cli.StringFlag{Name: "junit", Usage: "also write the runs and the scenario's expectations as JUnit XML into `FILE`, for CI"},
 			&cli.IntFlag{Name: "parallel", Value: 1, Usage: "how many variants may run at once (real-time runs compete for the CPU: keep 1 unless the machine has cores to spare)"},
 			clockFlag,
@@ -153,7 +153,7 @@ func doRun(c *cli.Context) error {
 		log.Warn(w)
 	}
 	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString(), Parallel: c.Int("parallel"),
-		OutDir: out, Capture: c.StringSlice("capture")}
+		OutDir: out, Capture: capturePoints(c)}
 	// The progress bar is for a person at a terminal: never in a pipe, a
 	// file or CI's log, and not with --quiet.
 	if f, ok := c.App.ErrWriter.(*os.File); ok && !c.Bool("quiet") && term.IsTerminal(int(f.Fd())) {
@@ -190,7 +190,7 @@ func runPlan(c *cli.Context) (*scenario.Plan, error) {
 		}
 		return nil, cli.Exit(err, exitBadUsage)
 	}
-	for _, p := range c.StringSlice("capture") {
+	for _, p := range capturePoints(c) {
 		if !slices.Contains(scenario.CapturePoints, p) {
 			return nil, cli.Exit(fmt.Sprintf("--capture: %q is not a capture point (expected one of: %s)", p, strings.Join(scenario.CapturePoints, ", ")), exitBadUsage)
 		}
@@ -199,6 +199,18 @@ func runPlan(c *cli.Context) (*scenario.Plan, error) {
 		return nil, cli.Exit(fmt.Sprintf("--parallel: %d is out of range (expected 1 or more)", c.Int("parallel")), exitBadUsage)
 	}
 	return plan, nil
+}
+
+// capturePoints are the points of every --capture, each of which may list
+// several separated by commas ("--capture client,server", as tcpdump-like
+// tools take lists); the app splits no flag at commas, since --set values
+// hold them.
+func capturePoints(c *cli.Context) []string {
+	var points []string
+	for _, v := range c.StringSlice("capture") {
+		points = append(points, strings.Split(v, ",")...)
+	}
+	return points
 }
 
 // runRootless readies a run started again in its own user and network

@@ -240,13 +240,13 @@ func (sr *shellRun) namespace() error {
 		return cli.Exit("kernel flows in netjam shell need root: their sockets would live in the command's user namespace, which netjam cannot enter", exitBadUsage)
 	}
 	sr.sh, sr.why = sh, why
-	sr.s.TUN.Netns = sh.Netns()
-	for _, a := range sr.s.TUN.Address {
+	sr.s.TUN.Device.Netns = sh.Netns()
+	for _, a := range sr.s.TUN.Device.Addrs {
 		def := netip.MustParsePrefix("0.0.0.0/0")
 		if a.Addr().Is6() {
 			def = netip.MustParsePrefix("::/0")
 		}
-		sr.s.TUN.Routes = append(sr.s.TUN.Routes, def)
+		sr.s.TUN.Device.Routes = append(sr.s.TUN.Device.Routes, def)
 	}
 	return nil
 }
@@ -393,7 +393,7 @@ func shellScenario(c *cli.Context, files []string) (*scenario.Scenario, error) {
 	default:
 		return nil, cli.Exit(fmt.Sprintf("--variant: %s has no variant %q (it has: %s)", plan.Path, variant, strings.Join(names, ", ")), exitBadUsage)
 	}
-	if s.TUN.Netns != "" {
+	if s.TUN.Device.Netns != "" {
 		return nil, cli.Exit(fmt.Sprintf("%s: tun.netns: a shell makes its own namespace; remove tun.netns", plan.Path), exitBadUsage)
 	}
 	return s, nil
@@ -428,7 +428,7 @@ func waitCommand(cmd *exec.Cmd, sigs <-chan os.Signal, log *zap.Logger) int {
 
 // shellEnv tells COMMAND where the path leads.
 func shellEnv(s *scenario.Scenario) []string {
-	env := []string{"NETJAM_DEVICE=" + s.TUN.Name}
+	env := []string{"NETJAM_DEVICE=" + s.TUN.Device.Name}
 	for _, p := range s.TUN.Peer {
 		if p.Is4() {
 			env = append(env, "NETJAM_PEER="+p.String())
