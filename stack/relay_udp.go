@@ -322,7 +322,10 @@ func (u *udpSession) flush(b *udpBatch) {
 		var k int
 		var err error
 		if u.batch != nil {
+			// sendmmsg's -1 on an error (an ICMP error of an
+			// earlier datagram, say) comes back as is.
 			k, err = u.batch.WriteBatch(msgs, 0)
+			k = max(k, 0)
 		} else if _, err = u.out.Write(msgs[0].Buffers[0]); err == nil {
 			k = 1
 		}

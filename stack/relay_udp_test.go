@@ -79,6 +79,47 @@ func TestRelayUDPForwardLosesNothing(t *testing.T) {
 	}
 }
 
+// testSession is a UDP session of r on port of the relay's host, toward
+// target, with no goroutine: the test calls pass itself. The client's
+// datagrams to port queue in its endpoint.
+func testSession(t *testing.T, r *Relay, port uint16, target netip.AddrPort) *udpSession {
+	t.Helper()
+	var wq waiter.Queue
+	ep, terr := r.h.s.NewEndpoint(udp.ProtocolNumber, ipv4.ProtocolNumber, &wq)
+	if terr != nil {
+		t.Fatal(terr)
+	}
+	if terr := ep.Bind(tcpip.FullAddress{Port: port}); terr != nil {
+		t.Fatal(terr)
+	}
+	in := &relayUDP{UDPConn: gonet.NewUDPConn(&wq, ep), ep: ep, wq: &wq}
+	t.Cleanup(func() { in.Close() })
+	out, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(target))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { out.Close() })
+	return &udpSession{r: r, in: in, out: out, batch: batchWriterOf(out), start: time.Now(), room: make(chan struct{}, 1)}
+}
+
+// sendQueued sends n datagrams of size bytes from client to port of the
+// relay's host and waits until u's endpoint holds them all.
+func sendQueued(t *testing.T, client *Host, u *udpSession, port uint16, n, size int) {
+	t.Helper()
+	c, err := client.DialUDP(netip.AddrPortFrom(peer4, port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st := u.in.ep.Stats().(*tcpip.TransportEndpointStats)
+	want := st.PacketsReceived.Value() + uint64(n)
+	d := make([]byte, size)
+	for range n {
+		c.Write(d)
+	}
+	waitFor(t, "the datagrams to be queued", func() bool { return st.PacketsReceived.Value() == want })
+}
+
 // TestRelayUDPBatchAllocs checks that a UDP session's up direction, in
 // steady state, reads and writes a batch of datagrams without allocating.
 func TestRelayUDPBatchAllocs(t *testing.T) {
@@ -86,36 +127,9 @@ func TestRelayUDPBatchAllocs(t *testing.T) {
 		t.Skip("sync.Pool drops objects under the race detector")
 	}
 	client, r := newRelayPair(t, RelayConfig{})
-	var wq waiter.Queue
-	ep, terr := r.h.s.NewEndpoint(udp.ProtocolNumber, ipv4.ProtocolNumber, &wq)
-	if terr != nil {
-		t.Fatal(terr)
-	}
-	if terr := ep.Bind(tcpip.FullAddress{Port: 6000}); terr != nil {
-		t.Fatal(terr)
-	}
-	in := &relayUDP{UDPConn: gonet.NewUDPConn(&wq, ep), ep: ep, wq: &wq}
-	defer in.Close()
-	out, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(udpSink(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	u := &udpSession{r: r, in: in, out: out, batch: batchWriterOf(out), start: time.Now(), room: make(chan struct{}, 1)}
-
+	u := testSession(t, r, 6000, udpSink(t))
 	const batch, runs = 4, 100
-	c, err := client.DialUDP(netip.AddrPortFrom(peer4, 6000))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	d := make([]byte, 100)
-	for range (runs + 1) * batch { // AllocsPerRun runs once more to warm up
-		c.Write(d)
-	}
-	waitFor(t, "the datagrams to be queued", func() bool {
-		return ep.Stats().(*tcpip.TransportEndpointStats).PacketsReceived.Value() == (runs+1)*batch
-	})
+	sendQueued(t, client, u, 6000, (runs+1)*batch, 100) // AllocsPerRun runs once more to warm up
 	b := newUDPBatch(batch)
 	allocs := testing.AllocsPerRun(runs, func() {
 		if n, err := u.pass(b); n != batch {
@@ -125,7 +139,39 @@ func TestRelayUDPBatchAllocs(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("%v allocations per batch, want 0", allocs)
 	}
-	if got := r.Stats().UDP.BytesUp; got != (runs+1)*batch*uint64(len(d)) {
-		t.Errorf("%d bytes written, want %d", got, (runs+1)*batch*len(d))
+	if got := r.Stats().UDP.BytesUp; got != (runs+1)*batch*100 {
+		t.Errorf("%d bytes written, want %d", got, (runs+1)*batch*100)
+	}
+}
+
+// TestRelayUDPBatchTargetRefuses writes batches to a target whose port is
+// closed: the kernel's socket reports the ICMP error of the first batch
+// on a later sendmmsg, which x/net returns as -1 datagrams written. That
+// datagram is counted dropped (to_target) and the rest of the batch still
+// written. (Before, the -1 sliced the batch and the relay panicked.)
+func TestRelayUDPBatchTargetRefuses(t *testing.T) {
+	client, r := newRelayPair(t, RelayConfig{})
+	closed, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := closed.LocalAddr().(*net.UDPAddr).AddrPort()
+	closed.Close()
+	u := testSession(t, r, 6001, target)
+	b := newUDPBatch(8)
+	const rounds = 5
+	for range rounds {
+		sendQueued(t, client, u, 6001, 8, 100)
+		if n, err := u.pass(b); n != 8 {
+			t.Fatalf("a pass read %d datagrams (%v), want 8", n, err)
+		}
+		time.Sleep(10 * time.Millisecond) // the ICMP error reaches the socket
+	}
+	st := r.Stats().UDP
+	if st.DroppedBy["to_target"] == 0 {
+		t.Errorf("no write counted failed: %+v", st)
+	}
+	if sent := st.BytesUp / 100; sent+st.Dropped != rounds*8 {
+		t.Errorf("%d datagrams written and %d dropped, want %d in all", sent, st.Dropped, rounds*8)
 	}
 }
