@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -83,6 +84,9 @@ type Relay struct {
 	sessMu   sync.RWMutex
 	sessions map[udpKey]*udpSession
 	sessN    atomic.Int64
+	// admitWait is udpAdmitWait; tests that check backpressure, not
+	// the scheduler, make it long.
+	admitWait time.Duration
 }
 
 // StartRelay starts relaying on h as cfg says, until Close or until ctx
@@ -111,14 +115,15 @@ func (h *Host) StartRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) 
 		log = zap.NewNop()
 	}
 	r := &Relay{
-		h:        h,
-		cfg:      cfg,
-		log:      log.Named("relay").With(zap.String("host", h.name)),
-		peer:     make(map[netip.Addr]bool),
-		forwards: make(map[string]netip.AddrPort),
-		conns:    make(map[io.Closer]struct{}),
-		budget:   budget{limit: cfg.Budget},
-		sessions: make(map[udpKey]*udpSession),
+		h:         h,
+		cfg:       cfg,
+		log:       log.Named("relay").With(zap.String("host", h.name)),
+		peer:      make(map[netip.Addr]bool),
+		forwards:  make(map[string]netip.AddrPort),
+		conns:     make(map[io.Closer]struct{}),
+		budget:    budget{limit: cfg.Budget},
+		sessions:  make(map[udpKey]*udpSession),
+		admitWait: udpAdmitWait,
 	}
 	r.bufs.New = func() any { b := make([]byte, tcpCopyBuffer); return &b }
 	r.udpB.New = func() any { b := make([]byte, udpBuffer); return &b }

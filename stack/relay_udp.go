@@ -357,7 +357,7 @@ func (u *udpSession) admit(n int) {
 	u.r.udpN.waits.Add(1)
 	u.waiting.Store(true)
 	defer u.waiting.Store(false)
-	t := time.NewTimer(udpAdmitWait) // only when waiting: the common case allocates nothing
+	t := time.NewTimer(u.r.admitWait) // only when waiting: the common case allocates nothing
 	defer t.Stop()
 	for !u.fits() {
 		select {
