@@ -289,7 +289,7 @@ type RelayCounters struct {
 	// Waits counts UDP datagrams the path held back (Inject waited)
 	// until their session's socket toward the client had room:
 	// backpressure instead of a drop.
-	Waits uint64 `json:"waits,omitempty"`
+	Waits uint64 `json:"waits"`
 	// Active is the number of connections or sessions open now.
 	Active int64 `json:"active"`
 	// BytesUp counts payload bytes from clients toward targets (or into
