@@ -26,11 +26,13 @@ package capture
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -101,7 +103,21 @@ type Options struct {
 	// BufferSize is the size of the write buffer, the memory a Writer
 	// holds for packets; 0 means DefaultBufferSize.
 	BufferSize int
+	// SortInstants holds the packets of one timestamp until one of a
+	// later timestamp comes (or Flush, or Close) and writes them sorted
+	// by their bytes. On a virtual clock (clock.Virtual) many packets
+	// share an instant, and the goroutines that record them do so in
+	// whatever order the scheduler runs them: sorted, two runs of one
+	// seed write the same file. It holds at most maxHeld packets or
+	// maxHeldBytes, and writes what it holds when either is reached.
+	SortInstants bool
 }
+
+// The bounds of what SortInstants holds.
+const (
+	maxHeld      = 4096
+	maxHeldBytes = 8 << 20
+)
 
 // Stats are a Writer's counters.
 type Stats struct {
@@ -150,6 +166,19 @@ type Writer struct {
 	err    error // the first write error: no more writes after it
 	closed bool
 	stats  Stats
+
+	// held are the packets of one instant that SortInstants holds, their
+	// captured bytes in heldBuf; reused from instant to instant.
+	held    []heldPacket
+	heldBuf []byte
+}
+
+// heldPacket is a packet SortInstants holds: its time, its captured
+// bytes (heldBuf[off:off+n]) and its original length.
+type heldPacket struct {
+	t       time.Time
+	off, n  int
+	origLen int
 }
 
 // Open creates the capture file path (truncating it if it exists) and
@@ -240,6 +269,43 @@ func (w *Writer) openFile(i int) error {
 func (w *Writer) WritePacket(t time.Time, pkt []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.o.SortInstants && !w.closed {
+		return w.hold(t, pkt)
+	}
+	return w.write(t, pkt[:min(len(pkt), w.o.Snaplen)], len(pkt))
+}
+
+// hold keeps pkt among the packets of its instant, after writing those of
+// an earlier one (or all, when the bounds are reached).
+func (w *Writer) hold(t time.Time, pkt []byte) error {
+	var err error
+	if len(w.held) > 0 && (!t.Equal(w.held[0].t) || len(w.held) >= maxHeld || len(w.heldBuf)+len(pkt) > maxHeldBytes) {
+		err = w.writeHeld()
+	}
+	c := pkt[:min(len(pkt), w.o.Snaplen)]
+	w.held = append(w.held, heldPacket{t: t, off: len(w.heldBuf), n: len(c), origLen: len(pkt)})
+	w.heldBuf = append(w.heldBuf, c...)
+	return err
+}
+
+// writeHeld writes the packets held, sorted by their bytes, and returns
+// the first error.
+func (w *Writer) writeHeld() error {
+	slices.SortStableFunc(w.held, func(a, b heldPacket) int {
+		return bytes.Compare(w.heldBuf[a.off:a.off+a.n], w.heldBuf[b.off:b.off+b.n])
+	})
+	var first error
+	for _, h := range w.held {
+		if err := w.write(h.t, w.heldBuf[h.off:h.off+h.n], h.origLen); err != nil && first == nil {
+			first = err
+		}
+	}
+	w.held, w.heldBuf = w.held[:0], w.heldBuf[:0]
+	return first
+}
+
+// write writes a packet of origLen bytes captured as c. w.mu is held.
+func (w *Writer) write(t time.Time, c []byte, origLen int) error {
 	switch {
 	case w.closed:
 		w.stats.NotWritten++
@@ -251,7 +317,7 @@ func (w *Writer) WritePacket(t time.Time, pkt []byte) error {
 		w.stats.NotWritten++
 		return ErrFull
 	}
-	capLen := min(len(pkt), w.o.Snaplen)
+	capLen := len(c)
 	recLen := int64(RecordHeaderLen + capLen)
 	if w.size+recLen > w.maxFile && w.size > FileHeaderLen {
 		if err := w.rotate(); err != nil {
@@ -270,10 +336,10 @@ func (w *Writer) WritePacket(t time.Time, pkt []byte) error {
 	le.PutUint32(w.rec[0:], uint32(sec))
 	le.PutUint32(w.rec[4:], uint32(frac))
 	le.PutUint32(w.rec[8:], uint32(capLen))
-	le.PutUint32(w.rec[12:], uint32(len(pkt)))
+	le.PutUint32(w.rec[12:], uint32(origLen))
 	_, err := w.w.Write(w.rec[:])
 	if err == nil {
-		_, err = w.w.Write(pkt[:capLen])
+		_, err = w.w.Write(c)
 	}
 	if err != nil {
 		w.stats.NotWritten++
@@ -282,7 +348,7 @@ func (w *Writer) WritePacket(t time.Time, pkt []byte) error {
 	w.size += recLen
 	w.stats.Bytes += uint64(recLen)
 	w.stats.Packets++
-	if capLen < len(pkt) {
+	if capLen < origLen {
 		w.stats.Truncated++
 	}
 	return nil
@@ -338,6 +404,9 @@ func (w *Writer) closeFile() error {
 func (w *Writer) Flush() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if len(w.held) > 0 {
+		w.writeHeld() // an error stays in w.err, returned below
+	}
 	if w.f == nil || w.err != nil {
 		return w.err
 	}
@@ -355,6 +424,9 @@ func (w *Writer) Close() error {
 	defer w.mu.Unlock()
 	if w.closed {
 		return nil
+	}
+	if len(w.held) > 0 {
+		w.writeHeld() // an error stays in w.err, returned below
 	}
 	w.closed = true
 	if err := w.closeFile(); err != nil && w.err == nil {

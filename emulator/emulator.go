@@ -497,6 +497,10 @@ func (r *run) flowSummary(i int, f flows.Flow) flows.FlowSummary {
 			fs.CC = "cubic" // the host default, see stack.TCPOptions
 		}
 	}
+	if u := fs.UDPSummary; u != nil && u.ReceiverDrops > 0 {
+		r.log.Warn("netjam could not keep up: datagrams that crossed the path were dropped by the flow's receiving socket, its buffer full (not counted as lost)",
+			zap.String("flow", fs.Name), zap.Uint64("receiver_drops", u.ReceiverDrops))
+	}
 	if t := fs.TCPSummary; t != nil && !t.Completed && t.Size > 0 && t.ResetAtS == 0 {
 		r.log.Warn("flow "+fs.Name+" did not finish when the run ended: "+strings.TrimPrefix(flows.Unfinished(t.BytesReceived, t.Size), "unfinished: ")+" received",
 			zap.String("flow", fs.Name), zap.Uint64("bytes_received", t.BytesReceived), zap.Uint64("size", t.Size))

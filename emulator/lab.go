@@ -404,6 +404,9 @@ func (l *lab) openCaptures(s *scenario.Scenario, dir string) error {
 		return errors.New("capture needs an output folder")
 	}
 	o := s.Capture.Options
+	// On a virtual clock, packets of one instant are written in one
+	// order, whichever goroutine records them first.
+	_, o.SortInstants = l.clk.(*clock.Virtual)
 	for _, pt := range s.Capture.Points {
 		name := pt
 		if s.Variant != "" {

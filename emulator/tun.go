@@ -478,7 +478,10 @@ func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port ui
 		var err error
 		if f.Direction == "down" {
 			err = t.ns.Do(func() error {
-				recv, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, port)))
+				c, err := hostnet.ListenKernelUDP(netip.AddrPortFrom(local, port))
+				if err == nil {
+					recv = c
+				}
 				return err
 			})
 			if err == nil {

@@ -324,8 +324,8 @@ flows:
 	if math.Abs(probe.LossRatio-0.05) > 0.018 {
 		t.Errorf("loss ratio %.4f, want 0.05 +- 0.018", probe.LossRatio)
 	}
-	if back.PacketsReceived != 1000 {
-		t.Errorf("the downlink flow received %d of 1000", back.PacketsReceived)
+	if back.PacketsReceived+back.ReceiverDrops != 1000 {
+		t.Errorf("the downlink flow received %d of 1000 (%d dropped by its socket)", back.PacketsReceived, back.ReceiverDrops)
 	}
 }
 
@@ -346,9 +346,14 @@ flows:
   - {name: to-a, type: udp, stack: kernel, station: a, direction: down, interval: 4ms, count: 250, packet_size: 500}
   - {name: from-c, type: udp, station: c, interval: 4ms, count: 250, packet_size: 1000}
 `, ns.Path()), nil).Runs[0]
+	// What a loaded machine's receiving socket dropped (its buffer full:
+	// CI saw 53 of from-b's 1000 before the buffers grew to 4 MiB)
+	// crossed the path too, and is counted apart.
 	for name, want := range map[string]uint64{"from-a": 500, "from-b": 1000, "to-a": 250, "from-c": 250} {
-		if f := flowByName(t, sum, name); f.PacketsReceived != want {
-			t.Errorf("%s: %d of %d datagrams arrived", name, f.PacketsReceived, want)
+		if f := flowByName(t, sum, name); f.PacketsReceived+f.ReceiverDrops != want {
+			t.Errorf("%s: %d of %d datagrams arrived, %d dropped by the receiving socket", name, f.PacketsReceived, want, f.ReceiverDrops)
+		} else if f.ReceiverDrops > 0 {
+			t.Logf("%s: %d datagrams dropped by the receiving socket (the machine was late)", name, f.ReceiverDrops)
 		}
 	}
 	// Each station's delivered uplink frames: its own flow's datagrams

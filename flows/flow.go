@@ -152,6 +152,11 @@ type UDPSummary struct {
 	Lost      uint64  `json:"lost"`
 	InFlight  uint64  `json:"in_flight,omitempty"`
 	LossRatio float64 `json:"loss_ratio"`
+	// ReceiverDrops counts the datagrams that crossed the path and that
+	// the receiving socket dropped, its buffer full because the machine
+	// could not read them in time: netjam's own, not the path's, and not
+	// in Lost (see ReceiveDropper).
+	ReceiverDrops uint64 `json:"receiver_drops,omitempty"`
 	// BytesAfterStop is the payload that arrived after the sender's
 	// last datagram: the queues draining.
 	BytesAfterStop uint64  `json:"bytes_after_stop"`

@@ -304,6 +304,14 @@ func (f *UDPFlow) receiver() error {
 	}
 }
 
+// ReceiveDropper is a receiving socket that counts the datagrams it
+// dropped because its buffer was full (gVisor's receive-buffer overflows,
+// the kernel's socket drops): a UDP flow's receiver that has it reports
+// them as UDPSummary.ReceiverDrops, apart from the path's losses.
+type ReceiveDropper interface {
+	ReceiveDrops() uint64
+}
+
 // readFunc returns how to read a datagram from pc, without allocating the
 // source address when pc can (as *net.UDPConn can).
 func readFunc(pc net.PacketConn) func([]byte) (int, error) {
@@ -349,6 +357,10 @@ func (f *UDPFlow) Summary() FlowSummary {
 		DelayMs:         f.sink.delay.Snapshot().Scale(nsPerMs),
 	}
 	missing := us.PacketsSent - min(us.PacketsReceived, us.PacketsSent)
+	if d, ok := f.recv.(ReceiveDropper); ok {
+		us.ReceiverDrops = min(d.ReceiveDrops(), missing)
+		missing -= us.ReceiverDrops
+	}
 	if !f.drained.Load() {
 		// Sequence numbers count datagrams handed to Write, failed
 		// ones included; those after the highest received are the

@@ -161,6 +161,7 @@ type flowInfo struct {
 	PacketsReceived uint64  `json:"packets_received"`
 	Lost            uint64  `json:"lost"`
 	InFlight        uint64  `json:"in_flight"`
+	ReceiverDrops   uint64  `json:"receiver_drops"`
 	LossRatio       float64 `json:"loss_ratio"`
 	JitterMs        float64 `json:"jitter_ms"`
 	Reordered       uint64  `json:"reordered"`

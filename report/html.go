@@ -253,10 +253,7 @@ func flowRows(r *run) []flowRow {
 				// A summary from before lost and in_flight.
 				lost = f.PacketsSent - min(f.PacketsReceived, f.PacketsSent)
 			}
-			row.Lost = fmt.Sprintf("%d/%d", lost, f.PacketsSent)
-			if f.InFlight > 0 {
-				row.Lost += fmt.Sprintf(" +%d in flight", f.InFlight)
-			}
+			row.Lost = fmt.Sprintf("%d/%d", lost, f.PacketsSent) + lostExtras(f)
 			row.Delay = fmt.Sprintf("%.1f/%.1f", f.DelayMs.Mean, f.DelayMs.P95)
 			row.Jitter = fmt.Sprintf("%.2f", f.JitterMs)
 		}

@@ -41,6 +41,20 @@ const flowLegend = `Mbit/s: payload received after the first arrival, over first
 done s: first write to last byte read. lost: datagrams sent that never arrived (+N in flight when the run was cut short).
 `
 
+// lostExtras is what a UDP flow's lost cell adds to lost/sent: the
+// datagrams in flight when the run was cut short, and those the receiving
+// socket dropped (netjam's own).
+func lostExtras(f flowInfo) string {
+	var s string
+	if f.InFlight > 0 {
+		s += fmt.Sprintf(" +%d in flight", f.InFlight)
+	}
+	if f.ReceiverDrops > 0 {
+		s += fmt.Sprintf(" +%d receiver", f.ReceiverDrops)
+	}
+	return s
+}
+
 // printFlows writes the flow table, the fairness lines and the legend;
 // nothing when no run has a flow.
 func printFlows(w io.Writer, runs []runInfo) error {
@@ -92,10 +106,7 @@ func flowLine(variant string, f flowInfo, total float64) string {
 			delay = fmt.Sprintf("rtt %.1f/%.1f", f.RTTMs.Mean, f.RTTMs.P95)
 		}
 	case typeUDP:
-		lost = fmt.Sprintf("%d/%d", f.Lost, f.PacketsSent)
-		if f.InFlight > 0 {
-			lost += fmt.Sprintf(" +%d in flight", f.InFlight)
-		}
+		lost = fmt.Sprintf("%d/%d", f.Lost, f.PacketsSent) + lostExtras(f)
 		delay = fmt.Sprintf("%.1f/%.1f", f.DelayMs.Mean, f.DelayMs.P95)
 		jit = fmt.Sprintf("%.2f", f.JitterMs)
 	}
@@ -196,6 +207,10 @@ func printNotes(w io.Writer, runs []runInfo) {
 	}
 	for _, r := range runs {
 		for _, f := range r.Flows {
+			if f.ReceiverDrops > 0 {
+				fmt.Fprintf(w, "\nvariant %s: flow %s: %d datagrams crossed the path and were dropped by the receiving socket, its buffer full: the machine could not keep up (netjam's own, not in lost)\n",
+					dash(r.Variant), f.Name, f.ReceiverDrops)
+			}
 			if f.Type == typeTCP && f.Stalls > 0 {
 				fmt.Fprintf(w, "\nvariant %s: flow %s STALLED %d time(s), %.2f s in all: it had data to send and sent nothing, not even a retransmission, for longer than max(1 s, 3 RTO); its figures are the TCP stack's defect, not the path's\n",
 					dash(r.Variant), f.Name, f.Stalls, f.StalledS)

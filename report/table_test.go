@@ -14,7 +14,7 @@ func TestPrintTable(t *testing.T) {
 	   "flows": [
 	    {"name": "a", "type": "tcp", "cc": "cubic", "throughput_bps": 3e6, "completed": true, "completion_s": 1.234, "retransmissions": 2, "timeouts": 1, "rtt_ms": {"count": 3, "mean": 10.04, "p95": 12.5}},
 	    {"name": "b", "type": "tcp", "throughput_bps": 1e6, "completed": false, "size": 5242880, "bytes_received": 1258291, "stalls": 1, "stalled_s": 2.5},
-	    {"name": "u", "type": "udp", "throughput_bps": 0, "lost": 3, "packets_sent": 100, "in_flight": 2, "delay_ms": {"count": 97, "mean": 5.01, "p95": 6.2}, "jitter_ms": 0.25}],
+	    {"name": "u", "type": "udp", "throughput_bps": 0, "lost": 3, "packets_sent": 100, "in_flight": 2, "receiver_drops": 4, "delay_ms": {"count": 97, "mean": 5.01, "p95": 6.2}, "jitter_ms": 0.25}],
 	   "links": [{"name": "uplink", "packets_in": 10, "packets_out": 7, "drops": {"queue": 1, "loss": 2}, "delivery_drops": 1,
 	     "configured": {"summary": "rate 10Mbit", "rate_bps": 10000000, "loss_ratio": 0.01}, "achieved": {"rate_bps": 9.5e6, "loss_ratio": 0.02},
 	     "queue_delay_ms": {"count": 7, "p50": 1, "p99": 2}, "transit_ms": {"count": 7, "p50": 3, "p99": 4}, "lateness_ms": {"count": 7, "p99": 0.125}}],
@@ -38,10 +38,10 @@ func TestPrintTable(t *testing.T) {
 
 // wantTable is what TestPrintTable prints: the layout emulator.PrintTable
 // had before the tables moved here, byte for byte.
-const wantTable = `  variant  flow  type     cc  Mbit/s  share                      done s  retrans           RTO                lost  delay mean/p95 ms  jitter ms
-        -     a   tcp  cubic    3.00  75.0%                        1.23        2             1                   -      rtt 10.0/12.5          -
-        -     b   tcp      -    1.00  25.0%  unfinished: 1.2 of 5.0 MiB        0  0 STALL 2.5s                   -                  -          -
-        -     u   udp      -    0.00   0.0%                           -        -             -  3/100 +2 in flight            5.0/6.2       0.25
+const wantTable = `  variant  flow  type     cc  Mbit/s  share                      done s  retrans           RTO                            lost  delay mean/p95 ms  jitter ms
+        -     a   tcp  cubic    3.00  75.0%                        1.23        2             1                               -      rtt 10.0/12.5          -
+        -     b   tcp      -    1.00  25.0%  unfinished: 1.2 of 5.0 MiB        0  0 STALL 2.5s                               -                  -          -
+        -     u   udp      -    0.00   0.0%                           -        -             -  3/100 +2 in flight +4 receiver            5.0/6.2       0.25
 variant -: fairness (Jain's index) 0.500 among the TCP flows sharing a direction: a, b
 Mbit/s: payload received after the first arrival, over first to last arrival at the receiver (after-stop drain included).
 done s: first write to last byte read. lost: datagrams sent that never arrived (+N in flight when the run was cut short).
@@ -52,6 +52,8 @@ done s: first write to last byte read. lost: datagrams sent that never arrived (
 variant -: TUN netjam0, kernel 10.99.0.1, peer 10.99.0.2; relay TCP 3 relayed, 0 served, 2 refused, 0 reset by an end, 1 failed; UDP 0 relayed, 4 served, 0 refused, 5 datagrams dropped (overflow 4, to_client 1); 6 packets shed by netjam at the device (the path behind it full), 2 dropped by the kernel before netjam read them, 1 malformed
 
 variant -: flow b STALLED 1 time(s), 2.50 s in all: it had data to send and sent nothing, not even a retransmission, for longer than max(1 s, 3 RTO); its figures are the TCP stack's defect, not the path's
+
+variant -: flow u: 4 datagrams crossed the path and were dropped by the receiving socket, its buffer full: the machine could not keep up (netjam's own, not in lost)
 
 variant s: skipped: TUN mode needs root
 `

@@ -18,6 +18,7 @@ import (
 type udpConn struct {
 	*gonet.UDPConn
 	h    *Host
+	ep   tcpip.Endpoint // ListenUDP's, for ReceiveDrops; nil for DialUDP's
 	once sync.Once
 }
 
@@ -57,7 +58,30 @@ func (h *Host) ListenUDP(port uint16) (net.PacketConn, error) {
 		c.Close()
 		return nil, opError("listen", "udp", laddr, terr)
 	}
+	// A measuring receiver's buffer holds seconds of a flow, not the
+	// default's fraction of one: a loaded machine that reads late must
+	// not lose what the path delivered (see ReceiveDrops).
+	ep.SocketOptions().SetReceiveBufferSize(listenReceiveBuffer, true)
+	c.ep = ep
 	return c, nil
+}
+
+// listenReceiveBuffer is ListenUDP's receive buffer: gVisor's maximum,
+// 4 MiB, about 2800 datagrams of 1500 bytes.
+const listenReceiveBuffer = 4 << 20
+
+// ReceiveDrops returns how many datagrams arrived at the socket and were
+// dropped because its receive buffer was full (flows.ReceiveDropper): the
+// machine did not read them in time.
+func (c *udpConn) ReceiveDrops() uint64 {
+	if c.ep == nil {
+		return 0
+	}
+	st, ok := c.ep.Stats().(*tcpip.TransportEndpointStats)
+	if !ok {
+		return 0
+	}
+	return st.ReceiveErrors.ReceiveBufferOverflow.Value()
 }
 
 // DialUDP opens a UDP socket connected to raddr, from an ephemeral port:

@@ -137,3 +137,41 @@ func newDualPair(t *testing.T) (a, b *Host) {
 	ba.to.Store(a)
 	return a, b
 }
+
+// TestUDPListenerCountsReceiveDrops: a listener that nobody reads holds
+// what its 4 MiB buffer takes and counts the rest as receive drops: every
+// datagram sent is either read or counted, none vanishes.
+func TestUDPListenerCountsReceiveDrops(t *testing.T) {
+	a, b := newPair(t, pairConfig{fam: v4})
+	srv, err := b.ListenUDP(53)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cli, err := a.DialUDP(netip.AddrPortFrom(v4.b.Addr(), 53))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	const n = 6000
+	msg := payload(1400, 1)
+	for range n {
+		if _, err := cli.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drops := srv.(interface{ ReceiveDrops() uint64 }).ReceiveDrops()
+	buf := make([]byte, 2048)
+	read := 0
+	for {
+		srv.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if _, _, err := srv.ReadFrom(buf); err != nil {
+			break
+		}
+		read++
+	}
+	t.Logf("%d datagrams read, %d dropped at the full buffer", read, drops)
+	if drops == 0 || read < 2000 || uint64(read)+drops != n {
+		t.Errorf("%d read and %d dropped of %d sent: want at least 2000 held (4 MiB), the rest dropped, all counted", read, drops, n)
+	}
+}
