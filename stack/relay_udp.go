@@ -181,6 +181,9 @@ type udpSession struct {
 	waiting atomic.Bool   // an admit waits for room
 	room    chan struct{} // the up direction made room (one token)
 	stuck   atomic.Uint64 // read+1 when an admit gave up waiting: no more waits until a read
+	// targetFull: the target's socket took nothing for targetWait and
+	// the up direction waits for it; admit does not wait meanwhile.
+	targetFull atomic.Bool
 }
 
 // newUDPSession returns the session of in and registers it for admit.
@@ -315,9 +318,18 @@ func (u *udpSession) pass(b *udpBatch) (int, tcpip.Error) {
 // flush writes the batch's datagrams to the target, with one sendmmsg
 // where the socket takes it, and empties the batch. A datagram the
 // socket refuses is counted dropped and the rest still written.
+//
+// A target's socket that takes nothing for targetWait (the real network
+// beyond it is slower than the path) is waited for without a deadline,
+// and meanwhile admit lets the client's endpoint overflow rather than
+// hold up the path: the bottleneck is the real network's, and a real one
+// drops there too instead of stopping every other flow.
 func (u *udpSession) flush(b *udpBatch) {
 	msgs := b.msgs[:b.n]
 	var bytes int
+	if u.batch != nil {
+		u.out.SetWriteDeadline(time.Now().Add(targetWait))
+	}
 	for len(msgs) > 0 {
 		var k int
 		var err error
@@ -333,6 +345,10 @@ func (u *udpSession) flush(b *udpBatch) {
 			bytes += len(m.Buffers[0])
 		}
 		msgs = msgs[k:]
+		if err != nil && u.batch != nil && isTimeout(err) {
+			u.targetBlocked()
+			continue
+		}
 		if err == nil && k == 0 {
 			err = io.ErrShortWrite
 		}
@@ -342,7 +358,20 @@ func (u *udpSession) flush(b *udpBatch) {
 		}
 	}
 	u.r.udpN.up.Add(uint64(bytes))
+	u.targetFull.Store(false)
 	b.reset()
+}
+
+// targetBlocked notes that the target's socket took nothing for
+// targetWait: the rest of the batch waits for it without a deadline, and
+// an admit waiting on the session goes on.
+func (u *udpSession) targetBlocked() {
+	u.out.SetWriteDeadline(time.Time{})
+	u.targetFull.Store(true)
+	select {
+	case u.room <- struct{}{}:
+	default:
+	}
 }
 
 // admit returns once the session's endpoint can take a datagram of n
@@ -351,7 +380,7 @@ func (u *udpSession) flush(b *udpBatch) {
 func (u *udpSession) admit(n int) {
 	for m := u.maxLen.Load(); int64(n) > m && !u.maxLen.CompareAndSwap(m, int64(n)); m = u.maxLen.Load() {
 	}
-	if u.fits() || u.stuck.Load() == u.read.Load()+1 {
+	if u.fits() || u.stuck.Load() == u.read.Load()+1 || u.targetFull.Load() {
 		return
 	}
 	u.r.udpN.waits.Add(1)
@@ -359,7 +388,7 @@ func (u *udpSession) admit(n int) {
 	defer u.waiting.Store(false)
 	t := time.NewTimer(u.r.admitWait) // only when waiting: the common case allocates nothing
 	defer t.Stop()
-	for !u.fits() {
+	for !u.fits() && !u.targetFull.Load() {
 		select {
 		case <-u.room:
 		case <-u.gone:
@@ -453,9 +482,13 @@ type batchWriter interface {
 	WriteBatch(ms []ipv4.Message, flags int) (int, error)
 }
 
-// batchWriterOf returns the batch writer of a UDP socket; nil for
-// anything else (a test's Dial), which is written one datagram at a time.
+// batchWriterOf returns the batch writer of a UDP socket (or of a
+// connection that is one itself); nil for anything else (a test's Dial),
+// which is written one datagram at a time.
 func batchWriterOf(c net.Conn) batchWriter {
+	if bw, ok := c.(batchWriter); ok {
+		return bw
+	}
 	uc, ok := c.(*net.UDPConn)
 	if !ok {
 		return nil

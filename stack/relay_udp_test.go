@@ -1,10 +1,15 @@
 package stack
 
 import (
+	"context"
 	"net"
 	"net/netip"
+	"os"
+	"sync"
 	"testing"
 	"time"
+
+	xipv4 "golang.org/x/net/ipv4"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
@@ -177,5 +182,103 @@ func TestRelayUDPBatchTargetRefuses(t *testing.T) {
 	}
 	if sent := st.BytesUp / 100; sent+st.Dropped != rounds*8 {
 		t.Errorf("%d datagrams written and %d dropped, want %d in all", sent, st.Dropped, rounds*8)
+	}
+}
+
+// blockedTarget is a relay's UDP socket toward a target that takes
+// nothing until released, as a socket on a link slower than the path is
+// full: WriteBatch waits for the release or the write deadline. Read
+// blocks until Close.
+type blockedTarget struct {
+	net.Conn // nil: only the methods below are called
+	release  chan struct{}
+	closed   chan struct{}
+	once     sync.Once
+	mu       sync.Mutex
+	deadline time.Time
+	written  int
+}
+
+func (c *blockedTarget) WriteBatch(ms []xipv4.Message, _ int) (int, error) {
+	c.mu.Lock()
+	d := c.deadline
+	c.mu.Unlock()
+	var timeout <-chan time.Time
+	if !d.IsZero() {
+		t := time.NewTimer(time.Until(d))
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-c.release:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.written += len(ms)
+		return len(ms), nil
+	case <-timeout:
+		return 0, os.ErrDeadlineExceeded
+	}
+}
+
+func (c *blockedTarget) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deadline = t
+	return nil
+}
+
+func (c *blockedTarget) Read([]byte) (int, error) {
+	<-c.closed
+	return 0, net.ErrClosed
+}
+
+func (c *blockedTarget) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return nil
+}
+
+// TestRelayUDPSlowTargetDoesNotHoldUpThePath sends a burst into a session
+// whose target takes nothing (the real network beyond it slower than the
+// path): the path must not wait for the relay, however long it may wait
+// for one that is only late, and the session's socket overflows, counted.
+// Every datagram is written or counted dropped once the target takes
+// them. (Before, the burst's delivery waited for the target: here, for
+// the minute the test lets the path wait.)
+func TestRelayUDPSlowTargetDoesNotHoldUpThePath(t *testing.T) {
+	target := &blockedTarget{release: make(chan struct{}), closed: make(chan struct{})}
+	client, r := newRelayPair(t, RelayConfig{
+		Forwards: []Forward{{Proto: "udp", Listen: 5353, To: netip.MustParseAddrPort("127.0.0.1:9")}},
+		UDPIdle:  300 * time.Millisecond,
+		Dial: func(context.Context, string, string) (net.Conn, error) {
+			return target, nil
+		},
+	})
+	r.admitWait = time.Minute
+	release := sync.OnceFunc(func() { close(target.release) })
+	t.Cleanup(release) // a failing test still ends its session
+	c, err := client.DialUDP(netip.AddrPortFrom(peer4, 5353))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const sent = 1000 // 1 MB: five times the socket's buffer
+	b := make([]byte, 1000)
+	for i := range sent {
+		if _, err := c.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			waitFor(t, "the session", func() bool { return r.Stats().UDP.Relayed == 1 })
+		}
+	}
+	waitFor(t, "the burst to reach the relay's socket", func() bool { return r.h.s.Stats().UDP.PacketsReceived.Value() >= sent })
+	release()
+	waitFor(t, "the idle session to end", func() bool { return r.Stats().UDP.Active == 0 })
+	st := r.Stats().UDP
+	target.mu.Lock()
+	written := target.written
+	target.mu.Unlock()
+	if st.DroppedBy["overflow"] == 0 || uint64(written)+st.Dropped != sent {
+		t.Errorf("%d written to the target and %d counted dropped (%v), want overflows and %d in all", written, st.Dropped, st.DroppedBy, sent)
 	}
 }
