@@ -128,11 +128,6 @@ const (
 	// its host, far longer than a session busy with a burst takes, short
 	// enough that a stuck one does not stop the path.
 	udpAdmitWait = 100 * time.Millisecond
-	// targetWait is how long a UDP session's socket toward its target
-	// may take nothing before the session counts the target as the
-	// bottleneck (see udpSession.flush): far longer than a socket on a
-	// link that keeps up is ever full, short against udpAdmitWait.
-	targetWait = 5 * time.Millisecond
 	// echoBuffer is the most the TCP echo service holds between reading
 	// and writing back, per connection (see echoTCP for why it holds
 	// any); its ring starts at echoInitial bytes and doubles when full, so

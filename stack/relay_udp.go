@@ -181,8 +181,8 @@ type udpSession struct {
 	waiting atomic.Bool   // an admit waits for room
 	room    chan struct{} // the up direction made room (one token)
 	stuck   atomic.Uint64 // read+1 when an admit gave up waiting: no more waits until a read
-	// targetFull: the target's socket took nothing for targetWait and
-	// the up direction waits for it; admit does not wait meanwhile.
+	// targetFull: the target's socket was full and the up direction
+	// waits for it; admit does not wait meanwhile.
 	targetFull atomic.Bool
 }
 
@@ -319,24 +319,23 @@ func (u *udpSession) pass(b *udpBatch) (int, tcpip.Error) {
 // where the socket takes it, and empties the batch. A datagram the
 // socket refuses is counted dropped and the rest still written.
 //
-// A target's socket that takes nothing for targetWait (the real network
-// beyond it is slower than the path) is waited for without a deadline,
-// and meanwhile admit lets the client's endpoint overflow rather than
-// hold up the path: the bottleneck is the real network's, and a real one
-// drops there too instead of stopping every other flow.
+// A target's socket that is full (the real network beyond it is slower
+// than the path) is waited for, and meanwhile admit lets the client's
+// endpoint overflow rather than hold up the path: the bottleneck is the
+// real network's, and a real one drops there too instead of stopping
+// every other flow. Each batch is first offered without waiting
+// (MSG_DONTWAIT) to tell a full socket from a slow machine.
 func (u *udpSession) flush(b *udpBatch) {
 	msgs := b.msgs[:b.n]
 	var bytes int
-	if u.batch != nil {
-		u.out.SetWriteDeadline(time.Now().Add(targetWait))
-	}
+	flags := syscall.MSG_DONTWAIT
 	for len(msgs) > 0 {
 		var k int
 		var err error
 		if u.batch != nil {
 			// sendmmsg's -1 on an error (an ICMP error of an
 			// earlier datagram, say) comes back as is.
-			k, err = u.batch.WriteBatch(msgs, 0)
+			k, err = u.batch.WriteBatch(msgs, flags)
 			k = max(k, 0)
 		} else if _, err = u.out.Write(msgs[0].Buffers[0]); err == nil {
 			k = 1
@@ -345,8 +344,9 @@ func (u *udpSession) flush(b *udpBatch) {
 			bytes += len(m.Buffers[0])
 		}
 		msgs = msgs[k:]
-		if err != nil && u.batch != nil && isTimeout(err) {
+		if err != nil && errors.Is(err, syscall.EAGAIN) {
 			u.targetBlocked()
+			flags = 0 // wait for the socket
 			continue
 		}
 		if err == nil && k == 0 {
@@ -362,11 +362,9 @@ func (u *udpSession) flush(b *udpBatch) {
 	b.reset()
 }
 
-// targetBlocked notes that the target's socket took nothing for
-// targetWait: the rest of the batch waits for it without a deadline, and
-// an admit waiting on the session goes on.
+// targetBlocked notes that the target's socket is full: the rest of the
+// batch waits for it, and an admit waiting on the session goes on.
 func (u *udpSession) targetBlocked() {
-	u.out.SetWriteDeadline(time.Time{})
 	u.targetFull.Store(true)
 	select {
 	case u.room <- struct{}{}:

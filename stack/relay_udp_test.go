@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -187,44 +188,30 @@ func TestRelayUDPBatchTargetRefuses(t *testing.T) {
 
 // blockedTarget is a relay's UDP socket toward a target that takes
 // nothing until released, as a socket on a link slower than the path is
-// full: WriteBatch waits for the release or the write deadline. Read
-// blocks until Close.
+// full: WriteBatch fails with EAGAIN when told not to wait, and waits for
+// the release otherwise. Read blocks until Close.
 type blockedTarget struct {
 	net.Conn // nil: only the methods below are called
 	release  chan struct{}
 	closed   chan struct{}
 	once     sync.Once
 	mu       sync.Mutex
-	deadline time.Time
 	written  int
 }
 
-func (c *blockedTarget) WriteBatch(ms []xipv4.Message, _ int) (int, error) {
-	c.mu.Lock()
-	d := c.deadline
-	c.mu.Unlock()
-	var timeout <-chan time.Time
-	if !d.IsZero() {
-		t := time.NewTimer(time.Until(d))
-		defer t.Stop()
-		timeout = t.C
-	}
+func (c *blockedTarget) WriteBatch(ms []xipv4.Message, flags int) (int, error) {
 	select {
 	case <-c.release:
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		c.written += len(ms)
-		return len(ms), nil
-	case <-timeout:
-		return 0, os.ErrDeadlineExceeded
+	default:
+		if flags&syscall.MSG_DONTWAIT != 0 {
+			return -1, os.NewSyscallError("sendmmsg", syscall.EAGAIN)
+		}
+		<-c.release
 	}
-}
-
-func (c *blockedTarget) SetWriteDeadline(t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.deadline = t
-	return nil
+	c.written += len(ms)
+	return len(ms), nil
 }
 
 func (c *blockedTarget) Read([]byte) (int, error) {
