@@ -90,8 +90,12 @@ func TestDownloadThroughRate(t *testing.T) {
 		t.Fatalf("%d bytes, %v", n, err)
 	}
 	t.Logf("5 MB through 10 Mbit/s: %v", took)
-	if took < 4*time.Second || took > 5*time.Second {
-		t.Errorf("the download took %v, want 4 to 5 s", took)
+	// No faster than the rate allows (4 s); the rate itself is checked
+	// exactly below, on the downlink's busy time. The upper bound only
+	// catches a path far too slow (the rate applied twice: 8 s): a loaded
+	// machine under the race detector took 5.1 s.
+	if took < 4*time.Second || took > 7*time.Second {
+		t.Errorf("the download took %v, want 4 to 7 s", took)
 	}
 	if d := p.Stats().Downlink; d.PacketsOut < size/1460 || d.Achieved.RateBps < 9.9e6 || d.Achieved.RateBps > 10.1e6 {
 		t.Errorf("downlink: %d packets out, %.0f bit/s while busy: want at least %d packets at 10 Mbit/s", d.PacketsOut, d.Achieved.RateBps, size/1460)

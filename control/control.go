@@ -30,6 +30,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -303,43 +304,68 @@ type SetRequest struct {
 
 func (s *Server) set(w http.ResponseWriter, r *http.Request) { s.setKeys(w, r, "") }
 
-// link answers one direction of the link (uplink or downlink), as
-// GET /v1/links has it.
+// link answers one direction (uplink, eu.uplink) as GET /v1/links has
+// it, or a link of a links list (eu) as the list of its two.
 func (s *Server) link(w http.ResponseWriter, r *http.Request) {
 	lv := s.current(w)
 	if lv == nil {
 		return
 	}
-	if l, ok := linkNamed(w, lv, r.PathValue("name")); ok {
-		writeJSON(w, http.StatusOK, l)
+	if ls, _, ok := linkNamed(w, lv, r.PathValue("name")); ok {
+		if len(ls) == 1 {
+			writeJSON(w, http.StatusOK, ls[0])
+		} else {
+			writeJSON(w, http.StatusOK, ls)
+		}
 	}
 }
 
-// setLink is PATCH /v1/links with keys of one direction, named without
-// their prefix: {"set": {"loss": "5%"}} on /v1/links/uplink is
-// link.uplink.loss.
+// setLink is PATCH /v1/links with keys of one direction or link, named
+// without their prefix: {"set": {"loss": "5%"}} on /v1/links/uplink is
+// link.uplink.loss, on /v1/links/eu links.eu.loss, on
+// /v1/links/eu.downlink links.eu.downlink.loss.
 func (s *Server) setLink(w http.ResponseWriter, r *http.Request) {
 	lv := s.current(w)
 	if lv == nil {
 		return
 	}
-	name := r.PathValue("name")
-	if _, ok := linkNamed(w, lv, name); ok {
-		s.setKeys(w, r, "link."+name+".")
+	if _, prefix, ok := linkNamed(w, lv, r.PathValue("name")); ok {
+		s.setKeys(w, r, prefix)
 	}
 }
 
-// linkNamed finds direction name among lv's links, or answers 404.
-func linkNamed(w http.ResponseWriter, lv *emulator.Live, name string) (emulator.LinkSummary, bool) {
+// linkNamed finds name among lv's links: a direction (uplink, downlink;
+// eu.uplink with a links list), or a link (link, the shorthand's; eu),
+// and returns its directions and the prefix of its keys; or answers 404.
+func linkNamed(w http.ResponseWriter, lv *emulator.Live, name string) ([]emulator.LinkSummary, string, bool) {
 	var names []string
+	var of []emulator.LinkSummary
 	for _, l := range lv.Links() {
-		if l.Name == name {
-			return l, true
+		link, _, inList := strings.Cut(l.Name, ".")
+		if !inList {
+			link = scenario.DefaultLink
+		}
+		switch {
+		case l.Name == name && inList:
+			return []emulator.LinkSummary{l}, "links." + name + ".", true
+		case l.Name == name:
+			return []emulator.LinkSummary{l}, "link." + name + ".", true
+		case link == name:
+			of = append(of, l)
+		}
+		if inList && !slices.Contains(names, link) {
+			names = append(names, link)
 		}
 		names = append(names, l.Name)
 	}
+	switch {
+	case len(of) > 0 && name == scenario.DefaultLink && !strings.Contains(of[0].Name, "."):
+		return of, "link.", true
+	case len(of) > 0:
+		return of, "links." + name + ".", true
+	}
 	writeError(w, http.StatusNotFound, fmt.Errorf("no link %q (links: %s)", name, strings.Join(names, ", ")))
-	return emulator.LinkSummary{}, false
+	return nil, "", false
 }
 
 // setKeys applies a SetRequest whose keys take prefix ("" for full key

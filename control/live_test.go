@@ -592,3 +592,45 @@ func TestPatchAt(t *testing.T) {
 		t.Errorf("timeline %+v, want the change at 1.5 s", tl)
 	}
 }
+
+// GET and PATCH /v1/links/{name} address a link of a links list by name
+// (eu: both its directions, keys links.eu.KEY) or one of its directions
+// (eu.uplink).
+func TestLinkOfALinksList(t *testing.T) {
+	tr := startRun(t, `name: live
+duration: 2s
+links:
+  - {name: access, rate: 20Mbps}
+  - {name: eu, delay: 10ms}
+paths:
+  - {name: to-eu, via: [access, eu], match: {dst: 10.20.0.0/16}}
+  - {name: direct, via: [access]}
+flows: [{name: probe, type: udp, rate: 1Mbps, packet_size: 1000, duration: 2s, path: to-eu}]
+`)
+	if code, b := tr.do(t, "GET", "/v1/links/eu", ""); code != 200 || !strings.Contains(string(b), `"name":"eu.uplink"`) || !strings.Contains(string(b), `"name":"eu.downlink"`) {
+		t.Errorf("GET /v1/links/eu: %d %s", code, b)
+	}
+	if code, b := tr.do(t, "GET", "/v1/links/sideways", ""); code != 404 || !strings.Contains(string(b), "links: access, access.uplink, access.downlink, eu, eu.uplink, eu.downlink") {
+		t.Errorf("GET /v1/links/sideways: %d %s", code, b)
+	}
+	if code, b := tr.do(t, "PATCH", "/v1/links/eu", `{"set": {"delay": "30ms"}}`); code != 200 {
+		t.Errorf("PATCH /v1/links/eu: %d %s", code, b)
+	}
+	if code, b := tr.do(t, "PATCH", "/v1/links", `{"set": {"links.eu.name": "us"}}`); code != 400 || !strings.Contains(string(b), "its name stays") {
+		t.Errorf("PATCH a link's name: %d %s", code, b)
+	}
+	if code, b := tr.do(t, "PATCH", "/v1/links/eu.downlink", `{"set": {"loss": "1%"}}`); code != 200 {
+		t.Errorf("PATCH /v1/links/eu.downlink: %d %s", code, b)
+	}
+	if code, b := tr.do(t, "GET", "/v1/links/eu.uplink", ""); code != 200 || !strings.Contains(string(b), `"delay_ms":30`) {
+		t.Errorf("after the PATCH, GET /v1/links/eu.uplink: %d %s", code, b)
+	}
+	if code, b := tr.do(t, "GET", "/v1/links/access.uplink", ""); code != 200 || !strings.Contains(string(b), `"delay_ms":0`) {
+		t.Errorf("GET /v1/links/access.uplink: %d %s", code, b)
+	}
+	sum := tr.wait(t)
+	tl := sum.Runs[0].Timeline
+	if len(tl) != 2 || tl[0].Key != "links.eu.delay" || tl[0].New != "30ms" || tl[1].Key != "links.eu.downlink.loss" {
+		t.Errorf("timeline %+v", tl)
+	}
+}

@@ -362,3 +362,47 @@ func TestDashboardAsksForToken(t *testing.T) {
 		t.Error(p)
 	}
 }
+
+// TestDashboardLinksList: with a links list the dashboard has each
+// link's directions (eu.uplink, ...), and a value typed into one changes
+// that link alone (links.eu.uplink.delay).
+func TestDashboardLinksList(t *testing.T) {
+	chromium(t) // skip before the run when there is none
+	tr := startRunAt(t, `name: dashboard
+duration: 60s
+sample_interval: 200ms
+links:
+  - {name: access, rate: 20Mbps}
+  - {name: eu, delay: 10ms}
+paths:
+  - {name: to-eu, via: [access, eu], match: {dst: 10.20.0.0/16}}
+  - {name: direct, via: [access]}
+flows:
+  - {name: probe, type: udp, rate: 1Mbps, packet_size: 1000, duration: 60s, path: to-eu}
+`, "127.0.0.1:0")
+	ctx, problems := browser(t, tr.base)
+	in := `input[data-key="links.eu.uplink.delay"]`
+	err := chromedp.Do(ctx, chromedp.Navigate(tr.base+"/"), chromedp.WaitVisible(chromedp.CSS(in)),
+		chromedp.SendKeys(chromedp.CSS(in), "30ms\r"),
+		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector('.cur[data-key="links.eu.uplink.delay"]').textContent === "30 ms"`,
+				chromedp.WithPollingTimeout(10*time.Second)))
+			return err
+		}))
+	if err != nil {
+		msg, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`.err[data-key="links.eu.uplink.delay"]`)))
+		t.Fatalf("setting eu.uplink's delay through the page: %v (error shown: %q)", err, msg)
+	}
+	code, b := tr.do(t, "GET", "/v1/links/eu.uplink", "")
+	if code != 200 || !strings.Contains(string(b), `"delay_ms":30`) {
+		t.Errorf("GET /v1/links/eu.uplink after the page set 30ms: %d %s", code, b)
+	}
+	if code, b := tr.do(t, "GET", "/v1/links/access.uplink", ""); code != 200 || !strings.Contains(string(b), `"delay_ms":0`) {
+		t.Errorf("GET /v1/links/access.uplink: %d %s", code, b)
+	}
+	tr.do(t, "POST", "/v1/stop", "")
+	tr.wait(t)
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page's problems: %q", p)
+	}
+}

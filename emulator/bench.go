@@ -123,7 +123,7 @@ func (b *Bench) Links() []LinkSummary {
 	b.mu.Lock()
 	s := b.s
 	b.mu.Unlock()
-	ls := []LinkSummary{linkSummary(s.Uplink, b.l.path.Up.Stats()), linkSummary(s.Downlink, b.l.path.Down.Stats())}
+	ls := b.l.path.summaries(s)
 	ls[0].DeliveryDrops = b.l.deliveryDrops(true)
 	ls[1].DeliveryDrops = b.l.deliveryDrops(false)
 	return ls

@@ -96,6 +96,25 @@ type Progress interface {
 // side) and a downlink direction.
 type Path struct {
 	Up, Down *impair.Runner
+	// Links are every link's directions, in the scenario's order; Up and
+	// Down are the first's.
+	Links []*LinkRun
+}
+
+// runners returns every direction of p: each link's uplink, then its
+// downlink.
+func (p *Path) runners() []*impair.Runner {
+	var out []*impair.Runner
+	for _, l := range p.Links {
+		out = append(out, l.Up, l.Down)
+	}
+	return out
+}
+
+// LinkRun is one link's directions while a run runs.
+type LinkRun struct {
+	Name     string
+	Up, Down *impair.Runner
 }
 
 // NewSeed returns a random seed for a scenario that names none; the run
@@ -353,8 +372,12 @@ func (o Options) deviceOpener() openDevice {
 func (r *run) start(ctx context.Context) error {
 	s, o := r.s, r.o
 	r.l.start(ctx)
-	r.log.Info("run start", zap.Duration("duration", s.Duration), zap.Int("flows", len(s.Flows)),
-		zap.String("uplink", describe(s.Uplink)), zap.String("downlink", describe(s.Downlink)))
+	fields := []zap.Field{zap.Duration("duration", s.Duration), zap.Int("flows", len(s.Flows))}
+	for i, lr := range r.l.path.Links {
+		l := linkAt(s, i)
+		fields = append(fields, zap.String(lr.Up.Chain().Name(), describe(l.Uplink)), zap.String(lr.Down.Chain().Name(), describe(l.Downlink)))
+	}
+	r.log.Info("run start", fields...)
 	var err error
 	r.fls, r.conns, err = r.l.connectFlows(ctx, s, o.Clock)
 	if err != nil {
@@ -457,7 +480,7 @@ func (r *run) collect() *RunSummary {
 		Seed:      s.Seed,
 		DurationS: r.elapsed.Seconds(),
 		Flows:     make([]flows.FlowSummary, len(r.fls)),
-		Links:     []LinkSummary{linkSummary(s.Uplink, l.path.Up.Stats()), linkSummary(s.Downlink, l.path.Down.Stats())},
+		Links:     l.path.summaries(s),
 	}
 	if l.cell != nil {
 		ws := l.cell.Stats()
@@ -466,8 +489,8 @@ func (r *run) collect() *RunSummary {
 	rs.Timeline = r.tl.applied()
 	rs.Captures = l.captureStats()
 	rs.TUN = l.tunSummary()
-	rs.Links[0].DeliveryDrops = l.deliveryDrops(true)
-	rs.Links[1].DeliveryDrops = l.deliveryDrops(false)
+	l.addDeliveryDrops(l.s, rs.Links)
+	rs.Paths = l.pathSummaries(l.s)
 	for i, f := range r.fls {
 		rs.Flows[i] = r.flowSummary(i, f)
 	}
@@ -491,6 +514,9 @@ func (r *run) collect() *RunSummary {
 func (r *run) flowSummary(i int, f flows.Flow) flows.FlowSummary {
 	fs := f.Summary()
 	fs.Stack = r.s.Flows[i].Stack
+	if len(r.s.Links) > 1 || len(r.s.Paths) > 1 || len(r.s.Links) == 1 && r.s.Links[0].Name != scenario.DefaultLink {
+		fs.Path = flowPath(r.s, r.s.Flows[i]).Name
+	}
 	if fs.Type == flows.TypeTCP {
 		fs.CC = r.s.Flows[i].CC
 		if fs.CC == "" {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +45,7 @@ import (
 // i has 10.0.0.(101+i) and fd00::(101+i), in 10.0.0.0/24 and fd00::/64:
 // up to 100 hosts a side.
 type lab struct {
+	s    *scenario.Scenario
 	path *Path
 	cell *wifi.Runner // nil without a Wi-Fi cell
 	pool *impair.Pool
@@ -60,13 +63,18 @@ type lab struct {
 	// by close when the graph did not compile).
 	net     *topology.Net
 	routers [2]*topology.Router
-	lives   []topology.Life
+	// pathRouters choose the path of packets, at the paths' entries and
+	// after links several paths cross.
+	pathRouters []*topology.Router
+	lives       []topology.Life
 
 	clk clock.Clock
 	log *zap.Logger
 	// capClient and capServer write the packets seen at the client and
-	// server side (nil: no capture there).
+	// server side (nil: no capture there); capLinks those at the ends of
+	// links, by point (eu.server).
 	capClient, capServer *capture.Writer
+	capLinks             map[string]*capture.Writer
 
 	// tun is TUN mode's part; nil without a tun section.
 	tun *tunEnd
@@ -88,6 +96,10 @@ type endHost struct {
 	// catchAll: the uplink's packets for destinations no end owns go to
 	// this server host.
 	catchAll bool
+	// prefixes are its addresses with their networks (stack.HostConfig's
+	// Addrs); path, a server's, the name of the path it ends.
+	prefixes []netip.Prefix
+	path     string
 }
 
 // putWait bounds how long an inbox waits for room when its host falls
@@ -127,17 +139,19 @@ type hostSpec struct {
 	// stack.HostConfig.Transparent), catchAll the uplink's packets for
 	// destinations no host owns (a Bench's relay).
 	transparent, catchAll bool
+	// path is the name of the path a server host ends.
+	path string
 }
 
 // planHosts returns the netstack hosts the flows of s need: one per Wi-Fi
 // station the kernel is not behind, in the cell's order, then a client
-// (without a cell) and a server host per SACK setting, in the flows'
-// order.
+// (without a cell) per SACK setting and a server host per SACK setting
+// and path, in the flows' order.
 func planHosts(s *scenario.Scenario) []hostSpec {
 	var specs []hostSpec
-	have := func(server, sack bool) bool {
+	have := func(server, sack bool, path string) bool {
 		for _, h := range specs {
-			if h.server == server && h.sack == sack && h.station == "" {
+			if h.server == server && h.sack == sack && h.station == "" && h.path == path {
 				return true
 			}
 		}
@@ -161,11 +175,11 @@ func planHosts(s *scenario.Scenario) []hostSpec {
 		if f.Stack == scenario.StackKernel {
 			continue // from the kernel to the peer host, see buildTUN
 		}
-		if s.WiFi == nil && !have(false, f.SACK) {
+		if s.WiFi == nil && !have(false, f.SACK, "") {
 			specs = append(specs, hostSpec{sack: f.SACK})
 		}
-		if !have(true, f.SACK) {
-			specs = append(specs, hostSpec{server: true, sack: f.SACK})
+		if p := flowPath(s, f).Name; !have(true, f.SACK, p) {
+			specs = append(specs, hostSpec{server: true, sack: f.SACK, path: p})
 		}
 	}
 	return specs
@@ -175,7 +189,15 @@ func planHosts(s *scenario.Scenario) []hostSpec {
 // need, and the extra hosts (a Bench's). Nothing runs until start; close
 // releases everything, also after a failed newLab.
 func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir string, hooks labHooks, extra ...hostSpec) (*lab, error) {
+	if len(s.Links) == 0 {
+		// Not from scenario.Parse: its link is the one.
+		c := *s
+		c.Links = []scenario.Link{linkAt(s, 0)}
+		c.Paths = []scenario.Path{{Name: scenario.DefaultPath, Via: []string{scenario.DefaultLink}}}
+		s = &c
+	}
 	l := &lab{
+		s:    s,
 		clk:  clk,
 		log:  log,
 		pool: impair.NewPool(s.MTU),
@@ -186,6 +208,9 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir strin
 	fail := func(err error) (*lab, error) {
 		l.close()
 		return nil, err
+	}
+	if err := checkPathNets(s); err != nil {
+		return fail(err)
 	}
 	if err := l.openCaptures(s, outDir); err != nil {
 		return fail(err)
@@ -200,6 +225,9 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir strin
 		if ends[i], err = l.addEnd(b, h); err != nil {
 			return fail(err)
 		}
+	}
+	if err := l.checkFlowPaths(s); err != nil {
+		return fail(err)
 	}
 	// The device comes last: once it is up, the kernel may send.
 	if s.TUN != nil {
@@ -232,14 +260,21 @@ func (l *lab) addEnd(b *pathBuilder, h hostSpec) (*endHost, error) {
 	if i == maxHosts {
 		return nil, fmt.Errorf("more than %d hosts on a side", maxHosts)
 	}
-	e := &endHost{name: h.name, sack: h.sack, station: h.station, catchAll: h.catchAll}
+	e := &endHost{name: h.name, sack: h.sack, station: h.station, catchAll: h.catchAll, path: h.path}
 	if e.name == "" {
 		e.name = fmt.Sprintf("client%d", i)
 		if h.server {
 			e.name = fmt.Sprintf("server%d", i)
 		}
 	}
-	for _, a := range hostAddrs(i, h.server) {
+	e.prefixes = hostAddrs(i, h.server)
+	if p := l.pathOf(h.path); h.server && p.Match != nil && p.Match.Dst.IsValid() {
+		var err error
+		if e.prefixes, err = l.pathAddr(p); err != nil {
+			return nil, err
+		}
+	}
+	for _, a := range e.prefixes {
 		e.addrs = append(e.addrs, a.Addr())
 	}
 	e.v4 = e.addrs[0]
@@ -275,16 +310,17 @@ func (l *lab) newHost(s *scenario.Scenario, e *endHost, h hostSpec) error {
 	}
 	var err error
 	e.host, err = stack.NewHost(stack.HostConfig{
-		Name: e.name, Addrs: hostAddrs(i, h.server), MTU: s.MTU, Clock: l.clk, Seed: seed, SACK: h.sack,
+		Name: e.name, Addrs: e.prefixes, MTU: s.MTU, Clock: l.clk, Seed: seed, SACK: h.sack,
 		Output: l.output(e), Log: l.log, Transparent: h.transparent,
 	})
 	return err
 }
 
-// find returns the wired host of a side with the SACK setting, or nil.
-func (l *lab) find(side []*endHost, sack bool) *endHost {
+// find returns the wired host of a side with the SACK setting, or nil;
+// a server host of the path named path.
+func (l *lab) find(side []*endHost, sack bool, path string) *endHost {
 	for _, e := range side {
-		if e.sack == sack && e.station == "" {
+		if e.sack == sack && e.station == "" && e.path == path {
 			return e
 		}
 	}
@@ -293,11 +329,11 @@ func (l *lab) find(side []*endHost, sack bool) *endHost {
 
 // ends returns the client-side and server-side hosts of flow f.
 func (l *lab) ends(f scenario.Flow) (client, server *endHost) {
-	server = l.find(l.servers, f.SACK)
+	server = l.find(l.servers, f.SACK, flowPath(l.s, f).Name)
 	if f.Station != "" {
 		return l.stations[f.Station], server
 	}
-	return l.find(l.clients, f.SACK), server
+	return l.find(l.clients, f.SACK, ""), server
 }
 
 // output returns a netstack host's Output: into the path at e.
@@ -332,7 +368,7 @@ func (l *lab) tooLarge() uint64 {
 // noRoute returns the packets whose destination no end owns.
 func (l *lab) noRoute() uint64 {
 	var n uint64
-	for _, r := range l.routers {
+	for _, r := range append(l.routers[:], l.pathRouters...) {
 		if r != nil {
 			n += r.NoRoute()
 		}
@@ -387,7 +423,7 @@ func (l *lab) close() {
 		}
 		l.tun.ns.Close()
 	}
-	for _, cw := range []*capture.Writer{l.capClient, l.capServer} {
+	for _, cw := range append([]*capture.Writer{l.capClient, l.capServer}, slices.Collect(maps.Values(l.capLinks))...) {
 		if cw != nil {
 			cw.Close()
 		}
@@ -404,10 +440,15 @@ func (l *lab) openCaptures(s *scenario.Scenario, dir string) error {
 		return errors.New("capture needs an output folder")
 	}
 	o := s.Capture.Options
+	ends := scenario.LinkEnds(s.Links)
 	// On a virtual clock, packets of one instant are written in one
 	// order, whichever goroutine records them first.
 	_, o.SortInstants = l.clk.(*clock.Virtual)
 	for _, pt := range s.Capture.Points {
+		if !slices.Contains(scenario.CapturePoints, pt) && !slices.Contains(ends, pt) {
+			// A --capture the scenario's links do not have.
+			return fmt.Errorf("capture %s: no such point (the points: %s)", pt, strings.Join(append(slices.Clone(scenario.CapturePoints), ends...), ", "))
+		}
 		name := pt
 		if s.Variant != "" {
 			name += "-" + s.Variant
@@ -416,10 +457,16 @@ func (l *lab) openCaptures(s *scenario.Scenario, dir string) error {
 		if err != nil {
 			return err
 		}
-		if pt == "client" {
+		switch pt {
+		case "client":
 			l.capClient = w
-		} else {
+		case "server":
 			l.capServer = w
+		default:
+			if l.capLinks == nil {
+				l.capLinks = map[string]*capture.Writer{}
+			}
+			l.capLinks[pt] = w
 		}
 	}
 	return nil
@@ -428,7 +475,9 @@ func (l *lab) openCaptures(s *scenario.Scenario, dir string) error {
 // captureStats returns the capture counters by point.
 func (l *lab) captureStats() map[string]CaptureSummary {
 	m := map[string]CaptureSummary{}
-	for name, cw := range map[string]*capture.Writer{"client": l.capClient, "server": l.capServer} {
+	all := map[string]*capture.Writer{"client": l.capClient, "server": l.capServer}
+	maps.Copy(all, l.capLinks)
+	for name, cw := range all {
 		if cw != nil {
 			st := cw.Stats()
 			m[name] = CaptureSummary{Packets: st.Packets, Truncated: st.Truncated, Files: st.Files, NotWritten: st.NotWritten, Full: st.Full}
@@ -453,7 +502,7 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 	// zero, and stays so.
 	untilEnd(f.TCP.Start, &f.TCP.Duration, s.Duration)
 	untilEnd(f.UDP.Start, &f.UDP.Duration, s.Duration)
-	port := flowPort(s, i)
+	port := serverPort(s, i, f)
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
 	if f.Stack == scenario.StackKernel {
@@ -475,7 +524,7 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 			return nil, nil, err
 		}
 		return newTCPFlow(ctx, f, clk, ln, l.warnStall(f.Name), func() (net.Conn, func() netif.TCPInfo, error) {
-			c, err := from.DialTCP(ctx, dst, o)
+			c, err := from.DialTCPFrom(ctx, dialPort(i), dst, o)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -486,7 +535,7 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 		if err != nil {
 			return nil, nil, err
 		}
-		send, err := from.DialUDP(dst)
+		send, err := from.DialUDPFrom(dialPort(i), dst)
 		if err != nil {
 			recv.Close()
 			return nil, nil, err
@@ -494,6 +543,17 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 		return newUDPFlow(i, f, clk, send, recv)
 	}
 }
+
+// dialPort is the local port of flow number i's dialing end: the same in
+// every run, where an ephemeral port's draw from the host's random source
+// races with the other flows connecting at the same time (and with it the
+// connection's initial sequence number, a hash of the ports).
+func dialPort(i int) uint16 { return firstDialPort + uint16(i) }
+
+// firstDialPort is flow 0's dialing port, in the range gVisor picks
+// ephemeral ports from and far above the flows' listening ports (5001,
+// 5002, ...).
+const firstDialPort = 40000
 
 // newUDPFlow makes flow number i, f, of its connected ends; on error it
 // closes them.

@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/netjam/netjam/capture"
@@ -23,13 +24,28 @@ import (
 // endpoints are a source fed by the device's read loop and the device's
 // inbox, and the peer host takes the uplink's packets for any
 // destination when transparent.
+//
+// With several links and paths (scenario.Path), "uplink" above is the
+// paths' uplinks and "downlink" their downlinks: a router choosing the
+// path by the packet (topology.Match) hands the client side's packets to
+// their path's first link, and after each link a router hands them to
+// their path's next link, the last link to to-server:
+//
+//	... ─▶ [paths] ─▶ access.uplink ─▶ [after access.uplink] ─▶ eu.uplink ─▶ to-server
+//	                                                           └▶ us.uplink ─▶ to-server
+//
+// and replies, chosen by their source, cross the same links in reverse
+// to to-client. A link several paths cross is one pair of directions,
+// one queue each way: its bottleneck is shared. Where only one next hop
+// is possible there is no router.
 
 // pathBuilder builds a lab's graph.
 type pathBuilder struct {
 	l *lab
 	g topology.Graph
-	// up and down are the directions' nodes; toServer and toClient the
-	// routers at their ends.
+	// up and down are where the client side's and the server side's
+	// packets enter the paths (the path router, or the one path's first
+	// direction); toServer and toClient the routers at their ends.
 	up, down           topology.ID
 	toServer, toClient topology.ID
 	cell               *topology.Cell
@@ -41,27 +57,43 @@ type pathBuilder struct {
 // and the Wi-Fi cell of s, with nothing yet at either end.
 func newPathBuilder(l *lab, s *scenario.Scenario) (*pathBuilder, error) {
 	b := &pathBuilder{l: l, routes: map[*topology.Router][]topology.Route{}}
-	var dirs [2]*topology.Direction
-	for i, name := range []string{"uplink", "downlink"} {
-		d := s.Uplink
-		if i == 1 {
-			d = s.Downlink
+	l.path = &Path{}
+	// Each direction's node where packets enter it and whose output
+	// leaves it: a tap in front and behind when its link's ends are
+	// captured.
+	upIn, upOut, downIn, downOut := map[string]topology.ID{}, map[string]topology.ID{}, map[string]topology.ID{}, map[string]topology.ID{}
+	for _, ls := range s.Links {
+		lr := &LinkRun{Name: ls.Name}
+		for i, r := range []**impair.Runner{&lr.Up, &lr.Down} {
+			name, d := directionName(s, ls.Name, i == 0), ls.Uplink
+			if i == 1 {
+				d = ls.Downlink
+			}
+			cfg, err := directionConfig(name, s.Seed, d)
+			if err != nil {
+				return nil, err
+			}
+			dir, err := topology.NewDirection(cfg, l.clk)
+			if err != nil {
+				return nil, err
+			}
+			l.lives = append(l.lives, dir.Runner())
+			*r = dir.Runner()
+			id := b.g.Add(dir.Node())
+			client, server := l.capLinks[ls.Name+".client"], l.capLinks[ls.Name+".server"]
+			if i == 0 {
+				upIn[ls.Name], upOut[ls.Name] = b.tap(client, name, id, true), b.tap(server, name, id, false)
+			} else {
+				downIn[ls.Name], downOut[ls.Name] = b.tap(server, name, id, true), b.tap(client, name, id, false)
+			}
 		}
-		cfg, err := directionConfig(name, s.Seed, d)
-		if err != nil {
-			return nil, err
-		}
-		if dirs[i], err = topology.NewDirection(cfg, l.clk); err != nil {
-			return nil, err
-		}
-		l.lives = append(l.lives, dirs[i].Runner())
+		l.path.Links = append(l.path.Links, lr)
 	}
-	l.path = &Path{Up: dirs[0].Runner(), Down: dirs[1].Runner()}
-	b.up, b.down = b.g.Add(dirs[0].Node()), b.g.Add(dirs[1].Node())
+	l.path.Up, l.path.Down = l.path.Links[0].Up, l.path.Links[0].Down
 	l.routers = [2]*topology.Router{topology.NewRouter("to-server"), topology.NewRouter("to-client")}
 	b.toServer, b.toClient = b.g.Add(l.routers[0].Node()), b.g.Add(l.routers[1].Node())
-	b.g.Link(b.up, b.toServer)
-	b.g.Link(b.down, b.toClient)
+	b.up = b.paths(s, "paths", false, upIn, upOut, b.toServer)
+	b.down = b.paths(s, "replies", true, downIn, downOut, b.toClient)
 	if s.WiFi != nil {
 		cfg := *s.WiFi // the scenario's cell, with the run's seed
 		cfg.Seed = s.Seed
@@ -74,6 +106,133 @@ func newPathBuilder(l *lab, s *scenario.Scenario) (*pathBuilder, error) {
 		b.g.Link(b.g.Add(c.AP()), b.up)
 	}
 	return b, nil
+}
+
+// directionName is the name of a direction of link: uplink and downlink
+// for the link shorthand's (as before links, which keeps a seed's random
+// streams), NAME.uplink and NAME.downlink for a links list's.
+func directionName(s *scenario.Scenario, link string, up bool) string {
+	name := "downlink"
+	if up {
+		name = "uplink"
+	}
+	if len(s.Links) == 1 && link == scenario.DefaultLink {
+		return name
+	}
+	return link + "." + name
+}
+
+// tap returns the node of direction id (named dir) that packets enter
+// (in) or leave by: id, or a tap of cw in front of it or behind it.
+func (b *pathBuilder) tap(cw *capture.Writer, dir string, id topology.ID, in bool) topology.ID {
+	if cw == nil {
+		return id
+	}
+	where := "after "
+	if in {
+		where = "before "
+	}
+	t := b.g.Add(topology.NewTap("capture "+where+dir, heldWriter{cw, b.l.clk}, b.l.pool, b.l.bigPool).Node())
+	if in {
+		b.g.Link(t, id)
+	} else {
+		b.g.Link(id, t)
+	}
+	return t
+}
+
+// paths links the directions of one way along every path of s (ins:
+// where each link's direction is entered, outs: where it is left, by
+// link name), and returns the node the way's packets enter by: a router
+// choosing their path (named name), or the one path's first direction.
+// Uplinks (back false) go along each path's via to end; downlinks (back)
+// go the other way, and their routers choose by source.
+func (b *pathBuilder) paths(s *scenario.Scenario, name string, back bool, ins, outs map[string]topology.ID, end topology.ID) topology.ID {
+	via := func(p scenario.Path) []string {
+		v := slices.Clone(p.Via)
+		if back {
+			slices.Reverse(v)
+		}
+		return v
+	}
+	// hop links from (-1: the way's entry) to the next node of each path
+	// next gives, through a router named label unless one node is
+	// possible: after a link, what reaches it is its paths' only, chosen
+	// in front; at the entry, when the one path takes every packet.
+	hop := func(from topology.ID, label string, next func(p scenario.Path) (topology.ID, bool)) topology.ID {
+		var rs []topology.Route
+		var tos []topology.ID
+		for _, p := range s.Paths {
+			to, ok := next(p)
+			if !ok {
+				continue
+			}
+			rs = append(rs, pathRoute(p, to))
+			if !slices.Contains(tos, to) {
+				tos = append(tos, to)
+			}
+		}
+		takesAll := len(rs) == 1 && rs[0] == topology.Route{To: rs[0].To}
+		switch {
+		case len(tos) == 0:
+			return -1 // a link no path crosses: the scenario refuses it
+		case len(tos) == 1 && from >= 0:
+			b.g.Link(from, tos[0])
+			return tos[0]
+		case len(tos) == 1 && takesAll:
+			return tos[0]
+		}
+		r := topology.NewRouter(label)
+		if back {
+			r = topology.NewSourceRouter(label)
+		}
+		rid := b.g.Add(r.Node())
+		if from >= 0 {
+			b.g.Link(from, rid)
+		}
+		for _, o := range tos {
+			b.g.Link(rid, o)
+		}
+		b.routes[r] = rs
+		b.l.pathRouters = append(b.l.pathRouters, r)
+		return rid
+	}
+	entry := hop(-1, name, func(p scenario.Path) (topology.ID, bool) { return ins[via(p)[0]], true })
+	for _, ls := range s.Links {
+		hop(outs[ls.Name], "after "+directionName(s, ls.Name, !back), func(p scenario.Path) (topology.ID, bool) {
+			v := via(p)
+			i := slices.Index(v, ls.Name)
+			switch {
+			case i < 0:
+				return 0, false
+			case i == len(v)-1:
+				return end, true
+			}
+			return ins[v[i+1]], true
+		})
+	}
+	return entry
+}
+
+// pathRoute is the route of path p to the node to: its match.
+func pathRoute(p scenario.Path, to topology.ID) topology.Route {
+	r := topology.Route{To: to}
+	if m := p.Match; m != nil {
+		r.Prefix, r.Port = m.Dst, m.Port
+		r.Proto = protoNumber(m.Proto)
+	}
+	return r
+}
+
+// protoNumber is the IP protocol number of "tcp" or "udp", 0 for "".
+func protoNumber(proto string) uint8 {
+	switch proto {
+	case "tcp":
+		return 6
+	case "udp":
+		return 17
+	}
+	return 0
 }
 
 // wire links from to to, through a tap of cw when that capture is on.

@@ -242,13 +242,13 @@ func (lv *Live) WiFi() *wifi.Stats {
 	return &st
 }
 
-// Links returns the path's two directions as summary.json has them: the
-// settings in force (after the changes made through Live) and the counters.
+// Links returns the path's directions (each link's two) as summary.json
+// has them: the settings in force (after the changes made through Live) and the counters.
 func (lv *Live) Links() []LinkSummary {
 	lv.mu.Lock()
 	s := lv.s
 	lv.mu.Unlock()
-	return []LinkSummary{linkSummary(s.Uplink, lv.path.Up.Stats()), linkSummary(s.Downlink, lv.path.Down.Stats())}
+	return lv.path.summaries(s)
 }
 
 // Set changes the path now, as --set overrides of the link's keys
@@ -477,14 +477,17 @@ func (lv *Live) catchUpLocked() {
 }
 
 // linkChanges are the changes sets (--set's form) make, once their keys
-// are checked: only the link's keys change while a path runs.
+// are checked: only the links' keys change while a path runs.
 func linkChanges(sets []string) ([]scenario.KeyChange, error) {
 	var changes []scenario.KeyChange
 	for _, kv := range sets {
 		key, val, _ := strings.Cut(kv, "=")
 		key = strings.TrimSpace(key)
-		if key != "link" && !strings.HasPrefix(key, "link.") {
-			return nil, fmt.Errorf("%s: only the link's keys (link.loss, link.uplink.rate, ...) change while a path runs", key)
+		if key != "link" && !strings.HasPrefix(key, "link.") && !strings.HasPrefix(key, "links.") {
+			return nil, fmt.Errorf("%s: only the link's keys (link.loss, link.uplink.rate, links.NAME.delay, ...) change while a path runs", key)
+		}
+		if name, rest, _ := strings.Cut(strings.TrimPrefix(key, "links."), "."); strings.HasPrefix(key, "links.") && (rest == "" || rest == "name") {
+			return nil, fmt.Errorf("%s: a link of the list changes key by key (links.%s.delay, ...); its name stays", key, name)
 		}
 		val = strings.TrimSpace(val)
 		if val == "null" || val == "~" {
@@ -495,16 +498,12 @@ func linkChanges(sets []string) ([]scenario.KeyChange, error) {
 	return changes, nil
 }
 
-// change moves p's directions from cur's link to next's at one instant of
-// clk, each between two of its packets and keeping what it holds, and
-// returns that instant. When a direction refuses, both are back at cur's
-// settings and the error says which refused and why.
+// change moves p's directions from cur's links to next's at one instant
+// of clk, each between two of its packets and keeping what it holds, and
+// returns that instant. When a direction refuses, all are back at cur's settings and
+// the error says which refused and why.
 func (p *Path) change(clk clock.Clock, cur, next *scenario.Scenario) (time.Time, error) {
-	up, err := directionConfig("uplink", next.Seed, next.Uplink)
-	if err != nil {
-		return time.Time{}, err
-	}
-	down, err := directionConfig("downlink", next.Seed, next.Downlink)
+	moves, err := p.moves(cur, next)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -513,24 +512,18 @@ func (p *Path) change(clk clock.Clock, cur, next *scenario.Scenario) (time.Time,
 		at  time.Time
 		err error
 	}
-	done := make(chan result, 2)
-	report := func(dir string) func(time.Time, error) {
-		return func(t time.Time, err error) {
+	done := make(chan result, len(moves))
+	var errs []error
+	sent := 0
+	for _, m := range moves {
+		report := func(t time.Time, err error) {
 			if err != nil {
-				err = fmt.Errorf("%s: %w", dir, err)
+				err = fmt.Errorf("%s: %w", m.name, err)
 			}
 			done <- result{t, err}
 		}
-	}
-	var errs []error
-	sent := 0
-	for _, d := range []struct {
-		r   *impair.Runner
-		cfg impair.Config
-		dir string
-	}{{p.Up, up, "uplink"}, {p.Down, down, "downlink"}} {
-		if err := d.r.SetAt(impair.Change{At: at, Config: d.cfg, Done: report(d.dir)}); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", d.dir, err))
+		if err := m.r.SetAt(impair.Change{At: at, Config: m.next, Done: report}); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", m.name, err))
 			break
 		}
 		sent++
@@ -545,15 +538,67 @@ func (p *Path) change(clk clock.Clock, cur, next *scenario.Scenario) (time.Time,
 	if err := errors.Join(errs...); err != nil {
 		// Back to the settings in force: a direction that took the
 		// change takes them again (they are what it had, so it can).
-		if u, e := directionConfig("uplink", cur.Seed, cur.Uplink); e == nil {
-			p.Up.Set(u)
-		}
-		if d, e := directionConfig("downlink", cur.Seed, cur.Downlink); e == nil {
-			p.Down.Set(d)
+		for _, m := range moves {
+			m.r.Set(m.cur)
 		}
 		return time.Time{}, err
 	}
 	return at, nil
+}
+
+// move is one direction's change: its runner, name and settings before
+// and after.
+type move struct {
+	r         *impair.Runner
+	name      string
+	cur, next impair.Config
+}
+
+// moves returns the changes of p's directions from cur's links to next's:
+// every direction, also one whose settings stay (as with one link, where
+// each change set both: a direction's random streams follow its changes,
+// see impair.Chain.Set, and a seed's run stays the one it was).
+func (p *Path) moves(cur, next *scenario.Scenario) ([]move, error) {
+	var out []move
+	for i, lr := range p.Links {
+		c, n := linkAt(cur, i), linkAt(next, i)
+		for _, d := range []struct {
+			r         *impair.Runner
+			up        bool
+			cur, next impair.Config
+		}{{lr.Up, true, c.Uplink, n.Uplink}, {lr.Down, false, c.Downlink, n.Downlink}} {
+			name := d.r.Chain().Name()
+			was, err := directionConfig(name, cur.Seed, d.cur)
+			if err != nil {
+				return nil, err
+			}
+			to, err := directionConfig(name, next.Seed, d.next)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, move{d.r, name, was, to})
+		}
+	}
+	return out, nil
+}
+
+// linkAt returns link i of s: its links list's, or the link shorthand's.
+func linkAt(s *scenario.Scenario, i int) scenario.Link {
+	if i < len(s.Links) {
+		return s.Links[i]
+	}
+	return scenario.Link{Name: scenario.DefaultLink, Uplink: s.Uplink, Downlink: s.Downlink}
+}
+
+// summaries returns every direction of p as summary.json has it, with
+// the settings of s: each link's uplink, then its downlink.
+func (p *Path) summaries(s *scenario.Scenario) []LinkSummary {
+	var out []LinkSummary
+	for i, lr := range p.Links {
+		l := linkAt(s, i)
+		out = append(out, linkSummary(l.Uplink, lr.Up.Stats()), linkSummary(l.Downlink, lr.Down.Stats()))
+	}
+	return out
 }
 
 // Stop ends the run as its duration would: senders stop, what is in

@@ -69,7 +69,7 @@ type linkProbe struct {
 
 func newSampler(clk clock.Clock, interval time.Duration, series *flows.Series, fls []flows.Flow, path *Path, cell *wifi.Runner) *sampler {
 	s := &sampler{clk: clk, interval: interval, series: series, flows: fls, cell: cell}
-	for _, r := range []*impair.Runner{path.Up, path.Down} {
+	for _, r := range path.runners() {
 		lp := &linkProbe{name: r.Chain().Name(), r: r, lastT: clk.Now()}
 		lp.findQueue()
 		s.links = append(s.links, lp)

@@ -30,6 +30,9 @@ type RunSummary struct {
 	DurationS float64             `json:"duration_s"`
 	Flows     []flows.FlowSummary `json:"flows"`
 	Links     []LinkSummary       `json:"links"`
+	// Paths are the scenario's paths, with a links list (absent with the
+	// link shorthand: its one path is the link).
+	Paths []PathSummary `json:"paths,omitempty"`
 	// Fairness is Jain's index of the throughputs of the flows that
 	// compete for one bottleneck, FairnessFlows: the TCP flows of one
 	// direction (congestion-controlled, each taking what it can get; a
@@ -58,6 +61,20 @@ type RunSummary struct {
 	// Skipped, when not empty, says why the run did not happen (TUN mode
 	// without the privileges it needs); nothing else is filled then.
 	Skipped string `json:"skipped,omitempty"`
+}
+
+// PathSummary is one path of a run: its links, what it takes, and the
+// flows on it.
+type PathSummary struct {
+	Name string   `json:"name"`
+	Via  []string `json:"via"`
+	// Match is what the path takes ("dst 10.20.0.0/16, proto udp");
+	// "default" for the default path.
+	Match string `json:"match"`
+	// Servers are the addresses of its server hosts (and of the peer on
+	// it, in TUN mode).
+	Servers []string `json:"servers,omitempty"`
+	Flows   []string `json:"flows,omitempty"`
 }
 
 // CaptureSummary is one capture point's counters.

@@ -110,38 +110,41 @@ func scheduleTimeline(path *Path, s *scenario.Scenario, start time.Time) (*timel
 		if len(p.Changes) == 0 {
 			continue // resets only (scheduleResets): the link stays
 		}
-		up, err := directionConfig("uplink", s.Seed, p.Uplink)
-		if err != nil {
-			return nil, err
-		}
-		down, err := directionConfig("downlink", s.Seed, p.Downlink)
-		if err != nil {
-			return nil, err
-		}
-		var mu sync.Mutex // guards reported and errs, between the two directions
-		reported := 0
-		var errs []error
-		done := func(dir string) func(time.Time, error) {
-			return func(at time.Time, err error) {
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					errs = append(errs, fmt.Errorf("%s: %w", dir, err))
-				}
-				if reported++; reported == 2 {
-					tl.record(at, p.Changes, errors.Join(errs...))
-				}
-			}
-		}
-		at := start.Add(p.At)
-		if err := path.Up.SetAt(impair.Change{At: at, Config: up, Done: done("uplink")}); err != nil {
-			return nil, err
-		}
-		if err := path.Down.SetAt(impair.Change{At: at, Config: down, Done: done("downlink")}); err != nil {
+		if err := tl.schedulePoint(path, s, p, start.Add(p.At)); err != nil {
 			return nil, err
 		}
 	}
 	return tl, nil
+}
+
+// schedulePoint hands timeline point p of s to every direction of path,
+// at at: the last of them to apply it records it.
+func (tl *timeline) schedulePoint(path *Path, s *scenario.Scenario, p scenario.TimelinePoint, at time.Time) error {
+	after := *s
+	after.Links, after.Uplink, after.Downlink = p.Links, p.Uplink, p.Downlink
+	moves, err := path.moves(s, &after)
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex // guards reported and errs, between the directions
+	reported := 0
+	var errs []error
+	for _, m := range moves {
+		done := func(t time.Time, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", m.name, err))
+			}
+			if reported++; reported == len(moves) {
+				tl.record(t, p.Changes, errors.Join(errs...))
+			}
+		}
+		if err := m.r.SetAt(impair.Change{At: at, Config: m.next, Done: done}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (tl *timeline) record(at time.Time, changes []scenario.KeyChange, err error) {

@@ -83,6 +83,12 @@ type tunEnd struct {
 	peerAddrs   []netip.Prefix
 	peerAddr    netip.Addr
 	kernelAddrs []netip.Addr
+	// pathAddrs are the peer's address on each path whose match has a
+	// dst (the network's first host address), by path name; routes, the
+	// networks routed into the device: the tun section's routes, and
+	// those paths' dst outside the device's networks.
+	pathAddrs map[string]netip.Addr
+	routes    []netip.Prefix
 
 	writer   *topology.Device // the device's write side
 	read     [][]byte         // the read loop's own: no allocation per packet
@@ -111,6 +117,7 @@ func (l *lab) buildTUN(b *pathBuilder, s *scenario.Scenario, hooks labHooks) err
 		}
 	}
 	t.peerAddr = t.peerAddrs[0].Addr()
+	t.pathPeers(s)
 	if t.mtu == 0 {
 		t.mtu = s.MTU
 	}
@@ -122,8 +129,49 @@ func (l *lab) buildTUN(b *pathBuilder, s *scenario.Scenario, hooks labHooks) err
 	l.kernelEnds(b, dq)
 	l.peerEnds(b)
 	l.log.Info("TUN device", zap.String("device", t.dev.Name()), zap.Stringers("kernel", addrs),
-		zap.Stringers("peer", t.peerAddrs), zap.Int("mtu", t.mtu), zap.String("netns", c.Device.Netns), zap.Strings("stations", c.Stations))
+		zap.Stringers("peer", t.peerAddrs), zap.Int("mtu", t.mtu), zap.String("netns", c.Device.Netns), zap.Strings("stations", c.Stations),
+		zap.Stringers("routes", t.routes))
 	return nil
+}
+
+// pathPeers gives the peer an address on each path of s whose match has
+// a dst, the network's first host address (as a lab's server of the
+// path has), and routes the network into the device when it is outside
+// the device's: the kernel's packets to it take the path (a delay
+// matrix: ping 10.20.0.1 crosses to-eu, ping 10.99.0.2 the default
+// path), and the peer answers as it does on its own address (ICMP echo,
+// the services, the forwards' ports).
+func (t *tunEnd) pathPeers(s *scenario.Scenario) {
+	t.pathAddrs, t.routes = map[string]netip.Addr{}, slices.Clone(t.cfg.Device.Routes)
+	for _, p := range s.Paths {
+		if p.Match == nil || !p.Match.Dst.IsValid() {
+			continue
+		}
+		dst := p.Match.Dst
+		a, ok := nthHost(dst, 0)
+		if !ok {
+			continue
+		}
+		t.pathAddrs[p.Name] = a
+		if !slices.ContainsFunc(t.peerAddrs, func(q netip.Prefix) bool { return q.Addr() == a }) {
+			t.peerAddrs = append(t.peerAddrs, netip.PrefixFrom(a, dst.Bits()))
+		}
+		covered := slices.ContainsFunc(append(slices.Clone(t.cfg.Device.Addrs), t.routes...), func(q netip.Prefix) bool {
+			return q.Bits() <= dst.Bits() && q.Masked().Contains(dst.Addr())
+		})
+		if !covered {
+			t.routes = append(t.routes, dst)
+		}
+	}
+}
+
+// peerOn returns the peer's address on path p: the path's own (see
+// pathPeers), else the peer's.
+func (t *tunEnd) peerOn(p scenario.Path) netip.Addr {
+	if a, ok := t.pathAddrs[p.Name]; ok {
+		return a
+	}
+	return t.peerAddr
 }
 
 // open opens the device (in its namespace) as the scenario describes it,
@@ -144,7 +192,7 @@ func (t *tunEnd) open(open openDevice) ([]netip.Prefix, error) {
 			cfg.Addrs = append(cfg.Addrs, netip.PrefixFrom(a, c.Device.Addrs[i].Bits()))
 		}
 	}
-	cfg.MTU = t.mtu
+	cfg.MTU, cfg.Routes = t.mtu, t.routes
 	t.dev, err = open(cfg)
 	return cfg.Addrs, err
 }
@@ -363,7 +411,9 @@ func (l *lab) stopTUN() error {
 type TUNSummary struct {
 	Device string   `json:"device"`
 	Kernel []string `json:"kernel_addresses"`
-	Peer   []string `json:"peer_addresses"`
+	// Peer are the peer's addresses, then its address on each path
+	// whose match has a dst ("10.20.0.1 (path to-eu)").
+	Peer []string `json:"peer_addresses"`
 	// Stations pairs each Wi-Fi station the kernel sits behind with its
 	// addresses ("sta1 10.99.0.1").
 	Stations []string `json:"stations,omitempty"`
@@ -402,6 +452,11 @@ func (l *lab) tunSummary() *TUNSummary {
 	}
 	for _, p := range t.cfg.Peer {
 		ts.Peer = append(ts.Peer, p.String())
+	}
+	for _, p := range l.s.Paths {
+		if a, ok := t.pathAddrs[p.Name]; ok {
+			ts.Peer = append(ts.Peer, a.String()+" (path "+p.Name+")")
+		}
 	}
 	for _, f := range t.cfg.Relay.Forwards {
 		ts.Forwards = append(ts.Forwards, fmt.Sprintf("%s %s:%d -> %s", f.Proto, t.peerAddr, f.Listen, f.To))
@@ -447,11 +502,15 @@ func (c abortOnClose) Close() error { return c.Abort() }
 func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port uint16, clk clock.Clock) (flows.Flow, []closer, error) {
 	t := l.tun
 	peer := t.peer.host
-	// The flow's kernel end sends from its station's address.
+	// The flow's kernel end sends from its station's address, to the
+	// peer's address on its path.
 	local := t.kernelAddrs[max(0, t.cfg.Station(f.Station))]
+	to := t.peerOn(flowPath(l.s, f))
 	switch {
 	case f.Type == "tcp" && f.Direction == "down":
 		return nil, nil, fmt.Errorf("flow %s: a kernel TCP flow sends from the kernel: direction up only", f.Name)
+	case f.Direction == "down" && to != t.peerAddr:
+		return nil, nil, fmt.Errorf("flow %s: a kernel UDP flow down runs on the default path only (the peer sends it from its own address)", f.Name)
 	case f.Type == "tcp":
 		// The peer's end takes the flow's buffers; its congestion
 		// control is the kernel's, which sends.
@@ -463,7 +522,7 @@ func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port ui
 			var c *hostnet.KernelTCPConn
 			err := t.ns.Do(func() error {
 				var err error
-				c, err = hostnet.DialKernelTCP(ctx, netip.AddrPortFrom(t.peerAddr, port),
+				c, err = hostnet.DialKernelTCP(ctx, netip.AddrPortFrom(to, port),
 					hostnet.KernelTCPOptions{CC: f.CC, SendBuffer: f.SendBuffer, ReceiveBuffer: f.ReceiveBuffer, Local: local})
 				return err
 			})
@@ -493,7 +552,7 @@ func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port ui
 			if recv, err = peer.ListenUDP(port); err == nil {
 				err = t.ns.Do(func() error {
 					send, err = net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, 0)),
-						net.UDPAddrFromAddrPort(netip.AddrPortFrom(t.peerAddr, port)))
+						net.UDPAddrFromAddrPort(netip.AddrPortFrom(to, port)))
 					return err
 				})
 				if err != nil {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -346,15 +347,28 @@ flows:
   - {name: to-a, type: udp, stack: kernel, station: a, direction: down, interval: 4ms, count: 250, packet_size: 500}
   - {name: from-c, type: udp, station: c, interval: 4ms, count: 250, packet_size: 1000}
 `, ns.Path()), nil).Runs[0]
-	// What a loaded machine's receiving socket dropped (its buffer full:
-	// CI saw 53 of from-b's 1000 before the buffers grew to 4 MiB)
-	// crossed the path too, and is counted apart.
+	// The path drops nothing. What the machine could not keep up with is
+	// netjam's own and counted apart: a receiving socket's full buffer
+	// (CI saw 53 of from-b's 1000 before the buffers grew to 4 MiB), and
+	// the device's queue when netjam read it late (the kernel's drops, CI
+	// saw 39 of from-a's 500), which only the kernel's uplink flows meet.
+	kernelMissing := uint64(0)
 	for name, want := range map[string]uint64{"from-a": 500, "from-b": 1000, "to-a": 250, "from-c": 250} {
-		if f := flowByName(t, sum, name); f.PacketsReceived+f.ReceiverDrops != want {
+		f := flowByName(t, sum, name)
+		missing := want - min(f.PacketsReceived+f.ReceiverDrops, want)
+		if name == "from-a" || name == "from-b" {
+			kernelMissing += missing
+		} else if missing > 0 {
 			t.Errorf("%s: %d of %d datagrams arrived, %d dropped by the receiving socket", name, f.PacketsReceived, want, f.ReceiverDrops)
-		} else if f.ReceiverDrops > 0 {
+		}
+		if f.ReceiverDrops > 0 {
 			t.Logf("%s: %d datagrams dropped by the receiving socket (the machine was late)", name, f.ReceiverDrops)
 		}
+	}
+	if kd := sum.TUN.KernelDrops; kernelMissing > kd {
+		t.Errorf("the kernel's flows miss %d datagrams, the device's queue dropped %d: the rest was lost on the path", kernelMissing, kd)
+	} else if kernelMissing > 0 {
+		t.Logf("the kernel's flows miss %d datagrams, all dropped at the device's queue (%d kernel drops: the machine was late)", kernelMissing, kd)
 	}
 	// Each station's delivered uplink frames: its own flow's datagrams
 	// (and nothing of the others').
@@ -362,8 +376,16 @@ flows:
 	for _, st := range sum.WiFi.Stations {
 		got[st.Name] = st.Delivered
 	}
-	if got["a"] < 500 || got["a"] > 510 || got["b"] < 1000 || got["b"] > 1010 || got["c"] != 250 {
-		t.Errorf("frames delivered per station %v, want a ~500, b ~1000, c 250", got)
+	a, b := flowByName(t, sum, "from-a").PacketsReceived, flowByName(t, sum, "from-b").PacketsReceived
+	if got["a"] < a || got["a"] > a+10 || got["b"] < b || got["b"] > b+10 || got["c"] != 250 {
+		t.Errorf("frames delivered per station %v, want a ~%d, b ~%d, c 250 (their flows' datagrams)", got, a, b)
+	}
+	for _, st := range sum.WiFi.Stations {
+		for reason, n := range st.Drops {
+			if reason != "flushed" && n > 0 {
+				t.Errorf("station %s dropped frames %v: the cell has room for all", st.Name, st.Drops)
+			}
+		}
 	}
 	if sum.WiFi.AP.Delivered < 250 {
 		t.Errorf("the AP delivered %d frames, want the 250 of to-a at least", sum.WiFi.AP.Delivered)
@@ -615,5 +637,130 @@ func TestTUNIdlePathIsQuiet(t *testing.T) {
 	})
 	if n := sum.Runs[0].Links[0].PacketsIn; n != 0 {
 		t.Errorf("an idle IPv4-only device sent %d packets into the path", n)
+	}
+}
+
+// TestTUNPathsPingTwoDelays: in TUN mode the kernel's packets take the
+// path their destination matches: ping to the peer's address on to-us
+// sees that path's RTT, ping to the peer's own address the default
+// path's, in one namespace and one run (a delay matrix for any
+// application); a kernel TCP flow on to-us crosses its links, and so
+// does a lab flow, whose server host has the path's next address (the
+// peer has its first). The pings start once the flows are done (1 s
+// covers 100 KB at these RTTs), so as not to share the CPU with them.
+func TestTUNPathsPingTwoDelays(t *testing.T) {
+	ns := testNetns(t)
+	testenv.RequireTool(t, "ping", "iputils-ping")
+	outs := map[string]string{}
+	sum := runTUNIn(t, fmt.Sprintf(`
+duration: 60s
+links:
+  - {name: access, delay: 5ms}
+  - {name: us, delay: 35ms}
+paths:
+  - {name: to-us, via: [access, us], match: {dst: 10.30.0.0/16}}
+  - {name: direct, via: [access]}
+tun: {netns: %s}
+flows:
+  - {name: k, type: tcp, stack: kernel, size: 100KB, path: to-us}
+  - {name: n, type: tcp, size: 100KB, path: to-us, direction: down}
+`, ns.Path()), func(ctx context.Context) error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+		for _, dst := range []string{"10.99.0.2", "10.30.0.1"} {
+			out, err := runIn(ctx, ns, "ping", "-n", "-c", "20", "-i", "0.05", dst)
+			if err != nil {
+				return err
+			}
+			outs[dst] = out
+		}
+		return nil
+	})
+	for dst, want := range map[string]float64{"10.99.0.2": 10, "10.30.0.1": 80} {
+		var rtts []float64
+		for _, m := range regexp.MustCompile(`time=([0-9.]+) ms`).FindAllStringSubmatch(outs[dst], -1) {
+			v, _ := strconv.ParseFloat(m[1], 64)
+			rtts = append(rtts, v)
+		}
+		if len(rtts) != 20 {
+			t.Fatalf("ping %s: %d replies, want 20:\n%s", dst, len(rtts), outs[dst])
+		}
+		sort.Float64s(rtts)
+		t.Logf("ping %s: RTT min %.3f ms, p50 %.3f (%.0f ms configured)", dst, rtts[0], rtts[10], want)
+		// The fastest reply shows the path taken: a loaded machine
+		// delays some replies, it speeds none up (the median is
+		// TestTUNPingRTT's to check, on one path: here, at a load of
+		// 14 on 2 cores, it was 31 ms late while the fastest was
+		// within 0.5 ms).
+		if rtts[0] < want || rtts[0] > want+1 {
+			t.Errorf("ping %s: RTT min %.3f ms, p50 %.3f: want the min in [%.0f, %.0f]", dst, rtts[0], rtts[10], want, want+1)
+		}
+	}
+	for _, f := range sum.Runs[0].Flows {
+		if f.Path != "to-us" || f.TCPSummary == nil || !f.TCPSummary.Completed || f.RTTMs.Min < 80 {
+			t.Errorf("flow %s: path %q, %+v", f.Name, f.Path, f.TCPSummary)
+		}
+	}
+}
+
+// TestTUNPathsForward: a forward of the peer is reached across each
+// path by the peer's address on it: curl to 10.30.0.1:8080 connects
+// across to-us (80 ms of round trip), to 10.99.0.2:8080 across the
+// default path (10 ms), both relayed to one server on loopback.
+func TestTUNPathsForward(t *testing.T) {
+	ns := testNetns(t)
+	testenv.RequireTool(t, "curl", "curl")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "hello\n") })}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	connect := map[string]float64{}
+	runTUNIn(t, fmt.Sprintf(`
+duration: 60s
+links:
+  - {name: access, delay: 5ms}
+  - {name: us, delay: 35ms}
+paths:
+  - {name: to-us, via: [access, us], match: {dst: 10.30.0.0/16}}
+  - {name: direct, via: [access]}
+tun:
+  netns: %s
+  forward: [{proto: tcp, listen: 8080, to: %s}]
+`, ns.Path(), ln.Addr()), func(ctx context.Context) error {
+		for _, dst := range []string{"10.99.0.2", "10.30.0.1"} {
+			for range 3 {
+				out, err := runIn(ctx, ns, "curl", "-sS", "--max-time", "10", "-o", "/dev/null", "-w", "%{time_connect}", "http://"+dst+":8080/")
+				if err != nil {
+					return err
+				}
+				v, err := strconv.ParseFloat(strings.TrimSpace(out), 64)
+				if err != nil {
+					return err
+				}
+				if old, ok := connect[dst]; !ok || v*1000 < old {
+					connect[dst] = v * 1000
+				}
+			}
+		}
+		return nil
+	})
+	// A connect is one round trip of its path: never shorter; and the
+	// default path's far shorter than to-us's (below the midpoint of the
+	// two, 45 ms: measured 11 to 16 ms at a load of 10 on 2 cores, curl
+	// timing its own process).
+	for dst, want := range map[string]float64{"10.99.0.2": 10, "10.30.0.1": 80} {
+		t.Logf("curl %s:8080: fastest connect of 3 %.3f ms (%.0f ms of round trip)", dst, connect[dst], want)
+		if connect[dst] < want {
+			t.Errorf("curl %s:8080: connect %.3f ms, shorter than its path's %.0f", dst, connect[dst], want)
+		}
+	}
+	if c := connect["10.99.0.2"]; c >= 45 {
+		t.Errorf("curl 10.99.0.2:8080: connect %.3f ms, want the default path's 10 (below 45)", c)
 	}
 }

@@ -67,6 +67,9 @@ type FlowSummary struct {
 	// flow ran on. The emulator fills them; the flow does not know.
 	Stack string `json:"stack,omitempty"`
 	CC    string `json:"cc,omitempty"`
+	// Path names the path the flow crossed, in a scenario of several
+	// links (links:); the emulator fills it.
+	Path string `json:"path,omitempty"`
 	// ThroughputBps is the payload bit rate received, in bit/s, over the
 	// interval in which the flow's data arrived: the bytes received after
 	// the first arrival (a TCP read, a UDP datagram), over the time from

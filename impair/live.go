@@ -38,61 +38,17 @@ const maxLiveRate = 1_000_000_000_000
 // be called where Arrive and Advance are (the Runner's goroutine; see
 // Runner.Set). On error nothing changed.
 func (c *Chain) Set(cfg Config) error {
-	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("impair: direction %q: %w", cfg.Name, err)
-	}
-	if cfg.Name != c.name {
-		return fmt.Errorf("impair: direction %q: cannot become %q", c.name, cfg.Name)
-	}
-	find := func(name string) Stage {
-		for _, s := range c.stages {
-			if s.Name() == name {
-				return s
-			}
-		}
-		return nil
-	}
 	// Check everything first: a refused change changes nothing.
-	b, _ := find("queue").(*bottleneck)
-	if b != nil {
-		if err := b.canSet(cfg); err != nil {
-			return err
-		}
+	if err := c.canSet(cfg); err != nil {
+		return err
 	}
-	if g, _ := find("slot").(*slotGate); g != nil && g.cfg != cfg.Slot {
-		return errors.New("impair: slots cannot change while the direction runs")
-	}
-	d, _ := find("delay").(*delayLine)
-	if d != nil && d.cfg.AllowReorder != cfg.Delay.AllowReorder && d.len() > 0 {
-		return errors.New("impair: reordering by jitter cannot be switched while packets are in the delay line")
-	}
-
 	c.changes++
 	stream := c.name + "#" + strconv.Itoa(c.changes)
 	rnd := func(stage string) *rand.Rand { return newRand(cfg.Seed, stream, stage) }
-	var stages []Stage
-	if s, ok := find("loss").(*lossStage); ok {
-		s.gen = newLossGen(cfg.Loss, rnd("loss"))
-		stages = append(stages, s)
-	} else if cfg.Loss.Model != LossNone {
-		stages = append(stages, newLossStage(cfg.Loss, rnd("loss")))
-	}
-	if s, ok := find("duplicate").(*duplicateStage); ok {
-		s.chance = newChance(cfg.Duplicate, rnd("duplicate"))
-		stages = append(stages, s)
-	} else if cfg.Duplicate.P > 0 {
-		stages = append(stages, newDuplicateStage(cfg.Duplicate, rnd("duplicate")))
-	}
-	if s, ok := find("corrupt").(*corruptStage); ok {
-		r := rnd("corrupt")
-		s.chance, s.rng = newChance(cfg.Corrupt, r), r
-		stages = append(stages, s)
-	} else if cfg.Corrupt.P > 0 {
-		stages = append(stages, newCorruptStage(cfg.Corrupt, rnd("corrupt")))
-	}
+	stages := c.setChances(cfg, rnd)
 	live := cfg
 	live.Name = stream
-	if b != nil {
+	if b, _ := c.stage("queue").(*bottleneck); b != nil {
 		b.set(cfg, c.now)
 		stages = append(stages, b)
 	} else if cfg.Rate.limited() {
@@ -102,12 +58,12 @@ func (c *Chain) Set(cfg Config) error {
 		}
 		stages = append(stages, nb)
 	}
-	if g := find("slot"); g != nil {
+	if g := c.stage("slot"); g != nil {
 		stages = append(stages, g)
 	} else if cfg.Slot.enabled() {
 		stages = append(stages, newSlotGate(live))
 	}
-	if d != nil {
+	if d, _ := c.stage("delay").(*delayLine); d != nil {
 		d.set(live)
 		stages = append(stages, d)
 	} else if cfg.Delay.Time > 0 || cfg.Delay.Jitter > 0 || cfg.Reorder.P > 0 {
@@ -117,6 +73,65 @@ func (c *Chain) Set(cfg Config) error {
 	c.keep.Store(cfg.KeepsSegments())
 	c.cfg.Store(&cfg)
 	return nil
+}
+
+// stage returns the chain's stage of that name, or nil.
+func (c *Chain) stage(name string) Stage {
+	for _, s := range c.stages {
+		if s.Name() == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// canSet says why the chain cannot take cfg while it runs, or nil.
+func (c *Chain) canSet(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("impair: direction %q: %w", cfg.Name, err)
+	}
+	if cfg.Name != c.name {
+		return fmt.Errorf("impair: direction %q: cannot become %q", c.name, cfg.Name)
+	}
+	if b, _ := c.stage("queue").(*bottleneck); b != nil {
+		if err := b.canSet(cfg); err != nil {
+			return err
+		}
+	}
+	if g, _ := c.stage("slot").(*slotGate); g != nil && g.cfg != cfg.Slot {
+		return errors.New("impair: slots cannot change while the direction runs")
+	}
+	if d, _ := c.stage("delay").(*delayLine); d != nil && d.cfg.AllowReorder != cfg.Delay.AllowReorder && d.len() > 0 {
+		return errors.New("impair: reordering by jitter cannot be switched while packets are in the delay line")
+	}
+	return nil
+}
+
+// setChances returns the loss, duplication and corruption stages of cfg,
+// in order: the chain's own with new random streams (rnd), or new ones
+// for those cfg brings in.
+func (c *Chain) setChances(cfg Config, rnd func(stage string) *rand.Rand) []Stage {
+	var stages []Stage
+	if s, ok := c.stage("loss").(*lossStage); ok {
+		s.gen = newLossGen(cfg.Loss, rnd("loss"))
+		stages = append(stages, s)
+	} else if cfg.Loss.Model != LossNone {
+		stages = append(stages, newLossStage(cfg.Loss, rnd("loss")))
+	}
+	if s, ok := c.stage("duplicate").(*duplicateStage); ok {
+		s.chance = newChance(cfg.Duplicate, rnd("duplicate"))
+		stages = append(stages, s)
+	} else if cfg.Duplicate.P > 0 {
+		stages = append(stages, newDuplicateStage(cfg.Duplicate, rnd("duplicate")))
+	}
+	if s, ok := c.stage("corrupt").(*corruptStage); ok {
+		r := rnd("corrupt")
+		s.chance, s.rng = newChance(cfg.Corrupt, r), r
+		stages = append(stages, s)
+	} else if cfg.Corrupt.P > 0 {
+		stages = append(stages, newCorruptStage(cfg.Corrupt, rnd("corrupt")))
+	}
+	return stages
 }
 
 // newLossGen is the loss decisions of cfg; never a loss for LossNone.

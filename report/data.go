@@ -58,6 +58,7 @@ type runInfo struct {
 	DurationS float64    `json:"duration_s"`
 	Flows     []flowInfo `json:"flows"`
 	Links     []linkInfo `json:"links"`
+	Paths     []pathInfo `json:"paths"`
 	Fairness  *float64   `json:"fairness"`
 	// FairnessFlows names the flows Fairness is over.
 	FairnessFlows []string  `json:"fairness_flows"`
@@ -72,6 +73,15 @@ type runInfo struct {
 	Timeline []timelineInfo `json:"timeline"`
 	// TUN is TUN mode's device and relay; nil in a run without.
 	TUN *tunInfo `json:"tun"`
+}
+
+// pathInfo is a path of a run with several links.
+type pathInfo struct {
+	Name    string   `json:"name"`
+	Via     []string `json:"via"`
+	Match   string   `json:"match"`
+	Servers []string `json:"servers"`
+	Flows   []string `json:"flows"`
 }
 
 // tunInfo is TUN mode's part of a run: the device, the addresses on
@@ -141,6 +151,7 @@ type flowInfo struct {
 	Type          string  `json:"type"`
 	Stack         string  `json:"stack"`
 	CC            string  `json:"cc"`
+	Path          string  `json:"path"` // "" with one link
 	ThroughputBps float64 `json:"throughput_bps"`
 
 	BytesSent       uint64  `json:"bytes_sent"`

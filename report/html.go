@@ -46,6 +46,10 @@ func HTML(dir string, version string) error {
 				r.title(), *fr, strings.Join(r.info.FairnessFlows, ", ")))
 		}
 		page.Links = append(page.Links, linkRows(r)...)
+		for _, p := range r.info.Paths {
+			page.Paths = append(page.Paths, pathRow{Variant: r.title(), Path: p.Name, Via: strings.Join(p.Via, " > "), Match: p.Match,
+				Servers: dash(strings.Join(p.Servers, " ")), Flows: dash(strings.Join(p.Flows, " "))})
+		}
 		page.WiFi = append(page.WiFi, wifiRows(r)...)
 		for _, l := range r.info.Links {
 			page.LinkStats = append(page.LinkStats, linkStats(r, l))
@@ -96,10 +100,17 @@ type pageData struct {
 	Expectations  []expectRow
 	Flows         []flowRow
 	Links         []linkRow
+	Paths         []pathRow
 	WiFi          []wifiRow
 	LinkStats     []linkStat
 	Figures       []figureData
 	Scenarios     []scenarioFile
+}
+
+// pathRow is a path of a run with several links, as netjam run's paths
+// table has it.
+type pathRow struct {
+	Variant, Path, Via, Match, Servers, Flows string
 }
 
 type runRow struct {
@@ -235,6 +246,9 @@ func flowRows(r *run) []flowRow {
 			Variant: r.title(), Flow: f.Name, Type: f.Type, CC: dash(f.CC),
 			Mbps: fmt.Sprintf("%.2f", f.ThroughputBps/1e6), Share: share(f.ThroughputBps, total),
 			Done: "-", Retrans: "-", RTO: "-", Lost: "-", Delay: "-", Jitter: "-",
+		}
+		if f.Path != "" {
+			row.Flow += " (path " + f.Path + ")"
 		}
 		switch f.Type {
 		case typeTCP:
@@ -453,7 +467,12 @@ tr.pass td:last-child { color: #1a7f37; }
 <p class="meta">Mbit/s: payload received after the first arrival, over first to last arrival at the receiver (what arrived after the sender stopped included); done: first write to last byte read; unfinished: a TCP flow the run's end cut short, with what it received of its size; reset at: when the timeline reset the connection (s from the flow's start); retrans, RTO: TCP retransmissions and timeouts (STALL: the sender had data and sent nothing for longer than max(1 s, 3 RTO)); lost: UDP datagrams lost of sent, and those still in flight when the run cut the flow; delay: TCP smoothed RTT or UDP one-way delay; jitter: RFC 3550.</p>
 {{else}}<p>No flows.</p>
 {{end}}
-<h2 id="links">Links</h2>
+{{if .Paths}}<h2 id="paths">Paths</h2>
+<table class="paths">
+<tr><th>variant</th><th>path</th><th>via</th><th>match</th><th>servers</th><th>flows</th></tr>
+{{range .Paths}}<tr><td>{{.Variant}}</td><td>{{.Path}}</td><td>{{.Via}}</td><td>{{.Match}}</td><td>{{.Servers}}</td><td>{{.Flows}}</td></tr>
+{{end}}</table>
+{{end}}<h2 id="links">Links</h2>
 <table class="links">
 <tr><th>variant</th><th>link</th><th>packets in</th><th>out</th><th>loss% (conf)</th><th>drops</th><th>Mbit/s (conf)</th><th>queue p50/p99 ms</th><th>added p50/p99 ms</th><th>late p99 ms</th><th>configured</th></tr>
 {{range .Links}}<tr><td>{{.Variant}}</td><td>{{.Link}}</td><td class="n">{{.PacketsIn}}</td><td class="n">{{.PacketsOut}}</td><td class="n">{{.Loss}}</td><td>{{.Drops}}</td><td class="n">{{.Rate}}</td><td class="n">{{.Queue}}</td><td class="n">{{.Added}}</td><td class="n">{{.Late}}</td><td>{{.Configured}}</td></tr>

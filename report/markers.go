@@ -2,6 +2,8 @@ package report
 
 import (
 	"image/color"
+	"path/filepath"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -72,6 +74,16 @@ func valueLabel(v string) string {
 	if v == "" {
 		return "default"
 	}
+	// A trace is named by its file, whose folder the resolved scenario
+	// spells out in full.
+	if i := strings.Index(v, "trace: "); i >= 0 {
+		rest := v[i+len("trace: "):]
+		end := strings.IndexAny(rest, ",}")
+		if end < 0 {
+			end = len(rest)
+		}
+		v = v[:i+len("trace: ")] + filepath.Base(rest[:end]) + rest[end:]
+	}
 	return v
 }
 
@@ -87,6 +99,7 @@ func addMarkers(p *plot.Plot, ms []marker, ymin, ymax float64) error {
 	}
 	var lx []plotter.XY
 	var lt []string
+	at := map[float64]int{} // label index by x: changes of one instant share a label, a line each
 	for _, m := range ms {
 		if m.to > m.from {
 			band, err := plotter.NewPolygon(plotter.XYs{{X: m.from, Y: ymin}, {X: m.to, Y: ymin}, {X: m.to, Y: ymax}, {X: m.from, Y: ymax}})
@@ -106,6 +119,11 @@ func addMarkers(p *plot.Plot, ms []marker, ymin, ymax float64) error {
 			l.LineStyle.Dashes = []vg.Length{3 * px, 2 * px}
 			p.Add(l)
 		}
+		if i, ok := at[m.from]; ok {
+			lt[i] += "\n" + m.label
+			continue
+		}
+		at[m.from] = len(lt)
 		lx = append(lx, plotter.XY{X: m.from, Y: ymax})
 		lt = append(lt, m.label)
 	}

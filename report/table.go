@@ -28,6 +28,9 @@ func PrintTable(w io.Writer, summaryJSON []byte) error {
 	if err := printWiFi(w, sum.Runs); err != nil {
 		return err
 	}
+	if err := printPaths(w, sum.Runs); err != nil {
+		return err
+	}
 	if err := printLinks(w, sum.Runs); err != nil {
 		return err
 	}
@@ -58,22 +61,36 @@ func lostExtras(f flowInfo) string {
 // printFlows writes the flow table, the fairness lines and the legend;
 // nothing when no run has a flow.
 func printFlows(w io.Writer, runs []runInfo) error {
-	hasFlows := false
+	hasFlows, hasPaths := false, false
 	for _, r := range runs {
 		hasFlows = hasFlows || len(r.Flows) > 0
+		for _, f := range r.Flows {
+			hasPaths = hasPaths || f.Path != ""
+		}
 	}
 	if !hasFlows {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "variant\tflow\ttype\tcc\tMbit/s\tshare\tdone s\tretrans\tRTO\tlost\tdelay mean/p95 ms\tjitter ms\t")
+	head := "variant\tflow\ttype\tcc\tMbit/s\tshare\tdone s\tretrans\tRTO\tlost\tdelay mean/p95 ms\tjitter ms\t"
+	if hasPaths {
+		// Several links: each flow's path, after its name.
+		head = strings.Replace(head, "flow\t", "flow\tpath\t", 1)
+	}
+	fmt.Fprintln(tw, head)
 	for _, r := range runs {
 		total := 0.0
 		for _, f := range r.Flows {
 			total += f.ThroughputBps
 		}
 		for _, f := range r.Flows {
-			fmt.Fprintln(tw, flowLine(r.Variant, f, total))
+			line := flowLine(r.Variant, f, total)
+			if hasPaths {
+				v, rest, _ := strings.Cut(line, "\t")
+				name, rest, _ := strings.Cut(rest, "\t")
+				line = v + "\t" + name + "\t" + dash(f.Path) + "\t" + rest
+			}
+			fmt.Fprintln(tw, line)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -144,6 +161,31 @@ func printWiFi(w io.Writer, runs []runInfo) error {
 		return err
 	}
 	_, err := fmt.Fprint(w, wifiLegend+"\n")
+	return err
+}
+
+// printPaths writes one row per run and path, when a run has several
+// links: its links, what it takes, its servers and flows.
+func printPaths(w io.Writer, runs []runInfo) error {
+	has := false
+	for _, r := range runs {
+		has = has || len(r.Paths) > 0
+	}
+	if !has {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "variant\tpath\tvia\tmatch\tservers\tflows")
+	for _, r := range runs {
+		for _, p := range r.Paths {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", dash(r.Variant), p.Name, strings.Join(p.Via, " > "), p.Match,
+				dash(strings.Join(p.Servers, " ")), dash(strings.Join(p.Flows, " ")))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w)
 	return err
 }
 

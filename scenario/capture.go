@@ -1,15 +1,34 @@
 package scenario
 
 import (
+	"slices"
+
 	"go.yaml.in/yaml/v3"
 )
 
-// CapturePoints are the points a capture can name.
+// CapturePoints are the points a capture can name; with a links list,
+// also each link's ends (LinkEnds).
 var CapturePoints = []string{"client", "server"}
 
+// LinkEnds returns the capture points at the ends of the links of a
+// links list: NAME.client (what enters the link's uplink and leaves its
+// downlink) and NAME.server (what leaves its uplink and enters its
+// downlink); none for the link shorthand, whose ends are client and
+// server.
+func LinkEnds(links []Link) []string {
+	if len(links) == 1 && links[0].Name == DefaultLink {
+		return nil
+	}
+	var out []string
+	for _, l := range links {
+		out = append(out, l.Name+".client", l.Name+".server")
+	}
+	return out
+}
+
 // capture decodes the capture mapping, or a list of points as its short
-// form.
-func (d *decoder) capture(n *yaml.Node) *Capture {
+// form; links are the scenario's, whose ends may be points.
+func (d *decoder) capture(n *yaml.Node, links []Link) *Capture {
 	c := &Capture{}
 	points := n
 	if n.Kind == yaml.MappingNode {
@@ -38,8 +57,9 @@ func (d *decoder) capture(n *yaml.Node) *Capture {
 		return c
 	}
 	seen := map[string]bool{}
+	all := append(slices.Clone(CapturePoints), LinkEnds(links)...)
 	for _, p := range points.Content {
-		if v, ok := d.oneOf(p, "capture.points", "capture point", CapturePoints); ok && !seen[v] {
+		if v, ok := d.oneOf(p, "capture.points", "capture point", all); ok && !seen[v] {
 			seen[v] = true
 			c.Points = append(c.Points, v)
 		}

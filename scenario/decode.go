@@ -355,9 +355,6 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 	if n := f["wifi"]; n != nil {
 		s.WiFi = d.wifi(n)
 	}
-	if n := f["capture"]; n != nil {
-		s.Capture = d.capture(n)
-	}
 	if n := f["tun"]; n != nil {
 		s.TUN = d.tun(n, s.MTU, mtuOK, s.WiFi)
 	}
@@ -367,15 +364,19 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 	if n := f["clock"]; n != nil {
 		s.Clock = d.clock(n, s.TUN)
 	}
-	if n := f["expect"]; n != nil {
-		s.Expect = d.expect(n, s.Flows)
-	}
 
 	linkBefore := d.count
-	s.Uplink, s.Downlink = d.linkOf(f["link"], s.MTU, mtuOK)
+	d.topology(f, s, s.MTU, mtuOK)
+	d.flowPaths(f["flows"], s.Flows, s.Paths)
+	if n := f["expect"]; n != nil {
+		s.Expect = d.expect(n, s.Flows, s.Links)
+	}
+	if n := f["capture"]; n != nil {
+		s.Capture = d.capture(n, s.Links)
+	}
 	if n := f["timeline"]; n != nil {
 		if d.count == linkBefore {
-			s.Timeline = d.timeline(n, root, s.Duration, s.MTU, mtuOK, linkPair{s.Uplink, s.Downlink}, s.Flows)
+			s.Timeline = d.timeline(n, root, s.Duration, s.MTU, mtuOK, s.Links, s.Flows)
 		}
 	}
 	return s

@@ -68,12 +68,12 @@ func orMapping(scalar string, keys []string) string {
 // delay to reorder against. netem reorders by sending some packets at once
 // while the others wait out the delay, so this is an error, which the
 // caller reports once for a shared reorder that both directions lack.
-func (d *decoder) direction(name string, shared, own map[string]*yaml.Node, mtu int, mtuOK bool) directionResult {
+func (d *decoder) direction(at, name string, shared, own map[string]*yaml.Node, mtu int, mtuOK bool) directionResult {
 	dir := directionDefaults()
 	// decode runs dec on key if present and reports whether the value was
 	// valid (or absent, so its default is).
 	decode := func(key string, dec func(n *yaml.Node, path string)) bool {
-		n, p, _ := directionKey(name, shared, own, key)
+		n, p, _ := directionKey(at, name, shared, own, key)
 		if n == nil {
 			return true
 		}
@@ -108,14 +108,15 @@ type directionResult struct {
 	lacksDelay bool
 }
 
-// directionKey returns the node of key for direction name, its path, and
-// whether it is the shared key under link.
-func directionKey(name string, shared, own map[string]*yaml.Node, key string) (*yaml.Node, string, bool) {
+// directionKey returns the node of key for direction name of the link
+// at (link, links.NAME), its path, and whether it is the link's shared
+// key.
+func directionKey(at, name string, shared, own map[string]*yaml.Node, key string) (*yaml.Node, string, bool) {
 	if n := own[key]; n != nil {
-		return n, "link." + name + "." + key, false
+		return n, at + "." + name + "." + key, false
 	}
 	if n := shared[key]; n != nil {
-		return n, "link." + key, true
+		return n, at + "." + key, true
 	}
 	return nil, "", false
 }
@@ -132,25 +133,25 @@ func (d *decoder) linkOf(n *yaml.Node, mtu int, mtuOK bool) (uplink, downlink im
 			down, _ = d.fields(n, "link.downlink", "a mapping of direction keys", directionKeys)
 		}
 	}
-	return d.link(shared, up, down, mtu, mtuOK)
+	return d.link("link", shared, up, down, mtu, mtuOK)
 }
 
 // link decodes both directions and reports a reorder without delay: once
 // when the reorder is shared and both directions lack a delay, else for
 // each direction that does, naming it when its reorder is the shared one.
-func (d *decoder) link(shared, up, down map[string]*yaml.Node, mtu int, mtuOK bool) (uplink, downlink impair.Config) {
-	u := d.direction("uplink", shared, up, mtu, mtuOK)
-	w := d.direction("downlink", shared, down, mtu, mtuOK)
-	_, _, uShared := directionKey("uplink", shared, up, "reorder")
-	_, _, wShared := directionKey("downlink", shared, down, "reorder")
+func (d *decoder) link(at string, shared, up, down map[string]*yaml.Node, mtu int, mtuOK bool) (uplink, downlink impair.Config) {
+	u := d.direction(at, "uplink", shared, up, mtu, mtuOK)
+	w := d.direction(at, "downlink", shared, down, mtu, mtuOK)
+	_, _, uShared := directionKey(at, "uplink", shared, up, "reorder")
+	_, _, wShared := directionKey(at, "downlink", shared, down, "reorder")
 	if u.lacksDelay && w.lacksDelay && uShared && wShared {
-		d.errorf(shared["reorder"], "link.reorder", "%s", reorderNeedsDelay)
+		d.errorf(shared["reorder"], at+".reorder", "%s", reorderNeedsDelay)
 	} else {
 		if u.lacksDelay {
-			d.reorderWithoutDelay("uplink", shared, up)
+			d.reorderWithoutDelay(at, "uplink", shared, up)
 		}
 		if w.lacksDelay {
-			d.reorderWithoutDelay("downlink", shared, down)
+			d.reorderWithoutDelay(at, "downlink", shared, down)
 		}
 	}
 	return u.Config, w.Config
@@ -159,8 +160,8 @@ func (d *decoder) link(shared, up, down map[string]*yaml.Node, mtu int, mtuOK bo
 const reorderNeedsDelay = "reorder needs a delay in this direction to reorder against"
 
 // reorderWithoutDelay reports that direction name reorders without delay.
-func (d *decoder) reorderWithoutDelay(name string, shared, own map[string]*yaml.Node) {
-	n, p, isShared := directionKey(name, shared, own, "reorder")
+func (d *decoder) reorderWithoutDelay(at, name string, shared, own map[string]*yaml.Node) {
+	n, p, isShared := directionKey(at, name, shared, own, "reorder")
 	msg := reorderNeedsDelay
 	if isShared {
 		msg += " (the " + name + " has none)"

@@ -92,8 +92,10 @@ func expectValue(s string) (float64, Dimension, error) {
 }
 
 // expect decodes the expect list: each entry a string. The flows and
-// links an expectation names must exist.
-func (d *decoder) expect(n *yaml.Node, fls []Flow) []Expectation {
+// links an expectation names must exist: a direction of links, as
+// summary.json names it (uplink; with a links list eu.uplink, whose
+// dot the path keeps: links.eu.uplink.drops.queue).
+func (d *decoder) expect(n *yaml.Node, fls []Flow, links []Link) []Expectation {
 	if n.Kind != yaml.SequenceNode {
 		d.errorf(n, "expect", "expected a list of expectations (as flows.bulk.throughput > 4Mbps), got %s", describe(n))
 		return nil
@@ -101,6 +103,13 @@ func (d *decoder) expect(n *yaml.Node, fls []Flow) []Expectation {
 	var names []string
 	for _, f := range fls {
 		names = append(names, f.Name)
+	}
+	dirs := []string{"uplink", "downlink"}
+	if len(links) > 1 || len(links) == 1 && links[0].Name != DefaultLink {
+		dirs = nil
+		for _, l := range links {
+			dirs = append(dirs, l.Name+".uplink", l.Name+".downlink")
+		}
 	}
 	var out []Expectation
 	for i, item := range n.Content {
@@ -114,12 +123,15 @@ func (d *decoder) expect(n *yaml.Node, fls []Flow) []Expectation {
 			d.errorf(item, path, "%v", err)
 			continue
 		}
+		if len(e.Path) > 2 && e.Path[0] == "links" && slices.Contains(dirs, e.Path[1]+"."+e.Path[2]) {
+			e.Path = append([]string{"links", e.Path[1] + "." + e.Path[2]}, e.Path[3:]...)
+		}
 		if len(e.Path) < 2 {
 			if e.Path[0] == "flows" || e.Path[0] == "links" {
 				d.errorf(item, path, "%s: name the %s item (as %s.%s...)", quote(text), e.Path[0], e.Path[0], map[string]string{"flows": "bulk", "links": "uplink"}[e.Path[0]])
 				continue
 			}
-		} else if known := map[string][]string{"flows": names, "links": {"uplink", "downlink"}}[e.Path[0]]; known != nil && !slices.Contains(known, e.Path[1]) {
+		} else if known := map[string][]string{"flows": names, "links": dirs}[e.Path[0]]; known != nil && !slices.Contains(known, e.Path[1]) {
 			msg := fmt.Sprintf("%s: no %s named %s (names: %s)", quote(text), strings.TrimSuffix(e.Path[0], "s"), quote(e.Path[1]), strings.Join(known, ", "))
 			if sug := suggest(e.Path[1], known); sug != "" {
 				msg += fmt.Sprintf("; did you mean %q?", sug)

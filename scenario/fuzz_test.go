@@ -52,6 +52,7 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(src), "link.rate=1Mbps")
 	}
 	f.Add([]byte("link: {delay: 5ms}\n"), "link.delay.jitter=1ms")
+	f.Add([]byte("links: [{name: a}, {name: b, delay: 5ms}]\npaths: [{name: p, via: [a, b], match: {dst: 10.1.0.0/16, port: 80}}, {name: q, via: [a]}]\n"), "links.b.uplink.loss=1%")
 	f.Add([]byte("flows: []\n"), "flows.a.b=1")
 	f.Add([]byte("flows: [{name: a, type: tcp, size: 1MB}]\n"), "flows.a.stack=kernel")
 	f.Add([]byte("flows: [{name: a, type: tcp, size: 1MB, stack: kernel}]\n"), "tun={}")

@@ -315,20 +315,20 @@ func resolve(file string, root *yaml.Node, v *variant, sets []override, o Option
 }
 
 // shadowedSets returns a warning for each --set of a shared link key
-// (link.loss, link.delay.jitter) that a direction's own key shadows in
+// (link.loss, link.delay.jitter, links.eu.loss) that a direction's own key shadows in
 // tree: a direction key replaces the shared one as a whole (see
 // decoder.direction), so such a --set changes nothing for that direction.
 // Each warning names the key that wins, where it comes from, and the key to
 // set instead. v is the variant tree was resolved with, or nil.
 func shadowedSets(tree *yaml.Node, sets []override, origins map[*yaml.Node]string, v *variant) []string {
-	link := lookup(tree, "link")
-	if link == nil || link.Kind != yaml.MappingNode {
-		return nil
-	}
 	var warnings []string
 	for _, ov := range sets {
-		rest, ok := strings.CutPrefix(ov.key, "link.")
+		at, rest, ok := linkKey(ov.key)
 		if !ok {
+			continue
+		}
+		link := nodeAt(tree, at)
+		if link == nil || link.Kind != yaml.MappingNode {
 			continue
 		}
 		key, _, _ := strings.Cut(rest, ".")
@@ -352,8 +352,8 @@ func shadowedSets(tree *yaml.Node, sets []override, origins map[*yaml.Node]strin
 				from = origins[m]
 			}
 			dirs = append(dirs, dir)
-			winners = append(winners, fmt.Sprintf("link.%s.%s (from %s)", dir, key, from))
-			instead = append(instead, "link."+dir+"."+rest)
+			winners = append(winners, fmt.Sprintf("%s.%s.%s (from %s)", at, dir, key, from))
+			instead = append(instead, at+"."+dir+"."+rest)
 		}
 		if len(winners) == 0 {
 			continue
@@ -362,8 +362,8 @@ func shadowedSets(tree *yaml.Node, sets []override, origins map[*yaml.Node]strin
 		if len(winners) > 1 {
 			verb = "replace"
 		}
-		warnings = append(warnings, fmt.Sprintf("--set %s changes nothing for the %s: %s %s the shared link.%s as a whole; set %s instead",
-			ov.key, strings.Join(dirs, " and the "), strings.Join(winners, " and "), verb, key, strings.Join(instead, " and ")))
+		warnings = append(warnings, fmt.Sprintf("--set %s changes nothing for the %s: %s %s the shared %s.%s as a whole; set %s instead",
+			ov.key, strings.Join(dirs, " and the "), strings.Join(winners, " and "), verb, at, key, strings.Join(instead, " and ")))
 	}
 	return warnings
 }

@@ -41,8 +41,18 @@ type Scenario struct {
 	MTU      int           // default 1500; 576..65535
 	// Uplink and Downlink are the link keys, each replaced by the
 	// direction's own (link.uplink's, link.downlink's) when it has the key.
-	// Their Name and Seed are left for the emulator to fill in.
+	// Their Name and Seed are left for the emulator to fill in. With a
+	// links list they are its first link's (Links[0]).
 	Uplink, Downlink impair.Config
+	// Links are the scenario's links, in file order: its links list, or
+	// the link key as one link named DefaultLink (link: is the one-link
+	// shorthand). Each is one pair of directions, whichever paths cross
+	// it: paths that share a link share its queues.
+	Links []Link
+	// Paths are the routes across Links, in file order: the paths list;
+	// without one, one default path (DefaultPath) through every link in
+	// order.
+	Paths []Path
 	// Timeline is the link's changes during the run, in time order: the
 	// file's timeline compiled (ramps into their steps, repeats and
 	// reverts into changes), each point's settings validated.
@@ -118,7 +128,46 @@ type Flow struct {
 	// Duration), Start and Duration (bounds a flow without Count; 0: until
 	// the run ends); Name is the flow's. FlowID is the emulator's.
 	UDP flows.UDPSpec
+
+	// Path is the name of the path the flow crosses; "" for the default
+	// path (the one without a match).
+	Path string
 }
+
+// Link is one link of a scenario: two directions under a name. The
+// uplink carries what the client side sends, the downlink what comes
+// back; each direction is an impair.Config, as link's are.
+type Link struct {
+	Name             string
+	Uplink, Downlink impair.Config
+}
+
+// Path is a route across the scenario's links. The client side's packets
+// take the path whose Match they meet (the most specific: the longest
+// destination prefix, then a port, then a protocol), else the default
+// path (the one without a match); replies come back the same links in
+// reverse.
+type Path struct {
+	Name string
+	// Via names the links crossed, from the client side, each once.
+	Via []string
+	// Match is what the path takes; nil for the default path.
+	Match *Match
+}
+
+// Match is what a path takes of the client side's packets: all of its
+// set fields must hold (and the same of a reply, read from its source).
+type Match struct {
+	Dst   netip.Prefix // the destination's network; the zero Prefix for any
+	Proto string       // "tcp" or "udp"; "" for any
+	Port  uint16       // the destination port; 0 for any
+}
+
+// The names the link shorthand gives its link and path.
+const (
+	DefaultLink = "link"
+	DefaultPath = "default"
+)
 
 // Flow stacks.
 const (
@@ -135,7 +184,8 @@ type Capture struct {
 	// client-side hosts send, before the uplink, and receive, after the
 	// downlink) and "server" (what the server-side hosts receive, after the
 	// uplink, and send, before the downlink). Comparing the two shows what
-	// the path dropped, delayed and reordered.
+	// the path dropped, delayed and reordered. With a links list, a
+	// link's ends too: "eu.client" and "eu.server" (see LinkEnds).
 	Points []string
 	// Options are the pcap writers': the file sets Snaplen (0: all of a
 	// packet), MaxFileBytes (0: one file) and MaxFiles (0: no bound); the
@@ -211,6 +261,9 @@ type TimelinePoint struct {
 	Changes  []KeyChange
 	Uplink   impair.Config
 	Downlink impair.Config
+	// Links are every link's settings from then on, in the scenario's
+	// order; Uplink and Downlink are the first's.
+	Links []Link
 	// Resets are the TCP flows whose connection the point ends with a
 	// RST both ways (reset: {flow: NAME}), by name; the link does not
 	// change for them.
@@ -352,11 +405,15 @@ var (
 var schema = []section{
 	{path: "", hint: true, keys: []key{
 		k("name", "Name"), k("description", "Description"), k("seed", "Seed, SeedSet"), k("duration", "Duration"),
-		k("mtu", "MTU"), k("sample_interval", "SampleInterval"), k("clock", "Clock"), k("capture", "Capture"), k("link", "Uplink, Downlink"),
+		k("mtu", "MTU"), k("sample_interval", "SampleInterval"), k("clock", "Clock"), k("capture", "Capture"), k("link", "Uplink, Downlink, Links, Paths"),
+		k("links", "Links, Uplink, Downlink"), k("paths", "Paths"),
 		k("timeline", "Timeline"), k("wifi", "WiFi"), k("tun", "TUN"), k("flows", "Flows"), k("expect", "Expect"),
 		k("variants", ""), k("sweep", ""), // a Plan's Runs and Sweep
 	}},
 	{path: "link", hint: true, keys: append(slices.Clone(directionSchema), k("uplink", "Uplink"), k("downlink", "Downlink"))},
+	{path: "links[]", hint: true, keys: append([]key{k("name", "Name")},
+		append(slices.Clone(directionSchema), k("uplink", "Uplink"), k("downlink", "Downlink"))...)},
+	{path: "paths[]", hint: true, keys: []key{k("name", "Name"), k("via", "Via"), k("match", "Match")}},
 	{path: "capture", hint: true, keys: []key{
 		k("points", "Points"), k("snaplen", "Options.Snaplen"), k("max_file_size", "Options.MaxFileBytes"),
 		k("max_files", "Options.MaxFiles"),
@@ -382,10 +439,14 @@ var schema = []section{
 		k("rate", "UDP.Rate", udpFlows...), k("interval", "UDP.Interval", udpFlows...),
 		k("packet_size", "UDP.PacketSize", udpFlows...), k("count", "UDP.Count", udpFlows...),
 		k("duration", "TCP.Duration, UDP.Duration"),
+		k("path", "Path"),
 	}},
 	{path: "variants[]", hint: true, keys: []key{k("name", ""), k("set", "")}},
 	{path: "link.uplink", hint: true, keys: directionSchema},
 	{path: "link.downlink", hint: true, keys: directionSchema},
+	{path: "links[].uplink", hint: true, keys: directionSchema},
+	{path: "links[].downlink", hint: true, keys: directionSchema},
+	{path: "paths[].match", hint: true, keys: []key{k("dst", "Dst"), k("proto", "Proto"), k("port", "Port")}},
 	{path: "tun.transparent", hint: true, keys: []key{k("allow", "Allow")}}, // of tun's Relay
 	{path: "tun.forward[]", hint: true, keys: []key{k("proto", "Proto"), k("listen", "Listen"), k("to", "To")}},
 	{path: "wifi.stations[]", hint: true, keys: []key{
@@ -426,7 +487,7 @@ var schema = []section{
 var chanceSchema = []key{k("p", "P"), k("correlation", "Correlation")}
 
 // directionPlaces are where a direction's keys are.
-var directionPlaces = []string{"link", "link.uplink", "link.downlink"}
+var directionPlaces = []string{"link", "link.uplink", "link.downlink", "links[]", "links[].uplink", "links[].downlink"}
 
 // directionSections are the sections of a direction's keys (delay, ...).
 var directionSections = []string{"delay", "loss", "rate", "queue", "reorder", "slot", "duplicate", "corrupt"}
@@ -477,6 +538,9 @@ func keysFor(path, form string) []string {
 var (
 	rootKeys        = keysOf("")
 	linkKeys        = keysOf("link")
+	linksItemKeys   = keysOf("links[]")
+	pathKeys        = keysOf("paths[]")
+	matchKeys       = keysOf("paths[].match")
 	directionKeys   = keysOf("link.uplink")
 	variantKeys     = keysOf("variants[]")
 	captureKeys     = keysOf("capture")

@@ -71,7 +71,7 @@ var schemaTypes = map[string]struct {
 	"link.downlink": {typ: reflect.TypeFor[impair.Config]()},
 	"capture": {typ: reflect.TypeFor[Capture](), unkeyed: map[string]string{
 		"Options.LinkType": "capture's default, raw IP", "Options.Microseconds": "capture's default, nanoseconds",
-		"Options.BufferSize": "capture's default"}},
+		"Options.BufferSize": "capture's default", "Options.SortInstants": "the emulator's (on a virtual clock)"}},
 	"tun": {typ: reflect.TypeFor[TUN](), unkeyed: map[string]string{
 		"Relay.Budget": "the relay's default", "Relay.DialTimeout": "the relay's default",
 		"Relay.Dial": "the emulator's (tests dial in a namespace of their own)", "Relay.Log": "the emulator's"}},

@@ -298,18 +298,13 @@ func (s *Scenario) With(sets ...string) (*Scenario, error) {
 	return out, nil
 }
 
-// Value returns the value at the dotted key in s as YAML on one line ("5%",
+// Value returns the value at the dotted key in s (links.eu.delay
+// addresses a named item) as YAML on one line ("5%",
 // "{time: 50ms, jitter: 5ms}"), or "" when s does not set it: the old side
 // of a change.
 func (s *Scenario) Value(key string) string {
-	n := s.tree
-	for _, seg := range strings.Split(key, ".") {
-		if n == nil || n.Kind != yaml.MappingNode {
-			return ""
-		}
-		n = lookup(n, seg)
-	}
-	if n == nil || isNull(n) {
+	n := nodeAt(s.tree, key)
+	if n == nil {
 		return ""
 	}
 	v, err := valueText(n)

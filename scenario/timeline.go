@@ -83,7 +83,7 @@ type window struct {
 }
 
 // timeline decodes and compiles the timeline n against the link in root.
-func (d *decoder) timeline(n *yaml.Node, root *yaml.Node, dur time.Duration, mtu int, mtuOK bool, base linkPair, fls []Flow) []TimelinePoint {
+func (d *decoder) timeline(n *yaml.Node, root *yaml.Node, dur time.Duration, mtu int, mtuOK bool, base []Link, fls []Flow) []TimelinePoint {
 	if n.Kind != yaml.SequenceNode {
 		d.errorf(n, "timeline", "expected a list of changes like {at: 10s, set: {link.loss: 5%%}}, got %s", describe(n))
 		return nil
@@ -108,7 +108,7 @@ func (d *decoder) timeline(n *yaml.Node, root *yaml.Node, dur time.Duration, mtu
 			d.errorf(item, path, "missing key set")
 			continue
 		}
-		sets := d.timelineSet(sn, join(path, "set"), e.rampOK)
+		sets := d.timelineSet(sn, join(path, "set"), e.rampOK, root)
 		if !ok || len(sets) == 0 {
 			continue
 		}
@@ -342,8 +342,8 @@ func (d *decoder) overlaps(windows map[string][]window) {
 }
 
 // timelineSet decodes an entry's set: link keys that may change while the
-// run runs.
-func (d *decoder) timelineSet(n *yaml.Node, path string, ramp bool) []override {
+// run runs, of the links of root (its link, or its links list).
+func (d *decoder) timelineSet(n *yaml.Node, path string, ramp bool, root *yaml.Node) []override {
 	if n.Kind != yaml.MappingNode || len(n.Content) == 0 {
 		d.errorf(n, path, "expected a mapping of link keys to values like {link.loss: 5%%}, got %s", describe(n))
 		return nil
@@ -353,11 +353,15 @@ func (d *decoder) timelineSet(n *yaml.Node, path string, ramp bool) []override {
 			d.errorf(k, p, "%s", msg)
 			return false
 		}
+		if msg := linkKeyProblem(k.Value, root); msg != "" {
+			d.errorf(k, p, "%s", msg)
+			return false
+		}
 		if !ramp {
 			return true
 		}
 		if _, ok := rampKind(k.Value); !ok {
-			d.errorf(k, p, "cannot ramp: ramps change a rate, a delay, a jitter or a loss (link.rate, link.delay, link.delay.jitter, link.loss, each also per direction)")
+			d.errorf(k, p, "cannot ramp: ramps change a rate, a delay, a jitter or a loss (link.rate, link.delay, link.delay.jitter, link.loss, each also per direction; links.NAME.rate, ... likewise)")
 			return false
 		}
 		if v.Kind != yaml.ScalarNode {
@@ -368,13 +372,46 @@ func (d *decoder) timelineSet(n *yaml.Node, path string, ramp bool) []override {
 	})
 }
 
+// linkKey splits a link's key into the link's part (link, links.NAME)
+// and the rest (uplink.rate, loss); false when key is not a link's.
+func linkKey(key string) (link, rest string, ok bool) {
+	if rest, ok := strings.CutPrefix(key, "link."); ok {
+		return "link", rest, true
+	}
+	if after, ok := strings.CutPrefix(key, "links."); ok {
+		if name, rest, ok := strings.Cut(after, "."); ok && name != "" {
+			return "links." + name, rest, true
+		}
+	}
+	return "", "", false
+}
+
+// linkKeyProblem says why key, a link's key, does not address a link of
+// root (its link, or its links list), or "".
+func linkKeyProblem(key string, root *yaml.Node) string {
+	link, _, _ := linkKey(key)
+	ls := lookup(root, "links")
+	hasList := ls != nil && !isNull(ls)
+	switch name, isList := strings.CutPrefix(link, "links."); {
+	case !isList && hasList:
+		return "this scenario has a links list: address a link by its name (links.NAME." + strings.TrimPrefix(key, "link.") + ")"
+	case isList && !hasList:
+		return "this scenario has no links list: its one link's keys are link.KEY (link." + strings.TrimPrefix(key, link+".") + ")"
+	case isList && ls.Kind == yaml.SequenceNode:
+		if j, names := namedItem(ls, name); j < 0 {
+			return fmt.Sprintf("%s names no link (the links: %s)", quote(name), strings.Join(names, ", "))
+		}
+	}
+	return ""
+}
+
 // liveKeyProblem says why key cannot change while a run runs, or "".
 func liveKeyProblem(key string) string {
-	segs := strings.Split(key, ".")
-	if segs[0] != "link" || len(segs) < 2 {
-		return "only the link's keys (link.loss, link.uplink.rate, ...) change while the run runs"
+	_, after, ok := linkKey(key)
+	if !ok {
+		return "only the links' keys (link.loss, link.uplink.rate, links.NAME.delay, ...) change while the run runs"
 	}
-	rest := segs[1:]
+	rest := strings.Split(after, ".")
 	if rest[0] == "uplink" || rest[0] == "downlink" {
 		rest = rest[1:]
 		if len(rest) == 0 {
@@ -382,6 +419,8 @@ func liveKeyProblem(key string) string {
 		}
 	}
 	switch rest[0] {
+	case "name":
+		return "a link's name cannot change while the run runs"
 	case "slot":
 		return "slots cannot change while the run runs"
 	case "inflight_limit":
@@ -422,7 +461,7 @@ func fixedProblem(was, next impair.Config) string {
 // rampKind returns what a rampable key holds: "rate", "duration" or
 // "ratio".
 func rampKind(key string) (string, bool) {
-	rest := strings.TrimPrefix(key, "link.")
+	_, rest, _ := linkKey(key)
 	rest = strings.TrimPrefix(strings.TrimPrefix(rest, "uplink."), "downlink.")
 	switch rest {
 	case "rate", "rate.bitrate":
@@ -436,10 +475,10 @@ func rampKind(key string) (string, bool) {
 }
 
 // compile runs the timeline's events in time order over a copy of the
-// link, decoding both directions after each instant's changes.
-func (d *decoder) compile(h tlHeap, root *yaml.Node, mtu int, mtuOK bool, state linkPair) []TimelinePoint {
+// links, decoding every link's directions after each instant's changes.
+func (d *decoder) compile(h tlHeap, root *yaml.Node, mtu int, mtuOK bool, state []Link) []TimelinePoint {
 	c := newTLCompiler(d, root, mtu, mtuOK)
-	first := state // the file's link
+	first := state // the file's links
 	var points []TimelinePoint
 	for h.Len() > 0 {
 		at := h[0].at
@@ -450,23 +489,18 @@ func (d *decoder) compile(h tlHeap, root *yaml.Node, mtu int, mtuOK bool, state 
 		if len(changes) == 0 && len(resets) == 0 {
 			continue
 		}
-		u, w := state.up, state.down
+		next := state
 		if len(changes) > 0 {
-			if u, w, ok = c.decodeLink(at, last); !ok {
+			if next, ok = c.decodeLinks(at, last); !ok {
+				return nil
+			}
+			if !d.fixedLinks(first, next, last, at) {
 				return nil
 			}
 		}
-		for _, dw := range []struct {
-			name      string
-			was, next impair.Config
-		}{{"uplink", first.up, u}, {"downlink", first.down, w}} {
-			if why := fixedProblem(dw.was, dw.next); why != "" {
-				d.errorf(last.at0, last.entry, "the %s's %s cannot change while the run runs (at %s)", dw.name, why, formatDuration(at))
-				return nil
-			}
-		}
-		points = append(points, TimelinePoint{At: at, Changes: changes, Uplink: u, Downlink: w, Resets: resets})
-		state = linkPair{u, w}
+		points = append(points, TimelinePoint{At: at, Changes: changes, Uplink: next[0].Uplink, Downlink: next[0].Downlink,
+			Links: next, Resets: resets})
+		state = next
 		if len(points) > MaxTimelineChanges {
 			d.tooManyChanges(last.at0, last.entry)
 			return nil
@@ -475,11 +509,32 @@ func (d *decoder) compile(h tlHeap, root *yaml.Node, mtu int, mtuOK bool, state 
 	return points
 }
 
+// fixedLinks reports false, the error made after event last at time at,
+// when next changes what a running direction of first cannot change.
+func (d *decoder) fixedLinks(first, next []Link, last *tlEvent, at time.Duration) bool {
+	for i, l := range next {
+		for _, dw := range []struct {
+			name      string
+			was, next impair.Config
+		}{{"uplink", first[i].Uplink, l.Uplink}, {"downlink", first[i].Downlink, l.Downlink}} {
+			if why := fixedProblem(dw.was, dw.next); why != "" {
+				name := "the " + dw.name
+				if len(next) > 1 || l.Name != DefaultLink {
+					name = "link " + l.Name + "'s " + dw.name
+				}
+				d.errorf(last.at0, last.entry, "%s's %s cannot change while the run runs (at %s)", name, why, formatDuration(at))
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // tlCompiler holds the keys the timeline has set so far over the file's
 // link, while compile runs its events.
 type tlCompiler struct {
 	d      *decoder
-	base   *yaml.Node            // a tree of the file's link alone
+	base   *yaml.Node            // a tree of the file's link (or links) alone
 	cur    map[string]*yaml.Node // keys the timeline set, and their values (nil: not set)
 	keyAt  map[string]*yaml.Node // each key's node in the timeline, for errors
 	order  []string              // keys in the order first set, as they apply
@@ -490,8 +545,10 @@ type tlCompiler struct {
 
 func newTLCompiler(d *decoder, root *yaml.Node, mtu int, mtuOK bool) *tlCompiler {
 	base := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-	if ln := lookup(root, "link"); ln != nil {
-		base.Content = append(base.Content, stringNode("link"), ln)
+	for _, k := range []string{"link", "links"} {
+		if ln := lookup(root, k); ln != nil {
+			base.Content = append(base.Content, stringNode(k), ln)
+		}
 	}
 	return &tlCompiler{d: d, base: base, cur: map[string]*yaml.Node{}, keyAt: map[string]*yaml.Node{},
 		budget: MaxTimelineChanges, mtu: mtu, mtuOK: mtuOK}
@@ -500,7 +557,7 @@ func newTLCompiler(d *decoder, root *yaml.Node, mtu int, mtuOK bool) *tlCompiler
 // apply runs the events at time at, state being the link in force, and
 // returns the changes they make, the flows they reset, and the last
 // change; false when it made an error.
-func (c *tlCompiler) apply(h *tlHeap, at time.Duration, state linkPair) ([]KeyChange, []string, *tlEvent, bool) {
+func (c *tlCompiler) apply(h *tlHeap, at time.Duration, state []Link) ([]KeyChange, []string, *tlEvent, bool) {
 	var changes []KeyChange
 	var resets []string
 	var last *tlEvent
@@ -526,7 +583,7 @@ func (c *tlCompiler) apply(h *tlHeap, at time.Duration, state linkPair) ([]KeyCh
 
 // startRamp makes the steps of the ramp e starts at time at, from state.
 // There is no change at its start: the first step is a step later.
-func (c *tlCompiler) startRamp(h *tlHeap, e *tlEvent, state linkPair, at time.Duration) bool {
+func (c *tlCompiler) startRamp(h *tlHeap, e *tlEvent, state []Link, at time.Duration) bool {
 	// Bounded before they are made: a ramp of 24h would be millions of
 	// steps.
 	if c.budget -= int((e.ramp + RampStep - 1) / RampStep); c.budget < 0 {
@@ -589,20 +646,21 @@ func (c *tlCompiler) valueOf(key string) *yaml.Node {
 			return v
 		}
 	}
-	for _, dir := range []string{"link.uplink.", "link.downlink."} {
-		if rest, ok := strings.CutPrefix(key, dir); ok {
-			return c.valueOf("link." + rest)
+	link, rest, _ := linkKey(key)
+	for _, dir := range []string{"uplink.", "downlink."} {
+		if rest, ok := strings.CutPrefix(rest, dir); ok {
+			return c.valueOf(link + "." + rest)
 		}
 	}
 	return nil
 }
 
-// decodeLink decodes both directions of the file's link with the keys
-// set so far, after e at time at; false when that made an error.
-func (c *tlCompiler) decodeLink(at time.Duration, e *tlEvent) (impair.Config, impair.Config, bool) {
+// decodeLinks decodes every link of the file with the keys set so far,
+// after e at time at; false when that made an error.
+func (c *tlCompiler) decodeLinks(at time.Duration, e *tlEvent) ([]Link, bool) {
 	d := c.d
 	tree := clone(c.base, nil)
-	if lookup(tree, "link") == nil {
+	if lookup(tree, "link") == nil && lookup(tree, "links") == nil {
 		tree.Content = append(tree.Content, stringNode("link"), &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"})
 	}
 	for _, k := range c.order {
@@ -614,22 +672,28 @@ func (c *tlCompiler) decodeLink(at time.Duration, e *tlEvent) (impair.Config, im
 		mark := func(n *yaml.Node) { n.Line, n.Column = kn.Line, kn.Column }
 		if err := setPath(tree, k, v, mark); err != nil {
 			d.errorf(e.at0, e.entry+".set."+k, "%v (at %s)", err, formatDuration(at))
-			return impair.Config{}, impair.Config{}, false
+			return nil, false
 		}
 	}
 	sub := newDecoder(d.file, d.origins)
 	sub.traces = d.traces
-	var link *yaml.Node
-	if n := lookup(tree, "link"); n != nil && !isNull(n) {
-		link = n
+	var links []Link
+	if n := lookup(tree, "links"); n != nil && !isNull(n) {
+		links = sub.links(n, c.mtu, c.mtuOK, map[string]int{})
+	} else {
+		var link *yaml.Node
+		if n := lookup(tree, "link"); n != nil && !isNull(n) {
+			link = n
+		}
+		u, w := sub.linkOf(link, c.mtu, c.mtuOK)
+		links = []Link{{Name: DefaultLink, Uplink: u, Downlink: w}}
 	}
-	u, w := sub.linkOf(link, c.mtu, c.mtuOK)
 	for _, err := range sub.errs {
 		err.Msg += fmt.Sprintf(" (in the link the timeline makes at %s, %s)", formatDuration(at), e.entry)
 		d.count++
 		d.add(err)
 	}
-	return u, w, len(sub.errs) == 0
+	return links, len(sub.errs) == 0
 }
 
 // nullNode is a revert's value for a key that was not set.
@@ -647,14 +711,25 @@ func textOf(n *yaml.Node) string {
 	return s
 }
 
-// nodeAt returns the value at a dotted key path of mappings, or nil.
+// nodeAt returns the value at a dotted key path of mappings (and named
+// items of lists: links.eu.delay), or nil.
 func nodeAt(root *yaml.Node, key string) *yaml.Node {
 	n := root
 	for _, seg := range strings.Split(key, ".") {
-		if n == nil || n.Kind != yaml.MappingNode {
+		switch {
+		case n == nil:
+			return nil
+		case n.Kind == yaml.SequenceNode:
+			j, _ := namedItem(n, seg)
+			if j < 0 {
+				return nil
+			}
+			n = n.Content[j]
+		case n.Kind == yaml.MappingNode:
+			n = lookup(n, seg)
+		default:
 			return nil
 		}
-		n = lookup(n, seg)
 	}
 	if n != nil && isNull(n) {
 		return nil
@@ -664,7 +739,7 @@ func nodeAt(root *yaml.Node, key string) *yaml.Node {
 
 // ramp returns the values of a ramp's steps, at most RampStep apart, the
 // last one its target: linear from the value in force when it starts.
-func (d *decoder) ramp(e *tlEvent, state linkPair, at time.Duration) []*yaml.Node {
+func (d *decoder) ramp(e *tlEvent, state []Link, at time.Duration) []*yaml.Node {
 	kind, _ := rampKind(e.key)
 	from, ok := d.rampFrom(e, kind, state, at)
 	if !ok {
@@ -697,17 +772,21 @@ func (d *decoder) ramp(e *tlEvent, state linkPair, at time.Duration) []*yaml.Nod
 
 // rampFrom returns the value in force, when ramp e of kind starts at time
 // at, in the direction(s) its key sets: the same in both for a shared key.
-func (d *decoder) rampFrom(e *tlEvent, kind string, state linkPair, at time.Duration) (float64, bool) {
+func (d *decoder) rampFrom(e *tlEvent, kind string, state []Link, at time.Duration) (float64, bool) {
 	p := e.entry + ".set." + e.key
-	rest := strings.TrimPrefix(e.key, "link.")
+	link, rest, _ := linkKey(e.key)
+	l := state[0]
+	if name, ok := strings.CutPrefix(link, "links."); ok {
+		l = state[slices.IndexFunc(state, func(l Link) bool { return l.Name == name })] // checked by linkKeyProblem
+	}
 	var dirs []impair.Config
 	switch {
 	case strings.HasPrefix(rest, "uplink."):
-		dirs = []impair.Config{state.up}
+		dirs = []impair.Config{l.Uplink}
 	case strings.HasPrefix(rest, "downlink."):
-		dirs = []impair.Config{state.down}
+		dirs = []impair.Config{l.Downlink}
 	default:
-		dirs = []impair.Config{state.up, state.down}
+		dirs = []impair.Config{l.Uplink, l.Downlink}
 	}
 	field := func(dir impair.Config) float64 {
 		switch {
@@ -724,7 +803,7 @@ func (d *decoder) rampFrom(e *tlEvent, kind string, state linkPair, at time.Dura
 	from := field(dirs[0])
 	switch {
 	case len(dirs) == 2 && field(dirs[1]) != from:
-		d.errorf(e.at0, p, "the directions have different values when the ramp starts (%s); ramp link.uplink.%s and link.downlink.%s", formatDuration(at), strings.TrimPrefix(e.key, "link."), strings.TrimPrefix(e.key, "link."))
+		d.errorf(e.at0, p, "the directions have different values when the ramp starts (%s); ramp %s.uplink.%s and %s.downlink.%s", formatDuration(at), link, rest, link, rest)
 	case kind == "rate" && dirs[0].Rate.Trace != nil:
 		d.errorf(e.at0, p, "the rate is a trace when the ramp starts (%s): a ramp goes from a bitrate", formatDuration(at))
 	case kind == "rate" && from == 0:
@@ -762,6 +841,3 @@ func (d *decoder) rampTo(e *tlEvent, kind string) (float64, bool) {
 	}
 	return to, len(sub.errs) == 0
 }
-
-// linkPair is both directions' settings.
-type linkPair struct{ up, down impair.Config }

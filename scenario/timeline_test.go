@@ -120,7 +120,7 @@ func TestTimelineErrors(t *testing.T) {
 		{"link: {queue: 100}\ntimeline:\n  - {at: 1s, set: {link.uplink.queue: {discipline: codel}}}", `x.yaml:4: timeline[0]: the uplink's queue settings other than its limits (limit, bytes) cannot change while the run runs (at 1s)`},
 		{"link: {delay: {time: 5ms, allow_reorder: true}}\ntimeline:\n  - {at: 1s, set: {link.delay: 10ms}}", `x.yaml:4: timeline[0]: the uplink's allow_reorder cannot change while the run runs (at 1s)`},
 		{"timeline:\n  - {at: 1s, set: {link.uplink.slot: {min: 1ms, max: 2ms}}}", `x.yaml:3: timeline[0].set.link.uplink.slot: slots cannot change while the run runs`},
-		{"timeline:\n  - {at: 1s, set: {mtu: 1400}}", `x.yaml:3: timeline[0].set.mtu: only the link's keys (link.loss, link.uplink.rate, ...) change while the run runs`},
+		{"timeline:\n  - {at: 1s, set: {mtu: 1400}}", `x.yaml:3: timeline[0].set.mtu: only the links' keys (link.loss, link.uplink.rate, links.NAME.delay, ...) change while the run runs`},
 		// A trace may come in at run time (a handover), but its file
 		// must be there; a ramp does not start from one.
 		{"timeline:\n  - {at: 1s, set: {link.rate.trace: x.trace}}", `x.yaml:3: link.rate.trace: cannot read the trace: open ` + filepath.Join(wd, "x.trace") + `: no such file or directory (in the link the timeline makes at 1s, timeline[0])`},
@@ -132,7 +132,7 @@ func TestTimelineErrors(t *testing.T) {
 		{"timeline:\n  - {at: 1s, for: 2s, set: {link.delay: 10ms}}\n  - {at: 2s, set: {link.delay.jitter: 5ms}}", `x.yaml:4: timeline[1].set.link.delay.jitter: overlaps a for or ramp window of link.delay at 1s (timeline[0], line 3)`},
 		{"timeline:\n  - {at: 40s, set: {link.loss: 1%}}", ``}, // after the run's end: checked, never applies
 		{"timeline:\n  - {at: 40s, set: {link.loss: 150%}}", `x.yaml:3: link.loss: 150% is out of range (expected 0% to 100%) (in the link the timeline makes at 40s, timeline[0])`},
-		{"timeline:\n  - {at: 1s, ramp: 1s, set: {link.queue.limit: 10}}", `x.yaml:3: timeline[0].set.link.queue.limit: cannot ramp: ramps change a rate, a delay, a jitter or a loss (link.rate, link.delay, link.delay.jitter, link.loss, each also per direction)`},
+		{"timeline:\n  - {at: 1s, ramp: 1s, set: {link.queue.limit: 10}}", `x.yaml:3: timeline[0].set.link.queue.limit: cannot ramp: ramps change a rate, a delay, a jitter or a loss (link.rate, link.delay, link.delay.jitter, link.loss, each also per direction; links.NAME.rate, ... likewise)`},
 		{"timeline:\n  - {at: 1s, ramp: 1s, set: {link.rate: 1Mbps}}", `x.yaml:3: timeline[0].set.link.rate: the rate is unlimited when the ramp starts (1s): set a rate to ramp from first`},
 		{"timeline:\n  - {every: 1s, for: 1s, set: {link.loss: 1%}}", `x.yaml:3: timeline[0].for: 1s is not shorter than every (1s): the windows would overlap`},
 		{"timeline:\n  - {every: 1ms, set: {link.loss: 1%}}", `x.yaml:3: timeline[0]: the timeline makes more than 10000 changes; make repeats rarer or ramps shorter`},

@@ -554,7 +554,7 @@ func (d *decoder) network(n *yaml.Node, path string) (netip.Prefix, bool) {
 }
 
 // stationAddrs gives each station of t its kernel addresses: the first
-// Address's, each further one the next free hosts of Address's networks.
+// Device.Addrs's, each further one the next free hosts of their networks.
 func (d *decoder) stationAddrs(n *yaml.Node, t *TUN) {
 	used := map[netip.Addr]bool{}
 	for _, p := range t.Peer {

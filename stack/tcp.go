@@ -102,6 +102,15 @@ func clamp(v, lo, hi int) int { return min(max(v, lo), hi) }
 // the error (ECONNREFUSED, ETIMEDOUT after gVisor's SYN retries, ...). ctx
 // bounds the wait; when it ends first the attempt is abandoned.
 func (h *Host) DialTCP(ctx context.Context, raddr netip.AddrPort, o TCPOptions) (*TCPConn, error) {
+	return h.DialTCPFrom(ctx, 0, raddr, o)
+}
+
+// DialTCPFrom is DialTCP from local port lport (0: an ephemeral one). An
+// ephemeral port is drawn from the host's random source, whose draws
+// interleave with those of other connections opened at the same time;
+// a port of the caller's choosing keeps a seeded run the same (the
+// lab's flows on a virtual clock).
+func (h *Host) DialTCPFrom(ctx context.Context, lport uint16, raddr netip.AddrPort, o TCPOptions) (*TCPConn, error) {
 	raddr = netip.AddrPortFrom(raddr.Addr().Unmap(), raddr.Port())
 	dialErr := func(err error) error {
 		return &net.OpError{Op: "dial", Net: "tcp", Addr: net.TCPAddrFromAddrPort(raddr), Err: err}
@@ -129,6 +138,12 @@ func (h *Host) DialTCP(ctx context.Context, raddr netip.AddrPort, o TCPOptions) 
 	}
 	// Register before Connect so that no completion can be missed; a
 	// refused or reset attempt signals HUp/Err rather than Out.
+	if lport != 0 {
+		if terr := ep.Bind(tcpip.FullAddress{Port: lport}); terr != nil {
+			c.Close()
+			return nil, opError("dial", "tcp", raddr, terr)
+		}
+	}
 	entry, ch := waiter.NewChannelEntry(waiter.WritableEvents | waiter.EventHUp | waiter.EventErr)
 	wq.EventRegister(&entry)
 	defer wq.EventUnregister(&entry)

@@ -87,6 +87,12 @@ func (c *udpConn) ReceiveDrops() uint64 {
 // DialUDP opens a UDP socket connected to raddr, from an ephemeral port:
 // Write sends to raddr, Read receives only from it.
 func (h *Host) DialUDP(raddr netip.AddrPort) (net.Conn, error) {
+	return h.DialUDPFrom(0, raddr)
+}
+
+// DialUDPFrom is DialUDP from local port lport (0: an ephemeral one; see
+// DialTCPFrom).
+func (h *Host) DialUDPFrom(lport uint16, raddr netip.AddrPort) (net.Conn, error) {
 	raddr = netip.AddrPortFrom(raddr.Addr().Unmap(), raddr.Port())
 	proto, err := h.netProto(raddr.Addr())
 	if err != nil {
@@ -101,6 +107,12 @@ func (h *Host) DialUDP(raddr netip.AddrPort) (net.Conn, error) {
 	if err := h.track(c); err != nil {
 		ep.Close()
 		return nil, &net.OpError{Op: "dial", Net: "udp", Addr: net.UDPAddrFromAddrPort(raddr), Err: err}
+	}
+	if lport != 0 {
+		if terr := ep.Bind(tcpip.FullAddress{Port: lport}); terr != nil {
+			c.Close()
+			return nil, opError("dial", "udp", raddr, terr)
+		}
 	}
 	if terr := ep.Connect(fullAddr(raddr)); terr != nil {
 		c.Close()

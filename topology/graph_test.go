@@ -2,8 +2,10 @@ package topology_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -390,4 +392,54 @@ func BenchmarkCompiledPath(b *testing.B) {
 		src.Push(t0, pool.Copy(tmpl))
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "packets/s")
+}
+
+// TestRouterByProtocolAndPort: routes naming a protocol or port take
+// the packets they match, the most specific first; a source router reads
+// the source address and port.
+func TestRouterByProtocolAndPort(t *testing.T) {
+	var g topology.Graph
+	src := topology.NewSource("uplink", topology.Emits{}, pool, big)
+	r, back := topology.NewRouter("paths"), topology.NewSourceRouter("replies")
+	a, b, c := newSink("a", mtuChecked), newSink("b", mtuChecked), newSink("c", mtuChecked)
+	rid := g.Add(r.Node())
+	g.Link(g.Add(src.Node()), rid)
+	bsrc := topology.NewSource("downlink", topology.Emits{}, pool, big)
+	bid := g.Add(back.Node())
+	g.Link(g.Add(bsrc.Node()), bid)
+	ids := []topology.ID{g.Add(a.Node()), g.Add(b.Node()), g.Add(c.Node())}
+	for _, id := range ids {
+		g.Link(rid, id)
+		g.Link(bid, id)
+	}
+	r.Set([]topology.Route{
+		{Proto: 6, Port: 5201, To: ids[1]},
+		{To: ids[2]},
+		{Prefix: netip.MustParsePrefix("10.20.0.0/16"), To: ids[0]},
+	})
+	back.Set([]topology.Route{{Prefix: netip.MustParsePrefix("10.99.0.0/16"), Port: 7, To: ids[0]}, {To: ids[2]}})
+	mustCompile(t, &g)
+	toPort := func(b []byte, port uint16) []byte {
+		binary.BigEndian.PutUint16(b[22:], port)
+		impair.CompleteChecksum(b)
+		return b
+	}
+	src.Push(t0, packet(segment(netip.MustParseAddr("10.20.0.5"), 10, 1, 1)))             // the prefix beats the port
+	src.Push(t0, packet(segment(netip.MustParseAddr("10.30.0.1"), 10, 1, 2)))             // the port
+	src.Push(t0, packet(toPort(segment(netip.MustParseAddr("10.30.0.1"), 10, 1, 3), 80))) // neither
+	bsrc.Push(t0, packet(segment(netip.MustParseAddr("10.0.0.1"), 10, 1, 7)))             // from 10.99.0.1:7
+	bsrc.Push(t0, packet(segment(netip.MustParseAddr("10.0.0.1"), 10, 1, 8)))             // from port 8
+	got := func(s *sink) (ids []uint16) {
+		for _, p := range s.seen() {
+			ids = append(ids, p.id)
+		}
+		return ids
+	}
+	if ga, gb, gc := got(a), got(b), got(c); !slices.Equal(ga, []uint16{1, 7}) || !slices.Equal(gb, []uint16{2}) || !slices.Equal(gc, []uint16{3, 8}) {
+		t.Errorf("a got %v, b %v, c %v; want [1 7], [2], [3 8]", ga, gb, gc)
+	}
+	ms := []topology.Match{{Proto: 6, Port: 5201}, {}, {Prefix: netip.MustParsePrefix("10.20.0.0/16")}}
+	if i := topology.Pick(ms, netip.MustParseAddr("10.20.0.5"), 6, 5201); i != 2 {
+		t.Errorf("Pick = %d, want 2 (the prefix)", i)
+	}
 }

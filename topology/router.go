@@ -14,7 +14,11 @@ import (
 
 // Router is a classifier: it hands each packet to the node its route
 // for the packet's destination address names, the longest prefix first,
-// else to the default route's, else drops it (counted, NoRoute). Its
+// else to the default route's, else drops it (counted, NoRoute). Routes
+// may also name a protocol and a port (the paths of a scenario: see
+// Match), and a source router (NewSourceRouter) reads the source address
+// and port instead, so that replies go back the way their requests
+// came. Its
 // routes are settings, not structure: the graph links the router to
 // every node a route may name, and Set swaps the whole table at once
 // while packets flow, so each packet is routed by the old table or the
@@ -24,6 +28,7 @@ import (
 // into it, reading its table without a lock.
 type Router struct {
 	name     string
+	bySource bool       // match packets by source, not destination
 	mu       sync.Mutex // orders Set; routing takes no lock
 	compiled bool
 	ids      []ID // the linked nodes, as Compile saw them
@@ -34,10 +39,61 @@ type Router struct {
 }
 
 // Route sends packets for Prefix to the node To; an invalid (zero)
-// Prefix makes the default route.
+// Prefix makes the default route. Proto and Port, when not zero, narrow
+// the route to packets of that IP protocol (6 TCP, 17 UDP) and
+// destination port (see Match).
 type Route struct {
 	Prefix netip.Prefix
+	Proto  uint8
+	Port   uint16
 	To     ID
+}
+
+// Match is what a route takes: packets to an address in Prefix (any
+// address when it is invalid), of protocol Proto and to port Port (any
+// when zero). Of several matches that take a packet, the most specific
+// wins: the longest prefix, then one with a port, then one with a
+// protocol; of equally specific ones, the first (see Pick).
+type Match struct {
+	Prefix netip.Prefix
+	Proto  uint8
+	Port   uint16
+}
+
+// Takes reports whether m takes a packet to addr, of proto, to port.
+func (m Match) Takes(addr netip.Addr, proto uint8, port uint16) bool {
+	return (!m.Prefix.IsValid() || m.Prefix.Contains(addr)) && (m.Proto == 0 || m.Proto == proto) && (m.Port == 0 || m.Port == port)
+}
+
+// specific orders matches from the most specific.
+func specific(a, b Match) int {
+	bits := func(m Match) int {
+		if !m.Prefix.IsValid() {
+			return -1
+		}
+		return m.Prefix.Bits()
+	}
+	set := func(v bool) int {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	return cmp.Or(cmp.Compare(bits(b), bits(a)), cmp.Compare(set(b.Port != 0), set(a.Port != 0)),
+		cmp.Compare(set(b.Proto != 0), set(a.Proto != 0)))
+}
+
+// Pick returns the index of the match of ms that takes a packet to addr,
+// of proto, to port (the most specific), or -1: what a router with these
+// routes does with the packet.
+func Pick(ms []Match, addr netip.Addr, proto uint8, port uint16) int {
+	best := -1
+	for i, m := range ms {
+		if m.Takes(addr, proto, port) && (best < 0 || specific(m, ms[best]) < 0) {
+			best = i
+		}
+	}
+	return best
 }
 
 // table is an immutable set of routes, compiled to sinks.
@@ -45,6 +101,14 @@ type table struct {
 	exact    map[netip.Addr]impair.Sink // single-address prefixes
 	prefixes []prefixSink               // the rest, longest first
 	def      impair.Sink
+	// rules, when a route names a protocol or port, are every route,
+	// the most specific first; exact, prefixes and def are then unused.
+	rules []ruleSink
+}
+
+type ruleSink struct {
+	m Match
+	s impair.Sink
 }
 
 type prefixSink struct {
@@ -54,6 +118,11 @@ type prefixSink struct {
 
 // NewRouter returns a router with no routes.
 func NewRouter(name string) *Router { return &Router{name: name} }
+
+// NewSourceRouter returns a router with no routes that routes packets by
+// their source address and source port: the replies of a path's server
+// go back the path its requests took.
+func NewSourceRouter(name string) *Router { return &Router{name: name, bySource: true} }
 
 // Node returns the router as a node of a graph. It passes on whatever it
 // is given: each edge out of it gets the steps its own node needs.
@@ -97,12 +166,21 @@ func (r *Router) compile(ids []ID, sinks []impair.Sink) error {
 
 func (r *Router) build(routes []Route) (*table, error) {
 	t := &table{exact: map[netip.Addr]impair.Sink{}}
+	rules := slices.ContainsFunc(routes, func(rt Route) bool { return rt.Proto != 0 || rt.Port != 0 })
 	for _, rt := range routes {
 		i := slices.Index(r.ids, rt.To)
 		if i < 0 {
 			return nil, fmt.Errorf("topology: router %q: a route to node %d, which it is not linked to", r.name, rt.To)
 		}
 		s := r.outs[i]
+		if rules {
+			p := rt.Prefix
+			if p.IsValid() {
+				p = p.Masked()
+			}
+			t.rules = append(t.rules, ruleSink{Match{p, rt.Proto, rt.Port}, s})
+			continue
+		}
 		switch p := rt.Prefix; {
 		case !p.IsValid():
 			t.def = s
@@ -113,12 +191,14 @@ func (r *Router) build(routes []Route) (*table, error) {
 		}
 	}
 	slices.SortStableFunc(t.prefixes, func(a, b prefixSink) int { return cmp.Compare(b.p.Bits(), a.p.Bits()) })
+	slices.SortStableFunc(t.rules, func(a, b ruleSink) int { return specific(a.m, b.m) })
 	return t, nil
 }
 
-// Push routes p by its destination address.
+// Push routes p by its destination (or source) address, and protocol and
+// port when a route names them.
 func (r *Router) Push(now time.Time, p *impair.Packet) {
-	if s := r.table.Load().lookup(DstAddr(p.Data)); s != nil {
+	if s := r.table.Load().lookup(p.Data, r.bySource); s != nil {
 		s.Push(now, p)
 		return
 	}
@@ -126,7 +206,20 @@ func (r *Router) Push(now time.Time, p *impair.Packet) {
 	p.Release()
 }
 
-func (t *table) lookup(a netip.Addr) impair.Sink {
+func (t *table) lookup(b []byte, bySource bool) impair.Sink {
+	a := DstAddr(b)
+	if bySource {
+		a = SrcAddr(b)
+	}
+	if len(t.rules) > 0 {
+		proto, port := Transport(b, bySource)
+		for _, r := range t.rules {
+			if r.m.Takes(a, proto, port) {
+				return r.s
+			}
+		}
+		return nil
+	}
 	if s, ok := t.exact[a]; ok {
 		return s
 	}
@@ -136,6 +229,51 @@ func (t *table) lookup(a netip.Addr) impair.Sink {
 		}
 	}
 	return t.def
+}
+
+// SrcAddr returns the source address of an IPv4 or IPv6 packet, or the
+// zero Addr for anything else.
+func SrcAddr(b []byte) netip.Addr {
+	if len(b) == 0 {
+		return netip.Addr{}
+	}
+	switch b[0] >> 4 {
+	case 4:
+		if len(b) >= 20 {
+			return netip.AddrFrom4([4]byte(b[12:16]))
+		}
+	case 6:
+		if len(b) >= 40 {
+			return netip.AddrFrom16([16]byte(b[8:24]))
+		}
+	}
+	return netip.Addr{}
+}
+
+// Transport returns the IP protocol of a packet and its destination port
+// (its source port when src), 0 when it has none: not TCP or UDP, a
+// fragment other than the first, an IPv6 packet with extension headers,
+// or too short.
+func Transport(b []byte, src bool) (proto uint8, port uint16) {
+	var off int
+	switch {
+	case len(b) >= 20 && b[0]>>4 == 4:
+		proto, off = b[9], int(b[0]&0xf)*4
+		if b[6]&0x1f != 0 || b[7] != 0 { // a later fragment
+			return proto, 0
+		}
+	case len(b) >= 40 && b[0]>>4 == 6:
+		proto, off = b[6], 40
+	default:
+		return 0, 0
+	}
+	if proto != 6 && proto != 17 || len(b) < off+4 {
+		return proto, 0
+	}
+	if src {
+		return proto, uint16(b[off])<<8 | uint16(b[off+1])
+	}
+	return proto, uint16(b[off+2])<<8 | uint16(b[off+3])
 }
 
 // DstAddr returns the destination address of an IPv4 or IPv6 packet, or

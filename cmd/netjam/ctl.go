@@ -135,7 +135,8 @@ command): unix:PATH or HOST:PORT.
    status                 the run now: elapsed time, each flow's progress, each link,
                           the changes pending
    get [LINK]             each direction's settings in force and counters (or
-                          one's: uplink or downlink)
+                          one's: uplink or downlink; with a links list, a link
+                          such as eu, or one of its directions: eu.uplink)
    set [--for DURATION] KEY=VALUE...
                           change the path now (the link's keys, as --set takes them);
                           connections survive it; recorded in events.jsonl and in the
@@ -238,7 +239,7 @@ func ctlRequest(c *cli.Context, verb string) (method, path string, body []byte, 
 		case 2:
 			return http.MethodGet, "/v1/links/" + url.PathEscape(c.Args().Get(1)), nil, nil
 		}
-		return "", "", nil, cli.Exit("ctl get: at most one link: get [uplink|downlink]", exitBadUsage)
+		return "", "", nil, cli.Exit("ctl get: at most one link: get [uplink|downlink|NAME|NAME.uplink|NAME.downlink]", exitBadUsage)
 	case "stop":
 		return http.MethodPost, "/v1/stop", nil, nil
 	case "reset":

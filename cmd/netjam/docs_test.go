@@ -29,7 +29,7 @@ import (
 
 // docFiles are the files whose quotes are checked, from the repository's
 // root.
-var docFiles = []string{"README.md", "docs/testing.md", "docs/security.md", "docs/usage.md", "docs/scenario.md", "docs/tun.md", "docs/impairments.md", "docs/accuracy.md", "docs/experiments.md"}
+var docFiles = []string{"README.md", "docs/testing.md", "docs/security.md", "docs/usage.md", "docs/scenario.md", "docs/tun.md", "docs/timeline.md", "docs/impairments.md", "docs/accuracy.md", "docs/experiments.md"}
 
 var (
 	sampleMarker = regexp.MustCompile(`^<!-- sample (exact|shape) (stdout|stderr): netjam (.*) -->$`)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -191,8 +192,8 @@ func runPlan(c *cli.Context) (*scenario.Plan, error) {
 		return nil, cli.Exit(err, exitBadUsage)
 	}
 	for _, p := range capturePoints(c) {
-		if !slices.Contains(scenario.CapturePoints, p) {
-			return nil, cli.Exit(fmt.Sprintf("--capture: %q is not a capture point (expected one of: %s)", p, strings.Join(scenario.CapturePoints, ", ")), exitBadUsage)
+		if !slices.Contains(scenario.CapturePoints, p) && !linkEnd.MatchString(p) {
+			return nil, cli.Exit(fmt.Sprintf("--capture: %q is not a capture point (expected one of: %s, or a link's end: NAME.client, NAME.server)", p, strings.Join(scenario.CapturePoints, ", ")), exitBadUsage)
 		}
 	}
 	if c.Int("parallel") < 1 {
@@ -200,6 +201,10 @@ func runPlan(c *cli.Context) (*scenario.Plan, error) {
 	}
 	return plan, nil
 }
+
+// linkEnd is the form of a link's end as a capture point (eu.server);
+// the run checks that the link is there.
+var linkEnd = regexp.MustCompile(`^[A-Za-z0-9._-]+\.(client|server)$`)
 
 // capturePoints are the points of every --capture, each of which may list
 // several separated by commas ("--capture client,server", as tcpdump-like

@@ -268,10 +268,17 @@
     { id: "queue", label: "queue", hint: "100", cur: (c) => (c.queue_limit_packets ? c.queue_limit_packets + " packets" : c.queue_limit_bytes ? c.queue_limit_bytes + " bytes" : "none (no rate)") },
   ];
 
+  // dirKey is the key prefix of a direction as GET /v1/links names it:
+  // link.uplink with the link shorthand, links.eu.uplink for a link of
+  // a links list (eu.uplink).
+  function dirKey(dir) {
+    return (dir.includes(".") ? "links." : "link.") + dir;
+  }
+
   // change is a knob's PATCH body for what was typed: delay and jitter
   // are one mapping, so that setting one keeps the other.
   function change(dir, knob, typed, conf) {
-    const base = "link." + dir;
+    const base = dirKey(dir);
     switch (knob) {
       case "rate": return { [base + ".rate"]: typed };
       case "loss": return { [base + ".loss"]: typed };
@@ -296,7 +303,7 @@
       h.textContent = l.name;
       div.append(h);
       for (const k of knobs) {
-        const key = "link." + l.name + "." + k.id;
+        const key = dirKey(l.name) + "." + k.id;
         const form = document.createElement("form");
         form.className = "knob";
         const lab = document.createElement("label");
@@ -349,7 +356,7 @@
     if (document.querySelectorAll("#links .link").length !== links.length) buildLinks(links);
     for (const l of links) {
       for (const k of knobs) {
-        const cur = document.querySelector(`.cur[data-key="link.${l.name}.${k.id}"]`);
+        const cur = document.querySelector(`.cur[data-key="${dirKey(l.name)}.${k.id}"]`);
         if (cur) cur.textContent = k.cur(l.configured);
       }
     }
@@ -424,7 +431,10 @@
       $("path-err").textContent = "outage: a number of seconds above 0";
       return;
     }
-    pathAction("PATCH", "/v1/links", { set: { "link.uplink.loss": "100%", "link.downlink.loss": "100%" }, for: n + "s" });
+    // Every direction of every link loses everything.
+    const set = {};
+    for (const l of (st.status && st.status.links) || [{ name: "uplink" }, { name: "downlink" }]) set[dirKey(l.name) + ".loss"] = "100%";
+    pathAction("PATCH", "/v1/links", { set, for: n + "s" });
   });
   $("reset").addEventListener("click", () => pathAction("POST", "/v1/reset"));
   $("flow-reset").addEventListener("click", async () => {
