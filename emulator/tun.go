@@ -278,9 +278,28 @@ func (l *lab) startPeer(s *scenario.Scenario, hooks labHooks) error {
 	}
 	t.peer.host = h
 	rc := c.Relay
+	rc.Forwards = t.pathForwards()
 	rc.Dial, rc.Log = hooks.dial, l.log
 	t.relay, err = h.StartRelay(context.Background(), rc)
 	return err
+}
+
+// pathForwards returns the relay's forwards, those that name a path
+// (tun.forward[].path) bound to the peer's address on it: the path's own
+// (pathPeers), or for a path without one, the peer's.
+func (t *tunEnd) pathForwards() []stack.Forward {
+	fws := slices.Clone(t.cfg.Relay.Forwards)
+	for i, name := range t.cfg.ForwardPaths {
+		if name == "" || i >= len(fws) {
+			continue
+		}
+		if a, ok := t.pathAddrs[name]; ok {
+			fws[i].Addrs = []netip.Addr{a}
+		} else {
+			fws[i].Addrs = slices.Clone(t.cfg.Peer)
+		}
+	}
+	return fws
 }
 
 // startTUN starts the device's read loop.
@@ -458,8 +477,14 @@ func (l *lab) tunSummary() *TUNSummary {
 			ts.Peer = append(ts.Peer, a.String()+" (path "+p.Name+")")
 		}
 	}
-	for _, f := range t.cfg.Relay.Forwards {
-		ts.Forwards = append(ts.Forwards, fmt.Sprintf("%s %s:%d -> %s", f.Proto, t.peerAddr, f.Listen, f.To))
+	for _, f := range t.pathForwards() {
+		at := []netip.Addr{t.peerAddr}
+		if len(f.Addrs) > 0 {
+			at = f.Addrs
+		}
+		for _, a := range at {
+			ts.Forwards = append(ts.Forwards, fmt.Sprintf("%s %s -> %s", f.Proto, netip.AddrPortFrom(a, f.Listen), f.To))
+		}
 	}
 	if t.relay != nil {
 		ts.Relay = t.relay.Stats()

@@ -764,3 +764,57 @@ tun:
 		t.Errorf("curl 10.99.0.2:8080: connect %.3f ms, want the default path's 10 (below 45)", c)
 	}
 }
+
+// TestTUNForwardOnAPath: forwards that name a path answer at the peer's
+// address on that path alone, so one port reaches a different server per
+// path (curl through each), and a port forwarded on one path is refused
+// at another path's address.
+func TestTUNForwardOnAPath(t *testing.T) {
+	ns := testNetns(t)
+	testenv.RequireTool(t, "curl", "curl")
+	serve := func(body string) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, body) })}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+		return ln.Addr().String()
+	}
+	us, near := serve("us"), serve("near")
+	got := map[string]string{}
+	sum := runTUNIn(t, fmt.Sprintf(`
+duration: 60s
+links:
+  - {name: access, delay: 1ms}
+  - {name: us, delay: 20ms}
+paths:
+  - {name: to-us, via: [access, us], match: {dst: 10.30.0.0/16}}
+  - {name: direct, via: [access]}
+tun:
+  netns: %s
+  forward:
+    - {proto: tcp, listen: 8080, to: %s, path: to-us}
+    - {proto: tcp, listen: 8080, to: %s, path: direct}
+    - {proto: tcp, listen: 8081, to: %s, path: to-us}
+`, ns.Path(), us, near, us), func(ctx context.Context) error {
+		for _, url := range []string{"10.30.0.1:8080", "10.99.0.2:8080", "10.30.0.1:8081", "10.99.0.2:8081"} {
+			out, err := runIn(ctx, ns, "curl", "-sS", "--max-time", "10", "http://"+url+"/")
+			if err != nil {
+				out = "error"
+			}
+			got[url] = strings.TrimSpace(out)
+		}
+		return nil
+	}).Runs[0]
+	want := map[string]string{"10.30.0.1:8080": "us", "10.99.0.2:8080": "near", "10.30.0.1:8081": "us", "10.99.0.2:8081": "error"}
+	for url, w := range want {
+		if got[url] != w {
+			t.Errorf("curl %s: %q, want %q", url, got[url], w)
+		}
+	}
+	if fw := sum.TUN.Forwards; len(fw) != 3 || !strings.HasPrefix(fw[0], "tcp 10.30.0.1:8080 -> ") || !strings.HasPrefix(fw[1], "tcp 10.99.0.2:8080 -> ") {
+		t.Errorf("forwards in the summary %q, want each at its path's address", fw)
+	}
+}

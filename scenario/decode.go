@@ -368,6 +368,7 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 	linkBefore := d.count
 	d.topology(f, s, s.MTU, mtuOK)
 	d.flowPaths(f["flows"], s.Flows, s.Paths)
+	d.forwardPaths(f["tun"], s.TUN, s.Paths)
 	if n := f["expect"]; n != nil {
 		s.Expect = d.expect(n, s.Flows, s.Links)
 	}

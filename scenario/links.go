@@ -325,6 +325,32 @@ func (d *decoder) flowPaths(n *yaml.Node, fls []Flow, paths []Path) {
 	}
 }
 
+// forwardPaths checks the path each forward of tun (node n) names: one
+// of paths ("default" for the link shorthand's).
+func (d *decoder) forwardPaths(n *yaml.Node, tun *TUN, paths []Path) {
+	if tun == nil || n == nil || n.Kind != yaml.MappingNode {
+		return
+	}
+	fn := lookup(n, "forward")
+	if fn == nil || fn.Kind != yaml.SequenceNode {
+		return
+	}
+	names := []string{"default"}
+	if len(paths) > 0 {
+		names = names[:0]
+		for _, p := range paths {
+			names = append(names, p.Name)
+		}
+	}
+	for i, item := range fn.Content {
+		pn := lookup(item, "path")
+		if pn == nil || isNull(pn) {
+			continue
+		}
+		d.oneOf(pn, fmt.Sprintf("tun.forward[%d].path", i), "path", names)
+	}
+}
+
 // portPath refuses flow f (at, its path's node n) on path p when p
 // matches a port and the flow cannot use it: the flow's server listens
 // on the path's port, so a flow down (whose server sends from a port of

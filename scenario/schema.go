@@ -240,6 +240,11 @@ type TUN struct {
 	// station has Device.Addrs; each further one an address of its own
 	// in each network of Device.Addrs (StationAddrs).
 	Stations []string
+	// ForwardPaths holds, for each of Relay.Forwards in order, the path
+	// whose peer address alone it answers on ("" for every path's):
+	// forward[].path; nil when no forward names a path. The emulator turns
+	// it into the forwards' Addrs.
+	ForwardPaths []string
 	// StationAddrs holds each station's kernel addresses, one per entry
 	// of Device.Addrs and in its order: StationAddrs[0] are Addrs's own;
 	// further stations take the next free host addresses of the
@@ -420,7 +425,7 @@ var schema = []section{
 	}},
 	{path: "tun", hint: true, keys: []key{
 		k("name", "Device.Name"), k("address", "Device.Addrs"), k("peer", "Peer"), k("mtu", "Device.MTU"),
-		k("routes", "Device.Routes"), k("forward", "Relay.Forwards"), k("transparent", "Relay.Transparent, Relay.Allow"),
+		k("routes", "Device.Routes"), k("forward", "Relay.Forwards, ForwardPaths"), k("transparent", "Relay.Transparent, Relay.Allow"),
 		k("services", "Relay.Services"), k("udp_idle", "Relay.UDPIdle"), k("tcp_idle", "Relay.TCPIdle"),
 		k("host_routes", "Device.HostRoutes"), k("netns", "Device.Netns"), k("station", "Stations, StationAddrs"),
 		k("offload", "Device.Offload"),
@@ -448,7 +453,7 @@ var schema = []section{
 	{path: "links[].downlink", hint: true, keys: directionSchema},
 	{path: "paths[].match", hint: true, keys: []key{k("dst", "Dst"), k("proto", "Proto"), k("port", "Port")}},
 	{path: "tun.transparent", hint: true, keys: []key{k("allow", "Allow")}}, // of tun's Relay
-	{path: "tun.forward[]", hint: true, keys: []key{k("proto", "Proto"), k("listen", "Listen"), k("to", "To")}},
+	{path: "tun.forward[]", hint: true, keys: []key{k("proto", "Proto"), k("listen", "Listen"), k("to", "To"), k("path", "")}},
 	{path: "wifi.stations[]", hint: true, keys: []key{
 		k("name", "Name"), k("rate", "Rate"), k("frame_error_rate", "FrameErrorRate"), k("snr", "SNR"), k("saturate", "Saturate"),
 	}},

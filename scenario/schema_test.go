@@ -75,7 +75,7 @@ var schemaTypes = map[string]struct {
 	"tun": {typ: reflect.TypeFor[TUN](), unkeyed: map[string]string{
 		"Relay.Budget": "the relay's default", "Relay.DialTimeout": "the relay's default",
 		"Relay.Dial": "the emulator's (tests dial in a namespace of their own)", "Relay.Log": "the emulator's"}},
-	"tun.forward[]":   {typ: reflect.TypeFor[stack.Forward]()},
+	"tun.forward[]":   {typ: reflect.TypeFor[stack.Forward](), unkeyed: map[string]string{"Addrs": "the emulator's (its path's peer address, from path)"}},
 	"tun.transparent": {typ: reflect.TypeFor[stack.RelayConfig](), part: true},
 	"wifi": {typ: reflect.TypeFor[wifi.Config](), unkeyed: map[string]string{
 		"Seed": "the scenario's seed, given by the emulator", "InputLimit": "wifi's default"}},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -238,7 +239,7 @@ func (d *decoder) tunSwitches(f map[string]*yaml.Node, t *TUN) {
 	flag("offload", &t.Device.Offload)
 	servicesOK := flag("services", &t.Relay.Services)
 	if v := f["forward"]; v != nil {
-		t.Relay.Forwards = d.forwards(v, t.Relay.Services && servicesOK)
+		t.Relay.Forwards, t.ForwardPaths = d.forwards(v, t.Relay.Services && servicesOK)
 	}
 	if v := f["transparent"]; v != nil {
 		t.Relay.Allow, t.Relay.Transparent = d.transparent(v), true
@@ -301,15 +302,16 @@ func (d *decoder) tunStation(n, v *yaml.Node, t *TUN, w *wifi.Config) {
 	}
 }
 
-// forwards decodes tun.forward; services tells whether the echo and
-// discard ports are taken.
-func (d *decoder) forwards(n *yaml.Node, services bool) []stack.Forward {
+// forwards decodes tun.forward, and each forward's path ("" for every
+// path); services tells whether the echo and discard ports are taken.
+func (d *decoder) forwards(n *yaml.Node, services bool) ([]stack.Forward, []string) {
 	if n.Kind != yaml.SequenceNode {
 		d.errorf(n, "tun.forward", "expected a list of forwards like {proto: tcp, listen: 5201, to: 127.0.0.1:5201}, got %s", describe(n))
-		return nil
+		return nil, nil
 	}
 	var out []stack.Forward
-	first := map[string]*yaml.Node{} // "tcp/5201": its first listen
+	var paths []string
+	first := map[string]*yaml.Node{} // "tcp/5201/path": its first listen
 	for i, item := range n.Content {
 		path := fmt.Sprintf("tun.forward[%d]", i)
 		f, ok := d.fields(item, path, "a mapping of proto, listen and to", forwardKeys)
@@ -334,14 +336,21 @@ func (d *decoder) forwards(n *yaml.Node, services bool) []stack.Forward {
 		} else {
 			fw.To = d.forwardTo(v, join(path, "to"))
 		}
+		onPath := ""
+		if v := f["path"]; v != nil {
+			onPath, _ = d.text(v, join(path, "path"))
+		}
 		if fw.Proto != "" && fw.Listen != 0 {
-			d.forwardOnce(fw, lv, join(path, "listen"), first, services)
+			d.forwardOnce(fw, onPath, lv, join(path, "listen"), first, services)
 		}
 		if d.count == before {
-			out = append(out, fw)
+			out, paths = append(out, fw), append(paths, onPath)
 		}
 	}
-	return out
+	if !slices.ContainsFunc(paths, func(p string) bool { return p != "" }) {
+		paths = nil // no forward names a path
+	}
+	return out, paths
 }
 
 // forwardTo decodes the to address of a forward: an IP address and port.
@@ -365,10 +374,11 @@ func (d *decoder) forwardTo(v *yaml.Node, path string) netip.AddrPort {
 }
 
 // forwardOnce reports a forward's listen port (node lv, at path) that is
-// taken: by a forward before it (first holds their listen nodes, by
-// "tcp/5201"), or while services are on, by the echo or discard service.
-func (d *decoder) forwardOnce(fw stack.Forward, lv *yaml.Node, path string, first map[string]*yaml.Node, services bool) {
-	key := fmt.Sprintf("%s/%d", fw.Proto, fw.Listen)
+// taken: by a forward before it on the same path (first holds their
+// listen nodes, by "tcp/5201/path"), or while services are on, by the echo
+// or discard service.
+func (d *decoder) forwardOnce(fw stack.Forward, onPath string, lv *yaml.Node, path string, first map[string]*yaml.Node, services bool) {
+	key := fmt.Sprintf("%s/%d/%s", fw.Proto, fw.Listen, onPath)
 	switch prev, dup := first[key]; {
 	case dup && (d.origins[prev] != "" || prev.Line == 0):
 		d.errorf(lv, path, "%s port %d is forwarded twice", fw.Proto, fw.Listen)

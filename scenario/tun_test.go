@@ -240,6 +240,14 @@ func TestTUNErrors(t *testing.T) {
 		{"tun: {forward: [{proto: udp, listen: 80, to: '224.0.0.1:80'}]}\n", `x.yaml:1: tun.forward[0].to: 224.0.0.1:80 is not a unicast address`},
 		{"tun:\n  forward:\n    - {proto: udp, listen: 53, to: 192.0.2.1:53}\n    - {proto: tcp, listen: 53, to: 192.0.2.1:53}\n    - {proto: udp, listen: 53, to: 192.0.2.2:53}\n",
 			"x.yaml:5: tun.forward[2].listen: udp port 53 is forwarded twice (first at line 3)"},
+		// A port per path: the same port on two paths is two forwards;
+		// twice on one path is refused; a path must exist.
+		{"links: [{name: a}, {name: b}]\npaths: [{name: p, via: [a], match: {dst: 10.20.0.0/16}}, {name: q, via: [b]}]\ntun:\n  forward:\n    - {proto: tcp, listen: 80, to: 192.0.2.1:80, path: p}\n    - {proto: tcp, listen: 80, to: 192.0.2.2:80, path: q}\n    - {proto: tcp, listen: 80, to: 192.0.2.3:80, path: p}\n",
+			"x.yaml:7: tun.forward[2].listen: tcp port 80 is forwarded twice (first at line 5)"},
+		{"links: [{name: a}]\npaths: [{name: p, via: [a]}]\ntun: {forward: [{proto: tcp, listen: 80, to: 192.0.2.1:80, path: pp}]}\n",
+			`x.yaml:3: tun.forward[0].path: "pp" is not a path; did you mean "p"?`},
+		{"tun: {forward: [{proto: tcp, listen: 80, to: 192.0.2.1:80, path: eu}]}\n",
+			`x.yaml:1: tun.forward[0].path: "eu" is not a path (expected one of: default)`},
 		{"tun: {forward: [{proto: tcp, listen: 7, to: 127.0.0.1:7}]}\n", "x.yaml:1: tun.forward[0].listen: port 7 is the echo service's while services are on (set tun.services: false to forward it)"},
 		{"tun: {services: true, forward: [{proto: udp, listen: 9, to: 127.0.0.1:9}]}\n", "x.yaml:1: tun.forward[0].listen: port 9 is the discard service's while services are on (set tun.services: false to forward it)"},
 		// An invalid services value does not make ports 7 and 9 wrong too.

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -129,7 +128,9 @@ func (h *Host) StartRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) 
 	r.udpB.New = func() any { b := make([]byte, udpBuffer); return &b }
 	r.udpBatches.New = func() any { return newUDPBatch(udpBatchLen) }
 	for _, f := range cfg.Forwards {
-		r.forwards[f.Proto+"/"+strconv.Itoa(int(f.Listen))] = netip.AddrPortFrom(f.To.Addr().Unmap(), f.To.Port())
+		for _, k := range f.keys() {
+			r.forwards[k] = netip.AddrPortFrom(f.To.Addr().Unmap(), f.To.Port())
+		}
 	}
 	r.learnAddresses()
 

@@ -24,6 +24,32 @@ type Forward struct {
 	Listen uint16
 	// To is the target, reached with a host socket (127.0.0.1:5201).
 	To netip.AddrPort
+	// Addrs, when not empty, are the only peer addresses the forward
+	// answers on (in TUN mode, its path's: the scenario's path key); an
+	// empty Addrs answers on every one. A port may have one forward of
+	// each address, and one for the others.
+	Addrs []netip.Addr
+}
+
+// forwardKey is how the relay finds a forward: by protocol and port, and
+// by the peer's address for one bound to it (addr valid).
+func forwardKey(proto string, addr netip.Addr, port uint16) string {
+	if addr.IsValid() {
+		return proto + "/" + addr.Unmap().String() + "/" + strconv.Itoa(int(port))
+	}
+	return proto + "/" + strconv.Itoa(int(port))
+}
+
+// keys returns the relay's keys of f: one per address, or the port's.
+func (f Forward) keys() []string {
+	if len(f.Addrs) == 0 {
+		return []string{forwardKey(f.Proto, netip.Addr{}, f.Listen)}
+	}
+	out := make([]string, len(f.Addrs))
+	for i, a := range f.Addrs {
+		out[i] = forwardKey(f.Proto, a, f.Listen)
+	}
+	return out
 }
 
 // RelayConfig describes a Relay. Validate reports every problem at once;
@@ -163,11 +189,17 @@ func (c *RelayConfig) Validate() error {
 		case to.IsUnspecified() || to.IsMulticast():
 			add("forwards[%d].to: %v is not a unicast address", i, f.To)
 		}
-		key := f.Proto + "/" + strconv.Itoa(int(f.Listen))
-		if j, ok := seen[key]; ok && f.Listen != 0 {
-			add("forwards[%d]: %s port %d is forwarded already by forwards[%d]", i, f.Proto, f.Listen, j)
-		} else {
+		for _, key := range f.keys() {
+			if j, ok := seen[key]; ok && f.Listen != 0 {
+				add("forwards[%d]: %s port %d is forwarded already by forwards[%d]", i, f.Proto, f.Listen, j)
+				break
+			}
 			seen[key] = i
+		}
+		for _, a := range f.Addrs {
+			if !a.IsValid() {
+				add("forwards[%d].addrs: an address is not valid", i)
+			}
 		}
 		if c.Services && (f.Listen == echoPort || f.Listen == discardPort) {
 			add("forwards[%d].listen: port %d is a service's (echo 7, discard 9) while services are on", i, f.Listen)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"strconv"
 )
 
 // The relay's decision for each new connection or session: relay it
@@ -28,7 +27,11 @@ const (
 // destinations (see special) are refused before Allow is looked at.
 func (r *Relay) decide(proto string, dst netip.AddrPort) (action, netip.AddrPort, refusal) {
 	if r.peer[dst.Addr()] {
-		if to, ok := r.forwards[proto+"/"+strconv.Itoa(int(dst.Port()))]; ok {
+		// A forward bound to this address, else one for every address.
+		if to, ok := r.forwards[forwardKey(proto, dst.Addr(), dst.Port())]; ok {
+			return actRelay, to, 0
+		}
+		if to, ok := r.forwards[forwardKey(proto, netip.Addr{}, dst.Port())]; ok {
 			return actRelay, to, 0
 		}
 		if r.cfg.Services {

@@ -222,6 +222,42 @@ func TestRelayTCPForward(t *testing.T) {
 	}
 }
 
+// TestRelayForwardByAddress: one port forwarded to two targets, each
+// bound to a peer address (a path's, in TUN mode), and a third for every
+// other address: a connection reaches the target of the address it
+// dialed.
+func TestRelayForwardByAddress(t *testing.T) {
+	answer := func(s string) func(net.Conn) { return func(c net.Conn) { io.WriteString(c, s); c.Close() } }
+	a, b, other := tcpServer(t, answer("a")), tcpServer(t, answer("b")), tcpServer(t, answer("other"))
+	client, _ := newRelayPair(t, RelayConfig{Forwards: []Forward{
+		{Proto: "tcp", Listen: 8080, To: a, Addrs: []netip.Addr{peer4}},
+		{Proto: "tcp", Listen: 8080, To: other},
+		{Proto: "tcp", Listen: 8080, To: b, Addrs: []netip.Addr{peer6}},
+	}})
+	for _, c := range []struct {
+		peer netip.Addr
+		want string
+	}{{peer4, "a"}, {peer6, "b"}} {
+		conn, err := client.DialTCP(testCtx(t), netip.AddrPortFrom(c.peer, 8080), TCPOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		got, err := io.ReadAll(conn)
+		conn.Close()
+		if err != nil || string(got) != c.want {
+			t.Errorf("through %v: %q (%v), want %q", c.peer, got, err, c.want)
+		}
+	}
+	bad := RelayConfig{Forwards: []Forward{
+		{Proto: "tcp", Listen: 8080, To: a, Addrs: []netip.Addr{peer4}},
+		{Proto: "tcp", Listen: 8080, To: b, Addrs: []netip.Addr{peer6, peer4}},
+	}}
+	if err := bad.Validate(); err == nil || err.Error() != "forwards[1]: tcp port 8080 is forwarded already by forwards[0]" {
+		t.Errorf("two forwards of one address and port: %v", err)
+	}
+}
+
 // TestRelayTCPDialError: an unreachable target resets the client's
 // connection attempt, which sees a refused connection.
 func TestRelayTCPDialError(t *testing.T) {
