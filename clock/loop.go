@@ -38,6 +38,10 @@ func NewLoop[T any](clk Clock, n int) *Loop[T] {
 // Cap returns how many arrivals the input holds.
 func (l *Loop[T]) Cap() int { return cap(l.in) }
 
+// Full reports whether the input holds as many arrivals as it can: an
+// Offer now would fail.
+func (l *Loop[T]) Full() bool { return len(l.in) == cap(l.in) }
+
 // Offer hands v to the loop without blocking, also before Start (it waits
 // in the input). It reports false when the input is full, or when the
 // loop is closed (closed true); v is then the caller's to drop.

@@ -72,3 +72,20 @@ func TestLoopCloseWithoutStartDrains(t *testing.T) {
 		t.Errorf("dropped %v, want 1 and 2", dropped)
 	}
 }
+
+// TestLoopFull checks that Full says when an Offer would fail.
+func TestLoopFull(t *testing.T) {
+	l := NewLoop[int](NewManual(), 2)
+	for i := range 2 {
+		if l.Full() {
+			t.Fatalf("full with %d of 2", i)
+		}
+		l.Offer(i)
+	}
+	if !l.Full() {
+		t.Fatal("not full with 2 of 2")
+	}
+	if ok, _ := l.Offer(3); ok {
+		t.Fatal("an Offer succeeded while Full")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -92,8 +93,10 @@ type tunEnd struct {
 	writer   *topology.Device // the device's write side
 	read     [][]byte         // the read loop's own: no allocation per packet
 	readDone chan struct{}    // closed when the read loop ends; nil before start
+	closing  atomic.Bool      // stopTUN has begun: the read loop stops pausing
 
 	malformed   atomic.Uint64 // packets from the device that are not IPv4 or IPv6
+	shed        atomic.Uint64 // packets read while the uplink's input was full
 	kernelDrops uint64        // the device's drops, read when it closes
 }
 
@@ -314,9 +317,39 @@ func (l *lab) startTUN() {
 			if err != nil {
 				return
 			}
+			if l.shedding() {
+				continue
+			}
 			l.fromKernel(buf[:n], g)
 		}
 	}()
+}
+
+// shedPause is how long the read loop leaves the device unread, at a
+// time, while the uplink's input is full.
+const shedPause = 50 * time.Microsecond
+
+// shedding drops the packet just read, counted as shed, when the
+// uplink's input is full: the path behind it is held up by backpressure
+// (a host, the relay's sockets, fell behind), and the packet would be
+// dropped at the uplink's input after its copy. Then it leaves the
+// device unread until the input has room, so that the kernel drops at
+// the device's queue (kernel_drops), which costs netjam nothing: when
+// more arrives than the machine carries, the load is shed at the
+// entrance before any work is done on it, and the cores go to the
+// packets already inside (no receive livelock). With Wi-Fi stations the
+// first stage is the medium, which keeps its own queues: nothing is shed
+// here.
+func (l *lab) shedding() bool {
+	t := l.tun
+	if len(t.cfg.Stations) > 0 || !l.path.Up.Full() {
+		return false
+	}
+	t.shed.Add(1)
+	for l.path.Up.Full() && !t.closing.Load() {
+		time.Sleep(shedPause)
+	}
+	return true
 }
 
 // maxGSOPacket is the largest packet a device with offload hands over.
@@ -382,6 +415,7 @@ func (l *lab) stopTUN() error {
 	if t == nil || t.dev == nil {
 		return nil
 	}
+	t.closing.Store(true)
 	if n, ok := t.dev.Dropped(); ok {
 		t.kernelDrops = n // the device goes with Close
 	}
@@ -406,6 +440,13 @@ type TUNSummary struct {
 	// or IPv6 packet; WriteErrors what it refused to take.
 	Malformed   uint64 `json:"malformed"`
 	WriteErrors uint64 `json:"write_errors"`
+	// Shed counts the packets netjam read from the device and dropped
+	// at once because the uplink's input was full (what is behind it
+	// could not keep up): netjam's own drops, shed at the entrance
+	// before any work was done on them. Each is followed by a pause in
+	// reading, during which the kernel drops at the device's queue
+	// (KernelDrops).
+	Shed uint64 `json:"shed"`
 	// KernelDrops counts the packets the kernel dropped at the device's
 	// queue because netjam's read loop fell behind (tx_dropped; 0 when
 	// it cannot be read, in a rootless shell).
@@ -419,7 +460,7 @@ func (l *lab) tunSummary() *TUNSummary {
 	if t == nil || t.dev == nil {
 		return nil
 	}
-	ts := &TUNSummary{Device: t.dev.Name(), Malformed: t.malformed.Load(), WriteErrors: t.writer.WriteErrors(), KernelDrops: t.kernelDrops}
+	ts := &TUNSummary{Device: t.dev.Name(), Malformed: t.malformed.Load(), WriteErrors: t.writer.WriteErrors(), KernelDrops: t.kernelDrops, Shed: t.shed.Load()}
 	for _, a := range t.cfg.Device.Addrs {
 		ts.Kernel = append(ts.Kernel, a.String())
 	}

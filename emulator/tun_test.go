@@ -19,6 +19,8 @@ import (
 	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/hostnet/tuntest"
+	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/stack"
 )
 
@@ -352,4 +354,38 @@ func FuzzTUNPacket(f *testing.F) {
 			t.Fatalf("counted malformed: %v, well formed: %v", counted, wellFormed(b))
 		}
 	})
+}
+
+// TestTUNShedsWhileTheUplinkIsFull checks the read loop's shedding: while
+// the uplink's input has room nothing is shed; once it is full, the
+// packet in hand is shed (counted) and reading waits until the direction
+// takes from its input again.
+func TestTUNShedsWhileTheUplinkIsFull(t *testing.T) {
+	up, err := impair.NewRunner(impair.Config{InputLimit: 2}, clock.Real{}, func(_ time.Time, p *impair.Packet) { p.Release() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	l := &lab{tun: &tunEnd{cfg: &scenario.TUN{}}, path: &Path{Up: up}}
+	pool := impair.NewPool(2048)
+	for range 2 {
+		if l.shedding() {
+			t.Fatal("shed while the uplink had room")
+		}
+		up.Send(pool.Get(100))
+	}
+	done := make(chan bool)
+	go func() { done <- l.shedding() }()
+	select {
+	case <-done:
+		t.Fatal("the read loop went on reading while the uplink was full")
+	case <-time.After(20 * time.Millisecond):
+	}
+	up.Start(context.Background()) // the direction drains its input
+	if !<-done {
+		t.Fatal("the packet read while the uplink was full was not shed")
+	}
+	if n := l.tun.shed.Load(); n != 1 {
+		t.Errorf("shed %d, want 1", n)
+	}
 }

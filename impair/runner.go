@@ -63,6 +63,11 @@ func (r *Runner) Send(p *Packet) bool {
 	return ok
 }
 
+// Full reports whether the direction's input is full: a Send now would
+// drop (DropInput). A sender that can drop before doing any work on a
+// packet asks first.
+func (r *Runner) Full() bool { return r.loop.Full() }
+
 // Start launches the Runner's goroutine. It stops when ctx is done or Close
 // is called.
 func (r *Runner) Start(ctx context.Context) {

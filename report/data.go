@@ -92,6 +92,7 @@ type tunInfo struct {
 	Peer        []string `json:"peer_addresses"`
 	Malformed   uint64   `json:"malformed"`
 	KernelDrops uint64   `json:"kernel_drops"`
+	Shed        uint64   `json:"shed"`
 	Relay       struct {
 		TCP relayInfo `json:"tcp"`
 		UDP relayInfo `json:"udp"`
@@ -100,15 +101,16 @@ type tunInfo struct {
 
 // relayInfo is what the relay counted for one protocol.
 type relayInfo struct {
-	Relayed    uint64 `json:"relayed"`
-	Served     uint64 `json:"served"`
-	Refused    uint64 `json:"refused"`
-	NoService  uint64 `json:"no_service"`
-	Limited    uint64 `json:"limited"`
-	DialErrors uint64 `json:"dial_errors"`
-	Resets     uint64 `json:"resets"`
-	Errors     uint64 `json:"errors"`
-	Dropped    uint64 `json:"dropped"`
+	Relayed    uint64            `json:"relayed"`
+	Served     uint64            `json:"served"`
+	Refused    uint64            `json:"refused"`
+	NoService  uint64            `json:"no_service"`
+	Limited    uint64            `json:"limited"`
+	DialErrors uint64            `json:"dial_errors"`
+	Resets     uint64            `json:"resets"`
+	Errors     uint64            `json:"errors"`
+	Dropped    uint64            `json:"dropped"`
+	DroppedBy  map[string]uint64 `json:"dropped_by"`
 }
 
 // expectInfo is one expectation checked against a run.

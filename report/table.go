@@ -227,15 +227,24 @@ func ownDrops(n uint64) string {
 	return fmt.Sprintf(", netjam's own %d", n)
 }
 
+// byReason lists the relay's UDP drops by reason, " (overflow 3,
+// to_target 1)"; "" without any.
+func byReason(m map[string]uint64) string {
+	if len(m) == 0 {
+		return ""
+	}
+	return " (" + formatDrops(m) + ")"
+}
+
 // printNotes writes the lines below the tables: TUN mode's device and
 // relay, each flow that stalled, each run that was skipped.
 func printNotes(w io.Writer, runs []runInfo) {
 	for _, r := range runs {
 		if t := r.TUN; t != nil {
 			rt, ru := t.Relay.TCP, t.Relay.UDP
-			fmt.Fprintf(w, "\nvariant %s: TUN %s, kernel %s, peer %s; relay TCP %d relayed, %d served, %d refused, %d reset by an end, %d failed; UDP %d relayed, %d served, %d refused, %d datagrams dropped; %d packets dropped by the kernel before netjam read them, %d malformed\n",
+			fmt.Fprintf(w, "\nvariant %s: TUN %s, kernel %s, peer %s; relay TCP %d relayed, %d served, %d refused, %d reset by an end, %d failed; UDP %d relayed, %d served, %d refused, %d datagrams dropped%s; %d packets shed by netjam at the device (the path behind it full), %d dropped by the kernel before netjam read them, %d malformed\n",
 				dash(r.Variant), t.Device, strings.Join(t.Kernel, " "), strings.Join(t.Peer, " "),
-				rt.Relayed, rt.Served, rt.Refused+rt.NoService+rt.Limited, rt.Resets, rt.DialErrors+rt.Errors, ru.Relayed, ru.Served, ru.Refused+ru.NoService+ru.Limited, ru.Dropped, t.KernelDrops, t.Malformed)
+				rt.Relayed, rt.Served, rt.Refused+rt.NoService+rt.Limited, rt.Resets, rt.DialErrors+rt.Errors, ru.Relayed, ru.Served, ru.Refused+ru.NoService+ru.Limited, ru.Dropped, byReason(ru.DroppedBy), t.Shed, t.KernelDrops, t.Malformed)
 		}
 	}
 	for _, r := range runs {

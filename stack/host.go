@@ -127,8 +127,9 @@ type Host struct {
 
 // forwarders are a Relay's gVisor forwarders.
 type forwarders struct {
-	tcp *tcp.Forwarder
-	udp *udp.Forwarder
+	relay *Relay
+	tcp   *tcp.Forwarder
+	udp   *udp.Forwarder
 }
 
 // closer is an endpoint wrapper the Host closes on Close.
@@ -248,6 +249,10 @@ func (h *Host) Name() string { return h.name }
 // point where TCP queues the segment for its processor; a reply the
 // network layer makes at once (an ICMP echo reply, a TCP reset) goes to
 // Output before Inject returns.
+//
+// On a Host with a Relay, a datagram of a relayed UDP session waits (up to
+// 100 ms) until the session's socket has room for it: backpressure on the
+// caller instead of a drop inside the relay (see the relay's UDP).
 func (h *Host) Inject(pkt []byte) {
 	h.inPackets.Add(1)
 	h.inBytes.Add(uint64(len(pkt)))
@@ -265,6 +270,9 @@ func (h *Host) Inject(pkt []byte) {
 	if d == nil {
 		h.inDropped.Add(1)
 		return
+	}
+	if f := h.fwd.Load(); f != nil {
+		f.relay.admit(pkt) // a relayed UDP session's socket full: wait
 	}
 	pb := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(pkt)})
 	d.DeliverNetworkPacket(proto, pb)

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -72,8 +74,18 @@ type Relay struct {
 	budget     budget
 	fwd        *forwarders // installed in h.fwd while the relay runs
 
-	bufs sync.Pool // *[]byte of tcpCopyBuffer bytes, for TCP copies
-	udpB sync.Pool // *[]byte of udpBuffer bytes, for UDP datagrams
+	bufs       sync.Pool // *[]byte of tcpCopyBuffer bytes, for TCP copies
+	udpB       sync.Pool // *[]byte of udpBuffer bytes, for UDP datagrams
+	udpBatches sync.Pool // *udpBatch, for the up direction of UDP sessions
+
+	// sessions are the open UDP sessions by key, for admit; sessN is
+	// their number, so that admit costs nothing while there is none.
+	sessMu   sync.RWMutex
+	sessions map[udpKey]*udpSession
+	sessN    atomic.Int64
+	// admitWait is udpAdmitWait; tests that check backpressure, not
+	// the scheduler, make it long.
+	admitWait time.Duration
 }
 
 // StartRelay starts relaying on h as cfg says, until Close or until ctx
@@ -102,16 +114,19 @@ func (h *Host) StartRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) 
 		log = zap.NewNop()
 	}
 	r := &Relay{
-		h:        h,
-		cfg:      cfg,
-		log:      log.Named("relay").With(zap.String("host", h.name)),
-		peer:     make(map[netip.Addr]bool),
-		forwards: make(map[string]netip.AddrPort),
-		conns:    make(map[io.Closer]struct{}),
-		budget:   budget{limit: cfg.Budget},
+		h:         h,
+		cfg:       cfg,
+		log:       log.Named("relay").With(zap.String("host", h.name)),
+		peer:      make(map[netip.Addr]bool),
+		forwards:  make(map[string]netip.AddrPort),
+		conns:     make(map[io.Closer]struct{}),
+		budget:    budget{limit: cfg.Budget},
+		sessions:  make(map[udpKey]*udpSession),
+		admitWait: udpAdmitWait,
 	}
 	r.bufs.New = func() any { b := make([]byte, tcpCopyBuffer); return &b }
 	r.udpB.New = func() any { b := make([]byte, udpBuffer); return &b }
+	r.udpBatches.New = func() any { return newUDPBatch(udpBatchLen) }
 	for _, f := range cfg.Forwards {
 		for _, k := range f.keys() {
 			r.forwards[k] = netip.AddrPortFrom(f.To.Addr().Unmap(), f.To.Port())
@@ -198,8 +213,9 @@ func (h *Host) attachRelay(r *Relay) error {
 		}
 	}
 	r.fwd = &forwarders{
-		tcp: tcp.NewForwarder(h.s, 0, maxTCPPending, r.handleTCP),
-		udp: udp.NewForwarder(h.s, r.handleUDP),
+		relay: r,
+		tcp:   tcp.NewForwarder(h.s, 0, maxTCPPending, r.handleTCP),
+		udp:   udp.NewForwarder(h.s, r.handleUDP),
 	}
 	if !h.fwd.CompareAndSwap(nil, r.fwd) {
 		// A relay closed but not yet untracked: its shutdown clears

@@ -139,9 +139,21 @@ const (
 	tcpCopyBuffer = 64 << 10
 	// udpBuffer holds the largest UDP payload.
 	udpBuffer = 64 << 10
-	// udpCharge is what a UDP session takes of the budget: a datagram
-	// buffer per direction, held while it waits.
-	udpCharge = 2 * udpBuffer
+	// udpArena is what the up direction of a UDP session reads a batch
+	// into: room for the largest datagram always, and for 46 of 1400
+	// bytes before it writes them.
+	udpArena = 2 * udpBuffer
+	// udpBatchLen bounds the datagrams of one batch (one sendmmsg).
+	udpBatchLen = 64
+	// udpCharge is what a UDP session takes of the budget: its up
+	// direction's arena and its down direction's datagram buffer, held
+	// while it waits.
+	udpCharge = udpArena + udpBuffer
+	// udpAdmitWait bounds how long Inject waits for a UDP session's
+	// socket to have room (see udpSession.admit): as an inbox waits for
+	// its host, far longer than a session busy with a burst takes, short
+	// enough that a stuck one does not stop the path.
+	udpAdmitWait = 100 * time.Millisecond
 	// echoBuffer is the most the TCP echo service holds between reading
 	// and writing back, per connection (see echoTCP for why it holds
 	// any); its ring starts at echoInitial bytes and doubles when full, so
@@ -298,9 +310,18 @@ type RelayCounters struct {
 	Errors uint64 `json:"errors"`
 	// Dropped counts UDP datagrams the relay lost: its socket toward the
 	// client overflowed (the relay fell behind the datagrams arriving
-	// through the path), or the write toward either side failed. Counted
-	// when the session ends.
+	// through the path for longer than Inject waits for it), or the write
+	// toward either side failed. Overflows are counted when the session
+	// ends.
 	Dropped uint64 `json:"dropped"`
+	// DroppedBy splits Dropped by reason: "overflow" (the socket toward
+	// the client), "to_target", "to_client" (a write that failed).
+	// Reasons that never happened are left out.
+	DroppedBy map[string]uint64 `json:"dropped_by,omitempty"`
+	// Waits counts UDP datagrams the path held back (Inject waited)
+	// until their session's socket toward the client had room:
+	// backpressure instead of a drop.
+	Waits uint64 `json:"waits"`
 	// Active is the number of connections or sessions open now.
 	Active int64 `json:"active"`
 	// BytesUp counts payload bytes from clients toward targets (or into
@@ -311,10 +332,33 @@ type RelayCounters struct {
 
 // relayCounters are one protocol's live counters.
 type relayCounters struct {
-	relayed, served, refused, noService, limited, overBudget, idle, dialErrors, resets, errors, dropped atomic.Uint64
-	active                                                                                              atomic.Int64
-	up, down                                                                                            atomic.Uint64
-	refusedBy                                                                                           [nRefusals]atomic.Uint64
+	relayed, served, refused, noService, limited, overBudget, idle, dialErrors, resets, errors, dropped, waits atomic.Uint64
+	active                                                                                                     atomic.Int64
+	up, down                                                                                                   atomic.Uint64
+	refusedBy                                                                                                  [nRefusals]atomic.Uint64
+	droppedBy                                                                                                  [nUDPDrops]atomic.Uint64
+}
+
+// udpDrop is why the relay dropped a UDP datagram.
+type udpDrop int
+
+const (
+	dropOverflow udpDrop = iota // the socket toward the client was full
+	dropToTarget                // the write to the target failed
+	dropToClient                // the write to the client failed
+	nUDPDrops
+)
+
+func (d udpDrop) String() string {
+	return [...]string{"overflow", "to_target", "to_client"}[d]
+}
+
+// drop counts n datagrams dropped for why.
+func (c *relayCounters) drop(why udpDrop, n uint64) {
+	if n > 0 {
+		c.dropped.Add(n)
+		c.droppedBy[why].Add(n)
+	}
 }
 
 // refuse counts a refusal for why.
@@ -333,7 +377,16 @@ func (c *relayCounters) snapshot() RelayCounters {
 			by[refusal(why).String()] = n
 		}
 	}
-	return RelayCounters{RefusedBy: by,
+	var dby map[string]uint64
+	for why := range c.droppedBy {
+		if n := c.droppedBy[why].Load(); n > 0 {
+			if dby == nil {
+				dby = make(map[string]uint64)
+			}
+			dby[udpDrop(why).String()] = n
+		}
+	}
+	return RelayCounters{RefusedBy: by, DroppedBy: dby, Waits: c.waits.Load(),
 		Relayed: c.relayed.Load(), Served: c.served.Load(), Refused: c.refused.Load(),
 		NoService: c.noService.Load(), Limited: c.limited.Load(), OverBudget: c.overBudget.Load(), Idle: c.idle.Load(), DialErrors: c.dialErrors.Load(),
 		Resets: c.resets.Load(), Errors: c.errors.Load(), Dropped: c.dropped.Load(), Active: c.active.Load(), BytesUp: c.up.Load(), BytesDown: c.down.Load(),

@@ -151,7 +151,7 @@ func (r *Relay) startUDPServices() error {
 // (discard), until Close.
 func (r *Relay) serveUDP(c *relayUDP, echo bool) {
 	defer r.wg.Done()
-	defer func() { r.udpN.dropped.Add(c.overflows()) }()
+	defer func() { r.udpN.drop(dropOverflow, c.overflows()) }()
 	bp := r.udpB.Get().(*[]byte)
 	defer r.udpB.Put(bp)
 	for {
@@ -165,7 +165,7 @@ func (r *Relay) serveUDP(c *relayUDP, echo bool) {
 			if _, err := c.WriteTo((*bp)[:n], from); err == nil {
 				r.udpN.down.Add(uint64(n))
 			} else {
-				r.udpN.dropped.Add(1)
+				r.udpN.drop(dropToClient, 1)
 			}
 		}
 	}

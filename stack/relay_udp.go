@@ -3,6 +3,7 @@ package stack
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"sync"
@@ -11,8 +12,11 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 	"gvisor.dev/gvisor/pkg/waiter"
 )
@@ -20,11 +24,22 @@ import (
 // The relay's UDP: a session for each client address and destination,
 // decided on the goroutine that delivers its first datagram and carried on
 // a goroutine of its own until it has been idle for UDPIdle.
+//
+// Toward the target, a session reads every datagram its endpoint holds
+// (without a wake-up while any is queued) and writes them with one
+// sendmmsg. Its endpoint's receive buffer is the only queue between the
+// path and the relay, and gVisor drops what does not fit; so the host's
+// Inject waits (admit) while a session's buffer could not take the next
+// datagram, as a full NIC ring stops the queue in front of it: a path
+// with no reason to drop loses nothing in the relay, and when more
+// arrives than the machine carries the path's own backpressure sheds it
+// at the entrance, before any work is done on it.
 
 // relayUDP is a UDP socket of the relay on the host, closed exactly once.
 type relayUDP struct {
 	*gonet.UDPConn
 	ep   tcpip.Endpoint
+	wq   *waiter.Queue
 	once sync.Once
 }
 
@@ -91,71 +106,120 @@ func (r *Relay) handleUDP(req *udp.ForwarderRequest) bool {
 		r.log.Debug("udp relay failed: no endpoint for the client's session", zap.Stringer("src", src), zap.Stringer("dst", dst), zap.Stringer("error", terr))
 		return true
 	}
-	in := &relayUDP{UDPConn: gonet.NewUDPConn(&wq, ep), ep: ep}
+	in := &relayUDP{UDPConn: gonet.NewUDPConn(&wq, ep), ep: ep, wq: &wq}
 	if !r.keep(in) {
 		r.udpN.active.Add(-1)
 		r.budget.give(udpCharge)
 		return true
 	}
+	u := r.newUDPSession(in, udpKey{src, dst}, target)
 	r.wg.Add(1) // this handler holds a count: Add is safe
-	go r.runUDPSession(in, target)
+	go r.runUDPSession(u)
 	return true
 }
 
 // runUDPSession relays one UDP session: datagrams from the client (queued in
-// in's endpoint, starting with the first) to a host socket connected to
-// target, and datagrams from target back, until neither way has carried a
-// datagram for UDPIdle, or Close.
-func (r *Relay) runUDPSession(in *relayUDP, target netip.AddrPort) {
+// its endpoint, starting with the first) to a host socket connected to its
+// target, and datagrams from the target back, until neither way has carried
+// a datagram for UDPIdle, or Close.
+func (r *Relay) runUDPSession(u *udpSession) {
 	defer r.wg.Done()
 	defer r.udpN.active.Add(-1)
 	defer r.budget.give(udpCharge)
-	out, err := r.dial("udp", target)
+	defer r.forget(u)
+	out, err := r.dial("udp", u.target)
 	if err != nil {
 		r.udpN.dialErrors.Add(1)
-		r.log.Debug("udp dial failed", zap.Stringer("dst", target), zap.Error(err))
-		r.release(in)
+		r.log.Debug("udp dial failed", zap.Stringer("dst", u.target), zap.Error(err))
+		r.release(u.in)
 		return
 	}
 	if !r.keep(out) {
-		r.release(in)
+		r.release(u.in)
 		return
 	}
 	r.udpN.relayed.Add(1)
-	u := &udpSession{r: r, in: in, out: out, target: target, start: time.Now()}
+	u.out = out
+	u.batch = batchWriterOf(out)
 	r.wg.Add(1)
 	go u.down()
 	u.up()
-	r.release(in, out)
+	r.release(u.in, out)
 	u.end()
 }
+
+// udpKey names a session as the relay's host sees it: the client's
+// address and the destination it sent to.
+type udpKey struct{ src, dst netip.AddrPort }
 
 // udpSession is one relayed UDP session: the client's socket and the
 // target's, and what both directions share. Its up direction runs on the
 // session's goroutine, its down direction on one of its own.
 type udpSession struct {
-	r       *Relay
-	in      *relayUDP // the client's side
-	out     net.Conn  // the target's
-	target  netip.AddrPort
-	start   time.Time
-	last    atomic.Int64 // the last datagram either way, in nanoseconds since start (monotonic)
-	dead    atomic.Bool  // the target's socket failed
-	dropped atomic.Uint64
+	r      *Relay
+	key    udpKey
+	in     *relayUDP // the client's side
+	out    net.Conn  // the target's
+	batch  batchWriter
+	target netip.AddrPort
+	start  time.Time
+	last   atomic.Int64 // the last datagram either way, in nanoseconds since start (monotonic)
+	// downDone is closed when the down direction ends (the target's
+	// socket failed or closed); gone when the session ends.
+	downDone, gone chan struct{}
+	dropped        atomic.Uint64
 	// Failures are logged once per session, with the first cause and
 	// the count, not once per datagram.
 	firstErr atomic.Pointer[error]
+
+	// What admit needs: the client endpoint's counters and receive
+	// buffer, the datagrams read from it, the largest datagram seen.
+	st      *tcpip.TransportEndpointStats
+	rcvBuf  int64
+	read    atomic.Uint64
+	maxLen  atomic.Int64
+	waiting atomic.Bool   // an admit waits for room
+	room    chan struct{} // the up direction made room (one token)
+	stuck   atomic.Uint64 // read+1 when an admit gave up waiting: no more waits until a read
+	// targetFull: the target's socket was full and the up direction
+	// waits for it; admit does not wait meanwhile.
+	targetFull atomic.Bool
+}
+
+// newUDPSession returns the session of in and registers it for admit.
+func (r *Relay) newUDPSession(in *relayUDP, key udpKey, target netip.AddrPort) *udpSession {
+	u := &udpSession{r: r, key: key, in: in, target: target, start: time.Now(),
+		downDone: make(chan struct{}), gone: make(chan struct{}), room: make(chan struct{}, 1),
+		rcvBuf: in.ep.SocketOptions().GetReceiveBufferSize()}
+	u.st, _ = in.ep.Stats().(*tcpip.TransportEndpointStats)
+	r.sessMu.Lock()
+	r.sessions[key] = u
+	r.sessN.Store(int64(len(r.sessions)))
+	r.sessMu.Unlock()
+	return u
+}
+
+// forget unregisters u once it ended, and releases an admit waiting on
+// it.
+func (r *Relay) forget(u *udpSession) {
+	r.sessMu.Lock()
+	if r.sessions[u.key] == u {
+		delete(r.sessions, u.key)
+	}
+	r.sessN.Store(int64(len(r.sessions)))
+	r.sessMu.Unlock()
+	close(u.gone)
 }
 
 // touch marks the session busy now.
 func (u *udpSession) touch() { u.last.Store(int64(time.Since(u.start))) }
 
-// drop counts a datagram lost on its way (way) and keeps the first cause.
-func (u *udpSession) drop(way string, err error) {
+// drop counts a datagram lost on its way (why) and keeps the first cause.
+func (u *udpSession) drop(why udpDrop, err error) {
 	u.dropped.Add(1)
-	u.r.udpN.dropped.Add(1)
+	u.r.udpN.drop(why, 1)
 	if u.firstErr.Load() == nil {
-		e := fmt.Errorf("%s: %w", way, err)
+		e := fmt.Errorf("%s: %w", why, err)
 		u.firstErr.CompareAndSwap(nil, &e)
 	}
 }
@@ -165,6 +229,7 @@ func (u *udpSession) drop(way string, err error) {
 func (u *udpSession) down() {
 	r := u.r
 	defer r.wg.Done()
+	defer close(u.downDone) // wakes the other direction
 	bp := r.udpB.Get().(*[]byte)
 	defer r.udpB.Put(bp)
 	for {
@@ -173,58 +238,232 @@ func (u *udpSession) down() {
 			if errors.Is(err, syscall.ECONNREFUSED) {
 				continue // an ICMP error from the target: keep the session
 			}
-			u.dead.Store(true)
 			if !r.isClosed() {
 				r.log.Debug("udp relay failed: the target's socket", zap.Stringer("target", u.target), zap.Error(err))
 			}
-			u.in.SetReadDeadline(time.Now()) // wake the other direction
 			return
 		}
 		u.touch()
 		if _, err := u.in.Write((*bp)[:n]); err == nil {
 			r.udpN.down.Add(uint64(n))
 		} else {
-			u.drop("to the client", err)
+			u.drop(dropToClient, err)
 		}
 	}
 }
 
 // up carries the client's datagrams to the target until the session has
 // been idle for UDPIdle, the target's socket failed, or the relay closed.
+// It reads from the endpoint directly, every datagram queued at once, and
+// waits for gVisor's notification only when none is.
 func (u *udpSession) up() {
 	r := u.r
-	bp := r.udpB.Get().(*[]byte)
-	defer r.udpB.Put(bp)
+	b := r.udpBatches.Get().(*udpBatch)
+	defer r.udpBatches.Put(b)
+	we, ready := waiter.NewChannelEntry(waiter.ReadableEvents)
+	u.in.wq.EventRegister(&we)
+	defer u.in.wq.EventUnregister(&we)
 	idle := r.cfg.UDPIdle
+	timer := time.NewTimer(idle)
+	defer timer.Stop()
 	for {
-		// The deadline is the session's idle end as known now; when it
-		// passes, a datagram the other way may have moved it.
-		u.in.SetReadDeadline(u.start.Add(time.Duration(u.last.Load()) + idle))
-		n, err := u.in.Read(*bp)
-		if err != nil {
-			if isTimeout(err) && !u.dead.Load() && time.Since(u.start) < time.Duration(u.last.Load())+idle {
-				continue
+		if n, err := u.pass(b); n > 0 {
+			continue
+		} else if _, wait := err.(*tcpip.ErrWouldBlock); !wait {
+			return // closed, or an error the client's side reported
+		}
+		select {
+		case <-ready:
+		case <-u.downDone:
+			return
+		case <-timer.C:
+			// The idle end as known now: a datagram the other way
+			// may have moved it.
+			end := u.start.Add(time.Duration(u.last.Load()) + idle)
+			if !time.Now().Before(end) {
+				return
 			}
+			timer.Reset(time.Until(end))
+		}
+	}
+}
+
+// pass reads the datagrams the client's endpoint holds, up to a batch, and
+// writes them to the target; it returns how many it read, and the read's
+// error when it read none.
+func (u *udpSession) pass(b *udpBatch) (int, tcpip.Error) {
+	err := b.read(u.in.ep)
+	n := b.n
+	if n == 0 {
+		return 0, err
+	}
+	u.read.Add(uint64(n))
+	// The endpoint has room now: an admit waiting for it goes on
+	// while the batch is written.
+	if u.waiting.Load() {
+		select {
+		case u.room <- struct{}{}:
+		default:
+		}
+	}
+	u.touch()
+	u.flush(b)
+	// A write that blocked (the target's socket full) kept the
+	// session busy: idle counts from its end, or the datagrams
+	// queued meanwhile would be left unread when it ends.
+	u.touch()
+	return n, nil
+}
+
+// flush writes the batch's datagrams to the target, with one sendmmsg
+// where the socket takes it, and empties the batch. A datagram the
+// socket refuses is counted dropped and the rest still written.
+//
+// A target's socket that is full (the real network beyond it is slower
+// than the path) is waited for, and meanwhile admit lets the client's
+// endpoint overflow rather than hold up the path: the bottleneck is the
+// real network's, and a real one drops there too instead of stopping
+// every other flow. Each batch is first offered without waiting
+// (MSG_DONTWAIT) to tell a full socket from a slow machine.
+func (u *udpSession) flush(b *udpBatch) {
+	msgs := b.msgs[:b.n]
+	var bytes int
+	flags := syscall.MSG_DONTWAIT
+	for len(msgs) > 0 {
+		var k int
+		var err error
+		if u.batch != nil {
+			// sendmmsg's -1 on an error (an ICMP error of an
+			// earlier datagram, say) comes back as is.
+			k, err = u.batch.WriteBatch(msgs, flags)
+			k = max(k, 0)
+		} else if _, err = u.out.Write(msgs[0].Buffers[0]); err == nil {
+			k = 1
+		}
+		for _, m := range msgs[:k] {
+			bytes += len(m.Buffers[0])
+		}
+		msgs = msgs[k:]
+		if err != nil && errors.Is(err, syscall.EAGAIN) {
+			u.targetBlocked()
+			flags = 0 // wait for the socket
+			continue
+		}
+		if err == nil && k == 0 {
+			err = io.ErrShortWrite
+		}
+		if err != nil && len(msgs) > 0 {
+			u.drop(dropToTarget, err)
+			msgs = msgs[1:]
+		}
+	}
+	u.r.udpN.up.Add(uint64(bytes))
+	u.targetFull.Store(false)
+	b.reset()
+}
+
+// targetBlocked notes that the target's socket is full: the rest of the
+// batch waits for it, and an admit waiting on the session goes on.
+func (u *udpSession) targetBlocked() {
+	u.targetFull.Store(true)
+	select {
+	case u.room <- struct{}{}:
+	default:
+	}
+}
+
+// admit returns once the session's endpoint can take a datagram of n
+// bytes, or after udpAdmitWait if the up direction reads nothing
+// meanwhile (then it does not wait again until it reads).
+func (u *udpSession) admit(n int) {
+	for m := u.maxLen.Load(); int64(n) > m && !u.maxLen.CompareAndSwap(m, int64(n)); m = u.maxLen.Load() {
+	}
+	if u.fits() || u.stuck.Load() == u.read.Load()+1 || u.targetFull.Load() {
+		return
+	}
+	u.r.udpN.waits.Add(1)
+	u.waiting.Store(true)
+	defer u.waiting.Store(false)
+	t := time.NewTimer(u.r.admitWait) // only when waiting: the common case allocates nothing
+	defer t.Stop()
+	for !u.fits() && !u.targetFull.Load() {
+		select {
+		case <-u.room:
+		case <-u.gone:
+			return
+		case <-t.C:
+			u.stuck.Store(u.read.Load() + 1)
 			return
 		}
-		u.touch()
-		if _, err := u.out.Write((*bp)[:n]); err == nil {
-			r.udpN.up.Add(uint64(n))
-		} else {
-			u.drop("to the target", err)
-		}
-		// A write that blocked (the target's socket full) kept the
-		// session busy: idle counts from its end, or the datagrams
-		// queued meanwhile would be left unread when it ends.
-		u.touch()
 	}
+}
+
+// fits reports whether the client's endpoint has room for one more of
+// the largest datagrams seen, counting what gVisor took into it less
+// what it dropped and what the up direction read.
+func (u *udpSession) fits() bool {
+	if u.st == nil {
+		return true
+	}
+	st := u.st
+	queued := int64(st.PacketsReceived.Value() - st.ReceiveErrors.ReceiveBufferOverflow.Value() -
+		st.ReceiveErrors.ClosedReceiver.Value() - u.read.Load())
+	return (queued+1)*u.maxLen.Load() <= u.rcvBuf
+}
+
+// admit makes Inject wait while the relay's UDP session that pkt belongs
+// to cannot take it (see udpSession.admit). pkt is an IP packet whose
+// header fits (networkProtocol checked it). It costs an atomic load while
+// no session is open.
+func (r *Relay) admit(pkt []byte) {
+	if r.sessN.Load() == 0 {
+		return
+	}
+	k, n, ok := udpOf(pkt)
+	if !ok {
+		return
+	}
+	r.sessMu.RLock()
+	u := r.sessions[k]
+	r.sessMu.RUnlock()
+	if u != nil {
+		u.admit(n)
+	}
+}
+
+// udpOf returns the session key and payload length of an unfragmented
+// UDP datagram in pkt, an IP packet whose header fits.
+func udpOf(pkt []byte) (udpKey, int, bool) {
+	var k udpKey
+	var u []byte
+	switch pkt[0] >> 4 {
+	case 4:
+		ip := header.IPv4(pkt)
+		if ip.TransportProtocol() != header.UDPProtocolNumber || ip.More() || ip.FragmentOffset() != 0 {
+			return k, 0, false
+		}
+		u = pkt[ip.HeaderLength():]
+		if len(u) < header.UDPMinimumSize {
+			return k, 0, false
+		}
+		k.src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(pkt[12:16])), header.UDP(u).SourcePort())
+		k.dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(pkt[16:20])), header.UDP(u).DestinationPort())
+	default:
+		if len(pkt) < header.IPv6MinimumSize+header.UDPMinimumSize || header.IPv6(pkt).NextHeader() != uint8(header.UDPProtocolNumber) {
+			return k, 0, false
+		}
+		u = pkt[header.IPv6MinimumSize:]
+		k.src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(pkt[8:24])), header.UDP(u).SourcePort())
+		k.dst = netip.AddrPortFrom(netip.AddrFrom16([16]byte(pkt[24:40])), header.UDP(u).DestinationPort())
+	}
+	return k, len(u) - header.UDPMinimumSize, true
 }
 
 // end counts what the client's socket dropped and logs the session's
 // losses, once both sockets are released.
 func (u *udpSession) end() {
 	overflows := u.in.overflows()
-	u.r.udpN.dropped.Add(overflows)
+	u.r.udpN.drop(dropOverflow, overflows)
 	if n := u.dropped.Load(); n > 0 || overflows > 0 {
 		var cause error
 		if p := u.firstErr.Load(); p != nil {
@@ -233,4 +472,72 @@ func (u *udpSession) end() {
 		u.r.log.Debug("udp session dropped datagrams", zap.Stringer("target", u.target), zap.Uint64("write_failures", n),
 			zap.Uint64("socket_overflows", overflows), zap.NamedError("first_cause", cause))
 	}
+}
+
+// batchWriter writes several datagrams with one system call (sendmmsg):
+// x/net's ipv4 and ipv6 PacketConn.
+type batchWriter interface {
+	WriteBatch(ms []ipv4.Message, flags int) (int, error)
+}
+
+// batchWriterOf returns the batch writer of a UDP socket (or of a
+// connection that is one itself); nil for anything else (a test's Dial),
+// which is written one datagram at a time.
+func batchWriterOf(c net.Conn) batchWriter {
+	if bw, ok := c.(batchWriter); ok {
+		return bw
+	}
+	uc, ok := c.(*net.UDPConn)
+	if !ok {
+		return nil
+	}
+	if a, ok := uc.LocalAddr().(*net.UDPAddr); ok && a.IP.To4() == nil {
+		return ipv6.NewPacketConn(uc)
+	}
+	return ipv4.NewPacketConn(uc)
+}
+
+// udpBatch is what a session's up direction reads datagrams into and
+// writes them from: an arena they are read into back to back, and their
+// messages for one sendmmsg. Pooled by the relay; nothing in it is
+// allocated per datagram.
+type udpBatch struct {
+	arena []byte
+	w     tcpip.SliceWriter // the part of arena the next datagram is read into
+	msgs  []ipv4.Message    // each with one buffer: a datagram in arena
+	n     int               // datagrams held
+	off   int               // arena bytes held
+}
+
+func newUDPBatch(n int) *udpBatch {
+	b := &udpBatch{arena: make([]byte, udpArena), msgs: make([]ipv4.Message, n)}
+	for i := range b.msgs {
+		b.msgs[i].Buffers = make([][]byte, 1)
+	}
+	return b
+}
+
+// read reads datagrams from ep until it holds none, the batch is full, or
+// the arena could not take a datagram of the largest size. It returns the
+// error that stopped it (ErrWouldBlock: ep is empty), nil when full.
+func (b *udpBatch) read(ep tcpip.Endpoint) tcpip.Error {
+	for b.n < len(b.msgs) && len(b.arena)-b.off >= udpBuffer {
+		b.w = tcpip.SliceWriter(b.arena[b.off : b.off+udpBuffer])
+		res, err := ep.Read(&b.w, tcpip.ReadOptions{})
+		if err != nil {
+			return err
+		}
+		b.msgs[b.n].Buffers[0] = b.arena[b.off : b.off+res.Count]
+		b.off += res.Count
+		b.n++
+	}
+	return nil
+}
+
+// reset empties the batch.
+func (b *udpBatch) reset() {
+	for i := range b.msgs[:b.n] {
+		b.msgs[i].Buffers[0] = nil
+	}
+	b.n, b.off = 0, 0
 }
