@@ -40,6 +40,10 @@ func iperf3UDP(ctx context.Context, ns *hostnet.Netns, server, rate, secs string
 	var r iperf3UDPResult
 	var out string
 	var err error
+	// Bounded: a client that hangs (its server gone) is killed, not left
+	// behind (one spun for an hour after an interrupted benchmark).
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	for range 50 { // until the server listens
 		out, err = runIn(ctx, ns, "iperf3", "-c", server, "-t", secs, "-J", "-u", "-b", rate, "-l", "1400")
 		if err == nil && !strings.Contains(out, `"error":`) {
