@@ -694,9 +694,12 @@ flows:
 		// delays some replies, it speeds none up (the median is
 		// TestTUNPingRTT's to check, on one path: here, at a load of
 		// 14 on 2 cores, it was 31 ms late while the fastest was
-		// within 0.5 ms).
-		if rtts[0] < want || rtts[0] > want+1 {
-			t.Errorf("ping %s: RTT min %.3f ms, p50 %.3f: want the min in [%.0f, %.0f]", dst, rtts[0], rtts[10], want, want+1)
+		// within 0.5 ms). Each direction a packet crosses on the wall
+		// clock adds its scheduling: CI measured the fastest 1.0 ms over
+		// on the path of 2 directions, 1.4 ms on the one of 4. 3 ms of
+		// room still tells 10 from 80 ms, the path taken.
+		if rtts[0] < want || rtts[0] > want+3 {
+			t.Errorf("ping %s: RTT min %.3f ms, p50 %.3f: want the min in [%.0f, %.0f]", dst, rtts[0], rtts[10], want, want+3)
 		}
 	}
 	for _, f := range sum.Runs[0].Flows {

@@ -417,11 +417,12 @@ func TestShellDelayMatrix(t *testing.T) {
 		// The fastest of 10: a loaded machine delays replies, it speeds
 		// none up. Each path crosses 4 directions (2 links each way),
 		// each a timer of the wall clock that fires a little late
-		// (TestTUNPingRTT allows 1 ms for 2 directions; here 2 ms for
-		// 4: measured 0.6 to 1.0 ms above at a load of 8 on 2 cores).
+		// (measured 0.6 to 1.0 ms above at a load of 8 on 2 cores, and
+		// in CI's race pass 1.4 ms on a path of 4 directions; 3 ms of
+		// room still tells the paths' 14, 40 and 130 ms apart).
 		// The access link's 20 Mbit/s adds 0.07 ms of serialization.
-		if f, ok := fastest[a]; !ok || f < w || f > w+2 {
-			t.Errorf("ping %s: fastest %.3f ms, want %.0f to %.0f\n%s", a, f, w, w+2, out)
+		if f, ok := fastest[a]; !ok || f < w || f > w+3 {
+			t.Errorf("ping %s: fastest %.3f ms, want %.0f to %.0f\n%s", a, f, w, w+3, out)
 		}
 	}
 }
