@@ -260,9 +260,17 @@ type quietness struct {
 	mu        *sync.Mutex
 }
 
-// slowAfter is how many busy readings (about half a microsecond each) the
-// fast way takes before a stack dump decides.
-const slowAfter = 100
+// slowAfter is how many busy readings (about half a microsecond each, with
+// a yield between) the fast way takes before a stack dump decides. A
+// processor left spinning for work keeps "running" one too high for a
+// while after the last goroutine blocked, longest on an idle machine,
+// where no other thread takes its core; a stack dump stops the world. At
+// 100 readings an idle machine dumped stacks at most events and ran the
+// Wi-Fi newreno scenario 1.4 to 2.3 times faster than real time (at a
+// load average of 5, 6 to 9); at 5000, 5.8 times, and bottleneck-coexistence's
+// three variants in 3.7 s instead of 9.8 (BenchmarkVirtual, same
+// sitting). 20000 was slower again: truly busy stretches wait longer.
+const slowAfter = 5000
 
 // syscallPatience is how long, in wall time, a goroutine may stay in a
 // system call before time moves on without it.
