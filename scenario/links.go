@@ -65,12 +65,7 @@ func (d *decoder) topology(f map[string]*yaml.Node, s *Scenario, mtu int, mtuOK 
 
 // links decodes the links list n; lines gets each name's line.
 func (d *decoder) links(n *yaml.Node, mtu int, mtuOK bool, lines map[string]int) []Link {
-	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
-		d.errorf(n, "links", "expected a list of links like [{name: access, rate: 10Mbps}], got %s", describe(n))
-		return nil
-	}
-	if len(n.Content) > maxLinks {
-		d.errorf(n, "links", "%d links, more than the %d a scenario may have", len(n.Content), maxLinks)
+	if !d.boundedList(n, "links", "links like [{name: access, rate: 10Mbps}]") {
 		return nil
 	}
 	var out []Link
@@ -123,14 +118,23 @@ func (d *decoder) itemName(item, v *yaml.Node, path, list, what string, names ma
 	return name, list + "." + name, true
 }
 
+// boundedList reports n, the list at key, unless it holds from 1 to
+// maxLinks items; like says what it holds, with an example.
+func (d *decoder) boundedList(n *yaml.Node, key, like string) bool {
+	switch {
+	case n.Kind != yaml.SequenceNode || len(n.Content) == 0:
+		d.errorf(n, key, "expected a list of %s, got %s", like, describe(n))
+	case len(n.Content) > maxLinks:
+		d.errorf(n, key, "%d %s, more than the %d a scenario may have", len(n.Content), key, maxLinks)
+	default:
+		return true
+	}
+	return false
+}
+
 // paths decodes the paths list n across links.
 func (d *decoder) paths(n *yaml.Node, links []Link) []Path {
-	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
-		d.errorf(n, "paths", "expected a list of paths like [{name: to-eu, via: [access, eu], match: {dst: 10.20.0.0/16}}], got %s", describe(n))
-		return nil
-	}
-	if len(n.Content) > maxLinks {
-		d.errorf(n, "paths", "%d paths, more than the %d a scenario may have", len(n.Content), maxLinks)
+	if !d.boundedList(n, "paths", "paths like [{name: to-eu, via: [access, eu], match: {dst: 10.20.0.0/16}}]") {
 		return nil
 	}
 	var out []Path
