@@ -222,11 +222,18 @@ tun: {station: a}
 	}
 	r := sum.Runs[0]
 	ap, down := r.WiFi.AP, r.Links[1]
-	// The cell loses nothing here: a frame for each packet (each segment)
-	// the downlink delivered.
-	if ap.Delivered != down.PacketsOut || down.WholeGSO == 0 {
-		t.Errorf("the AP delivered %d frames (%d bytes) of the downlink's %d packets (%d whole GSO); want one frame each",
-			ap.Delivered, ap.DeliveredBytes, down.PacketsOut, down.WholeGSO)
+	// A frame for each packet (each segment) the downlink delivered:
+	// delivered, or counted among the AP's drops (CI's race pass once
+	// saw 2 of 450 not delivered: the run's end flushed them, or the
+	// station's contention used up their retries). Whole segments on the
+	// medium made fewer frames than packets (419 for 638).
+	var dropped uint64
+	for _, n := range ap.Drops {
+		dropped += n
+	}
+	if ap.Delivered+dropped != down.PacketsOut || down.WholeGSO == 0 {
+		t.Errorf("the AP delivered %d frames (%d bytes) and dropped %v of the downlink's %d packets (%d whole GSO); want one frame each",
+			ap.Delivered, ap.DeliveredBytes, ap.Drops, down.PacketsOut, down.WholeGSO)
 	}
 }
 
