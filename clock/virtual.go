@@ -242,11 +242,13 @@ func (h *vtimers) Pop() any {
 //
 // A goroutine in a system call is busy (a capture writing its file: the
 // packet's work is not done), except os/signal's, which waits in one for
-// the whole process life. A goroutine that stays in a system call longer
-// than syscallPatience is waiting on the outside world (a read of a
-// device or a pipe): time moves on without it, and the wait is counted
-// as given up (VirtualStats.GaveUp), since what that goroutine does next
-// may land at a later virtual time than on another run.
+// the whole process life. One that writes (or opens, closes, syncs a
+// file) stays busy however long the call takes. One that reads, receives,
+// accepts or polls (see waitingCall) and stays in that call longer than
+// syscallPatience is waiting on the outside world (a device, a pipe):
+// time moves on without it, and the wait is counted as given up
+// (VirtualStats.GaveUp), since what that goroutine does next may land at a
+// later virtual time than on another run.
 //
 // Go's testing/synctest would be the natural tool, but its bubbles do not
 // count goroutines parked by gVisor's sleep package (its own linkname to
@@ -332,8 +334,8 @@ type stackState int
 
 const (
 	idle      stackState = iota // every one is blocked
-	inSyscall                   // some are in system calls, none runs
-	running                     // some run or are runnable
+	inSyscall                   // some wait in system calls (waitingCall), none runs
+	running                     // some run, are runnable, or work in system calls
 )
 
 // stacks reads every goroutine's state from a dump of their stacks.
@@ -361,10 +363,40 @@ func (q *quietness) stacks() stackState {
 		case bytes.Contains(header, []byte("[running")), bytes.Contains(header, []byte("[runnable")):
 			return running
 		case bytes.Contains(header, []byte("[syscall")) && !bytes.HasPrefix(frames, []byte("os/signal.signal_recv")):
+			if !waitingCall(frames) {
+				return running
+			}
 			st = inSyscall
 		}
 	}
 	return st
+}
+
+// waitCalls are the system calls that wait on the outside world: reads
+// and receives (of a pipe, a device, a socket), accepts, polls, waits for
+// a child. They name the frame that called the system call, in package
+// syscall or golang.org/x/sys/unix.
+var waitCalls = [][]byte{
+	[]byte("syscall.read("), []byte("syscall.Read("), []byte("unix.read("), []byte("unix.Read("),
+	[]byte("recvfrom("), []byte("recvmsg("), []byte("ecvmmsg("), []byte("accept("), []byte("accept4("),
+	[]byte("wait4("), []byte("Wait4("), []byte("waitid("), []byte("EpollWait("), []byte("ppoll("),
+	[]byte("unix.Poll("), []byte("Select("), []byte("Pause("),
+}
+
+// waitingCall tells whether a goroutine in a system call, whose stack
+// frames are given, waits on the outside world. Any other system call (a
+// write, a file opened, closed, renamed or synced) is the run's own work,
+// however long it takes: on a machine whose disk is busy a write to a log
+// or a capture can block for seconds, and time must not move on without
+// it (it did, once, in a sweep under CI's load: a flow's next datagram
+// landed after the run's end).
+func waitingCall(frames []byte) bool {
+	for _, c := range waitCalls {
+		if bytes.Contains(frames, c) {
+			return true
+		}
+	}
+	return false
 }
 
 // WithTimeout is context.WithTimeout on clk's time: ctx is cancelled d

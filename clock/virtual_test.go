@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -195,4 +197,87 @@ func TestVirtualTwoAtOnce(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// blockingPipe returns a pipe whose ends block in their system calls (not
+// in Go's poller), closed at the test's end.
+func blockingPipe(t *testing.T) (r, w int) {
+	t.Helper()
+	var p [2]int
+	if err := syscall.Pipe(p[:]); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(p[0]); syscall.Close(p[1]) })
+	return p[0], p[1]
+}
+
+// A write that blocks in its system call (a disk far behind, here a full
+// pipe drained after 600 ms of wall time) is the run's work: time waits
+// for it, however long. Before, time moved on after 200 ms, and the next
+// timer fired while the write was still under way.
+func TestVirtualWaitsForAWrite(t *testing.T) {
+	v := clock.NewVirtual()
+	r, w := blockingPipe(t)
+	done := make(chan struct{})
+	var wrote atomic.Int64 // no lock orders the two timers' goroutines
+	var next time.Duration
+	v.AfterFunc(time.Millisecond, func() {
+		syscall.Write(w, make([]byte, 1<<20)) // the pipe holds 64 KiB
+		wrote.Store(int64(v.Now().Sub(clock.Epoch)))
+	})
+	v.AfterFunc(2*time.Millisecond, func() {
+		next = v.Now().Sub(clock.Epoch)
+		if wrote.Load() == 0 {
+			t.Error("the next timer fired while the write was blocked")
+		}
+		close(done)
+	})
+	go func() {
+		time.Sleep(600 * time.Millisecond)
+		b := make([]byte, 1<<16)
+		for n := 0; n < 1<<20; {
+			k, err := syscall.Read(r, b)
+			if err != nil {
+				return
+			}
+			n += k
+		}
+	}()
+	runVirtual(t, v, done)
+	if d := time.Duration(wrote.Load()); d != time.Millisecond || next != 2*time.Millisecond {
+		t.Errorf("the write ended at %v and the next timer fired at %v, want 1ms and 2ms", d, next)
+	}
+	if g := v.Stats().GaveUp; g != 0 {
+		t.Errorf("gave up %d times on a write", g)
+	}
+}
+
+// A read that waits on the outside world (an empty pipe nobody writes)
+// holds time for 200 ms of wall time at most: then time moves on without
+// it, and the wait is counted as given up.
+func TestVirtualGivesUpOnARead(t *testing.T) {
+	v := clock.NewVirtual()
+	r, w := blockingPipe(t)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		syscall.Read(r, make([]byte, 1))
+	}()
+	done := make(chan struct{})
+	n := 0
+	var tick func()
+	tick = func() {
+		if n++; n == 100 {
+			close(done)
+			return
+		}
+		v.AfterFunc(time.Millisecond, tick)
+	}
+	v.AfterFunc(time.Millisecond, tick)
+	runVirtual(t, v, done)
+	if g := v.Stats().GaveUp; g < 1 {
+		t.Errorf("gave up %d times, want at least 1 (the read waits on the outside world)", g)
+	}
+	syscall.Write(w, []byte{1})
+	<-readDone
 }
