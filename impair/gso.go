@@ -256,13 +256,19 @@ func PseudoChecksum(b []byte) {
 	if !ok {
 		return
 	}
+	pseudo(b, ipLen, len(b)-ipLen)
+}
+
+// pseudo stores in the TCP checksum field of b, whose IP header is ipLen
+// bytes, the folded sum of its pseudo-header for a TCP length of tcpLen.
+func pseudo(b []byte, ipLen, tcpLen int) {
 	var s uint64
 	if b[0]>>4 == 4 {
 		s = sum(b[12:20], 0)
 	} else {
 		s = sum(b[8:40], 0)
 	}
-	s += 6 + uint64(len(b)-ipLen)
+	s += 6 + uint64(tcpLen)
 	binary.BigEndian.PutUint16(b[ipLen+16:ipLen+18], fold(s))
 }
 
@@ -429,4 +435,67 @@ func (pl *Pool) merge(rs []*Packet, mss, total int) *Packet {
 		r.Release()
 	}
 	return m
+}
+
+// Run returns how many packets from ps[0] on form one run that a device
+// with offload may take as one GSO packet without a copy (JoinHeaders):
+// n is 1 when ps[0] starts none. A run is what Coalesce would merge, at
+// most maxBytes long once merged, but only of packets whose TCP checksum
+// is still partial: a final one may be a corrupted packet's (see the
+// corrupt stage), whose damage a checksum the device computes over the
+// merged packet would hide. A pushed first packet ends its run, as a
+// NIC's receive offload flushes at PSH. mss is the run's segment size and
+// total its merged length.
+func Run(ps []*Packet, maxBytes int) (n, mss, total int) {
+	if len(ps) == 0 {
+		return 0, 0, 0
+	}
+	first := ps[0]
+	mss, ok := coalescable(first, true)
+	if !ok || !first.partial || first.Data[tcpOff(first.Data)+13]&0x08 != 0 {
+		return 1, 0, len(first.Data)
+	}
+	total = len(first.Data)
+	for n = 1; n < len(ps) && n < gsoMaxSegments; n++ {
+		q := ps[n]
+		m, ok := coalescable(q, false)
+		if !ok || !q.partial || m > mss || !sameRun(first, q, total) || total+m > maxBytes {
+			break
+		}
+		total += m
+		if m < mss || q.Data[tcpOff(q.Data)+13]&0x08 != 0 {
+			return n + 1, mss, total // a short or pushed segment ends the run
+		}
+	}
+	return n, mss, total
+}
+
+// JoinHeaders turns the headers of run[0], the first of a run (Run) total
+// bytes long once merged, into those of the merged packet, in place, and
+// returns their length, hdrLen: the IP length and header checksum are the
+// merged packet's, PSH is set when any packet of the run has it, and the
+// TCP checksum is partial (PseudoChecksum's, for the merged length). The
+// merged packet is then run[0].Data followed by run[i].Data[hdrLen:] for
+// each further packet, in order: what a device with offload takes as one
+// GSO packet of the run's mss, in one gathered write, with no copy.
+// run[0].Data no longer describes a packet of its own: release it after
+// the write.
+func JoinHeaders(run []*Packet, total int) (hdrLen int) {
+	h := run[0].Data
+	ipLen := tcpOff(h)
+	hdrLen = ipLen + int(h[ipLen+12]>>4)*4
+	var push byte
+	for _, r := range run[1:] {
+		push |= r.Data[ipLen+13] & 0x08
+	}
+	if ipLen == 20 {
+		binary.BigEndian.PutUint16(h[2:4], uint16(total))
+		h[10], h[11] = 0, 0
+		binary.BigEndian.PutUint16(h[10:12], ^fold(sum(h[:20], 0)))
+	} else {
+		binary.BigEndian.PutUint16(h[4:6], uint16(total-40))
+	}
+	h[ipLen+13] |= push
+	pseudo(h, ipLen, total-ipLen)
+	return hdrLen
 }

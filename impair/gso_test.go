@@ -427,3 +427,72 @@ func BenchmarkSplitCoalesce(b *testing.B) {
 		step()
 	}
 }
+
+// TestRunJoinsWithoutACopy: a run of partial segments (Run) gathered
+// after JoinHeaders is the segment they were split from, with its
+// checksum partial for the merged length, over IPv4 and IPv6; a run ends
+// at a final checksum, at a pushed segment and at maxBytes.
+func TestRunJoinsWithoutACopy(t *testing.T) {
+	for _, v6 := range []bool{false, true} {
+		b := superSegment(v6, 10000)
+		ipLen, _ := tcpHeaders(b)
+		b[ipLen+13] = 0x80 | 0x10 | 0x08 // CWR, ACK, PSH: no FIN
+		small, big := NewPool(1600), NewPool(65536)
+		p := big.Copy(b)
+		PseudoChecksum(p.Data)
+		p.SetGSO(1448, true)
+		var segs []*Packet
+		small.Split(p, func(s *Packet) { segs = append(segs, s) })
+		n, mss, total := Run(segs, 65535)
+		if n != 7 || mss != 1448 || total != len(b) {
+			t.Fatalf("v6=%v: run of %d, mss %d, %d bytes; want 7, 1448, %d", v6, n, mss, total, len(b))
+		}
+		hl := JoinHeaders(segs, total)
+		m := bytes.Clone(segs[0].Data)
+		for _, s := range segs[1:] {
+			m = append(m, s.Data[hl:]...)
+		}
+		// The device completes the checksum from the pseudo-header's sum.
+		if !CompletePartial(m, ipLen, 16) || !tcpChecksumOK(t, m) || (!v6 && naiveSum(m[:20]) != 0xffff) {
+			t.Errorf("v6=%v: bad checksums", v6)
+		}
+		want := bytes.Clone(b)
+		CompleteChecksum(want)
+		if !v6 {
+			want[10], want[11], m[10], m[11] = 0, 0, 0, 0
+		}
+		if !bytes.Equal(m, want) {
+			t.Errorf("v6=%v: the gathered segment differs from the original", v6)
+		}
+		for _, s := range segs {
+			s.Release()
+		}
+	}
+
+	small, big := NewPool(1600), NewPool(65536)
+	parts := func(n int) []*Packet {
+		b := superSegment(false, n*1000)
+		b[20+13] = 0x10
+		p := big.Copy(b)
+		PseudoChecksum(p.Data)
+		p.SetGSO(1000, true)
+		var segs []*Packet
+		small.Split(p, func(s *Packet) { segs = append(segs, s) })
+		return segs
+	}
+	ps := parts(6)
+	ps[2].FinishChecksum()
+	ps[4].Data[20+13] |= 0x08 // PSH
+	var shape []int
+	for rest := ps; len(rest) > 0; {
+		n, _, _ := Run(rest, 65535)
+		shape, rest = append(shape, n), rest[n:]
+	}
+	// 2; the final checksum alone; 2 up to and with the pushed one; 1.
+	if want := []int{2, 1, 2, 1}; fmt.Sprint(shape) != fmt.Sprint(want) {
+		t.Errorf("runs %v, want %v", shape, want)
+	}
+	if n, _, total := Run(parts(6), 20+32+2500); n != 2 || total != 20+32+2000 {
+		t.Errorf("run of %d (%d bytes) under a bound of 2 segments", n, total)
+	}
+}
