@@ -226,7 +226,8 @@ func (s *ioState) write(fd uintptr) bool {
 
 // put returns s to the pool, holding no reference to packet memory.
 func (s *ioState) put() {
-	s.iov = [1 + maxIovecs]unix.Iovec{}
+	clear(s.iov[:s.n])
+	s.n = 0
 	ioStates.Put(s)
 }
 

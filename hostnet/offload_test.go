@@ -100,9 +100,9 @@ func TestTUNReadResultChecksLength(t *testing.T) {
 	}
 }
 
-// TestTUNIOAllocatesNothing: writing a packet into the device and
-// reading one from it, with or without a virtio-net header, allocate
-// nothing.
+// TestTUNIOAllocatesNothing: writing a packet into the device, whole or
+// gathered from many slices, and reading one from it, with or without a
+// virtio-net header, allocate nothing.
 func TestTUNIOAllocatesNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("sync.Pool drops its I/O state at random under the race detector")
@@ -133,6 +133,15 @@ func TestTUNIOAllocatesNothing(t *testing.T) {
 		write()
 		if n := testing.AllocsPerRun(1000, write); n != 0 {
 			t.Errorf("offload %v: %v allocations per write", offload, n)
+		}
+		// The same packet gathered from a slice per byte, as a device
+		// writes a run of segments as one packet (one slice each).
+		vec = nil
+		for i := range pkt {
+			vec = append(vec, pkt[i:i+1])
+		}
+		if n := testing.AllocsPerRun(1000, write); n != 0 {
+			t.Errorf("offload %v: %v allocations per write of %d slices", offload, n, len(vec))
 		}
 		// And reading what the kernel sends into the device.
 		if err := inNetns(ns, func() error {

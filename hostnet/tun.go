@@ -386,8 +386,10 @@ func (t *TUN) Write(pkt []byte) (int, error) {
 
 // maxIovecs is how many slices WriteVec passes to writev(2) straight from
 // the caller's memory; a packet in more slices is copied into one buffer.
-// gVisor hands a Host's Output one to three.
-const maxIovecs = 16
+// gVisor hands a Host's Output one to three; a device gathering a run of
+// segments into one GSO packet (topology.Device) one per segment, and a
+// run has at most 128 (impair.Run), well under writev's 1024.
+const maxIovecs = 128
 
 // WriteVec writes one IP packet given as slices whose concatenation is the
 // packet, as a Host's Output receives it, with one writev(2) and no copy.
