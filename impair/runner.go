@@ -22,6 +22,8 @@ type Runner struct {
 	chain *Chain
 	clk   clock.Clock
 	loop  *clock.Loop[*Packet]
+	// passed, when set, runs after each pass (AfterPass).
+	passed func()
 }
 
 // NewRunner builds a Runner for cfg on clk. deliver is called on the
@@ -79,10 +81,24 @@ func (r *Runner) Start(ctx context.Context) {
 		Advance: func(now time.Time) (time.Time, bool) {
 			r.chain.wall = now
 			r.chain.Advance(now)
+			if r.passed != nil {
+				r.passed()
+			}
 			return r.chain.Next()
 		},
 	})
 }
+
+// AfterPass makes f run on the Runner's goroutine at the end of each
+// pass: once every packet due by the clock's time has left, before the
+// Runner sleeps. Packets that leave in one pass leave at the same moment
+// of real time (within clock.Slack), so a node behind that holds what
+// it is handed until f (a queue merging segments for a device) delays
+// none of them past the pass. Every delivery, also those of an arrival
+// or of Set, is followed by a pass before the Runner sleeps, and Close
+// runs f once more after the goroutine stopped. Call it before Start; f
+// must not block.
+func (r *Runner) AfterPass(f func()) { r.passed = f }
 
 // ErrClosed is Set's error on a closed Runner.
 var ErrClosed = errors.New("impair: direction closed")
@@ -124,6 +140,9 @@ func (r *Runner) Close() {
 		r.chain.io.in(p)
 		r.chain.io.drop(p, DropFlushed)
 	})
+	if r.passed != nil {
+		r.passed() // a pass that stopped between a delivery and its end
+	}
 }
 
 // Stats returns the direction's counters; safe at any time.
