@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -213,8 +214,12 @@ func (g *Graph) Compile(o Options) (*Net, error) {
 			if m.Accepts.Merged {
 				q.merge = o.Big
 				f = Emits{GSO: true, Partial: true}
+				g.holders(i, q, map[ID]bool{})
 			}
 			s, steps := adapt(m, f, o.Pool)
+			if b, ok := s.(batcher); ok && q != nil && q.merge != nil {
+				q.batch = b // no step between: it merges itself
+			}
 			sinks = append(sinks, s)
 			flow[to] = flow[to].or(passes(m, f))
 			net.desc = append(net.desc, strings.Join(append(append([]string{n.Name}, steps...), m.Name), " -> "))
@@ -231,6 +236,29 @@ func (g *Graph) Compile(o Options) (*Net, error) {
 		return nil, errors.Join(errs...)
 	}
 	return net, nil
+}
+
+// holders gives merging queue q to the directions that feed node i
+// (q's own node, first) on their goroutines: through nodes that forward
+// on the pusher's goroutine (routers, taps), not through another queue, a
+// Wi-Fi cell or a source. They hold q during each pass (see Direction),
+// so that what one pass delivers reaches q together.
+func (g *Graph) holders(i ID, q *Queue, seen map[ID]bool) {
+	for from, outs := range g.outs {
+		if seen[ID(from)] || !slices.Contains(outs, i) {
+			continue
+		}
+		seen[ID(from)] = true
+		n := g.nodes[from]
+		switch d, ok := n.In.(*Direction); {
+		case ok:
+			if !slices.Contains(d.held, q) {
+				d.held = append(d.held, q)
+			}
+		case n.In != nil && n.Life == nil:
+			g.holders(ID(from), q, seen)
+		}
+	}
 }
 
 func hasLife(ls []Life, l Life) bool {

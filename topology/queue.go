@@ -25,13 +25,27 @@ import (
 // In front of a node that wants merged segments (Accepts.Merged) the
 // queue hands on, each time it looks, every packet waiting (up to
 // MaxBatch), with the segments of one connection among them merged, as a
-// NIC's receive offload would pass them; it never waits for more.
+// NIC's receive offload would pass them; it never waits for more. It
+// looks when kicked: by each Push, except while a direction feeding it
+// is in a pass (Direction holds it), whose end kicks it once. What one
+// pass of a direction delivers then arrives together, instead of the
+// queue's goroutine waking for the first packet of the pass and taking
+// the rest one by one: a wake-up per pass instead of per packet, and
+// batches that merge. No packet waits longer than its pass: they all
+// left the direction at one moment of real time.
 type Queue struct {
 	name  string
 	wait  time.Duration
 	ch    chan *impair.Packet
 	out   Port
 	merge *impair.Pool // set by Compile: merge into packets of this pool
+	// batch, set by Compile, is the node behind when it merges itself
+	// (a Device): it is handed each batch whole instead.
+	batch batcher
+	// kicks wakes a merging queue's goroutine (one pending kick is
+	// enough); holders counts the directions in a pass that hold it.
+	kicks   chan struct{}
+	holders atomic.Int32
 
 	full  atomic.Uint64 // packets dropped after Wait: the node behind was stuck
 	waits atomic.Uint64 // pushes that found the queue full and waited
@@ -47,7 +61,7 @@ const MaxBatch = 64
 // NewQueue returns a queue of n packets whose Push waits up to wait for
 // room.
 func NewQueue(name string, n int, wait time.Duration) *Queue {
-	return &Queue{name: name, wait: wait, ch: make(chan *impair.Packet, n), done: make(chan struct{})}
+	return &Queue{name: name, wait: wait, ch: make(chan *impair.Packet, n), kicks: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // Node returns the queue as a node of a graph. It takes whatever it is
@@ -67,11 +81,15 @@ func (q *Queue) Waits() uint64 { return q.waits.Load() }
 func (q *Queue) Push(_ time.Time, p *impair.Packet) {
 	select {
 	case q.ch <- p:
+		if q.holders.Load() == 0 {
+			q.kick()
+		}
 		return
 	default:
 	}
 	// Full: only now a timer, so the common case allocates nothing.
 	q.waits.Add(1)
+	q.kick() // whoever holds it, the goroutine must make room
 	t := time.NewTimer(q.wait)
 	defer t.Stop()
 	select {
@@ -79,6 +97,34 @@ func (q *Queue) Push(_ time.Time, p *impair.Packet) {
 	case <-t.C:
 		q.full.Add(1)
 		p.Release()
+	}
+}
+
+// batcher is a node that takes what its queue hands on together as one
+// batch, in order, and merges it itself.
+type batcher interface {
+	PushBatch(ps []*impair.Packet)
+}
+
+// kick wakes a merging queue's goroutine, or leaves it a kick to find.
+func (q *Queue) kick() {
+	if q.merge == nil {
+		return // its goroutine waits for packets, not kicks
+	}
+	select {
+	case q.kicks <- struct{}{}:
+	default:
+	}
+}
+
+// hold and release bracket a pass of a direction feeding the queue:
+// while one holds it, Push does not kick; release kicks when anything
+// waits. A Push from elsewhere during the pass is handed on at its end.
+func (q *Queue) hold() { q.holders.Add(1) }
+
+func (q *Queue) release() {
+	if q.holders.Add(-1) == 0 && len(q.ch) > 0 {
+		q.kick()
 	}
 }
 
@@ -99,6 +145,7 @@ func (q *Queue) Start(context.Context) {
 func (q *Queue) Close() {
 	q.closeOnce.Do(func() {
 		close(q.ch)
+		q.kick()
 		if q.started.CompareAndSwap(false, true) {
 			for p := range q.ch {
 				p.Release()
@@ -119,13 +166,26 @@ func (q *Queue) loop() {
 func (q *Queue) batches() {
 	defer close(q.done)
 	batch := make([]*impair.Packet, 0, MaxBatch)
-	for p := range q.ch {
-		batch = append(batch[:0], p)
+	for range q.kicks {
+		if !q.drain(batch) {
+			return
+		}
+	}
+}
+
+// drain hands on everything waiting, in batches of up to MaxBatch with
+// their segments merged. It reports false once the queue is closed and
+// empty.
+func (q *Queue) drain(batch []*impair.Packet) bool {
+	for {
+		batch = batch[:0]
+		open := true
 	more:
 		for len(batch) < MaxBatch {
 			select {
 			case p, ok := <-q.ch:
 				if !ok {
+					open = false
 					break more
 				}
 				batch = append(batch, p)
@@ -133,9 +193,19 @@ func (q *Queue) batches() {
 				break more
 			}
 		}
-		for _, p := range q.merge.Coalesce(batch) {
-			q.out.Push(time.Time{}, p)
+		if q.batch != nil {
+			q.batch.PushBatch(batch)
+		} else {
+			for _, p := range q.merge.Coalesce(batch) {
+				q.out.Push(time.Time{}, p)
+			}
 		}
-		clear(batch)
+		clear(batch[:cap(batch)])
+		if !open {
+			return false
+		}
+		if len(batch) < MaxBatch {
+			return true
+		}
 	}
 }
