@@ -247,9 +247,9 @@ tun:
 			l := sum.Runs[0].Links
 			pps += float64(l[0].PacketsOut+l[1].PacketsOut) / wall.Seconds()
 			tun := sum.Runs[0].TUN
-			b.Logf("drops up %v down %v; delivery drops up %d down %d; kernel drops %d; relay UDP drops %d; lateness p99 up %.3f down %.3f ms; queue p99 up %.3f down %.3f ms; whole GSO up %d down %d",
+			b.Logf("drops up %v down %v; delivery drops up %d down %d; kernel drops %d; relay UDP drops %d; lateness p99 up %.3f down %.3f ms; queue p99 up %.3f down %.3f ms; whole GSO up %d down %d; device writes %d for %d packets",
 				l[0].Drops, l[1].Drops, l[0].DeliveryDrops, l[1].DeliveryDrops, tun.KernelDrops, tun.Relay.UDP.Dropped,
-				l[0].LatenessMs.P99, l[1].LatenessMs.P99, l[0].QueueDelayMs.P99, l[1].QueueDelayMs.P99, l[0].WholeGSO, l[1].WholeGSO)
+				l[0].LatenessMs.P99, l[1].LatenessMs.P99, l[0].QueueDelayMs.P99, l[1].QueueDelayMs.P99, l[0].WholeGSO, l[1].WholeGSO, tun.Writes, tun.WrittenPackets)
 		}
 		n := float64(b.N)
 		b.ReportMetric(bps/n/1e9, "Gbit/s")

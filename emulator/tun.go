@@ -440,6 +440,11 @@ type TUNSummary struct {
 	// or IPv6 packet; WriteErrors what it refused to take.
 	Malformed   uint64 `json:"malformed"`
 	WriteErrors uint64 `json:"write_errors"`
+	// Writes counts the writes into the device, and WrittenPackets the
+	// MTU-sized packets they carried: segments of one connection that
+	// left the path together are written as one large segment.
+	Writes         uint64 `json:"writes"`
+	WrittenPackets uint64 `json:"packets_written"`
 	// Shed counts the packets netjam read from the device and dropped
 	// at once because the uplink's input was full (what is behind it
 	// could not keep up): netjam's own drops, shed at the entrance
@@ -461,6 +466,7 @@ func (l *lab) tunSummary() *TUNSummary {
 		return nil
 	}
 	ts := &TUNSummary{Device: t.dev.Name(), Malformed: t.malformed.Load(), WriteErrors: t.writer.WriteErrors(), KernelDrops: t.kernelDrops, Shed: t.shed.Load()}
+	ts.Writes, ts.WrittenPackets = t.writer.Writes()
 	for _, a := range t.cfg.Device.Addrs {
 		ts.Kernel = append(ts.Kernel, a.String())
 	}

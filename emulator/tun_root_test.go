@@ -395,8 +395,9 @@ flows:
 
 // TestTUNOffload carries the kernel's large TCP segments (TSO) and the
 // peer's (host GSO) across the path: whole when the path only delays,
-// split into MTU-sized segments when a stage decides per packet (a rate
-// here), and not at all with offload off. Every byte must arrive as sent
+// split into MTU-sized segments when a stage decides per packet (a rate,
+// a loss), gathered again into the device when due together, and not at
+// all with offload off. Every byte must arrive as sent
 // either way: a kernel flow up checks its own bytes, and 4 MB echoed by
 // the peer's echo service come back to a kernel socket unchanged.
 func TestTUNOffload(t *testing.T) {
@@ -404,10 +405,16 @@ func TestTUNOffload(t *testing.T) {
 	for _, c := range []struct {
 		name, link, offload string
 		whole               bool // expect whole GSO packets both ways
+		// gathered: the segments of each of the peer's large segments
+		// are due at one instant (the loss stage splits them, nothing
+		// spaces them), so they reach the device together and go in
+		// gathered into one write.
+		gathered bool
 	}{
-		{"whole", "{delay: 2ms}", "true", true},
-		{"split", "{delay: 2ms, rate: 400Mbps, queue: 2000}", "true", false},
-		{"off", "{delay: 2ms}", "false", false},
+		{"whole", "{delay: 2ms}", "true", true, false},
+		{"split", "{delay: 2ms, rate: 400Mbps, queue: 2000}", "true", false, false},
+		{"loss", "{delay: 2ms, loss: 0.0001%}", "true", false, true},
+		{"off", "{delay: 2ms}", "false", false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			echoed := make([]byte, 4<<20)
@@ -456,10 +463,18 @@ flows: [{name: up, type: tcp, stack: kernel, size: 20MB}]
 			switch {
 			case c.whole && (up.WholeGSO == 0 || down.WholeGSO == 0):
 				t.Errorf("whole GSO packets up %d, down %d; want both", up.WholeGSO, down.WholeGSO)
-			case c.name == "split" && up.WholeGSO+down.WholeGSO > 0:
-				t.Errorf("whole GSO packets up %d, down %d across a rate limit", up.WholeGSO, down.WholeGSO)
+			case (c.name == "split" || c.name == "loss") && up.WholeGSO+down.WholeGSO > 0:
+				t.Errorf("whole GSO packets up %d, down %d across a stage deciding per packet", up.WholeGSO, down.WholeGSO)
 			case c.name == "off" && up.WholeGSO > 0:
 				t.Errorf("%d whole GSO packets from a device without offload", up.WholeGSO)
+			}
+			// Split for the loss draws, the peer's segments are
+			// gathered again into the device; the echo above checks
+			// every byte.
+			tun := sum.TUN
+			t.Logf("%s: device writes %d for %d packets", c.name, tun.Writes, tun.WrittenPackets)
+			if c.gathered && tun.Writes*2 > tun.WrittenPackets {
+				t.Errorf("device writes %d for %d packets: no segments gathered", tun.Writes, tun.WrittenPackets)
 			}
 		})
 	}

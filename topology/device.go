@@ -19,17 +19,26 @@ type DeviceWriter interface {
 // takes what it is pushed. A device with offload takes large segments
 // (best merged, as a NIC's GRO would pass them) and partial checksums,
 // completed by the kernel; one without takes MTU-sized packets with final
-// checksums. Push runs on one goroutine at a time: the device's queue's.
+// checksums. Push and PushBatch run on one goroutine at a time: the
+// device's queue's.
+//
+// A device with offload merges what its queue hands it together itself
+// (PushBatch): a run of segments of one connection goes into the device
+// as one GSO packet in one gathered write, straight from the segments'
+// memory, instead of being copied into a merged packet first.
 type Device struct {
 	name   string
 	dev    DeviceWriter
-	vec    [][]byte // Push's own: no allocation per packet
+	vec    [][]byte // Push's and PushBatch's own: no allocation per packet
 	errors atomic.Uint64
+	// writes counts the writes into the device, packets the MTU-sized
+	// packets they carried (a merged segment's each).
+	writes, packets atomic.Uint64
 }
 
 // NewDevice returns dev's write side as a node.
 func NewDevice(name string, dev DeviceWriter) *Device {
-	return &Device{name: name, dev: dev, vec: make([][]byte, 1)}
+	return &Device{name: name, dev: dev, vec: make([][]byte, 1, MaxBatch)}
 }
 
 // Node returns the device as a node of a graph; feed it through a Queue.
@@ -43,6 +52,10 @@ func (d *Device) Node() Node {
 
 // WriteErrors returns how many packets the device refused.
 func (d *Device) WriteErrors() uint64 { return d.errors.Load() }
+
+// Writes returns how many writes the device took and how many MTU-sized
+// packets they carried: their ratio is how well segments merged.
+func (d *Device) Writes() (writes, packets uint64) { return d.writes.Load(), d.packets.Load() }
 
 // Push writes p into the device.
 func (d *Device) Push(_ time.Time, p *impair.Packet) {
@@ -60,10 +73,48 @@ func (d *Device) Push(_ time.Time, p *impair.Packet) {
 	default:
 		p.FinishChecksum()
 	}
-	d.vec[0] = p.Data
+	d.vec = append(d.vec[:0], p.Data)
+	d.write(g, p.Segments())
+	p.Release()
+}
+
+// PushBatch writes ps, packets that reached the device's queue together,
+// in order: each run of segments of one connection (impair.Run) as one
+// GSO packet gathered from the segments (impair.JoinHeaders), anything
+// else as Push does. A device without offload takes each as Push does.
+func (d *Device) PushBatch(ps []*impair.Packet) {
+	for len(ps) > 0 {
+		n, mss, total := 1, 0, 0
+		if d.dev.Offload() {
+			n, mss, total = impair.Run(ps, netif.MaxGSOPacket)
+		}
+		if n < 2 {
+			d.Push(time.Time{}, ps[0])
+			ps = ps[1:]
+			continue
+		}
+		run := ps[:n]
+		hl := impair.JoinHeaders(run, total)
+		d.vec = append(d.vec[:0], run[0].Data)
+		for _, p := range run[1:] {
+			d.vec = append(d.vec, p.Data[hl:])
+		}
+		d.write(netif.GSO{MSS: mss, NeedsCsum: true}, n)
+		for _, p := range run {
+			p.Release()
+		}
+		ps = ps[n:]
+	}
+}
+
+// write writes d.vec, a packet that stands for segs MTU-sized ones, and
+// counts it.
+func (d *Device) write(g netif.GSO, segs int) {
 	if _, err := d.dev.WritePacket(d.vec, g); err != nil {
 		d.errors.Add(1)
+	} else {
+		d.writes.Add(1)
+		d.packets.Add(uint64(segs))
 	}
-	d.vec[0] = nil
-	p.Release()
+	clear(d.vec)
 }

@@ -1,11 +1,17 @@
 package topology_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"net/netip"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/netif"
 	"github.com/netjam/netjam/topology"
@@ -13,9 +19,11 @@ import (
 
 // fakeDevice records what is written into it.
 type fakeDevice struct {
+	mu      sync.Mutex
 	offload bool
 	gso     []netif.GSO
 	lens    []int
+	data    [][]byte // each write's packet, its slices joined
 	refuse  bool
 }
 
@@ -25,8 +33,18 @@ func (d *fakeDevice) WritePacket(pkt [][]byte, g netif.GSO) (int, error) {
 	if d.refuse {
 		return 0, errors.New("refused")
 	}
-	d.gso, d.lens = append(d.gso, g), append(d.lens, len(pkt[0]))
-	return len(pkt[0]), nil
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b := bytes.Join(pkt, nil)
+	d.gso, d.lens, d.data = append(d.gso, g), append(d.lens, len(pkt[0])), append(d.data, b)
+	return len(b), nil
+}
+
+// writes returns what was written so far.
+func (d *fakeDevice) writes() ([][]byte, []netif.GSO) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.data), slices.Clone(d.gso)
 }
 
 // A device with offload gets merged segments, its checksum left to the
@@ -90,5 +108,144 @@ func TestSourceCopies(t *testing.T) {
 	}
 	if src.TooLarge() != 1 {
 		t.Errorf("%d too large, want 1", src.TooLarge())
+	}
+}
+
+// segments returns the n partial segments of mss bytes a sender with
+// offload makes of one large segment to dst (as the peer's split does),
+// and that segment, its checksum final: what they make merged.
+func segments(dst netip.Addr, n, mss int, seq uint32) ([]*impair.Packet, []byte) {
+	whole := segment(dst, n*mss, seq, 1)
+	p := big.Copy(whole)
+	impair.PseudoChecksum(p.Data)
+	p.SetGSO(mss, true)
+	var ps []*impair.Packet
+	pool.Split(p, func(s *impair.Packet) { ps = append(ps, s) })
+	return ps, whole
+}
+
+// sameSegment reports, for a GSO write b of the device, whether b is
+// want with its TCP checksum left partial: equal to it once completed,
+// with a right IP header checksum.
+func sameSegment(b, want []byte) bool {
+	c := slices.Clone(b)
+	if !impair.CompletePartial(c, 20, 16) {
+		return false
+	}
+	return bytes.Equal(c, want) && binary.BigEndian.Uint16(b[10:]) == ipSum(b[:20])
+}
+
+// What one pass of a direction delivers reaches the device together: the
+// segments due at one instant go in as one GSO packet, in one write,
+// gathered from them (its headers the merged packet's, its checksum
+// partial for the kernel to complete), even when the node between the
+// direction and the device's queue is slow; segments due at different
+// instants are written apart, each when due. A queue looking for what
+// waits whenever one packet arrives would take the first of a pass alone.
+func TestDeviceWritesWhatAPassDeliversAsOne(t *testing.T) {
+	clk := clock.NewManual()
+	var g topology.Graph
+	src := topology.NewSource("peer tx", topology.Emits{Partial: true}, pool, big)
+	down := direction(t, impair.Config{Name: "down", Delay: impair.DelayConfig{Time: time.Millisecond}}, clk)
+	slow := &slowLink{}
+	q := topology.NewQueue("inbox", 64, time.Second)
+	fd := &fakeDevice{offload: true}
+	dev := topology.NewDevice("device", fd)
+	g.Chain(g.Add(src.Node()), g.Add(down.Node()), g.Add(slow.Node()), g.Add(q.Node()), g.Add(dev.Node()))
+	n := mustCompile(t, &g)
+	n.Start(context.Background())
+	defer n.Close()
+
+	ps, whole := segments(server, 4, 1000, 5000)
+	for _, p := range ps {
+		src.Push(t0, p)
+	}
+	waitFor(t, "the direction's timer", func() bool { return down.Runner().Stats().InPackets == 4 && clk.Armed() == 1 })
+	clk.Set(t0.Add(time.Millisecond))
+	waitFor(t, "the first write", func() bool { d, _ := fd.writes(); return len(d) > 0 })
+	// Two more, 1 us apart: due at different instants.
+	ps, _ = segments(server, 2, 1000, 9000)
+	src.Push(t0.Add(time.Millisecond), ps[0])
+	waitFor(t, "the first of two", func() bool { return down.Runner().Stats().InPackets == 5 && clk.Armed() == 1 })
+	clk.Set(t0.Add(time.Millisecond + time.Microsecond))
+	src.Push(t0.Add(time.Millisecond+time.Microsecond), ps[1])
+	waitFor(t, "the second of two", func() bool { return down.Runner().Stats().InPackets == 6 && clk.Armed() == 1 })
+	clk.Set(t0.Add(2 * time.Millisecond))
+	waitFor(t, "the first of two's write", func() bool { d, _ := fd.writes(); return len(d) >= 2 })
+	clk.Set(t0.Add(2*time.Millisecond + time.Microsecond))
+	waitFor(t, "every write", func() bool { d, _ := fd.writes(); return len(d) >= 3 })
+
+	data, gsos := fd.writes()
+	if len(data) != 3 {
+		t.Fatalf("%d writes, want 3: the 4 segments due at once as one, then the 2 due apart alone", len(data))
+	}
+	if gsos[0] != (netif.GSO{MSS: 1000, NeedsCsum: true}) || !sameSegment(data[0], whole) {
+		t.Errorf("first write %+v of %d bytes, want the 4 segments as one GSO packet of 4000 payload bytes, checksum partial", gsos[0], len(data[0]))
+	}
+	for i, b := range data[1:] {
+		if len(b) != 1040 || gsos[i+1].MSS != 0 {
+			t.Errorf("write %d: %d bytes, %+v; want one segment alone", i+2, len(b), gsos[i+1])
+		}
+	}
+	if w, p := dev.Writes(); w != 3 || p != 6 {
+		t.Errorf("counted %d writes of %d packets, want 3 of 6", w, p)
+	}
+}
+
+// slowLink forwards on the pusher's goroutine, and takes its time after
+// the first packet of each burst: a slow router between a direction and
+// a queue.
+type slowLink struct {
+	out  topology.Port
+	last time.Time
+}
+
+func (l *slowLink) Node() topology.Node {
+	return topology.Node{Name: "slow", In: l, Out: &l.out, Accepts: anything}
+}
+
+func (l *slowLink) Push(now time.Time, p *impair.Packet) {
+	l.out.Push(now, p)
+	if !now.Equal(l.last) {
+		l.last = now
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A segment whose checksum is final (the corrupt stage finished it before
+// flipping a bit) is not merged with its neighbours: the device's
+// checksum over the merged packet would hide the damage. The others
+// merge around it; a pushed segment ends its run, as GRO flushes at PSH.
+func TestDeviceBatchKeepsFinalChecksumsApart(t *testing.T) {
+	var g topology.Graph
+	src := topology.NewSource("peer tx", topology.Emits{Partial: true}, pool, big)
+	q := topology.NewQueue("inbox", 64, time.Second)
+	fd := &fakeDevice{offload: true}
+	g.Chain(g.Add(src.Node()), g.Add(q.Node()), g.Add(topology.NewDevice("device", fd).Node()))
+	n := mustCompile(t, &g)
+	ps, _ := segments(server, 6, 1000, 1)
+	ps[2].FinishChecksum()
+	ps[2].Data[100] ^= 1 // damaged after its checksum
+	bad := slices.Clone(ps[2].Data)
+	ps[3].Data[20+13] |= 0x08 // PSH: its run ends with it
+	for _, p := range ps {
+		src.Push(t0, p) // waiting together when the queue starts
+	}
+	n.Start(context.Background())
+	n.Close()
+	data, gsos := fd.writes()
+	var segs []int
+	for i, b := range data {
+		n := 1
+		if m := gsos[i].MSS; m > 0 {
+			n = (len(b) - 40 + m - 1) / m
+		}
+		segs = append(segs, n)
+	}
+	if !slices.Equal(segs, []int{2, 1, 1, 2}) {
+		t.Fatalf("wrote runs of %v segments, want [2 1 1 2]", segs)
+	}
+	if !bytes.Equal(data[1], bad) || gsos[1].NeedsCsum {
+		t.Errorf("the damaged segment was changed or its checksum left to the device")
 	}
 }
