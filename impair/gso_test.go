@@ -496,3 +496,39 @@ func TestRunJoinsWithoutACopy(t *testing.T) {
 		t.Errorf("run of %d (%d bytes) under a bound of 2 segments", n, total)
 	}
 }
+
+// BenchmarkSplitGather is BenchmarkSplitCoalesce with the segments
+// gathered (Run, JoinHeaders) instead of copied into a merged packet, as
+// a device with offload takes them.
+func BenchmarkSplitGather(b *testing.B) {
+	seg := superSegment(false, 64000)
+	ipLen, _ := tcpHeaders(seg)
+	seg[ipLen+13] = 0x10
+	small, big := NewPool(1600), NewPool(65536)
+	segs := make([]*Packet, 0, 64)
+	vec := make([][]byte, 0, 64)
+	collect := func(s *Packet) { segs = append(segs, s) }
+	b.ReportAllocs()
+	b.SetBytes(int64(len(seg)))
+	for b.Loop() {
+		p := big.Copy(seg)
+		PseudoChecksum(p.Data)
+		p.SetGSO(1448, true)
+		segs = segs[:0]
+		small.Split(p, collect)
+		for rest := segs; len(rest) > 0; {
+			n, _, total := Run(rest, 65535)
+			if n > 1 {
+				hl := JoinHeaders(rest[:n], total)
+				vec = append(vec[:0], rest[0].Data)
+				for _, s := range rest[1:n] {
+					vec = append(vec, s.Data[hl:])
+				}
+			}
+			for _, s := range rest[:n] {
+				s.Release()
+			}
+			rest = rest[n:]
+		}
+	}
+}
