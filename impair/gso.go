@@ -356,7 +356,11 @@ func tcpOff(b []byte) int {
 
 // coalescable returns the payload size of p when p may be part of a run:
 // an ordinary TCP segment with a payload, over IPv4 without options or
-// IPv6, flags ACK (and PSH, and CWR when first).
+// IPv6, flags ACK (and PSH, and CWR when first), whose checksum is
+// partial or right. A merged packet's checksum is computed afresh over
+// all of it, so a wrong one (the corrupt stage's damage, or a sender's
+// own) would be made right: such a segment stays apart, and its receiver
+// finds it as it was sent.
 func coalescable(p *Packet, first bool) (int, bool) {
 	if p.segs != 0 {
 		return 0, false
@@ -375,7 +379,20 @@ func coalescable(p *Packet, first bool) (int, bool) {
 		return 0, false
 	}
 	n := len(b) - ipLen - int(b[ipLen+12]>>4)*4
-	return n, n > 0
+	return n, n > 0 && (p.partial || checksumRight(b, ipLen))
+}
+
+// checksumRight reports whether the TCP checksum of b, a segment whose IP
+// header is ipLen bytes, is right.
+func checksumRight(b []byte, ipLen int) bool {
+	var s uint64
+	if ipLen == 20 {
+		s = sum(b[12:20], 0)
+	} else {
+		s = sum(b[8:40], 0)
+	}
+	s += 6 + uint64(len(b)-ipLen)
+	return fold(sum(b[ipLen:], s)) == 0xffff
 }
 
 // sameRun reports whether q continues the run that first starts and that
@@ -439,11 +456,9 @@ func (pl *Pool) merge(rs []*Packet, mss, total int) *Packet {
 
 // Run returns how many packets from ps[0] on form one run that a device
 // with offload may take as one GSO packet without a copy (JoinHeaders):
-// n is 1 when ps[0] starts none. A run is what Coalesce would merge, at
-// most maxBytes long once merged, but only of packets whose TCP checksum
-// is still partial: a final one may be a corrupted packet's (see the
-// corrupt stage), whose damage a checksum the device computes over the
-// merged packet would hide. A pushed first packet ends its run, as a
+// n is 1 when ps[0] starts none. A run is what Coalesce would merge (so
+// never a segment whose checksum is wrong, a corrupted one's), at most
+// maxBytes long once merged; a pushed first packet ends its run, as a
 // NIC's receive offload flushes at PSH. mss is the run's segment size and
 // total its merged length.
 func Run(ps []*Packet, maxBytes int) (n, mss, total int) {
@@ -452,14 +467,14 @@ func Run(ps []*Packet, maxBytes int) (n, mss, total int) {
 	}
 	first := ps[0]
 	mss, ok := coalescable(first, true)
-	if !ok || !first.partial || first.Data[tcpOff(first.Data)+13]&0x08 != 0 {
+	if !ok || first.Data[tcpOff(first.Data)+13]&0x08 != 0 {
 		return 1, 0, len(first.Data)
 	}
 	total = len(first.Data)
 	for n = 1; n < len(ps) && n < gsoMaxSegments; n++ {
 		q := ps[n]
 		m, ok := coalescable(q, false)
-		if !ok || !q.partial || m > mss || !sameRun(first, q, total) || total+m > maxBytes {
+		if !ok || m > mss || !sameRun(first, q, total) || total+m > maxBytes {
 			break
 		}
 		total += m

@@ -431,7 +431,7 @@ func BenchmarkSplitCoalesce(b *testing.B) {
 // TestRunJoinsWithoutACopy: a run of partial segments (Run) gathered
 // after JoinHeaders is the segment they were split from, with its
 // checksum partial for the merged length, over IPv4 and IPv6; a run ends
-// at a final checksum, at a pushed segment and at maxBytes.
+// at a wrong checksum, at a pushed segment and at maxBytes.
 func TestRunJoinsWithoutACopy(t *testing.T) {
 	for _, v6 := range []bool{false, true} {
 		b := superSegment(v6, 10000)
@@ -481,14 +481,16 @@ func TestRunJoinsWithoutACopy(t *testing.T) {
 		return segs
 	}
 	ps := parts(6)
+	ps[1].FinishChecksum() // right: it may merge
 	ps[2].FinishChecksum()
+	ps[2].Data[60] ^= 1       // damaged after its checksum: it may not
 	ps[4].Data[20+13] |= 0x08 // PSH
 	var shape []int
 	for rest := ps; len(rest) > 0; {
 		n, _, _ := Run(rest, 65535)
 		shape, rest = append(shape, n), rest[n:]
 	}
-	// 2; the final checksum alone; 2 up to and with the pushed one; 1.
+	// 2; the damaged one alone; 2 up to and with the pushed one; 1.
 	if want := []int{2, 1, 2, 1}; fmt.Sprint(shape) != fmt.Sprint(want) {
 		t.Errorf("runs %v, want %v", shape, want)
 	}
@@ -530,5 +532,34 @@ func BenchmarkSplitGather(b *testing.B) {
 			}
 			rest = rest[n:]
 		}
+	}
+}
+
+// A corrupted segment is not merged by Coalesce: the merged packet's
+// checksum, computed afresh (finish, or the device), would make its
+// damage right. Its neighbours merge around it.
+func TestCoalesceKeepsACorruptedSegmentApart(t *testing.T) {
+	b := superSegment(false, 5000)
+	b[20+13] = 0x10
+	small, big := NewPool(1600), NewPool(65536)
+	p := big.Copy(b)
+	PseudoChecksum(p.Data)
+	p.SetGSO(1000, true)
+	var segs []*Packet
+	small.Split(p, func(s *Packet) { segs = append(segs, s) })
+	corrupt := newCorruptStage(Chance{P: 1}, newRand(1, "t", "corrupt"))
+	var damaged *Packet
+	corrupt.Push(time.Time{}, segs[2], emitFunc(func(p *Packet) { damaged = p }))
+	bad := bytes.Clone(damaged.Data)
+	got := big.Coalesce(segs)
+	var shape []int
+	for _, p := range got {
+		shape = append(shape, p.Segments())
+	}
+	if fmt.Sprint(shape) != "[2 1 2]" {
+		t.Fatalf("merged into %v, want [2 1 2]", shape)
+	}
+	if !bytes.Equal(got[1].Data, bad) || got[1].Partial() || tcpChecksumOK(t, got[1].Data) {
+		t.Error("the corrupted segment was changed, or its checksum is right")
 	}
 }
