@@ -2,6 +2,8 @@ package impair
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,5 +157,52 @@ func TestRunnerRealClock(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("packets lost in a lossless direction")
 		}
+	}
+}
+
+// AfterPass runs at the end of each pass, after every packet due by then
+// has left: three packets due at one instant leave in one pass, one due
+// later in another; and once more at Close.
+func TestRunnerAfterPass(t *testing.T) {
+	clk := clock.NewManual()
+	var mu sync.Mutex
+	var log []string
+	add := func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		log = append(log, s)
+	}
+	r, err := NewRunner(Config{Name: "down", Delay: DelayConfig{Time: time.Millisecond}}, clk,
+		func(_ time.Time, p *Packet) {
+			add("p")
+			p.Release()
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delivered := 0
+	r.AfterPass(func() {
+		if n := int(r.Stats().OutPackets); n > delivered {
+			delivered = n
+			add("|")
+		}
+	})
+	r.Start(context.Background())
+	pool := NewPool(2048)
+	for i := range 3 {
+		r.Send(testPacket(pool, 1000, uint32(i)))
+	}
+	waitFor(t, "arrivals", func() bool { return r.Stats().InPackets == 3 && clk.Armed() == 1 })
+	clk.Set(t0.Add(time.Millisecond))
+	waitFor(t, "the three", func() bool { return r.Stats().OutPackets == 3 })
+	r.Send(testPacket(pool, 1000, 3))
+	waitFor(t, "the fourth", func() bool { return r.Stats().InPackets == 4 && clk.Armed() == 1 })
+	clk.Set(t0.Add(2 * time.Millisecond))
+	waitFor(t, "the fourth's pass", func() bool { mu.Lock(); defer mu.Unlock(); return len(log) == 6 })
+	r.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if got := strings.Join(log, ""); got != "ppp|p|" {
+		t.Errorf("deliveries and pass ends %q, want %q", got, "ppp|p|")
 	}
 }
