@@ -25,7 +25,7 @@ import (
 // Regenerate every quote (and docs/throughput.png, the README's picture of
 // the default run) with
 //
-//	NETJAM_UPDATE_DOCS=1 go test ./cmd/netjam -run TestDocSamples
+//	NETJAM_UPDATE_DOCS=1 go test ./cmd/netjam -run DocSamples
 
 // docFiles are the files whose quotes are checked, from the repository's
 // root.
@@ -42,11 +42,63 @@ var (
 // outPlaceholder stands for a run's output folder in a quote.
 const outPlaceholder = "results/tcp-vs-udp-loss-YYYYmmdd-HHMMSS"
 
+// virtualRun tells the samples that are runs on the virtual clock:
+// TestVirtualDocSamples checks those, TestDocSamples the others.
+func virtualRun(args []string) bool {
+	return len(args) > 0 && args[0] == "run" && strings.Contains(strings.Join(args, " "), "--clock virtual")
+}
+
 func TestDocSamples(t *testing.T) {
 	// netjam runs as a child in the repository's root, as a reader would
 	// run it, so the test need not change its own directory and may run
 	// beside the others (the default run takes some 40 s, mostly waiting).
-	t.Parallel()
+	parallelUnlessUpdating(t)
+	root := checkDocSamples(t, func(args []string) bool { return !virtualRun(args) })
+	// CI runs the README's test command: the line after this comment in
+	// .ci/run must be a line of the README.
+	ci, err := os.ReadFile(filepath.Join(root, ".ci/run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(ci), "# The README's test command:\n")
+	cmd, _, _ := strings.Cut(after, "\n")
+	readme, _ := os.ReadFile(filepath.Join(root, "README.md"))
+	if !ok || cmd == "" || !strings.Contains("\n"+string(readme)+"\n", "\n"+cmd+"\n") {
+		t.Errorf("the README does not give .ci/run's test command %q", cmd)
+	}
+	if _, err := os.Stat(filepath.Join(root, "docs/throughput.png")); err != nil {
+		t.Errorf("the README's picture: %v (NETJAM_UPDATE_DOCS=1 draws it)", err)
+	}
+}
+
+// TestVirtualDocSamples checks the samples that are runs on the virtual
+// clock. Under the race detector such a run goes slower than real time
+// (delay-matrix's 21 s took 115 to 160 s, its time mostly in the clock's
+// stack dumps, which the race detector slows most), and with the others
+// beside it in CI's race pass the package took more than its 10 minutes;
+// CI's pass without the race detector (go test -run 'Alloc|Virtual')
+// checks them, in seconds.
+func TestVirtualDocSamples(t *testing.T) {
+	if raceEnabled {
+		t.Skip("runs on the virtual clock are checked without the race detector (go test -run Virtual)")
+	}
+	parallelUnlessUpdating(t)
+	checkDocSamples(t, virtualRun)
+}
+
+// parallelUnlessUpdating runs t beside the package's other tests, except
+// when the docs are regenerated: the two tests of the docs' samples may
+// then rewrite the same file, and take turns.
+func parallelUnlessUpdating(t *testing.T) {
+	if os.Getenv("NETJAM_UPDATE_DOCS") != "1" {
+		t.Parallel()
+	}
+}
+
+// checkDocSamples checks (or, with NETJAM_UPDATE_DOCS=1, regenerates) the
+// docs' quotes whose commands pick takes, and returns the repository's
+// root.
+func checkDocSamples(t *testing.T, pick func(args []string) bool) string {
 	update := os.Getenv("NETJAM_UPDATE_DOCS") == "1"
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -77,6 +129,13 @@ func TestDocSamples(t *testing.T) {
 				t.Fatalf("%s:%d: the block does not end", doc, i+2)
 			}
 			quoted := strings.Join(lines[i+2:end], "\n")
+			var args []string // none for a quoted file
+			if sm != nil {
+				args = strings.Fields(sm[3])
+			}
+			if !pick(args) {
+				continue
+			}
 			var got, mode string
 			if fm != nil {
 				f, err := os.ReadFile(filepath.Join(root, fm[1]))
@@ -85,7 +144,7 @@ func TestDocSamples(t *testing.T) {
 				}
 				got, mode = strings.TrimSuffix(string(f), "\n"), "exact"
 			} else {
-				got, mode = sampleOutput(t, root, sm[2], strings.Fields(sm[3]), update), sm[1]
+				got, mode = sampleOutput(t, root, sm[2], args, update), sm[1]
 			}
 			switch {
 			case update && got != quoted:
@@ -106,21 +165,7 @@ func TestDocSamples(t *testing.T) {
 			t.Logf("updated %s", doc)
 		}
 	}
-	// CI runs the README's test command: the line after this comment in
-	// .ci/run must be a line of the README.
-	ci, err := os.ReadFile(filepath.Join(root, ".ci/run"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, ok := strings.Cut(string(ci), "# The README's test command:\n")
-	cmd, _, _ := strings.Cut(after, "\n")
-	readme, _ := os.ReadFile(filepath.Join(root, "README.md"))
-	if !ok || cmd == "" || !strings.Contains("\n"+string(readme)+"\n", "\n"+cmd+"\n") {
-		t.Errorf("the README does not give .ci/run's test command %q", cmd)
-	}
-	if _, err := os.Stat(filepath.Join(root, "docs/throughput.png")); err != nil {
-		t.Errorf("the README's picture: %v (NETJAM_UPDATE_DOCS=1 draws it)", err)
-	}
+	return root
 }
 
 // sampleOutput runs netjam with args and returns what it wrote on stream,
