@@ -288,13 +288,20 @@ func (l *lab) addEnd(b *pathBuilder, h hostSpec) (*endHost, error) {
 
 // newHost makes the netstack host of e, number i of its side.
 //
-// Without segmentation offload: measured, a lab host's TCP sending
-// 64 KiB segments (split on its goroutine) cost as much CPU per transfer
-// as sending MTU-sized ones. A large segment that crossed a delay-only
-// direction whole (from the peer) reaches the host as its segments, all
-// at once, as they would have: gVisor acknowledges per packet it takes,
-// and one ACK for a whole segment halves a sender's ACK clock (see the
-// README on GRO).
+// With segmentation offload (host GSO), as a host with TSO sends: its TCP
+// hands the path segments of up to 64 KiB, which cross every node that
+// takes them whole (a direction while no stage decides per packet) and
+// reach the receiving host whole; where a node needs MTU-sized packets
+// the graph splits them, on the sender's goroutine, and the receiver
+// then gets those packets one by one. What gVisor's receiver does with a
+// whole segment is what Linux does with a GRO packet: one ACK when it
+// has processed it, for all its bytes; its sender grows its window by
+// the segments acknowledged, not by ACKs, so slow start doubles per
+// round trip all the same, and a clean path has no loss for fewer ACKs
+// to slow down. Segments that a per-packet stage let through one by one
+// are not merged again before the host: gVisor's TCP without SACK counts
+// duplicate ACKs, one per packet it takes, and merged packets would hold
+// back its fast retransmit (see docs/accuracy.md on GRO).
 func (l *lab) newHost(s *scenario.Scenario, e *endHost, h hostSpec) error {
 	side := l.clients
 	if h.server {
@@ -311,7 +318,7 @@ func (l *lab) newHost(s *scenario.Scenario, e *endHost, h hostSpec) error {
 	var err error
 	e.host, err = stack.NewHost(stack.HostConfig{
 		Name: e.name, Addrs: e.prefixes, MTU: s.MTU, Clock: l.clk, Seed: seed, SACK: h.sack,
-		Output: l.output(e), Log: l.log, Transparent: h.transparent,
+		OutputGSO: l.outputGSO(e), Log: l.log, Transparent: h.transparent,
 	})
 	return err
 }
@@ -334,11 +341,6 @@ func (l *lab) ends(f scenario.Flow) (client, server *endHost) {
 		return l.stations[f.Station], server
 	}
 	return l.find(l.clients, f.SACK, ""), server
-}
-
-// output returns a netstack host's Output: into the path at e.
-func (l *lab) output(e *endHost) func([][]byte) {
-	return func(slices [][]byte) { e.tx.Copy(l.clk.Now(), slices, netif.GSO{}) }
 }
 
 // outputGSO returns a host's OutputGSO: into the path at e, a large

@@ -253,8 +253,19 @@ func (h *Host) Name() string { return h.name }
 // On a Host with a Relay, a datagram of a relayed UDP session waits (up to
 // 100 ms) until the session's socket has room for it: backpressure on the
 // caller instead of a drop inside the relay (see the relay's UDP).
-func (h *Host) Inject(pkt []byte) {
-	h.inPackets.Add(1)
+func (h *Host) Inject(pkt []byte) { h.InjectSegments(pkt, 1) }
+
+// InjectSegments is Inject for a packet that stands for segs packets on
+// the wire, as a NIC with receive offload (GRO) hands its host a TCP
+// segment larger than the MTU: one that crossed the path whole from a
+// sender with segmentation offload (see HostConfig.OutputGSO), or the
+// segments of one connection that arrived together, merged. gVisor's TCP
+// takes such a segment as it comes (its IP layer checks no MTU on what
+// arrives) and acknowledges it as Linux acknowledges a GRO packet: once,
+// for all its bytes, when it has processed what arrived. Stats counts it
+// as segs packets (InPackets), as the path counted it.
+func (h *Host) InjectSegments(pkt []byte, segs int) {
+	h.inPackets.Add(uint64(max(1, segs)))
 	h.inBytes.Add(uint64(len(pkt)))
 	proto, ok := networkProtocol(pkt)
 	if !ok {
@@ -311,7 +322,11 @@ func networkProtocol(pkt []byte) (tcpip.NetworkProtocolNumber, bool) {
 
 // Stats are a Host's counters since NewHost.
 type Stats struct {
-	InPackets, InBytes   uint64 // given to Inject
+	// InPackets and InBytes count what was given to Inject: a packet
+	// given to InjectSegments as the segs packets it stands for on the
+	// wire, and by its own length (without the headers its segments
+	// would repeat).
+	InPackets, InBytes   uint64
 	OutPackets, OutBytes uint64 // given to Output
 	// Malformed counts arriving packets dropped as not well-formed: by
 	// Inject's own check, or by gVisor's IP, TCP, UDP or ICMP parsers.
