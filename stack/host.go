@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
+	csum "gvisor.dev/gvisor/pkg/tcpip/checksum"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
@@ -253,7 +254,7 @@ func (h *Host) Name() string { return h.name }
 // On a Host with a Relay, a datagram of a relayed UDP session waits (up to
 // 100 ms) until the session's socket has room for it: backpressure on the
 // caller instead of a drop inside the relay (see the relay's UDP).
-func (h *Host) Inject(pkt []byte) { h.InjectSegments(pkt, 1) }
+func (h *Host) Inject(pkt []byte) { h.InjectSegments(pkt, 1, false) }
 
 // InjectSegments is Inject for a packet that stands for segs packets on
 // the wire, as a NIC with receive offload (GRO) hands its host a TCP
@@ -264,7 +265,13 @@ func (h *Host) Inject(pkt []byte) { h.InjectSegments(pkt, 1) }
 // arrives) and acknowledges it as Linux acknowledges a GRO packet: once,
 // for all its bytes, when it has processed what arrived. Stats counts it
 // as segs packets (InPackets), as the path counted it.
-func (h *Host) InjectSegments(pkt []byte, segs int) {
+//
+// partial says pkt is a TCP segment whose checksum its sender left to be
+// completed (segmentation and checksum offload: the field holds a partial
+// sum, whatever it is); the host completes it on its own copy, as a NIC
+// with checksum offload would, and gVisor then checks it like any other.
+// It is ignored for any other packet.
+func (h *Host) InjectSegments(pkt []byte, segs int, partial bool) {
 	h.inPackets.Add(uint64(max(1, segs)))
 	h.inBytes.Add(uint64(len(pkt)))
 	proto, ok := networkProtocol(pkt)
@@ -285,9 +292,87 @@ func (h *Host) InjectSegments(pkt []byte, segs int) {
 	if f := h.fwd.Load(); f != nil {
 		f.relay.admit(pkt) // a relayed UDP session's socket full: wait
 	}
-	pb := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(pkt)})
+	pb := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: inbound(pkt, partial)})
 	d.DeliverNetworkPacket(proto, pb)
 	pb.DecRef()
+}
+
+// inbound copies pkt into a gVisor buffer; when partial, the copy's TCP
+// checksum is completed.
+//
+// A TCP segment's IP and TCP headers get a view of their own, its payload
+// another: gVisor's inbound path takes a reference to the network
+// header's view and then reads the header again, and reading from a view
+// whose memory is shared copies that memory first (buffer.PullUp), which
+// for a whole 64 KiB segment in one view copied (and cleared) all of it.
+// With the headers apart only they are copied.
+func inbound(pkt []byte, partial bool) buffer.Buffer {
+	hl := tcpHeadersLen(pkt)
+	if hl == 0 {
+		return buffer.MakeWithData(pkt)
+	}
+	hv := buffer.NewViewWithData(pkt[:hl])
+	if partial {
+		completeTCPChecksum(hv.AsSlice(), pkt[hl:])
+	}
+	b := buffer.MakeWithView(hv)
+	if hl < len(pkt) {
+		b.Append(buffer.NewViewWithData(pkt[hl:]))
+	}
+	return b
+}
+
+// tcpHeadersLen returns the length of the IP and TCP headers of pkt, an
+// unfragmented TCP segment over IPv4, or over IPv6 without extension
+// headers, whose lengths agree with pkt; 0 for anything else.
+func tcpHeadersLen(pkt []byte) int {
+	var ipLen int
+	switch {
+	case len(pkt) >= header.IPv4MinimumSize && pkt[0]>>4 == 4:
+		ip := header.IPv4(pkt)
+		ipLen = int(ip.HeaderLength())
+		if ip.TransportProtocol() != header.TCPProtocolNumber || ip.More() || ip.FragmentOffset() != 0 ||
+			ipLen < header.IPv4MinimumSize || int(ip.TotalLength()) != len(pkt) {
+			return 0
+		}
+	case len(pkt) >= header.IPv6MinimumSize && pkt[0]>>4 == 6:
+		ip := header.IPv6(pkt)
+		ipLen = header.IPv6MinimumSize
+		if ip.TransportProtocol() != header.TCPProtocolNumber || ipLen+int(ip.PayloadLength()) != len(pkt) {
+			return 0
+		}
+	default:
+		return 0
+	}
+	if len(pkt) < ipLen+header.TCPMinimumSize {
+		return 0
+	}
+	tl := int(header.TCP(pkt[ipLen:]).DataOffset())
+	if tl < header.TCPMinimumSize || ipLen+tl > len(pkt) {
+		return 0
+	}
+	return ipLen + tl
+}
+
+// completeTCPChecksum stores the TCP checksum of the segment whose IP and
+// TCP headers are hdr and whose payload is payload, ignoring what its
+// checksum field held.
+func completeTCPChecksum(hdr, payload []byte) {
+	var src, dst tcpip.Address
+	ipLen := header.IPv6MinimumSize
+	if hdr[0]>>4 == 4 {
+		ip := header.IPv4(hdr)
+		src, dst, ipLen = ip.SourceAddress(), ip.DestinationAddress(), int(ip.HeaderLength())
+	} else {
+		ip := header.IPv6(hdr)
+		src, dst = ip.SourceAddress(), ip.DestinationAddress()
+	}
+	tcp := header.TCP(hdr[ipLen:])
+	tcp.SetChecksum(0)
+	sum := header.PseudoHeaderChecksum(header.TCPProtocolNumber, src, dst, uint16(len(tcp)+len(payload)))
+	sum = csum.Checksum(tcp, sum)
+	sum = csum.Checksum(payload, sum)
+	tcp.SetChecksum(^sum)
 }
 
 // networkProtocol checks what gVisor relies on the link to have checked:
