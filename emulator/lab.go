@@ -288,12 +288,13 @@ func (l *lab) addEnd(b *pathBuilder, h hostSpec) (*endHost, error) {
 
 // newHost makes the netstack host of e, number i of its side.
 //
-// With segmentation offload (host GSO), as a host with TSO sends: its TCP
-// hands the path segments of up to 64 KiB, which cross every node that
-// takes them whole (a direction while no stage decides per packet) and
-// reach the receiving host whole; where a node needs MTU-sized packets
-// the graph splits them, on the sender's goroutine, and the receiver
-// then gets those packets one by one. What gVisor's receiver does with a
+// With segmentation offload (host GSO), as a host with TSO sends, for
+// the connections made while the path takes large segments whole (see
+// crossWhole): their TCP hands the path segments of up to 64 KiB, which
+// cross every node that takes them whole (a direction while no stage
+// decides per packet) and reach the receiving host whole. Should a live
+// change make a node need MTU-sized packets, the graph splits them in
+// front of it, and the receiver then gets those packets one by one. What gVisor's receiver does with a
 // whole segment is what Linux does with a GRO packet: one ACK when it
 // has processed it, for all its bytes; its sender grows its window by
 // the segments acknowledged, not by ACKs, so slow start doubles per
@@ -318,9 +319,37 @@ func (l *lab) newHost(s *scenario.Scenario, e *endHost, h hostSpec) error {
 	var err error
 	e.host, err = stack.NewHost(stack.HostConfig{
 		Name: e.name, Addrs: e.prefixes, MTU: s.MTU, Clock: l.clk, Seed: seed, SACK: h.sack,
-		OutputGSO: l.outputGSO(e), Log: l.log, Transparent: h.transparent,
+		OutputGSO: l.outputGSO(e), GSOWhen: l.crossWhole(h.server), Log: l.log, Transparent: h.transparent,
 	})
 	return err
+}
+
+// crossWhole returns whether a connection a host of a side (the server
+// side's, or the client side's) makes now sends large segments: when
+// every direction it may send into takes them whole (no stage decides
+// per packet) and no Wi-Fi cell is on the way. Otherwise the graph would
+// split each of them before the first direction, where the sender, now
+// handing over a window's worth of data in a few calls, would outrun a
+// direction that takes it packet by packet and overflow its input
+// (measured: input drops and retransmissions at 100 Gbit/s, where gVisor
+// segmenting itself never overflowed it); and the receiver would get
+// the segments one by one anyway.
+func (l *lab) crossWhole(server bool) func() bool {
+	return func() bool {
+		if l.cell != nil {
+			return false
+		}
+		for _, lr := range l.path.Links {
+			r := lr.Up
+			if server {
+				r = lr.Down
+			}
+			if !r.KeepsSegments() {
+				return false
+			}
+		}
+		return true
+	}
 }
 
 // find returns the wired host of a side with the SACK setting, or nil;

@@ -195,7 +195,10 @@ flows: [{name: bulk, type: tcp, size: 1MiB}]
 	if lost == 0 || up.InPackets != up.OutPackets+lost+flushed || len(up.Drops) > 2 {
 		t.Errorf("uplink: %d in, %d out, drops %v: want every packet in out, lost or flushed, some lost", up.InPackets, up.OutPackets, up.Drops)
 	}
-	_, server := l.ends(l.s.Flows[0])
+	client, server := l.ends(l.s.Flows[0])
+	if out := client.host.Stats().OutPackets; out != up.InPackets {
+		t.Errorf("the client host sent %d packets, the uplink took %d: want the host to segment its data itself on a path that splits", out, up.InPackets)
+	}
 	in := server.host.Stats()
 	if in.InPackets != up.OutPackets || in.InBytes != up.OutBytes {
 		t.Errorf("the server host was given %d packets, %d bytes; the uplink sent %d, %d: want each packet on its own", in.InPackets, in.InBytes, up.OutPackets, up.OutBytes)

@@ -76,6 +76,14 @@ type HostConfig struct {
 	// packet computes its checksum (or splits it, which does). See
 	// netif.Output for the rest of the contract.
 	OutputGSO netif.Output
+	// GSOWhen, when set with OutputGSO, says whether a TCP connection made
+	// now (dialed or accepted) segments its data itself or sends large
+	// segments (as gVisor decides, once per connection): false, and the
+	// connection sends MTU-sized packets with final checksums, as without
+	// OutputGSO. For a path that would split every large segment anyway,
+	// where a sender that hands over a window's worth of data in a few
+	// calls outruns a path that takes it packet by packet.
+	GSOWhen func() bool
 	// Log is the logger; nil means none. The host names it "stack" and
 	// adds its name; nothing is logged per packet.
 	Log *zap.Logger
@@ -166,7 +174,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		name:    cfg.Name,
 		log:     log.Named("stack").With(zap.String("host", cfg.Name)),
 		s:       s,
-		link:    newLink(uint32(cfg.MTU), cfg.Output, cfg.OutputGSO),
+		link:    newLink(uint32(cfg.MTU), cfg.Output, cfg.OutputGSO, cfg.GSOWhen),
 		closers: make(map[closer]struct{}),
 	}
 	if err := h.setup(cfg); err != nil {
