@@ -28,10 +28,12 @@ func TestMain(m *testing.M) {
 }
 
 // TestHTTPThroughPath fetches a page from an httptest server on the host's
-// loopback through 50 ms each way, three times over new connections: the
+// loopback through 50 ms each way, five times over new connections: the
 // TCP handshake and the request take two round trips, so no fetch may take
-// less than 200 ms; and the path adds nothing more, so the fastest of the
-// three takes at most 2.5 round trips (the others may meet a busy machine).
+// less than 200 ms; and the path adds no round trip and no delay of its
+// own, so the fastest of the five takes less than three round trips. (A
+// bound of 2.5 failed on a loaded machine, CI with other work beside it:
+// 270, 270 and 382 ms.)
 func TestHTTPThroughPath(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "hello %s", r.URL.Path)
@@ -42,7 +44,7 @@ func TestHTTPThroughPath(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
 	var took []time.Duration
-	for range 3 {
+	for range 5 {
 		start := time.Now()
 		resp, err := client.Get(srv.URL + "/x")
 		if err != nil {
@@ -56,12 +58,12 @@ func TestHTTPThroughPath(t *testing.T) {
 		}
 	}
 	t.Logf("GETs through 50 ms each way: %v", took)
-	if slices.Min(took) < 200*time.Millisecond || slices.Min(took) > 250*time.Millisecond {
-		t.Errorf("GETs took %v: want 2 round trips of 100 ms each, the fastest at most 2.5", took)
+	if slices.Min(took) < 200*time.Millisecond || slices.Min(took) >= 300*time.Millisecond {
+		t.Errorf("GETs took %v: want 2 round trips of 100 ms each, the fastest less than 3", took)
 	}
 	st := p.Stats()
-	if st.Uplink.PacketsOut == 0 || st.Downlink.PacketsOut == 0 || st.Relay.TCP.Relayed != 3 {
-		t.Errorf("stats: uplink %d packets, downlink %d, relayed %d: want the GETs' packets and three relayed connections",
+	if st.Uplink.PacketsOut == 0 || st.Downlink.PacketsOut == 0 || st.Relay.TCP.Relayed != 5 {
+		t.Errorf("stats: uplink %d packets, downlink %d, relayed %d: want the GETs' packets and five relayed connections",
 			st.Uplink.PacketsOut, st.Downlink.PacketsOut, st.Relay.TCP.Relayed)
 	}
 }

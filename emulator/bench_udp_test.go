@@ -35,8 +35,9 @@ func (r iperf3UDPResult) arrived() float64 {
 }
 
 // iperf3UDP runs an iperf3 UDP client in ns against server for secs
-// seconds at rate, retrying while the server does not answer yet.
-func iperf3UDP(ctx context.Context, ns *hostnet.Netns, server, rate, secs string) (iperf3UDPResult, error) {
+// seconds at rate, retrying while the server does not answer yet; with
+// down, the server sends (-R).
+func iperf3UDP(ctx context.Context, ns *hostnet.Netns, server, rate, secs string, down bool) (iperf3UDPResult, error) {
 	var r iperf3UDPResult
 	var out string
 	var err error
@@ -45,7 +46,11 @@ func iperf3UDP(ctx context.Context, ns *hostnet.Netns, server, rate, secs string
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for range 50 { // until the server listens
-		out, err = runIn(ctx, ns, "iperf3", "-c", server, "-t", secs, "-J", "-u", "-b", rate, "-l", "1400")
+		args := []string{"-c", server, "-t", secs, "-J", "-u", "-b", rate, "-l", "1400"}
+		if down {
+			args = append(args, "-R")
+		}
+		out, err = runIn(ctx, ns, "iperf3", args...)
 		if err == nil && !strings.Contains(out, `"error":`) {
 			break
 		}
@@ -99,37 +104,46 @@ func rcvbufErrors(b *testing.B, ns *hostnet.Netns) float64 {
 }
 
 // BenchmarkTUNUDP offers iperf3 UDP (1400-byte datagrams, 5 s) at 1 and
-// at 3 Gbit/s through a forward of TUN mode with no impairment, and, in
+// at 3 Gbit/s through a forward of TUN mode with no impairment, from the
+// client's namespace to the server (up) and back (down, iperf3 -R), and, in
 // the same iteration, through a plain veth pair between two namespaces,
 // so that both see the same load of the machine. It reports what arrived
 // through each (Gbit/s), their ratio, and netjam's drops per run by
 // where they happened: the relay's (datagrams netjam dropped inside the
 // path's ends), the kernel's at the device (tx_dropped: the read loop
 // fell behind), what the path's directions dropped or could not deliver
-// and, outside netjam, the target's socket (sink-drops: the iperf3
-// server's socket was full, counted by the kernel of its namespace; the
-// veth row's sink drops are veth-sink-drops); lost is what iperf3's server
-// missed of what its client sent. cpu-µs/datagram is netjam's CPU time
+// and, outside netjam, the receiver's socket (sink-drops: the iperf3
+// receiver's socket was full, counted by the kernel of its namespace; the
+// veth row's sink drops are veth-sink-drops); lost is what iperf3's
+// receiver missed of what its sender sent. cpu-µs/datagram is netjam's CPU time
 // over the datagrams it carried. Needs root.
 //
 //	go test -run XXX -bench TUNUDP -benchtime 1x -count 5 ./emulator/
 func BenchmarkTUNUDP(b *testing.B) {
+	for _, dir := range []string{"up", "down"} {
+		for _, rate := range []string{"1G", "3G"} {
+			b.Run(dir+"/rate="+rate, func(b *testing.B) { benchTUNUDP(b, rate, dir == "down") })
+		}
+	}
+}
+
+// benchTUNUDP is one case of BenchmarkTUNUDP: iperf3 UDP at rate, from
+// the client's namespace (up) or to it (down, -R).
+func benchTUNUDP(b *testing.B, rate string, down bool) {
 	const secs = "5"
-	for _, rate := range []string{"1G", "3G"} {
-		b.Run("rate="+rate, func(b *testing.B) {
-			vc, vs := vethPair(b)
-			bin := testenv.RequireTool(b, "iperf3", "iperf3")
-			srv := exec.Command(bin, "-s", "-B", "10.98.0.2")
-			if err := vs.Do(srv.Start); err != nil {
-				b.Fatal(err)
-			}
-			defer func() {
-				srv.Process.Kill()
-				srv.Wait()
-			}()
-			ns := testNetns(b)
-			port := iperf3Server(b)
-			y := fmt.Sprintf(`
+	vc, vs := vethPair(b)
+	bin := testenv.RequireTool(b, "iperf3", "iperf3")
+	srv := exec.Command(bin, "-s", "-B", "10.98.0.2")
+	if err := vs.Do(srv.Start); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		srv.Process.Kill()
+		srv.Wait()
+	}()
+	ns := testNetns(b)
+	port := iperf3Server(b)
+	y := fmt.Sprintf(`
 duration: 60s
 tun:
   netns: %s
@@ -137,60 +151,68 @@ tun:
     - {proto: udp, listen: 5201, to: 127.0.0.1:%d}
     - {proto: tcp, listen: 5201, to: 127.0.0.1:%d}
 `, ns.Path(), port, port)
-			var veth, nj, ratio, relay, kernel, path, lost, sink, vsink, cpu float64
-			for b.Loop() {
-				vs0 := rcvbufErrors(b, vs)
-				v, err := iperf3UDP(context.Background(), vc, "10.98.0.2", rate, secs)
-				if err != nil {
-					b.Fatal(err)
-				}
-				vsd := rcvbufErrors(b, vs) - vs0
-				var r iperf3UDPResult
-				s0 := rcvbufErrors(b, nil)
-				var c time.Duration
-				sum := runTUNIn(b, y, func(ctx context.Context) error {
-					c0 := cpuTime()
-					r, err = iperf3UDP(ctx, ns, "10.99.0.2", rate, secs)
-					c = cpuTime() - c0
-					return err
-				})
-				sd := rcvbufErrors(b, nil) - s0
-				run := sum.Runs[0]
-				var pd uint64
-				for _, l := range run.Links {
-					pd += l.DeliveryDrops
-					for _, n := range l.Drops {
-						pd += n
-					}
-				}
-				veth += v.arrived() / 1e9
-				nj += r.arrived() / 1e9
-				ratio += r.arrived() / v.arrived()
-				relay += float64(run.TUN.Relay.UDP.Dropped)
-				kernel += float64(run.TUN.KernelDrops)
-				path += float64(pd)
-				lost += float64(r.End.Sum.LostPackets)
-				sink += sd
-				// netjam's CPU per datagram it carried (of 1400 bytes):
-				// what its work costs, which the machine's load does not
-				// change as much as the throughput.
-				cpu += c.Seconds() * 1e6 / (float64(run.TUN.Relay.UDP.BytesUp) / 1400)
-				vsink += vsd
-				b.Logf("veth %.3f Gbit/s (lost %d of %d, %.0f at the server's socket); netjam %.3f Gbit/s (lost %d of %d): relay drops %d %v, relay waits %d, shed %d, kernel drops %d, path drops %d, at the server's socket %.0f",
-					v.arrived()/1e9, v.End.Sum.LostPackets, v.End.Sum.Packets, vsd, r.arrived()/1e9, r.End.Sum.LostPackets, r.End.Sum.Packets,
-					run.TUN.Relay.UDP.Dropped, run.TUN.Relay.UDP.DroppedBy, run.TUN.Relay.UDP.Waits, run.TUN.Shed, run.TUN.KernelDrops, pd, sd)
-			}
-			n := float64(b.N)
-			b.ReportMetric(nj/n, "Gbit/s")
-			b.ReportMetric(veth/n, "veth-Gbit/s")
-			b.ReportMetric(ratio/n, "ratio")
-			b.ReportMetric(relay/n, "relay-drops")
-			b.ReportMetric(kernel/n, "kernel-drops")
-			b.ReportMetric(path/n, "path-drops")
-			b.ReportMetric(lost/n, "lost")
-			b.ReportMetric(sink/n, "sink-drops")
-			b.ReportMetric(vsink/n, "veth-sink-drops")
-			b.ReportMetric(cpu/n, "cpu-µs/datagram")
+	var veth, nj, ratio, relay, kernel, path, lost, sink, vsink, cpu float64
+	for b.Loop() {
+		// The receiving end's namespace: the server's up, the
+		// client's down (nil: netjam's own).
+		vsinkNS, sinkNS := vs, (*hostnet.Netns)(nil)
+		if down {
+			vsinkNS, sinkNS = vc, ns
+		}
+		vs0 := rcvbufErrors(b, vsinkNS)
+		v, err := iperf3UDP(context.Background(), vc, "10.98.0.2", rate, secs, down)
+		if err != nil {
+			b.Fatal(err)
+		}
+		vsd := rcvbufErrors(b, vsinkNS) - vs0
+		var r iperf3UDPResult
+		s0 := rcvbufErrors(b, sinkNS)
+		var c time.Duration
+		sum := runTUNIn(b, y, func(ctx context.Context) error {
+			c0 := cpuTime()
+			r, err = iperf3UDP(ctx, ns, "10.99.0.2", rate, secs, down)
+			c = cpuTime() - c0
+			return err
 		})
+		sd := rcvbufErrors(b, sinkNS) - s0
+		run := sum.Runs[0]
+		var pd uint64
+		for _, l := range run.Links {
+			pd += l.DeliveryDrops
+			for _, n := range l.Drops {
+				pd += n
+			}
+		}
+		veth += v.arrived() / 1e9
+		nj += r.arrived() / 1e9
+		ratio += r.arrived() / v.arrived()
+		relay += float64(run.TUN.Relay.UDP.Dropped)
+		kernel += float64(run.TUN.KernelDrops)
+		path += float64(pd)
+		lost += float64(r.End.Sum.LostPackets)
+		sink += sd
+		// netjam's CPU per datagram it carried (of 1400 bytes):
+		// what its work costs, which the machine's load does not
+		// change as much as the throughput.
+		carried := run.TUN.Relay.UDP.BytesUp
+		if down {
+			carried = run.TUN.Relay.UDP.BytesDown
+		}
+		cpu += c.Seconds() * 1e6 / (float64(carried) / 1400)
+		vsink += vsd
+		b.Logf("veth %.3f Gbit/s (lost %d of %d, %.0f at the receiver's socket); netjam %.3f Gbit/s (lost %d of %d): relay drops %d %v, relay waits %d, shed %d, kernel drops %d, path drops %d, at the receiver's socket %.0f",
+			v.arrived()/1e9, v.End.Sum.LostPackets, v.End.Sum.Packets, vsd, r.arrived()/1e9, r.End.Sum.LostPackets, r.End.Sum.Packets,
+			run.TUN.Relay.UDP.Dropped, run.TUN.Relay.UDP.DroppedBy, run.TUN.Relay.UDP.Waits, run.TUN.Shed, run.TUN.KernelDrops, pd, sd)
 	}
+	n := float64(b.N)
+	b.ReportMetric(nj/n, "Gbit/s")
+	b.ReportMetric(veth/n, "veth-Gbit/s")
+	b.ReportMetric(ratio/n, "ratio")
+	b.ReportMetric(relay/n, "relay-drops")
+	b.ReportMetric(kernel/n, "kernel-drops")
+	b.ReportMetric(path/n, "path-drops")
+	b.ReportMetric(lost/n, "lost")
+	b.ReportMetric(sink/n, "sink-drops")
+	b.ReportMetric(vsink/n, "veth-sink-drops")
+	b.ReportMetric(cpu/n, "cpu-µs/datagram")
 }

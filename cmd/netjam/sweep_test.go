@@ -90,6 +90,9 @@ func TestSweepShardsMergeAsWhole(t *testing.T) {
 			}
 		}
 	}
+	if t.Failed() {
+		logVirtualClocks(t, whole, filepath.Join(dir, "shards", "*"))
+	}
 	if a[1][1] != "loss=2pct,delay=1ms,seed=1" || a[12][1] != "loss=10pct,delay=3ms,seed=3" {
 		t.Errorf("run names: %s ... %s", a[1][1], a[12][1])
 	}
@@ -103,6 +106,23 @@ func TestSweepShardsMergeAsWhole(t *testing.T) {
 	code, stdout, stderr = netjam(t, "sweep", file, "--out", whole)
 	if code != exitOK || !strings.Contains(stdout, "12 runs, 11 done before, 1 to run") || !strings.Contains(stdout, "[1/1] loss=10pct,delay=1ms,seed=2: done") {
 		t.Errorf("resumed sweep: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
+// logVirtualClocks logs what each run's virtual clock said at its end
+// (events, stack dumps, waits given up), from the logs of the sweeps in
+// dirs (glob patterns): a run that parted from its twin shows why.
+func logVirtualClocks(t *testing.T, dirs ...string) {
+	for _, d := range dirs {
+		logs, _ := filepath.Glob(filepath.Join(d, "netjam.log"))
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.Contains(line, `"virtual clock"`) {
+					t.Logf("%s: %s", l, line)
+				}
+			}
+		}
 	}
 }
 
