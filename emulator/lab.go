@@ -288,13 +288,21 @@ func (l *lab) addEnd(b *pathBuilder, h hostSpec) (*endHost, error) {
 
 // newHost makes the netstack host of e, number i of its side.
 //
-// Without segmentation offload: measured, a lab host's TCP sending
-// 64 KiB segments (split on its goroutine) cost as much CPU per transfer
-// as sending MTU-sized ones. A large segment that crossed a delay-only
-// direction whole (from the peer) reaches the host as its segments, all
-// at once, as they would have: gVisor acknowledges per packet it takes,
-// and one ACK for a whole segment halves a sender's ACK clock (see the
-// README on GRO).
+// With segmentation offload (host GSO), as a host with TSO sends, for
+// the connections made while the path takes large segments whole (see
+// crossWhole): their TCP hands the path segments of up to 64 KiB, which
+// cross every node that takes them whole (a direction while no stage
+// decides per packet) and reach the receiving host whole. Should a live
+// change make a node need MTU-sized packets, the graph splits them in
+// front of it, and the receiver then gets those packets one by one. What gVisor's receiver does with a
+// whole segment is what Linux does with a GRO packet: one ACK when it
+// has processed it, for all its bytes; its sender grows its window by
+// the segments acknowledged, not by ACKs, so slow start doubles per
+// round trip all the same, and a clean path has no loss for fewer ACKs
+// to slow down. Segments that a per-packet stage let through one by one
+// are not merged again before the host: gVisor's TCP without SACK counts
+// duplicate ACKs, one per packet it takes, and merged packets would hold
+// back its fast retransmit (see docs/accuracy.md on GRO).
 func (l *lab) newHost(s *scenario.Scenario, e *endHost, h hostSpec) error {
 	side := l.clients
 	if h.server {
@@ -311,9 +319,37 @@ func (l *lab) newHost(s *scenario.Scenario, e *endHost, h hostSpec) error {
 	var err error
 	e.host, err = stack.NewHost(stack.HostConfig{
 		Name: e.name, Addrs: e.prefixes, MTU: s.MTU, Clock: l.clk, Seed: seed, SACK: h.sack,
-		Output: l.output(e), Log: l.log, Transparent: h.transparent,
+		OutputGSO: l.outputGSO(e), GSOWhen: l.crossWhole(h.server), Log: l.log, Transparent: h.transparent,
 	})
 	return err
+}
+
+// crossWhole returns whether a connection a host of a side (the server
+// side's, or the client side's) makes now sends large segments: when
+// every direction it may send into takes them whole (no stage decides
+// per packet) and no Wi-Fi cell is on the way. Otherwise the graph would
+// split each of them before the first direction, where the sender, now
+// handing over a window's worth of data in a few calls, would outrun a
+// direction that takes it packet by packet and overflow its input
+// (measured: input drops and retransmissions at 100 Gbit/s, where gVisor
+// segmenting itself never overflowed it); and the receiver would get
+// the segments one by one anyway.
+func (l *lab) crossWhole(server bool) func() bool {
+	return func() bool {
+		if l.cell != nil {
+			return false
+		}
+		for _, lr := range l.path.Links {
+			r := lr.Up
+			if server {
+				r = lr.Down
+			}
+			if !r.KeepsSegments() {
+				return false
+			}
+		}
+		return true
+	}
 }
 
 // find returns the wired host of a side with the SACK setting, or nil;
@@ -334,11 +370,6 @@ func (l *lab) ends(f scenario.Flow) (client, server *endHost) {
 		return l.stations[f.Station], server
 	}
 	return l.find(l.clients, f.SACK, ""), server
-}
-
-// output returns a netstack host's Output: into the path at e.
-func (l *lab) output(e *endHost) func([][]byte) {
-	return func(slices [][]byte) { e.tx.Copy(l.clk.Now(), slices, netif.GSO{}) }
 }
 
 // outputGSO returns a host's OutputGSO: into the path at e, a large

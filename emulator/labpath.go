@@ -294,13 +294,18 @@ func (b *pathBuilder) inbox(e *endHost, rx topology.Node) topology.ID {
 
 // addHost adds the ends of a netstack host: what it sends enters the
 // downlink (a server), the cell as its station, or the uplink; what is for
-// its addresses reaches it through its inbox. A netstack host takes
-// MTU-sized packets with final checksums (see newHost for why).
+// its addresses reaches it through its inbox. A netstack host sends large
+// segments (host GSO, see newHost) and takes them whole when they crossed
+// the path whole: split only where a node needs MTU-sized packets (a
+// direction with a stage that decides per packet, the Wi-Fi medium). It
+// is not handed merged segments (see newHost). It takes checksums left
+// partial: the host completes them on the copy it makes anyway (see
+// inject), and gVisor checks them.
 func (b *pathBuilder) addHost(e *endHost, server bool) {
 	l := b.l
-	e.tx = topology.NewSource(e.name+" tx", topology.Emits{}, l.pool, l.bigPool)
+	e.tx = topology.NewSource(e.name+" tx", topology.Emits{GSO: true, Partial: true}, l.pool, l.bigPool)
 	tx := b.g.Add(e.tx.Node())
-	q := b.inbox(e, topology.Node{Name: e.name, In: topology.SinkFunc(e.inject), Accepts: topology.Accepts{GSO: topology.No}})
+	q := b.inbox(e, topology.Node{Name: e.name, In: topology.SinkFunc(e.inject), Accepts: topology.Accepts{GSO: topology.Yes, Partial: true}})
 	switch {
 	case server:
 		b.wire(tx, b.down, l.capServer, e.name+" tx")
@@ -341,9 +346,10 @@ func (b *pathBuilder) compile() (*topology.Net, error) {
 	return b.g.Compile(topology.Options{Pool: b.l.pool, Big: b.l.bigPool})
 }
 
-// inject hands a packet to the host; the graph completed its checksum
-// (gVisor checks it) and split it as the host needs.
+// inject hands a packet to the host, a large segment whole, counted as
+// its segments; a partial checksum the host completes on its copy
+// (gVisor then checks it), without a pass of its own over the packet.
 func (e *endHost) inject(_ time.Time, p *impair.Packet) {
-	e.host.Inject(p.Data)
+	e.host.InjectSegments(p.Data, p.Segments(), p.Partial())
 	p.Release()
 }

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
+	csum "gvisor.dev/gvisor/pkg/tcpip/checksum"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
@@ -75,6 +76,14 @@ type HostConfig struct {
 	// packet computes its checksum (or splits it, which does). See
 	// netif.Output for the rest of the contract.
 	OutputGSO netif.Output
+	// GSOWhen, when set with OutputGSO, says whether a TCP connection made
+	// now (dialed or accepted) segments its data itself or sends large
+	// segments (as gVisor decides, once per connection): false, and the
+	// connection sends MTU-sized packets with final checksums, as without
+	// OutputGSO. For a path that would split every large segment anyway,
+	// where a sender that hands over a window's worth of data in a few
+	// calls outruns a path that takes it packet by packet.
+	GSOWhen func() bool
 	// Log is the logger; nil means none. The host names it "stack" and
 	// adds its name; nothing is logged per packet.
 	Log *zap.Logger
@@ -165,7 +174,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		name:    cfg.Name,
 		log:     log.Named("stack").With(zap.String("host", cfg.Name)),
 		s:       s,
-		link:    newLink(uint32(cfg.MTU), cfg.Output, cfg.OutputGSO),
+		link:    newLink(uint32(cfg.MTU), cfg.Output, cfg.OutputGSO, cfg.GSOWhen),
 		closers: make(map[closer]struct{}),
 	}
 	if err := h.setup(cfg); err != nil {
@@ -253,8 +262,25 @@ func (h *Host) Name() string { return h.name }
 // On a Host with a Relay, a datagram of a relayed UDP session waits (up to
 // 100 ms) until the session's socket has room for it: backpressure on the
 // caller instead of a drop inside the relay (see the relay's UDP).
-func (h *Host) Inject(pkt []byte) {
-	h.inPackets.Add(1)
+func (h *Host) Inject(pkt []byte) { h.InjectSegments(pkt, 1, false) }
+
+// InjectSegments is Inject for a packet that stands for segs packets on
+// the wire, as a NIC with receive offload (GRO) hands its host a TCP
+// segment larger than the MTU: one that crossed the path whole from a
+// sender with segmentation offload (see HostConfig.OutputGSO), or the
+// segments of one connection that arrived together, merged. gVisor's TCP
+// takes such a segment as it comes (its IP layer checks no MTU on what
+// arrives) and acknowledges it as Linux acknowledges a GRO packet: once,
+// for all its bytes, when it has processed what arrived. Stats counts it
+// as segs packets (InPackets), as the path counted it.
+//
+// partial says pkt is a TCP segment whose checksum its sender left to be
+// completed (segmentation and checksum offload: the field holds a partial
+// sum, whatever it is); the host completes it on its own copy, as a NIC
+// with checksum offload would, and gVisor then checks it like any other.
+// It is ignored for any other packet.
+func (h *Host) InjectSegments(pkt []byte, segs int, partial bool) {
+	h.inPackets.Add(uint64(max(1, segs)))
 	h.inBytes.Add(uint64(len(pkt)))
 	proto, ok := networkProtocol(pkt)
 	if !ok {
@@ -274,9 +300,87 @@ func (h *Host) Inject(pkt []byte) {
 	if f := h.fwd.Load(); f != nil {
 		f.relay.admit(pkt) // a relayed UDP session's socket full: wait
 	}
-	pb := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(pkt)})
+	pb := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: inbound(pkt, partial)})
 	d.DeliverNetworkPacket(proto, pb)
 	pb.DecRef()
+}
+
+// inbound copies pkt into a gVisor buffer; when partial, the copy's TCP
+// checksum is completed.
+//
+// A TCP segment's IP and TCP headers get a view of their own, its payload
+// another: gVisor's inbound path takes a reference to the network
+// header's view and then reads the header again, and reading from a view
+// whose memory is shared copies that memory first (buffer.PullUp), which
+// for a whole 64 KiB segment in one view copied (and cleared) all of it.
+// With the headers apart only they are copied.
+func inbound(pkt []byte, partial bool) buffer.Buffer {
+	hl := tcpHeadersLen(pkt)
+	if hl == 0 {
+		return buffer.MakeWithData(pkt)
+	}
+	hv := buffer.NewViewWithData(pkt[:hl])
+	if partial {
+		completeTCPChecksum(hv.AsSlice(), pkt[hl:])
+	}
+	b := buffer.MakeWithView(hv)
+	if hl < len(pkt) {
+		b.Append(buffer.NewViewWithData(pkt[hl:]))
+	}
+	return b
+}
+
+// tcpHeadersLen returns the length of the IP and TCP headers of pkt, an
+// unfragmented TCP segment over IPv4, or over IPv6 without extension
+// headers, whose lengths agree with pkt; 0 for anything else.
+func tcpHeadersLen(pkt []byte) int {
+	var ipLen int
+	switch {
+	case len(pkt) >= header.IPv4MinimumSize && pkt[0]>>4 == 4:
+		ip := header.IPv4(pkt)
+		ipLen = int(ip.HeaderLength())
+		if ip.TransportProtocol() != header.TCPProtocolNumber || ip.More() || ip.FragmentOffset() != 0 ||
+			ipLen < header.IPv4MinimumSize || int(ip.TotalLength()) != len(pkt) {
+			return 0
+		}
+	case len(pkt) >= header.IPv6MinimumSize && pkt[0]>>4 == 6:
+		ip := header.IPv6(pkt)
+		ipLen = header.IPv6MinimumSize
+		if ip.TransportProtocol() != header.TCPProtocolNumber || ipLen+int(ip.PayloadLength()) != len(pkt) {
+			return 0
+		}
+	default:
+		return 0
+	}
+	if len(pkt) < ipLen+header.TCPMinimumSize {
+		return 0
+	}
+	tl := int(header.TCP(pkt[ipLen:]).DataOffset())
+	if tl < header.TCPMinimumSize || ipLen+tl > len(pkt) {
+		return 0
+	}
+	return ipLen + tl
+}
+
+// completeTCPChecksum stores the TCP checksum of the segment whose IP and
+// TCP headers are hdr and whose payload is payload, ignoring what its
+// checksum field held.
+func completeTCPChecksum(hdr, payload []byte) {
+	var src, dst tcpip.Address
+	ipLen := header.IPv6MinimumSize
+	if hdr[0]>>4 == 4 {
+		ip := header.IPv4(hdr)
+		src, dst, ipLen = ip.SourceAddress(), ip.DestinationAddress(), int(ip.HeaderLength())
+	} else {
+		ip := header.IPv6(hdr)
+		src, dst = ip.SourceAddress(), ip.DestinationAddress()
+	}
+	tcp := header.TCP(hdr[ipLen:])
+	tcp.SetChecksum(0)
+	sum := header.PseudoHeaderChecksum(header.TCPProtocolNumber, src, dst, uint16(len(tcp)+len(payload)))
+	sum = csum.Checksum(tcp, sum)
+	sum = csum.Checksum(payload, sum)
+	tcp.SetChecksum(^sum)
 }
 
 // networkProtocol checks what gVisor relies on the link to have checked:
@@ -311,7 +415,11 @@ func networkProtocol(pkt []byte) (tcpip.NetworkProtocolNumber, bool) {
 
 // Stats are a Host's counters since NewHost.
 type Stats struct {
-	InPackets, InBytes   uint64 // given to Inject
+	// InPackets and InBytes count what was given to Inject: a packet
+	// given to InjectSegments as the segs packets it stands for on the
+	// wire, and by its own length (without the headers its segments
+	// would repeat).
+	InPackets, InBytes   uint64
 	OutPackets, OutBytes uint64 // given to Output
 	// Malformed counts arriving packets dropped as not well-formed: by
 	// Inject's own check, or by gVisor's IP, TCP, UDP or ICMP parsers.

@@ -26,7 +26,10 @@ type link struct {
 	// outputGSO, when not nil, replaces output and makes the link offer
 	// host GSO (see HostConfig.OutputGSO).
 	outputGSO netif.Output
-	mtu       atomic.Uint32
+	// gsoWhen, when not nil, says whether a connection made now uses
+	// host GSO (see HostConfig.GSOWhen).
+	gsoWhen func() bool
+	mtu     atomic.Uint32
 
 	// disp is the dispatcher gVisor attached, nil before Attach and after
 	// the NIC is removed. Inject loads it on every packet.
@@ -60,8 +63,8 @@ var (
 // bits).
 const GSOMaxSize = netif.MaxGSOPacket - 60 - 60
 
-func newLink(mtu uint32, output func([][]byte), outputGSO netif.Output) *link {
-	l := &link{output: output, outputGSO: outputGSO}
+func newLink(mtu uint32, output func([][]byte), outputGSO netif.Output, gsoWhen func() bool) *link {
+	l := &link{output: output, outputGSO: outputGSO, gsoWhen: gsoWhen}
 	l.mtu.Store(mtu)
 	l.scratch.New = func() any {
 		s := make([][]byte, 0, 4)
@@ -157,17 +160,19 @@ func (l *link) write(pkt *stack.PacketBuffer, s [][]byte) [][]byte {
 	l.outBytes.Add(uint64(size))
 	if l.outputGSO != nil {
 		// gVisor's TCP leaves the checksum of every segment of an
-		// endpoint on a GSO route partial, its ACKs included, though only
-		// segments larger than the MSS carry GSOOptions: any TCP packet
-		// is reported as needing its checksum (a complete one is simply
-		// computed again).
+		// endpoint on a GSO route partial, its ACKs included, and marks
+		// each with the endpoint's GSOOptions (the rule gVisor's own IP
+		// and NAT code read); the other TCP packets (a connection made
+		// without GSO, see GSOWhen; a reset for no endpoint) carry final
+		// checksums.
 		var g netif.GSO
-		if pkt.TransportProtocolNumber == header.TCPProtocolNumber && len(s) > 0 && len(s[0]) > 0 {
+		o := pkt.GSOOptions
+		if pkt.TransportProtocolNumber == header.TCPProtocolNumber && o.Type != stack.GSONone && o.NeedsCsum && len(s) > 0 && len(s[0]) > 0 {
 			g = netif.GSO{NeedsCsum: true, CsumStart: header.IPv6MinimumSize, CsumOffset: header.TCPChecksumOffset}
 			if s[0][0]>>4 == 4 {
 				g.CsumStart = int(s[0][0]&0x0f) * 4
 			}
-			if o := pkt.GSOOptions; o.Type == stack.GSOTCPv4 || o.Type == stack.GSOTCPv6 {
+			if o.Type == stack.GSOTCPv4 || o.Type == stack.GSOTCPv6 {
 				g.MSS = int(o.MSS)
 			}
 		}
@@ -183,9 +188,10 @@ func (l *link) write(pkt *stack.PacketBuffer, s [][]byte) [][]byte {
 func (l *link) GSOMaxSize() uint32 { return GSOMaxSize }
 
 // SupportedGSO implements stack.GSOEndpoint: host GSO (segments split by
-// whoever receives them) with OutputGSO, none without.
+// whoever receives them) with OutputGSO, none without, or while gsoWhen
+// says none. gVisor asks when a connection is made.
 func (l *link) SupportedGSO() stack.SupportedGSO {
-	if l.outputGSO != nil {
+	if l.outputGSO != nil && (l.gsoWhen == nil || l.gsoWhen()) {
 		return stack.HostGSOSupported
 	}
 	return stack.GSONotSupported

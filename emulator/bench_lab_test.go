@@ -1,0 +1,56 @@
+package emulator
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// BenchmarkLabCeiling measures what the lab carries between two netstack
+// hosts, MTU 1500, when the flow's window is not the limit: one TCP flow
+// (reno: no HyStart, so its window grows until the machine is the limit)
+// for 3 s over a path of 1 ms each way, with no rate, then with a rate of
+// 10 Gbit/s (a stage that decides per packet: every segment split and
+// handed to the receiving host on its own). It reports Gbit/s, netjam's
+// CPU seconds per second, the packets dropped inside netjam (delivery
+// drops: a receiving host that fell behind) and the sender's
+// retransmissions. BenchmarkLabCost's rate=unlimited, with CUBIC, measures
+// its window's growth rather than this (see docs/accuracy.md).
+//
+//	go test -run XXX -bench LabCeiling -benchtime 1x ./emulator/
+func BenchmarkLabCeiling(b *testing.B) {
+	for _, rate := range []string{"unlimited", "10Gbps"} {
+		b.Run("rate="+rate, func(b *testing.B) {
+			const dur = 3 * time.Second
+			y := fmt.Sprintf(`
+duration: %v
+link: {rate: %s, delay: 1ms, queue: 10000}
+flows: [{name: bulk, type: tcp, cc: reno, duration: %v}]
+`, dur, rate, dur)
+			var cpu, wall time.Duration
+			var bps, drops, retrans float64
+			for b.Loop() {
+				p := mustPlan(b, y)
+				c0, w0 := cpuTime(), time.Now()
+				sum, err := Run(context.Background(), p, Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				cpu += cpuTime() - c0
+				wall += time.Since(w0)
+				r := sum.Runs[0]
+				bps += r.Flows[0].ThroughputBps
+				retrans += float64(r.Flows[0].Retransmissions)
+				for _, l := range r.Links {
+					drops += float64(l.DeliveryDrops)
+				}
+			}
+			n := float64(b.N)
+			b.ReportMetric(cpu.Seconds()/wall.Seconds(), "cpu-s/s")
+			b.ReportMetric(bps/n/1e9, "Gbit/s")
+			b.ReportMetric(drops/n, "delivery-drops")
+			b.ReportMetric(retrans/n, "retransmits")
+		})
+	}
+}
