@@ -89,8 +89,10 @@ func tune(s *stack.Stack, sack bool) error {
 	}
 	// Not set, deliberately:
 	//   - forwarding stays off (gVisor's default): a Host is an end host.
-	//   - no GSO or GRO: the path must see and carry MTU-sized packets;
-	//     segmentation offload would hand Output 64 KiB super-packets.
+	//   - no GRO: a host with OutputGSO sends large segments (host
+	//     GSO, see HostConfig), which the path splits where a stage
+	//     decides per packet; gVisor's own GRO, merging what arrives,
+	//     halved its TCP's ACK clocking (see docs/accuracy.md).
 	//   - TIME_WAIT (60 s), SYN retries (6), keepalive and the ICMP rate
 	//     limit (1000/s, echo replies exempt) keep gVisor's defaults,
 	//     which are Linux's.
