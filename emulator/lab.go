@@ -110,10 +110,15 @@ type endHost struct {
 // replies enter a direction without waiting.
 const putWait = 100 * time.Millisecond
 
-// inboxLen bounds the packets waiting for a host: about 1 ms at 10 Gbit/s
-// of 1500-byte packets; a host that far behind is overloaded, and the drop
-// is counted.
-const inboxLen = 1024
+// inboxLen and inboxBytes bound what waits for a host (or the device):
+// 1024 packets, about 1 ms at 10 Gbit/s of 1500-byte packets, and 4 MiB,
+// 64 large segments that crossed whole, the same at 32 Gbit/s. A host
+// that far behind holds up the direction feeding it (see
+// topology.Queue), and one stuck for putWait loses the packet, counted.
+const (
+	inboxLen   = 1024
+	inboxBytes = 4 << 20
+)
 
 const maxHosts = 100
 

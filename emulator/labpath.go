@@ -285,7 +285,7 @@ func hostPrefixes(addrs []netip.Addr) []netip.Prefix {
 
 // inbox adds e's inbox and, behind it, rx taking what it hands on.
 func (b *pathBuilder) inbox(e *endHost, rx topology.Node) topology.ID {
-	e.in = topology.NewQueue(e.name+" inbox", inboxLen, putWait)
+	e.in = topology.NewQueue(e.name+" inbox", inboxLen, inboxBytes, putWait)
 	b.l.lives = append(b.l.lives, e.in)
 	q := b.g.Add(e.in.Node())
 	b.g.Link(q, b.g.Add(rx))

@@ -201,7 +201,7 @@ func (t *tunEnd) open(open openDevice) ([]netip.Prefix, error) {
 // topology.Device for what it takes), and returns the inbox.
 func (l *lab) deviceEnd(b *pathBuilder) topology.ID {
 	t := l.tun
-	t.in = topology.NewQueue("device inbox", inboxLen, putWait)
+	t.in = topology.NewQueue("device inbox", inboxLen, inboxBytes, putWait)
 	l.lives = append(l.lives, t.in)
 	t.writer = topology.NewDevice("device", t.dev)
 	q := b.g.Add(t.in.Node())

@@ -60,7 +60,7 @@ func TestDeviceTakesWhatItsOffloadAllows(t *testing.T) {
 	} {
 		var g topology.Graph
 		src := topology.NewSource("peer tx", topology.Emits{GSO: true, Partial: true}, pool, big)
-		q := topology.NewQueue("inbox", 16, time.Second)
+		q := topology.NewQueue("inbox", 16, 1<<20, time.Second)
 		fd := &fakeDevice{offload: c.offload}
 		dev := topology.NewDevice("device", fd)
 		g.Chain(g.Add(src.Node()), g.Add(q.Node()), g.Add(dev.Node()))
@@ -148,7 +148,7 @@ func TestDeviceWritesWhatAPassDeliversAsOne(t *testing.T) {
 	src := topology.NewSource("peer tx", topology.Emits{Partial: true}, pool, big)
 	down := direction(t, impair.Config{Name: "down", Delay: impair.DelayConfig{Time: time.Millisecond}}, clk)
 	slow := &slowLink{}
-	q := topology.NewQueue("inbox", 64, time.Second)
+	q := topology.NewQueue("inbox", 64, 1<<20, time.Second)
 	fd := &fakeDevice{offload: true}
 	dev := topology.NewDevice("device", fd)
 	g.Chain(g.Add(src.Node()), g.Add(down.Node()), g.Add(slow.Node()), g.Add(q.Node()), g.Add(dev.Node()))
@@ -219,7 +219,7 @@ func (l *slowLink) Push(now time.Time, p *impair.Packet) {
 func TestDeviceBatchKeepsFinalChecksumsApart(t *testing.T) {
 	var g topology.Graph
 	src := topology.NewSource("peer tx", topology.Emits{Partial: true}, pool, big)
-	q := topology.NewQueue("inbox", 64, time.Second)
+	q := topology.NewQueue("inbox", 64, 1<<20, time.Second)
 	fd := &fakeDevice{offload: true}
 	g.Chain(g.Add(src.Node()), g.Add(q.Node()), g.Add(topology.NewDevice("device", fd).Node()))
 	n := mustCompile(t, &g)

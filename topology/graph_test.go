@@ -252,7 +252,7 @@ func TestSplitAsksANodeThatVaries(t *testing.T) {
 func TestQueueMergesForANodeThatWantsIt(t *testing.T) {
 	var g topology.Graph
 	src := topology.NewSource("downlink", topology.Emits{}, pool, big)
-	q := topology.NewQueue("inbox", 16, time.Second)
+	q := topology.NewQueue("inbox", 16, 1<<20, time.Second)
 	peer := newSink("peer", topology.Accepts{GSO: topology.Yes, Merged: true})
 	g.Chain(g.Add(src.Node()), g.Add(q.Node()), g.Add(peer.Node()))
 	n := mustCompile(t, &g)
@@ -441,5 +441,51 @@ func TestRouterByProtocolAndPort(t *testing.T) {
 	ms := []topology.Match{{Proto: 6, Port: 5201}, {}, {Prefix: netip.MustParsePrefix("10.20.0.0/16")}}
 	if i := topology.Pick(ms, netip.MustParseAddr("10.20.0.5"), 6, 5201); i != 2 {
 		t.Errorf("Pick = %d, want 2 (the prefix)", i)
+	}
+}
+
+// A queue is bounded in bytes as well as in packets: with room for 16
+// packets but 3000 bytes, a third packet of 1040 bytes waits, and is
+// dropped and counted when nothing makes room in time (before, the queue
+// took it: 16 segments of 64 KiB filled an inbox bounded in packets
+// only). A Push waiting for bytes goes in once the queue's goroutine
+// takes packets out.
+func TestQueueBoundsBytes(t *testing.T) {
+	q := topology.NewQueue("inbox", 16, 3000, 20*time.Millisecond)
+	for i := range 3 {
+		q.Push(t0, packet(segment(server, 1000, uint32(i)*1000, 1)))
+	}
+	if q.Full() != 1 || q.Waits() != 1 {
+		t.Errorf("3 packets of 1040 bytes into 3000: %d dropped, %d waited; want 1 and 1", q.Full(), q.Waits())
+	}
+	q.Close()
+
+	var g topology.Graph
+	src := topology.NewSource("downlink", topology.Emits{}, pool, big)
+	q = topology.NewQueue("inbox", 16, 3000, 10*time.Second)
+	peer := newSink("peer", anything)
+	g.Chain(g.Add(src.Node()), g.Add(q.Node()), g.Add(peer.Node()))
+	n := mustCompile(t, &g)
+	for i := range 2 {
+		src.Push(t0, packet(segment(server, 1000, uint32(i)*1000, 1)))
+	}
+	pushed := make(chan struct{})
+	go func() {
+		defer close(pushed)
+		src.Push(t0, packet(segment(server, 1000, 2000, 1)))
+	}()
+	for deadline := time.Now().Add(2 * time.Second); q.Waits() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			<-pushed
+			n.Start(context.Background())
+			n.Close()
+			t.Fatal("a third packet of 1040 bytes did not wait for room in 3000")
+		}
+	}
+	n.Start(context.Background())
+	<-pushed
+	n.Close()
+	if got := len(peer.seen()); got != 3 || q.Full() != 0 {
+		t.Errorf("the peer got %d packets, %d dropped; want 3 and 0", got, q.Full())
 	}
 }

@@ -15,10 +15,13 @@ import (
 // into a TUN device); at high rates the two then share the machine's
 // cores instead of taking turns on one.
 //
-// When the node behind falls behind and the queue is full, Push waits
-// for room (up to Wait): backpressure, as a real NIC's full ring stops
-// the queue feeding it, so that a path configured to lose nothing loses
-// nothing inside netjam. The wait holds up the goroutine pushing (a
+// The queue is bounded in packets and in bytes (a large segment that
+// crossed whole holds up to 64 KiB: a bound in packets alone let an
+// inbox of 1024 hold 64 MiB). When the node behind falls behind and the
+// queue is full by either bound, Push waits for room (up to Wait):
+// backpressure, as a real NIC's full ring stops the queue feeding it, so
+// that a path configured to lose nothing loses nothing inside netjam. An
+// empty queue takes any packet. The wait holds up the goroutine pushing (a
 // direction's packets then run late, which its lateness figures show).
 // Only a node stuck for Wait loses the packet, counted (Full).
 //
@@ -34,11 +37,18 @@ import (
 // batches that merge. No packet waits longer than its pass: they all
 // left the direction at one moment of real time.
 type Queue struct {
-	name  string
-	wait  time.Duration
-	ch    chan *impair.Packet
-	out   Port
-	merge *impair.Pool // set by Compile: merge into packets of this pool
+	name     string
+	wait     time.Duration
+	maxBytes int64
+	ch       chan *impair.Packet
+	// bytes is what the queue holds; room wakes a Push waiting for
+	// bytes (one pending wake-up is enough: each packet taken sends one
+	// while any waits), and roomWaiters counts those Pushes.
+	bytes       atomic.Int64
+	room        chan struct{}
+	roomWaiters atomic.Int32
+	out         Port
+	merge       *impair.Pool // set by Compile: merge into packets of this pool
 	// batch, set by Compile, is the node behind when it merges itself
 	// (a Device): it is handed each batch whole instead.
 	batch batcher
@@ -58,10 +68,11 @@ type Queue struct {
 // MaxBatch bounds the packets a merging queue hands on at once.
 const MaxBatch = 64
 
-// NewQueue returns a queue of n packets whose Push waits up to wait for
-// room.
-func NewQueue(name string, n int, wait time.Duration) *Queue {
-	return &Queue{name: name, wait: wait, ch: make(chan *impair.Packet, n), kicks: make(chan struct{}, 1), done: make(chan struct{})}
+// NewQueue returns a queue of n packets and maxBytes bytes whose Push
+// waits up to wait for room.
+func NewQueue(name string, n int, maxBytes int64, wait time.Duration) *Queue {
+	return &Queue{name: name, wait: wait, maxBytes: maxBytes, ch: make(chan *impair.Packet, n), room: make(chan struct{}, 1),
+		kicks: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // Node returns the queue as a node of a graph. It takes whatever it is
@@ -79,24 +90,60 @@ func (q *Queue) Waits() uint64 { return q.waits.Load() }
 // Push hands p over, waiting up to the queue's wait for room. The time
 // is not kept: what runs behind a queue runs in real time.
 func (q *Queue) Push(_ time.Time, p *impair.Packet) {
-	select {
-	case q.ch <- p:
-		if q.holders.Load() == 0 {
-			q.kick()
+	n := int64(p.Len())
+	if q.fits(n) {
+		select {
+		case q.ch <- p:
+			q.bytes.Add(n)
+			if q.holders.Load() == 0 {
+				q.kick()
+			}
+			return
+		default:
 		}
-		return
-	default:
 	}
 	// Full: only now a timer, so the common case allocates nothing.
 	q.waits.Add(1)
 	q.kick() // whoever holds it, the goroutine must make room
+	q.roomWaiters.Add(1)
+	defer q.roomWaiters.Add(-1)
 	t := time.NewTimer(q.wait)
 	defer t.Stop()
-	select {
-	case q.ch <- p:
-	case <-t.C:
-		q.full.Add(1)
-		p.Release()
+	for {
+		var in chan<- *impair.Packet // nil (never ready) while p does not fit
+		if q.fits(n) {
+			in = q.ch
+		}
+		select {
+		case in <- p:
+			q.bytes.Add(n)
+			q.kick()
+			return
+		case <-q.room:
+		case <-t.C:
+			q.full.Add(1)
+			p.Release()
+			return
+		}
+	}
+}
+
+// fits reports whether the queue has room for n bytes more (an empty
+// one always has).
+func (q *Queue) fits(n int64) bool {
+	b := q.bytes.Load()
+	return b <= 0 || b+n <= q.maxBytes
+}
+
+// took accounts for p, taken out of the queue, and wakes a Push waiting
+// for room.
+func (q *Queue) took(p *impair.Packet) {
+	q.bytes.Add(-int64(p.Len()))
+	if q.roomWaiters.Load() > 0 {
+		select {
+		case q.room <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -159,6 +206,7 @@ func (q *Queue) Close() {
 func (q *Queue) loop() {
 	defer close(q.done)
 	for p := range q.ch {
+		q.took(p)
 		q.out.Push(time.Time{}, p)
 	}
 }
@@ -188,6 +236,7 @@ func (q *Queue) drain(batch []*impair.Packet) bool {
 					open = false
 					break more
 				}
+				q.took(p)
 				batch = append(batch, p)
 			default:
 				break more
