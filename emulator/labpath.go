@@ -353,3 +353,54 @@ func (e *endHost) inject(_ time.Time, p *impair.Packet) {
 	e.host.InjectSegments(p.Data, p.Segments(), p.Partial())
 	p.Release()
 }
+
+// mergingEnd is the end of a host that takes what reached its inbox
+// together merged, as a NIC's receive offload hands its host a run of
+// segments (the peer, see peerEnds). Its inbox hands it each batch whole
+// (PushBatch) instead of merging into packets of a pool first: each run
+// Coalesce would merge goes to the host as its parts (Host.InjectRun),
+// which the host gathers into its own buffer, completing the checksum
+// there. A merged packet made first cost a copy of every byte, and
+// completing its checksum (the node took no partial ones) a pass more.
+// Push and PushBatch run on the inbox's goroutine only.
+type mergingEnd struct {
+	e *endHost
+	// maxBytes is what the pool Coalesce would merge into holds: the
+	// runs are the same.
+	maxBytes int
+	vec      [][]byte // PushBatch's own: no allocation per run
+}
+
+// node returns m as the node behind an inbox that merges.
+func (m *mergingEnd) node() topology.Node {
+	return topology.Node{Name: m.e.name, In: m, Accepts: topology.Accepts{GSO: topology.Yes, Partial: true, Merged: true}}
+}
+
+// Push hands the host a packet as it is (see endHost.inject).
+func (m *mergingEnd) Push(t time.Time, p *impair.Packet) { m.e.inject(t, p) }
+
+// PushBatch hands the host ps, packets that reached the inbox together, in
+// order: each run of segments of one connection (impair.CoalesceRun) as
+// one packet standing for its segments, anything else as Push does.
+func (m *mergingEnd) PushBatch(ps []*impair.Packet) {
+	for len(ps) > 0 {
+		n, _, total := impair.CoalesceRun(ps, m.maxBytes)
+		if n < 2 {
+			m.e.inject(time.Time{}, ps[0])
+			ps = ps[1:]
+			continue
+		}
+		run := ps[:n]
+		hl := impair.JoinHeaders(run, total)
+		m.vec = append(m.vec[:0], run[0].Data)
+		for _, p := range run[1:] {
+			m.vec = append(m.vec, p.Data[hl:])
+		}
+		m.e.host.InjectRun(m.vec, n)
+		clear(m.vec)
+		for _, p := range run {
+			p.Release()
+		}
+		ps = ps[n:]
+	}
+}

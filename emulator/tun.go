@@ -257,7 +257,8 @@ func (l *lab) peerEnds(b *pathBuilder) {
 	}
 	t.peer = p
 	l.servers = append(l.servers, p)
-	q := b.inbox(p, topology.Node{Name: "peer", In: topology.SinkFunc(p.inject), Accepts: topology.Accepts{GSO: topology.Yes, Merged: true}})
+	m := &mergingEnd{e: p, maxBytes: l.bigPool.Size(), vec: make([][]byte, 0, topology.MaxBatch)}
+	q := b.inbox(p, m.node())
 	b.wire(b.g.Add(p.tx.Node()), b.down, l.capServer, "peer tx")
 	prefixes := hostPrefixes(p.addrs)
 	if t.cfg.Relay.Transparent {

@@ -514,3 +514,37 @@ func JoinHeaders(run []*Packet, total int) (hdrLen int) {
 	pseudo(h, ipLen, total-ipLen)
 	return hdrLen
 }
+
+// CoalesceRun returns how many packets from ps[0] on Coalesce would merge
+// into one (n is 1 when ps[0] starts no run), with the run's segment size
+// and its merged length, for a receiver that builds the merged packet
+// itself (JoinHeaders, then a gathered copy) instead of having it copied
+// into a packet of a pool first. maxBytes is what Coalesce's pool holds.
+// The rules are Coalesce's, including a pushed first segment that still
+// starts a run (Run, for a device, ends it there).
+func CoalesceRun(ps []*Packet, maxBytes int) (n, mss, total int) {
+	if len(ps) == 0 {
+		return 0, 0, 0
+	}
+	first := ps[0]
+	mss, ok := coalescable(first, true)
+	if !ok {
+		return 1, 0, len(first.Data)
+	}
+	total = len(first.Data)
+	for n = 1; n < len(ps) && n < gsoMaxSegments; n++ {
+		q := ps[n]
+		m, ok := coalescable(q, false)
+		if !ok || m > mss || !sameRun(first, q, total) || total+m > maxBytes {
+			break
+		}
+		total += m
+		if m < mss || q.Data[tcpOff(q.Data)+13]&0x08 != 0 {
+			return n + 1, mss, total // a short or pushed segment ends the run
+		}
+	}
+	if n < 2 {
+		return 1, 0, len(first.Data)
+	}
+	return n, mss, total
+}

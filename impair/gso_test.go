@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -561,5 +562,106 @@ func TestCoalesceKeepsACorruptedSegmentApart(t *testing.T) {
 	}
 	if !bytes.Equal(got[1].Data, bad) || got[1].Partial() || tcpChecksumOK(t, got[1].Data) {
 		t.Error("the corrupted segment was changed, or its checksum is right")
+	}
+}
+
+// CoalesceRun finds the runs Coalesce merges, and JoinHeaders with the
+// payloads gathered makes the packets it makes: over random batches of
+// segments of two connections, partial or final, some short, pushed,
+// corrupted or missing, under bounds that cut runs.
+func TestCoalesceRunIsCoalesce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	small := NewPool(1600)
+	type seg struct {
+		b       []byte
+		partial bool
+	}
+	batch := func(seed uint64) []seg {
+		r := rand.New(rand.NewPCG(seed, 3))
+		var bs []seg
+		seq := [2]uint32{0xfffff000, 5000}
+		for range 1 + r.IntN(40) {
+			f := r.IntN(2)
+			n := 1000
+			if r.IntN(8) == 0 {
+				n = 1 + r.IntN(999)
+			}
+			b := superSegment(false, n)
+			b[20+1] += byte(f)
+			binary.BigEndian.PutUint32(b[24:], seq[f])
+			b[20+13] = 0x10
+			if r.IntN(8) == 0 {
+				b[20+13] |= 0x08
+			}
+			CompleteChecksum(b)
+			partial := false
+			switch r.IntN(10) {
+			case 0:
+				b[len(b)-1] ^= 1 // corrupted
+			case 1, 2, 3, 4:
+				PseudoChecksum(b)
+				partial = true
+			}
+			if r.IntN(20) != 0 {
+				seq[f] += uint32(n)
+			} else {
+				seq[f] += 2 * uint32(n) // a gap
+			}
+			bs = append(bs, seg{b, partial})
+		}
+		return bs
+	}
+	packets := func(bs []seg) []*Packet {
+		var ps []*Packet
+		for _, s := range bs {
+			p := small.Copy(s.b)
+			p.partial = s.partial
+			ps = append(ps, p)
+		}
+		return ps
+	}
+	for i := range 300 {
+		seed := rng.Uint64()
+		size := []int{65535, 3200, 5000}[i%3]
+		bs := batch(seed)
+		big := NewPool(size)
+		var want [][]byte
+		for _, p := range big.Coalesce(packets(bs)) {
+			p.FinishChecksum()
+			want = append(want, bytes.Clone(p.Data))
+			p.Release()
+		}
+		var got [][]byte
+		for rest := packets(bs); len(rest) > 0; {
+			n, _, total := CoalesceRun(rest, size)
+			p := rest[0]
+			m := bytes.Clone(p.Data)
+			if n > 1 {
+				hl := JoinHeaders(rest[:n], total)
+				m = bytes.Clone(p.Data)
+				for _, s := range rest[1:n] {
+					m = append(m, s.Data[hl:]...)
+				}
+				CompleteChecksum(m)
+			} else if p.Partial() {
+				CompleteChecksum(m)
+			}
+			if len(m) != total {
+				t.Fatalf("seed %d: run of %d, %d bytes, said %d", seed, n, len(m), total)
+			}
+			got = append(got, m)
+			for _, s := range rest[:n] {
+				s.Release()
+			}
+			rest = rest[n:]
+		}
+		if len(got) != len(want) {
+			t.Fatalf("seed %d, bound %d: %d packets, Coalesce made %d", seed, size, len(got), len(want))
+		}
+		for j := range got {
+			if !bytes.Equal(got[j], want[j]) {
+				t.Fatalf("seed %d, bound %d: packet %d differs from Coalesce's", seed, size, j)
+			}
+		}
 	}
 }

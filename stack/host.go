@@ -280,27 +280,79 @@ func (h *Host) Inject(pkt []byte) { h.InjectSegments(pkt, 1, false) }
 // with checksum offload would, and gVisor then checks it like any other.
 // It is ignored for any other packet.
 func (h *Host) InjectSegments(pkt []byte, segs int, partial bool) {
-	h.inPackets.Add(uint64(max(1, segs)))
-	h.inBytes.Add(uint64(len(pkt)))
-	proto, ok := networkProtocol(pkt)
+	proto, d, ok := h.arrive(pkt, len(pkt), segs)
 	if !ok {
-		h.malformed.Add(1)
-		return
-	}
-	if !h.link.enter() {
-		h.inDropped.Add(1)
 		return
 	}
 	defer h.link.exit()
-	d := h.link.dispatcher()
-	if d == nil {
-		h.inDropped.Add(1)
+	deliver(d, proto, inbound(pkt, partial))
+}
+
+// InjectRun is InjectSegments for a run of segments of one connection
+// that arrived together, given as its parts instead of merged: the packet
+// is run[0] followed by each further part, in order, and stands for segs
+// packets on the wire; its TCP checksum is partial. The caller joins the
+// headers in place (impair.JoinHeaders: run[0] holds the merged packet's
+// IP and TCP headers, the first segment's payload after them) and passes
+// each further segment's payload. The host gathers the parts into its own
+// buffer, the one copy it makes of any packet, and completes the checksum
+// on it: a merged packet built first and then copied again cost a pass
+// over every byte. The caller keeps the parts.
+//
+// What the host gets is byte for byte what InjectSegments gets for the
+// parts joined, and it counts the same; headers that are not a TCP
+// segment's within run[0] are taken as InjectSegments takes any other
+// packet (gVisor's to find).
+func (h *Host) InjectRun(run [][]byte, segs int) {
+	if len(run) == 0 {
+		h.InjectSegments(nil, segs, true)
 		return
 	}
-	if f := h.fwd.Load(); f != nil {
-		f.relay.admit(pkt) // a relayed UDP session's socket full: wait
+	total := 0
+	for _, p := range run {
+		total += len(p)
 	}
-	pb := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: inbound(pkt, partial)})
+	proto, d, ok := h.arrive(run[0], total, segs)
+	if !ok {
+		return
+	}
+	defer h.link.exit()
+	deliver(d, proto, inboundRun(run, total))
+}
+
+// arrive counts a packet of total bytes, standing for segs, whose first
+// bytes are first, and checks it. It reports ok with the host's link
+// entered (the caller exits it) and the dispatcher to deliver to; a
+// packet it refuses is counted (Malformed, or Dropped once Close began).
+func (h *Host) arrive(first []byte, total, segs int) (tcpip.NetworkProtocolNumber, stack.NetworkDispatcher, bool) {
+	h.inPackets.Add(uint64(max(1, segs)))
+	h.inBytes.Add(uint64(total))
+	proto, ok := networkProtocol(first, total)
+	if !ok {
+		h.malformed.Add(1)
+		return 0, nil, false
+	}
+	if !h.link.enter() {
+		h.inDropped.Add(1)
+		return 0, nil, false
+	}
+	d := h.link.dispatcher()
+	if d == nil {
+		h.link.exit()
+		h.inDropped.Add(1)
+		return 0, nil, false
+	}
+	if f := h.fwd.Load(); f != nil && len(first) == total {
+		// A relayed UDP session's socket full: wait. (What comes in
+		// parts is a TCP run, InjectRun's.)
+		f.relay.admit(first)
+	}
+	return proto, d, true
+}
+
+// deliver hands gVisor a packet whose bytes are b.
+func deliver(d stack.NetworkDispatcher, proto tcpip.NetworkProtocolNumber, b buffer.Buffer) {
+	pb := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: b})
 	d.DeliverNetworkPacket(proto, pb)
 	pb.DecRef()
 }
@@ -315,7 +367,7 @@ func (h *Host) InjectSegments(pkt []byte, segs int, partial bool) {
 // for a whole 64 KiB segment in one view copied (and cleared) all of it.
 // With the headers apart only they are copied.
 func inbound(pkt []byte, partial bool) buffer.Buffer {
-	hl := tcpHeadersLen(pkt)
+	hl := tcpHeadersLen(pkt, len(pkt))
 	if hl == 0 {
 		return buffer.MakeWithData(pkt)
 	}
@@ -330,23 +382,56 @@ func inbound(pkt []byte, partial bool) buffer.Buffer {
 	return b
 }
 
-// tcpHeadersLen returns the length of the IP and TCP headers of pkt, an
-// unfragmented TCP segment over IPv4, or over IPv6 without extension
-// headers, whose lengths agree with pkt; 0 for anything else.
-func tcpHeadersLen(pkt []byte) int {
+// inboundRun is inbound for the packet that is the parts of run joined,
+// total bytes long, with a partial checksum: the headers in a view of
+// their own, every payload gathered into one view, the checksum completed
+// on the copy.
+func inboundRun(run [][]byte, total int) buffer.Buffer {
+	hl := tcpHeadersLen(run[0], total)
+	if hl == 0 {
+		var b buffer.Buffer
+		for _, p := range run {
+			if len(p) > 0 {
+				b.Append(buffer.NewViewWithData(p))
+			}
+		}
+		return b
+	}
+	hv := buffer.NewViewWithData(run[0][:hl])
+	b := buffer.MakeWithView(hv)
+	if total == hl {
+		completeTCPChecksum(hv.AsSlice(), nil)
+		return b
+	}
+	pv := buffer.NewView(total - hl)
+	pv.Write(run[0][hl:])
+	for _, p := range run[1:] {
+		pv.Write(p)
+	}
+	completeTCPChecksum(hv.AsSlice(), pv.AsSlice())
+	b.Append(pv)
+	return b
+}
+
+// tcpHeadersLen returns the length of the IP and TCP headers of a packet
+// of total bytes that starts with pkt, when it is an unfragmented TCP
+// segment over IPv4, or over IPv6 without extension headers, whose
+// lengths agree with total and whose headers lie in pkt; 0 for anything
+// else.
+func tcpHeadersLen(pkt []byte, total int) int {
 	var ipLen int
 	switch {
 	case len(pkt) >= header.IPv4MinimumSize && pkt[0]>>4 == 4:
 		ip := header.IPv4(pkt)
 		ipLen = int(ip.HeaderLength())
 		if ip.TransportProtocol() != header.TCPProtocolNumber || ip.More() || ip.FragmentOffset() != 0 ||
-			ipLen < header.IPv4MinimumSize || int(ip.TotalLength()) != len(pkt) {
+			ipLen < header.IPv4MinimumSize || int(ip.TotalLength()) != total {
 			return 0
 		}
 	case len(pkt) >= header.IPv6MinimumSize && pkt[0]>>4 == 6:
 		ip := header.IPv6(pkt)
 		ipLen = header.IPv6MinimumSize
-		if ip.TransportProtocol() != header.TCPProtocolNumber || ipLen+int(ip.PayloadLength()) != len(pkt) {
+		if ip.TransportProtocol() != header.TCPProtocolNumber || ipLen+int(ip.PayloadLength()) != total {
 			return 0
 		}
 	default:
@@ -384,9 +469,11 @@ func completeTCPChecksum(hdr, payload []byte) {
 }
 
 // networkProtocol checks what gVisor relies on the link to have checked:
-// a known IP version and a header whose length fields fit in pkt. Trailing
-// bytes past the IP length are allowed (gVisor trims them, as link padding).
-func networkProtocol(pkt []byte) (tcpip.NetworkProtocolNumber, bool) {
+// a known IP version and a header whose length fields fit in the packet,
+// total bytes long, that starts with pkt (which holds its fixed IP
+// header). Trailing bytes past the IP length are allowed (gVisor trims
+// them, as link padding).
+func networkProtocol(pkt []byte, total int) (tcpip.NetworkProtocolNumber, bool) {
 	if len(pkt) == 0 {
 		return 0, false
 	}
@@ -397,7 +484,7 @@ func networkProtocol(pkt []byte) (tcpip.NetworkProtocolNumber, bool) {
 		}
 		ip := header.IPv4(pkt)
 		hl, tl := int(ip.HeaderLength()), int(ip.TotalLength())
-		if hl < header.IPv4MinimumSize || tl < hl || tl > len(pkt) {
+		if hl < header.IPv4MinimumSize || tl < hl || tl > total {
 			return 0, false
 		}
 		return ipv4.ProtocolNumber, true
@@ -405,7 +492,7 @@ func networkProtocol(pkt []byte) (tcpip.NetworkProtocolNumber, bool) {
 		if len(pkt) < header.IPv6MinimumSize {
 			return 0, false
 		}
-		if header.IPv6MinimumSize+int(header.IPv6(pkt).PayloadLength()) > len(pkt) {
+		if header.IPv6MinimumSize+int(header.IPv6(pkt).PayloadLength()) > total {
 			return 0, false
 		}
 		return ipv6.ProtocolNumber, true

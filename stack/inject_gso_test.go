@@ -25,12 +25,12 @@ type gsoLink struct {
 func (l *gsoLink) output(pkt [][]byte, g netif.GSO) {
 	p := bytes.Join(pkt, nil)
 	n := 1
-	if hl := tcpHeadersLen(p); hl > 0 && g.MSS > 0 && len(p)-hl > g.MSS {
+	if hl := tcpHeadersLen(p, len(p)); hl > 0 && g.MSS > 0 && len(p)-hl > g.MSS {
 		n = (len(p) - hl + g.MSS - 1) / g.MSS
 		l.whole.Add(1)
 	}
 	l.segs.Add(uint64(n))
-	if hl := tcpHeadersLen(p); hl > 0 && g.NeedsCsum {
+	if hl := tcpHeadersLen(p, len(p)); hl > 0 && g.NeedsCsum {
 		if hl < len(p) {
 			c := bytes.Clone(p)
 			completeTCPChecksum(c[:hl], c[hl:])

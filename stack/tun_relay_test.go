@@ -364,7 +364,7 @@ func FuzzTUNPacket(f *testing.F) {
 	// The host first: it aborts handshakes the relay would wait for.
 	f.Cleanup(func() { h.Close(); r.Close() })
 	f.Fuzz(func(t *testing.T, pkt []byte) {
-		_, valid := networkProtocol(pkt)
+		_, valid := networkProtocol(pkt, len(pkt))
 		before := h.Stats().Malformed
 		h.Inject(pkt)
 		if after := h.Stats().Malformed; !valid && after != before+1 {
