@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"io"
 	"net/netip"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,7 +90,7 @@ func finalChecksum(b []byte) []byte {
 // 10.0.0.2:40000 to its port 5201, made by hand: the data of the
 // connection starts at sequence 1000, and the returned ack acknowledges
 // the host's SYN.
-func peerConn(t *testing.T) (*stack.Host, *stack.TCPConn, uint32) {
+func peerConn(t testing.TB) (*stack.Host, *stack.TCPConn, uint32) {
 	synack := make(chan []byte, 16)
 	h, err := stack.NewHost(stack.HostConfig{Name: "peer", Addrs: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/24")}, MTU: 1500,
 		Clock: clock.Real{}, Seed: 7, Output: func(pkt [][]byte) {
@@ -106,7 +108,9 @@ func peerConn(t *testing.T) (*stack.Host, *stack.TCPConn, uint32) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	h.Inject(finalChecksum(tcpSegment(40000, 999, 0, nil, 0x02)))
+	syn := tcpSegment(40000, 999, 0, []byte{2, 4, 0x05, 0xb4, 1, 3, 3, 7}, 0x02) // MSS 1460, window scale 7
+	syn[32] = 7 << 4
+	h.Inject(finalChecksum(syn))
 	var ack uint32
 	select {
 	case b := <-synack:
@@ -183,5 +187,65 @@ func TestMergingEndAsCoalesce(t *testing.T) {
 	if st.InPackets != uint64(segs) || st.ChecksumErrors != 1 || st.TCP.SegmentsReceived >= uint64(segs)-2 {
 		t.Errorf("host took %d packets for %d segments as %d valid ones, %d checksum errors (want 1): not merged as meant",
 			st.InPackets, segs, st.TCP.SegmentsReceived, st.ChecksumErrors)
+	}
+}
+
+// BenchmarkPeerInbox: what the peer's inbox does with a 64 KiB segment of
+// an established connection split into MTU-sized packets that reach it
+// together: merge them into a packet of a pool, complete its checksum and
+// inject it (before), or hand them to the host as a run (mergingEnd).
+func BenchmarkPeerInbox(b *testing.B) {
+	for _, name := range []string{"coalesce", "gather"} {
+		b.Run(name, func(b *testing.B) {
+			pool, big := impair.NewPool(1600), impair.NewPool(maxGSOPacket)
+			h, c, ack := peerConn(b)
+			const mss, n = 1448, 45
+			var read atomic.Int64
+			go func() {
+				buf := make([]byte, 1<<16)
+				for {
+					k, err := c.Read(buf)
+					read.Add(int64(k))
+					if err != nil {
+						return
+					}
+				}
+			}()
+			m := &mergingEnd{e: &endHost{name: "peer", host: h}, maxBytes: big.Size()}
+			seg := tcpSegment(40000, 0, ack, streamBytes(0, mss*n), 0x10)
+			batch := make([]*impair.Packet, 0, n)
+			add := func(p *impair.Packet) { batch = append(batch, p) }
+			seq := uint32(1000)
+			sent := int64(0)
+			b.SetBytes(mss * n)
+			b.ReportAllocs()
+			for b.Loop() {
+				for sent-read.Load() > 512<<10 {
+					runtime.Gosched() // the reader keeps the window open
+				}
+				p := big.Copy(seg)
+				binary.BigEndian.PutUint32(p.Data[24:28], seq)
+				impair.PseudoChecksum(p.Data)
+				p.SetGSO(mss, true)
+				batch = batch[:0]
+				pool.Split(p, add)
+				if name == "gather" {
+					m.PushBatch(batch)
+				} else {
+					for _, q := range big.Coalesce(batch) {
+						q.FinishChecksum()
+						h.InjectSegments(q.Data, q.Segments(), false)
+						q.Release()
+					}
+				}
+				clear(batch)
+				seq += mss * n
+				sent += mss * n
+			}
+			b.StopTimer()
+			if st := h.Stats(); st.ChecksumErrors != 0 || st.TCP.SegmentsReceived < uint64(b.N) {
+				b.Errorf("checksum errors %d, %d segments received for %d sent", st.ChecksumErrors, st.TCP.SegmentsReceived, b.N)
+			}
+		})
 	}
 }
