@@ -379,7 +379,7 @@ func (q *quietness) stacks() stackState {
 var waitCalls = [][]byte{
 	[]byte("syscall.read("), []byte("syscall.Read("), []byte("unix.read("), []byte("unix.Read("),
 	[]byte("recvfrom("), []byte("recvmsg("), []byte("ecvmmsg("), []byte("accept("), []byte("accept4("),
-	[]byte("wait4("), []byte("Wait4("), []byte("waitid("), []byte("EpollWait("), []byte("ppoll("),
+	[]byte("wait4("), []byte("Wait4("), []byte("waitid("), []byte("Waitid("), []byte("EpollWait("), []byte("ppoll("),
 	[]byte("unix.Poll("), []byte("Select("), []byte("Pause("),
 }
 

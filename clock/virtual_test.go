@@ -3,6 +3,7 @@ package clock_test
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -252,16 +253,29 @@ func TestVirtualWaitsForAWrite(t *testing.T) {
 	}
 }
 
-// A read that waits on the outside world (an empty pipe nobody writes)
-// holds time for 200 ms of wall time at most: then time moves on without
-// it, and the wait is counted as given up.
+// A read that waits on the outside world (an empty pipe nobody writes),
+// or a wait for a child process, holds time for 200 ms of wall time at
+// most: then time moves on without it, and the wait is counted as given
+// up.
 func TestVirtualGivesUpOnARead(t *testing.T) {
-	v := clock.NewVirtual()
 	r, w := blockingPipe(t)
+	givesUpOn(t, "a read", func() { syscall.Read(r, make([]byte, 1)) }, func() { syscall.Write(w, []byte{1}) })
+	child := exec.Command("sleep", "30")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	givesUpOn(t, "a wait for a child", func() { child.Wait() }, func() { child.Process.Kill() })
+}
+
+// givesUpOn runs 100 timers 1 ms apart on a virtual clock while block
+// blocks in a system call, checks that the clock gave up waiting for it,
+// and ends the block with end.
+func givesUpOn(t *testing.T, what string, block, end func()) {
+	v := clock.NewVirtual()
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
-		syscall.Read(r, make([]byte, 1))
+		block()
 	}()
 	done := make(chan struct{})
 	n := 0
@@ -276,8 +290,8 @@ func TestVirtualGivesUpOnARead(t *testing.T) {
 	v.AfterFunc(time.Millisecond, tick)
 	runVirtual(t, v, done)
 	if g := v.Stats().GaveUp; g < 1 {
-		t.Errorf("gave up %d times, want at least 1 (the read waits on the outside world)", g)
+		t.Errorf("%s: gave up %d times, want at least 1 (it waits on the outside world)", what, g)
 	}
-	syscall.Write(w, []byte{1})
+	end()
 	<-readDone
 }

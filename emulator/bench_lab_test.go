@@ -1,7 +1,6 @@
 package emulator
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -31,15 +30,8 @@ flows: [{name: bulk, type: tcp, cc: reno, duration: %v}]
 			var cpu, wall time.Duration
 			var bps, drops, retrans float64
 			for b.Loop() {
-				p := mustPlan(b, y)
-				c0, w0 := cpuTime(), time.Now()
-				sum, err := Run(context.Background(), p, Options{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				cpu += cpuTime() - c0
-				wall += time.Since(w0)
-				r := sum.Runs[0]
+				r, c, w := measuredRun(b, y)
+				cpu, wall = cpu+c, wall+w
 				bps += r.Flows[0].ThroughputBps
 				retrans += float64(r.Flows[0].Retransmissions)
 				for _, l := range r.Links {

@@ -43,21 +43,27 @@ flows: [{name: bulk, type: tcp, duration: %v}]
 			var cpu, wall time.Duration
 			var bps float64
 			for b.Loop() {
-				p := mustPlan(b, y)
-				c0, w0 := cpuTime(), time.Now()
-				sum, err := Run(context.Background(), p, Options{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				cpu += cpuTime() - c0
-				wall += time.Since(w0)
-				bps += sum.Runs[0].Flows[0].ThroughputBps
+				r, c, w := measuredRun(b, y)
+				cpu, wall = cpu+c, wall+w
+				bps += r.Flows[0].ThroughputBps
 			}
 			n := float64(b.N)
 			b.ReportMetric(cpu.Seconds()/wall.Seconds(), "cpu-s/s")
 			b.ReportMetric(bps/n/1e6, "Mbit/s")
 		})
 	}
+}
+
+// measuredRun runs the scenario y on the wall clock and returns its run
+// with the CPU time and the wall time it took.
+func measuredRun(b *testing.B, y string) (r RunSummary, cpu, wall time.Duration) {
+	p := mustPlan(b, y)
+	c0, w0 := cpuTime(), time.Now()
+	sum, err := Run(context.Background(), p, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return sum.Runs[0], cpuTime() - c0, time.Since(w0)
 }
 
 // iperf3Result is what BenchmarkTUNIperf3 reads from iperf3 -J: the
