@@ -438,13 +438,7 @@ func (pl *Pool) merge(rs []*Packet, mss, total int) *Packet {
 		flags |= r.Data[ipLen+13] & 0x08 // PSH from any (the last)
 	}
 	h := m.Data
-	if ipLen == 20 {
-		binary.BigEndian.PutUint16(h[2:4], uint16(total))
-		h[10], h[11] = 0, 0
-		binary.BigEndian.PutUint16(h[10:12], ^fold(sum(h[:20], 0)))
-	} else {
-		binary.BigEndian.PutUint16(h[4:6], uint16(total-40))
-	}
+	setIPLength(h, ipLen, total)
 	h[ipLen+13] |= flags
 	m.Arrival, m.Enqueued = first.Arrival, first.Enqueued
 	m.segs, m.mss, m.hdrLen, m.partial = uint16(len(rs)), uint16(mss), uint16(hl), true
@@ -462,12 +456,18 @@ func (pl *Pool) merge(rs []*Packet, mss, total int) *Packet {
 // NIC's receive offload flushes at PSH. mss is the run's segment size and
 // total its merged length.
 func Run(ps []*Packet, maxBytes int) (n, mss, total int) {
+	return runOf(ps, maxBytes, true)
+}
+
+// runOf is Run, and with pushedEnds false (a pushed first segment still
+// starts a run) the run Coalesce merges.
+func runOf(ps []*Packet, maxBytes int, pushedEnds bool) (n, mss, total int) {
 	if len(ps) == 0 {
 		return 0, 0, 0
 	}
 	first := ps[0]
 	mss, ok := coalescable(first, true)
-	if !ok || first.Data[tcpOff(first.Data)+13]&0x08 != 0 {
+	if !ok || pushedEnds && first.Data[tcpOff(first.Data)+13]&0x08 != 0 {
 		return 1, 0, len(first.Data)
 	}
 	total = len(first.Data)
@@ -483,6 +483,19 @@ func Run(ps []*Packet, maxBytes int) (n, mss, total int) {
 		}
 	}
 	return n, mss, total
+}
+
+// setIPLength sets the IP length of h, the headers of a TCP segment
+// whose TCP header starts at ipLen, for a packet total bytes long, with
+// IPv4's header checksum.
+func setIPLength(h []byte, ipLen, total int) {
+	if ipLen == 20 {
+		binary.BigEndian.PutUint16(h[2:4], uint16(total))
+		h[10], h[11] = 0, 0
+		binary.BigEndian.PutUint16(h[10:12], ^fold(sum(h[:20], 0)))
+	} else {
+		binary.BigEndian.PutUint16(h[4:6], uint16(total-40))
+	}
 }
 
 // JoinHeaders turns the headers of run[0], the first of a run (Run) total
@@ -503,13 +516,7 @@ func JoinHeaders(run []*Packet, total int) (hdrLen int) {
 	for _, r := range run[1:] {
 		push |= r.Data[ipLen+13] & 0x08
 	}
-	if ipLen == 20 {
-		binary.BigEndian.PutUint16(h[2:4], uint16(total))
-		h[10], h[11] = 0, 0
-		binary.BigEndian.PutUint16(h[10:12], ^fold(sum(h[:20], 0)))
-	} else {
-		binary.BigEndian.PutUint16(h[4:6], uint16(total-40))
-	}
+	setIPLength(h, ipLen, total)
 	h[ipLen+13] |= push
 	pseudo(h, ipLen, total-ipLen)
 	return hdrLen
@@ -523,28 +530,9 @@ func JoinHeaders(run []*Packet, total int) (hdrLen int) {
 // The rules are Coalesce's, including a pushed first segment that still
 // starts a run (Run, for a device, ends it there).
 func CoalesceRun(ps []*Packet, maxBytes int) (n, mss, total int) {
-	if len(ps) == 0 {
-		return 0, 0, 0
-	}
-	first := ps[0]
-	mss, ok := coalescable(first, true)
-	if !ok {
-		return 1, 0, len(first.Data)
-	}
-	total = len(first.Data)
-	for n = 1; n < len(ps) && n < gsoMaxSegments; n++ {
-		q := ps[n]
-		m, ok := coalescable(q, false)
-		if !ok || m > mss || !sameRun(first, q, total) || total+m > maxBytes {
-			break
-		}
-		total += m
-		if m < mss || q.Data[tcpOff(q.Data)+13]&0x08 != 0 {
-			return n + 1, mss, total // a short or pushed segment ends the run
-		}
-	}
-	if n < 2 {
-		return 1, 0, len(first.Data)
+	n, mss, total = runOf(ps, maxBytes, false)
+	if n == 1 {
+		return 1, 0, len(ps[0].Data)
 	}
 	return n, mss, total
 }
