@@ -391,11 +391,7 @@ func (m *mergingEnd) PushBatch(ps []*impair.Packet) {
 			continue
 		}
 		run := ps[:n]
-		hl := impair.JoinHeaders(run, total)
-		m.vec = append(m.vec[:0], run[0].Data)
-		for _, p := range run[1:] {
-			m.vec = append(m.vec, p.Data[hl:])
-		}
+		m.vec = impair.Gather(m.vec[:0], run, total)
 		m.e.host.InjectRun(m.vec, n)
 		clear(m.vec)
 		for _, p := range run {

@@ -522,6 +522,19 @@ func JoinHeaders(run []*Packet, total int) (hdrLen int) {
 	return hdrLen
 }
 
+// Gather joins the headers of run, the first of a run total bytes long
+// once merged (JoinHeaders), and appends the merged packet's parts to
+// vec: run[0].Data, then each further packet's payload. It returns vec;
+// with room in vec, it allocates nothing.
+func Gather(vec [][]byte, run []*Packet, total int) [][]byte {
+	hl := JoinHeaders(run, total)
+	vec = append(vec, run[0].Data)
+	for _, p := range run[1:] {
+		vec = append(vec, p.Data[hl:])
+	}
+	return vec
+}
+
 // CoalesceRun returns how many packets from ps[0] on Coalesce would merge
 // into one (n is 1 when ps[0] starts no run), with the run's segment size
 // and its merged length, for a receiver that builds the merged packet

@@ -94,11 +94,7 @@ func (d *Device) PushBatch(ps []*impair.Packet) {
 			continue
 		}
 		run := ps[:n]
-		hl := impair.JoinHeaders(run, total)
-		d.vec = append(d.vec[:0], run[0].Data)
-		for _, p := range run[1:] {
-			d.vec = append(d.vec, p.Data[hl:])
-		}
+		d.vec = impair.Gather(d.vec[:0], run, total)
 		d.write(netif.GSO{MSS: mss, NeedsCsum: true}, n)
 		for _, p := range run {
 			p.Release()
