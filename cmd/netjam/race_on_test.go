@@ -2,6 +2,6 @@
 
 package main
 
-// raceEnabled: the race detector slows the virtual clock's idleness
-// checks most of all; see TestVirtualDocSamples.
+// raceEnabled: the race detector slows gVisor and the virtual clock's
+// idleness checks most of all; see skipUnderRace.
 const raceEnabled = true
