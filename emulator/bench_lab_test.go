@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/netjam/netjam/impair"
 )
 
 // BenchmarkLabCeiling measures what the lab carries between two netstack
@@ -13,8 +15,8 @@ import (
 // 10 Gbit/s (a stage that decides per packet: every segment split and
 // handed to the receiving host on its own). It reports Gbit/s, netjam's
 // CPU seconds per second, the packets dropped inside netjam (delivery
-// drops: a receiving host that fell behind) and the sender's
-// retransmissions. BenchmarkLabCost's rate=unlimited, with CUBIC, measures
+// drops: a receiving host that fell behind; input drops: a sender that
+// outran a direction) and the sender's retransmissions. BenchmarkLabCost's rate=unlimited, with CUBIC, measures
 // its window's growth rather than this (see docs/accuracy.md).
 //
 //	go test -run XXX -bench LabCeiling -benchtime 1x ./emulator/
@@ -28,7 +30,7 @@ link: {rate: %s, delay: 1ms, queue: 10000}
 flows: [{name: bulk, type: tcp, cc: reno, duration: %v}]
 `, dur, rate, dur)
 			var cpu, wall time.Duration
-			var bps, drops, retrans float64
+			var bps, drops, inDrops, retrans float64
 			for b.Loop() {
 				r, c, w := measuredRun(b, y)
 				cpu, wall = cpu+c, wall+w
@@ -36,12 +38,14 @@ flows: [{name: bulk, type: tcp, cc: reno, duration: %v}]
 				retrans += float64(r.Flows[0].Retransmissions)
 				for _, l := range r.Links {
 					drops += float64(l.DeliveryDrops)
+					inDrops += float64(l.Drops[impair.DropInput.String()])
 				}
 			}
 			n := float64(b.N)
 			b.ReportMetric(cpu.Seconds()/wall.Seconds(), "cpu-s/s")
 			b.ReportMetric(bps/n/1e9, "Gbit/s")
 			b.ReportMetric(drops/n, "delivery-drops")
+			b.ReportMetric(inDrops/n, "input-drops")
 			b.ReportMetric(retrans/n, "retransmits")
 		})
 	}
