@@ -324,7 +324,7 @@ func (l *lab) newHost(s *scenario.Scenario, e *endHost, h hostSpec) error {
 	var err error
 	e.host, err = stack.NewHost(stack.HostConfig{
 		Name: e.name, Addrs: e.prefixes, MTU: s.MTU, Clock: l.clk, Seed: seed, SACK: h.sack,
-		OutputGSO: l.outputGSO(e), GSOWhen: l.crossWhole(h.server), Log: l.log, Transparent: h.transparent,
+		OutputGSO: l.outputGSO(e), OutputHeld: l.outputHeld(e), GSOWhen: l.crossWhole(h.server), Log: l.log, Transparent: h.transparent,
 	})
 	return err
 }
@@ -382,6 +382,15 @@ func (l *lab) ends(f scenario.Flow) (client, server *endHost) {
 // sender's goroutine).
 func (l *lab) outputGSO(e *endHost) func([][]byte, netif.GSO) {
 	return func(slices [][]byte, g netif.GSO) { e.tx.Copy(l.clk.Now(), slices, g) }
+}
+
+// outputHeld returns a host's OutputHeld: its TCP into the path at e,
+// held back at a full direction (or Wi-Fi cell) rather than dropped there.
+// The directions it waits for wait only for inboxes, whose goroutines
+// hand packets to the hosts without waiting for the hosts' connections:
+// no cycle of waits can close.
+func (l *lab) outputHeld(e *endHost) func([][]byte, netif.GSO) {
+	return func(slices [][]byte, g netif.GSO) { e.tx.CopyHeld(l.clk.Now(), slices, g) }
 }
 
 func (l *lab) start(ctx context.Context) {

@@ -202,7 +202,7 @@ func (pl *Pool) SplitTo(now time.Time, p *Packet, out Sink) {
 		} else {
 			CompleteChecksum(h)
 		}
-		s.Arrival, s.Enqueued = p.Arrival, p.Enqueued
+		s.Arrival, s.Enqueued, s.mayWait = p.Arrival, p.Enqueued, p.mayWait
 		out.Push(now, s)
 	}
 	p.Release()

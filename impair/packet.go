@@ -32,6 +32,8 @@ type Packet struct {
 	// final.
 	segs, mss, hdrLen uint16
 	partial           bool
+	// mayWait: the goroutine holding p may be held back (SetMayWait).
+	mayWait bool
 	// next links packets in the intrusive queues of the stage holding it.
 	next *Packet
 	pool *Pool
@@ -50,6 +52,18 @@ func (p *Packet) mem() int64 {
 	}
 	return int64(cap(p.Data))
 }
+
+// SetMayWait says whether the goroutine handing p on is a sender that may
+// be held back until the goroutine it hands p to has room (Runner.Send
+// then waits rather than drop p at a full input): one that nothing on
+// p's way waits for, such as a netstack host's TCP sender (never the
+// goroutine delivering the host's arrivals, see stack.HostConfig.Held).
+// Whatever hands p to a goroutine of its own clears it, so that only its
+// sender ever waits for it; a split's segments inherit it.
+func (p *Packet) SetMayWait(may bool) { p.mayWait = may }
+
+// MayWait reports what SetMayWait set.
+func (p *Packet) MayWait() bool { return p.mayWait }
 
 // Release returns p to its pool. p must not be used afterwards.
 func (p *Packet) Release() {

@@ -47,11 +47,23 @@ func NewRunner(cfg Config, clk clock.Clock, deliver func(now time.Time, p *Packe
 // split runs on its goroutine rather than the direction's.
 func (r *Runner) KeepsSegments() bool { return r.chain.keep.Load() }
 
-// Send hands p to the direction, stamped with the clock's time. It never
-// blocks: when the input channel is full, or the Runner is closed, p is
-// dropped and counted (DropInput, DropFlushed). It reports whether p was
-// accepted; either way the caller no longer owns p.
+// Send hands p to the direction, stamped with the clock's time. When the
+// input channel is full, or the Runner is closed, p is dropped and counted
+// (DropInput, DropFlushed). It reports whether p was accepted; either way
+// the caller no longer owns p.
+//
+// Send blocks only for a p that may wait (Packet.MayWait, which it
+// clears): while the input is three quarters full it waits until the
+// Runner has taken it down to half that (clock.Loop.WaitRoom), so that a
+// sender faster than the direction is held back instead of losing
+// packets, as a Linux host's TCP is by the queue below it (TCP Small
+// Queues); p's arrival time is stamped after the wait. Any other packet
+// (a direction's or a device's, a host's that may not wait) never waits.
 func (r *Runner) Send(p *Packet) bool {
+	if p.mayWait {
+		p.mayWait = false
+		r.loop.WaitRoom()
+	}
 	p.Arrival = r.clk.Now()
 	ok, closed := r.loop.Offer(p)
 	if !ok {
@@ -69,6 +81,11 @@ func (r *Runner) Send(p *Packet) bool {
 // drop (DropInput). A sender that can drop before doing any work on a
 // packet asks first.
 func (r *Runner) Full() bool { return r.loop.Full() }
+
+// Waits returns how many times a packet that may wait found the input
+// full to its share and waited (see Send): how often the direction held
+// back its senders.
+func (r *Runner) Waits() uint64 { return r.loop.Waits() }
 
 // Start launches the Runner's goroutine. It stops when ctx is done or Close
 // is called.

@@ -76,6 +76,22 @@ type HostConfig struct {
 	// packet computes its checksum (or splits it, which does). See
 	// netif.Output for the rest of the contract.
 	OutputGSO netif.Output
+	// OutputHeld, when set, takes the host's TCP segments (all but
+	// resets) in place of Output or OutputGSO, and unlike them may block:
+	// it is called only on goroutines that may be held back until the
+	// path below has room, as a Linux host's TCP is held back by the
+	// queue below it (TCP Small Queues) rather than losing what it sends.
+	// gVisor sends a connection's segments from the connection's
+	// processor goroutine, from the application's calls and from its
+	// timers, never from the goroutine calling Inject, which only queues
+	// a segment for the processor. Resets (sent from Inject for a segment
+	// no connection takes) and the other protocols' packets (ICMP replies
+	// are sent from Inject too) still go to Output or OutputGSO. A call
+	// blocked here holds its connection (gVisor's endpoint lock), so what
+	// it waits for must never wait for one of the host's connections, nor
+	// for Close; it may wait for the host's Inject, which waits for
+	// neither. g is as for OutputGSO (zero without it).
+	OutputHeld netif.Output
 	// GSOWhen, when set with OutputGSO, says whether a TCP connection made
 	// now (dialed or accepted) segments its data itself or sends large
 	// segments (as gVisor decides, once per connection): false, and the
@@ -177,6 +193,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		link:    newLink(uint32(cfg.MTU), cfg.Output, cfg.OutputGSO, cfg.GSOWhen),
 		closers: make(map[closer]struct{}),
 	}
+	h.link.outputHeld = cfg.OutputHeld
 	if err := h.setup(cfg); err != nil {
 		h.link.shut()
 		s.Destroy()

@@ -29,7 +29,10 @@ type link struct {
 	// gsoWhen, when not nil, says whether a connection made now uses
 	// host GSO (see HostConfig.GSOWhen).
 	gsoWhen func() bool
-	mtu     atomic.Uint32
+	// outputHeld, when not nil, takes the TCP segments other than
+	// resets and may block (see HostConfig.OutputHeld).
+	outputHeld netif.Output
+	mtu        atomic.Uint32
 
 	// disp is the dispatcher gVisor attached, nil before Attach and after
 	// the NIC is removed. Inject loads it on every packet.
@@ -86,9 +89,9 @@ func (l *link) enter() bool {
 func (l *link) exit() { l.gate.Add(-1) }
 
 // shut stops the link in both directions and waits for the calls in flight
-// to return. They do so promptly: Output must not block, and an Inject in
-// flight only runs gVisor's inbound path (which may itself send through
-// Output).
+// to return. They do so promptly: Output must not block, OutputHeld waits
+// only for what never waits for the host, and an Inject in flight only
+// runs gVisor's inbound path (which may itself send through Output).
 func (l *link) shut() {
 	for {
 		g := l.gate.Load()
@@ -158,30 +161,50 @@ func (l *link) write(pkt *stack.PacketBuffer, s [][]byte) [][]byte {
 	}
 	l.outPackets.Add(1)
 	l.outBytes.Add(uint64(size))
-	if l.outputGSO != nil {
-		// gVisor's TCP leaves the checksum of every segment of an
-		// endpoint on a GSO route partial, its ACKs included, and marks
-		// each with the endpoint's GSOOptions (the rule gVisor's own IP
-		// and NAT code read); the other TCP packets (a connection made
-		// without GSO, see GSOWhen; a reset for no endpoint) carry final
-		// checksums.
-		var g netif.GSO
-		o := pkt.GSOOptions
-		if pkt.TransportProtocolNumber == header.TCPProtocolNumber && o.Type != stack.GSONone && o.NeedsCsum && len(s) > 0 && len(s[0]) > 0 {
-			g = netif.GSO{NeedsCsum: true, CsumStart: header.IPv6MinimumSize, CsumOffset: header.TCPChecksumOffset}
-			if s[0][0]>>4 == 4 {
-				g.CsumStart = int(s[0][0]&0x0f) * 4
-			}
-			if o.Type == stack.GSOTCPv4 || o.Type == stack.GSOTCPv6 {
-				g.MSS = int(o.MSS)
-			}
-		}
-		l.outputGSO(s, g)
+	if l.outputHeld != nil && mayHold(pkt) {
+		l.outputHeld(s, l.gso(pkt, s))
+	} else if l.outputGSO != nil {
+		l.outputGSO(s, l.gso(pkt, s))
 	} else {
 		l.output(s)
 	}
 	clear(s) // hold no reference to packet memory in the pool
 	return s[:0]
+}
+
+// mayHold reports whether pkt may go to outputHeld: a TCP segment other
+// than a reset. gVisor sends those only from goroutines that no packet
+// path waits for (see HostConfig.OutputHeld); a reset may come from
+// Inject's, answering a segment no connection takes.
+func mayHold(pkt *stack.PacketBuffer) bool {
+	if pkt.TransportProtocolNumber != header.TCPProtocolNumber {
+		return false
+	}
+	h := pkt.TransportHeader().Slice()
+	return len(h) >= header.TCPMinimumSize && header.TCP(h).Flags()&header.TCPFlagRst == 0
+}
+
+// gso returns pkt's description for OutputGSO (s, its views, from the
+// network header on): zero without OutputGSO.
+//
+// gVisor's TCP leaves the checksum of every segment of an endpoint on a
+// GSO route partial, its ACKs included, and marks each with the
+// endpoint's GSOOptions (the rule gVisor's own IP and NAT code read); the
+// other TCP packets (a connection made without GSO, see GSOWhen; a reset
+// for no endpoint) carry final checksums.
+func (l *link) gso(pkt *stack.PacketBuffer, s [][]byte) netif.GSO {
+	o := pkt.GSOOptions
+	if l.outputGSO == nil || pkt.TransportProtocolNumber != header.TCPProtocolNumber || o.Type == stack.GSONone || !o.NeedsCsum || len(s) == 0 || len(s[0]) == 0 {
+		return netif.GSO{}
+	}
+	g := netif.GSO{NeedsCsum: true, CsumStart: header.IPv6MinimumSize, CsumOffset: header.TCPChecksumOffset}
+	if s[0][0]>>4 == 4 {
+		g.CsumStart = int(s[0][0]&0x0f) * 4
+	}
+	if o.Type == stack.GSOTCPv4 || o.Type == stack.GSOTCPv6 {
+		g.MSS = int(o.MSS)
+	}
+	return g
 }
 
 // GSOMaxSize implements stack.GSOEndpoint.

@@ -39,6 +39,23 @@ func (s *Source) Push(now time.Time, p *impair.Packet) { s.out.Push(now, p) }
 // partial checksum is completed. A packet larger than the pools' buffers
 // is dropped and counted (TooLarge; never with a sane MTU).
 func (s *Source) Copy(now time.Time, slices [][]byte, g netif.GSO) {
+	if p := s.copy(slices, g); p != nil {
+		s.out.Push(now, p)
+	}
+}
+
+// CopyHeld is Copy for a sender that may be held back until the
+// direction it enters has room (impair.Packet.SetMayWait): a netstack
+// host's TCP (stack.HostConfig.OutputHeld). It may block.
+func (s *Source) CopyHeld(now time.Time, slices [][]byte, g netif.GSO) {
+	if p := s.copy(slices, g); p != nil {
+		p.SetMayWait(true)
+		s.out.Push(now, p)
+	}
+}
+
+// copy returns what Copy puts into the graph; nil when it is too large.
+func (s *Source) copy(slices [][]byte, g netif.GSO) *impair.Packet {
 	n := 0
 	for _, b := range slices {
 		n += len(b)
@@ -49,7 +66,7 @@ func (s *Source) Copy(now time.Time, slices [][]byte, g netif.GSO) {
 	}
 	if n > pool.Size() {
 		s.tooLarge.Add(1)
-		return
+		return nil
 	}
 	p := pool.Get(n)
 	off := 0
@@ -63,7 +80,7 @@ func (s *Source) Copy(now time.Time, slices [][]byte, g netif.GSO) {
 	default:
 		impair.CompletePartial(p.Data, g.CsumStart, g.CsumOffset)
 	}
-	s.out.Push(now, p)
+	return p
 }
 
 // TooLarge returns how many packets Copy dropped as larger than the

@@ -90,6 +90,7 @@ func (q *Queue) Waits() uint64 { return q.waits.Load() }
 // Push hands p over, waiting up to the queue's wait for room. The time
 // is not kept: what runs behind a queue runs in real time.
 func (q *Queue) Push(_ time.Time, p *impair.Packet) {
+	p.SetMayWait(false) // its goroutine is not p's sender
 	n := int64(p.Len())
 	if q.fits(n) {
 		select {

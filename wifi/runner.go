@@ -60,15 +60,20 @@ func NewRunner(cfg Config, clk clock.Clock, up, down func(now time.Time, p *impa
 }
 
 // Send hands p to the cell at the clock's time: uplink from station to the
-// AP, or downlink from the AP to station. It never blocks: when the input
-// channel is full, or the Runner is closed, p is dropped and counted
-// (DropInput, DropFlushed) against the sending contender. It reports
-// whether p was accepted; either way the caller no longer owns p. It
-// panics if station is out of range.
+// AP, or downlink from the AP to station. When the input channel is full,
+// or the Runner is closed, p is dropped and counted (DropInput,
+// DropFlushed) against the sending contender. It reports whether p was
+// accepted; either way the caller no longer owns p. It panics if station
+// is out of range. It blocks only for a p that may wait, as
+// impair.Runner.Send does (and clears its mark).
 func (r *Runner) Send(p *impair.Packet, station int, downlink bool) bool {
 	n := len(r.m.sta) - 1
 	if station < 0 || station >= n {
 		panic("wifi: Send for station " + strconv.Itoa(station) + " of " + strconv.Itoa(n))
+	}
+	if p.MayWait() {
+		p.SetMayWait(false)
+		r.loop.WaitRoom()
 	}
 	a := arrival{p: p, t: r.clk.Now(), station: int32(station), downlink: downlink}
 	ok, closed := r.loop.Offer(a)
