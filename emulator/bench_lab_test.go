@@ -16,7 +16,8 @@ import (
 // handed to the receiving host on its own). It reports Gbit/s, netjam's
 // CPU seconds per second, the packets dropped inside netjam (delivery
 // drops: a receiving host that fell behind; input drops: a sender that
-// outran a direction) and the sender's retransmissions. BenchmarkLabCost's rate=unlimited, with CUBIC, measures
+// outran a direction), the times the sender was held back at a full
+// input instead (input waits) and its retransmissions. BenchmarkLabCost's rate=unlimited, with CUBIC, measures
 // its window's growth rather than this (see docs/accuracy.md).
 //
 //	go test -run XXX -bench LabCeiling -benchtime 1x ./emulator/
@@ -30,7 +31,7 @@ link: {rate: %s, delay: 1ms, queue: 10000}
 flows: [{name: bulk, type: tcp, cc: reno, duration: %v}]
 `, dur, rate, dur)
 			var cpu, wall time.Duration
-			var bps, drops, inDrops, retrans float64
+			var bps, drops, inDrops, waits, retrans float64
 			for b.Loop() {
 				r, c, w := measuredRun(b, y)
 				cpu, wall = cpu+c, wall+w
@@ -39,6 +40,7 @@ flows: [{name: bulk, type: tcp, cc: reno, duration: %v}]
 				for _, l := range r.Links {
 					drops += float64(l.DeliveryDrops)
 					inDrops += float64(l.Drops[impair.DropInput.String()])
+					waits += float64(l.InputWaits)
 				}
 			}
 			n := float64(b.N)
@@ -46,6 +48,7 @@ flows: [{name: bulk, type: tcp, cc: reno, duration: %v}]
 			b.ReportMetric(bps/n/1e9, "Gbit/s")
 			b.ReportMetric(drops/n, "delivery-drops")
 			b.ReportMetric(inDrops/n, "input-drops")
+			b.ReportMetric(waits/n, "input-waits")
 			b.ReportMetric(retrans/n, "retransmits")
 		})
 	}

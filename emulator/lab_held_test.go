@@ -59,6 +59,7 @@ flows:
 		if n := l.Drops[impair.DropInput.String()]; n > 0 || l.DeliveryDrops > 0 {
 			t.Errorf("%s: %d input drops, %d delivery drops; want none (drops %v)", l.Name, n, l.DeliveryDrops, l.Drops)
 		}
+		t.Logf("%s: senders held back %d times", l.Name, l.InputWaits)
 	}
 	for _, name := range []string{"up", "down"} {
 		f := flowByName(t, r, name)

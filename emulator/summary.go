@@ -113,6 +113,13 @@ type LinkSummary struct {
 	// less makes the direction wait instead): the emulator's own
 	// overload, not an impairment, warned about; 0 in a healthy run.
 	DeliveryDrops uint64 `json:"delivery_drops"`
+	// InputWaits counts the times a netstack host's TCP found the
+	// direction's input full and waited for room rather than lose the
+	// packet there (as a Linux host's TCP waits for the queue below it):
+	// the sender outran what the machine could carry through the
+	// direction, which then limited the flow, not the configured path;
+	// warned about. 0 while the machine keeps up.
+	InputWaits uint64 `json:"input_waits,omitempty"`
 	// WholeGSO counts the large TCP segments of segmentation offload (TUN
 	// mode) that crossed whole; the packet counts count their segments.
 	WholeGSO uint64              `json:"whole_gso,omitempty"`
@@ -162,6 +169,7 @@ func linkSummary(d impair.Config, st impair.Stats) LinkSummary {
 		PacketsOut: st.OutPackets,
 		BytesOut:   st.OutBytes,
 		WholeGSO:   st.WholeGSO,
+		InputWaits: st.InputWaits,
 		Drops:      st.Drops,
 		TransitMs:  st.Transit.Scale(nsPerMs),
 		LatenessMs: st.Lateness.Scale(nsPerMs),

@@ -240,7 +240,11 @@ type Stats struct {
 	// Lateness is how far behind the logical departure time a Runner
 	// delivered packets (ns); zero for a Chain driven directly.
 	Lateness stats.Summary `json:"lateness_ns"`
-	Stages   []StageStats  `json:"stages"`
+	// InputWaits counts the times a Runner held back a sender that may
+	// wait, its input full to their share (see Runner.Send): the sender
+	// outran the direction, which lost nothing for it.
+	InputWaits uint64       `json:"input_waits,omitempty"`
+	Stages     []StageStats `json:"stages"`
 }
 
 // Stats returns the direction's counters. Drops sums every stage's drops

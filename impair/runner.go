@@ -82,11 +82,6 @@ func (r *Runner) Send(p *Packet) bool {
 // packet asks first.
 func (r *Runner) Full() bool { return r.loop.Full() }
 
-// Waits returns how many times a packet that may wait found the input
-// full to its share and waited (see Send): how often the direction held
-// back its senders.
-func (r *Runner) Waits() uint64 { return r.loop.Waits() }
-
 // Start launches the Runner's goroutine. It stops when ctx is done or Close
 // is called.
 func (r *Runner) Start(ctx context.Context) {
@@ -163,7 +158,11 @@ func (r *Runner) Close() {
 }
 
 // Stats returns the direction's counters; safe at any time.
-func (r *Runner) Stats() Stats { return r.chain.Stats() }
+func (r *Runner) Stats() Stats {
+	s := r.chain.Stats()
+	s.InputWaits = r.loop.Waits()
+	return s
+}
 
 // Chain returns the chain the Runner drives. Its Stats and Stages may be
 // read; nothing else may be called while the Runner runs.

@@ -224,6 +224,7 @@ type linkInfo struct {
 	TransitMs     dist              `json:"transit_ms"`
 	LatenessMs    dist              `json:"lateness_ms"`
 	DeliveryDrops uint64            `json:"delivery_drops"`
+	InputWaits    uint64            `json:"input_waits"`
 	Stages        []stageInfo       `json:"stages"`
 }
 

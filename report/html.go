@@ -346,6 +346,9 @@ func linkStats(r *run, l linkInfo) linkStat {
 	add("reordered", l.Reordered)
 	add("ECN marked", l.ECNMarked)
 	add("delivery drops (receiver overloaded)", l.DeliveryDrops)
+	if l.InputWaits > 0 {
+		add("senders held back (machine the limit)", l.InputWaits)
+	}
 	for _, d := range []struct {
 		name string
 		d    dist

@@ -211,7 +211,7 @@ func printLinks(w io.Writer, runs []runInfo) error {
 				late = fmt.Sprintf("%.2f", l.LatenessMs.P99)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f (%.2f)\t%s\t%s\t%s\t%s\t%s\t%s\t\n", dash(r.Variant), l.Name, l.PacketsIn, l.PacketsOut,
-				100*l.Achieved.LossRatio, 100*l.Configured.LossRatio, formatDrops(l.Drops)+ownDrops(l.DeliveryDrops), rate,
+				100*l.Achieved.LossRatio, 100*l.Configured.LossRatio, formatDrops(l.Drops)+ownDrops(l.DeliveryDrops)+heldBack(l.InputWaits), rate,
 				pair(l.QueueDelayMs), pair(l.TransitMs), late, l.Configured.Summary)
 		}
 	}
@@ -225,6 +225,15 @@ func ownDrops(n uint64) string {
 		return ""
 	}
 	return fmt.Sprintf(", netjam's own %d", n)
+}
+
+// heldBack marks the times netjam held a sender back at a direction's
+// full input rather than drop (see emulator.LinkSummary.InputWaits).
+func heldBack(n uint64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", senders held back %d", n)
 }
 
 // byReason lists the relay's UDP drops by reason, " (overflow 3,
