@@ -206,3 +206,43 @@ func TestRunnerAfterPass(t *testing.T) {
 		t.Errorf("deliveries and pass ends %q, want %q", got, "ppp|p|")
 	}
 }
+
+// A packet that may wait, sent to a Runner whose input is three quarters
+// full, waits until the Runner has taken the input down (here: until it
+// starts) instead of being dropped, then arrives; a packet that may not
+// wait is dropped at the full input as before. The wait is counted.
+func TestRunnerHoldsBackASenderThatMayWait(t *testing.T) {
+	clk := clock.NewManual()
+	r, err := NewRunner(Config{Name: "up", Delay: DelayConfig{Time: time.Second}, InputLimit: 8}, clk,
+		func(_ time.Time, p *Packet) { p.Release() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	pool := NewPool(2048)
+	for i := range 6 { // not started: the input holds 6 of 8, its share for waiting senders
+		r.Send(testPacket(pool, 100, uint32(i)))
+	}
+	p := testPacket(pool, 100, 6)
+	p.SetMayWait(true)
+	sent := make(chan bool)
+	go func() { sent <- r.Send(p) }()
+	waitFor(t, "the sender to wait", func() bool { return r.Stats().InputWaits == 1 })
+	for i := 7; i < 9; i++ { // the last quarter is for those that may not wait
+		if !r.Send(testPacket(pool, 100, uint32(i))) {
+			t.Fatalf("packet %d refused with the input not full", i)
+		}
+	}
+	if r.Send(testPacket(pool, 100, 9)) {
+		t.Fatal("a packet that may not wait was taken by a full input")
+	}
+	r.Start(context.Background())
+	if !<-sent {
+		t.Fatal("the waiting packet was dropped")
+	}
+	waitFor(t, "arrivals", func() bool { return r.Stats().InPackets == 10 })
+	st := r.Stats()
+	if st.Drops[DropInput.String()] != 1 || st.InputWaits != 1 {
+		t.Errorf("input drops %d, waits %d; want 1 and 1", st.Drops[DropInput.String()], st.InputWaits)
+	}
+}
