@@ -56,10 +56,12 @@ flows:
 	}
 	r := res.sum.Runs[0]
 	for _, l := range r.Links {
-		if n := l.Drops[impair.DropInput.String()]; n > 0 || l.DeliveryDrops > 0 {
-			t.Errorf("%s: %d input drops, %d delivery drops; want none (drops %v)", l.Name, n, l.DeliveryDrops, l.Drops)
+		if n := l.Drops[impair.DropInput.String()]; n > 0 {
+			t.Errorf("%s: %d input drops; want none (drops %v)", l.Name, n, l.Drops)
 		}
-		t.Logf("%s: senders held back %d times", l.Name, l.InputWaits)
+		// Delivery drops (an inbox full for 100 ms: a receiving host
+		// descheduled that long) are TestLabCleanPathLosesNothing's.
+		t.Logf("%s: senders held back %d times, %d delivery drops", l.Name, l.InputWaits, l.DeliveryDrops)
 	}
 	for _, name := range []string{"up", "down"} {
 		f := flowByName(t, r, name)
