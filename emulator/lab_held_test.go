@@ -23,34 +23,7 @@ import (
 // takes; a lab closes in well under a second (TestLabRunEnds...), so a
 // run not over 10 s past its duration hangs.
 func TestLabSendersHeldBackLoseNothing(t *testing.T) {
-	const dur = 2 * time.Second
-	p := mustPlan(t, `
-duration: 2s
-link: {rate: 10Gbps, delay: 1ms, queue: 10000}
-flows:
-  - {name: up, type: tcp, cc: reno, duration: 2s}
-  - {name: down, type: tcp, cc: reno, direction: down, duration: 2s}
-`)
-	s := p.Runs[0]
-	for i := range s.Links {
-		s.Links[i].Uplink.InputLimit, s.Links[i].Downlink.InputLimit = 64, 64
-	}
-	type result struct {
-		sum *Summary
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		sum, err := Run(context.Background(), p, Options{})
-		done <- result{sum, err}
-	}()
-	var res result
-	select {
-	case res = <-done:
-	case <-time.After(dur + drainGrace + 10*time.Second):
-		buf := make([]byte, 1<<20)
-		t.Fatalf("the run did not end: a cycle of waits?\n%s", buf[:runtime.Stack(buf, true)])
-	}
+	res := runHeld(t, context.Background())
 	if res.err != nil {
 		t.Fatal(res.err)
 	}
@@ -69,5 +42,53 @@ flows:
 			t.Errorf("flow %s: nothing arrived", name)
 		}
 		t.Logf("%s: %.0f Mbit/s, %d retransmissions", name, f.ThroughputBps/1e6, f.Retransmissions)
+	}
+}
+
+// TestLabHeldSendersLetGoWhenInterrupted interrupts the same run half way:
+// the directions stop taking packets, and the senders they hold back
+// must be let go (they hold gVisor's endpoint locks, which closing the
+// connections takes), or the run never ends.
+func TestLabHeldSendersLetGoWhenInterrupted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	runHeld(t, ctx) // its error, if any, is the interruption's
+}
+
+// heldResult is what runHeld's run returned.
+type heldResult struct {
+	sum *Summary
+	err error
+}
+
+// runHeld runs a TCP flow each way for 2 s over 10 Gbit/s directions
+// whose inputs hold 64 packets, and fails the test if the run does not
+// end (see TestLabSendersHeldBackLoseNothing for the bound).
+func runHeld(t *testing.T, ctx context.Context) heldResult {
+	t.Helper()
+	const dur = 2 * time.Second
+	p := mustPlan(t, `
+duration: 2s
+link: {rate: 10Gbps, delay: 1ms, queue: 10000}
+flows:
+  - {name: up, type: tcp, cc: reno, duration: 2s}
+  - {name: down, type: tcp, cc: reno, direction: down, duration: 2s}
+`)
+	s := p.Runs[0]
+	for i := range s.Links {
+		s.Links[i].Uplink.InputLimit, s.Links[i].Downlink.InputLimit = 64, 64
+	}
+	done := make(chan heldResult, 1)
+	go func() {
+		sum, err := Run(ctx, p, Options{})
+		done <- heldResult{sum, err}
+	}()
+	select {
+	case res := <-done:
+		return res
+	case <-time.After(dur + drainGrace + 10*time.Second):
+		buf := make([]byte, 1<<20)
+		t.Fatalf("the run did not end: a cycle of waits?\n%s", buf[:runtime.Stack(buf, true)])
+		return heldResult{}
 	}
 }
