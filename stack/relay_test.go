@@ -35,7 +35,14 @@ var (
 // the hosts, then the wires.
 func newRelayPair(t testing.TB, cfg RelayConfig) (*Host, *Relay) {
 	t.Helper()
-	ab, ba := newWire(nil), newWire(nil)
+	return newRelayPairWire(t, cfg, nil)
+}
+
+// newRelayPairWire is newRelayPair whose wire from the relay's host to the
+// client shows each packet to toClient first (see wire.drop).
+func newRelayPairWire(t testing.TB, cfg RelayConfig, toClient func([]byte) bool) (*Host, *Relay) {
+	t.Helper()
+	ab, ba := newWire(nil), newWire(toClient)
 	mk := func(name string, addrs []netip.Prefix, out *wire, seed uint64, transparent bool) *Host {
 		h, err := NewHost(HostConfig{Name: name, Addrs: addrs, MTU: 1500, Clock: realClock, Seed: seed, SACK: true,
 			Transparent: transparent, Output: out.output})

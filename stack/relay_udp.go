@@ -134,17 +134,18 @@ func (r *Relay) runUDPSession(u *udpSession) {
 		r.release(u.in)
 		return
 	}
-	if !r.keep(out) {
+	tc := newTargetConn(r, out)
+	if !r.keep(tc) {
 		r.release(u.in)
 		return
 	}
 	r.udpN.relayed.Add(1)
-	u.out = out
+	u.out = tc
 	u.batch = batchWriterOf(out)
 	r.wg.Add(1)
 	go u.down()
 	u.up()
-	r.release(u.in, out)
+	r.release(u.in, tc)
 	u.end()
 }
 

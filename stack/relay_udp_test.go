@@ -269,3 +269,68 @@ func TestRelayUDPSlowTargetDoesNotHoldUpThePath(t *testing.T) {
 		t.Errorf("%d written to the target and %d counted dropped (%v), want overflows and %d in all", written, st.Dropped, st.DroppedBy, sent)
 	}
 }
+
+// TestRelayUDPCountsTargetDrops has the target send a burst larger than
+// the relay's socket toward it holds while the relay's down direction is
+// held up (its write toward the client waits): the kernel drops what does
+// not fit at that socket, and every datagram the target sent is either
+// relayed or counted dropped (from_target). (Before, those drops were
+// counted nowhere: a down direction that fell behind lost datagrams
+// inside netjam without a trace.)
+func TestRelayUDPCountsTargetDrops(t *testing.T) {
+	target, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	// 14 MB: more than the socket's 4 MiB buffer takes (the kernel
+	// doubles it and charges about 2.3 KiB per datagram).
+	const sent, size = 10000, 1400
+	sending := make(chan error, 1)
+	go func() {
+		b := make([]byte, 65536)
+		_, from, err := target.ReadFromUDPAddrPort(b)
+		if err == nil {
+			for range sent {
+				if _, err = target.WriteToUDPAddrPort(b[:size], from); err != nil {
+					break
+				}
+			}
+		}
+		sending <- err
+	}()
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	client, r := newRelayPairWire(t, RelayConfig{
+		Forwards: []Forward{{Proto: "udp", Listen: 5353, To: target.LocalAddr().(*net.UDPAddr).AddrPort()}},
+		UDPIdle:  time.Second,
+	}, func([]byte) bool {
+		select {
+		case <-held:
+		default:
+			close(held)
+			<-release
+		}
+		return false
+	})
+	c, err := client.DialUDP(netip.AddrPortFrom(peer4, 5353))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("go")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-sending; err != nil {
+		t.Fatal(err)
+	}
+	<-held
+	once.Do(func() { close(release) })
+	waitFor(t, "the idle session to end", func() bool { return r.Stats().UDP.Active == 0 })
+	st := r.Stats().UDP
+	if got := st.BytesDown/size + st.Dropped; got != sent || st.DroppedBy["from_target"] == 0 {
+		t.Errorf("%d datagrams relayed and %d counted dropped (%v), want drops from the target and %d in all",
+			st.BytesDown/size, st.Dropped, st.DroppedBy, sent)
+	}
+}
