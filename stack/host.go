@@ -285,6 +285,9 @@ func (h *Host) InjectSegments(pkt []byte, segs int, partial bool) {
 		return
 	}
 	defer h.link.exit()
+	if f := h.fwd.Load(); f != nil && f.relay.intercept(pkt) {
+		return // a relayed UDP session's datagram, handed to it
+	}
 	deliver(d, proto, inbound(pkt, partial))
 }
 
@@ -341,11 +344,6 @@ func (h *Host) arrive(first []byte, total, segs int) (tcpip.NetworkProtocolNumbe
 		h.link.exit()
 		h.inDropped.Add(1)
 		return 0, nil, false
-	}
-	if f := h.fwd.Load(); f != nil && len(first) == total {
-		// A relayed UDP session's socket full: wait. (What comes in
-		// parts is a TCP run, InjectRun's.)
-		f.relay.admit(first)
 	}
 	return proto, d, true
 }

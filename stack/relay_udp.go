@@ -16,7 +16,6 @@ import (
 	"golang.org/x/net/ipv6"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 	"gvisor.dev/gvisor/pkg/waiter"
 )
@@ -181,7 +180,14 @@ type udpSession struct {
 	maxLen  atomic.Int64
 	waiting atomic.Bool   // an admit waits for room
 	room    chan struct{} // the up direction made room (one token)
-	stuck   atomic.Uint64 // read+1 when an admit gave up waiting: no more waits until a read
+	stuck   atomic.Uint64 // read+taken+1 when an admit gave up waiting: no more waits until a read
+	// The fast path's: the queue (nil until the first fast datagram,
+	// r.deadQ once the session ended), the datagrams the up direction
+	// took from it, and the token that wakes the up direction when the
+	// queue stops being empty.
+	q     atomic.Pointer[udpQueue]
+	taken atomic.Uint64
+	wake  chan struct{}
 	// targetFull: the target's socket was full and the up direction
 	// waits for it; admit does not wait meanwhile.
 	targetFull atomic.Bool
@@ -190,25 +196,42 @@ type udpSession struct {
 // newUDPSession returns the session of in and registers it for admit.
 func (r *Relay) newUDPSession(in *relayUDP, key udpKey, target netip.AddrPort) *udpSession {
 	u := &udpSession{r: r, key: key, in: in, target: target, start: time.Now(),
-		downDone: make(chan struct{}), gone: make(chan struct{}), room: make(chan struct{}, 1),
+		downDone: make(chan struct{}), gone: make(chan struct{}), room: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 		rcvBuf: in.ep.SocketOptions().GetReceiveBufferSize()}
 	u.st, _ = in.ep.Stats().(*tcpip.TransportEndpointStats)
-	r.sessMu.Lock()
-	r.sessions[key] = u
-	r.sessN.Store(int64(len(r.sessions)))
-	r.sessMu.Unlock()
+	r.swapSessions(func(m map[udpKey]*udpSession) { m[key] = u })
 	return u
+}
+
+// swapSessions replaces the sessions' map by a copy that change changed.
+func (r *Relay) swapSessions(change func(map[udpKey]*udpSession)) {
+	r.sessMu.Lock()
+	defer r.sessMu.Unlock()
+	old := *r.sessions.Load()
+	m := make(map[udpKey]*udpSession, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	change(m)
+	r.sessions.Store(&m)
+	r.sessN.Store(int64(len(m)))
 }
 
 // forget unregisters u once it ended, and releases an admit waiting on
 // it.
 func (r *Relay) forget(u *udpSession) {
-	r.sessMu.Lock()
-	if r.sessions[u.key] == u {
-		delete(r.sessions, u.key)
+	r.swapSessions(func(m map[udpKey]*udpSession) {
+		if m[u.key] == u {
+			delete(m, u.key)
+		}
+	})
+	if q := u.q.Swap(r.deadQ); q != nil && q != r.deadQ {
+		// What the fast path queued and the up direction never wrote:
+		// the session ended (the relay closed, the target's socket
+		// failed) with them inside.
+		r.udpN.drop(dropToTarget, uint64(q.close()))
+		r.budget.give(udpQueueBytes)
 	}
-	r.sessN.Store(int64(len(r.sessions)))
-	r.sessMu.Unlock()
 	close(u.gone)
 }
 
@@ -275,6 +298,7 @@ func (u *udpSession) up() {
 		}
 		select {
 		case <-ready:
+		case <-u.wake:
 		case <-u.downDone:
 			return
 		case <-timer.C:
@@ -294,26 +318,42 @@ func (u *udpSession) up() {
 // error when it read none.
 func (u *udpSession) pass(b *udpBatch) (int, tcpip.Error) {
 	err := b.read(u.in.ep)
+	slow := b.n
+	q, fast := u.q.Load(), 0
+	if q != nil {
+		fast = q.peek(b.msgs[b.n:])
+		b.n += fast
+	}
 	n := b.n
 	if n == 0 {
 		return 0, err
 	}
-	u.read.Add(uint64(n))
+	u.read.Add(uint64(slow))
 	// The endpoint has room now: an admit waiting for it goes on
 	// while the batch is written.
+	u.madeRoom()
+	u.touch()
+	u.flush(b)
+	if fast > 0 {
+		q.release(fast)
+		u.taken.Add(uint64(fast))
+		u.madeRoom()
+	}
+	// A write that blocked (the target's socket full) kept the
+	// session busy: idle counts from its end, or the datagrams
+	// queued meanwhile would be left unread when it ends.
+	u.touch()
+	return n, nil
+}
+
+// madeRoom lets an admit waiting for room go on.
+func (u *udpSession) madeRoom() {
 	if u.waiting.Load() {
 		select {
 		case u.room <- struct{}{}:
 		default:
 		}
 	}
-	u.touch()
-	u.flush(b)
-	// A write that blocked (the target's socket full) kept the
-	// session busy: idle counts from its end, or the datagrams
-	// queued meanwhile would be left unread when it ends.
-	u.touch()
-	return n, nil
 }
 
 // flush writes the batch's datagrams to the target, with one sendmmsg
@@ -373,36 +413,46 @@ func (u *udpSession) targetBlocked() {
 	}
 }
 
-// admit returns once the session's endpoint can take a datagram of n
-// bytes, or after udpAdmitWait if the up direction reads nothing
-// meanwhile (then it does not wait again until it reads).
-func (u *udpSession) admit(n int) {
+// admit returns once the session's endpoint (fast false) or its queue
+// (fast true) can take a datagram of n bytes, or after udpAdmitWait if the
+// up direction reads nothing meanwhile (then it does not wait again until
+// it reads). It reports whether there is room.
+func (u *udpSession) admit(n int, fast bool) bool {
 	for m := u.maxLen.Load(); int64(n) > m && !u.maxLen.CompareAndSwap(m, int64(n)); m = u.maxLen.Load() {
 	}
-	if u.fits() || u.stuck.Load() == u.read.Load()+1 || u.targetFull.Load() {
-		return
+	if u.fits(n, fast) {
+		return true
+	}
+	if u.stuck.Load() == u.read.Load()+u.taken.Load()+1 || u.targetFull.Load() {
+		return false
 	}
 	u.r.udpN.waits.Add(1)
 	u.waiting.Store(true)
 	defer u.waiting.Store(false)
 	t := time.NewTimer(u.r.admitWait) // only when waiting: the common case allocates nothing
 	defer t.Stop()
-	for !u.fits() && !u.targetFull.Load() {
+	for !u.fits(n, fast) && !u.targetFull.Load() {
 		select {
 		case <-u.room:
 		case <-u.gone:
-			return
+			return false
 		case <-t.C:
-			u.stuck.Store(u.read.Load() + 1)
-			return
+			u.stuck.Store(u.read.Load() + u.taken.Load() + 1)
+			return false
 		}
 	}
+	return u.fits(n, fast)
 }
 
-// fits reports whether the client's endpoint has room for one more of
-// the largest datagrams seen, counting what gVisor took into it less
-// what it dropped and what the up direction read.
-func (u *udpSession) fits() bool {
+// fits reports whether the session's queue (fast), or else the client's
+// endpoint, has room for a datagram of n bytes. For the endpoint: room
+// for one more of the largest datagrams seen, counting what gVisor took
+// into it less what it dropped and what the up direction read.
+func (u *udpSession) fits(n int, fast bool) bool {
+	if fast {
+		q := u.q.Load()
+		return q == nil || q.fits(n)
+	}
 	if u.st == nil {
 		return true
 	}
@@ -412,52 +462,79 @@ func (u *udpSession) fits() bool {
 	return (queued+1)*u.maxLen.Load() <= u.rcvBuf
 }
 
-// admit makes Inject wait while the relay's UDP session that pkt belongs
-// to cannot take it (see udpSession.admit). pkt is an IP packet whose
-// header fits (networkProtocol checked it). It costs an atomic load while
-// no session is open.
-func (r *Relay) admit(pkt []byte) {
+// intercept takes pkt, an IP packet whose header fits (networkProtocol
+// checked it), when it is a datagram of an open UDP session that the fast
+// path may take: its payload goes to the session's queue, waiting for
+// room while the session is busy (see admit), and intercept reports true.
+// Any other datagram of a session goes to gVisor (false), after waiting
+// while the session's endpoint could not take it. It costs an atomic load
+// while no session is open.
+func (r *Relay) intercept(pkt []byte) bool {
 	if r.sessN.Load() == 0 {
-		return
+		return false
 	}
-	k, n, ok := udpOf(pkt)
+	k, payload, fast, ok := parseUDP(pkt)
 	if !ok {
-		return
+		return false
 	}
-	r.sessMu.RLock()
-	u := r.sessions[k]
-	r.sessMu.RUnlock()
-	if u != nil {
-		u.admit(n)
+	u := (*r.sessions.Load())[k]
+	if u == nil {
+		return false
+	}
+	if !fast || r.slowOnly {
+		u.admit(len(payload), false)
+		return false
+	}
+	return u.deliver(payload)
+}
+
+// deliver queues a datagram's payload for the up direction, waiting for
+// room (see admit); one that finds no room after that is dropped,
+// counted as overflow. It reports false, queueing nothing, when the
+// session has no queue (it ended, or the Budget had no room for one):
+// then the datagram goes to gVisor.
+func (u *udpSession) deliver(p []byte) bool {
+	q := u.queue()
+	if q == nil {
+		return false
+	}
+	for waited := false; ; waited = true {
+		ok, wasEmpty, closed := q.put(p)
+		switch {
+		case closed:
+			return false
+		case ok:
+			if wasEmpty {
+				select {
+				case u.wake <- struct{}{}:
+				default:
+				}
+			}
+		case waited || !u.admit(len(p), true):
+			u.r.udpN.drop(dropOverflow, 1)
+		default:
+			continue
+		}
+		u.r.fastIn.Add(1)
+		return true
 	}
 }
 
-// udpOf returns the session key and payload length of an unfragmented
-// UDP datagram in pkt, an IP packet whose header fits.
-func udpOf(pkt []byte) (udpKey, int, bool) {
-	var k udpKey
-	var u []byte
-	switch pkt[0] >> 4 {
-	case 4:
-		ip := header.IPv4(pkt)
-		if ip.TransportProtocol() != header.UDPProtocolNumber || ip.More() || ip.FragmentOffset() != 0 {
-			return k, 0, false
-		}
-		u = pkt[ip.HeaderLength():]
-		if len(u) < header.UDPMinimumSize {
-			return k, 0, false
-		}
-		k.src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(pkt[12:16])), header.UDP(u).SourcePort())
-		k.dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(pkt[16:20])), header.UDP(u).DestinationPort())
-	default:
-		if len(pkt) < header.IPv6MinimumSize+header.UDPMinimumSize || header.IPv6(pkt).NextHeader() != uint8(header.UDPProtocolNumber) {
-			return k, 0, false
-		}
-		u = pkt[header.IPv6MinimumSize:]
-		k.src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(pkt[8:24])), header.UDP(u).SourcePort())
-		k.dst = netip.AddrPortFrom(netip.AddrFrom16([16]byte(pkt[24:40])), header.UDP(u).DestinationPort())
+// queue returns the session's queue, made with the first fast datagram
+// when the Budget has room for it; nil without one.
+func (u *udpSession) queue() *udpQueue {
+	if q := u.q.Load(); q != nil {
+		return q
 	}
-	return k, len(u) - header.UDPMinimumSize, true
+	if !u.r.budget.take(udpQueueBytes) {
+		return nil
+	}
+	q := newUDPQueue()
+	if !u.q.CompareAndSwap(nil, q) {
+		u.r.budget.give(udpQueueBytes)
+		return u.q.Load()
+	}
+	return q
 }
 
 // end counts what the client's socket dropped and logs the session's
