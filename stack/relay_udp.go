@@ -161,6 +161,7 @@ type udpSession struct {
 	in     *relayUDP // the client's side
 	out    net.Conn  // the target's
 	batch  batchWriter
+	hdr    *downHeader // the down direction's headers; nil: gVisor sends
 	target netip.AddrPort
 	start  time.Time
 	last   atomic.Int64 // the last datagram either way, in nanoseconds since start (monotonic)
@@ -245,34 +246,6 @@ func (u *udpSession) drop(why udpDrop, err error) {
 	if u.firstErr.Load() == nil {
 		e := fmt.Errorf("%s: %w", why, err)
 		u.firstErr.CompareAndSwap(nil, &e)
-	}
-}
-
-// down carries the target's datagrams to the client until the target's
-// socket fails or is closed, then wakes the up direction.
-func (u *udpSession) down() {
-	r := u.r
-	defer r.wg.Done()
-	defer close(u.downDone) // wakes the other direction
-	bp := r.udpB.Get().(*[]byte)
-	defer r.udpB.Put(bp)
-	for {
-		n, err := u.out.Read(*bp)
-		if err != nil {
-			if errors.Is(err, syscall.ECONNREFUSED) {
-				continue // an ICMP error from the target: keep the session
-			}
-			if !r.isClosed() {
-				r.log.Debug("udp relay failed: the target's socket", zap.Stringer("target", u.target), zap.Error(err))
-			}
-			return
-		}
-		u.touch()
-		if _, err := u.in.Write((*bp)[:n]); err == nil {
-			r.udpN.down.Add(uint64(n))
-		} else {
-			u.drop(dropToClient, err)
-		}
 	}
 }
 

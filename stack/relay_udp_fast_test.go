@@ -248,3 +248,46 @@ func TestRelayUDPFastPathAllocs(t *testing.T) {
 	}
 	waitFor(t, "the datagrams to be relayed", func() bool { return r.Stats().UDP.BytesUp == (runs+3)*uint64(len(pkt)-28) })
 }
+
+// TestRelayUDPDownPackets checks the datagrams the down direction builds
+// against gVisor: a host at the client's address takes each, with its
+// payload, from the session's destination.
+func TestRelayUDPDownPackets(t *testing.T) {
+	client, err := NewHost(HostConfig{Name: "client", Addrs: relayClientAddrs, MTU: 1500, Clock: realClock, Output: func([][]byte) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	c, err := client.ListenUDP(40000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []udpKey{
+		{netip.AddrPortFrom(relayClientAddrs[0].Addr(), 40000), netip.AddrPortFrom(peer4, 5000)},
+		{netip.AddrPortFrom(relayClientAddrs[1].Addr(), 40000), netip.AddrPortFrom(peer6, 5000)},
+		// Transparent mode: from the destination the client asked for.
+		{netip.AddrPortFrom(relayClientAddrs[0].Addr(), 40000), netip.MustParseAddrPort("192.0.2.7:53")},
+	} {
+		h := newDownHeader(k)
+		for _, size := range []int{0, 1, 2, 1400, 1500 - h.n} {
+			p := payload(size, uint64(size))
+			pkt := slices.Concat(h.packet(p)...)
+			if k.src.Addr().Is4() && (pkt[8] != udpTTL || pkt[6]&0x40 == 0) {
+				t.Errorf("%v: TTL %d, flags %#x, want %d and Don't Fragment", k, pkt[8], pkt[6], udpTTL)
+			}
+			client.Inject(pkt)
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			b := make([]byte, 65536)
+			n, from, err := c.ReadFrom(b)
+			if err != nil {
+				t.Fatalf("%v, %d bytes: %v", k, size, err)
+			}
+			if !bytes.Equal(b[:n], p) || from.(*net.UDPAddr).AddrPort() != netip.AddrPortFrom(k.dst.Addr(), k.dst.Port()) {
+				t.Errorf("%v, %d bytes: got %d bytes from %v", k, size, n, from)
+			}
+		}
+	}
+	if st := client.Stats(); st.Malformed != 0 || st.ChecksumErrors != 0 {
+		t.Errorf("malformed %d, checksum errors %d", st.Malformed, st.ChecksumErrors)
+	}
+}
