@@ -6,6 +6,7 @@ import (
 	"context"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -255,12 +256,27 @@ func (h *vtimers) Pop() any {
 // runtime.gopark) as durably blocked, so a bubble with a gVisor stack
 // never advances.
 type quietness struct {
-	samples   [3]metrics.Sample
-	nonGoBase uint64 // goroutines in system calls when last found idle
-	buf       []byte
-	stats     *VirtualStats // guarded by mu
-	mu        *sync.Mutex
+	samples [3]metrics.Sample
+	// nonGoBase is the goroutines in system calls when the process was
+	// last found idle, not counting those given up on: a goroutine that
+	// takes a given-up reader's place in a system call (a write, once
+	// the reader has returned) must not look idle.
+	nonGoBase uint64
+	// stuck holds the goroutines given up on while they stay in their
+	// call: a stack dump counts them blocked, without waiting
+	// syscallPatience for them again. One that leaves its call is
+	// forgotten.
+	stuck map[uint64]bool
+	buf   []byte
+	stats *VirtualStats // guarded by mu
+	mu    *sync.Mutex
 }
+
+// stuckDump is how many busy readings are taken before a stack dump while
+// goroutines given up on are in their calls (and so keep the fast way's
+// count above its base): far fewer than slowAfter, since those
+// goroutines will not leave soon.
+const stuckDump = 64
 
 // slowAfter is how many busy readings (about half a microsecond each, with
 // a yield between) the fast way takes before a stack dump decides. A
@@ -289,41 +305,45 @@ func (q *quietness) wait(ctx context.Context, held *atomic.Int64) bool {
 	var inSyscallSince time.Time
 	for ok < 3 {
 		metrics.Read(q.samples[:])
-		if held.Load() == 0 && q.samples[0].Value.Uint64() == 0 && q.samples[1].Value.Uint64() <= 1 && q.samples[2].Value.Uint64() <= q.nonGoBase {
+		nRunnable, nRunning, nonGo := q.samples[0].Value.Uint64(), q.samples[1].Value.Uint64(), q.samples[2].Value.Uint64()
+		if held.Load() == 0 && nRunnable == 0 && nRunning <= 1 && nonGo <= q.nonGoBase {
 			ok++
 			runtime.Gosched()
 			continue
 		}
 		ok, busy = 0, busy+1
-		if busy%slowAfter != 0 {
+		if busy%slowAfter != 0 && (len(q.stuck) == 0 || busy%stuckDump != 0) {
 			runtime.Gosched()
 			continue
 		}
 		if ctx.Err() != nil {
 			return false
 		}
-		st := q.stacks()
+		d := q.stacks()
 		if held.Load() != 0 {
-			st = running
+			d.st = running
 		}
 		q.mu.Lock()
 		q.stats.StackChecks++
 		q.mu.Unlock()
 		switch {
-		case st == idle:
-		case st == inSyscall && inSyscallSince.IsZero():
+		case d.st == idle:
+		case d.st == inSyscall && inSyscallSince.IsZero():
 			inSyscallSince = time.Now()
 			continue
-		case st == inSyscall && time.Since(inSyscallSince) > syscallPatience:
+		case d.st == inSyscall && time.Since(inSyscallSince) > syscallPatience:
 			q.mu.Lock()
 			q.stats.GaveUp++
 			q.mu.Unlock()
+			for _, id := range d.waiting {
+				q.stuck[id] = true
+			}
 		default:
 			runtime.Gosched()
 			continue
 		}
 		metrics.Read(q.samples[:])
-		q.nonGoBase = q.samples[2].Value.Uint64()
+		q.nonGoBase = q.samples[2].Value.Uint64() - min(q.samples[2].Value.Uint64(), uint64(len(q.stuck)))
 		return true
 	}
 	return true
@@ -338,10 +358,20 @@ const (
 	running                     // some run, are runnable, or work in system calls
 )
 
-// stacks reads every goroutine's state from a dump of their stacks.
-func (q *quietness) stacks() stackState {
+// stackDump is what a stack dump says of the goroutines but the caller:
+// their state, and which of them wait in system calls on the outside world
+// without having been given up on yet.
+type stackDump struct {
+	st      stackState
+	waiting []uint64
+}
+
+// stacks reads every goroutine's state from a dump of their stacks, and
+// forgets the goroutines given up on that have left their calls.
+func (q *quietness) stacks() stackDump {
 	if q.buf == nil {
 		q.buf = make([]byte, 1<<20)
+		q.stuck = make(map[uint64]bool)
 	}
 	var n int
 	for {
@@ -351,7 +381,8 @@ func (q *quietness) stacks() stackState {
 		}
 		q.buf = make([]byte, 2*len(q.buf))
 	}
-	st := idle
+	d := stackDump{st: idle}
+	still := make(map[uint64]bool, len(q.stuck))
 	// The dump is goroutines separated by blank lines, each a header
 	// ("goroutine 7 [select]:") and its frames, the caller first.
 	for i, g := range bytes.Split(q.buf[:n], []byte("\n\n")) {
@@ -361,15 +392,33 @@ func (q *quietness) stacks() stackState {
 		}
 		switch {
 		case bytes.Contains(header, []byte("[running")), bytes.Contains(header, []byte("[runnable")):
-			return running
+			d.st = running
 		case bytes.Contains(header, []byte("[syscall")) && !bytes.HasPrefix(frames, []byte("os/signal.signal_recv")):
-			if !waitingCall(frames) {
-				return running
+			id := goroutineID(header)
+			switch {
+			case !waitingCall(frames):
+				d.st = running
+			case q.stuck[id]:
+				still[id] = true
+			default:
+				d.waiting = append(d.waiting, id)
+				d.st = max(d.st, inSyscall)
 			}
-			st = inSyscall
 		}
 	}
-	return st
+	q.stuck = still
+	return d
+}
+
+// goroutineID reads the number of a stack dump's goroutine header
+// ("goroutine 7 [syscall]:").
+func goroutineID(header []byte) uint64 {
+	f := bytes.Fields(header)
+	if len(f) < 2 {
+		return 0
+	}
+	id, _ := strconv.ParseUint(string(f[1]), 10, 64)
+	return id
 }
 
 // waitCalls are the system calls that wait on the outside world: reads

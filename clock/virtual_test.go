@@ -253,6 +253,59 @@ func TestVirtualWaitsForAWrite(t *testing.T) {
 	}
 }
 
+// A read given up on does not make a later write look idle: once the
+// reader has left its system call, another goroutine's blocked write holds
+// time as it would have before. Before, the give-up raised the count of
+// goroutines allowed in system calls to include the reader, and the write
+// took its place unseen: the next timer fired while it was blocked.
+func TestVirtualWaitsForAWriteAfterAGiveUp(t *testing.T) {
+	v := clock.NewVirtual()
+	r1, w1 := blockingPipe(t)
+	r2, w2 := blockingPipe(t)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		syscall.Read(r1, make([]byte, 1)) // given up on, then woken at 2 ms
+	}()
+	done := make(chan struct{})
+	var wrote atomic.Int64
+	var next time.Duration
+	v.AfterFunc(time.Millisecond, func() {}) // the reader is given up on here
+	v.AfterFunc(2*time.Millisecond, func() {
+		syscall.Write(w1, []byte{1})
+		<-readDone
+	})
+	v.AfterFunc(3*time.Millisecond, func() {
+		syscall.Write(w2, make([]byte, 1<<20)) // the pipe holds 64 KiB
+		wrote.Store(int64(v.Now().Sub(clock.Epoch)))
+	})
+	v.AfterFunc(4*time.Millisecond, func() {
+		next = v.Now().Sub(clock.Epoch)
+		if wrote.Load() == 0 {
+			t.Error("the next timer fired while the write was blocked")
+		}
+		close(done)
+	})
+	go func() {
+		time.Sleep(time.Second)
+		b := make([]byte, 1<<16)
+		for n := 0; n < 1<<20; {
+			k, err := syscall.Read(r2, b)
+			if err != nil {
+				return
+			}
+			n += k
+		}
+	}()
+	runVirtual(t, v, done)
+	if d := time.Duration(wrote.Load()); d != 3*time.Millisecond || next != 4*time.Millisecond {
+		t.Errorf("the write ended at %v and the next timer fired at %v, want 3ms and 4ms", d, next)
+	}
+	if g := v.Stats().GaveUp; g != 1 {
+		t.Errorf("gave up %d times, want 1 (on the read)", g)
+	}
+}
+
 // A read that waits on the outside world (an empty pipe nobody writes),
 // or a wait for a child process, holds time for 200 ms of wall time at
 // most: then time moves on without it, and the wait is counted as given

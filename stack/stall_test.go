@@ -1,0 +1,153 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/impair"
+)
+
+// A FIN lost while SACK recovery is under way is sent again. gVisor's
+// sender counted no zero-length segment in its pipe during SACK recovery,
+// so with only the FIN unacknowledged its count of outstanding segments
+// was 0; a probe timeout that sent nothing then armed no retransmission
+// timer, and the FIN, when the path had lost it, was never sent again:
+// the receiver waited for the end of the stream forever (found as a
+// stalled flow over 5% loss at loopback's MTU, the README's default
+// scenario). netjam carries the fix (third_party/gvisor/patches/0001).
+//
+// On the virtual clock the runs are exact: before the fix, seed 62 of
+// these stalled every time, in FIN-WAIT-1 with every data byte delivered.
+func TestLostFINIsSentAgain(t *testing.T) {
+	seeds := []uint64{62, 63, 64, 65}
+	if testing.Short() {
+		seeds = seeds[:1]
+	}
+	for _, seed := range seeds {
+		v := clock.NewVirtual()
+		ctx, cancel := context.WithCancel(context.Background())
+		go v.Run(ctx)
+		a, b, stop := lossyPair(t, seed, v)
+		err := finishes(ctx, v, a, b, 5<<20, 30*time.Second)
+		stop()
+		cancel()
+		if err != nil {
+			t.Errorf("seed %d: %v", seed, err)
+		}
+	}
+}
+
+// finishes sends n bytes from a to b over one connection and closes it,
+// and returns an error unless b reads them and the end of the stream
+// within limit of clk's time.
+func finishes(ctx context.Context, clk clock.Clock, a, b *Host, n int, limit time.Duration) error {
+	ctx, cancel := clock.WithTimeout(ctx, clk, limit)
+	defer cancel()
+	l, err := b.ListenTCP(5001, TCPOptions{})
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	type result struct {
+		n   int64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := l.Accept(ctx)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		defer c.Close()
+		go func() { <-ctx.Done(); c.Close() }()
+		n, err := io.Copy(io.Discard, c)
+		done <- result{n, err}
+	}()
+	c, err := a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 5001), TCPOptions{})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	go func() {
+		if _, err := c.Write(payload(n, 1)); err == nil {
+			c.CloseWrite()
+		}
+	}()
+	r := <-done
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("the receiver did not see the end of the stream in %v: it read %d of %d bytes; sender %+v", limit, r.n, n, c.Info())
+	case r.err != nil:
+		return r.err
+	case r.n != int64(n):
+		return fmt.Errorf("the receiver read %d of %d bytes", r.n, n)
+	}
+	return nil
+}
+
+// lossyPair returns two hosts at loopback's MTU joined by a path of 50 ms
+// and 5% loss each way on clk, and the function that closes them.
+func lossyPair(t *testing.T, seed uint64, clk clock.Clock) (a, b *Host, stop func()) {
+	t.Helper()
+	const mtu = 65535
+	pool := impair.NewPool(mtu)
+	direction := func(name string, seed uint64, to **Host) *impair.Runner {
+		r, err := impair.NewRunner(impair.Config{
+			Name:  name,
+			Seed:  seed,
+			Delay: impair.DelayConfig{Time: 50 * time.Millisecond},
+			Loss:  impair.LossConfig{Model: impair.LossRandom, P: 0.05},
+		}, clk, func(_ time.Time, p *impair.Packet) {
+			(*to).Inject(p.Data)
+			p.Release()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	up, down := direction("uplink", seed, &b), direction("downlink", seed+1000, &a)
+	output := func(r *impair.Runner) func([][]byte) {
+		return func(pkt [][]byte) {
+			n := 0
+			for _, s := range pkt {
+				n += len(s)
+			}
+			p := pool.Get(n)
+			n = 0
+			for _, s := range pkt {
+				n += copy(p.Data[n:], s)
+			}
+			r.Send(p)
+		}
+	}
+	mk := func(name string, addr netip.Prefix, out func([][]byte), seed uint64) *Host {
+		h, err := NewHost(HostConfig{Name: name, Addrs: []netip.Prefix{addr}, MTU: mtu, Clock: clk, Seed: seed, SACK: true, Output: out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	a = mk("client", v4.a, output(up), seed)
+	b = mk("server", v4.b, output(down), seed+1)
+	ctx, cancel := context.WithCancel(context.Background())
+	up.Start(ctx)
+	down.Start(ctx)
+	var once sync.Once
+	return a, b, func() {
+		once.Do(func() {
+			a.Close()
+			b.Close()
+			cancel()
+			up.Close()
+			down.Close()
+		})
+	}
+}
