@@ -141,6 +141,7 @@ func (r *Relay) runUDPSession(u *udpSession) {
 	r.udpN.relayed.Add(1)
 	u.out = tc
 	u.batch = batchWriterOf(out)
+	u.segMax = tc.segMax
 	r.wg.Add(1)
 	go u.down()
 	u.up()
@@ -161,6 +162,7 @@ type udpSession struct {
 	in     *relayUDP // the client's side
 	out    net.Conn  // the target's
 	batch  batchWriter
+	segMax int         // the largest datagram the target's socket segments; 0: none (up direction's)
 	hdr    *downHeader // the down direction's headers; nil: gVisor sends
 	target netip.AddrPort
 	start  time.Time
@@ -240,9 +242,13 @@ func (r *Relay) forget(u *udpSession) {
 func (u *udpSession) touch() { u.last.Store(int64(time.Since(u.start))) }
 
 // drop counts a datagram lost on its way (why) and keeps the first cause.
-func (u *udpSession) drop(why udpDrop, err error) {
-	u.dropped.Add(1)
-	u.r.udpN.drop(why, 1)
+func (u *udpSession) drop(why udpDrop, err error) { u.dropN(why, 1, err) }
+
+// dropN counts n datagrams lost on their way (why) and keeps the first
+// cause.
+func (u *udpSession) dropN(why udpDrop, n int, err error) {
+	u.dropped.Add(uint64(n))
+	u.r.udpN.drop(why, uint64(n))
 	if u.firstErr.Load() == nil {
 		e := fmt.Errorf("%s: %w", why, err)
 		u.firstErr.CompareAndSwap(nil, &e)
@@ -339,9 +345,23 @@ func (u *udpSession) madeRoom() {
 // real network's, and a real one drops there too instead of stopping
 // every other flow. Each batch is first offered without waiting
 // (MSG_DONTWAIT) to tell a full socket from a slow machine.
+//
+// Datagrams of one size that follow each other go as one message when the
+// socket segments (UDP_SEGMENT, see udpBatch.group): the kernel's work
+// per datagram toward the target, half of what the up direction cost,
+// is then done once per message.
 func (u *udpSession) flush(b *udpBatch) {
-	msgs := b.msgs[:b.n]
-	var bytes int
+	msgs, counts := b.msgs[:b.n], []int(nil)
+	if u.segMax > 0 && u.batch != nil {
+		msgs, counts = b.group(u.segMax)
+	}
+	count := func(i int) int {
+		if counts == nil {
+			return 1
+		}
+		return counts[i]
+	}
+	var bytes, done int // done: datagrams written or dropped
 	flags := syscall.MSG_DONTWAIT
 	for len(msgs) > 0 {
 		var k int
@@ -354,10 +374,16 @@ func (u *udpSession) flush(b *udpBatch) {
 		} else if _, err = u.out.Write(msgs[0].Buffers[0]); err == nil {
 			k = 1
 		}
-		for _, m := range msgs[:k] {
-			bytes += len(m.Buffers[0])
+		for i, m := range msgs[:k] {
+			for _, d := range m.Buffers {
+				bytes += len(d)
+			}
+			done += count(i)
 		}
 		msgs = msgs[k:]
+		if counts != nil {
+			counts = counts[k:]
+		}
 		if err != nil && errors.Is(err, syscall.EAGAIN) {
 			u.targetBlocked()
 			flags = 0 // wait for the socket
@@ -367,13 +393,31 @@ func (u *udpSession) flush(b *udpBatch) {
 			err = io.ErrShortWrite
 		}
 		if err != nil && len(msgs) > 0 {
-			u.drop(dropToTarget, err)
+			if count(0) > 1 && segmentRefused(err) {
+				// The socket would not segment (a route whose
+				// MTU shrank): the rest one datagram each.
+				u.segMax = 0
+				msgs, counts = b.msgs[done:b.n], nil
+				continue
+			}
+			u.dropN(dropToTarget, count(0), err)
+			done += count(0)
 			msgs = msgs[1:]
+			if counts != nil {
+				counts = counts[1:]
+			}
 		}
 	}
 	u.r.udpN.up.Add(uint64(bytes))
 	u.targetFull.Store(false)
 	b.reset()
+}
+
+// segmentRefused reports whether err is the socket refusing a message
+// it was to segment.
+func segmentRefused(err error) bool {
+	return errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EIO) || errors.Is(err, syscall.EMSGSIZE) ||
+		errors.Is(err, syscall.ENOPROTOOPT) || errors.Is(err, syscall.EOPNOTSUPP)
 }
 
 // targetBlocked notes that the target's socket is full: the rest of the
@@ -558,10 +602,18 @@ type udpBatch struct {
 	msgs  []ipv4.Message    // each with one buffer: a datagram in arena
 	n     int               // datagrams held
 	off   int               // arena bytes held
+	// group's: the messages that each carry a run of datagrams, how
+	// many each carries, their datagrams (each message's Buffers a
+	// part of bufs) and their UDP_SEGMENT control messages.
+	groups []ipv4.Message
+	counts []int
+	bufs   [][]byte
+	oob    [][segmentCmsgLen]byte
 }
 
 func newUDPBatch(n int) *udpBatch {
-	b := &udpBatch{arena: make([]byte, udpArena), msgs: make([]ipv4.Message, n)}
+	b := &udpBatch{arena: make([]byte, udpArena), msgs: make([]ipv4.Message, n),
+		groups: make([]ipv4.Message, n), counts: make([]int, n), bufs: make([][]byte, n), oob: make([][segmentCmsgLen]byte, n)}
 	for i := range b.msgs {
 		b.msgs[i].Buffers = make([][]byte, 1)
 	}
@@ -589,6 +641,10 @@ func (b *udpBatch) read(ep tcpip.Endpoint) tcpip.Error {
 func (b *udpBatch) reset() {
 	for i := range b.msgs[:b.n] {
 		b.msgs[i].Buffers[0] = nil
+	}
+	clear(b.bufs[:b.n])
+	for i := range b.groups {
+		b.groups[i].Buffers = nil
 	}
 	b.n, b.off = 0, 0
 }

@@ -291,3 +291,73 @@ func TestRelayUDPDownPackets(t *testing.T) {
 		t.Errorf("malformed %d, checksum errors %d", st.Malformed, st.ChecksumErrors)
 	}
 }
+
+// TestRelayUDPBatchGroups checks how a batch is grouped into messages the
+// target's socket segments: runs of one size, the last of a run shorter,
+// none larger than the socket segments or longer than its limits.
+func TestRelayUDPBatchGroups(t *testing.T) {
+	b := newUDPBatch(udpBatchLen)
+	add := func(sizes ...int) {
+		for _, n := range sizes {
+			b.msgs[b.n].Buffers[0] = make([]byte, n)
+			b.n++
+		}
+	}
+	add(1000, 1000, 1000, 300, 1000, 0, 1000, 1500, 1500, 1000, 2000)
+	_, counts := b.group(1500)
+	if want := []int{4, 1, 1, 1, 3, 1}; !slices.Equal(counts, want) {
+		t.Errorf("groups of %v, want %v", counts, want)
+	}
+	for i, m := range b.groups[:len(counts)] {
+		if (m.OOB != nil) != (counts[i] > 1) {
+			t.Errorf("group %d of %d datagrams: control message %v", i, counts[i], m.OOB)
+		}
+	}
+	b.reset()
+	for range udpBatchLen {
+		add(1200)
+	}
+	if _, counts := b.group(65000); !slices.Equal(counts, []int{54, 10}) {
+		t.Errorf("64 datagrams of 1200 bytes in groups of %v, want 54 (the payload limit) and 10", counts)
+	}
+	b.reset()
+}
+
+// TestRelayUDPSegmentsToTarget sends datagrams of a few sizes through a
+// session as fast as the path takes them: the target gets each, in
+// order, whole, whether or not they went in a message the socket
+// segmented.
+func TestRelayUDPSegmentsToTarget(t *testing.T) {
+	target, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	target.SetReadBuffer(8 << 20)
+	_, r := newRelayPair(t, RelayConfig{
+		Forwards: []Forward{{Proto: "udp", Listen: 5000, To: target.LocalAddr().(*net.UDPAddr).AddrPort()}},
+	})
+	r.admitWait = 10 * time.Second
+	c4 := netip.AddrPortFrom(relayClientAddrs[0].Addr(), 40000)
+	var want [][]byte
+	for i := range 2000 {
+		size := []int{1400, 1400, 1400, 700, 100, 1400}[i%6]
+		p := payload(size, uint64(i))
+		want = append(want, p)
+		r.h.Inject(udpDatagram(c4, netip.AddrPortFrom(peer4, 5000), p))
+		if i == 0 {
+			waitFor(t, "the session", func() bool { return r.Stats().UDP.Relayed == 1 })
+		}
+	}
+	b := make([]byte, 65536)
+	for i, w := range want {
+		target.SetReadDeadline(time.Now().Add(10 * time.Second))
+		n, err := target.Read(b)
+		if err != nil {
+			t.Fatalf("datagram %d: %v (%+v)", i, err, r.Stats().UDP)
+		}
+		if !bytes.Equal(b[:n], w) {
+			t.Fatalf("datagram %d: %d bytes, want %d", i, n, len(w))
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,9 +33,10 @@ const targetReceiveBuffer = 4 << 20
 // the relay once.
 type targetConn struct {
 	net.Conn
-	rc   syscall.RawConn // nil: not a socket (a test's Dial)
-	r    *Relay
-	once sync.Once
+	rc     syscall.RawConn // nil: not a socket (a test's Dial)
+	segMax int             // see segmentMax
+	r      *Relay
+	once   sync.Once
 }
 
 // newTargetConn wraps c, a Dial's connection toward a target, and asks
@@ -48,6 +50,7 @@ func newTargetConn(r *Relay, c net.Conn) *targetConn {
 				if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, targetReceiveBuffer) != nil {
 					unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, targetReceiveBuffer)
 				}
+				t.segMax = segmentMax(int(fd))
 			})
 		}
 	}
@@ -88,4 +91,82 @@ func socketDrops(rc syscall.RawConn) uint32 {
 		}
 	})
 	return drops
+}
+
+// UDP segmentation toward the target (UDP_SEGMENT, linux/udp.h): a
+// message of several datagrams of one size (the last may be shorter) that
+// the kernel sends as those datagrams.
+const (
+	udpSegment = 103 // UDP_SEGMENT
+	// udpSegments bounds the datagrams of one message: Linux's
+	// UDP_MAX_SEGMENTS before 6.14.
+	udpSegments = 64
+	// udpSegmentBytes bounds a message's payload: what a UDP length
+	// holds, with room for either IP header.
+	udpSegmentBytes = 65000
+	// segmentCmsgLen is the space of the control message: a cmsghdr
+	// and a 16-bit size, aligned.
+	segmentCmsgLen = 24
+)
+
+// segmentMax returns the largest datagram the socket segments: the path
+// MTU toward its target (IP_MTU, IPV6_MTU) less the headers, when the
+// kernel knows UDP_SEGMENT; 0 otherwise.
+func segmentMax(fd int) int {
+	if _, err := unix.GetsockoptInt(fd, unix.SOL_UDP, udpSegment); err != nil {
+		return 0
+	}
+	if mtu, err := unix.GetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_MTU); err == nil {
+		return mtu - 28
+	}
+	if mtu, err := unix.GetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_MTU); err == nil {
+		return mtu - 48
+	}
+	return 0
+}
+
+// group returns the batch's datagrams as messages, each consecutive run of
+// datagrams of one size up to segMax (the last may be shorter) one message
+// with a UDP_SEGMENT control message, and how many datagrams each
+// carries.
+func (b *udpBatch) group(segMax int) ([]ipv4.Message, []int) {
+	for i := range b.msgs[:b.n] {
+		b.bufs[i] = b.msgs[i].Buffers[0]
+	}
+	g := 0
+	for i := 0; i < b.n; g++ {
+		size := len(b.bufs[i])
+		j := i + 1
+		if size > 0 && size <= segMax {
+			for total := size; j < b.n && j-i < udpSegments; {
+				m := len(b.bufs[j])
+				if m == 0 || m > size || total+m > udpSegmentBytes {
+					break
+				}
+				total += m
+				j++
+				if m < size {
+					break // a shorter one ends the run
+				}
+			}
+		}
+		gm := &b.groups[g]
+		gm.Buffers, gm.OOB = b.bufs[i:j:j], nil
+		if j-i > 1 {
+			gm.OOB = b.oob[g][:]
+			putSegmentCmsg(gm.OOB, size)
+		}
+		b.counts[g] = j - i
+		i = j
+	}
+	return b.groups[:g], b.counts[:g]
+}
+
+// putSegmentCmsg writes the UDP_SEGMENT control message for datagrams of
+// size bytes into b.
+func putSegmentCmsg(b []byte, size int) {
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+	h.Level, h.Type = unix.SOL_UDP, udpSegment
+	h.SetLen(unix.CmsgLen(2))
+	*(*uint16)(unsafe.Pointer(&b[unix.CmsgLen(0)])) = uint16(size)
 }
