@@ -498,11 +498,11 @@ func (r *Relay) intercept(pkt []byte) bool {
 	if u == nil {
 		return false
 	}
-	if !fast || r.slowOnly {
-		u.admit(len(payload), false)
-		return false
+	if fast && !r.slowOnly && u.deliver(payload) {
+		return true
 	}
-	return u.deliver(payload)
+	u.admit(len(payload), false)
+	return false
 }
 
 // deliver queues a datagram's payload for the up direction, waiting for
