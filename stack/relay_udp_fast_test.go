@@ -361,3 +361,27 @@ func TestRelayUDPSegmentsToTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestRelayUDPWithoutRoomForTheFastPath gives the relay a budget that
+// holds a session but neither its fast path's queue nor a batch of the
+// down direction: the session carries everything both ways through gVisor
+// and one datagram per read.
+func TestRelayUDPWithoutRoomForTheFastPath(t *testing.T) {
+	client, r := newRelayPair(t, RelayConfig{
+		Forwards: []Forward{{Proto: "udp", Listen: 5353, To: udpEchoServer(t)}},
+		Budget:   udpCharge + 1024,
+	})
+	c, err := client.DialUDP(netip.AddrPortFrom(peer4, 5353))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	n := roundTrip(t, c, 1, 100, 1400, 1400, 1400, 8000)
+	waitFor(t, "the bytes to be counted", func() bool {
+		st := r.Stats().UDP
+		return st.BytesUp == uint64(n) && st.BytesDown == uint64(n)
+	})
+	if r.fastIn.Load() != 0 {
+		t.Errorf("%d datagrams took the fast path without room for its queue", r.fastIn.Load())
+	}
+}
