@@ -94,6 +94,14 @@ type RelayConfig struct {
 	// DefaultDialTimeout. A TCP client's SYN is answered only once the
 	// target has accepted, and reset if the target cannot be reached.
 	DialTimeout time.Duration
+	// Busy, when set, reports whether the path toward the clients can
+	// take no more now (its input is full). The down direction of a UDP
+	// session then leaves its socket toward the target unread until it
+	// can, so that when a target sends more than the machine carries,
+	// the kernel drops the excess at that socket (counted, from_target)
+	// before netjam does any work on it, rather than the path dropping it
+	// after the work: as TUN mode's read loop sheds at the device.
+	Busy func() bool
 	// Dial opens the host socket to a target: network "tcp" or "udp" and
 	// an address as net.Dial takes it. nil means a net.Dialer with
 	// DialTimeout. Replace it to mark the relay's sockets (SO_MARK) or

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"go.uber.org/zap"
@@ -214,12 +215,29 @@ func (u *udpSession) readBatches(rc syscall.RawConn) error {
 		return true
 	}
 	for {
+		u.waitForPath()
 		if err := rc.Read(read); err != nil {
 			return err
 		}
 		if errno != 0 {
 			return errno
 		}
+	}
+}
+
+// busyPause is how long the down direction leaves the target's socket
+// unread, at a time, while the path toward the clients is full.
+const busyPause = 50 * time.Microsecond
+
+// waitForPath returns once the path toward the clients can take more
+// (RelayConfig.Busy) or the relay closed.
+func (u *udpSession) waitForPath() {
+	busy := u.r.cfg.Busy
+	if busy == nil {
+		return
+	}
+	for busy() && !u.r.isClosed() {
+		time.Sleep(busyPause)
 	}
 }
 

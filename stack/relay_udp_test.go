@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -327,6 +328,61 @@ func TestRelayUDPCountsTargetDrops(t *testing.T) {
 	}
 	<-held
 	once.Do(func() { close(release) })
+	waitFor(t, "the idle session to end", func() bool { return r.Stats().UDP.Active == 0 })
+	st := r.Stats().UDP
+	if got := st.BytesDown/size + st.Dropped; got != sent || st.DroppedBy["from_target"] == 0 {
+		t.Errorf("%d datagrams relayed and %d counted dropped (%v), want drops from the target and %d in all",
+			st.BytesDown/size, st.Dropped, st.DroppedBy, sent)
+	}
+}
+
+// TestRelayUDPShedsWhileThePathIsBusy has the target send a burst while
+// the path toward the client says it can take no more (Busy): the relay
+// reads nothing meanwhile, so the kernel drops what its socket cannot
+// hold, and every datagram is relayed once the path has room or counted
+// dropped (from_target).
+func TestRelayUDPShedsWhileThePathIsBusy(t *testing.T) {
+	target, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	const sent, size = 10000, 1400
+	sending := make(chan error, 1)
+	go func() {
+		b := make([]byte, 65536)
+		_, from, err := target.ReadFromUDPAddrPort(b)
+		if err == nil {
+			for range sent {
+				if _, err = target.WriteToUDPAddrPort(b[:size], from); err != nil {
+					break
+				}
+			}
+		}
+		sending <- err
+	}()
+	var busy atomic.Bool
+	busy.Store(true)
+	client, r := newRelayPair(t, RelayConfig{
+		Forwards: []Forward{{Proto: "udp", Listen: 5353, To: target.LocalAddr().(*net.UDPAddr).AddrPort()}},
+		UDPIdle:  time.Second,
+		Busy:     busy.Load,
+	})
+	c, err := client.DialUDP(netip.AddrPortFrom(peer4, 5353))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("go")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-sending; err != nil {
+		t.Fatal(err)
+	}
+	if n := r.Stats().UDP.BytesDown; n != 0 {
+		t.Errorf("%d bytes relayed toward the client while its path was busy", n)
+	}
+	busy.Store(false)
 	waitFor(t, "the idle session to end", func() bool { return r.Stats().UDP.Active == 0 })
 	st := r.Stats().UDP
 	if got := st.BytesDown/size + st.Dropped; got != sent || st.DroppedBy["from_target"] == 0 {
