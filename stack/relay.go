@@ -90,10 +90,8 @@ type Relay struct {
 	// every datagram (see udpSession.queue).
 	deadQ *udpQueue
 	// admitWait is udpAdmitWait; tests that check backpressure, not
-	// the scheduler, make it long. slowOnly turns the fast path off
-	// (tests compare it with gVisor's).
+	// the scheduler, make it long.
 	admitWait time.Duration
-	slowOnly  bool
 	// fastIn counts the datagrams the fast path took (queued or
 	// dropped): with gVisor's count, what reached the relay.
 	fastIn atomic.Uint64

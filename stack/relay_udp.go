@@ -498,7 +498,7 @@ func (r *Relay) intercept(pkt []byte) bool {
 	if u == nil {
 		return false
 	}
-	if fast && !r.slowOnly && u.deliver(payload) {
+	if fast && u.deliver(payload) {
 		return true
 	}
 	u.admit(len(payload), false)

@@ -141,11 +141,9 @@ func (u *udpSession) down() {
 	r := u.r
 	defer r.wg.Done()
 	defer close(u.downDone) // wakes the other direction
-	if !r.slowOnly {
-		u.hdr = newDownHeader(u.key)
-	}
+	u.hdr = newDownHeader(u.key)
 	var err error
-	if tc, ok := u.out.(*targetConn); ok && tc.rc != nil && !r.slowOnly {
+	if tc, ok := u.out.(*targetConn); ok && tc.rc != nil {
 		err = u.readBatches(tc.rc)
 	} else {
 		err = u.readEach()
