@@ -223,7 +223,7 @@ link: {delay: 20ms}
 tun: {netns: %s}
 `, ns.Path()), func(ctx context.Context) error {
 		var err error
-		out, err = runIn(ctx, ns, "ping", "-n", "-c", "40", "-i", "0.05", "10.99.0.2")
+		out, err = runIn(ctx, ns, "ping", "-n", "-c", "40", "-i", "0.05", "-w", "10", "10.99.0.2")
 		return err
 	})
 	var rtts []float64
@@ -685,8 +685,11 @@ flows:
 			return ctx.Err()
 		case <-time.After(time.Second):
 		}
+		// -w: ping waits for every reply up to 10 s; without it, it
+		// waits two round trips for the last one, which a loaded
+		// machine can delay past that (CI's load once lost the 20th).
 		for _, dst := range []string{"10.99.0.2", "10.30.0.1"} {
-			out, err := runIn(ctx, ns, "ping", "-n", "-c", "20", "-i", "0.05", dst)
+			out, err := runIn(ctx, ns, "ping", "-n", "-c", "20", "-i", "0.05", "-w", "10", dst)
 			if err != nil {
 				return err
 			}

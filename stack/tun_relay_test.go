@@ -113,7 +113,7 @@ func TestTUNRelayPing(t *testing.T) {
 	ping := testenv.RequireTool(t, "ping", "iputils-ping")
 	lab := newTUNLab(t, RelayConfig{})
 	for _, dst := range []string{"10.99.0.2", "fd99::2"} {
-		out, err := runIn(lab.ns, exec.Command(ping, "-n", "-c", "3", "-i", "0.2", "-W", "5", dst))
+		out, err := runIn(lab.ns, exec.Command(ping, "-n", "-c", "3", "-i", "0.2", "-w", "10", dst))
 		if err != nil || !strings.Contains(out, "3 packets transmitted, 3 received") {
 			t.Errorf("ping %s: %v\n%s", dst, err, out)
 		}

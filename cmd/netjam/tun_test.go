@@ -315,7 +315,7 @@ func TestShellRootless(t *testing.T) {
 	defer srv.Close()
 	cmd, _ := asNobody(t, "shell", "-q", "--set", "link.delay=10ms",
 		"--set", fmt.Sprintf("tun={forward: [{proto: tcp, listen: 8080, to: %s}]}", srv.Listener.Addr()),
-		"--", "sh", "-c", `id -u; ping -n -c 10 -i 0.2 $NETJAM_PEER | grep -o 'time=[0-9.]*'; curl -s http://$NETJAM_PEER:8080/; exit 3`)
+		"--", "sh", "-c", `id -u; ping -n -c 10 -i 0.2 -w 10 $NETJAM_PEER | grep -o 'time=[0-9.]*'; curl -s http://$NETJAM_PEER:8080/; exit 3`)
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 {

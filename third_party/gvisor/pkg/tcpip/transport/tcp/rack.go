@@ -11,6 +11,9 @@
 // WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 // See the License for the specific language governing permissions and
 // limitations under the License.
+//
+// Modified by netjam (third_party/gvisor/patches/0002): no SACK recovery
+// starts during RTO recovery.
 
 package tcp
 
@@ -427,7 +430,11 @@ func (rc *rackControl) reorderTimerExpired() tcpip.Error {
 	// (gvisor#9707/#9778). detectLoss arms the timer from rcvdTime-derived
 	// values, so evaluating it at the timer target keeps the two consistent.
 	numLost := rc.detectLoss(rc.snd.reorderTimer.target)
-	if numLost == 0 {
+	if numLost == 0 || rc.snd.state == tcpip.RTORecovery {
+		// During RTO recovery the sender goes back to the first
+		// unacknowledged segment by itself, and RFC 6675 (5.1) starts
+		// no new recovery before everything sent before the timeout is
+		// acknowledged.
 		return nil
 	}
 

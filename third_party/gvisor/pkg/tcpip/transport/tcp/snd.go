@@ -13,7 +13,8 @@
 // limitations under the License.
 //
 // Modified by netjam (third_party/gvisor/patches/0001): postXmit arms the
-// resend timer whenever data is unacknowledged.
+// resend timer whenever data is unacknowledged. (patches/0002): RACK starts
+// no SACK recovery during RTO recovery.
 
 package tcp
 
@@ -1782,10 +1783,14 @@ func (s *sender) handleRcvdSegment(rcvdSeg *segment) {
 		// After the reorder window is calculated, detect any loss by checking
 		// if the time elapsed after the segments are sent is greater than the
 		// reorder window.
-		if numLost := s.rc.detectLoss(rcvdSeg.rcvdTime); numLost > 0 && !s.FastRecovery.Active {
+		if numLost := s.rc.detectLoss(rcvdSeg.rcvdTime); numLost > 0 && !s.FastRecovery.Active && s.state != tcpip.RTORecovery {
 			// If any segment is marked as lost by
 			// RACK, enter recovery and retransmit
-			// the lost segments.
+			// the lost segments. Not during RTO recovery:
+			// RFC 6675 (5.1) starts no new recovery before
+			// everything sent before the timeout is
+			// acknowledged, and SetPipe would count all of it
+			// as in flight.
 			s.cc.HandleLossDetected()
 			s.enterRecovery()
 			fastRetransmit = true
