@@ -259,9 +259,11 @@ func (h *Host) Name() string { return h.name }
 // network layer makes at once (an ICMP echo reply, a TCP reset) goes to
 // Output before Inject returns.
 //
-// On a Host with a Relay, a datagram of a relayed UDP session waits (up to
-// 100 ms) until the session's socket has room for it: backpressure on the
-// caller instead of a drop inside the relay (see the relay's UDP).
+// On a Host with a Relay, a datagram of an open relayed UDP session goes
+// to the session directly, checked as gVisor would check it (the relay's
+// fast path), and waits (up to 100 ms) until the session has room for it:
+// backpressure on the caller instead of a drop inside the relay (see the
+// relay's UDP).
 func (h *Host) Inject(pkt []byte) { h.InjectSegments(pkt, 1, false) }
 
 // InjectSegments is Inject for a packet that stands for segs packets on
