@@ -177,10 +177,15 @@ tun:
 		sd := rcvbufErrors(b, sinkNS) - s0
 		run := sum.Runs[0]
 		var pd uint64
+		var where []string // the path's drops by direction and reason
 		for _, l := range run.Links {
 			pd += l.DeliveryDrops
-			for _, n := range l.Drops {
+			if l.DeliveryDrops > 0 {
+				where = append(where, fmt.Sprintf("%s delivery %d", l.Name, l.DeliveryDrops))
+			}
+			for why, n := range l.Drops {
 				pd += n
+				where = append(where, fmt.Sprintf("%s %s %d", l.Name, why, n))
 			}
 		}
 		veth += v.arrived() / 1e9
@@ -200,9 +205,9 @@ tun:
 		}
 		cpu += c.Seconds() * 1e6 / (float64(carried) / 1400)
 		vsink += vsd
-		b.Logf("veth %.3f Gbit/s (lost %d of %d, %.0f at the receiver's socket); netjam %.3f Gbit/s (lost %d of %d): relay drops %d %v, relay waits %d, shed %d, kernel drops %d, path drops %d, at the receiver's socket %.0f",
+		b.Logf("veth %.3f Gbit/s (lost %d of %d, %.0f at the receiver's socket); netjam %.3f Gbit/s (lost %d of %d): relay drops %d %v, relay waits %d, shed %d, kernel drops %d, path drops %d %v, at the receiver's socket %.0f",
 			v.arrived()/1e9, v.End.Sum.LostPackets, v.End.Sum.Packets, vsd, r.arrived()/1e9, r.End.Sum.LostPackets, r.End.Sum.Packets,
-			run.TUN.Relay.UDP.Dropped, run.TUN.Relay.UDP.DroppedBy, run.TUN.Relay.UDP.Waits, run.TUN.Shed, run.TUN.KernelDrops, pd, sd)
+			run.TUN.Relay.UDP.Dropped, run.TUN.Relay.UDP.DroppedBy, run.TUN.Relay.UDP.Waits, run.TUN.Shed, run.TUN.KernelDrops, pd, where, sd)
 	}
 	n := float64(b.N)
 	b.ReportMetric(nj/n, "Gbit/s")

@@ -93,9 +93,13 @@ flows: [{name: probe, type: udp, interval: 1ms, count: 4000, packet_size: 100}]
 		t.Errorf("flow lost %d datagrams, uplink dropped %d (%v)", lost, up.Drops["loss"], up.Drops)
 	}
 	// One-way delay: the configured 20 ms plus what the stacks and the
-	// scheduler add, tens of microseconds; the median within 1 ms.
-	if f.DelayMs.Min < 20 || f.DelayMs.P50 > 21 {
-		t.Errorf("one-way delay min %.3f ms, p50 %.3f ms: want 20 ms, the median within 1 ms", f.DelayMs.Min, f.DelayMs.P50)
+	// scheduler add, tens of microseconds. The fastest datagram shows
+	// the path's delay: a loaded machine delays datagrams, it speeds none
+	// up (the median was 40.6 ms once at a load of 13 under the race
+	// detector, when it was bounded too; the path's own p50 below is
+	// exact). A delay applied twice or not at all is 20 ms off.
+	if f.DelayMs.Min < 20 || f.DelayMs.Min > 21 {
+		t.Errorf("one-way delay min %.3f ms, p50 %.3f ms: want the fastest within 1 ms above 20 ms", f.DelayMs.Min, f.DelayMs.P50)
 	}
 	if up.Achieved.DelayMs.P50 != 20 {
 		t.Errorf("uplink added %.3f ms at p50, configured 20 ms", up.Achieved.DelayMs.P50)

@@ -281,6 +281,9 @@ func (l *lab) startPeer(s *scenario.Scenario, hooks labHooks) error {
 	rc := c.Relay
 	rc.Forwards = t.pathForwards()
 	rc.Dial, rc.Log = hooks.dial, l.log
+	// The relay's UDP sheds at its sockets when the downlink is full, as
+	// the read loop does at the device (see shedding).
+	rc.Busy = l.path.Down.Full
 	t.relay, err = h.StartRelay(context.Background(), rc)
 	return err
 }

@@ -1,10 +1,13 @@
 package hostnet
 
 import (
+	"bytes"
+	"encoding/binary"
 	"net"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/netjam/netjam/netif"
 )
@@ -22,6 +25,19 @@ func tcpSegment(v6 bool, tcpLen int, flags byte) []byte {
 	b[ipLen+12] = byte(tcpLen/4) << 4
 	b[ipLen+13] = flags
 	return b[:ipLen+tcpLen]
+}
+
+// udpHeaders returns the IP and UDP headers of a datagram in IPv4 (a
+// 20-byte header) or IPv6, as encodeVnet reads them.
+func udpHeaders(v6 bool) []byte {
+	if v6 {
+		b := make([]byte, 48)
+		b[0], b[6] = 0x60, 17
+		return b
+	}
+	b := make([]byte, 28)
+	b[0], b[9] = 0x45, 17
+	return b
 }
 
 // TestVnetHeader encodes the virtio-net header of each kind of packet
@@ -50,6 +66,15 @@ func TestVnetHeader(t *testing.T) {
 		{"TCPv6 segment", tcpSegment(true, 32, 0), netif.GSO{MSS: 1428, NeedsCsum: true},
 			[vnetHdrLen]byte{vnetFlagNeedsCsum, vnetGSOTCPv6, 72, 0, 1428 & 0xff, 1428 >> 8, 40, 0, 16, 0},
 			netif.GSO{MSS: 1428, NeedsCsum: true, CsumStart: 40, CsumOffset: 16}},
+		{"UDPv4 run", udpHeaders(false), netif.GSO{MSS: 1000, NeedsCsum: true},
+			[vnetHdrLen]byte{vnetFlagNeedsCsum, vnetGSOUDPL4, 28, 0, 1000 & 0xff, 1000 >> 8, 20, 0, 6, 0},
+			netif.GSO{NeedsCsum: true, CsumStart: 20, CsumOffset: 6}},
+		{"UDPv6 run", udpHeaders(true), netif.GSO{MSS: 1200, NeedsCsum: true},
+			[vnetHdrLen]byte{vnetFlagNeedsCsum, vnetGSOUDPL4, 48, 0, 1200 & 0xff, 1200 >> 8, 40, 0, 6, 0},
+			netif.GSO{NeedsCsum: true, CsumStart: 40, CsumOffset: 6}},
+		{"UDP checksum only", udpHeaders(false), netif.GSO{NeedsCsum: true},
+			[vnetHdrLen]byte{vnetFlagNeedsCsum, 0, 0, 0, 0, 0, 20, 0, 6, 0},
+			netif.GSO{NeedsCsum: true, CsumStart: 20, CsumOffset: 6}},
 	} {
 		hdr := [vnetHdrLen]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10} // left over from another packet
 		if err := encodeVnet(&hdr, c.first, c.g); err != nil || hdr != c.want {
@@ -66,6 +91,7 @@ func TestVnetHeader(t *testing.T) {
 		{tcpSegment(false, 20, 0)[:19], "IP header"},
 		{tcpSegment(false, 20, 0)[:39], "TCP header"},
 		{tcpSegment(true, 20, 0)[:59], "TCP header"},
+		{udpHeaders(false)[:27], "UDP header"},
 	} {
 		var hdr [vnetHdrLen]byte
 		if err := encodeVnet(&hdr, c.first, netif.GSO{MSS: 1000}); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -168,4 +194,74 @@ func TestTUNIOAllocatesNothing(t *testing.T) {
 		}
 		tun.Close()
 	}
+}
+
+// TestTUNWritesUDPRuns writes runs of UDP datagrams, IPv4, each as one
+// packet (GSO_UDP_L4): a socket behind the device receives each datagram
+// of the run, in order, with its payload, the last one shorter.
+func TestTUNWritesUDPRuns(t *testing.T) {
+	ns := newNetns(t)
+	tun, err := OpenTUN(TUNConfig{Addrs: tunAddrs[:1], Netns: nsPath(ns), Offload: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tun.Close()
+	if !tun.UDPOffload() {
+		t.Skip("the kernel takes no UDP runs from a TUN device (before Linux 6.2)")
+	}
+	var c *net.UDPConn
+	if err := inNetns(ns, func() (err error) {
+		c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("10.99.0.1:4000")))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	peer := netip.MustParseAddrPort("10.99.0.2:5000")
+	const size, n = 1000, 10
+	last := 300
+	total := 28 + (n-1)*size + last
+	// The headers of the run: lengths of the whole, the UDP checksum
+	// the pseudo-header's sum (the kernel completes each datagram's).
+	h := udpDatagram(peer, netip.MustParseAddrPort("10.99.0.1:4000"), nil)
+	binary.BigEndian.PutUint16(h[2:], uint16(total))
+	h[10], h[11] = 0, 0
+	binary.BigEndian.PutUint16(h[10:], ^fold16(h[:20], 0))
+	binary.BigEndian.PutUint16(h[24:], uint16(total-20))
+	pseudo := fold16(h[12:20], uint32(17+total-20))
+	binary.BigEndian.PutUint16(h[26:], pseudo)
+	pkt := [][]byte{h}
+	for i := range n {
+		p := bytes.Repeat([]byte{byte('a' + i)}, size)
+		if i == n-1 {
+			p = p[:last]
+		}
+		pkt = append(pkt, p)
+	}
+	if _, err := tun.WritePacket(pkt, netif.GSO{MSS: size, NeedsCsum: true}); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 2000)
+	for i := range n {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		k, from, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			t.Fatalf("datagram %d: %v", i, err)
+		}
+		if !bytes.Equal(buf[:k], pkt[1+i]) || from != peer {
+			t.Errorf("datagram %d: %d bytes %q... from %v, want %d bytes of %q", i, k, buf[:1], from, len(pkt[1+i]), pkt[1+i][:1])
+		}
+	}
+}
+
+// fold16 adds b, as big-endian 16-bit words, to s and folds the sum to
+// 16 bits.
+func fold16(b []byte, s uint32) uint16 {
+	for i := 0; i+1 < len(b); i += 2 {
+		s += uint32(binary.BigEndian.Uint16(b[i:]))
+	}
+	for s > 0xffff {
+		s = s&0xffff + s>>16
+	}
+	return uint16(s)
 }

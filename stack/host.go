@@ -276,9 +276,11 @@ func (h *Host) Name() string { return h.name }
 // network layer makes at once (an ICMP echo reply, a TCP reset) goes to
 // Output before Inject returns.
 //
-// On a Host with a Relay, a datagram of a relayed UDP session waits (up to
-// 100 ms) until the session's socket has room for it: backpressure on the
-// caller instead of a drop inside the relay (see the relay's UDP).
+// On a Host with a Relay, a datagram of an open relayed UDP session goes
+// to the session directly, checked as gVisor would check it (the relay's
+// fast path), and waits (up to 100 ms) until the session has room for it:
+// backpressure on the caller instead of a drop inside the relay (see the
+// relay's UDP).
 func (h *Host) Inject(pkt []byte) { h.InjectSegments(pkt, 1, false) }
 
 // InjectSegments is Inject for a packet that stands for segs packets on
@@ -302,6 +304,9 @@ func (h *Host) InjectSegments(pkt []byte, segs int, partial bool) {
 		return
 	}
 	defer h.link.exit()
+	if f := h.fwd.Load(); f != nil && f.relay.intercept(pkt) {
+		return // a relayed UDP session's datagram, handed to it
+	}
 	deliver(d, proto, inbound(pkt, partial))
 }
 
@@ -358,11 +363,6 @@ func (h *Host) arrive(first []byte, total, segs int) (tcpip.NetworkProtocolNumbe
 		h.link.exit()
 		h.inDropped.Add(1)
 		return 0, nil, false
-	}
-	if f := h.fwd.Load(); f != nil && len(first) == total {
-		// A relayed UDP session's socket full: wait. (What comes in
-		// parts is a TCP run, InjectRun's.)
-		f.relay.admit(first)
 	}
 	return proto, d, true
 }

@@ -78,14 +78,23 @@ type Relay struct {
 	udpB       sync.Pool // *[]byte of udpBuffer bytes, for UDP datagrams
 	udpBatches sync.Pool // *udpBatch, for the up direction of UDP sessions
 
-	// sessions are the open UDP sessions by key, for admit; sessN is
-	// their number, so that admit costs nothing while there is none.
-	sessMu   sync.RWMutex
-	sessions map[udpKey]*udpSession
+	// sessions are the open UDP sessions by key, for intercept: a map
+	// that is never changed, replaced whole (under sessMu) when a
+	// session opens or ends, so that a datagram's lookup takes no lock;
+	// sessN is their number, so that intercept costs nothing while there
+	// is none.
+	sessMu   sync.Mutex
+	sessions atomic.Pointer[map[udpKey]*udpSession]
 	sessN    atomic.Int64
+	// deadQ is the queue of a session that ended: closed, it refuses
+	// every datagram (see udpSession.queue).
+	deadQ *udpQueue
 	// admitWait is udpAdmitWait; tests that check backpressure, not
 	// the scheduler, make it long.
 	admitWait time.Duration
+	// fastIn counts the datagrams the fast path took (queued or
+	// dropped): with gVisor's count, what reached the relay.
+	fastIn atomic.Uint64
 }
 
 // StartRelay starts relaying on h as cfg says, until Close or until ctx
@@ -121,9 +130,10 @@ func (h *Host) StartRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) 
 		forwards:  make(map[string]netip.AddrPort),
 		conns:     make(map[io.Closer]struct{}),
 		budget:    budget{limit: cfg.Budget},
-		sessions:  make(map[udpKey]*udpSession),
+		deadQ:     &udpQueue{closed: true},
 		admitWait: udpAdmitWait,
 	}
+	r.sessions.Store(&map[udpKey]*udpSession{})
 	r.bufs.New = func() any { b := make([]byte, tcpCopyBuffer); return &b }
 	r.udpB.New = func() any { b := make([]byte, udpBuffer); return &b }
 	r.udpBatches.New = func() any { return newUDPBatch(udpBatchLen) }

@@ -94,6 +94,14 @@ type RelayConfig struct {
 	// DefaultDialTimeout. A TCP client's SYN is answered only once the
 	// target has accepted, and reset if the target cannot be reached.
 	DialTimeout time.Duration
+	// Busy, when set, reports whether the path toward the clients can
+	// take no more now (its input is full). The down direction of a UDP
+	// session then leaves its socket toward the target unread until it
+	// can, so that when a target sends more than the machine carries,
+	// the kernel drops the excess at that socket (counted, from_target)
+	// before netjam does any work on it, rather than the path dropping it
+	// after the work: as TUN mode's read loop sheds at the device.
+	Busy func() bool
 	// Dial opens the host socket to a target: network "tcp" or "udp" and
 	// an address as net.Dial takes it. nil means a net.Dialer with
 	// DialTimeout. Replace it to mark the relay's sockets (SO_MARK) or
@@ -310,13 +318,15 @@ type RelayCounters struct {
 	Errors uint64 `json:"errors"`
 	// Dropped counts UDP datagrams the relay lost: its socket toward the
 	// client overflowed (the relay fell behind the datagrams arriving
-	// through the path for longer than Inject waits for it), or the write
-	// toward either side failed. Overflows are counted when the session
-	// ends.
+	// through the path for longer than Inject waits for it), its socket
+	// toward the target did (the relay fell behind the target's
+	// datagrams), or the write toward either side failed. Overflows are
+	// counted when the session ends.
 	Dropped uint64 `json:"dropped"`
 	// DroppedBy splits Dropped by reason: "overflow" (the socket toward
-	// the client), "to_target", "to_client" (a write that failed).
-	// Reasons that never happened are left out.
+	// the client), "from_target" (the socket toward the target: its
+	// kernel dropped them), "to_target", "to_client" (a write that
+	// failed). Reasons that never happened are left out.
 	DroppedBy map[string]uint64 `json:"dropped_by,omitempty"`
 	// Waits counts UDP datagrams the path held back (Inject waited)
 	// until their session's socket toward the client had room:
@@ -343,14 +353,15 @@ type relayCounters struct {
 type udpDrop int
 
 const (
-	dropOverflow udpDrop = iota // the socket toward the client was full
-	dropToTarget                // the write to the target failed
-	dropToClient                // the write to the client failed
+	dropOverflow   udpDrop = iota // the socket toward the client was full
+	dropToTarget                  // the write to the target failed
+	dropToClient                  // the write to the client failed
+	dropFromTarget                // the socket toward the target was full
 	nUDPDrops
 )
 
 func (d udpDrop) String() string {
-	return [...]string{"overflow", "to_target", "to_client"}[d]
+	return [...]string{"overflow", "to_target", "to_client", "from_target"}[d]
 }
 
 // drop counts n datagrams dropped for why.

@@ -16,7 +16,6 @@ import (
 	"golang.org/x/net/ipv6"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 	"gvisor.dev/gvisor/pkg/waiter"
 )
@@ -134,17 +133,19 @@ func (r *Relay) runUDPSession(u *udpSession) {
 		r.release(u.in)
 		return
 	}
-	if !r.keep(out) {
+	tc := newTargetConn(r, out)
+	if !r.keep(tc) {
 		r.release(u.in)
 		return
 	}
 	r.udpN.relayed.Add(1)
-	u.out = out
+	u.out = tc
 	u.batch = batchWriterOf(out)
+	u.segMax = tc.segMax
 	r.wg.Add(1)
 	go u.down()
 	u.up()
-	r.release(u.in, out)
+	r.release(u.in, tc)
 	u.end()
 }
 
@@ -161,6 +162,8 @@ type udpSession struct {
 	in     *relayUDP // the client's side
 	out    net.Conn  // the target's
 	batch  batchWriter
+	segMax int         // the largest datagram the target's socket segments; 0: none (up direction's)
+	hdr    *downHeader // the down direction's headers; nil: gVisor sends
 	target netip.AddrPort
 	start  time.Time
 	last   atomic.Int64 // the last datagram either way, in nanoseconds since start (monotonic)
@@ -180,7 +183,14 @@ type udpSession struct {
 	maxLen  atomic.Int64
 	waiting atomic.Bool   // an admit waits for room
 	room    chan struct{} // the up direction made room (one token)
-	stuck   atomic.Uint64 // read+1 when an admit gave up waiting: no more waits until a read
+	stuck   atomic.Uint64 // read+taken+1 when an admit gave up waiting: no more waits until a read
+	// The fast path's: the queue (nil until the first fast datagram,
+	// r.deadQ once the session ended), the datagrams the up direction
+	// took from it, and the token that wakes the up direction when the
+	// queue stops being empty.
+	q     atomic.Pointer[udpQueue]
+	taken atomic.Uint64
+	wake  chan struct{}
 	// targetFull: the target's socket was full and the up direction
 	// waits for it; admit does not wait meanwhile.
 	targetFull atomic.Bool
@@ -189,25 +199,42 @@ type udpSession struct {
 // newUDPSession returns the session of in and registers it for admit.
 func (r *Relay) newUDPSession(in *relayUDP, key udpKey, target netip.AddrPort) *udpSession {
 	u := &udpSession{r: r, key: key, in: in, target: target, start: time.Now(),
-		downDone: make(chan struct{}), gone: make(chan struct{}), room: make(chan struct{}, 1),
+		downDone: make(chan struct{}), gone: make(chan struct{}), room: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 		rcvBuf: in.ep.SocketOptions().GetReceiveBufferSize()}
 	u.st, _ = in.ep.Stats().(*tcpip.TransportEndpointStats)
-	r.sessMu.Lock()
-	r.sessions[key] = u
-	r.sessN.Store(int64(len(r.sessions)))
-	r.sessMu.Unlock()
+	r.swapSessions(func(m map[udpKey]*udpSession) { m[key] = u })
 	return u
+}
+
+// swapSessions replaces the sessions' map by a copy that change changed.
+func (r *Relay) swapSessions(change func(map[udpKey]*udpSession)) {
+	r.sessMu.Lock()
+	defer r.sessMu.Unlock()
+	old := *r.sessions.Load()
+	m := make(map[udpKey]*udpSession, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	change(m)
+	r.sessions.Store(&m)
+	r.sessN.Store(int64(len(m)))
 }
 
 // forget unregisters u once it ended, and releases an admit waiting on
 // it.
 func (r *Relay) forget(u *udpSession) {
-	r.sessMu.Lock()
-	if r.sessions[u.key] == u {
-		delete(r.sessions, u.key)
+	r.swapSessions(func(m map[udpKey]*udpSession) {
+		if m[u.key] == u {
+			delete(m, u.key)
+		}
+	})
+	if q := u.q.Swap(r.deadQ); q != nil && q != r.deadQ {
+		// What the fast path queued and the up direction never wrote:
+		// the session ended (the relay closed, the target's socket
+		// failed) with them inside.
+		r.udpN.drop(dropToTarget, uint64(q.close()))
+		r.budget.give(udpQueueBytes)
 	}
-	r.sessN.Store(int64(len(r.sessions)))
-	r.sessMu.Unlock()
 	close(u.gone)
 }
 
@@ -215,40 +242,16 @@ func (r *Relay) forget(u *udpSession) {
 func (u *udpSession) touch() { u.last.Store(int64(time.Since(u.start))) }
 
 // drop counts a datagram lost on its way (why) and keeps the first cause.
-func (u *udpSession) drop(why udpDrop, err error) {
-	u.dropped.Add(1)
-	u.r.udpN.drop(why, 1)
+func (u *udpSession) drop(why udpDrop, err error) { u.dropN(why, 1, err) }
+
+// dropN counts n datagrams lost on their way (why) and keeps the first
+// cause.
+func (u *udpSession) dropN(why udpDrop, n int, err error) {
+	u.dropped.Add(uint64(n))
+	u.r.udpN.drop(why, uint64(n))
 	if u.firstErr.Load() == nil {
 		e := fmt.Errorf("%s: %w", why, err)
 		u.firstErr.CompareAndSwap(nil, &e)
-	}
-}
-
-// down carries the target's datagrams to the client until the target's
-// socket fails or is closed, then wakes the up direction.
-func (u *udpSession) down() {
-	r := u.r
-	defer r.wg.Done()
-	defer close(u.downDone) // wakes the other direction
-	bp := r.udpB.Get().(*[]byte)
-	defer r.udpB.Put(bp)
-	for {
-		n, err := u.out.Read(*bp)
-		if err != nil {
-			if errors.Is(err, syscall.ECONNREFUSED) {
-				continue // an ICMP error from the target: keep the session
-			}
-			if !r.isClosed() {
-				r.log.Debug("udp relay failed: the target's socket", zap.Stringer("target", u.target), zap.Error(err))
-			}
-			return
-		}
-		u.touch()
-		if _, err := u.in.Write((*bp)[:n]); err == nil {
-			r.udpN.down.Add(uint64(n))
-		} else {
-			u.drop(dropToClient, err)
-		}
 	}
 }
 
@@ -274,6 +277,7 @@ func (u *udpSession) up() {
 		}
 		select {
 		case <-ready:
+		case <-u.wake:
 		case <-u.downDone:
 			return
 		case <-timer.C:
@@ -293,26 +297,42 @@ func (u *udpSession) up() {
 // error when it read none.
 func (u *udpSession) pass(b *udpBatch) (int, tcpip.Error) {
 	err := b.read(u.in.ep)
+	slow := b.n
+	q, fast := u.q.Load(), 0
+	if q != nil {
+		fast = q.peek(b.msgs[b.n:])
+		b.n += fast
+	}
 	n := b.n
 	if n == 0 {
 		return 0, err
 	}
-	u.read.Add(uint64(n))
+	u.read.Add(uint64(slow))
 	// The endpoint has room now: an admit waiting for it goes on
 	// while the batch is written.
+	u.madeRoom()
+	u.touch()
+	u.flush(b)
+	if fast > 0 {
+		q.release(fast)
+		u.taken.Add(uint64(fast))
+		u.madeRoom()
+	}
+	// A write that blocked (the target's socket full) kept the
+	// session busy: idle counts from its end, or the datagrams
+	// queued meanwhile would be left unread when it ends.
+	u.touch()
+	return n, nil
+}
+
+// madeRoom lets an admit waiting for room go on.
+func (u *udpSession) madeRoom() {
 	if u.waiting.Load() {
 		select {
 		case u.room <- struct{}{}:
 		default:
 		}
 	}
-	u.touch()
-	u.flush(b)
-	// A write that blocked (the target's socket full) kept the
-	// session busy: idle counts from its end, or the datagrams
-	// queued meanwhile would be left unread when it ends.
-	u.touch()
-	return n, nil
 }
 
 // flush writes the batch's datagrams to the target, with one sendmmsg
@@ -325,9 +345,23 @@ func (u *udpSession) pass(b *udpBatch) (int, tcpip.Error) {
 // real network's, and a real one drops there too instead of stopping
 // every other flow. Each batch is first offered without waiting
 // (MSG_DONTWAIT) to tell a full socket from a slow machine.
+//
+// Datagrams of one size that follow each other go as one message when the
+// socket segments (UDP_SEGMENT, see udpBatch.group): the kernel's work
+// per datagram toward the target, half of what the up direction cost,
+// is then done once per message.
 func (u *udpSession) flush(b *udpBatch) {
-	msgs := b.msgs[:b.n]
-	var bytes int
+	msgs, counts := b.msgs[:b.n], []int(nil)
+	if u.segMax > 0 && u.batch != nil {
+		msgs, counts = b.group(u.segMax)
+	}
+	count := func(i int) int {
+		if counts == nil {
+			return 1
+		}
+		return counts[i]
+	}
+	var bytes, done int // done: datagrams written or dropped
 	flags := syscall.MSG_DONTWAIT
 	for len(msgs) > 0 {
 		var k int
@@ -340,10 +374,16 @@ func (u *udpSession) flush(b *udpBatch) {
 		} else if _, err = u.out.Write(msgs[0].Buffers[0]); err == nil {
 			k = 1
 		}
-		for _, m := range msgs[:k] {
-			bytes += len(m.Buffers[0])
+		for i, m := range msgs[:k] {
+			for _, d := range m.Buffers {
+				bytes += len(d)
+			}
+			done += count(i)
 		}
 		msgs = msgs[k:]
+		if counts != nil {
+			counts = counts[k:]
+		}
 		if err != nil && errors.Is(err, syscall.EAGAIN) {
 			u.targetBlocked()
 			flags = 0 // wait for the socket
@@ -353,13 +393,31 @@ func (u *udpSession) flush(b *udpBatch) {
 			err = io.ErrShortWrite
 		}
 		if err != nil && len(msgs) > 0 {
-			u.drop(dropToTarget, err)
+			if count(0) > 1 && segmentRefused(err) {
+				// The socket would not segment (a route whose
+				// MTU shrank): the rest one datagram each.
+				u.segMax = 0
+				msgs, counts = b.msgs[done:b.n], nil
+				continue
+			}
+			u.dropN(dropToTarget, count(0), err)
+			done += count(0)
 			msgs = msgs[1:]
+			if counts != nil {
+				counts = counts[1:]
+			}
 		}
 	}
 	u.r.udpN.up.Add(uint64(bytes))
 	u.targetFull.Store(false)
 	b.reset()
+}
+
+// segmentRefused reports whether err is the socket refusing a message
+// it was to segment.
+func segmentRefused(err error) bool {
+	return errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EIO) || errors.Is(err, syscall.EMSGSIZE) ||
+		errors.Is(err, syscall.ENOPROTOOPT) || errors.Is(err, syscall.EOPNOTSUPP)
 }
 
 // targetBlocked notes that the target's socket is full: the rest of the
@@ -372,36 +430,46 @@ func (u *udpSession) targetBlocked() {
 	}
 }
 
-// admit returns once the session's endpoint can take a datagram of n
-// bytes, or after udpAdmitWait if the up direction reads nothing
-// meanwhile (then it does not wait again until it reads).
-func (u *udpSession) admit(n int) {
+// admit returns once the session's endpoint (fast false) or its queue
+// (fast true) can take a datagram of n bytes, or after udpAdmitWait if the
+// up direction reads nothing meanwhile (then it does not wait again until
+// it reads). It reports whether there is room.
+func (u *udpSession) admit(n int, fast bool) bool {
 	for m := u.maxLen.Load(); int64(n) > m && !u.maxLen.CompareAndSwap(m, int64(n)); m = u.maxLen.Load() {
 	}
-	if u.fits() || u.stuck.Load() == u.read.Load()+1 || u.targetFull.Load() {
-		return
+	if u.fits(n, fast) {
+		return true
+	}
+	if u.stuck.Load() == u.read.Load()+u.taken.Load()+1 || u.targetFull.Load() {
+		return false
 	}
 	u.r.udpN.waits.Add(1)
 	u.waiting.Store(true)
 	defer u.waiting.Store(false)
 	t := time.NewTimer(u.r.admitWait) // only when waiting: the common case allocates nothing
 	defer t.Stop()
-	for !u.fits() && !u.targetFull.Load() {
+	for !u.fits(n, fast) && !u.targetFull.Load() {
 		select {
 		case <-u.room:
 		case <-u.gone:
-			return
+			return false
 		case <-t.C:
-			u.stuck.Store(u.read.Load() + 1)
-			return
+			u.stuck.Store(u.read.Load() + u.taken.Load() + 1)
+			return false
 		}
 	}
+	return u.fits(n, fast)
 }
 
-// fits reports whether the client's endpoint has room for one more of
-// the largest datagrams seen, counting what gVisor took into it less
-// what it dropped and what the up direction read.
-func (u *udpSession) fits() bool {
+// fits reports whether the session's queue (fast), or else the client's
+// endpoint, has room for a datagram of n bytes. For the endpoint: room
+// for one more of the largest datagrams seen, counting what gVisor took
+// into it less what it dropped and what the up direction read.
+func (u *udpSession) fits(n int, fast bool) bool {
+	if fast {
+		q := u.q.Load()
+		return q == nil || q.fits(n)
+	}
 	if u.st == nil {
 		return true
 	}
@@ -411,52 +479,79 @@ func (u *udpSession) fits() bool {
 	return (queued+1)*u.maxLen.Load() <= u.rcvBuf
 }
 
-// admit makes Inject wait while the relay's UDP session that pkt belongs
-// to cannot take it (see udpSession.admit). pkt is an IP packet whose
-// header fits (networkProtocol checked it). It costs an atomic load while
-// no session is open.
-func (r *Relay) admit(pkt []byte) {
+// intercept takes pkt, an IP packet whose header fits (networkProtocol
+// checked it), when it is a datagram of an open UDP session that the fast
+// path may take: its payload goes to the session's queue, waiting for
+// room while the session is busy (see admit), and intercept reports true.
+// Any other datagram of a session goes to gVisor (false), after waiting
+// while the session's endpoint could not take it. It costs an atomic load
+// while no session is open.
+func (r *Relay) intercept(pkt []byte) bool {
 	if r.sessN.Load() == 0 {
-		return
+		return false
 	}
-	k, n, ok := udpOf(pkt)
+	k, payload, fast, ok := parseUDP(pkt)
 	if !ok {
-		return
+		return false
 	}
-	r.sessMu.RLock()
-	u := r.sessions[k]
-	r.sessMu.RUnlock()
-	if u != nil {
-		u.admit(n)
+	u := (*r.sessions.Load())[k]
+	if u == nil {
+		return false
+	}
+	if fast && u.deliver(payload) {
+		return true
+	}
+	u.admit(len(payload), false)
+	return false
+}
+
+// deliver queues a datagram's payload for the up direction, waiting for
+// room (see admit); one that finds no room after that is dropped,
+// counted as overflow. It reports false, queueing nothing, when the
+// session has no queue (it ended, or the Budget had no room for one):
+// then the datagram goes to gVisor.
+func (u *udpSession) deliver(p []byte) bool {
+	q := u.queue()
+	if q == nil {
+		return false
+	}
+	for waited := false; ; waited = true {
+		ok, wasEmpty, closed := q.put(p)
+		switch {
+		case closed:
+			return false
+		case ok:
+			if wasEmpty {
+				select {
+				case u.wake <- struct{}{}:
+				default:
+				}
+			}
+		case waited || !u.admit(len(p), true):
+			u.r.udpN.drop(dropOverflow, 1)
+		default:
+			continue
+		}
+		u.r.fastIn.Add(1)
+		return true
 	}
 }
 
-// udpOf returns the session key and payload length of an unfragmented
-// UDP datagram in pkt, an IP packet whose header fits.
-func udpOf(pkt []byte) (udpKey, int, bool) {
-	var k udpKey
-	var u []byte
-	switch pkt[0] >> 4 {
-	case 4:
-		ip := header.IPv4(pkt)
-		if ip.TransportProtocol() != header.UDPProtocolNumber || ip.More() || ip.FragmentOffset() != 0 {
-			return k, 0, false
-		}
-		u = pkt[ip.HeaderLength():]
-		if len(u) < header.UDPMinimumSize {
-			return k, 0, false
-		}
-		k.src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(pkt[12:16])), header.UDP(u).SourcePort())
-		k.dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(pkt[16:20])), header.UDP(u).DestinationPort())
-	default:
-		if len(pkt) < header.IPv6MinimumSize+header.UDPMinimumSize || header.IPv6(pkt).NextHeader() != uint8(header.UDPProtocolNumber) {
-			return k, 0, false
-		}
-		u = pkt[header.IPv6MinimumSize:]
-		k.src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(pkt[8:24])), header.UDP(u).SourcePort())
-		k.dst = netip.AddrPortFrom(netip.AddrFrom16([16]byte(pkt[24:40])), header.UDP(u).DestinationPort())
+// queue returns the session's queue, made with the first fast datagram
+// when the Budget has room for it; nil without one.
+func (u *udpSession) queue() *udpQueue {
+	if q := u.q.Load(); q != nil {
+		return q
 	}
-	return k, len(u) - header.UDPMinimumSize, true
+	if !u.r.budget.take(udpQueueBytes) {
+		return nil
+	}
+	q := newUDPQueue()
+	if !u.q.CompareAndSwap(nil, q) {
+		u.r.budget.give(udpQueueBytes)
+		return u.q.Load()
+	}
+	return q
 }
 
 // end counts what the client's socket dropped and logs the session's
@@ -507,10 +602,18 @@ type udpBatch struct {
 	msgs  []ipv4.Message    // each with one buffer: a datagram in arena
 	n     int               // datagrams held
 	off   int               // arena bytes held
+	// group's: the messages that each carry a run of datagrams, how
+	// many each carries, their datagrams (each message's Buffers a
+	// part of bufs) and their UDP_SEGMENT control messages.
+	groups []ipv4.Message
+	counts []int
+	bufs   [][]byte
+	oob    [][segmentCmsgLen]byte
 }
 
 func newUDPBatch(n int) *udpBatch {
-	b := &udpBatch{arena: make([]byte, udpArena), msgs: make([]ipv4.Message, n)}
+	b := &udpBatch{arena: make([]byte, udpArena), msgs: make([]ipv4.Message, n),
+		groups: make([]ipv4.Message, n), counts: make([]int, n), bufs: make([][]byte, n), oob: make([][segmentCmsgLen]byte, n)}
 	for i := range b.msgs {
 		b.msgs[i].Buffers = make([][]byte, 1)
 	}
@@ -538,6 +641,10 @@ func (b *udpBatch) read(ep tcpip.Endpoint) tcpip.Error {
 func (b *udpBatch) reset() {
 	for i := range b.msgs[:b.n] {
 		b.msgs[i].Buffers[0] = nil
+	}
+	clear(b.bufs[:b.n])
+	for i := range b.groups {
+		b.groups[i].Buffers = nil
 	}
 	b.n, b.off = 0, 0
 }

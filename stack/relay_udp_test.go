@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -74,8 +75,8 @@ func TestRelayUDPForwardLosesNothing(t *testing.T) {
 		}
 		want := uint64((i + 1) * burst * size)
 		waitFor(t, "the burst to be relayed or lost", func() bool {
-			st := r.h.s.Stats().UDP
-			return r.Stats().UDP.BytesUp+size*st.ReceiveBufferErrors.Value() >= want
+			st := r.Stats().UDP
+			return st.BytesUp+size*(r.h.s.Stats().UDP.ReceiveBufferErrors.Value()+st.Dropped) >= want
 		})
 	}
 	waitFor(t, "the idle session to end", func() bool { return r.Stats().UDP.Active == 0 })
@@ -258,7 +259,7 @@ func TestRelayUDPSlowTargetDoesNotHoldUpThePath(t *testing.T) {
 			waitFor(t, "the session", func() bool { return r.Stats().UDP.Relayed == 1 })
 		}
 	}
-	waitFor(t, "the burst to reach the relay's socket", func() bool { return r.h.s.Stats().UDP.PacketsReceived.Value() >= sent })
+	waitFor(t, "the burst to reach the relay's socket", func() bool { return r.arrived() >= sent })
 	release()
 	waitFor(t, "the idle session to end", func() bool { return r.Stats().UDP.Active == 0 })
 	st := r.Stats().UDP
@@ -267,5 +268,125 @@ func TestRelayUDPSlowTargetDoesNotHoldUpThePath(t *testing.T) {
 	target.mu.Unlock()
 	if st.DroppedBy["overflow"] == 0 || uint64(written)+st.Dropped != sent {
 		t.Errorf("%d written to the target and %d counted dropped (%v), want overflows and %d in all", written, st.Dropped, st.DroppedBy, sent)
+	}
+}
+
+// TestRelayUDPCountsTargetDrops has the target send a burst larger than
+// the relay's socket toward it holds while the relay's down direction is
+// held up (its write toward the client waits): the kernel drops what does
+// not fit at that socket, and every datagram the target sent is either
+// relayed or counted dropped (from_target). (Before, those drops were
+// counted nowhere: a down direction that fell behind lost datagrams
+// inside netjam without a trace.)
+func TestRelayUDPCountsTargetDrops(t *testing.T) {
+	target, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	// 14 MB: more than the socket's 4 MiB buffer takes (the kernel
+	// doubles it and charges about 2.3 KiB per datagram).
+	const sent, size = 10000, 1400
+	sending := make(chan error, 1)
+	go func() {
+		b := make([]byte, 65536)
+		_, from, err := target.ReadFromUDPAddrPort(b)
+		if err == nil {
+			for range sent {
+				if _, err = target.WriteToUDPAddrPort(b[:size], from); err != nil {
+					break
+				}
+			}
+		}
+		sending <- err
+	}()
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	client, r := newRelayPairWire(t, RelayConfig{
+		Forwards: []Forward{{Proto: "udp", Listen: 5353, To: target.LocalAddr().(*net.UDPAddr).AddrPort()}},
+		UDPIdle:  time.Second,
+	}, func([]byte) bool {
+		select {
+		case <-held:
+		default:
+			close(held)
+			<-release
+		}
+		return false
+	})
+	c, err := client.DialUDP(netip.AddrPortFrom(peer4, 5353))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("go")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-sending; err != nil {
+		t.Fatal(err)
+	}
+	<-held
+	once.Do(func() { close(release) })
+	waitFor(t, "the idle session to end", func() bool { return r.Stats().UDP.Active == 0 })
+	st := r.Stats().UDP
+	if got := st.BytesDown/size + st.Dropped; got != sent || st.DroppedBy["from_target"] == 0 {
+		t.Errorf("%d datagrams relayed and %d counted dropped (%v), want drops from the target and %d in all",
+			st.BytesDown/size, st.Dropped, st.DroppedBy, sent)
+	}
+}
+
+// TestRelayUDPShedsWhileThePathIsBusy has the target send a burst while
+// the path toward the client says it can take no more (Busy): the relay
+// reads nothing meanwhile, so the kernel drops what its socket cannot
+// hold, and every datagram is relayed once the path has room or counted
+// dropped (from_target).
+func TestRelayUDPShedsWhileThePathIsBusy(t *testing.T) {
+	target, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	const sent, size = 10000, 1400
+	sending := make(chan error, 1)
+	go func() {
+		b := make([]byte, 65536)
+		_, from, err := target.ReadFromUDPAddrPort(b)
+		if err == nil {
+			for range sent {
+				if _, err = target.WriteToUDPAddrPort(b[:size], from); err != nil {
+					break
+				}
+			}
+		}
+		sending <- err
+	}()
+	var busy atomic.Bool
+	busy.Store(true)
+	client, r := newRelayPair(t, RelayConfig{
+		Forwards: []Forward{{Proto: "udp", Listen: 5353, To: target.LocalAddr().(*net.UDPAddr).AddrPort()}},
+		UDPIdle:  time.Second,
+		Busy:     busy.Load,
+	})
+	c, err := client.DialUDP(netip.AddrPortFrom(peer4, 5353))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("go")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-sending; err != nil {
+		t.Fatal(err)
+	}
+	if n := r.Stats().UDP.BytesDown; n != 0 {
+		t.Errorf("%d bytes relayed toward the client while its path was busy", n)
+	}
+	busy.Store(false)
+	waitFor(t, "the idle session to end", func() bool { return r.Stats().UDP.Active == 0 })
+	st := r.Stats().UDP
+	if got := st.BytesDown/size + st.Dropped; got != sent || st.DroppedBy["from_target"] == 0 {
+		t.Errorf("%d datagrams relayed and %d counted dropped (%v), want drops from the target and %d in all",
+			st.BytesDown/size, st.Dropped, st.DroppedBy, sent)
 	}
 }

@@ -15,6 +15,10 @@ type DeviceWriter interface {
 	Offload() bool
 }
 
+// udpOffloader is a DeviceWriter that may also take runs of UDP
+// datagrams as one packet (hostnet.TUN.UDPOffload).
+type udpOffloader interface{ UDPOffload() bool }
+
 // Device is a TUN device's write side as a node: the kernel behind it
 // takes what it is pushed. A device with offload takes large segments
 // (best merged, as a NIC's GRO would pass them) and partial checksums,
@@ -29,6 +33,7 @@ type DeviceWriter interface {
 type Device struct {
 	name   string
 	dev    DeviceWriter
+	uso    bool     // dev takes UDP runs
 	vec    [][]byte // Push's and PushBatch's own: no allocation per packet
 	errors atomic.Uint64
 	// writes counts the writes into the device, packets the MTU-sized
@@ -38,7 +43,8 @@ type Device struct {
 
 // NewDevice returns dev's write side as a node.
 func NewDevice(name string, dev DeviceWriter) *Device {
-	return &Device{name: name, dev: dev, vec: make([][]byte, 1, MaxBatch)}
+	uo, ok := dev.(udpOffloader)
+	return &Device{name: name, dev: dev, uso: ok && uo.UDPOffload(), vec: make([][]byte, 1, MaxBatch)}
 }
 
 // Node returns the device as a node of a graph; feed it through a Queue.
@@ -80,13 +86,27 @@ func (d *Device) Push(_ time.Time, p *impair.Packet) {
 
 // PushBatch writes ps, packets that reached the device's queue together,
 // in order: each run of segments of one connection (impair.Run) as one
-// GSO packet gathered from the segments (impair.JoinHeaders), anything
-// else as Push does. A device without offload takes each as Push does.
+// GSO packet gathered from the segments (impair.JoinHeaders), each run of
+// UDP datagrams of one flow (impair.UDPRun) as one UDP GSO packet where
+// the device takes them, anything else as Push does. A device without
+// offload takes each as Push does.
 func (d *Device) PushBatch(ps []*impair.Packet) {
 	for len(ps) > 0 {
 		n, mss, total := 1, 0, 0
 		if d.dev.Offload() {
 			n, mss, total = impair.Run(ps, netif.MaxGSOPacket)
+		}
+		if n < 2 && d.uso {
+			if n, mss, total = impair.UDPRun(ps, netif.MaxGSOPacket); n >= 2 {
+				run := ps[:n]
+				d.vec = impair.UDPGather(d.vec[:0], run, total)
+				d.write(netif.GSO{MSS: mss, NeedsCsum: true}, n)
+				for _, p := range run {
+					p.Release()
+				}
+				ps = ps[n:]
+				continue
+			}
 		}
 		if n < 2 {
 			d.Push(time.Time{}, ps[0])

@@ -249,3 +249,68 @@ func TestDeviceBatchKeepsFinalChecksumsApart(t *testing.T) {
 		t.Errorf("the damaged segment was changed or its checksum left to the device")
 	}
 }
+
+// usoDevice is a fakeDevice that takes runs of UDP datagrams.
+type usoDevice struct{ *fakeDevice }
+
+func (usoDevice) UDPOffload() bool { return true }
+
+// udpDatagram returns a checksummed IPv4 UDP datagram of n payload bytes.
+func udpDatagram(n int, fill byte) []byte {
+	b := make([]byte, 28+n)
+	b[0], b[8], b[9] = 0x45, 64, 17
+	binary.BigEndian.PutUint16(b[2:], uint16(len(b)))
+	copy(b[12:20], []byte{10, 99, 0, 2, 10, 99, 0, 1})
+	binary.BigEndian.PutUint16(b[10:], ipSum(b[:20]))
+	binary.BigEndian.PutUint16(b[20:], 5201)
+	binary.BigEndian.PutUint16(b[22:], 40000)
+	binary.BigEndian.PutUint16(b[24:], uint16(8+n))
+	for i := range n {
+		b[28+i] = fill
+	}
+	s := uint32(17 + 8 + n)
+	for i := 12; i < 20; i += 2 {
+		s += uint32(binary.BigEndian.Uint16(b[i:]))
+	}
+	for i := 20; i+1 < len(b); i += 2 {
+		s += uint32(binary.BigEndian.Uint16(b[i:]))
+	}
+	if len(b)%2 == 1 {
+		s += uint32(b[len(b)-1]) << 8
+	}
+	for s > 0xffff {
+		s = s&0xffff + s>>16
+	}
+	binary.BigEndian.PutUint16(b[26:], ^uint16(s))
+	return b
+}
+
+// A device that takes UDP runs gets the datagrams of one flow that reach
+// it together in one write, as a UDP GSO packet of their size; one that
+// does not gets each in a write of its own.
+func TestDeviceWritesUDPRuns(t *testing.T) {
+	for _, uso := range []bool{true, false} {
+		fd := &fakeDevice{offload: true}
+		var dev topology.DeviceWriter = fd
+		if uso {
+			dev = usoDevice{fd}
+		}
+		d := topology.NewDevice("device", dev)
+		d.PushBatch([]*impair.Packet{packet(udpDatagram(1000, 'a')), packet(udpDatagram(1000, 'b')), packet(udpDatagram(400, 'c'))})
+		data, gsos := fd.writes()
+		want := []netif.GSO{{MSS: 1000, NeedsCsum: true}}
+		if !uso {
+			want = []netif.GSO{{}, {}, {}}
+		}
+		if !slices.Equal(gsos, want) {
+			t.Errorf("UDP offload %v: writes %+v, want %+v", uso, gsos, want)
+			continue
+		}
+		if writes, packets := d.Writes(); writes != uint64(len(want)) || packets != 3 {
+			t.Errorf("UDP offload %v: %d writes of %d packets, want %d of 3", uso, writes, packets, len(want))
+		}
+		if uso && len(data[0]) != 28+2400 {
+			t.Errorf("the run's packet is %d bytes, want %d", len(data[0]), 28+2400)
+		}
+	}
+}
