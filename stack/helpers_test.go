@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/netif"
 	"go.uber.org/goleak"
 )
@@ -249,3 +250,70 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 }
 
 var realClock clock.Clock = clock.Real{}
+
+// runnerPair is two hosts joined by an uplink and a downlink Runner, as
+// the emulator joins them.
+type runnerPair struct {
+	a, b     *Host
+	up, down *impair.Runner
+	stop     func() // closes the hosts, then the runners; idempotent
+}
+
+// newRunnerPair joins a client (v4.a, seed hostSeed) and a server (v4.b,
+// hostSeed+1) of mtu on clk through Runners of the configs up and down.
+func newRunnerPair(t *testing.T, clk clock.Clock, mtu int, hostSeed uint64, up, down impair.Config) *runnerPair {
+	t.Helper()
+	pool := impair.NewPool(mtu)
+	rp := &runnerPair{}
+	direction := func(cfg impair.Config, to **Host) *impair.Runner {
+		r, err := impair.NewRunner(cfg, clk, func(_ time.Time, p *impair.Packet) {
+			(*to).Inject(p.Data)
+			p.Release()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	rp.up, rp.down = direction(up, &rp.b), direction(down, &rp.a)
+	output := func(r *impair.Runner) func([][]byte) {
+		return func(pkt [][]byte) {
+			n := 0
+			for _, s := range pkt {
+				n += len(s)
+			}
+			p := pool.Get(n)
+			n = 0
+			for _, s := range pkt {
+				n += copy(p.Data[n:], s)
+			}
+			r.Send(p)
+		}
+	}
+	mk := func(name string, addr netip.Prefix, out func([][]byte), seed uint64) *Host {
+		h, err := NewHost(HostConfig{Name: name, Addrs: []netip.Prefix{addr}, MTU: mtu, Clock: clk, Seed: seed, SACK: true, Output: out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	rp.a = mk("client", v4.a, output(rp.up), hostSeed)
+	rp.b = mk("server", v4.b, output(rp.down), hostSeed+1)
+	ctx, cancel := context.WithCancel(context.Background())
+	rp.up.Start(ctx)
+	rp.down.Start(ctx)
+	var once sync.Once
+	// Hosts first, so nothing is sent into a closed runner; then the
+	// runners, which may still deliver to the closed hosts (dropped).
+	rp.stop = func() {
+		once.Do(func() {
+			rp.a.Close()
+			rp.b.Close()
+			cancel()
+			rp.up.Close()
+			rp.down.Close()
+		})
+	}
+	t.Cleanup(rp.stop)
+	return rp
+}

@@ -1,7 +1,6 @@
 package stack
 
 import (
-	"context"
 	"net/netip"
 	"testing"
 	"time"
@@ -21,59 +20,12 @@ func TestThroughImpairRunners(t *testing.T) {
 		delay = 20 * time.Millisecond
 		mtu   = 1500
 	)
-	pool := impair.NewPool(mtu)
-	var a, b *Host
-	direction := func(name string, seed uint64, to **Host) *impair.Runner {
-		r, err := impair.NewRunner(impair.Config{
-			Name:  name,
-			Seed:  seed,
-			Delay: impair.DelayConfig{Time: delay},
-			Rate:  impair.RateConfig{Bitrate: rate},
-		}, clock.Real{}, func(_ time.Time, p *impair.Packet) {
-			(*to).Inject(p.Data)
-			p.Release()
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
+	cfg := func(name string, seed uint64) impair.Config {
+		return impair.Config{Name: name, Seed: seed, Delay: impair.DelayConfig{Time: delay}, Rate: impair.RateConfig{Bitrate: rate}}
 	}
-	up, down := direction("uplink", 1, &b), direction("downlink", 2, &a)
-	output := func(r *impair.Runner) func([][]byte) {
-		return func(pkt [][]byte) {
-			n := 0
-			for _, s := range pkt {
-				n += len(s)
-			}
-			p := pool.Get(n)
-			n = 0
-			for _, s := range pkt {
-				n += copy(p.Data[n:], s)
-			}
-			r.Send(p)
-		}
-	}
-	mk := func(name string, addr netip.Prefix, out func([][]byte), seed uint64) *Host {
-		h, err := NewHost(HostConfig{Name: name, Addrs: []netip.Prefix{addr}, MTU: mtu, Clock: clock.Real{}, Seed: seed, SACK: true, Output: out})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h
-	}
-	a = mk("client", v4.a, output(up), 1)
-	b = mk("server", v4.b, output(down), 2)
-	ctx, cancel := context.WithCancel(context.Background())
-	up.Start(ctx)
-	down.Start(ctx)
-	// Hosts first, so nothing is sent into a closed runner; then the
-	// runners, which may still deliver to the closed hosts (dropped).
-	defer func() {
-		a.Close()
-		b.Close()
-		cancel()
-		up.Close()
-		down.Close()
-	}()
+	rp := newRunnerPair(t, clock.Real{}, mtu, 1, cfg("uplink", 1), cfg("downlink", 2))
+	a, b, up := rp.a, rp.b, rp.up
+	defer rp.stop()
 
 	data := payload(1<<20, 5)
 	start := time.Now()

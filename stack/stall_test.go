@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"sync"
 	"testing"
 	"time"
 
@@ -96,58 +95,10 @@ func finishes(ctx context.Context, clk clock.Clock, a, b *Host, n int, limit tim
 // and 5% loss each way on clk, and the function that closes them.
 func lossyPair(t *testing.T, seed uint64, clk clock.Clock) (a, b *Host, stop func()) {
 	t.Helper()
-	const mtu = 65535
-	pool := impair.NewPool(mtu)
-	direction := func(name string, seed uint64, to **Host) *impair.Runner {
-		r, err := impair.NewRunner(impair.Config{
-			Name:  name,
-			Seed:  seed,
-			Delay: impair.DelayConfig{Time: 50 * time.Millisecond},
-			Loss:  impair.LossConfig{Model: impair.LossRandom, P: 0.05},
-		}, clk, func(_ time.Time, p *impair.Packet) {
-			(*to).Inject(p.Data)
-			p.Release()
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
+	cfg := func(name string, seed uint64) impair.Config {
+		return impair.Config{Name: name, Seed: seed, Delay: impair.DelayConfig{Time: 50 * time.Millisecond},
+			Loss: impair.LossConfig{Model: impair.LossRandom, P: 0.05}}
 	}
-	up, down := direction("uplink", seed, &b), direction("downlink", seed+1000, &a)
-	output := func(r *impair.Runner) func([][]byte) {
-		return func(pkt [][]byte) {
-			n := 0
-			for _, s := range pkt {
-				n += len(s)
-			}
-			p := pool.Get(n)
-			n = 0
-			for _, s := range pkt {
-				n += copy(p.Data[n:], s)
-			}
-			r.Send(p)
-		}
-	}
-	mk := func(name string, addr netip.Prefix, out func([][]byte), seed uint64) *Host {
-		h, err := NewHost(HostConfig{Name: name, Addrs: []netip.Prefix{addr}, MTU: mtu, Clock: clk, Seed: seed, SACK: true, Output: out})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h
-	}
-	a = mk("client", v4.a, output(up), seed)
-	b = mk("server", v4.b, output(down), seed+1)
-	ctx, cancel := context.WithCancel(context.Background())
-	up.Start(ctx)
-	down.Start(ctx)
-	var once sync.Once
-	return a, b, func() {
-		once.Do(func() {
-			a.Close()
-			b.Close()
-			cancel()
-			up.Close()
-			down.Close()
-		})
-	}
+	rp := newRunnerPair(t, clk, 65535, seed, cfg("uplink", seed), cfg("downlink", seed+1000))
+	return rp.a, rp.b, rp.stop
 }
