@@ -74,7 +74,8 @@ var schemaTypes = map[string]struct {
 		"Options.BufferSize": "capture's default", "Options.SortInstants": "the emulator's (on a virtual clock)"}},
 	"tun": {typ: reflect.TypeFor[TUN](), unkeyed: map[string]string{
 		"Relay.Budget": "the relay's default", "Relay.DialTimeout": "the relay's default",
-		"Relay.Dial": "the emulator's (tests dial in a namespace of their own)", "Relay.Log": "the emulator's"}},
+		"Relay.Dial": "the emulator's (tests dial in a namespace of their own)", "Relay.Log": "the emulator's",
+		"Relay.Busy": "the emulator's (the downlink's input is full)"}},
 	"tun.forward[]":   {typ: reflect.TypeFor[stack.Forward](), unkeyed: map[string]string{"Addrs": "the emulator's (its path's peer address, from path)"}},
 	"tun.transparent": {typ: reflect.TypeFor[stack.RelayConfig](), part: true},
 	"wifi": {typ: reflect.TypeFor[wifi.Config](), unkeyed: map[string]string{

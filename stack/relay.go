@@ -92,6 +92,10 @@ type Relay struct {
 	// admitWait is udpAdmitWait; tests that check backpressure, not
 	// the scheduler, make it long.
 	admitWait time.Duration
+	// holdUp, set by tests, holds every UDP session's up direction
+	// until it is closed, so that its queue fills whatever the
+	// scheduler does.
+	holdUp chan struct{}
 	// fastIn counts the datagrams the fast path took (queued or
 	// dropped): with gVisor's count, what reached the relay.
 	fastIn atomic.Uint64

@@ -261,6 +261,9 @@ func (u *udpSession) dropN(why udpDrop, n int, err error) {
 // waits for gVisor's notification only when none is.
 func (u *udpSession) up() {
 	r := u.r
+	if r.holdUp != nil {
+		<-r.holdUp
+	}
 	b := r.udpBatches.Get().(*udpBatch)
 	defer r.udpBatches.Put(b)
 	we, ready := waiter.NewChannelEntry(waiter.ReadableEvents)

@@ -57,6 +57,13 @@ func TestRelayUDPForwardLosesNothing(t *testing.T) {
 	// machine may leave the relay's goroutine unscheduled for longer
 	// than the path waits for it by default (100 ms).
 	r.admitWait = 10 * time.Second
+	// The session's up direction is held until Inject has waited for
+	// it once: a relay that drains as fast as the client sends (the
+	// fast path under the race detector, in CI) never fills its queue,
+	// and the bursts would not test backpressure.
+	r.holdUp = make(chan struct{})
+	var release sync.Once
+	defer release.Do(func() { close(r.holdUp) })
 	c, err := client.DialUDP(netip.AddrPortFrom(peer4, 5353))
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +79,10 @@ func TestRelayUDPForwardLosesNothing(t *testing.T) {
 			if _, err := c.Write(b); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if i == 0 {
+			waitFor(t, "a datagram to wait for the held session", func() bool { return r.Stats().UDP.Waits > 0 })
+			release.Do(func() { close(r.holdUp) })
 		}
 		want := uint64((i + 1) * burst * size)
 		waitFor(t, "the burst to be relayed or lost", func() bool {
