@@ -93,20 +93,13 @@ func (d *Device) Push(_ time.Time, p *impair.Packet) {
 func (d *Device) PushBatch(ps []*impair.Packet) {
 	for len(ps) > 0 {
 		n, mss, total := 1, 0, 0
+		gather := impair.Gather
 		if d.dev.Offload() {
 			n, mss, total = impair.Run(ps, netif.MaxGSOPacket)
 		}
 		if n < 2 && d.uso {
-			if n, mss, total = impair.UDPRun(ps, netif.MaxGSOPacket); n >= 2 {
-				run := ps[:n]
-				d.vec = impair.UDPGather(d.vec[:0], run, total)
-				d.write(netif.GSO{MSS: mss, NeedsCsum: true}, n)
-				for _, p := range run {
-					p.Release()
-				}
-				ps = ps[n:]
-				continue
-			}
+			n, mss, total = impair.UDPRun(ps, netif.MaxGSOPacket)
+			gather = impair.UDPGather
 		}
 		if n < 2 {
 			d.Push(time.Time{}, ps[0])
@@ -114,7 +107,7 @@ func (d *Device) PushBatch(ps []*impair.Packet) {
 			continue
 		}
 		run := ps[:n]
-		d.vec = impair.Gather(d.vec[:0], run, total)
+		d.vec = gather(d.vec[:0], run, total)
 		d.write(netif.GSO{MSS: mss, NeedsCsum: true}, n)
 		for _, p := range run {
 			p.Release()
