@@ -3,6 +3,7 @@ package control
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -23,11 +24,11 @@ const (
 	historyLen = 300
 	// maxClients bounds the clients of the stream at once.
 	maxClients = 64
-	// keepAlive is how often an idle stream gets a comment, so that a
-	// proxy or a client's timeout does not take it for dead.
-	keepAlive = 15 * time.Second
-	// writeTimeout bounds a write to a client of the stream.
-	writeTimeout = 10 * time.Second
+	// defaultKeepAlive is how often an idle stream gets a comment, so
+	// that a proxy or a client's timeout does not take it for dead.
+	defaultKeepAlive = 15 * time.Second
+	// defaultWriteTimeout bounds each write to a client of the stream.
+	defaultWriteTimeout = 10 * time.Second
 )
 
 // event is one Server-Sent Event, encoded once for every client.
@@ -44,6 +45,9 @@ type hub struct {
 	// those refused because maxClients were connected.
 	dropped, refused atomic.Uint64
 	published        atomic.Uint64
+	// keepAlive and writeTimeout are defaultKeepAlive and
+	// defaultWriteTimeout but in tests.
+	keepAlive, writeTimeout time.Duration
 }
 
 // client is one connection of GET /v1/events.
@@ -52,7 +56,9 @@ type client struct {
 	gone chan struct{} // closed when the hub drops the client
 }
 
-func newHub() *hub { return &hub{clients: map[*client]struct{}{}} }
+func newHub() *hub {
+	return &hub{clients: map[*client]struct{}{}, keepAlive: defaultKeepAlive, writeTimeout: defaultWriteTimeout}
+}
 
 // publish sends v as an event of type typ to every client.
 func (h *hub) publish(typ string, v any) {
@@ -128,7 +134,7 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, done <-chan struct{}
 		}
 	}
 	fl.Flush()
-	tick := time.NewTicker(keepAlive)
+	tick := time.NewTicker(h.keepAlive)
 	defer tick.Stop()
 	rc := http.NewResponseController(w)
 	for {
@@ -136,7 +142,7 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, done <-chan struct{}
 		case e := <-c.ch:
 			// A client that does not read is dropped by publish; its
 			// writes give up then too.
-			rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+			rc.SetWriteDeadline(time.Now().Add(h.writeTimeout))
 			if _, err := w.Write(e); err != nil {
 				return
 			}
@@ -148,8 +154,17 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, done <-chan struct{}
 			}
 			fl.Flush()
 		case <-tick.C:
-			fmt.Fprint(w, ": keep-alive\n\n")
-			fl.Flush()
+			// Each write has a deadline of its own: the last event's
+			// may have passed while the stream was quiet (the results
+			// being written after the run's end, or the report served
+			// after it), and a write past it breaks the connection.
+			rc.SetWriteDeadline(time.Now().Add(h.writeTimeout))
+			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			if rc.Flush() != nil {
+				return
+			}
 		case <-c.gone:
 			return
 		case <-r.Context().Done():

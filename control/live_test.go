@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -633,4 +634,55 @@ flows: [{name: probe, type: udp, rate: 1Mbps, packet_size: 1000, duration: 2s, p
 	if len(tl) != 2 || tl[0].Key != "links.eu.delay" || tl[0].New != "30ms" || tl[1].Key != "links.eu.downlink.loss" {
 		t.Errorf("timeline %+v", tl)
 	}
+}
+
+// TestEventsStreamOutlivesQuiet: a stream quiet for longer than a write's
+// deadline (the results being written after a run, the report served
+// after it) still carries the next event; the keep-alive in between must
+// not write past the last event's deadline and break the connection.
+func TestEventsStreamOutlivesQuiet(t *testing.T) {
+	h := newHub()
+	h.keepAlive, h.writeTimeout = 150*time.Millisecond, 50*time.Millisecond
+	done := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, done) }))
+	defer srv.Close()
+	defer close(done)
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	await := func(want string) {
+		t.Helper()
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("the stream ended before %q", want)
+				}
+				if l == want {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("no %q within 10 s", want)
+			}
+		}
+	}
+	// The client is subscribed: serve answers after subscribing.
+	h.publish("end", 1)
+	await("data: 1")
+	// Two keep-alives, each long after the last event's deadline.
+	await(": keep-alive")
+	await(": keep-alive")
+	h.publish("finished", 2)
+	await("data: 2")
 }
