@@ -25,7 +25,7 @@ type Chain struct {
 	now  time.Time // logical time of the latest event processed
 	wall time.Time // when set (by Runner), the clock reading lateness is measured against
 
-	keep    atomic.Bool // GSO packets cross whole (Config.KeepsSegments); Set may change it
+	keep    atomic.Bool // GSO packets enter whole (Config.TakesSegments); Set may change it
 	changes int         // how many times Set changed the chain
 	pending []Change    // scheduled changes in time order (SetAt)
 	// pub is stages for other goroutines (Stats, Drops, Stages): Set
@@ -61,7 +61,7 @@ func NewChain(cfg Config, deliver func(now time.Time, p *Packet)) (*Chain, error
 		return nil, fmt.Errorf("impair: direction %q: %w", cfg.Name, err)
 	}
 	c := &Chain{name: cfg.Name, deliver: deliver}
-	c.keep.Store(cfg.KeepsSegments())
+	c.keep.Store(cfg.TakesSegments())
 	c.cfg.Store(&cfg)
 	var stages []Stage
 	if cfg.Loss.Model != LossNone {
@@ -127,13 +127,9 @@ func (c *Chain) Arrive(t time.Time, p *Packet) {
 	}
 	c.Advance(t)
 	if p.segs > 0 && !c.keep.Load() {
-		// The sender should have split it (see Runner.KeepsSegments);
+		// The sender should have split it (see Runner.TakesSegments);
 		// segments from p's own pool then.
-		pl := p.pool
-		if pl == nil {
-			pl = NewPool(len(p.Data))
-		}
-		pl.Split(p, func(s *Packet) { c.admit(t, s) })
+		segmentPool.Split(p, func(s *Packet) { c.admit(t, s) })
 		return
 	}
 	c.admit(t, p)
@@ -145,9 +141,10 @@ func (c *Chain) admit(t time.Time, p *Packet) {
 	c.hops[0].Push(t, p)
 }
 
-// KeepsSegments reports whether GSO packets cross the direction whole
-// (Config.KeepsSegments); when not, senders split them first (Pool.Split).
-func (c *Chain) KeepsSegments() bool { return c.keep.Load() }
+// TakesSegments reports whether GSO packets enter the direction whole
+// (Config.TakesSegments); when not, senders split them first
+// (Pool.Split).
+func (c *Chain) TakesSegments() bool { return c.keep.Load() }
 
 // Advance processes, in time order, every event due at or before t. Events
 // at the same instant run downstream first, so a departure frees its room

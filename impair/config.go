@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/netjam/netjam/clock"
 )
 
 // Config describes one direction of the emulated path. The zero value is a
@@ -225,14 +227,44 @@ type QueueConfig struct {
 	MaxBurst time.Duration // PIE 150ms
 }
 
-// KeepsSegments reports whether GSO packets may cross the direction whole:
-// when none of its stages decides per packet (no loss, duplication,
-// corruption, rate, slots, jitter or reordering; a fixed delay is
-// fine). Otherwise they are split into their segments on the way in.
+// KeepsSegments reports whether no stage of the direction decides per
+// packet (no loss, duplication, corruption, rate, slots, jitter or
+// reordering; a fixed delay is fine): a GSO packet then crosses it whole
+// and is never cut. A lab host makes its TCP connections with GSO only
+// through such directions.
 func (c *Config) KeepsSegments() bool {
 	return c.Loss.Model == LossNone && c.Duplicate.P == 0 && c.Corrupt.P == 0 && !c.Rate.limited() &&
 		!c.Slot.enabled() && c.Delay.Jitter == 0 && c.Reorder.P == 0
 }
+
+// TakesSegments reports whether GSO packets may enter the direction
+// whole: when every stage it has either keeps them (KeepsSegments) or
+// decides on each of their segments as it would on MTU-sized packets and
+// cuts them only where its decisions differ:
+//   - loss, of any model, draws each segment's fate in order, as for
+//     packets one by one; a GSO packet with a loss is split there
+//     (lossStage);
+//   - a fixed rate of at least WholeRate behind a drop-tail queue counts
+//     the queue's limits in segments and serializes each segment; it puts
+//     on the wire at once only the segments that take at most
+//     clock.Slack together, the precision of the runner that delivers
+//     them (bottleneck).
+//
+// Otherwise (duplication, corruption, jitter, reordering, slots, an AQM
+// or head-drop queue, a trace, a slower rate) they are split into their
+// segments on the way in.
+func (c *Config) TakesSegments() bool {
+	rateOK := !c.Rate.limited() || c.Rate.Trace == nil && c.Rate.Bitrate >= WholeRate && c.Queue.Discipline == DropTail
+	return rateOK && c.Duplicate.P == 0 && c.Corrupt.P == 0 &&
+		!c.Slot.enabled() && c.Delay.Jitter == 0 && c.Reorder.P == 0
+}
+
+// WholeRate is the slowest rate at which a direction takes GSO packets
+// whole (TakesSegments): two full-size Ethernet frames (1500 bytes) take
+// clock.Slack to serialize, so that the rate stage puts on the wire at
+// once at least two segments of that size. Below it packets are few
+// enough to be taken one by one.
+const WholeRate = 2 * 1500 * 8 * uint64(time.Second/clock.Slack)
 
 // Validate reports every out-of-range field. Package scenario gives users
 // better messages; this guards the library's own invariants.

@@ -549,3 +549,65 @@ func CoalesceRun(ps []*Packet, maxBytes int) (n, mss, total int) {
 	}
 	return n, mss, total
 }
+
+// cutHead takes the first m segments off p, a GSO packet of more than m
+// segments, and returns them as a packet of their own (a GSO packet when
+// m > 1), leaving the rest in p, in place: the same segments, each with
+// the sequence number, IPv4 identification, flags (FIN and PSH on the
+// last segment only, CWR on the first only) and checksums Split would
+// give it. Both keep p's timestamps; a partial p gives partial parts.
+// The head is a copy (from segmentPool, p's pool, or fresh); the rest
+// stays in p's buffer, its headers moved to just before its payload.
+func cutHead(p *Packet, m int) *Packet {
+	b := p.Data
+	hl, mss := int(p.hdrLen), int(p.mss)
+	ipLen := tcpOff(b)
+	size := hl + m*mss
+	var h *Packet
+	switch {
+	case size <= segmentPool.size:
+		h = segmentPool.Get(size)
+	case p.pool != nil && size <= p.pool.size:
+		h = p.pool.Get(size)
+	default:
+		h = &Packet{Data: make([]byte, size)}
+	}
+	copy(h.Data, b[:size])
+	h.Data[ipLen+13] &^= 0x09 // FIN, PSH: the last segment's
+	h.Arrival, h.Enqueued, h.mayWait, h.hash = p.Arrival, p.Enqueued, p.mayWait, p.hash
+	if m > 1 {
+		h.segs, h.mss, h.hdrLen = uint16(m), p.mss, p.hdrLen
+	}
+	h.partial = p.partial
+	setIPLength(h.Data, ipLen, size)
+	finishPart(h)
+
+	// The rest: the headers go where the head's last bytes were (copy
+	// moves overlapping bytes right).
+	rest := b[m*mss:]
+	copy(rest[:hl], b[:hl])
+	seq := binary.BigEndian.Uint32(rest[ipLen+4:])
+	binary.BigEndian.PutUint32(rest[ipLen+4:], seq+uint32(m*mss))
+	rest[ipLen+13] &^= 0x80 // CWR: the first segment's
+	if ipLen == 20 {
+		id := binary.BigEndian.Uint16(rest[4:6])
+		binary.BigEndian.PutUint16(rest[4:6], id+uint16(m))
+	}
+	setIPLength(rest, ipLen, len(rest))
+	p.Data = rest
+	if p.segs -= uint16(m); p.segs == 1 {
+		p.segs, p.mss, p.hdrLen = 0, 0, 0
+	}
+	finishPart(p)
+	return h
+}
+
+// finishPart gives p, a part cutHead made, its TCP checksum: the pseudo
+// header's sum when partial, the final one otherwise.
+func finishPart(p *Packet) {
+	if p.partial {
+		PseudoChecksum(p.Data)
+	} else {
+		CompleteChecksum(p.Data)
+	}
+}

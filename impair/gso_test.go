@@ -309,7 +309,7 @@ func TestChainKeepsOrSplitsSegments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.KeepsSegments() {
+	if c.TakesSegments() {
 		t.Fatal("a rate-limited direction keeps segments")
 	}
 	p = big.Copy(b)

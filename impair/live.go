@@ -70,7 +70,7 @@ func (c *Chain) Set(cfg Config) error {
 		stages = append(stages, newDelayLine(live))
 	}
 	c.install(stages)
-	c.keep.Store(cfg.KeepsSegments())
+	c.keep.Store(cfg.TakesSegments())
 	c.cfg.Store(&cfg)
 	return nil
 }
@@ -152,12 +152,14 @@ func (b *bottleneck) canSet(cfg Config) error {
 	return nil
 }
 
-// set takes cfg's rate from the next packet put on the wire, and its
-// queue limits at once (see queue_limits.go). A trace that cfg brings in
+// set takes cfg's rate from the next packet put on the wire (the part
+// of a GSO packet on it, at most clock.Slack of transmission, finishes
+// at the old rate, see start), and its queue limits at once (see queue_limits.go). A trace that cfg brings in
 // (a handover from a fixed rate to a recorded cellular link, or from one
 // trace to another) starts at now, as mm-link starts its trace when the
 // link comes up; the same trace again (Trace.Same) goes on where it is.
 func (b *bottleneck) set(cfg Config, now time.Time) {
+	b.sync(now)
 	if cfg.Queue != b.qcfg {
 		b.qcfg = cfg.Queue
 		b.q.(limitSetter).setLimits(limitsOf(cfg.Queue))

@@ -71,7 +71,7 @@ func TestSetRate(t *testing.T) {
 			t.Errorf("packet %d left at %v, want %v", i, got, w)
 		}
 	}
-	if !c.KeepsSegments() {
+	if !c.TakesSegments() {
 		t.Error("an unlimited direction without other stages keeps segments whole")
 	}
 }

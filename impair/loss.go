@@ -11,9 +11,36 @@ import (
 // Every model draws a fixed number of random numbers per packet, whatever
 // the outcome (Random: one, Gilbert-Elliott: two, 4-state: one), so the
 // decision for packet n depends only on the seed and n.
+//
+// A GSO packet's segments are decided one by one, in order, as if they
+// came apart: the packet goes on whole when none is lost, and is split
+// otherwise, its lost segments dropped and the others forwarded.
 type lossStage struct {
 	passive
 	gen lossGen
+	// fates holds the fate of each segment of the GSO packet being
+	// decided: -1 kept, otherwise why it is lost (a DropReason). Its
+	// capacity grows to the most segments seen (at most 65535).
+	fates []int8
+	cut   lossCut
+}
+
+// lossCut is the sink a split GSO packet's segments go through: each
+// meets the fate drawn for it.
+type lossCut struct {
+	s   *lossStage
+	out Sink
+	i   int
+}
+
+func (c *lossCut) Push(now time.Time, p *Packet) {
+	f := c.s.fates[c.i]
+	c.i++
+	if f >= 0 {
+		c.s.c.drop(p, DropReason(f))
+		return
+	}
+	c.s.forward(now, p, c.out)
 }
 
 // lossGen decides the fate of successive packets: lost, and if so for
@@ -41,11 +68,29 @@ func (*lossStage) Name() string { return "loss" }
 
 func (s *lossStage) Push(now time.Time, p *Packet, out Sink) {
 	s.c.in(p)
-	if r, lost := s.gen.lose(); lost {
-		s.c.drop(p, r)
+	if p.segs == 0 {
+		if r, lost := s.gen.lose(); lost {
+			s.c.drop(p, r)
+			return
+		}
+		s.forward(now, p, out)
 		return
 	}
-	s.forward(now, p, out)
+	s.fates = s.fates[:0]
+	lost := false
+	for range p.segs {
+		f := int8(-1)
+		if r, l := s.gen.lose(); l {
+			f, lost = int8(r), true
+		}
+		s.fates = append(s.fates, f)
+	}
+	if !lost {
+		s.forward(now, p, out)
+		return
+	}
+	s.cut = lossCut{s: s, out: out}
+	segmentPool.SplitTo(now, p, &s.cut)
 }
 
 // randomLoss is netem's "loss random P [CORR]": independent losses, or with

@@ -72,6 +72,11 @@ func (p *Packet) Release() {
 	}
 }
 
+// segmentPool holds the segments the stages split GSO packets into
+// (lossStage, bottleneck, Chain.Arrive): MTU-sized packets of the usual
+// MTUs. A larger segment comes from its GSO packet's own pool (SplitTo).
+var segmentPool = NewPool(2048)
+
 // Pool recycles packets and their buffers. It is safe for concurrent use.
 type Pool struct {
 	size int
@@ -125,7 +130,8 @@ func (p *Packet) clone() *Packet {
 	return c
 }
 
-// fifo is an intrusive first-in first-out list of packets.
+// fifo is an intrusive first-in first-out list of packets. n and bytes
+// count what it holds on the wire: a GSO packet as its segments.
 type fifo struct {
 	head, tail *Packet
 	n          int
@@ -140,8 +146,20 @@ func (f *fifo) push(p *Packet) {
 		f.tail.next = p
 	}
 	f.tail = p
-	f.n++
-	f.bytes += int64(len(p.Data))
+	f.n += p.Segments()
+	f.bytes += int64(p.WireLen())
+}
+
+// pushFront puts p back at the head: the rest of a GSO packet whose
+// first segments went on the wire (bottleneck.start).
+func (f *fifo) pushFront(p *Packet) {
+	p.next = f.head
+	f.head = p
+	if f.tail == nil {
+		f.tail = p
+	}
+	f.n += p.Segments()
+	f.bytes += int64(p.WireLen())
 }
 
 func (f *fifo) pop() *Packet {
@@ -154,8 +172,8 @@ func (f *fifo) pop() *Packet {
 		f.tail = nil
 	}
 	p.next = nil
-	f.n--
-	f.bytes -= int64(len(p.Data))
+	f.n -= p.Segments()
+	f.bytes -= int64(p.WireLen())
 	return p
 }
 

@@ -22,9 +22,9 @@ func limitsOf(cfg QueueConfig) queueLimits {
 }
 
 // admits reports whether a backlog of n packets and b bytes has room for p
-// under both limits.
+// (each of a GSO packet's segments) under both limits.
 func (l queueLimits) admits(n int, b int64, p *Packet) bool {
-	return (l.packets <= 0 || n < l.packets) && (l.bytes <= 0 || b+int64(len(p.Data)) <= l.bytes)
+	return (l.packets <= 0 || n+p.Segments() <= l.packets) && (l.bytes <= 0 || b+int64(p.WireLen()) <= l.bytes)
 }
 
 // exceeded reports whether a backlog of n packets and b bytes is over
@@ -48,6 +48,12 @@ type dropTail struct {
 	q   fifo
 	lim queueLimits
 	c   *Counters
+	// onWire are the segments (and their bytes) of the part of a GSO
+	// packet on the bottleneck's wire that have not started transmission
+	// yet: one by one they would still be queued, so they count against
+	// the limits (bottleneck.start sets them).
+	onWireN int
+	onWireB int64
 }
 
 // newDropTail returns a drop-tail FIFO bounded by cfg.LimitPackets and
@@ -59,19 +65,28 @@ func newDropTail(cfg QueueConfig, c *Counters) Queue {
 // Enqueue admits p, or drops it as DropQueue when it would take the
 // backlog over either limit.
 func (d *dropTail) Enqueue(_ time.Time, p *Packet) {
-	if !d.lim.admits(d.q.n, d.q.bytes, p) {
+	if !d.admits(p) {
 		d.c.drop(p, DropQueue)
 		return
 	}
 	d.q.push(p)
-	publishBacklog(d.c, d.q.n, d.q.bytes)
+	d.publish()
 }
+
+// admits reports whether p fits, every one of its segments.
+func (d *dropTail) admits(p *Packet) bool {
+	return d.lim.admits(d.q.n+d.onWireN, d.q.bytes+d.onWireB, p)
+}
+
+// publish stores the backlog, the segments waiting on the wire included,
+// into the gauges.
+func (d *dropTail) publish() { publishBacklog(d.c, d.q.n+d.onWireN, d.q.bytes+d.onWireB) }
 
 // Dequeue returns the oldest packet, or nil.
 func (d *dropTail) Dequeue(time.Time) *Packet {
 	p := d.q.pop()
 	if p != nil {
-		publishBacklog(d.c, d.q.n, d.q.bytes)
+		d.publish()
 	}
 	return p
 }

@@ -15,27 +15,37 @@ type limitSetter interface {
 // trimTail drops, newest first, the packets of q beyond l, counting each
 // as DropQueue into c. A singly linked FIFO has no way back from its tail,
 // so it keeps the longest prefix within l and drops the rest: one pass,
-// once per change.
-func trimTail(q *fifo, l queueLimits, c *Counters) {
-	if !l.exceeded(q.n, q.bytes) {
+// once per change. A GSO packet across the limit is split, and its
+// segments kept or dropped one by one. n and b are what the queue holds
+// ahead of q (dropTail.onWireN and onWireB), kept.
+func trimTail(q *fifo, l queueLimits, c *Counters, n int, b int64) {
+	if !l.exceeded(n+q.n, b+q.bytes) {
 		return
 	}
-	var keep fifo
+	keep := fifo{n: n, bytes: b}
 	full := false
-	for p := q.pop(); p != nil; p = q.pop() {
-		if full = full || l.exceeded(keep.n+1, keep.bytes+int64(len(p.Data))); full {
+	trim := func(p *Packet) {
+		if full = full || l.exceeded(keep.n+p.Segments(), keep.bytes+int64(p.WireLen())); full {
 			c.drop(p, DropQueue)
-			continue
+			return
 		}
 		keep.push(p)
 	}
+	for p := q.pop(); p != nil; p = q.pop() {
+		if p.segs > 0 && !full && l.exceeded(keep.n+p.Segments(), keep.bytes+int64(p.WireLen())) {
+			segmentPool.Split(p, trim)
+			continue
+		}
+		trim(p)
+	}
+	keep.n, keep.bytes = keep.n-n, keep.bytes-b
 	*q = keep
 }
 
 func (d *dropTail) setLimits(l queueLimits) {
 	d.lim = l
-	trimTail(&d.q, l, d.c)
-	publishBacklog(d.c, d.q.n, d.q.bytes)
+	trimTail(&d.q, l, d.c, d.onWireN, d.onWireB)
+	d.publish()
 }
 
 func (h *headDrop) setLimits(l queueLimits) {
@@ -48,13 +58,13 @@ func (h *headDrop) setLimits(l queueLimits) {
 
 func (q *codelQueue) setLimits(l queueLimits) {
 	q.lim = l
-	trimTail(&q.q, l, q.c)
+	trimTail(&q.q, l, q.c, 0, 0)
 	publishBacklog(q.c, q.q.n, q.q.bytes)
 }
 
 func (q *pieQueue) setLimits(l queueLimits) {
 	q.lim = l
-	trimTail(&q.q, l, q.c)
+	trimTail(&q.q, l, q.c, 0, 0)
 	publishBacklog(q.c, q.q.n, q.q.bytes)
 }
 

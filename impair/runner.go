@@ -42,10 +42,15 @@ func NewRunner(cfg Config, clk clock.Clock, deliver func(now time.Time, p *Packe
 	return &Runner{chain: c, clk: clk, loop: clock.NewLoop[*Packet](clk, n)}, nil
 }
 
-// KeepsSegments reports whether GSO packets cross the direction whole; a
-// sender splits them (Pool.Split) before Send when not, so that the
-// split runs on its goroutine rather than the direction's.
-func (r *Runner) KeepsSegments() bool { return r.chain.keep.Load() }
+// TakesSegments reports whether GSO packets enter the direction whole
+// (Config.TakesSegments); a sender splits them (Pool.Split) before Send
+// when not, so that the split runs on its goroutine rather than the
+// direction's.
+func (r *Runner) TakesSegments() bool { return r.chain.keep.Load() }
+
+// KeepsSegments reports whether no stage of the direction, as set now,
+// decides per packet (Config.KeepsSegments).
+func (r *Runner) KeepsSegments() bool { return r.chain.cfg.Load().KeepsSegments() }
 
 // Send hands p to the direction, stamped with the clock's time. When the
 // input channel is full, or the Runner is closed, p is dropped and counted

@@ -9,9 +9,10 @@ import (
 
 // Direction is one direction of a link (an impair.Runner: its chain of
 // stages on a goroutine of its own) as a node. It takes GSO packets whole
-// while no stage decides per packet (impair.Runner.KeepsSegments, which a
-// live change may turn either way), so the builder puts a conditional
-// split in front of it, on the sender's goroutine.
+// while its stages can decide on their segments inside
+// (impair.Runner.TakesSegments, which a live change may turn either way),
+// so the builder puts a conditional split in front of it, on the sender's
+// goroutine.
 //
 // What leaves the direction in one pass of its runner leaves at one
 // moment of real time; the merging queues behind it (Compile finds them)
@@ -70,7 +71,7 @@ func (d *Direction) Runner() *impair.Runner { return d.r }
 // chain.
 func (d *Direction) Node() Node {
 	return Node{Name: d.r.Chain().Name(), In: d, Out: &d.out, Life: d.r,
-		Accepts: Accepts{GSO: Varies, Whole: d.r.KeepsSegments, Partial: true}}
+		Accepts: Accepts{GSO: Varies, Whole: d.r.TakesSegments, Partial: true}}
 }
 
 // Push hands p to the direction at the clock's time (see

@@ -104,7 +104,7 @@ func TestDirectionTakesGSOWholeWhileItMay(t *testing.T) {
 	defer n.Close()
 	src.Push(t0, gso(server, 4, 1000, false))
 	waitFor(t, "the first packet", func() bool { return d.Runner().Stats().InPackets == 4 })
-	cfg.Loss = impair.LossConfig{Model: impair.LossRandom, P: 1e-9}
+	cfg.Duplicate = impair.Chance{P: 1e-9} // decided on whole packets only
 	if err := d.Runner().Set(cfg); err != nil {
 		t.Fatal(err)
 	}

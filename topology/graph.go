@@ -22,8 +22,8 @@ const (
 	// Yes: GSO packets whole.
 	Yes
 	// Varies: Accepts.Whole says, per packet: a direction takes them
-	// whole while no stage decides per packet, and its settings may
-	// change while it runs (impair.Runner.KeepsSegments).
+	// whole while its stages can decide on their segments, and its
+	// settings may change while it runs (impair.Runner.TakesSegments).
 	Varies
 )
 

@@ -64,7 +64,7 @@ func TestHeldSplitSegmentsWaitAtAFullDirection(t *testing.T) {
 	clk := clock.NewManual()
 	var g topology.Graph
 	src := topology.NewSource("host", topology.Emits{GSO: true}, pool, big)
-	d := direction(t, impair.Config{Name: "up", Loss: impair.LossConfig{Model: impair.LossRandom, P: 1e-9}, InputLimit: 8}, clk)
+	d := direction(t, impair.Config{Name: "up", Duplicate: impair.Chance{P: 1e-9}, InputLimit: 8}, clk)
 	out := newSink("server", mtuChecked)
 	g.Chain(g.Add(src.Node()), g.Add(d.Node()), g.Add(out.Node()))
 	n := mustCompile(t, &g)
