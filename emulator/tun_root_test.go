@@ -394,10 +394,11 @@ flows:
 }
 
 // TestTUNOffload carries the kernel's large TCP segments (TSO) and the
-// peer's (host GSO) across the path: whole when the path only delays,
-// split into MTU-sized segments when a stage decides per packet (a rate,
-// a loss), gathered again into the device when due together, and not at
-// all with offload off. Every byte must arrive as sent
+// peer's (host GSO) across the path: whole when its stages decide on
+// their segments inside (a delay, a loss, a rate of at least
+// impair.WholeRate), split into MTU-sized segments in front of a stage
+// that decides per packet only (a slower rate), gathered again into the
+// device when due together, and not at all with offload off. Every byte must arrive as sent
 // either way: a kernel flow up checks its own bytes, and 4 MB echoed by
 // the peer's echo service come back to a kernel socket unchanged.
 func TestTUNOffload(t *testing.T) {
@@ -405,15 +406,14 @@ func TestTUNOffload(t *testing.T) {
 	for _, c := range []struct {
 		name, link, offload string
 		whole               bool // expect whole GSO packets both ways
-		// gathered: the segments of each of the peer's large segments
-		// are due at one instant (the loss stage splits them, nothing
-		// spaces them), so they reach the device together and go in
-		// gathered into one write.
+		// gathered: the peer's large segments reach the device in
+		// writes of several segments each (whole, or parts of them).
 		gathered bool
 	}{
-		{"whole", "{delay: 2ms}", "true", true, false},
+		{"whole", "{delay: 2ms}", "true", true, true},
 		{"split", "{delay: 2ms, rate: 400Mbps, queue: 2000}", "true", false, false},
-		{"loss", "{delay: 2ms, loss: 0.0001%}", "true", false, true},
+		{"loss", "{delay: 2ms, loss: 0.0001%}", "true", true, true},
+		{"fast rate", "{delay: 2ms, rate: 10Gbps, loss: 0.0001%, queue: 2000}", "true", true, true},
 		{"off", "{delay: 2ms}", "false", false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -463,14 +463,14 @@ flows: [{name: up, type: tcp, stack: kernel, size: 20MB}]
 			switch {
 			case c.whole && (up.WholeGSO == 0 || down.WholeGSO == 0):
 				t.Errorf("whole GSO packets up %d, down %d; want both", up.WholeGSO, down.WholeGSO)
-			case (c.name == "split" || c.name == "loss") && up.WholeGSO+down.WholeGSO > 0:
+			case c.name == "split" && up.WholeGSO+down.WholeGSO > 0:
 				t.Errorf("whole GSO packets up %d, down %d across a stage deciding per packet", up.WholeGSO, down.WholeGSO)
 			case c.name == "off" && up.WholeGSO > 0:
 				t.Errorf("%d whole GSO packets from a device without offload", up.WholeGSO)
 			}
-			// Split for the loss draws, the peer's segments are
-			// gathered again into the device; the echo above checks
-			// every byte.
+			// Whole, or cut into parts by the rate, the peer's
+			// segments go into the device several at a time; the echo
+			// above checks every byte.
 			tun := sum.TUN
 			t.Logf("%s: device writes %d for %d packets", c.name, tun.Writes, tun.WrittenPackets)
 			if c.gathered && tun.Writes*2 > tun.WrittenPackets {
