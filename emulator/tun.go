@@ -267,12 +267,17 @@ func (l *lab) peerEnds(b *pathBuilder) {
 	b.route(b.toServer, l.routers[0], prefixes, q, l.capServer, "peer rx")
 }
 
-// startPeer makes the peer host and starts its relay.
+// startPeer makes the peer host and starts its relay. Its TCP is held
+// back at a full direction, as a lab host's is (outputHeld): what the
+// directions from the peer hand on goes into the device, whose writes
+// never wait for the peer, so no cycle of waits can close; a relayed
+// connection then stops reading its target, and the target's own TCP
+// waits.
 func (l *lab) startPeer(s *scenario.Scenario, hooks labHooks) error {
 	t, c := l.tun, l.tun.cfg
 	h, err := stack.NewHost(stack.HostConfig{
 		Name: "peer", Addrs: t.peerAddrs, MTU: t.mtu, Clock: l.clk, Seed: s.Seed + 2*maxHosts + 1, SACK: true,
-		Transparent: c.Relay.Transparent, OutputGSO: l.outputGSO(t.peer), Log: l.log,
+		Transparent: c.Relay.Transparent, OutputGSO: l.outputGSO(t.peer), OutputHeld: l.outputHeld(t.peer), Log: l.log,
 	})
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -838,4 +839,63 @@ tun:
 	if fw := sum.TUN.Forwards; len(fw) != 3 || !strings.HasPrefix(fw[0], "tcp 10.30.0.1:8080 -> ") || !strings.HasPrefix(fw[1], "tcp 10.99.0.2:8080 -> ") {
 		t.Errorf("forwards in the summary %q, want each at its path's address", fw)
 	}
+}
+
+// TestTUNPeerSenderHeldBack: the peer's TCP (iperf3 -R through a forward:
+// the peer sends what the target sends it) outruns a direction whose
+// input holds 16 packets. It is held back there, as a lab host's TCP is,
+// instead of losing packets the scenario never asked to lose.
+func TestTUNPeerSenderHeldBack(t *testing.T) {
+	ns := testNetns(t)
+	port := iperf3Server(t)
+	sum, err := runPeerHeld(context.Background(), t, ns, port, "2")
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	down := sum.Runs[0].Links[1]
+	t.Logf("down: drops %v, senders held back %d times", down.Drops, down.InputWaits)
+	if n := down.Drops["input"]; n > 0 {
+		t.Errorf("%d input drops down; want none", n)
+	}
+}
+
+// TestTUNPeerHeldSenderLetGoWhenInterrupted: the run is interrupted
+// while the peer's TCP is held back at the downlink; it must still end,
+// its held senders let go.
+func TestTUNPeerHeldSenderLetGoWhenInterrupted(t *testing.T) {
+	ns := testNetns(t)
+	port := iperf3Server(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runPeerHeld(ctx, t, ns, port, "20") // its error is the interruption's
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		buf := make([]byte, 1<<20)
+		t.Fatalf("the run did not end: a held sender not let go?\n%s", buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// runPeerHeld runs iperf3 -R for secs seconds from ns through a forward to
+// the iperf3 server at port, over a 10 Gbit/s link whose downlink's input
+// holds 16 packets, until it ends or ctx does.
+func runPeerHeld(ctx context.Context, t *testing.T, ns *hostnet.Netns, port int, secs string) (*Summary, error) {
+	p := mustPlan(t, fmt.Sprintf(`
+duration: 60s
+link: {rate: 10Gbps, delay: 1ms, queue: 10000}
+tun:
+  netns: %s
+  forward: [{proto: tcp, listen: 5201, to: 127.0.0.1:%d}]
+`, ns.Path(), port))
+	for i := range p.Runs[0].Links {
+		p.Runs[0].Links[i].Downlink.InputLimit = 16
+	}
+	return Run(ctx, p, Options{Attached: func(ctx context.Context) error {
+		_, err := runIn(ctx, ns, "iperf3", "-c", "10.99.0.2", "-t", secs, "-R")
+		return err
+	}})
 }
