@@ -52,8 +52,8 @@ func NewDirection(cfg impair.Config, clk clock.Clock) (*Direction, error) {
 // large segment, acknowledges it once (as Linux does a GRO packet), and
 // whose gVisor sender then, on a lossy path, took those fewer ACKs for
 // losses (0.5% loss, 10 ms each way, 20 seeds on the virtual clock: up to
-// 179 retransmissions for 59 losses, against at most one more than the
-// losses with the segments apart). Call it before Node.
+// 179 retransmissions for 59 losses; with the segments apart, at most 6
+// more than the losses). Call it before Node.
 func (d *Direction) SegmentsApart() { d.whole = d.r.KeepsSegments }
 
 // deliver hands on what leaves the direction; the first packet of a pass
