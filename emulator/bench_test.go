@@ -118,9 +118,11 @@ func BenchmarkTUNIperf3(b *testing.B) {
 	const secs = "5"
 	for _, path := range []struct{ name, link string }{
 		{"netjam", "{}"},
-		// Per-packet stages: every large segment is split into
-		// MTU-sized ones, each given its loss draw, queued,
-		// serialized at the rate and delayed. The loss is small
+		// Every packet impaired: each MTU-sized segment of a large
+		// one gets its loss draw, its place in the queue and its
+		// transmission time (inside the large segment, which the
+		// rate stage sends in parts of at most 10 us; see
+		// impair.Config.TakesSegments), and is delayed. The loss is small
 		// enough that TCP's own bound stays above the path's: at the
 		// 2.4 ms RTT the peer measures, Mathis' MSS/RTT*1.22/sqrt(p)
 		// is 5.8 Gbit/s at 0.0001% (the peer's 1420-byte segments),

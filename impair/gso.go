@@ -9,13 +9,16 @@ import (
 // kernel writing into a TUN device with virtio-net headers, gVisor with
 // GSO on) hands over one TCP segment of up to 64 KiB that stands for
 // several MTU-sized ones, each MSS bytes of payload with a copy of the
-// headers. Such a packet crosses the path whole when no stage of the
-// direction decides per packet (Config.KeepsSegments: no loss,
-// duplication, corruption, rate, slots, jitter or reordering): the
-// counters then count it as its segments, in packets and in bytes on the
-// wire. Otherwise it is split into its segments before it enters the
-// direction (by its sender, Pool.Split, or by Chain.Arrive), so every impairment applies to
-// each MTU-sized packet as it would on a real link.
+// headers. Such a packet enters a direction whole when each of its
+// stages either keeps it as it is or decides on each of its segments
+// inside (Config.TakesSegments: a fixed delay; loss, which splits it
+// only where a segment is lost; a fast rate behind a drop-tail queue,
+// which sends it in parts of at most clock.Slack): the counters then
+// count it as its segments, in packets and in bytes on the wire.
+// Otherwise it is split into its segments before it enters the
+// direction (by its sender, Pool.Split, or by Chain.Arrive). Either way
+// every impairment applies to each MTU-sized packet as it would on a
+// real link.
 
 // gsoMaxSegments bounds the segments Coalesce merges into one packet, as
 // a NIC's receive offload bounds them: 64 KiB of payload in segments of
