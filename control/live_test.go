@@ -642,7 +642,7 @@ flows: [{name: probe, type: udp, rate: 1Mbps, packet_size: 1000, duration: 2s, p
 // not write past the last event's deadline and break the connection.
 func TestEventsStreamOutlivesQuiet(t *testing.T) {
 	h := newHub()
-	h.keepAlive, h.writeTimeout = 150*time.Millisecond, 50*time.Millisecond
+	h.keepAlive, h.writeTimeout = 1500*time.Millisecond, time.Second
 	done := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, done) }))
 	defer srv.Close()
