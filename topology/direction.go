@@ -48,12 +48,12 @@ func NewDirection(cfg impair.Config, clk clock.Clock) (*Direction, error) {
 // stages can decide on their segments inside: in front of it they are
 // split, so that what it delivers reaches the receiver one packet at a
 // time. For receivers that must get each packet on its own wherever the
-// path decides per packet: a lab's netstack hosts, whose TCP, given a
-// large segment, acknowledges it once (as Linux does a GRO packet), and
-// whose gVisor sender then, on a lossy path, took those fewer ACKs for
-// losses (0.5% loss, 10 ms each way, 20 seeds on the virtual clock: up to
-// 179 retransmissions for 59 losses; with the segments apart, at most 6
-// more than the losses). Call it before Node.
+// path decides per packet: a lab's netstack hosts. Given large segments
+// across a lossy path, a host's TCP acknowledges each once (as Linux does
+// a GRO packet), and the gVisor sender at the other end retransmitted far
+// more than was lost (0.5% loss, 10 ms each way, 20 seeds on the virtual
+// clock: up to 179 retransmissions for 59 losses; with the segments
+// apart, at most 6 more than the losses). Call it before Node.
 func (d *Direction) SegmentsApart() { d.whole = d.r.KeepsSegments }
 
 // deliver hands on what leaves the direction; the first packet of a pass
