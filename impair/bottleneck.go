@@ -151,6 +151,7 @@ func (b *bottleneck) start(now time.Time) {
 			p = h
 		}
 	}
+	p = fit(p) // the last of a GSO packet's parts is in its 64 KiB buffer
 	b.cur = p
 	if tl != nil {
 		// Busy from the start to the opportunity that carries the

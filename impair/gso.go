@@ -559,22 +559,14 @@ func CoalesceRun(ps []*Packet, maxBytes int) (n, mss, total int) {
 // the sequence number, IPv4 identification, flags (FIN and PSH on the
 // last segment only, CWR on the first only) and checksums Split would
 // give it. Both keep p's timestamps; a partial p gives partial parts.
-// The head is a copy (from segmentPool, p's pool, or fresh); the rest
-// stays in p's buffer, its headers moved to just before its payload.
+// The head is a copy (newPart); the rest stays in p's buffer, its headers
+// moved to just before its payload.
 func cutHead(p *Packet, m int) *Packet {
 	b := p.Data
 	hl, mss := int(p.hdrLen), int(p.mss)
 	ipLen := tcpOff(b)
 	size := hl + m*mss
-	var h *Packet
-	switch {
-	case size <= segmentPool.size:
-		h = segmentPool.Get(size)
-	case p.pool != nil && size <= p.pool.size:
-		h = p.pool.Get(size)
-	default:
-		h = &Packet{Data: make([]byte, size)}
-	}
+	h := newPart(p, size)
 	copy(h.Data, b[:size])
 	h.Data[ipLen+13] &^= 0x09 // FIN, PSH: the last segment's
 	h.Arrival, h.Enqueued, h.mayWait, h.hash = p.Arrival, p.Enqueued, p.mayWait, p.hash
@@ -613,4 +605,34 @@ func finishPart(p *Packet) {
 	} else {
 		CompleteChecksum(p.Data)
 	}
+}
+
+// newPart returns a packet of n bytes for a part of p: from the smallest
+// of partPools that holds it, else from p's pool, else fresh.
+func newPart(p *Packet, n int) *Packet {
+	if pl := partPool(n); pl != nil {
+		return pl.Get(n)
+	}
+	if p.pool != nil && n <= p.pool.size {
+		return p.pool.Get(n)
+	}
+	return &Packet{Data: make([]byte, n)}
+}
+
+// fit returns p, a packet going on the wire, in a buffer at most twice
+// its length: itself when its buffer is that small already (or p is
+// larger than partPools hold), else a copy from partPools, p released.
+// What is left of a GSO packet after its first parts (cutHead) still
+// holds its sender's 64 KiB buffer.
+func fit(p *Packet) *Packet {
+	pl := partPool(len(p.Data))
+	if pl == nil || p.mem() <= 2*int64(len(p.Data)) || int64(pl.size) >= p.mem() {
+		return p
+	}
+	q := pl.Get(len(p.Data))
+	copy(q.Data, p.Data)
+	q.Arrival, q.Enqueued, q.mayWait, q.hash = p.Arrival, p.Enqueued, p.mayWait, p.hash
+	q.segs, q.mss, q.hdrLen, q.partial = p.segs, p.mss, p.hdrLen, p.partial
+	p.Release()
+	return q
 }

@@ -77,6 +77,24 @@ func (p *Packet) Release() {
 // MTUs. A larger segment comes from its GSO packet's own pool (SplitTo).
 var segmentPool = NewPool(2048)
 
+// partPools hold the parts of GSO packets the bottleneck puts on the wire
+// (cutHead, fit), by size, so that a part's buffer is at most twice its
+// length: what a part costs the stages behind (a delay line's bound on
+// the memory it holds, Packet.mem) is near what it carries, not a whole
+// 64 KiB GSO buffer.
+var partPools = [...]*Pool{segmentPool, NewPool(4 << 10), NewPool(8 << 10), NewPool(16 << 10), NewPool(32 << 10)}
+
+// partPool returns the smallest of partPools whose buffers hold n bytes,
+// or nil.
+func partPool(n int) *Pool {
+	for _, pl := range partPools {
+		if n <= pl.size {
+			return pl
+		}
+	}
+	return nil
+}
+
 // Pool recycles packets and their buffers. It is safe for concurrent use.
 type Pool struct {
 	size int

@@ -272,3 +272,39 @@ func TestWholeGSOAllocatesNothing(t *testing.T) {
 	}
 	checkPooledNoAllocs(t, 5000, "GSO packet", step)
 }
+
+// TestWholeGSOPartsFitTheirBuffers: the parts a 10 Gbit/s rate cuts GSO
+// packets into, and GSO packets that go on the wire whole, hold buffers at
+// most twice their length, so that what they cost a delay line's bound on
+// held memory is near what they carry (a part in its sender's 64 KiB
+// buffer cost the bound 64 KiB: a 10 Gbit/s path with 50 ms of delay
+// dropped at it).
+func TestWholeGSOPartsFitTheirBuffers(t *testing.T) {
+	worst := 0.0
+	c, err := NewChain(Config{Name: "up", Rate: RateConfig{Bitrate: 10e9}, Delay: DelayConfig{Time: 50 * time.Millisecond}}, func(_ time.Time, p *Packet) {
+		worst = max(worst, float64(p.mem())/float64(len(p.Data)))
+		p.Release()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := NewPool(70000)
+	now := t0
+	for i := range 20000 {
+		segs := 2 + i%43
+		b := superSegment(false, segs*1448)
+		PseudoChecksum(b)
+		p := big.Copy(b)
+		p.SetGSO(1448, true)
+		c.Arrive(now, p)
+		now = now.Add(time.Duration(segs*1500*8*100/90) * time.Nanosecond) // 9 Gbit/s
+	}
+	drain(c)
+	st := c.Stats()
+	if worst > 2 {
+		t.Errorf("a packet left in a buffer %.1f times its length", worst)
+	}
+	if n := st.Drops[DropInflight.String()]; n > 0 {
+		t.Errorf("%d segments dropped at the delay line's memory bound", n)
+	}
+}
