@@ -20,6 +20,9 @@ type bottleneck struct {
 	c    Counters
 	q    Queue
 	qcfg QueueConfig // what q was made of (see Chain.Set)
+	// dt is q when it is a drop-tail queue, the one discipline that
+	// takes GSO packets whole (takesWhole); nil otherwise.
+	dt   *dropTail
 	rate RateConfig
 
 	cur    *Packet   // on the wire; nil when idle
@@ -54,6 +57,7 @@ func newBottleneck(cfg Config) *bottleneck {
 	}
 	b.trace.Store(st)
 	b.q = newQueue(cfg.Queue, &b.c, newRand(cfg.Seed, cfg.Name, "queue"))
+	b.dt, _ = b.q.(*dropTail)
 	return b
 }
 
@@ -95,8 +99,7 @@ func (b *bottleneckIn) Push(now time.Time, p *Packet) { (*bottleneck)(b).Push(no
 // one by one; the others see the same discipline too. How p goes on the
 // wire is start's.
 func (b *bottleneck) takesWhole(p *Packet) bool {
-	dt, ok := b.q.(*dropTail)
-	return ok && dt.admits(p)
+	return b.dt != nil && b.dt.admits(p)
 }
 
 // sync takes off what the queue counts on the wire the segments of cur
@@ -106,7 +109,7 @@ func (b *bottleneck) sync(now time.Time) {
 	if b.next == len(b.waiting) {
 		return
 	}
-	dt := b.q.(*dropTail)
+	dt := b.dt
 	for ; b.next < len(b.waiting) && !b.waiting[b.next].at.After(now); b.next++ {
 		dt.onWireN--
 		dt.onWireB -= int64(b.waiting[b.next].len)
@@ -170,7 +173,7 @@ func (b *bottleneck) start(now time.Time) {
 	}
 	// Each segment in turn, as if they came apart: its sojourn ends
 	// when it starts transmission, and until then it counts as queued.
-	dt := b.q.(*dropTail)
+	dt := b.dt
 	b.waiting, b.next = b.waiting[:0], 0
 	t := now
 	hl, mss, payload := int(p.hdrLen), int(p.mss), len(p.Data)-int(p.hdrLen)
@@ -201,9 +204,8 @@ func (b *bottleneck) partSegments(p *Packet) int {
 // requeue puts the rest of a GSO packet back at the head of the queue;
 // only a drop-tail queue takes GSO packets (takesWhole).
 func (b *bottleneck) requeue(p *Packet) {
-	dt := b.q.(*dropTail)
-	dt.q.pushFront(p)
-	dt.publish()
+	b.dt.q.pushFront(p)
+	b.dt.publish()
 }
 
 // wireBytes is what a packet of n bytes costs on the wire: its length plus

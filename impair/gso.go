@@ -569,7 +569,7 @@ func cutHead(p *Packet, m int) *Packet {
 	h := newPart(p, size)
 	copy(h.Data, b[:size])
 	h.Data[ipLen+13] &^= 0x09 // FIN, PSH: the last segment's
-	h.Arrival, h.Enqueued, h.mayWait, h.hash = p.Arrival, p.Enqueued, p.mayWait, p.hash
+	h.stampFrom(p)
 	if m > 1 {
 		h.segs, h.mss, h.hdrLen = uint16(m), p.mss, p.hdrLen
 	}
@@ -631,8 +631,14 @@ func fit(p *Packet) *Packet {
 	}
 	q := pl.Get(len(p.Data))
 	copy(q.Data, p.Data)
-	q.Arrival, q.Enqueued, q.mayWait, q.hash = p.Arrival, p.Enqueued, p.mayWait, p.hash
+	q.stampFrom(p)
 	q.segs, q.mss, q.hdrLen, q.partial = p.segs, p.mss, p.hdrLen, p.partial
 	p.Release()
 	return q
+}
+
+// stampFrom gives p, a part of o (cutHead, fit), o's timestamps, its
+// sender's mark and its flow hash.
+func (p *Packet) stampFrom(o *Packet) {
+	p.Arrival, p.Enqueued, p.mayWait, p.hash = o.Arrival, o.Enqueued, o.mayWait, o.hash
 }
