@@ -38,6 +38,9 @@ type Virtual struct {
 	stats VirtualStats // guarded by mu
 
 	held atomic.Int64 // Holds not yet Released
+
+	settling []*Settler // waiting in Settle, in order; guarded by mu
+	stopped  bool       // Run has returned: Settle waits no more; guarded by mu
 }
 
 // Hold tells a Virtual clock that the caller does work that belongs to the
@@ -58,6 +61,50 @@ func Release(c Clock) {
 	if v, ok := c.(*Virtual); ok {
 		v.held.Add(-1)
 	}
+}
+
+// A Settler lets one goroutine wait until what it has set off is done: on
+// a Virtual clock, Settle returns once every other goroutine is blocked, as
+// Run waits before it fires a timer, without moving time. A goroutine that
+// hands another work in several pieces at one instant (a host's inbox
+// handing gVisor the packets that arrived together) settles after each, so
+// the other takes them up one by one, as it would had they come apart,
+// and never two at once or one at a time as the scheduler happens to run
+// it: the order of events, and the run, then do not depend on the
+// scheduler. Each goroutine needs a Settler of its own.
+//
+// On any other clock a Settler is nil, and Settle does nothing.
+type Settler struct {
+	v  *Virtual
+	ch chan struct{}
+}
+
+// NewSettler returns a Settler for c: nil unless c is a *Virtual.
+func NewSettler(c Clock) *Settler {
+	v, ok := c.(*Virtual)
+	if !ok {
+		return nil
+	}
+	return &Settler{v: v, ch: make(chan struct{}, 1)}
+}
+
+// Settle waits until every other goroutine is blocked (or the clock's Run
+// has returned). Settlers waiting at once are let go one at a time, in
+// the order they came, each once the process is idle again, and all
+// before the next timer fires. It allocates nothing in steady state.
+func (s *Settler) Settle() {
+	if s == nil {
+		return
+	}
+	v := s.v
+	v.mu.Lock()
+	if v.stopped {
+		v.mu.Unlock()
+		return
+	}
+	v.settling = append(v.settling, s)
+	v.mu.Unlock()
+	<-s.ch
 }
 
 // VirtualStats tells what driving a Virtual clock took.
@@ -126,6 +173,7 @@ var driving sync.Mutex
 // Run must be called from one goroutine only.
 func (v *Virtual) Run(ctx context.Context) {
 	q := quietness{stats: &v.stats, mu: &v.mu}
+	defer v.stop()
 	for ctx.Err() == nil {
 		if !v.step(ctx, &q) {
 			time.Sleep(idlePoll)
@@ -133,8 +181,20 @@ func (v *Virtual) Run(ctx context.Context) {
 	}
 }
 
-// step fires the earliest timer once the process is idle, and reports
-// whether there was one.
+// stop lets every Settler go, now and later: nothing drives the clock.
+func (v *Virtual) stop() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.stopped = true
+	for _, s := range v.settling {
+		s.ch <- struct{}{}
+	}
+	clear(v.settling)
+	v.settling = v.settling[:0]
+}
+
+// step lets the first Settler go, or else fires the earliest timer, once
+// the process is idle, and reports whether there was either.
 func (v *Virtual) step(ctx context.Context, q *quietness) bool {
 	driving.Lock()
 	defer driving.Unlock()
@@ -142,6 +202,15 @@ func (v *Virtual) step(ctx context.Context, q *quietness) bool {
 		return true
 	}
 	v.mu.Lock()
+	if len(v.settling) > 0 {
+		s := v.settling[0]
+		n := copy(v.settling, v.settling[1:])
+		v.settling[n] = nil
+		v.settling = v.settling[:n]
+		v.mu.Unlock()
+		s.ch <- struct{}{}
+		return true
+	}
 	if len(v.timers) == 0 {
 		v.mu.Unlock()
 		return false

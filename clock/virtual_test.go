@@ -348,3 +348,96 @@ func givesUpOn(t *testing.T, what string, block, end func()) {
 	end()
 	<-readDone
 }
+
+// A goroutine that hands another work at one instant and settles after
+// each piece has each piece taken up on its own, before the next and
+// before the next timer of that instant, every time; without Settle the
+// worker finds several pieces queued, as the scheduler happens to run it.
+func TestVirtualSettle(t *testing.T) {
+	for round := range 20 {
+		v := clock.NewVirtual()
+		var mu sync.Mutex
+		var queued int
+		var batches []int
+		wake := make(chan struct{}, 1)
+		go func() { // the worker: takes whatever is queued at once
+			for range wake {
+				mu.Lock()
+				if queued > 0 {
+					batches = append(batches, queued)
+					queued = 0
+				}
+				mu.Unlock()
+			}
+		}()
+		defer close(wake)
+		s := clock.NewSettler(v)
+		var after string
+		done := make(chan struct{})
+		v.AfterFunc(time.Millisecond, func() {
+			for range 5 {
+				mu.Lock()
+				queued++
+				mu.Unlock()
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+				s.Settle()
+			}
+		})
+		v.AfterFunc(time.Millisecond, func() {
+			mu.Lock()
+			after = fmt.Sprint(batches)
+			mu.Unlock()
+			close(done)
+		})
+		runVirtual(t, v, done)
+		if after != "[1 1 1 1 1]" {
+			t.Fatalf("round %d: the worker took batches %s before the next timer; want [1 1 1 1 1]", round, after)
+		}
+	}
+}
+
+// Settle does nothing on the wall clock, and returns at once once the
+// virtual clock's Run has returned.
+func TestSettleWithoutRun(t *testing.T) {
+	if s := clock.NewSettler(clock.Real{}); s != nil {
+		t.Errorf("NewSettler(Real) = %v, want nil", s)
+	}
+	var none *clock.Settler
+	none.Settle()
+	v := clock.NewVirtual()
+	s := clock.NewSettler(v)
+	settled := make(chan struct{})
+	go func() {
+		s.Settle() // waits: nothing drives the clock yet
+		s.Settle() // returns: Run has returned
+		close(settled)
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { v.Run(ctx); close(ran) }()
+	time.Sleep(10 * time.Millisecond)
+	cancel()
+	<-ran
+	select {
+	case <-settled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Settle still waits after Run returned")
+	}
+}
+
+// Settle allocates nothing once its clock's list has grown.
+func TestSettleAllocatesNothing(t *testing.T) {
+	v := clock.NewVirtual()
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { v.Run(ctx); close(ran) }()
+	defer func() { cancel(); <-ran }()
+	s := clock.NewSettler(v)
+	s.Settle()
+	if n := testing.AllocsPerRun(100, s.Settle); n != 0 {
+		t.Errorf("Settle allocated %.1f times per call, want 0", n)
+	}
+}

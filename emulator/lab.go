@@ -100,6 +100,9 @@ type endHost struct {
 	// Addrs); path, a server's, the name of the path it ends.
 	prefixes []netip.Prefix
 	path     string
+	// settle, on a virtual clock, lets the host take up each packet its
+	// inbox hands it before the next (see endHost.inject); nil otherwise.
+	settle *clock.Settler
 }
 
 // putWait bounds how long an inbox waits for room when its host falls
@@ -321,6 +324,7 @@ func (l *lab) newHost(s *scenario.Scenario, e *endHost, h hostSpec) error {
 	if h.server {
 		seed++
 	}
+	e.settle = clock.NewSettler(l.clk)
 	var err error
 	e.host, err = stack.NewHost(stack.HostConfig{
 		Name: e.name, Addrs: e.prefixes, MTU: s.MTU, Clock: l.clk, Seed: seed, SACK: h.sack,

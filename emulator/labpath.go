@@ -356,9 +356,17 @@ func (b *pathBuilder) compile() (*topology.Net, error) {
 // inject hands a packet to the host, a large segment whole, counted as
 // its segments; a partial checksum the host completes on its copy
 // (gVisor then checks it), without a pass of its own over the packet.
+//
+// On a virtual clock it then waits until the host has taken the packet up
+// (e.settle): gVisor's TCP takes what the host queued for it on its own
+// goroutine, and an inbox handing it the packets of one instant one after
+// another otherwise left it to the scheduler whether it found one queued
+// or two, and so whether it acknowledged once or twice. Two runs of one
+// seed parted there.
 func (e *endHost) inject(_ time.Time, p *impair.Packet) {
 	e.host.InjectSegments(p.Data, p.Segments(), p.Partial())
 	p.Release()
+	e.settle.Settle()
 }
 
 // mergingEnd is the end of a host that takes what reached its inbox
@@ -404,6 +412,7 @@ func (m *mergingEnd) PushBatch(ps []*impair.Packet) {
 		for _, p := range run {
 			p.Release()
 		}
+		m.e.settle.Settle()
 		ps = ps[n:]
 	}
 }

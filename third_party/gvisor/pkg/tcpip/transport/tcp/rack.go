@@ -13,7 +13,8 @@
 // limitations under the License.
 //
 // Modified by netjam (third_party/gvisor/patches/0002): no SACK recovery
-// starts during RTO recovery.
+// starts during RTO recovery. (patches/0003): a recovery's fast retransmit
+// does not send again a segment whose retransmission is still in flight.
 
 package tcp
 
@@ -456,7 +457,16 @@ func (rc *rackControl) reorderTimerExpired() tcpip.Error {
 func (rc *rackControl) DoRecovery(_ *segment, fastRetransmit bool) {
 	snd := rc.snd
 	if fastRetransmit {
-		snd.resendSegment()
+		// The first unacknowledged segment, unless an earlier recovery
+		// sent it again already and RACK has not found that copy lost:
+		// it is still in flight. RACK (RFC 8985, 6.2) retransmits a
+		// segment again only once it detects the retransmission lost,
+		// as Linux does; sending it anyway doubled a flow's
+		// retransmissions when one recovery ended and the next began
+		// within a round trip.
+		if seg := snd.writeList.Front(); seg == nil || seg.xmitCount <= 1 || seg.lost {
+			snd.resendSegment()
+		}
 	}
 
 	var dataSent bool
