@@ -57,6 +57,8 @@ type lab struct {
 	// before the path starts, then only read.
 	clients, servers []*endHost
 	stations         map[string]*endHost
+	// whole: labHooks.whole (tests).
+	whole bool
 
 	// net is the compiled path; routers are its to-server and to-client
 	// routers, lives what was built with a goroutine of its own (closed
@@ -212,6 +214,7 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir strin
 		// Large TCP segments from a TUN device with offload.
 		bigPool:  impair.NewPool(maxGSOPacket),
 		stations: map[string]*endHost{},
+		whole:    hooks.whole,
 	}
 	fail := func(err error) (*lab, error) {
 		l.close()
@@ -353,7 +356,7 @@ func (l *lab) crossWhole(server bool) func() bool {
 			if server {
 				r = lr.Down
 			}
-			if !r.KeepsSegments() {
+			if !r.KeepsSegments() && !(l.whole && r.TakesSegments()) {
 				return false
 			}
 		}

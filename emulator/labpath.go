@@ -77,7 +77,7 @@ func newPathBuilder(l *lab, s *scenario.Scenario) (*pathBuilder, error) {
 			if err != nil {
 				return nil, err
 			}
-			if s.TUN == nil {
+			if s.TUN == nil && !b.l.whole {
 				// Netstack hosts at both ends: each packet on its
 				// own behind a stage that decides per packet. In
 				// TUN mode the kernel's senders and receivers count

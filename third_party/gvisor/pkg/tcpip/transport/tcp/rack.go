@@ -15,6 +15,8 @@
 // Modified by netjam (third_party/gvisor/patches/0002): no SACK recovery
 // starts during RTO recovery. (patches/0003): a recovery's fast retransmit
 // does not send again a segment whose retransmission is still in flight.
+// (patches/0004): a large segment SACKed in part is sent again only where
+// the receiver lacks it.
 
 package tcp
 
@@ -22,6 +24,7 @@ import (
 	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
 )
 
@@ -484,6 +487,20 @@ func (rc *rackControl) DoRecovery(_ *segment, fastRetransmit bool) {
 		// Reset seg.lost as it is already SACKed.
 		if snd.ep.scoreboard.IsSACKED(seg.sackBlock()) {
 			seg.lost = false
+			continue
+		}
+
+		// A segment of more than one MSS (sent as one GSO packet) may
+		// be SACKed in part: the receiver has every MSS of it but the
+		// lost one. Split off its head while the receiver has that,
+		// so that only what it lacks is sent again; the rest stays
+		// marked lost. (Sent from the head, the segment went out again
+		// an MSS at a time, each SACKed piece a spurious retransmission.)
+		if mss := int(snd.ep.scoreboard.SMSS()); seg.payloadSize() > mss &&
+			snd.ep.scoreboard.IsSACKED(header.SACKBlock{Start: seg.sequenceNumber, End: seg.sequenceNumber.Add(seqnum.Size(mss))}) {
+			snd.splitSeg(seg, mss)
+			seg.lost = false
+			seg.Next().lost = true
 			continue
 		}
 
