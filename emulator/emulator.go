@@ -81,10 +81,6 @@ type Options struct {
 	openTUN openDevice
 	// relayDial, when not nil, replaces the relay's dialer (tests).
 	relayDial func(ctx context.Context, network, address string) (net.Conn, error)
-	// labWhole, in tests, has a lab's directions take GSO packets whole
-	// across stages that decide per segment, as TUN mode's do, and its
-	// hosts send them so (see lab.crossWhole).
-	labWhole bool
 }
 
 // Progress shows a run's progress to a person.
@@ -350,7 +346,7 @@ func buildRun(s *scenario.Scenario, o Options) (*run, error) {
 		r.log = r.log.With(zap.String("variant", s.Variant))
 	}
 	var err error
-	r.l, err = newLab(s, o.Clock, r.log, o.OutDir, labHooks{open: o.deviceOpener(), dial: o.relayDial, whole: o.labWhole})
+	r.l, err = newLab(s, o.Clock, r.log, o.OutDir, labHooks{open: o.deviceOpener(), dial: o.relayDial})
 	return r, err
 }
 

@@ -57,8 +57,6 @@ type lab struct {
 	// before the path starts, then only read.
 	clients, servers []*endHost
 	stations         map[string]*endHost
-	// whole: labHooks.whole (tests).
-	whole bool
 
 	// net is the compiled path; routers are its to-server and to-client
 	// routers, lives what was built with a goroutine of its own (closed
@@ -214,7 +212,6 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir strin
 		// Large TCP segments from a TUN device with offload.
 		bigPool:  impair.NewPool(maxGSOPacket),
 		stations: map[string]*endHost{},
-		whole:    hooks.whole,
 	}
 	fail := func(err error) (*lab, error) {
 		l.close()
@@ -338,8 +335,9 @@ func (l *lab) newHost(s *scenario.Scenario, e *endHost, h hostSpec) error {
 
 // crossWhole returns whether a connection a host of a side (the server
 // side's, or the client side's) makes now sends large segments: when
-// every direction it may send into takes them whole (no stage decides
-// per packet) and no Wi-Fi cell is on the way. Otherwise the graph would
+// every direction it may send into takes them whole (its stages decide on
+// each segment inside a large one, impair.Config.TakesSegments: a delay,
+// loss, a fast rate) and no Wi-Fi cell is on the way. Otherwise the graph would
 // split each of them before the first direction, where the sender, now
 // handing over a window's worth of data in a few calls, would outrun a
 // direction that takes it packet by packet and overflow its input
@@ -356,7 +354,7 @@ func (l *lab) crossWhole(server bool) func() bool {
 			if server {
 				r = lr.Down
 			}
-			if !r.KeepsSegments() && !(l.whole && r.TakesSegments()) {
+			if !r.TakesSegments() {
 				return false
 			}
 		}

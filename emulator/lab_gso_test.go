@@ -174,37 +174,51 @@ flows: [{name: bulk, type: tcp, size: 4MiB}]
 	checkWire(t, pkts, l.s.MTU, data)
 }
 
-// TestLabImpairedPathSplitsEachPacket: a direction with a stage that
-// decides per packet (loss) splits the large segments before it, so each
-// MTU-sized packet gets its own loss draw, and the receiving host takes
-// them one by one.
-func TestLabImpairedPathSplitsEachPacket(t *testing.T) {
-	data := gsoData(1 << 20)
-	l, pkts := gsoTransfer(t, `
+// TestLabImpairedPathSegments: a lossy direction carries the hosts' large
+// segments whole (each MTU-sized segment gets its own loss draw, see
+// impair.TestWholeGSOMatchesSegments, and a large one is split only where
+// one is lost); a stage that decides per packet otherwise (jitter) splits
+// them before it, so the hosts segment their data themselves and the
+// receiving host takes each packet on its own.
+func TestLabImpairedPathSegments(t *testing.T) {
+	for _, c := range []struct {
+		name, link string
+		whole      bool
+	}{
+		{"loss", "{delay: 1ms, uplink: {loss: 2%}}", true},
+		{"jitter", "{delay: {time: 1ms, jitter: 200us}}", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			data := gsoData(1 << 20)
+			l, pkts := gsoTransfer(t, `
 duration: 60s
-link: {delay: 1ms, uplink: {loss: 2%}}
+link: `+c.link+`
 capture: [server]
 flows: [{name: bulk, type: tcp, size: 1MiB}]
 `, data)
-	up, down := l.path.Up.Stats(), l.path.Down.Stats()
-	if up.WholeGSO != 0 {
-		t.Errorf("%d large segments crossed a lossy uplink whole", up.WholeGSO)
+			up, down := l.path.Up.Stats(), l.path.Down.Stats()
+			if got := up.WholeGSO > 0; got != c.whole {
+				t.Errorf("%d large segments crossed the uplink whole; want some: %v", up.WholeGSO, c.whole)
+			}
+			// What was in flight when the lab closed is counted as flushed.
+			lost, flushed := up.Drops[impair.DropLoss.String()], up.Drops[impair.DropFlushed.String()]
+			if (lost > 0) != c.whole || up.InPackets != up.OutPackets+lost+flushed || len(up.Drops) > 2 {
+				t.Errorf("uplink: %d in, %d out, drops %v: want every packet out, lost or flushed", up.InPackets, up.OutPackets, up.Drops)
+			}
+			client, server := l.ends(l.s.Flows[0])
+			if out := client.host.Stats().OutPackets; !c.whole && out != up.InPackets {
+				t.Errorf("the client host sent %d packets, the uplink took %d: want the host to segment its data itself on a path that splits", out, up.InPackets)
+			}
+			// A large segment's bytes are its own (one set of headers),
+			// the link's those of its segments on the wire.
+			in := server.host.Stats()
+			if in.InPackets != up.OutPackets || !c.whole && in.InBytes != up.OutBytes {
+				t.Errorf("the server host was given %d packets, %d bytes; the uplink sent %d, %d", in.InPackets, in.InBytes, up.OutPackets, up.OutBytes)
+			}
+			if got, want := uint64(len(pkts)), up.OutPackets+down.InPackets; got != want {
+				t.Errorf("the server capture has %d packets, the links say %d", got, want)
+			}
+			checkWire(t, pkts, l.s.MTU, data)
+		})
 	}
-	// What was in flight when the lab closed is counted as flushed.
-	lost, flushed := up.Drops[impair.DropLoss.String()], up.Drops[impair.DropFlushed.String()]
-	if lost == 0 || up.InPackets != up.OutPackets+lost+flushed || len(up.Drops) > 2 {
-		t.Errorf("uplink: %d in, %d out, drops %v: want every packet in out, lost or flushed, some lost", up.InPackets, up.OutPackets, up.Drops)
-	}
-	client, server := l.ends(l.s.Flows[0])
-	if out := client.host.Stats().OutPackets; out != up.InPackets {
-		t.Errorf("the client host sent %d packets, the uplink took %d: want the host to segment its data itself on a path that splits", out, up.InPackets)
-	}
-	in := server.host.Stats()
-	if in.InPackets != up.OutPackets || in.InBytes != up.OutBytes {
-		t.Errorf("the server host was given %d packets, %d bytes; the uplink sent %d, %d: want each packet on its own", in.InPackets, in.InBytes, up.OutPackets, up.OutBytes)
-	}
-	if got, want := uint64(len(pkts)), up.OutPackets+down.InPackets; got != want {
-		t.Errorf("the server capture has %d packets, the links say %d", got, want)
-	}
-	checkWire(t, pkts, l.s.MTU, data)
 }

@@ -77,13 +77,6 @@ func newPathBuilder(l *lab, s *scenario.Scenario) (*pathBuilder, error) {
 			if err != nil {
 				return nil, err
 			}
-			if s.TUN == nil && !b.l.whole {
-				// Netstack hosts at both ends: each packet on its
-				// own behind a stage that decides per packet. In
-				// TUN mode the kernel's senders and receivers count
-				// bytes, and the peer takes merged packets anyway.
-				dir.SegmentsApart()
-			}
 			l.lives = append(l.lives, dir.Runner())
 			*r = dir.Runner()
 			id := b.g.Add(dir.Node())

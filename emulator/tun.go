@@ -48,8 +48,6 @@ type openDevice func(cfg hostnet.TUNConfig) (hostnet.Device, error)
 type labHooks struct {
 	open openDevice
 	dial func(ctx context.Context, network, address string) (net.Conn, error)
-	// whole: Options.labWhole.
-	whole bool
 }
 
 func openTUN(cfg hostnet.TUNConfig) (hostnet.Device, error) {

@@ -26,9 +26,6 @@ type Direction struct {
 	// goroutine's (held is set by Compile, before Start).
 	held    []*Queue
 	passing bool
-	// whole is Accepts.Whole: the runner's TakesSegments, or its
-	// KeepsSegments (SegmentsApart).
-	whole func() bool
 }
 
 // NewDirection builds the direction cfg describes, on clk.
@@ -39,26 +36,9 @@ func NewDirection(cfg impair.Config, clk clock.Clock) (*Direction, error) {
 		return nil, err
 	}
 	r.AfterPass(d.passed)
-	d.r, d.whole = r, r.TakesSegments
+	d.r = r
 	return d, nil
 }
-
-// SegmentsApart makes the direction take GSO packets whole only while no
-// stage decides per packet (impair.Runner.KeepsSegments), not while its
-// stages can decide on their segments inside: in front of it they are
-// split, so that what it delivers reaches the receiver one packet at a
-// time. For receivers that must get each packet on its own wherever the
-// path decides per packet: a lab's netstack hosts. Given large segments
-// across a lossy path, a host's TCP acknowledges each once (as Linux does
-// a GRO packet), and the gVisor sender at the other end retransmitted far
-// more than was lost (0.5% loss, 10 ms each way, 20 seeds on the virtual
-// clock: up to 179 retransmissions for 59 losses; with the segments
-// apart, at most 6 more than the losses). Most of that was a defect of
-// gVisor's recovery, since patched (third_party/gvisor/patches/0004: the
-// same 20 seeds then gave at most 2 more than the losses whole, 1 apart);
-// the lab keeps its segments apart until the rest is measured. Call it
-// before Node.
-func (d *Direction) SegmentsApart() { d.whole = d.r.KeepsSegments }
 
 // deliver hands on what leaves the direction; the first packet of a pass
 // holds the merging queues behind it.
@@ -91,7 +71,7 @@ func (d *Direction) Runner() *impair.Runner { return d.r }
 // chain.
 func (d *Direction) Node() Node {
 	return Node{Name: d.r.Chain().Name(), In: d, Out: &d.out, Life: d.r,
-		Accepts: Accepts{GSO: Varies, Whole: d.whole, Partial: true}}
+		Accepts: Accepts{GSO: Varies, Whole: d.r.TakesSegments, Partial: true}}
 }
 
 // Push hands p to the direction at the clock's time (see

@@ -118,36 +118,28 @@ func TestDirectionTakesGSOWholeWhileItMay(t *testing.T) {
 }
 
 // A GSO packet crosses a lossy direction whole (its loss stage draws
-// each segment's fate inside), unless the direction keeps segments apart
-// (a lab's): then it is split in front of it once a change brings the
-// loss in.
-func TestDirectionSegmentsApart(t *testing.T) {
-	for _, apart := range []bool{false, true} {
-		clk := clock.NewManual()
-		var g topology.Graph
-		src := topology.NewSource("host", topology.Emits{GSO: true}, pool, big)
-		cfg := impair.Config{Name: "up", Delay: impair.DelayConfig{Time: time.Millisecond}}
-		d := direction(t, cfg, clk)
-		if apart {
-			d.SegmentsApart()
-		}
-		out := newSink("server", anything)
-		g.Chain(g.Add(src.Node()), g.Add(d.Node()), g.Add(out.Node()))
-		n := mustCompile(t, &g)
-		n.Start(context.Background())
-		cfg.Loss = impair.LossConfig{Model: impair.LossRandom, P: 1e-9}
-		if err := d.Runner().Set(cfg); err != nil {
-			t.Fatal(err)
-		}
-		src.Push(t0, gso(server, 4, 1000, false))
-		waitFor(t, "arrivals", func() bool { return d.Runner().Stats().InPackets == 4 && clk.Armed() == 1 })
-		clk.Set(t0.Add(time.Second))
-		want := 1
-		if apart {
-			want = 4
-		}
-		waitFor(t, "deliveries", func() bool { return len(out.seen()) == want })
-		n.Close()
+// each segment's fate inside), also once a change brings the loss in.
+func TestDirectionWholeAcrossLoss(t *testing.T) {
+	clk := clock.NewManual()
+	var g topology.Graph
+	src := topology.NewSource("host", topology.Emits{GSO: true}, pool, big)
+	cfg := impair.Config{Name: "up", Delay: impair.DelayConfig{Time: time.Millisecond}}
+	d := direction(t, cfg, clk)
+	out := newSink("server", anything)
+	g.Chain(g.Add(src.Node()), g.Add(d.Node()), g.Add(out.Node()))
+	n := mustCompile(t, &g)
+	n.Start(context.Background())
+	defer n.Close()
+	cfg.Loss = impair.LossConfig{Model: impair.LossRandom, P: 1e-9}
+	if err := d.Runner().Set(cfg); err != nil {
+		t.Fatal(err)
+	}
+	src.Push(t0, gso(server, 4, 1000, false))
+	waitFor(t, "arrivals", func() bool { return d.Runner().Stats().InPackets == 4 && clk.Armed() == 1 })
+	clk.Set(t0.Add(time.Second))
+	waitFor(t, "deliveries", func() bool { return len(out.seen()) == 1 })
+	if got := out.seen(); got[0].segs != 4 {
+		t.Errorf("got %+v, want one whole packet of 4 segments", got)
 	}
 }
 
