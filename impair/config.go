@@ -230,8 +230,7 @@ type QueueConfig struct {
 // KeepsSegments reports whether no stage of the direction decides per
 // packet (no loss, duplication, corruption, rate, slots, jitter or
 // reordering; a fixed delay is fine): a GSO packet then crosses it whole
-// and is never cut. A lab host makes its TCP connections with GSO only
-// through such directions.
+// and is never cut.
 func (c *Config) KeepsSegments() bool {
 	return c.Loss.Model == LossNone && c.Duplicate.P == 0 && c.Corrupt.P == 0 && !c.Rate.limited() &&
 		!c.Slot.enabled() && c.Delay.Jitter == 0 && c.Reorder.P == 0

@@ -48,10 +48,6 @@ func NewRunner(cfg Config, clk clock.Clock, deliver func(now time.Time, p *Packe
 // direction's.
 func (r *Runner) TakesSegments() bool { return r.chain.keep.Load() }
 
-// KeepsSegments reports whether no stage of the direction, as set now,
-// decides per packet (Config.KeepsSegments).
-func (r *Runner) KeepsSegments() bool { return r.chain.cfg.Load().KeepsSegments() }
-
 // Send hands p to the direction, stamped with the clock's time. When the
 // input channel is full, or the Runner is closed, p is dropped and counted
 // (DropInput, DropFlushed). It reports whether p was accepted; either way
