@@ -136,32 +136,43 @@ func TestVirtualChild(t *testing.T) {
 // The same seed gives the same files, byte for byte: the summary, the
 // time series and the captures. On the real clock two runs differ in
 // every file (the goroutine scheduler decides the order of events).
+//   - wifi: two UDP and two TCP flows over a Wi-Fi cell with loss and
+//     jitter: packets of many instants race between goroutines (flows
+//     starting together, both ends of TCP). Measured on a development
+//     machine at a load average of 9: 40 runs of 40 identical, 8 of 8
+//     under the race detector, after captures sorted each instant's
+//     packets and flows dialed from ports of their own (before: 2 runs in
+//     30 differed).
+//   - lossy: before a host's inbox let its TCP take up each packet of an
+//     instant before the next (endHost.inject), 6 runs gave 5 different
+//     captures: gVisor's processor found one segment queued or two, as
+//     the scheduler ran it, and acknowledged once or twice.
 func TestVirtualSameSeedSameFiles(t *testing.T) {
 	if raceEnabled {
 		// CI's race pass runs every package at once under the race
-		// detector: this lab's 3 s took 10 to 11 s of wall time there,
-		// and the two runs parted. The pass without the race detector
-		// runs this test (go test -run 'Alloc|Virtual').
+		// detector: the Wi-Fi lab's 3 s took 10 to 11 s of wall time
+		// there, and the two runs parted. The pass without the race
+		// detector runs this test (go test -run 'Alloc|Virtual').
 		t.Skip("byte-identical runs are checked without the race detector (go test -run Virtual)")
 	}
-	// Two UDP and two TCP flows over a Wi-Fi cell with loss and jitter:
-	// packets of many instants race between goroutines (flows starting
-	// together, both ends of TCP). Measured on a development machine at a
-	// load average of 9: 40 runs of 40 identical, 8 of 8 under the race
-	// detector, after captures sorted each instant's packets and flows
-	// dialed from ports of their own (before: 2 runs in 30 differed).
-	a, wallA := runVirtualInto(t, virtualLab)
-	b, wallB := runVirtualInto(t, virtualLab)
-	t.Logf("3 s of virtual time took %v and %v of wall time", wallA, wallB)
-	compared := sameFiles(t, a, b)
-	for _, want := range []string{"summary.json", "timeseries.csv", "client.pcap", "server.pcap"} {
-		found := false
-		for _, c := range compared {
-			found = found || strings.HasPrefix(c, strings.TrimSuffix(want, filepath.Ext(want)))
-		}
-		if !found {
-			t.Errorf("no %s among the run's files", want)
-		}
+	for _, c := range []struct {
+		name, lab string
+		want      []string
+	}{
+		{"wifi", virtualLab, []string{"summary.json", "timeseries.csv", "client.pcap", "server.pcap"}},
+		{"lossy", lossyLab, []string{"summary.json", "server.pcap"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, wallA := runVirtualInto(t, c.lab)
+			b, wallB := runVirtualInto(t, c.lab)
+			t.Logf("the run took %v and %v of wall time", wallA, wallB)
+			compared := sameFiles(t, a, b)
+			for _, want := range c.want {
+				if !slices.Contains(compared, want) {
+					t.Errorf("no %s among the run's files %v", want, compared)
+				}
+			}
+		})
 	}
 }
 
@@ -203,23 +214,6 @@ func sameFiles(t *testing.T, a, b string) []string {
 	}
 	t.Logf("compared %s", strings.Join(compared, ", "))
 	return compared
-}
-
-// TestVirtualLossySameSeedSameFiles runs lossyLab twice: the same files,
-// byte for byte. Before a host's inbox let its TCP take up each packet of
-// an instant before the next (endHost.inject), 6 runs gave 5 different
-// captures: gVisor's processor found one segment queued or two, as the
-// scheduler ran it, and acknowledged once or twice.
-func TestVirtualLossySameSeedSameFiles(t *testing.T) {
-	if raceEnabled {
-		t.Skip("byte-identical runs are checked without the race detector (go test -run Virtual)")
-	}
-	a, wallA := runVirtualInto(t, lossyLab)
-	b, wallB := runVirtualInto(t, lossyLab)
-	t.Logf("10 s of virtual time took %v and %v of wall time", wallA, wallB)
-	if got := sameFiles(t, a, b); !slices.Contains(got, "server.pcap") {
-		t.Errorf("no server.pcap among %v", got)
-	}
 }
 
 // TestVirtualLossRetransmitsOnce runs lossyLab with seeds where gVisor's

@@ -86,60 +86,48 @@ func TestDirectionSettingsSwapBetweenTwoPackets(t *testing.T) {
 	}
 }
 
-// A GSO packet crosses a delay-only direction whole, and is split in
-// front of it once a change makes it decide per packet.
+// A GSO packet crosses a delay-only direction whole. After a change it
+// still does when the new stage decides on each segment inside (loss),
+// and is split in front of the direction when the stage decides on whole
+// packets only (duplication).
 func TestDirectionTakesGSOWholeWhileItMay(t *testing.T) {
-	clk := clock.NewManual()
-	var g topology.Graph
-	src := topology.NewSource("host", topology.Emits{GSO: true}, pool, big)
-	cfg := impair.Config{Name: "up", Delay: impair.DelayConfig{Time: time.Millisecond}}
-	d := direction(t, cfg, clk)
-	out := newSink("server", anything)
-	g.Chain(g.Add(src.Node()), g.Add(d.Node()), g.Add(out.Node()))
-	n := mustCompile(t, &g)
-	if n.String() != "host -> split? -> up\nup -> server" {
-		t.Errorf("compiled:\n%s", n)
-	}
-	n.Start(context.Background())
-	defer n.Close()
-	src.Push(t0, gso(server, 4, 1000, false))
-	waitFor(t, "the first packet", func() bool { return d.Runner().Stats().InPackets == 4 })
-	cfg.Duplicate = impair.Chance{P: 1e-9} // decided on whole packets only
-	if err := d.Runner().Set(cfg); err != nil {
-		t.Fatal(err)
-	}
-	src.Push(t0, gso(server, 4, 1000, false))
-	waitFor(t, "arrivals", func() bool { return d.Runner().Stats().InPackets == 8 && clk.Armed() == 1 })
-	clk.Set(t0.Add(time.Second))
-	waitFor(t, "deliveries", func() bool { return len(out.seen()) == 5 })
-	if got := out.seen(); got[0].segs != 4 || got[1].segs != 1 {
-		t.Errorf("got %+v, want one whole packet, then 4 segments", got)
-	}
-}
-
-// A GSO packet crosses a lossy direction whole (its loss stage draws
-// each segment's fate inside), also once a change brings the loss in.
-func TestDirectionWholeAcrossLoss(t *testing.T) {
-	clk := clock.NewManual()
-	var g topology.Graph
-	src := topology.NewSource("host", topology.Emits{GSO: true}, pool, big)
-	cfg := impair.Config{Name: "up", Delay: impair.DelayConfig{Time: time.Millisecond}}
-	d := direction(t, cfg, clk)
-	out := newSink("server", anything)
-	g.Chain(g.Add(src.Node()), g.Add(d.Node()), g.Add(out.Node()))
-	n := mustCompile(t, &g)
-	n.Start(context.Background())
-	defer n.Close()
-	cfg.Loss = impair.LossConfig{Model: impair.LossRandom, P: 1e-9}
-	if err := d.Runner().Set(cfg); err != nil {
-		t.Fatal(err)
-	}
-	src.Push(t0, gso(server, 4, 1000, false))
-	waitFor(t, "arrivals", func() bool { return d.Runner().Stats().InPackets == 4 && clk.Armed() == 1 })
-	clk.Set(t0.Add(time.Second))
-	waitFor(t, "deliveries", func() bool { return len(out.seen()) == 1 })
-	if got := out.seen(); got[0].segs != 4 {
-		t.Errorf("got %+v, want one whole packet of 4 segments", got)
+	for _, c := range []struct {
+		name       string
+		change     func(*impair.Config)
+		deliveries int // the first packet whole, then the second
+		second     int // segments of the second's first delivery
+	}{
+		{"duplicate", func(c *impair.Config) { c.Duplicate = impair.Chance{P: 1e-9} }, 5, 1},
+		{"loss", func(c *impair.Config) { c.Loss = impair.LossConfig{Model: impair.LossRandom, P: 1e-9} }, 2, 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := clock.NewManual()
+			var g topology.Graph
+			src := topology.NewSource("host", topology.Emits{GSO: true}, pool, big)
+			cfg := impair.Config{Name: "up", Delay: impair.DelayConfig{Time: time.Millisecond}}
+			d := direction(t, cfg, clk)
+			out := newSink("server", anything)
+			g.Chain(g.Add(src.Node()), g.Add(d.Node()), g.Add(out.Node()))
+			n := mustCompile(t, &g)
+			if n.String() != "host -> split? -> up\nup -> server" {
+				t.Errorf("compiled:\n%s", n)
+			}
+			n.Start(context.Background())
+			defer n.Close()
+			src.Push(t0, gso(server, 4, 1000, false))
+			waitFor(t, "the first packet", func() bool { return d.Runner().Stats().InPackets == 4 })
+			c.change(&cfg)
+			if err := d.Runner().Set(cfg); err != nil {
+				t.Fatal(err)
+			}
+			src.Push(t0, gso(server, 4, 1000, false))
+			waitFor(t, "arrivals", func() bool { return d.Runner().Stats().InPackets == 8 && clk.Armed() == 1 })
+			clk.Set(t0.Add(time.Second))
+			waitFor(t, "deliveries", func() bool { return len(out.seen()) == c.deliveries })
+			if got := out.seen(); got[0].segs != 4 || got[1].segs != c.second {
+				t.Errorf("got %+v, want one whole packet, then the second's first delivery of %d segments", got, c.second)
+			}
+		})
 	}
 }
 
