@@ -26,24 +26,11 @@ sweep:
   seeds: 3
 `
 
-// TestVirtualSweepShardsMergeAsWhole runs a sweep whole, and again as
-// three shards in separate processes, merges both, and compares: the same
-// runs with the same parameters and the same losses on the path. It also
-// resumes an interrupted sweep: only the run that had not finished runs
-// again.
-//
-// Its runs are on the virtual clock and compared figure by figure, which
-// the pass without the race detector checks (go test -run Virtual), as it
-// does TestVirtualSameSeedSameFiles's. In CI's race pass, every package at
-// once under the race detector, one shard's run once fired its end timer
-// (3.75 s) as its first event, after its flow had sent 2 datagrams of 300
-// (session 10; session 6 saw the same): the virtual clock took the process
-// for idle between two of the flow's steps, with no wait given up. Alone
-// under the race detector it passed 4 runs of 4. That hole is open.
-func TestVirtualSweepShardsMergeAsWhole(t *testing.T) {
-	if raceEnabled {
-		t.Skip("virtual runs compared figure by figure are checked without the race detector (go test -run Virtual)")
-	}
+// TestSweepShardsMergeAsWhole runs a sweep whole, and again as three
+// shards in separate processes, merges both, and compares: the same runs
+// with the same parameters and the same losses on the path. It also resumes an
+// interrupted sweep: only the run that had not finished runs again.
+func TestSweepShardsMergeAsWhole(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "grid.yaml")
 	os.WriteFile(file, []byte(sweepYAML), 0o644)
