@@ -46,9 +46,9 @@ flows:
 capture: [client, server]
 `
 
-// lossyLab is one CUBIC flow across 0.5% loss each way (seed 9). Its
-// receiver's inbox hands gVisor several segments of one instant at most
-// round trips, and its sender recovers from a loss every few.
+// lossyLab is one CUBIC flow across 0.5% loss each way (seed 9). In most
+// round trips its receiver's inbox hands gVisor several segments of one
+// instant, and every few its sender recovers from a loss.
 const lossyLab = `
 name: lossy
 seed: 9
