@@ -308,7 +308,10 @@ func (h *vtimers) Pop() any {
 // goroutine runs on it; measured on gVisor's TCP, that kept the count one
 // too high for most of a run. So after slowAfter busy readings in a row
 // the slow way decides: a stack dump of every goroutine, which stops the
-// world and shows each one's real state.
+// world and shows each one's real state. A stack dump also confirms quiet
+// readings that follow one with a goroutine in a system call (see
+// quietness.syscall): the counts lose sight of a goroutine for a moment
+// as it leaves a long call.
 //
 // A goroutine in a system call is busy (a capture writing its file: the
 // packet's work is not done), except os/signal's, which waits in one for
@@ -336,9 +339,20 @@ type quietness struct {
 	// syscallPatience for them again. One that leaves its call is
 	// forgotten.
 	stuck map[uint64]bool
-	buf   []byte
-	stats *VirtualStats // guarded by mu
-	mu    *sync.Mutex
+	// syscall is set when a reading has found more goroutines in
+	// system calls than nonGoBase since the process was last found
+	// idle by a stack dump. The counts cannot see a goroutine leaving
+	// a system call whose processor was taken from it: it stops
+	// counting as in the call before it is queued to run (or runs), and
+	// if the thread is descheduled or waits for the scheduler's lock
+	// in between (a lock these readings take, over and over), quiet
+	// readings follow while that goroutine is about to run. So quiet
+	// readings after a system call are confirmed by a stack dump,
+	// which shows that goroutine runnable.
+	syscall bool
+	buf     []byte
+	stats   *VirtualStats // guarded by mu
+	mu      *sync.Mutex
 }
 
 // stuckDump is how many busy readings are taken before a stack dump while
@@ -372,19 +386,27 @@ func (q *quietness) wait(ctx context.Context, held *atomic.Int64) bool {
 	}
 	ok, busy := 0, 0
 	var inSyscallSince time.Time
-	for ok < 3 {
+	for {
 		metrics.Read(q.samples[:])
 		nRunnable, nRunning, nonGo := q.samples[0].Value.Uint64(), q.samples[1].Value.Uint64(), q.samples[2].Value.Uint64()
-		if held.Load() == 0 && nRunnable == 0 && nRunning <= 1 && nonGo <= q.nonGoBase {
+		if nonGo > q.nonGoBase {
+			q.syscall = true
+		}
+		quiet := held.Load() == 0 && nRunnable == 0 && nRunning <= 1 && nonGo <= q.nonGoBase
+		if quiet {
 			ok++
+		} else {
+			ok, busy = 0, busy+1
+		}
+		switch {
+		case quiet && ok < 3, !quiet && busy%slowAfter != 0 && (len(q.stuck) == 0 || busy%stuckDump != 0):
 			runtime.Gosched()
 			continue
+		case quiet && !q.syscall:
+			return true
 		}
-		ok, busy = 0, busy+1
-		if busy%slowAfter != 0 && (len(q.stuck) == 0 || busy%stuckDump != 0) {
-			runtime.Gosched()
-			continue
-		}
+		// A stack dump decides: after many busy readings, or to confirm
+		// quiet readings that follow a system call (see syscall).
 		if ctx.Err() != nil {
 			return false
 		}
@@ -395,6 +417,7 @@ func (q *quietness) wait(ctx context.Context, held *atomic.Int64) bool {
 		q.mu.Lock()
 		q.stats.StackChecks++
 		q.mu.Unlock()
+		ok = 0
 		switch {
 		case d.st == idle:
 		case d.st == inSyscall && inSyscallSince.IsZero():
@@ -413,9 +436,9 @@ func (q *quietness) wait(ctx context.Context, held *atomic.Int64) bool {
 		}
 		metrics.Read(q.samples[:])
 		q.nonGoBase = q.samples[2].Value.Uint64() - min(q.samples[2].Value.Uint64(), uint64(len(q.stuck)))
+		q.syscall = false
 		return true
 	}
-	return true
 }
 
 // stackState is what a stack dump says of the goroutines but the caller.

@@ -3,13 +3,18 @@ package clock_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/netjam/netjam/clock"
 )
@@ -251,6 +256,104 @@ func TestVirtualWaitsForAWrite(t *testing.T) {
 	if g := v.Stats().GaveUp; g != 0 {
 		t.Errorf("gave up %d times on a write", g)
 	}
+}
+
+// writesChildEnv names, in a child of TestVirtualWaitsForWritesOnOneCPU,
+// how many rounds of writes it runs.
+const writesChildEnv = "NETJAM_TEST_CLOCK_WRITES"
+
+// A write whose processor the runtime took away while it was blocked is
+// the run's work until it has returned, on a crowded CPU too. Leaving its
+// system call, such a goroutine stops counting as in the call before it
+// is queued to run, and it waits for the scheduler's lock in between, a
+// lock the clock's readings take over and over: the readings found the
+// process idle, and the next timer fired while the write had not come
+// back (5 to 15 rounds of 300 in CI's load; 7 of 60 in three processes
+// sharing one CPU). Three children share one CPU here, each running
+// rounds of a write blocked for a few milliseconds.
+func TestVirtualWaitsForWritesOnOneCPU(t *testing.T) {
+	if n, err := strconv.Atoi(os.Getenv(writesChildEnv)); err == nil {
+		for range n {
+			waitForAWrite(t)
+		}
+		return
+	}
+	var cpus unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &cpus); err != nil {
+		t.Skip("no CPU affinity here:", err)
+	}
+	one := -1
+	for c := 0; c < 1024 && one < 0; c++ {
+		if cpus.IsSet(c) {
+			one = c
+		}
+	}
+	// The children inherit the affinity of the thread that starts them;
+	// that thread ends with this goroutine, locked.
+	children := make(chan []*exec.Cmd)
+	go func() {
+		runtime.LockOSThread()
+		var set unix.CPUSet
+		set.Set(one)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			t.Error(err)
+			children <- nil
+			return
+		}
+		var cmds []*exec.Cmd
+		for range 3 {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestVirtualWaitsForWritesOnOneCPU$", "-test.count=1")
+			cmd.Env = append(os.Environ(), writesChildEnv+"=20")
+			var out strings.Builder
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Error(err)
+				break
+			}
+			cmds = append(cmds, cmd)
+		}
+		children <- cmds
+	}()
+	for i, cmd := range <-children {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("child %d: %v\n%s", i, err, cmd.Stdout)
+		}
+	}
+}
+
+// waitForAWrite runs a virtual clock with two timers 1 ms apart: the first
+// writes 1 MiB to a pipe that holds 64 KiB and is drained after 5 ms of
+// wall time, the second checks that the write has returned.
+func waitForAWrite(t *testing.T) {
+	v := clock.NewVirtual()
+	r, w := blockingPipe(t)
+	done := make(chan struct{})
+	var wrote atomic.Int64
+	v.AfterFunc(time.Millisecond, func() {
+		syscall.Write(w, make([]byte, 1<<20))
+		wrote.Store(int64(v.Now().Sub(clock.Epoch)))
+	})
+	v.AfterFunc(2*time.Millisecond, func() {
+		if wrote.Load() == 0 {
+			t.Error("the next timer fired while the write had not returned")
+		}
+		close(done)
+	})
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		time.Sleep(5 * time.Millisecond)
+		b := make([]byte, 1<<16)
+		for n := 0; n < 1<<20; {
+			k, err := syscall.Read(r, b)
+			if err != nil {
+				return
+			}
+			n += k
+		}
+	}()
+	runVirtual(t, v, done)
+	<-drained
 }
 
 // A read given up on does not make a later write look idle: once the
