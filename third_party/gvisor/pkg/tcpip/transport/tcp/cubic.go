@@ -11,6 +11,10 @@
 // WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 // See the License for the specific language governing permissions and
 // limitations under the License.
+//
+// Modified by netjam (third_party/gvisor/patches/0005): before the first
+// loss, congestion avoidance grows the window by at least 5% a round trip,
+// as Linux's CUBIC does.
 
 package tcp
 
@@ -223,9 +227,30 @@ func (c *cubicState) Update(packetsAcked int, rtt time.Duration, ackTime tcpip.M
 		c.s.rtt.Lock()
 		srtt := c.s.rtt.TCPRTTState.SRTT
 		c.s.rtt.Unlock()
-		c.s.SndCwnd = c.getCwnd(packetsAcked, c.s.SndCwnd, srtt)
+		cwnd := c.getCwnd(packetsAcked, c.s.SndCwnd, srtt)
+		if c.numCongestionEvents == 0 && c.s.Outstanding+packetsAcked >= c.s.SndCwnd {
+			// Until the first loss the path's capacity is unknown, and
+			// the cubic function from the window slow start left at
+			// (HyStart leaves at about half the path's window) grows
+			// too slowly to find it: as Linux (bictcp_update: cnt at
+			// most 20 while last_max_cwnd is 0), grow by at least one
+			// segment for every initialGrowthAcks acknowledged, 5% a
+			// round trip, while the window is what limits the sender
+			// (Linux's tcp_is_cwnd_limited).
+			c.s.SndCAAckCount += packetsAcked
+			if n := c.s.SndCAAckCount / initialGrowthAcks; n > 0 {
+				c.s.SndCAAckCount -= n * initialGrowthAcks
+				cwnd = max(cwnd, c.s.SndCwnd+n)
+			}
+		}
+		c.s.SndCwnd = cwnd
 	}
 }
+
+// initialGrowthAcks is how many segments acknowledged give at least one
+// more segment of window in congestion avoidance before the first loss
+// (Linux's cubic: 20, "increase cwnd 5% per RTT").
+const initialGrowthAcks = 20
 
 // cubicCwnd computes the CUBIC congestion window after t seconds from last
 // congestion event.
