@@ -90,7 +90,9 @@ func (r iperf3Result) bps(udp bool) float64 {
 
 // iperf3Modes are the transfers BenchmarkTUNIperf3 measures: TCP from the
 // client namespace (kernel -> TUN -> uplink -> netjam), TCP the other way
-// (-R), and UDP offered at 3 and at 1 Gbit/s.
+// (-R), each also as four connections at once (-P 4: what the path carries
+// when no one sender's congestion control is the limit), and UDP offered
+// at 3 and at 1 Gbit/s.
 var iperf3Modes = []struct {
 	name string
 	args []string
@@ -98,6 +100,8 @@ var iperf3Modes = []struct {
 }{
 	{"tcp-up", nil, false},
 	{"tcp-down", []string{"-R"}, false},
+	{"tcp-down-P4", []string{"-R", "-P", "4"}, false},
+	{"tcp-up-P4", []string{"-P", "4"}, false},
 	{"udp-up", []string{"-u", "-b", "3G", "-l", "1400"}, true},
 	// Nearer what this machine carries: the 3 Gbit/s above is an
 	// overload, shed at the device (see BenchmarkTUNUDP, which sets
