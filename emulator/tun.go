@@ -466,7 +466,13 @@ type TUNSummary struct {
 	// it cannot be read, in a rootless shell).
 	KernelDrops uint64           `json:"kernel_drops"`
 	Relay       stack.RelayStats `json:"relay"`
-	Forwards    []string         `json:"forwards,omitempty"`
+	// PeerTCP sums the peer's TCP connections: those it relays and those
+	// of the kernel's flows. What the peer sends toward the kernel
+	// (iperf3 -R, a download through a forward) is its TCP's, so its
+	// retransmissions and timeouts are here and in no tool's report
+	// behind the device: iperf3 -R counts the target's.
+	PeerTCP  stack.TCPStats `json:"peer_tcp"`
+	Forwards []string       `json:"forwards,omitempty"`
 }
 
 func (l *lab) tunSummary() *TUNSummary {
@@ -503,6 +509,9 @@ func (l *lab) tunSummary() *TUNSummary {
 	}
 	if t.relay != nil {
 		ts.Relay = t.relay.Stats()
+	}
+	if t.peer != nil && t.peer.host != nil {
+		ts.PeerTCP = t.peer.host.Stats().TCP
 	}
 	return ts
 }

@@ -899,3 +899,39 @@ tun:
 		return err
 	}})
 }
+
+// TestTUNPeerRetransmissionsCounted: in iperf3 -R through a forward the
+// sender across the path is the peer's TCP (iperf3's own sender is on
+// loopback and retransmits nothing), so the summary counts the peer's
+// retransmissions: as many as the downlink lost, give or take what was
+// resent whole or found lost twice.
+func TestTUNPeerRetransmissionsCounted(t *testing.T) {
+	ns := testNetns(t)
+	port := iperf3Server(t)
+	p := mustPlan(t, fmt.Sprintf(`
+duration: 60s
+seed: 3
+link: {delay: 2ms, downlink: {loss: 1%%}}
+tun:
+  netns: %s
+  forward: [{proto: tcp, listen: 5201, to: 127.0.0.1:%d}]
+`, ns.Path(), port))
+	sum, err := Run(context.Background(), p, Options{Attached: func(ctx context.Context) error {
+		_, err := runIn(ctx, ns, "iperf3", "-c", "10.99.0.2", "-t", "2", "-R", "-b", "200M")
+		return err
+	}})
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	pt, lost := sum.Runs[0].TUN.PeerTCP, sum.Runs[0].Links[1].Drops["loss"]
+	t.Logf("the peer's TCP: %+v; lost down: %d", pt, lost)
+	if lost == 0 {
+		t.Fatal("the downlink lost nothing")
+	}
+	if pt.Retransmits < lost/2 || pt.Retransmits > 2*lost+10 {
+		t.Errorf("the peer's TCP retransmitted %d segments for %d lost down", pt.Retransmits, lost)
+	}
+	if pt.SegmentsSent == 0 {
+		t.Error("the peer's TCP sent no segment")
+	}
+}

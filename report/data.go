@@ -97,6 +97,11 @@ type tunInfo struct {
 		TCP relayInfo `json:"tcp"`
 		UDP relayInfo `json:"udp"`
 	} `json:"relay"`
+	PeerTCP struct {
+		SegmentsSent uint64 `json:"segments_sent"`
+		Retransmits  uint64 `json:"retransmits"`
+		Timeouts     uint64 `json:"timeouts"`
+	} `json:"peer_tcp"`
 }
 
 // relayInfo is what the relay counted for one protocol.

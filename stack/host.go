@@ -544,14 +544,16 @@ type Stats struct {
 // (tcpip.Stats.TCP). Those that gVisor keeps only stack-wide, such as the
 // number of SACK recoveries, exist only here and not in TCPInfo.
 type TCPStats struct {
-	SegmentsSent, SegmentsReceived uint64
-	Retransmits                    uint64 // segments retransmitted
-	Timeouts                       uint64 // RTO expiries
-	FastRecoveries                 uint64 // NewReno fast recovery episodes (no SACK)
-	SACKRecoveries                 uint64 // SACK-based (RFC 6675) recovery episodes
-	TLPRecoveries                  uint64 // losses repaired by a tail loss probe (RACK only)
-	SpuriousRecoveries             uint64 // recoveries later found unnecessary (DSACK, timestamps)
-	ResetsSent, ResetsReceived     uint64
+	SegmentsSent       uint64 `json:"segments_sent"`
+	SegmentsReceived   uint64 `json:"segments_received"`
+	Retransmits        uint64 `json:"retransmits"`         // segments retransmitted
+	Timeouts           uint64 `json:"timeouts"`            // RTO expiries
+	FastRecoveries     uint64 `json:"fast_recoveries"`     // NewReno fast recovery episodes (no SACK)
+	SACKRecoveries     uint64 `json:"sack_recoveries"`     // SACK-based (RFC 6675) recovery episodes
+	TLPRecoveries      uint64 `json:"tlp_recoveries"`      // losses repaired by a tail loss probe (RACK only)
+	SpuriousRecoveries uint64 `json:"spurious_recoveries"` // recoveries later found unnecessary (DSACK, timestamps)
+	ResetsSent         uint64 `json:"resets_sent"`
+	ResetsReceived     uint64 `json:"resets_received"`
 }
 
 // Stats returns the host's counters; safe at any time, also after Close.
