@@ -238,17 +238,7 @@ func TestVirtualWaitsForAWrite(t *testing.T) {
 		}
 		close(done)
 	})
-	go func() {
-		time.Sleep(600 * time.Millisecond)
-		b := make([]byte, 1<<16)
-		for n := 0; n < 1<<20; {
-			k, err := syscall.Read(r, b)
-			if err != nil {
-				return
-			}
-			n += k
-		}
-	}()
+	drainLater(r, 600*time.Millisecond)
 	runVirtual(t, v, done)
 	if d := time.Duration(wrote.Load()); d != time.Millisecond || next != 2*time.Millisecond {
 		t.Errorf("the write ended at %v and the next timer fired at %v, want 1ms and 2ms", d, next)
@@ -339,10 +329,18 @@ func waitForAWrite(t *testing.T) {
 		}
 		close(done)
 	})
+	drained := drainLater(r, 5*time.Millisecond)
+	runVirtual(t, v, done)
+	<-drained
+}
+
+// drainLater reads 1 MiB from the pipe r after wall time d, and closes
+// the channel it returns once done (or r fails).
+func drainLater(r int, d time.Duration) <-chan struct{} {
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(d)
 		b := make([]byte, 1<<16)
 		for n := 0; n < 1<<20; {
 			k, err := syscall.Read(r, b)
@@ -352,8 +350,7 @@ func waitForAWrite(t *testing.T) {
 			n += k
 		}
 	}()
-	runVirtual(t, v, done)
-	<-drained
+	return drained
 }
 
 // A read given up on does not make a later write look idle: once the
@@ -389,17 +386,7 @@ func TestVirtualWaitsForAWriteAfterAGiveUp(t *testing.T) {
 		}
 		close(done)
 	})
-	go func() {
-		time.Sleep(time.Second)
-		b := make([]byte, 1<<16)
-		for n := 0; n < 1<<20; {
-			k, err := syscall.Read(r2, b)
-			if err != nil {
-				return
-			}
-			n += k
-		}
-	}()
+	drainLater(r2, time.Second)
 	runVirtual(t, v, done)
 	if d := time.Duration(wrote.Load()); d != 3*time.Millisecond || next != 4*time.Millisecond {
 		t.Errorf("the write ended at %v and the next timer fired at %v, want 3ms and 4ms", d, next)

@@ -88,6 +88,20 @@ func runVirtualInto(t *testing.T, lab string) (string, time.Duration) {
 	return out, time.Since(start)
 }
 
+// readSummary reads the summary.json of the run into dir.
+func readSummary(t *testing.T, dir string) Summary {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum Summary
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
 // gaveUp reads, from the log of the child run into dir, how many times
 // its virtual clock gave up waiting for a goroutine.
 func gaveUp(t *testing.T, dir string) int {
@@ -243,15 +257,7 @@ func TestVirtualLossRetransmitsOnce(t *testing.T) {
 	for _, seed := range []int{1, 2, 9} {
 		lab := strings.Replace(lossyLab, "seed: 9", fmt.Sprintf("seed: %d", seed), 1)
 		out, _ := runVirtualInto(t, lab)
-		b, err := os.ReadFile(filepath.Join(out, "summary.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var sum Summary
-		if err := json.Unmarshal(b, &sum); err != nil {
-			t.Fatal(err)
-		}
-		r := sum.Runs[0]
+		r := readSummary(t, out).Runs[0]
 		up := r.Links[0]
 		retx, lost := r.Flows[0].Retransmissions, up.Drops["loss"]
 		t.Logf("seed %d: %d segments retransmitted, %d lost on the %s; %d large segments crossed it whole", seed, retx, lost, up.Name, up.WholeGSO)
@@ -291,15 +297,7 @@ func TestVirtualCubicFindsThePathAfterHyStart(t *testing.T) {
 	bps := map[string]float64{}
 	for _, cc := range []string{"cubic", "reno"} {
 		out, _ := runVirtualInto(t, strings.Replace(jitteryLab, "{cc}", cc, 1))
-		b, err := os.ReadFile(filepath.Join(out, "summary.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var sum Summary
-		if err := json.Unmarshal(b, &sum); err != nil {
-			t.Fatal(err)
-		}
-		f := sum.Runs[0].Flows[0]
+		f := readSummary(t, out).Runs[0].Flows[0]
 		bps[cc] = f.ThroughputBps
 		t.Logf("%s: %.1f Mbit/s, %d retransmissions", cc, f.ThroughputBps/1e6, f.Retransmissions)
 	}
