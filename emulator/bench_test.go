@@ -306,3 +306,42 @@ flows: [{name: bulk, type: tcp, cc: cubic, duration: 10s}]
 	b.ReportMetric(median/mathis, "xMathis")
 	b.ReportMetric(float64(stalls), "stalls")
 }
+
+// BenchmarkCubicBesideKernel runs one CUBIC flow for 10 s over a path
+// whose round trips vary (50 Mbit/s, 20 ms each way with 10 ms of
+// jitter, where HyStart ends slow start early) twice in each iteration:
+// sent by the kernel's CUBIC through TUN mode, and by a netstack host's
+// (gVisor's) in the lab. It reports both throughputs and their ratio,
+// gVisor's to the kernel's: how near the lab's CUBIC is to Linux's on
+// the same path in the same sitting (see gVisor patch 0005). Needs root.
+//
+//	go test -run XXX -bench CubicBesideKernel -benchtime 3x ./emulator/
+func BenchmarkCubicBesideKernel(b *testing.B) {
+	const path = "{rate: 50Mbps, delay: {time: 20ms, jitter: 10ms}, queue: 1000}"
+	ns := testNetns(b)
+	var kernel, netstack float64
+	seed := 0
+	for b.Loop() {
+		seed++
+		for _, stack := range []string{"kernel", "netstack"} {
+			y := fmt.Sprintf("seed: %d\nduration: 60s\nlink: %s\nflows: [{name: bulk, type: tcp, cc: cubic, stack: %s, duration: 10s}]\n", seed, path, stack)
+			if stack == "kernel" {
+				y += fmt.Sprintf("tun: {netns: %s}\n", ns.Path())
+			}
+			sum, err := Run(context.Background(), mustPlan(b, y), Options{})
+			if err != nil {
+				b.Fatalf("%s: %v", stack, err)
+			}
+			f := sum.Runs[0].Flows[0]
+			b.Logf("seed %d, %s: %.1f Mbit/s, %d retransmissions", seed, stack, f.ThroughputBps/1e6, f.Retransmissions)
+			if stack == "kernel" {
+				kernel += f.ThroughputBps
+			} else {
+				netstack += f.ThroughputBps
+			}
+		}
+	}
+	b.ReportMetric(kernel/float64(b.N)/1e6, "kernel-Mbit/s")
+	b.ReportMetric(netstack/float64(b.N)/1e6, "netstack-Mbit/s")
+	b.ReportMetric(netstack/kernel, "netstack/kernel")
+}
