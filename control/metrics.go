@@ -6,6 +6,7 @@ import (
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/stack"
 )
 
 // collector exports the run in progress as Prometheus metrics, read from
@@ -20,6 +21,9 @@ type collector struct {
 	retrans, timeouts, cwnd, srtt, elapsed                            *prometheus.Desc
 
 	airtime, collisions, attempts, retries, utilization *prometheus.Desc
+
+	tunKernelDrops, tunShed, tunMalformed, tunRelay, tunRelayDropped *prometheus.Desc
+	peerSegments, peerRetrans, peerTimeouts                          *prometheus.Desc
 
 	eventsPublished, eventClientsDropped *prometheus.Desc
 
@@ -66,6 +70,15 @@ func newCollector(s *Server) *collector {
 		retries:     d("netjam_wifi_retries_total", "MPDU retransmissions of a Wi-Fi station (or the AP).", station, nil),
 		utilization: d("netjam_wifi_medium_utilization_ratio", "Share of the time the Wi-Fi medium was busy so far.", nil, nil),
 
+		tunKernelDrops:  d("netjam_tun_kernel_drops_total", "Packets the kernel dropped at the TUN device's queue before netjam read them (netjam's read loop fell behind).", nil, nil),
+		tunShed:         d("netjam_tun_shed_total", "Packets netjam read from the TUN device and dropped at once because the path's input was full.", nil, nil),
+		tunMalformed:    d("netjam_tun_malformed_total", "Packets read from the TUN device that were not IPv4 or IPv6.", nil, nil),
+		tunRelay:        d("netjam_tun_relay_total", "TCP connections and UDP sessions (served: UDP datagrams) the TUN relay handled, by outcome.", []string{"proto", "outcome"}, nil),
+		tunRelayDropped: d("netjam_tun_relay_udp_dropped_total", "UDP datagrams the TUN relay lost, by reason.", []string{"reason"}, nil),
+		peerSegments:    d("netjam_tun_peer_tcp_segments_sent_total", "Segments the TUN peer's TCP sent toward the kernel, all its connections.", nil, nil),
+		peerRetrans:     d("netjam_tun_peer_tcp_retransmissions_total", "Segments the TUN peer's TCP retransmitted across the path (in iperf3 -R, the sender across the path).", nil, nil),
+		peerTimeouts:    d("netjam_tun_peer_tcp_timeouts_total", "Retransmission timeouts of the TUN peer's TCP.", nil, nil),
+
 		eventsPublished:     d("netjam_control_events_total", "Events published on the control endpoint's event stream.", nil, nil),
 		eventClientsDropped: d("netjam_control_event_clients_dropped_total", "Clients of the event stream dropped for falling behind.", nil, nil),
 	}
@@ -97,6 +110,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for i, f := range lv.Flows() {
 		c.collectFlow(ch, f, st.Flows[i])
 	}
+	if t := lv.TUN(); t != nil {
+		c.collectTUN(ch, t)
+	}
 	if w := lv.WiFi(); w != nil {
 		ch <- prometheus.MustNewConstMetric(c.utilization, prometheus.GaugeValue, w.Utilization)
 		for i, s := range append(w.Stations, w.AP) {
@@ -110,6 +126,33 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.retries, prometheus.CounterValue, float64(s.Retries), name)
 		}
 	}
+}
+
+// collectTUN collects TUN mode's counters: the device's and netjam's own
+// drops at the entrance, the relay's outcomes and the peer's TCP.
+func (c *collector) collectTUN(ch chan<- prometheus.Metric, t *emulator.TUNSummary) {
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	counter(c.tunKernelDrops, t.KernelDrops)
+	counter(c.tunShed, t.Shed)
+	counter(c.tunMalformed, t.Malformed)
+	for proto, r := range map[string]stack.RelayCounters{"tcp": t.Relay.TCP, "udp": t.Relay.UDP} {
+		counter(c.tunRelay, r.Relayed, proto, "relayed")
+		counter(c.tunRelay, r.Served, proto, "served")
+		counter(c.tunRelay, r.Refused, proto, "refused")
+		counter(c.tunRelay, r.NoService, proto, "no_service")
+		counter(c.tunRelay, r.Limited, proto, "limited")
+		counter(c.tunRelay, r.DialErrors, proto, "dial_error")
+		counter(c.tunRelay, r.Resets, proto, "reset")
+		counter(c.tunRelay, r.Errors, proto, "error")
+	}
+	for reason, n := range t.Relay.UDP.DroppedBy {
+		counter(c.tunRelayDropped, n, reason)
+	}
+	counter(c.peerSegments, t.PeerTCP.SegmentsSent)
+	counter(c.peerRetrans, t.PeerTCP.Retransmits)
+	counter(c.peerTimeouts, t.PeerTCP.Timeouts)
 }
 
 // collectFlow collects f's metrics: its counters so far from f, the

@@ -401,6 +401,7 @@ func (r *run) start(ctx context.Context) error {
 	if o.Live != nil {
 		r.lv = newLive(o.Clock, r.begin, r.l.path, r.fls, r.tl, cancel, s)
 		r.lv.cell = r.l.cell
+		r.lv.tun = r.l.tunSummary
 		r.smp.live = r.lv
 	}
 	r.smp.start(runCtx)

@@ -32,6 +32,7 @@ type Live struct {
 	tl    *timeline
 	stop  context.CancelFunc
 	cell  *wifi.Runner // nil without a Wi-Fi cell
+	tun   func() *TUNSummary
 
 	mu sync.Mutex // orders changes; guards s, seen, orig, ended, changed and pending
 	s  *scenario.Scenario
@@ -240,6 +241,16 @@ func (lv *Live) WiFi() *wifi.Stats {
 	}
 	st := lv.cell.Stats()
 	return &st
+}
+
+// TUN returns TUN mode's counters so far, as summary.json's tun has them
+// at the end (the device's drops read from the kernel at each call); nil
+// without TUN mode.
+func (lv *Live) TUN() *TUNSummary {
+	if lv.tun == nil {
+		return nil
+	}
+	return lv.tun()
 }
 
 // Links returns the path's directions (each link's two) as summary.json

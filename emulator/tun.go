@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -95,9 +96,27 @@ type tunEnd struct {
 	readDone chan struct{}    // closed when the read loop ends; nil before start
 	closing  atomic.Bool      // stopTUN has begun: the read loop stops pausing
 
-	malformed   atomic.Uint64 // packets from the device that are not IPv4 or IPv6
-	shed        atomic.Uint64 // packets read while the uplink's input was full
-	kernelDrops uint64        // the device's drops, read when it closes
+	malformed atomic.Uint64 // packets from the device that are not IPv4 or IPv6
+	shed      atomic.Uint64 // packets read while the uplink's input was full
+
+	dropsMu     sync.Mutex // orders reading the device's drops with its close
+	kernelDrops uint64     // the device's drops when last read; guarded by dropsMu
+	devClosed   bool       // stopTUN has read the drops a last time; guarded by dropsMu
+}
+
+// deviceDrops returns the packets the kernel dropped at the device's
+// queue so far: read from the device while it is open (a request to the
+// kernel: for the summary and a scrape of the metrics, not the packet
+// path), then the last count read before it closed.
+func (t *tunEnd) deviceDrops() uint64 {
+	t.dropsMu.Lock()
+	defer t.dropsMu.Unlock()
+	if !t.devClosed {
+		if n, ok := t.dev.Dropped(); ok {
+			t.kernelDrops = max(t.kernelDrops, n)
+		}
+	}
+	return t.kernelDrops
 }
 
 // buildTUN adds TUN mode's part of s to the path: the device (opened
@@ -425,9 +444,10 @@ func (l *lab) stopTUN() error {
 		return nil
 	}
 	t.closing.Store(true)
-	if n, ok := t.dev.Dropped(); ok {
-		t.kernelDrops = n // the device goes with Close
-	}
+	t.deviceDrops()
+	t.dropsMu.Lock()
+	t.devClosed = true // the device goes with Close
+	t.dropsMu.Unlock()
 	err := t.dev.Close()
 	if t.readDone != nil {
 		<-t.readDone
@@ -480,7 +500,7 @@ func (l *lab) tunSummary() *TUNSummary {
 	if t == nil || t.dev == nil {
 		return nil
 	}
-	ts := &TUNSummary{Device: t.dev.Name(), Malformed: t.malformed.Load(), WriteErrors: t.writer.WriteErrors(), KernelDrops: t.kernelDrops, Shed: t.shed.Load()}
+	ts := &TUNSummary{Device: t.dev.Name(), Malformed: t.malformed.Load(), WriteErrors: t.writer.WriteErrors(), KernelDrops: t.deviceDrops(), Shed: t.shed.Load()}
 	ts.Writes, ts.WrittenPackets = t.writer.Writes()
 	for _, a := range t.cfg.Device.Addrs {
 		ts.Kernel = append(ts.Kernel, a.String())
