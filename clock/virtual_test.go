@@ -531,3 +531,35 @@ func TestSettleAllocatesNothing(t *testing.T) {
 		t.Errorf("Settle allocated %.1f times per call, want 0", n)
 	}
 }
+
+// A reading of the runtime's counts that took long (its thread was
+// descheduled in it, perhaps holding the scheduler's lock that a goroutine
+// leaving a system call waits for) is not trusted: the quiet readings
+// after it are confirmed by a stack dump. Before, a run of quiet timers
+// took as few stack dumps with slow readings as without (3 in 20 events).
+func TestVirtualDoubtsASlowReading(t *testing.T) {
+	for _, slow := range []bool{false, true} {
+		if slow {
+			undo := clock.SlowReadings(3, time.Millisecond)
+			t.Cleanup(undo)
+		}
+		v := clock.NewVirtual()
+		done := make(chan struct{})
+		n := 0
+		var tick func()
+		tick = func() {
+			if n++; n == 20 {
+				close(done)
+				return
+			}
+			v.AfterFunc(time.Millisecond, tick)
+		}
+		v.AfterFunc(time.Millisecond, tick)
+		runVirtual(t, v, done)
+		st := v.Stats()
+		t.Logf("slow readings %v: %d events, %d stack dumps", slow, st.Events, st.StackChecks)
+		if slow && st.StackChecks < 10 {
+			t.Errorf("every third reading slow: %d stack dumps in %d events, want one an event or so", st.StackChecks, st.Events)
+		}
+	}
+}

@@ -1,0 +1,20 @@
+package clock
+
+import (
+	"runtime/metrics"
+	"sync/atomic"
+	"time"
+)
+
+// SlowReadings makes every nth reading of the runtime's counts take d
+// longer, as if the thread were descheduled in it, until undo.
+func SlowReadings(n int, d time.Duration) (undo func()) {
+	var i atomic.Int64
+	readCounts = func(s []metrics.Sample) {
+		metrics.Read(s)
+		if i.Add(1)%int64(n) == 0 {
+			time.Sleep(d)
+		}
+	}
+	return func() { readCounts = metrics.Read }
+}
