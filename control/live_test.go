@@ -399,42 +399,54 @@ flows:
   - {name: tcp, type: tcp, duration: 5s, station: sta1}
   - {name: udp, type: udp, rate: 4Mbps, packet_size: 1000, duration: 5s, station: sta2}
 `)
+	// The values, as far as the path fixes them: an RTT of at least the
+	// two directions' 10 ms, a one-way delay of at least 10 ms, some
+	// airtime for every contender that sent.
+	m := scrapeUntil(t, tr, 5*time.Second, []minMetric{
+		{`netjam_flow_retransmissions_total{flow="tcp"}`, 1},
+		{`netjam_flow_timeouts_total{flow="tcp"}`, 0},
+		{`netjam_flow_cwnd_segments{flow="tcp"}`, 1},
+		{`netjam_flow_srtt_seconds{flow="tcp"}`, 0.02},
+		{`netjam_flow_delay_seconds{flow="udp",quantile="0.5"}`, 0.01},
+		{`netjam_flow_delay_seconds_count{flow="udp"}`, 1},
+		{`netjam_flow_jitter_seconds{flow="udp"}`, 0},
+		{`netjam_flow_lost_packets_total{flow="udp"}`, 1},
+		{`netjam_flow_sent_packets_total{flow="udp"}`, 1},
+		{`netjam_flow_received_bytes_total{flow="udp",type="udp"}`, 1},
+		{`netjam_wifi_airtime_seconds_total{station="sta1"}`, 1e-6},
+		{`netjam_wifi_airtime_seconds_total{station="sta2"}`, 1e-6},
+		{`netjam_wifi_airtime_seconds_total{station="ap"}`, 1e-6},
+		{`netjam_wifi_attempts_total{station="sta2"}`, 1},
+		{`netjam_wifi_collisions_total{station="sta2"}`, 0},
+		{`netjam_wifi_medium_utilization_ratio`, 1e-6},
+		{`netjam_link_queue_sojourn_seconds_count{direction="uplink"}`, 1},
+		{`netjam_link_queue_packets{direction="uplink"}`, 0},
+	})
+	tr.wait(t)
+	promtoolCheck(t, m)
+}
+
+// minMetric is a metric's line in /metrics (its name and labels) and the
+// least value it must have.
+type minMetric struct {
+	metric string
+	min    float64
+}
+
+// scrapeUntil scrapes tr's /metrics until every metric of want is there
+// with at least its value (counters: once there, they stay), at most for
+// d, and reports those missing; it returns the last page.
+func scrapeUntil(t *testing.T, tr *testRun, d time.Duration, want []minMetric) string {
+	t.Helper()
 	var m string
 	var missing []string
-	// Scraped until every value is there (counters: once there, they
-	// stay), at most for the run's 5 s.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(d); ; time.Sleep(100 * time.Millisecond) {
 		code, b := tr.do(t, "GET", "/metrics", "")
 		if code != 200 || time.Now().After(deadline) {
 			break
 		}
 		m, missing = string(b), nil
-		// The values, as far as the path fixes them: an RTT of at least the
-		// two directions' 10 ms, a one-way delay of at least 10 ms, some
-		// airtime for every contender that sent.
-		for _, c := range []struct {
-			metric string
-			min    float64
-		}{
-			{`netjam_flow_retransmissions_total{flow="tcp"}`, 1},
-			{`netjam_flow_timeouts_total{flow="tcp"}`, 0},
-			{`netjam_flow_cwnd_segments{flow="tcp"}`, 1},
-			{`netjam_flow_srtt_seconds{flow="tcp"}`, 0.02},
-			{`netjam_flow_delay_seconds{flow="udp",quantile="0.5"}`, 0.01},
-			{`netjam_flow_delay_seconds_count{flow="udp"}`, 1},
-			{`netjam_flow_jitter_seconds{flow="udp"}`, 0},
-			{`netjam_flow_lost_packets_total{flow="udp"}`, 1},
-			{`netjam_flow_sent_packets_total{flow="udp"}`, 1},
-			{`netjam_flow_received_bytes_total{flow="udp",type="udp"}`, 1},
-			{`netjam_wifi_airtime_seconds_total{station="sta1"}`, 1e-6},
-			{`netjam_wifi_airtime_seconds_total{station="sta2"}`, 1e-6},
-			{`netjam_wifi_airtime_seconds_total{station="ap"}`, 1e-6},
-			{`netjam_wifi_attempts_total{station="sta2"}`, 1},
-			{`netjam_wifi_collisions_total{station="sta2"}`, 0},
-			{`netjam_wifi_medium_utilization_ratio`, 1e-6},
-			{`netjam_link_queue_sojourn_seconds_count{direction="uplink"}`, 1},
-			{`netjam_link_queue_packets{direction="uplink"}`, 0},
-		} {
+		for _, c := range want {
 			if v, ok := metricValue(m, c.metric); !ok || v < c.min {
 				missing = append(missing, fmt.Sprintf("%s: %v (found: %v), want at least %v", c.metric, v, ok, c.min))
 			}
@@ -449,7 +461,12 @@ flows:
 	if t.Failed() {
 		t.Log(m)
 	}
-	tr.wait(t)
+	return m
+}
+
+// promtoolCheck has promtool check the page m of /metrics.
+func promtoolCheck(t *testing.T, m string) {
+	t.Helper()
 	promtool := testenv.RequireTool(t, "promtool", "prometheus")
 	check := exec.Command(promtool, "check", "metrics")
 	check.Stdin = strings.NewReader(m)
