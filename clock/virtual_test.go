@@ -420,23 +420,29 @@ func givesUpOn(t *testing.T, what string, block, end func()) {
 		defer close(readDone)
 		block()
 	}()
+	runVirtual(t, v, ticks(v, 100))
+	if g := v.Stats().GaveUp; g < 1 {
+		t.Errorf("%s: gave up %d times, want at least 1 (it waits on the outside world)", what, g)
+	}
+	end()
+	<-readDone
+}
+
+// ticks sets n timers on v, each 1 ms after the last fired, and returns a
+// channel closed when the nth fires.
+func ticks(v *clock.Virtual, n int) <-chan struct{} {
 	done := make(chan struct{})
-	n := 0
+	fired := 0
 	var tick func()
 	tick = func() {
-		if n++; n == 100 {
+		if fired++; fired == n {
 			close(done)
 			return
 		}
 		v.AfterFunc(time.Millisecond, tick)
 	}
 	v.AfterFunc(time.Millisecond, tick)
-	runVirtual(t, v, done)
-	if g := v.Stats().GaveUp; g < 1 {
-		t.Errorf("%s: gave up %d times, want at least 1 (it waits on the outside world)", what, g)
-	}
-	end()
-	<-readDone
+	return done
 }
 
 // A goroutine that hands another work at one instant and settles after
@@ -544,18 +550,7 @@ func TestVirtualDoubtsASlowReading(t *testing.T) {
 			t.Cleanup(undo)
 		}
 		v := clock.NewVirtual()
-		done := make(chan struct{})
-		n := 0
-		var tick func()
-		tick = func() {
-			if n++; n == 20 {
-				close(done)
-				return
-			}
-			v.AfterFunc(time.Millisecond, tick)
-		}
-		v.AfterFunc(time.Millisecond, tick)
-		runVirtual(t, v, done)
+		runVirtual(t, v, ticks(v, 20))
 		st := v.Stats()
 		t.Logf("slow readings %v: %d events, %d stack dumps", slow, st.Events, st.StackChecks)
 		if slow && st.StackChecks < 10 {

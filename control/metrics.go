@@ -137,7 +137,11 @@ func (c *collector) collectTUN(ch chan<- prometheus.Metric, t *emulator.TUNSumma
 	counter(c.tunKernelDrops, t.KernelDrops)
 	counter(c.tunShed, t.Shed)
 	counter(c.tunMalformed, t.Malformed)
-	for proto, r := range map[string]stack.RelayCounters{"tcp": t.Relay.TCP, "udp": t.Relay.UDP} {
+	for _, p := range [...]struct {
+		proto string
+		r     stack.RelayCounters
+	}{{"tcp", t.Relay.TCP}, {"udp", t.Relay.UDP}} {
+		proto, r := p.proto, p.r
 		counter(c.tunRelay, r.Relayed, proto, "relayed")
 		counter(c.tunRelay, r.Served, proto, "served")
 		counter(c.tunRelay, r.Refused, proto, "refused")

@@ -108,13 +108,18 @@ type tunEnd struct {
 // queue so far: read from the device while it is open (a request to the
 // kernel: for the summary and a scrape of the metrics, not the packet
 // path), then the last count read before it closed.
-func (t *tunEnd) deviceDrops() uint64 {
+func (t *tunEnd) deviceDrops() uint64 { return t.readDeviceDrops(false) }
+
+// readDeviceDrops is deviceDrops; last reads the device a last time, before
+// its close, and never again.
+func (t *tunEnd) readDeviceDrops(last bool) uint64 {
 	t.dropsMu.Lock()
 	defer t.dropsMu.Unlock()
 	if !t.devClosed {
 		if n, ok := t.dev.Dropped(); ok {
 			t.kernelDrops = max(t.kernelDrops, n)
 		}
+		t.devClosed = last
 	}
 	return t.kernelDrops
 }
@@ -444,10 +449,7 @@ func (l *lab) stopTUN() error {
 		return nil
 	}
 	t.closing.Store(true)
-	t.deviceDrops()
-	t.dropsMu.Lock()
-	t.devClosed = true // the device goes with Close
-	t.dropsMu.Unlock()
+	t.readDeviceDrops(true) // the device goes with Close
 	err := t.dev.Close()
 	if t.readDone != nil {
 		<-t.readDone
