@@ -173,7 +173,8 @@ func TestDeviceWritesWhatAPassDeliversAsOne(t *testing.T) {
 	clk.Set(t0.Add(2 * time.Millisecond))
 	waitFor(t, "the first of two's write", func() bool { d, _ := fd.writes(); return len(d) >= 2 })
 	clk.Set(t0.Add(2*time.Millisecond + time.Microsecond))
-	waitFor(t, "every write", func() bool { d, _ := fd.writes(); return len(d) >= 3 })
+	// The device counts a write after the fake took it: wait for its count.
+	waitFor(t, "every write", func() bool { d, _ := fd.writes(); w, _ := dev.Writes(); return len(d) >= 3 && w >= 3 })
 
 	data, gsos := fd.writes()
 	if len(data) != 3 {
