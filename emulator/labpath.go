@@ -347,8 +347,8 @@ func (b *pathBuilder) compile() (*topology.Net, error) {
 }
 
 // inject hands a packet to the host, a large segment whole, counted as
-// its segments; a partial checksum the host completes on its copy
-// (gVisor then checks it), without a pass of its own over the packet.
+// its segments; a partial checksum the host takes as checked (as Linux
+// takes a local sender's), without a pass over the packet.
 //
 // On a virtual clock it then waits until the host has taken the packet up
 // (e.settle): gVisor's TCP takes what the host queued for it on its own
@@ -367,8 +367,8 @@ func (e *endHost) inject(_ time.Time, p *impair.Packet) {
 // segments (the peer, see peerEnds). Its inbox hands it each batch whole
 // (PushBatch) instead of merging into packets of a pool first: each run
 // Coalesce would merge goes to the host as its parts (Host.InjectRun),
-// which the host gathers into its own buffer, completing the checksum
-// there. A merged packet made first cost a copy of every byte, and
+// which the host gathers into its own buffer, taking the partial checksum
+// as checked. A merged packet made first cost a copy of every byte, and
 // completing its checksum (the node took no partial ones) a pass more.
 // Push and PushBatch run on the inbox's goroutine only.
 type mergingEnd struct {

@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
-	csum "gvisor.dev/gvisor/pkg/tcpip/checksum"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
@@ -295,9 +294,13 @@ func (h *Host) Inject(pkt []byte) { h.InjectSegments(pkt, 1, false) }
 //
 // partial says pkt is a TCP segment whose checksum its sender left to be
 // completed (segmentation and checksum offload: the field holds a partial
-// sum, whatever it is); the host completes it on its own copy, as a NIC
-// with checksum offload would, and gVisor then checks it like any other.
-// It is ignored for any other packet.
+// sum, whatever it is). The host takes its TCP checksum as checked, as
+// Linux takes a segment a local sender left partial (CHECKSUM_PARTIAL,
+// across a veth or loopback): what the field holds is never read, and no
+// pass is made over the payload to complete a sum only to verify it. Its
+// IPv4 header checksum is still checked; a segment whose IPv4 header
+// fails it is checked whole by gVisor, and dropped. It is ignored for any
+// other packet.
 func (h *Host) InjectSegments(pkt []byte, segs int, partial bool) {
 	proto, d, ok := h.arrive(pkt, len(pkt), segs)
 	if !ok {
@@ -307,7 +310,8 @@ func (h *Host) InjectSegments(pkt []byte, segs int, partial bool) {
 	if f := h.fwd.Load(); f != nil && f.relay.intercept(pkt) {
 		return // a relayed UDP session's datagram, handed to it
 	}
-	deliver(d, proto, inbound(pkt, partial))
+	b, checked := inbound(pkt, partial)
+	deliver(d, proto, b, checked)
 }
 
 // InjectRun is InjectSegments for a run of segments of one connection
@@ -317,9 +321,10 @@ func (h *Host) InjectSegments(pkt []byte, segs int, partial bool) {
 // headers in place (impair.JoinHeaders: run[0] holds the merged packet's
 // IP and TCP headers, the first segment's payload after them) and passes
 // each further segment's payload. The host gathers the parts into its own
-// buffer, the one copy it makes of any packet, and completes the checksum
-// on it: a merged packet built first and then copied again cost a pass
-// over every byte. The caller keeps the parts.
+// buffer, the one copy it makes of any packet (a merged packet built
+// first and then copied again cost a pass over every byte), and takes its
+// checksum as InjectSegments takes a partial one. The caller keeps the
+// parts.
 //
 // What the host gets is byte for byte what InjectSegments gets for the
 // parts joined, and it counts the same; headers that are not a TCP
@@ -339,7 +344,8 @@ func (h *Host) InjectRun(run [][]byte, segs int) {
 		return
 	}
 	defer h.link.exit()
-	deliver(d, proto, inboundRun(run, total))
+	b, checked := inboundRun(run, total)
+	deliver(d, proto, b, checked)
 }
 
 // arrive counts a packet of total bytes, standing for segs, whose first
@@ -367,15 +373,18 @@ func (h *Host) arrive(first []byte, total, segs int) (tcpip.NetworkProtocolNumbe
 	return proto, d, true
 }
 
-// deliver hands gVisor a packet whose bytes are b.
-func deliver(d stack.NetworkDispatcher, proto tcpip.NetworkProtocolNumber, b buffer.Buffer) {
+// deliver hands gVisor a packet whose bytes are b; checked, its
+// checksums need no verifying (gVisor patch 0006 keeps the mark).
+func deliver(d stack.NetworkDispatcher, proto tcpip.NetworkProtocolNumber, b buffer.Buffer, checked bool) {
 	pb := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: b})
+	pb.RXChecksumValidated = checked
 	d.DeliverNetworkPacket(proto, pb)
 	pb.DecRef()
 }
 
-// inbound copies pkt into a gVisor buffer; when partial, the copy's TCP
-// checksum is completed.
+// inbound copies pkt into a gVisor buffer and reports whether its
+// checksums count as checked: a partial TCP segment's whose IP header is
+// sound (checkedPartial).
 //
 // A TCP segment's IP and TCP headers get a view of their own, its payload
 // another: gVisor's inbound path takes a reference to the network
@@ -383,27 +392,22 @@ func deliver(d stack.NetworkDispatcher, proto tcpip.NetworkProtocolNumber, b buf
 // whose memory is shared copies that memory first (buffer.PullUp), which
 // for a whole 64 KiB segment in one view copied (and cleared) all of it.
 // With the headers apart only they are copied.
-func inbound(pkt []byte, partial bool) buffer.Buffer {
+func inbound(pkt []byte, partial bool) (buffer.Buffer, bool) {
 	hl := tcpHeadersLen(pkt, len(pkt))
 	if hl == 0 {
-		return buffer.MakeWithData(pkt)
+		return buffer.MakeWithData(pkt), false
 	}
-	hv := buffer.NewViewWithData(pkt[:hl])
-	if partial {
-		completeTCPChecksum(hv.AsSlice(), pkt[hl:])
-	}
-	b := buffer.MakeWithView(hv)
+	b := buffer.MakeWithView(buffer.NewViewWithData(pkt[:hl]))
 	if hl < len(pkt) {
 		b.Append(buffer.NewViewWithData(pkt[hl:]))
 	}
-	return b
+	return b, partial && checkedPartial(pkt)
 }
 
 // inboundRun is inbound for the packet that is the parts of run joined,
 // total bytes long, with a partial checksum: the headers in a view of
-// their own, every payload gathered into one view, the checksum completed
-// on the copy.
-func inboundRun(run [][]byte, total int) buffer.Buffer {
+// their own, every payload gathered into one view.
+func inboundRun(run [][]byte, total int) (buffer.Buffer, bool) {
 	hl := tcpHeadersLen(run[0], total)
 	if hl == 0 {
 		var b buffer.Buffer
@@ -412,22 +416,27 @@ func inboundRun(run [][]byte, total int) buffer.Buffer {
 				b.Append(buffer.NewViewWithData(p))
 			}
 		}
-		return b
+		return b, false
 	}
-	hv := buffer.NewViewWithData(run[0][:hl])
-	b := buffer.MakeWithView(hv)
+	b := buffer.MakeWithView(buffer.NewViewWithData(run[0][:hl]))
 	if total == hl {
-		completeTCPChecksum(hv.AsSlice(), nil)
-		return b
+		return b, checkedPartial(run[0])
 	}
 	pv := buffer.NewView(total - hl)
 	pv.Write(run[0][hl:])
 	for _, p := range run[1:] {
 		pv.Write(p)
 	}
-	completeTCPChecksum(hv.AsSlice(), pv.AsSlice())
 	b.Append(pv)
-	return b
+	return b, checkedPartial(run[0])
+}
+
+// checkedPartial reports whether a TCP segment whose checksum its sender
+// left partial, with its IP and TCP headers in hdr (tcpHeadersLen), may
+// skip gVisor's checksum checks: those cover its IPv4 header's too, so
+// that one must hold (IPv6 has none).
+func checkedPartial(hdr []byte) bool {
+	return hdr[0]>>4 == 6 || header.IPv4(hdr).IsChecksumValid()
 }
 
 // tcpHeadersLen returns the length of the IP and TCP headers of a packet
@@ -462,27 +471,6 @@ func tcpHeadersLen(pkt []byte, total int) int {
 		return 0
 	}
 	return ipLen + tl
-}
-
-// completeTCPChecksum stores the TCP checksum of the segment whose IP and
-// TCP headers are hdr and whose payload is payload, ignoring what its
-// checksum field held.
-func completeTCPChecksum(hdr, payload []byte) {
-	var src, dst tcpip.Address
-	ipLen := header.IPv6MinimumSize
-	if hdr[0]>>4 == 4 {
-		ip := header.IPv4(hdr)
-		src, dst, ipLen = ip.SourceAddress(), ip.DestinationAddress(), int(ip.HeaderLength())
-	} else {
-		ip := header.IPv6(hdr)
-		src, dst = ip.SourceAddress(), ip.DestinationAddress()
-	}
-	tcp := header.TCP(hdr[ipLen:])
-	tcp.SetChecksum(0)
-	sum := header.PseudoHeaderChecksum(header.TCPProtocolNumber, src, dst, uint16(len(tcp)+len(payload)))
-	sum = csum.Checksum(tcp, sum)
-	sum = csum.Checksum(payload, sum)
-	tcp.SetChecksum(^sum)
 }
 
 // networkProtocol checks what gVisor relies on the link to have checked:

@@ -9,6 +9,9 @@ import (
 
 	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/netif"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	csum "gvisor.dev/gvisor/pkg/tcpip/checksum"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
 // gsoLink is one direction between two hosts with segmentation offload:
@@ -99,6 +102,39 @@ func TestHostTakesLargeSegmentsWhole(t *testing.T) {
 			defer l.Close()
 			b.InjectSegments(bad, 1, false)
 			waitFor(t, "the bad segment counted", func() bool { return b.Stats().ChecksumErrors == 1 })
+			if fam.name != "ipv4" {
+				return
+			}
+			// A partial segment's TCP checksum is taken as checked, but
+			// not its IPv4 header's: one that fails it is still dropped.
+			bad[len(bad)-1] ^= 0x40
+			bad[10] ^= 0x01
+			before := b.Stats().Malformed
+			b.InjectSegments(bad, 1, true)
+			if st := b.Stats(); st.Malformed != before+1 || st.ChecksumErrors != 1 {
+				t.Errorf("a partial segment with a broken IPv4 header: malformed %d -> %d, checksum errors %d", before, st.Malformed, st.ChecksumErrors)
+			}
 		})
 	}
+}
+
+// completeTCPChecksum stores the TCP checksum of the segment whose IP and
+// TCP headers are hdr and whose payload is payload, ignoring what its
+// checksum field held.
+func completeTCPChecksum(hdr, payload []byte) {
+	var src, dst tcpip.Address
+	ipLen := header.IPv6MinimumSize
+	if hdr[0]>>4 == 4 {
+		ip := header.IPv4(hdr)
+		src, dst, ipLen = ip.SourceAddress(), ip.DestinationAddress(), int(ip.HeaderLength())
+	} else {
+		ip := header.IPv6(hdr)
+		src, dst = ip.SourceAddress(), ip.DestinationAddress()
+	}
+	tcp := header.TCP(hdr[ipLen:])
+	tcp.SetChecksum(0)
+	sum := header.PseudoHeaderChecksum(header.TCPProtocolNumber, src, dst, uint16(len(tcp)+len(payload)))
+	sum = csum.Checksum(tcp, sum)
+	sum = csum.Checksum(payload, sum)
+	tcp.SetChecksum(^sum)
 }

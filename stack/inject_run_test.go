@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/netjam/netjam/clock"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
 // runSegment returns a TCP segment over IPv4 or IPv6 with payload bytes,
@@ -30,8 +31,9 @@ func runSegment(v6 bool, payload int) []byte {
 		ip[8], ip[23], ip[24], ip[39] = 0xfd, 2, 0xfd, 1
 		return append(ip, tcp...)
 	}
-	ip := []byte{0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 2, 10, 0, 0, 1}
+	ip := header.IPv4([]byte{0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 2, 10, 0, 0, 1})
 	binary.BigEndian.PutUint16(ip[2:], uint16(20+len(tcp)))
+	ip.SetChecksum(^ip.CalculateChecksum())
 	return append(ip, tcp...)
 }
 
@@ -47,8 +49,8 @@ func cut(b []byte, ends ...int) [][]byte {
 }
 
 // TestInboundRunIsInboundJoined: a run given in parts reaches gVisor as
-// the same bytes as the parts joined given whole with a partial checksum
-// (completed on the copy), and building it allocates nothing.
+// the same bytes as the parts joined given whole with a partial checksum,
+// taken as checked alike, and building it allocates nothing.
 func TestInboundRunIsInboundJoined(t *testing.T) {
 	v4, v6 := runSegment(false, 4000), runSegment(true, 4000)
 	udp := runSegment(false, 100)
@@ -65,10 +67,13 @@ func TestInboundRunIsInboundJoined(t *testing.T) {
 		{"not TCP", cut(udp, 60, 100)},
 	} {
 		joined := bytes.Join(c.run, nil)
-		want := inbound(joined, true)
-		got := inboundRun(c.run, len(joined))
+		want, wantChecked := inbound(joined, true)
+		got, checked := inboundRun(c.run, len(joined))
 		if !bytes.Equal(got.Flatten(), want.Flatten()) {
 			t.Errorf("%s: gVisor gets other bytes than for the parts joined", c.name)
+		}
+		if checked != wantChecked || checked != (c.name != "not TCP") {
+			t.Errorf("%s: taken as checked %v, joined %v", c.name, checked, wantChecked)
 		}
 		want.Release()
 		got.Release()
@@ -76,7 +81,7 @@ func TestInboundRunIsInboundJoined(t *testing.T) {
 			continue // sync.Pool drops what is put back at random
 		}
 		if n := testing.AllocsPerRun(100, func() {
-			b := inboundRun(c.run, len(joined))
+			b, _ := inboundRun(c.run, len(joined))
 			b.Release()
 		}); n != 0 {
 			t.Errorf("%s: %v allocations per run", c.name, n)

@@ -11,6 +11,9 @@
 // WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 // See the License for the specific language governing permissions and
 // limitations under the License.
+//
+// Modified by netjam (third_party/gvisor/patches/0006): a packet its link
+// endpoint marked checksum-validated keeps the mark.
 
 package stack
 
@@ -774,7 +777,11 @@ func (n *nic) DeliverNetworkPacket(protocol tcpip.NetworkProtocolNumber, pkt *Pa
 		return
 	}
 
-	pkt.RXChecksumValidated = n.NetworkLinkEndpoint.Capabilities()&CapabilityRXChecksumOffload != 0
+	// A link endpoint may vouch for one packet's checksums, as Linux
+	// takes a segment a local sender left partial (CHECKSUM_PARTIAL)
+	// as checked: netjam's marks TCP segments whose checksum offload
+	// left them to be completed, and there is nothing to verify.
+	pkt.RXChecksumValidated = pkt.RXChecksumValidated || n.NetworkLinkEndpoint.Capabilities()&CapabilityRXChecksumOffload != 0
 
 	if n.deliverLinkPackets {
 		n.DeliverLinkPacket(protocol, pkt)
