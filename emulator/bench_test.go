@@ -78,6 +78,16 @@ type iperf3Result struct {
 			BitsPerSecond float64 `json:"bits_per_second"`
 			LostPercent   float64 `json:"lost_percent"`
 		} `json:"sum"`
+		// Streams' sender side, when the sender is iperf3's own
+		// (the kernel's TCP): what its window and round trip were.
+		Streams []struct {
+			Sender struct {
+				Retransmits int `json:"retransmits"`
+				MaxCwnd     int `json:"max_snd_cwnd"`
+				MeanRTTUs   int `json:"mean_rtt"`
+				MaxRTTUs    int `json:"max_rtt"`
+			} `json:"sender"`
+		} `json:"streams"`
 	} `json:"end"`
 }
 
@@ -259,6 +269,12 @@ tun:
 			l := sum.Runs[0].Links
 			pps += float64(l[0].PacketsOut+l[1].PacketsOut) / wall.Seconds()
 			tun := sum.Runs[0].TUN
+			for i, st := range r.End.Streams {
+				if snd := st.Sender; snd.MeanRTTUs > 0 {
+					b.Logf("stream %d: the kernel's sender: cwnd up to %d bytes, RTT mean %.2f max %.2f ms, %d retransmitted",
+						i, snd.MaxCwnd, float64(snd.MeanRTTUs)/1e3, float64(snd.MaxRTTUs)/1e3, snd.Retransmits)
+				}
+			}
 			b.Logf("drops up %v down %v; delivery drops up %d down %d; kernel drops %d; relay UDP drops %d; lateness p99 up %.3f down %.3f ms; queue p99 up %.3f down %.3f ms; whole GSO up %d down %d; device writes %d for %d packets",
 				l[0].Drops, l[1].Drops, l[0].DeliveryDrops, l[1].DeliveryDrops, tun.KernelDrops, tun.Relay.UDP.Dropped,
 				l[0].LatenessMs.P99, l[1].LatenessMs.P99, l[0].QueueDelayMs.P99, l[1].QueueDelayMs.P99, l[0].WholeGSO, l[1].WholeGSO, tun.Writes, tun.WrittenPackets)
