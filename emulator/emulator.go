@@ -547,6 +547,10 @@ func (r *run) warnOwnDrops(links []LinkSummary) {
 			r.log.Warn("netjam could not keep up: packets dropped at a direction's input, not by the configured path",
 				zap.String("link", l.Name), zap.Uint64("input_drops", n))
 		}
+		if l.DeliveryWaits > 0 {
+			r.log.Warn("netjam could not keep up: a direction waited for a receiver that fell behind (nothing lost): its packets left late, see lateness_ms",
+				zap.String("link", l.Name), zap.Uint64("delivery_waits", l.DeliveryWaits))
+		}
 		if l.InputWaits > 0 {
 			r.log.Warn("netjam could not keep up: TCP senders were held back at a direction's full input (nothing lost): the machine, not the configured path, limited them",
 				zap.String("link", l.Name), zap.Uint64("input_waits", l.InputWaits))

@@ -445,6 +445,24 @@ func (l *lab) deliveryDrops(serverSide bool) uint64 {
 	return n
 }
 
+// deliveryWaits returns the times a direction waited for room in the
+// inbox of a host (or the device) on one side, as deliveryDrops.
+func (l *lab) deliveryWaits(serverSide bool) uint64 {
+	side := l.clients
+	if serverSide {
+		side = l.servers
+	}
+	var n uint64
+	var seen []*topology.Queue
+	for _, e := range side {
+		if e.in != nil && !slices.Contains(seen, e.in) {
+			seen = append(seen, e.in)
+			n += e.in.Waits()
+		}
+	}
+	return n
+}
+
 // close stops the packet sources in the path first (the TUN device and its
 // read loop, then the graph's nodes from its sources on: the cell, the
 // directions, the inboxes), so that nothing is delivered into a host

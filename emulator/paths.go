@@ -186,11 +186,12 @@ func matchText(m *scenario.Match) string {
 }
 
 // addDeliveryDrops adds to rows (every direction of s's links, as
-// summary.json has them) the packets dropped at the hosts' inboxes: each
-// server host's to the uplink of its path's last link, which delivered
-// them; the client side's to the downlink of the default path's first
-// link (with several paths whose first links differ, some of them came
-// from another, which the inboxes cannot tell).
+// summary.json has them) the packets dropped at the hosts' inboxes, and
+// the times the inboxes made a direction wait: each server host's to the
+// uplink of its path's last link, which delivered them; the client side's
+// to the downlink of the default path's first link (with several paths
+// whose first links differ, some of them came from another, which the
+// inboxes cannot tell).
 func (l *lab) addDeliveryDrops(s *scenario.Scenario, rows []LinkSummary) {
 	row := func(name string) *LinkSummary {
 		for i := range rows {
@@ -214,9 +215,12 @@ func (l *lab) addDeliveryDrops(s *scenario.Scenario, rows []LinkSummary) {
 		if len(p.Via) == 0 {
 			p = def // the peer, a bench's server
 		}
-		row(directionName(s, p.Via[len(p.Via)-1], true)).DeliveryDrops += e.in.Full()
+		r := row(directionName(s, p.Via[len(p.Via)-1], true))
+		r.DeliveryDrops += e.in.Full()
+		r.DeliveryWaits += e.in.Waits()
 	}
-	row(directionName(s, def.Via[0], false)).DeliveryDrops += l.deliveryDrops(false)
+	r := row(directionName(s, def.Via[0], false))
+	r.DeliveryDrops, r.DeliveryWaits = r.DeliveryDrops+l.deliveryDrops(false), r.DeliveryWaits+l.deliveryWaits(false)
 }
 
 // serverPort returns the server-side port of flow number i, f, of s: its

@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/topology"
 )
 
 // pathsLab has two paths across a shared access link: to-eu 20 ms one
@@ -278,5 +282,28 @@ flows: [{name: f, type: udp, count: 1, interval: 10ms}]
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s\nerror %v, want %q (summary %+v)", c.src, err, c.want, sum)
 		}
+	}
+}
+
+// TestDeliveryWaitsReachTheirDirection: the times a direction waited for
+// a receiver's full inbox are the summary's, on the direction that
+// delivered into it, beside the drops of an inbox stuck past its wait.
+// The server's inbox here holds one packet and nothing takes it: the
+// second packet waits, then is dropped.
+func TestDeliveryWaitsReachTheirDirection(t *testing.T) {
+	s := mustPlan(t, "duration: 1s\nlink: {delay: 1ms}\nflows: [{name: f, type: tcp, duration: 1s}]\n").Runs[0]
+	in := topology.NewQueue("server inbox", 1, 1<<20, time.Millisecond)
+	pool := impair.NewPool(1600)
+	for range 2 {
+		in.Push(time.Time{}, pool.Copy(make([]byte, 100)))
+	}
+	l := &lab{s: s, servers: []*endHost{{name: "server", in: in}}}
+	rows := []LinkSummary{{Name: "uplink"}, {Name: "downlink"}}
+	l.addDeliveryDrops(s, rows)
+	if up := rows[0]; up.DeliveryWaits != 1 || up.DeliveryDrops != 1 {
+		t.Errorf("uplink: %d waits, %d delivery drops; want 1 and 1", up.DeliveryWaits, up.DeliveryDrops)
+	}
+	if down := rows[1]; down.DeliveryWaits != 0 || down.DeliveryDrops != 0 {
+		t.Errorf("downlink: %d waits, %d delivery drops; want none", down.DeliveryWaits, down.DeliveryDrops)
 	}
 }

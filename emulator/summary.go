@@ -113,6 +113,13 @@ type LinkSummary struct {
 	// less makes the direction wait instead): the emulator's own
 	// overload, not an impairment, warned about; 0 in a healthy run.
 	DeliveryDrops uint64 `json:"delivery_drops"`
+	// DeliveryWaits counts the times the direction found the receiving
+	// host's (or the TUN device's) inbox full and waited for room: the
+	// receiver fell behind and held the path back, whose packets then
+	// left late (LatenessMs); nothing was lost. The emulator's own
+	// limit, not the configured path's, warned about; 0 while the
+	// machine keeps up.
+	DeliveryWaits uint64 `json:"delivery_waits,omitempty"`
 	// InputWaits counts the times a netstack host's TCP found the
 	// direction's input full and waited for room rather than lose the
 	// packet there (as a Linux host's TCP waits for the queue below it):

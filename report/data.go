@@ -230,6 +230,7 @@ type linkInfo struct {
 	LatenessMs    dist              `json:"lateness_ms"`
 	DeliveryDrops uint64            `json:"delivery_drops"`
 	InputWaits    uint64            `json:"input_waits"`
+	DeliveryWaits uint64            `json:"delivery_waits"`
 	Stages        []stageInfo       `json:"stages"`
 }
 

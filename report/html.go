@@ -349,6 +349,9 @@ func linkStats(r *run, l linkInfo) linkStat {
 	if l.InputWaits > 0 {
 		add("senders held back (machine the limit)", l.InputWaits)
 	}
+	if l.DeliveryWaits > 0 {
+		add("held back by the receiver (machine the limit)", l.DeliveryWaits)
+	}
 	for _, d := range []struct {
 		name string
 		d    dist

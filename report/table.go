@@ -211,7 +211,7 @@ func printLinks(w io.Writer, runs []runInfo) error {
 				late = fmt.Sprintf("%.2f", l.LatenessMs.P99)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f (%.2f)\t%s\t%s\t%s\t%s\t%s\t%s\t\n", dash(r.Variant), l.Name, l.PacketsIn, l.PacketsOut,
-				100*l.Achieved.LossRatio, 100*l.Configured.LossRatio, formatDrops(l.Drops)+ownDrops(l.DeliveryDrops)+heldBack(l.InputWaits), rate,
+				100*l.Achieved.LossRatio, 100*l.Configured.LossRatio, formatDrops(l.Drops)+ownDrops(l.DeliveryDrops)+heldBack(l.InputWaits)+receiverWaits(l.DeliveryWaits), rate,
 				pair(l.QueueDelayMs), pair(l.TransitMs), late, l.Configured.Summary)
 		}
 	}
@@ -234,6 +234,15 @@ func heldBack(n uint64) string {
 		return ""
 	}
 	return fmt.Sprintf(", senders held back %d", n)
+}
+
+// receiverWaits marks the times a direction waited for a receiver that
+// fell behind (see emulator.LinkSummary.DeliveryWaits).
+func receiverWaits(n uint64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", held back by the receiver %d", n)
 }
 
 // byReason lists the relay's UDP drops by reason, " (overflow 3,

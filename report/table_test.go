@@ -15,7 +15,7 @@ func TestPrintTable(t *testing.T) {
 	    {"name": "a", "type": "tcp", "cc": "cubic", "throughput_bps": 3e6, "completed": true, "completion_s": 1.234, "retransmissions": 2, "timeouts": 1, "rtt_ms": {"count": 3, "mean": 10.04, "p95": 12.5}},
 	    {"name": "b", "type": "tcp", "throughput_bps": 1e6, "completed": false, "size": 5242880, "bytes_received": 1258291, "stalls": 1, "stalled_s": 2.5},
 	    {"name": "u", "type": "udp", "throughput_bps": 0, "lost": 3, "packets_sent": 100, "in_flight": 2, "receiver_drops": 4, "delay_ms": {"count": 97, "mean": 5.01, "p95": 6.2}, "jitter_ms": 0.25}],
-	   "links": [{"name": "uplink", "packets_in": 10, "packets_out": 7, "drops": {"queue": 1, "loss": 2}, "delivery_drops": 1,
+	   "links": [{"name": "uplink", "packets_in": 10, "packets_out": 7, "drops": {"queue": 1, "loss": 2}, "delivery_drops": 1, "delivery_waits": 3,
 	     "configured": {"summary": "rate 10Mbit", "rate_bps": 10000000, "loss_ratio": 0.01}, "achieved": {"rate_bps": 9.5e6, "loss_ratio": 0.02},
 	     "queue_delay_ms": {"count": 7, "p50": 1, "p99": 2}, "transit_ms": {"count": 7, "p50": 3, "p99": 4}, "lateness_ms": {"count": 7, "p99": 0.125}}],
 	   "tun": {"device": "netjam0", "kernel_addresses": ["10.99.0.1"], "peer_addresses": ["10.99.0.2"], "malformed": 1, "kernel_drops": 2, "shed": 6,
@@ -47,8 +47,8 @@ variant -: fairness (Jain's index) 0.500 among the TCP flows sharing a direction
 Mbit/s: payload received after the first arrival, over first to last arrival at the receiver (after-stop drain included).
 done s: first write to last byte read. lost: datagrams sent that never arrived (+N in flight when the run was cut short).
 
-  variant    link  packets in  out  loss% (conf)                            drops  Mbit/s (conf)  queue p50/p99 ms  added p50/p99 ms  late p99 ms   configured
-        -  uplink          10    7   2.00 (1.00)  loss 2, queue 1, netjam's own 1   9.50 (10.00)         1.00/2.00         3.00/4.00         0.12  rate 10Mbit
+  variant    link  packets in  out  loss% (conf)                                                         drops  Mbit/s (conf)  queue p50/p99 ms  added p50/p99 ms  late p99 ms   configured
+        -  uplink          10    7   2.00 (1.00)  loss 2, queue 1, netjam's own 1, held back by the receiver 3   9.50 (10.00)         1.00/2.00         3.00/4.00         0.12  rate 10Mbit
 
 variant -: TUN netjam0, kernel 10.99.0.1, peer 10.99.0.2; relay TCP 3 relayed, 0 served, 2 refused, 0 reset by an end, 1 failed; UDP 0 relayed, 4 served, 0 refused, 5 datagrams dropped (overflow 4, to_client 1); the peer's TCP sent 900 segments, 7 of them again, and timed out 1 time(s); 6 packets shed by netjam at the device (the path behind it full), 2 dropped by the kernel before netjam read them, 1 malformed
 
