@@ -306,6 +306,36 @@ func TestVirtualCubicFindsThePathAfterHyStart(t *testing.T) {
 	}
 }
 
+// A sender that its own send buffer or the receiver's window limits does
+// not grow a congestion window it does not use, as Linux's does not
+// (tcp_is_cwnd_limited; gVisor patch 0007): the window stays within twice
+// the most packets the sender had outstanding. 64 KB of buffer over a
+// 20 ms round trip keeps about 45 segments of 1448 bytes in flight (the
+// send buffer a few more: 44 and 96 segments of window after).
+// Before, the window grew by a segment for every one acknowledged: 4933
+// segments after 4 s with either buffer, either congestion control.
+func TestVirtualWindowGrowsOnlyWhileItLimits(t *testing.T) {
+	if raceEnabled {
+		t.Skip("checked without the race detector (go test -run Virtual)")
+	}
+	const flight = 64000/1448 + 1
+	for _, c := range []struct{ cc, buffer string }{{"reno", "receive_buffer"}, {"cubic", "send_buffer"}} {
+		out, _ := runVirtualInto(t, fmt.Sprintf(`
+duration: 4s
+link: {rate: 100Mbps, delay: 10ms, queue: 100}
+flows: [{name: capped, type: tcp, cc: %s, %s: 64KB, duration: 4s}]
+`, c.cc, c.buffer))
+		f := readSummary(t, out).Runs[0].Flows[0]
+		t.Logf("%s, %s 64KB: %.1f Mbit/s, window up to %d segments", c.cc, c.buffer, f.ThroughputBps/1e6, f.CwndMax)
+		if f.CwndMax > 3*flight {
+			t.Errorf("%s, %s 64KB: the window grew to %d segments with about %d in flight; want at most %d", c.cc, c.buffer, f.CwndMax, flight, 3*flight)
+		}
+		if f.ThroughputBps < 10e6 {
+			t.Errorf("%s, %s 64KB: %.1f Mbit/s; the buffer allows about 13", c.cc, c.buffer, f.ThroughputBps/1e6)
+		}
+	}
+}
+
 // BenchmarkVirtual runs the example scenarios' lab variants on the virtual
 // clock and reports how much faster than real time they ran (speedup:
 // virtual seconds per wall second) and the virtual clock's cost per event.

@@ -14,7 +14,8 @@
 //
 // Modified by netjam (third_party/gvisor/patches/0001): postXmit arms the
 // resend timer whenever data is unacknowledged. (patches/0002): RACK starts
-// no SACK recovery during RTO recovery.
+// no SACK recovery during RTO recovery. (patches/0007): the congestion
+// window grows only while it limits the sender, as Linux's.
 
 package tcp
 
@@ -194,6 +195,14 @@ type sender struct {
 	// corkTimer is used to drain the segments which are held when TCP_CORK
 	// option is enabled.
 	corkTimer timer `state:"nosave"`
+
+	// isCwndLimited, maxPacketsOut and cwndUsageSeq track, for the window
+	// of data being sent, whether the congestion window limited what was
+	// sent, and if not, the most packets outstanding (Linux's
+	// tcp_cwnd_validate): cwndLimited gates the window's growth.
+	isCwndLimited bool         `state:"nosave"`
+	maxPacketsOut int          `state:"nosave"`
+	cwndUsageSeq  seqnum.Value `state:"nosave"`
 }
 
 // protectedWriteList wraps the write list, checking for invalid state when
@@ -1137,7 +1146,41 @@ func (s *sender) sendData() {
 		s.updateWriteNext(seg.Next())
 	}
 
+	if limited := s.Outstanding >= s.SndCwnd; dataSent || limited {
+		s.cwndValidate(limited)
+	}
 	s.postXmit(dataSent, true /* shouldScheduleProbe */)
+}
+
+// cwndValidate records whether the congestion window limited what
+// sendData sent (limited), as Linux's tcp_cwnd_validate: once per window
+// of data (until what was next to send when it last recorded is
+// acknowledged), and at once when the window limits the sender or, while
+// it has not, when more is outstanding than before.
+//
+// +checklocks:s.ep.mu
+func (s *sender) cwndValidate(limited bool) {
+	if !s.SndUna.LessThan(s.cwndUsageSeq) || limited || (!s.isCwndLimited && s.Outstanding > s.maxPacketsOut) {
+		s.isCwndLimited = limited
+		s.maxPacketsOut = s.Outstanding
+		s.cwndUsageSeq = s.SndNxt
+	}
+}
+
+// cwndLimited reports whether the congestion window may grow, as Linux's
+// tcp_is_cwnd_limited: when it limited the sender in the current window,
+// or, in slow start, while it is less than twice the most packets
+// outstanding. A sender the application, its buffer or the receiver's
+// window limits does not grow a window it does not use (RFC 7661): one
+// that did grew it without bound, by a segment for every one acknowledged
+// in slow start, and sent a burst of that size once the limit lifted.
+//
+// +checklocks:s.ep.mu
+func (s *sender) cwndLimited() bool {
+	if s.isCwndLimited {
+		return true
+	}
+	return s.SndCwnd < s.Ssthresh && s.SndCwnd < 2*s.maxPacketsOut
 }
 
 // +checklocks:s.ep.mu
@@ -1737,7 +1780,9 @@ func (s *sender) handleRcvdSegment(rcvdSeg *segment) {
 		// If we are not in fast recovery then update the congestion
 		// window based on the number of acknowledged packets.
 		if !s.FastRecovery.Active {
-			s.cc.Update(originalOutstanding-s.Outstanding, bestRTT, rcvdSeg.rcvdTime)
+			if s.cwndLimited() {
+				s.cc.Update(originalOutstanding-s.Outstanding, bestRTT, rcvdSeg.rcvdTime)
+			}
 			if s.FastRecovery.Last.LessThan(s.SndUna) {
 				s.state = tcpip.Open
 				// Update RACK when we are exiting fast or RTO
