@@ -430,17 +430,9 @@ func (l *lab) noRoute() uint64 {
 // they were for fell behind, on the server side (what the uplink
 // delivered) or the client side.
 func (l *lab) deliveryDrops(serverSide bool) uint64 {
-	side := l.clients
-	if serverSide {
-		side = l.servers
-	}
 	var n uint64
-	var seen []*topology.Queue // the kernel's ends share the device's
-	for _, e := range side {
-		if e.in != nil && !slices.Contains(seen, e.in) {
-			seen = append(seen, e.in)
-			n += e.in.Full()
-		}
+	for _, q := range l.inboxes(serverSide) {
+		n += q.Full()
 	}
 	return n
 }
@@ -448,19 +440,27 @@ func (l *lab) deliveryDrops(serverSide bool) uint64 {
 // deliveryWaits returns the times a direction waited for room in the
 // inbox of a host (or the device) on one side, as deliveryDrops.
 func (l *lab) deliveryWaits(serverSide bool) uint64 {
+	var n uint64
+	for _, q := range l.inboxes(serverSide) {
+		n += q.Waits()
+	}
+	return n
+}
+
+// inboxes returns the inboxes of one side's hosts, each once: the
+// kernel's ends share the device's.
+func (l *lab) inboxes(serverSide bool) []*topology.Queue {
 	side := l.clients
 	if serverSide {
 		side = l.servers
 	}
-	var n uint64
-	var seen []*topology.Queue
+	var qs []*topology.Queue
 	for _, e := range side {
-		if e.in != nil && !slices.Contains(seen, e.in) {
-			seen = append(seen, e.in)
-			n += e.in.Waits()
+		if e.in != nil && !slices.Contains(qs, e.in) {
+			qs = append(qs, e.in)
 		}
 	}
-	return n
+	return qs
 }
 
 // close stops the packet sources in the path first (the TUN device and its
