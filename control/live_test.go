@@ -421,6 +421,9 @@ flows:
 		{`netjam_wifi_medium_utilization_ratio`, 1e-6},
 		{`netjam_link_queue_sojourn_seconds_count{direction="uplink"}`, 1},
 		{`netjam_link_queue_packets{direction="uplink"}`, 0},
+		{`netjam_link_delivery_drops_total{direction="downlink"}`, 0},
+		{`netjam_link_held_total{at="input",direction="uplink"}`, 0},
+		{`netjam_link_held_total{at="receiver",direction="uplink"}`, 0},
 	})
 	tr.wait(t)
 	promtoolCheck(t, m)

@@ -16,6 +16,7 @@ type collector struct {
 	s *Server
 
 	packets, bytes, drops, queueLen, sojourn, rate, delay, jitter, loss, late *prometheus.Desc
+	deliveryDrops, held                                                       *prometheus.Desc
 
 	flowBytes, flowPackets, flowSent, flowLost, flowDelay, flowJitter *prometheus.Desc
 	retrans, timeouts, cwnd, srtt, elapsed                            *prometheus.Desc
@@ -51,6 +52,11 @@ func newCollector(s *Server) *collector {
 		jitter:   d("netjam_link_configured_jitter_seconds", "A direction's configured delay jitter.", link, nil),
 		loss:     d("netjam_link_configured_loss_ratio", "A direction's configured loss (the loss model's long-run mean).", link, nil),
 		late:     d("netjam_link_lateness_seconds", "99th percentile of how late the real-time scheduler delivered a direction's packets.", link, nil),
+		deliveryDrops: d("netjam_link_delivery_drops_total",
+			"Packets that left a direction but were dropped at the receiver's inbox, full for 100 ms: netjam's own overload, not the path's.", link, nil),
+		held: d("netjam_link_held_total",
+			"Times netjam held traffic back rather than drop it: a TCP sender at a direction's full input (at=input), or a direction waiting for a receiver that fell behind (at=receiver).",
+			[]string{"direction", "at"}, nil),
 
 		flowBytes:   d("netjam_flow_received_bytes_total", "Payload bytes a flow's receiver got.", []string{"flow", "type"}, nil),
 		flowPackets: d("netjam_flow_received_packets_total", "Datagrams a UDP flow's receiver got.", flow, nil),
@@ -210,4 +216,7 @@ func (c *collector) collectLink(ch chan<- prometheus.Metric, l emulator.LinkSumm
 	ch <- prometheus.MustNewConstMetric(c.jitter, prometheus.GaugeValue, l.Configured.JitterMs/1e3, d)
 	ch <- prometheus.MustNewConstMetric(c.loss, prometheus.GaugeValue, l.Configured.LossRatio, d)
 	ch <- prometheus.MustNewConstMetric(c.late, prometheus.GaugeValue, l.LatenessMs.P99/1e3, d)
+	ch <- prometheus.MustNewConstMetric(c.deliveryDrops, prometheus.CounterValue, float64(l.DeliveryDrops), d)
+	ch <- prometheus.MustNewConstMetric(c.held, prometheus.CounterValue, float64(l.InputWaits), d, "input")
+	ch <- prometheus.MustNewConstMetric(c.held, prometheus.CounterValue, float64(l.DeliveryWaits), d, "receiver")
 }

@@ -33,6 +33,10 @@ type Live struct {
 	stop  context.CancelFunc
 	cell  *wifi.Runner // nil without a Wi-Fi cell
 	tun   func() *TUNSummary
+	// own adds to a run's link summaries what netjam itself dropped or
+	// waited for at the receivers' inboxes (lab.addDeliveryDrops); nil
+	// in a Live made without a lab.
+	own func([]LinkSummary)
 
 	mu sync.Mutex // orders changes; guards s, seen, orig, ended, changed and pending
 	s  *scenario.Scenario
@@ -259,7 +263,11 @@ func (lv *Live) Links() []LinkSummary {
 	lv.mu.Lock()
 	s := lv.s
 	lv.mu.Unlock()
-	return lv.path.summaries(s)
+	ls := lv.path.summaries(s)
+	if lv.own != nil {
+		lv.own(ls)
+	}
+	return ls
 }
 
 // Set changes the path now, as --set overrides of the link's keys
