@@ -402,7 +402,7 @@ func (r *run) start(ctx context.Context) error {
 		r.lv = newLive(o.Clock, r.begin, r.l.path, r.fls, r.tl, cancel, s)
 		r.lv.cell = r.l.cell
 		r.lv.tun = r.l.tunSummary
-		r.lv.own = func(ls []LinkSummary) { r.l.addDeliveryDrops(r.l.s, ls) }
+		r.lv.own = func(ls []LinkSummary) { r.l.addDeliveryCounts(r.l.s, ls) }
 		r.smp.live = r.lv
 	}
 	r.smp.start(runCtx)
@@ -491,7 +491,7 @@ func (r *run) collect() *RunSummary {
 	rs.Timeline = r.tl.applied()
 	rs.Captures = l.captureStats()
 	rs.TUN = l.tunSummary()
-	l.addDeliveryDrops(l.s, rs.Links)
+	l.addDeliveryCounts(l.s, rs.Links)
 	rs.Paths = l.pathSummaries(l.s)
 	for i, f := range r.fls {
 		rs.Flows[i] = r.flowSummary(i, f)

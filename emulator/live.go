@@ -34,7 +34,7 @@ type Live struct {
 	cell  *wifi.Runner // nil without a Wi-Fi cell
 	tun   func() *TUNSummary
 	// own adds to a run's link summaries what netjam itself dropped or
-	// waited for at the receivers' inboxes (lab.addDeliveryDrops); nil
+	// waited for at the receivers' inboxes (lab.addDeliveryCounts); nil
 	// in a Live made without a lab.
 	own func([]LinkSummary)
 

@@ -185,14 +185,14 @@ func matchText(m *scenario.Match) string {
 	return strings.Join(parts, ", ")
 }
 
-// addDeliveryDrops adds to rows (every direction of s's links, as
+// addDeliveryCounts adds to rows (every direction of s's links, as
 // summary.json has them) the packets dropped at the hosts' inboxes, and
 // the times the inboxes made a direction wait: each server host's to the
 // uplink of its path's last link, which delivered them; the client side's
 // to the downlink of the default path's first link (with several paths
 // whose first links differ, some of them came from another, which the
 // inboxes cannot tell).
-func (l *lab) addDeliveryDrops(s *scenario.Scenario, rows []LinkSummary) {
+func (l *lab) addDeliveryCounts(s *scenario.Scenario, rows []LinkSummary) {
 	row := func(name string) *LinkSummary {
 		for i := range rows {
 			if rows[i].Name == name {

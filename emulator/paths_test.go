@@ -299,7 +299,7 @@ func TestDeliveryWaitsReachTheirDirection(t *testing.T) {
 	}
 	l := &lab{s: s, servers: []*endHost{{name: "server", in: in}}}
 	rows := []LinkSummary{{Name: "uplink"}, {Name: "downlink"}}
-	l.addDeliveryDrops(s, rows)
+	l.addDeliveryCounts(s, rows)
 	if up := rows[0]; up.DeliveryWaits != 1 || up.DeliveryDrops != 1 {
 		t.Errorf("uplink: %d waits, %d delivery drops; want 1 and 1", up.DeliveryWaits, up.DeliveryDrops)
 	}
