@@ -124,8 +124,8 @@ func (b *Bench) Links() []LinkSummary {
 	s := b.s
 	b.mu.Unlock()
 	ls := b.l.path.summaries(s)
-	ls[0].DeliveryDrops, ls[0].DeliveryWaits = b.l.deliveryDrops(true), b.l.deliveryWaits(true)
-	ls[1].DeliveryDrops, ls[1].DeliveryWaits = b.l.deliveryDrops(false), b.l.deliveryWaits(false)
+	ls[0].DeliveryDrops, ls[0].DeliveryWaits = b.l.deliveryCounts(true)
+	ls[1].DeliveryDrops, ls[1].DeliveryWaits = b.l.deliveryCounts(false)
 	return ls
 }
 

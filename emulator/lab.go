@@ -426,25 +426,16 @@ func (l *lab) noRoute() uint64 {
 	return n
 }
 
-// deliveryDrops returns the packets that were dropped because the host
-// they were for fell behind, on the server side (what the uplink
-// delivered) or the client side.
-func (l *lab) deliveryDrops(serverSide bool) uint64 {
-	var n uint64
+// deliveryCounts returns, for the hosts of one side (the server side:
+// what the uplink delivered; or the client side), the packets dropped
+// because their host fell behind and the times a direction waited for
+// room in their inboxes.
+func (l *lab) deliveryCounts(serverSide bool) (drops, waits uint64) {
 	for _, q := range l.inboxes(serverSide) {
-		n += q.Full()
+		drops += q.Full()
+		waits += q.Waits()
 	}
-	return n
-}
-
-// deliveryWaits returns the times a direction waited for room in the
-// inbox of a host (or the device) on one side, as deliveryDrops.
-func (l *lab) deliveryWaits(serverSide bool) uint64 {
-	var n uint64
-	for _, q := range l.inboxes(serverSide) {
-		n += q.Waits()
-	}
-	return n
+	return drops, waits
 }
 
 // inboxes returns the inboxes of one side's hosts, each once: the

@@ -220,7 +220,9 @@ func (l *lab) addDeliveryCounts(s *scenario.Scenario, rows []LinkSummary) {
 		r.DeliveryWaits += e.in.Waits()
 	}
 	r := row(directionName(s, def.Via[0], false))
-	r.DeliveryDrops, r.DeliveryWaits = r.DeliveryDrops+l.deliveryDrops(false), r.DeliveryWaits+l.deliveryWaits(false)
+	drops, waits := l.deliveryCounts(false)
+	r.DeliveryDrops += drops
+	r.DeliveryWaits += waits
 }
 
 // serverPort returns the server-side port of flow number i, f, of s: its

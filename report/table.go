@@ -211,38 +211,23 @@ func printLinks(w io.Writer, runs []runInfo) error {
 				late = fmt.Sprintf("%.2f", l.LatenessMs.P99)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f (%.2f)\t%s\t%s\t%s\t%s\t%s\t%s\t\n", dash(r.Variant), l.Name, l.PacketsIn, l.PacketsOut,
-				100*l.Achieved.LossRatio, 100*l.Configured.LossRatio, formatDrops(l.Drops)+ownDrops(l.DeliveryDrops)+heldBack(l.InputWaits)+receiverWaits(l.DeliveryWaits), rate,
+				100*l.Achieved.LossRatio, 100*l.Configured.LossRatio, formatDrops(l.Drops)+ifAny(", netjam's own %d", l.DeliveryDrops)+
+					ifAny(", senders held back %d", l.InputWaits)+ifAny(", held back by the receiver %d", l.DeliveryWaits), rate,
 				pair(l.QueueDelayMs), pair(l.TransitMs), late, l.Configured.Summary)
 		}
 	}
 	return tw.Flush()
 }
 
-// ownDrops marks the packets netjam itself dropped delivering a
-// direction's packets (see emulator.LinkSummary.DeliveryDrops).
-func ownDrops(n uint64) string {
+// ifAny formats n with format (", netjam's own %d") when it is not 0,
+// and is "" otherwise: the marks of the link table's drops column for
+// what netjam itself dropped or held back (see emulator.LinkSummary's
+// DeliveryDrops, InputWaits and DeliveryWaits).
+func ifAny(format string, n uint64) string {
 	if n == 0 {
 		return ""
 	}
-	return fmt.Sprintf(", netjam's own %d", n)
-}
-
-// heldBack marks the times netjam held a sender back at a direction's
-// full input rather than drop (see emulator.LinkSummary.InputWaits).
-func heldBack(n uint64) string {
-	if n == 0 {
-		return ""
-	}
-	return fmt.Sprintf(", senders held back %d", n)
-}
-
-// receiverWaits marks the times a direction waited for a receiver that
-// fell behind (see emulator.LinkSummary.DeliveryWaits).
-func receiverWaits(n uint64) string {
-	if n == 0 {
-		return ""
-	}
-	return fmt.Sprintf(", held back by the receiver %d", n)
+	return fmt.Sprintf(format, n)
 }
 
 // byReason lists the relay's UDP drops by reason, " (overflow 3,
