@@ -11,6 +11,9 @@
 // WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 // See the License for the specific language governing permissions and
 // limitations under the License.
+//
+// Modified by netjam (third_party/gvisor/patches/0008): a writer waiting for
+// room in the send buffer is woken once a third of it is free, as on Linux.
 
 package tcp
 
@@ -1915,12 +1918,19 @@ func (e *Endpoint) WakeupWriters() {
 
 	sendBufferSize := e.getSendBufferSize()
 	e.sndQueueInfo.sndQueueMu.Lock()
-	notify := (sendBufferSize - e.sndQueueInfo.SndBufUsed) >= e.sndQueueInfo.SndBufUsed>>1
+	notify := sndBufWritable(sendBufferSize, e.sndQueueInfo.SndBufUsed)
 	e.sndQueueInfo.sndQueueMu.Unlock()
 
 	if notify {
 		e.waiterQueue.Notify(waiter.WritableEvents)
 	}
+}
+
+// sndBufWritable reports whether a send buffer of size bytes holding used
+// bytes has room enough to wake a writer: at least half of what it holds
+// free, as Linux's sk_stream_wspace >= sk_stream_min_wspace.
+func sndBufWritable(size, used int) bool {
+	return size-used >= used>>1
 }
 
 // SetSockOptInt sets a socket option.
@@ -3115,17 +3125,22 @@ func (e *Endpoint) HandleError(transErr stack.TransportError, pkt *stack.PacketB
 func (e *Endpoint) updateSndBufferUsage(v int) {
 	sendBufferSize := e.getSendBufferSize()
 	e.sndQueueInfo.sndQueueMu.Lock()
-	notify := e.sndQueueInfo.SndBufUsed >= sendBufferSize>>1
+	notify := !sndBufWritable(sendBufferSize, e.sndQueueInfo.SndBufUsed)
 	e.sndQueueInfo.SndBufUsed -= v
 
 	// Get the new send buffer size with auto tuning, but do not set it
 	// unless we decide to notify the writers.
 	newSndBufSz := e.computeTCPSendBufferSize()
 
-	// We only notify when there is half the sendBufferSize available after
-	// a full buffer event occurs. This ensures that we don't wake up
-	// writers to queue just 1-2 segments and go back to sleep.
-	notify = notify && e.sndQueueInfo.SndBufUsed < int(newSndBufSz)>>1
+	// We only notify when this acknowledgment makes the buffer writable
+	// again, as Linux's sk_stream_write_space does: a third of it free
+	// (patches/0008). This ensures that we don't wake up writers to queue
+	// just 1-2 segments and go back to sleep. Waking them only once less
+	// than half the buffer was used kept half a buffer in flight per round
+	// trip: a writer refilled the buffer when half of it was
+	// unacknowledged, and the next wake-up then waited for that refill to
+	// be acknowledged.
+	notify = notify && sndBufWritable(int(newSndBufSz), e.sndQueueInfo.SndBufUsed)
 	e.sndQueueInfo.sndQueueMu.Unlock()
 
 	if notify {
