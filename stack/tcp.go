@@ -34,8 +34,10 @@ type TCPOptions struct {
 	CC string
 	// SendBuffer and ReceiveBuffer pin the socket buffer sizes in bytes, as
 	// SO_SNDBUF and SO_RCVBUF do, which turns their auto-tuning off. 0
-	// keeps the default size with auto-tuning (see options.go). Sizes are
-	// clamped to the host's ranges.
+	// keeps the default size with auto-tuning (see options.go). As with
+	// setsockopt on Linux (and in gVisor's own socket layer), the stack
+	// takes twice the size given, for its bookkeeping, clamped to the
+	// host's ranges: half the receive buffer is the window it offers.
 	SendBuffer, ReceiveBuffer int
 }
 
@@ -82,18 +84,25 @@ func applyTCP(ep tcpip.Endpoint, o TCPOptions) error {
 		return opError("set congestion control "+cc, "tcp", netip.AddrPort{}, err)
 	}
 	if o.SendBuffer > 0 {
-		ep.SocketOptions().SetSendBufferSize(int64(clamp(o.SendBuffer, tcpSendBuffer.Min, tcpSendBuffer.Max)), true)
+		ep.SocketOptions().SetSendBufferSize(sockBuf(o.SendBuffer, tcpSendBuffer.Min, tcpSendBuffer.Max), true)
 	}
 	setReceiveBuffer(ep, o.ReceiveBuffer)
 	return nil
 }
 
-// setReceiveBuffer pins ep's receive buffer to n bytes (clamped), which
+// setReceiveBuffer pins ep's receive buffer as SO_RCVBUF(n) would, which
 // turns its auto-tuning off; 0 leaves it alone.
 func setReceiveBuffer(ep tcpip.Endpoint, n int) {
 	if n > 0 {
-		ep.SocketOptions().SetReceiveBufferSize(int64(clamp(n, tcpReceiveBuffer.Min, tcpReceiveBuffer.Max)), true)
+		ep.SocketOptions().SetReceiveBufferSize(sockBuf(n, tcpReceiveBuffer.Min, tcpReceiveBuffer.Max), true)
 	}
+}
+
+// sockBuf is the buffer a socket takes for setsockopt(SO_SNDBUF or
+// SO_RCVBUF, n): twice n (tcp.SegOverheadFactor, as Linux's
+// sock_setsockopt and gVisor's socket layer double it), within [lo, hi].
+func sockBuf(n, lo, hi int) int64 {
+	return int64(clamp(min(n, hi)*tcp.SegOverheadFactor, lo, hi))
 }
 
 func clamp(v, lo, hi int) int { return min(max(v, lo), hi) }
