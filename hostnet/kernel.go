@@ -53,7 +53,11 @@ type KernelTCPOptions struct {
 	CC string
 	// SendBuffer and ReceiveBuffer set SO_SNDBUF and SO_RCVBUF before the
 	// connection is made (the kernel doubles them, and turns its
-	// auto-tuning off for the buffer set); 0 leaves auto-tuning on.
+	// auto-tuning off for the buffer set); 0 leaves auto-tuning on. A size
+	// above net.core.wmem_max or rmem_max, which the kernel would silently
+	// cap, is set with SO_SNDBUFFORCE or SO_RCVBUFFORCE where netjam may
+	// (CAP_NET_ADMIN over the socket's network namespace), and is an error
+	// where it may not.
 	SendBuffer, ReceiveBuffer int
 	// Local is the address to send from; the zero Addr lets the kernel
 	// choose by route.
@@ -71,21 +75,56 @@ func (o KernelTCPOptions) control(_, _ string, rc syscall.RawConn) error {
 	var serr error
 	err := rc.Control(func(fd uintptr) {
 		if o.SendBuffer > 0 {
-			if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, o.SendBuffer); serr != nil {
-				serr = fmt.Errorf("setting SO_SNDBUF to %d: %w", o.SendBuffer, serr)
+			if serr = setSockBuf(int(fd), sndBuf, o.SendBuffer); serr != nil {
 				return
 			}
 		}
 		if o.ReceiveBuffer > 0 {
-			if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, o.ReceiveBuffer); serr != nil {
-				serr = fmt.Errorf("setting SO_RCVBUF to %d: %w", o.ReceiveBuffer, serr)
-			}
+			serr = setSockBuf(int(fd), rcvBuf, o.ReceiveBuffer)
 		}
 	})
 	if err != nil {
 		return err
 	}
 	return serr
+}
+
+// sockBufOpt names a socket buffer's options and the sysctl that caps it.
+type sockBufOpt struct {
+	name          string
+	opt, force    int
+	sysctl, limit string
+}
+
+var (
+	sndBuf = sockBufOpt{"SO_SNDBUF", unix.SO_SNDBUF, unix.SO_SNDBUFFORCE, "net.core.wmem_max", "/proc/sys/net/core/wmem_max"}
+	rcvBuf = sockBufOpt{"SO_RCVBUF", unix.SO_RCVBUF, unix.SO_RCVBUFFORCE, "net.core.rmem_max", "/proc/sys/net/core/rmem_max"}
+)
+
+// setSockBuf sets fd's buffer b to n bytes, which the kernel doubles, as
+// the scenario asked: with the FORCE option, which passes the sysctl's
+// cap, where the process may (CAP_NET_ADMIN), else with the plain one,
+// and then it checks that the kernel took all of n, as it does not say
+// when it caps it.
+func setSockBuf(fd int, b sockBufOpt, n int) error {
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, b.force, n) == nil {
+		return nil
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, b.opt, n); err != nil {
+		return fmt.Errorf("setting %s to %d: %w", b.name, n, err)
+	}
+	got, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, b.opt)
+	if err != nil {
+		return fmt.Errorf("reading %s back: %w", b.name, err)
+	}
+	if got < 2*n {
+		limit := "its limit"
+		if v, err := os.ReadFile(b.limit); err == nil {
+			limit = strings.TrimSpace(string(v)) + " bytes"
+		}
+		return fmt.Errorf("setting %s to %d bytes: the kernel capped it at %d (%s is %s); raise it (sysctl -w %s=%d) or run netjam with CAP_NET_ADMIN", b.name, n, got/2, b.sysctl, limit, b.sysctl, n)
+	}
+	return nil
 }
 
 // checkCC reports a congestion control the kernel does not offer.
