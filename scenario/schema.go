@@ -112,9 +112,9 @@ type Flow struct {
 	// TCPOptions are a tcp flow's socket settings: CC, the congestion
 	// control ("" means the stack's default; one of NetstackCC for
 	// netstack flows, of the kernel's (Options.CongestionControls) for
-	// kernel flows), and SendBuffer and ReceiveBuffer in bytes (SO_SNDBUF
-	// and SO_RCVBUF for kernel flows; 0: the stack's default with
-	// auto-tuning).
+	// kernel flows), and SendBuffer and ReceiveBuffer in bytes, as given
+	// to SO_SNDBUF and SO_RCVBUF in either stack (which doubles them; 0:
+	// the stack's default with auto-tuning).
 	stack.TCPOptions
 	// SACK defaults to true; kernel flows cannot turn it off (the
 	// kernel's SACK is the sysctl net.ipv4.tcp_sack, for every socket).
