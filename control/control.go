@@ -455,11 +455,14 @@ func sets(m map[string]string) []string {
 	return out
 }
 
-// errorCode is the status of a change's error: 409 once the run ended, 400
-// for what the request got wrong.
+// errorCode is the status of a change's error: 409 once the run ended, 429
+// past the changes a run may make, 400 for what the request got wrong.
 func errorCode(err error) int {
-	if errors.Is(err, emulator.ErrRunEnded) {
+	switch {
+	case errors.Is(err, emulator.ErrRunEnded):
 		return http.StatusConflict
+	case errors.Is(err, emulator.ErrTooManyChanges):
+		return http.StatusTooManyRequests
 	}
 	return http.StatusBadRequest
 }

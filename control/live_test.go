@@ -336,7 +336,7 @@ func TestScheduleAndReset(t *testing.T) {
 		{`{"at": "0s", "set": {"link.loss": "5%"}}`, "the run is past it"},
 		{`{"at": "9s", "set": {"link.loss": "5%"}}`, "the run ends at 3s"},
 		{`{"at": "2s", "set": {"link.loss": "150%"}}`, "link.loss: 150% is out of range"},
-		{`{"at": "2s", "set": {"flows.probe.rate": "5Mbps"}}`, "only the link's keys"},
+		{`{"at": "2s", "set": {"flows.probe.rate": "5Mbps"}}`, "only the links' keys"},
 		{`{"at": "soon", "set": {"link.loss": "5%"}}`, "at: "},
 	} {
 		if code, b := tr.do(t, "POST", "/v1/timeline", c.body); code != 400 || !strings.Contains(string(b), c.want) {
@@ -637,7 +637,7 @@ flows: [{name: probe, type: udp, rate: 1Mbps, packet_size: 1000, duration: 2s, p
 	if code, b := tr.do(t, "PATCH", "/v1/links/eu", `{"set": {"delay": "30ms"}}`); code != 200 {
 		t.Errorf("PATCH /v1/links/eu: %d %s", code, b)
 	}
-	if code, b := tr.do(t, "PATCH", "/v1/links", `{"set": {"links.eu.name": "us"}}`); code != 400 || !strings.Contains(string(b), "its name stays") {
+	if code, b := tr.do(t, "PATCH", "/v1/links", `{"set": {"links.eu.name": "us"}}`); code != 400 || !strings.Contains(string(b), "a link's name cannot change") {
 		t.Errorf("PATCH a link's name: %d %s", code, b)
 	}
 	if code, b := tr.do(t, "PATCH", "/v1/links/eu.downlink", `{"set": {"loss": "1%"}}`); code != 200 {

@@ -55,6 +55,8 @@ type Live struct {
 	// pending are the changes scheduled ahead (Schedule), each with its
 	// timer on the run's clock; at most MaxPending.
 	pending []*scheduled
+	// made counts the changes made through Live (maxLiveChanges).
+	made int
 
 	watchMu sync.Mutex // guards watch
 	watch   func(LiveEvent)
@@ -175,6 +177,15 @@ func (lv *Live) changedEvents(evs []TimelineEvent) {
 // ErrRunEnded is Live's error once its run has ended.
 var ErrRunEnded = errors.New("the run has ended")
 
+// ErrTooManyChanges is Live's error for a change past maxLiveChanges.
+var ErrTooManyChanges = errors.New("too many changes")
+
+// maxLiveChanges bounds the changes made through Live in one run (Set,
+// SetFor, a Schedule when it applies, Reset, ResetFlow): each is held
+// in memory and added to the resolved scenario's timeline, which must
+// load again (scenario.MaxTimelineChanges).
+var maxLiveChanges = scenario.MaxTimelineChanges
+
 // LiveStatus is a run's state now.
 type LiveStatus struct {
 	Scenario        string        `json:"scenario"`
@@ -288,8 +299,8 @@ func (lv *Live) Set(sets ...string) error {
 
 // setLocked is Set's change, with lv.mu held.
 func (lv *Live) setLocked(changes []scenario.KeyChange, sets []string) error {
-	if lv.ended {
-		return ErrRunEnded
+	if err := lv.canChangeLocked(); err != nil {
+		return err
 	}
 	lv.catchUpLocked()
 	next, err := lv.s.With(sets...)
@@ -304,6 +315,7 @@ func (lv *Live) setLocked(changes []scenario.KeyChange, sets []string) error {
 		return err
 	}
 	lv.tl.record(at, changes, nil)
+	lv.made++
 	lv.s = next
 	for _, c := range changes {
 		if !slices.Contains(lv.changed, c.Key) {
@@ -311,6 +323,17 @@ func (lv *Live) setLocked(changes []scenario.KeyChange, sets []string) error {
 		}
 	}
 	return lv.orig.AddTimeline(at.Sub(lv.start), sets...)
+}
+
+// canChangeLocked says why no change can be made now, or nil.
+func (lv *Live) canChangeLocked() error {
+	switch {
+	case lv.ended:
+		return ErrRunEnded
+	case lv.made >= maxLiveChanges:
+		return fmt.Errorf("%w: %d made in this run, the most its resolved scenario's timeline may replay", ErrTooManyChanges, lv.made)
+	}
+	return nil
 }
 
 // SetFor changes the path now as Set does, and puts the keys back to the
@@ -338,10 +361,17 @@ func (lv *Live) SetFor(d time.Duration, sets ...string) error {
 		}
 		back[i] = c.Key + "=" + v
 	}
+	// The way back is pending unless the run ends first (compared so that
+	// a huge d cannot overflow); with no room for it, nothing changes.
+	now := lv.clk.Now().Sub(lv.start)
+	goesBack := d < lv.base.Duration-now
+	if goesBack && len(lv.pending) >= MaxPending {
+		return fmt.Errorf("more than %d changes pending: no room for the way back after %s", MaxPending, d)
+	}
 	if err := lv.setLocked(changes, sets); err != nil {
 		return err
 	}
-	if at := lv.clk.Now().Sub(lv.start) + d; at < lv.base.Duration && len(lv.pending) < MaxPending {
+	if at := lv.clk.Now().Sub(lv.start) + d; goesBack && at < lv.base.Duration {
 		lv.scheduleLocked(at, back)
 	}
 	return nil
@@ -438,8 +468,8 @@ func (lv *Live) Reset() error {
 func (lv *Live) ResetFlow(name string) error {
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
-	if lv.ended {
-		return ErrRunEnded
+	if err := lv.canChangeLocked(); err != nil {
+		return err
 	}
 	var names []string
 	for _, f := range lv.fls {
@@ -456,6 +486,7 @@ func (lv *Live) ResetFlow(name string) error {
 		}
 		at := lv.clk.Now()
 		lv.tl.record(at, []scenario.KeyChange{{Key: "reset", New: name}}, nil)
+		lv.made++
 		return lv.orig.AddTimelineReset(at.Sub(lv.start), name)
 	}
 	return fmt.Errorf("no flow %q (the run's flows: %s)", name, strings.Join(names, ", "))
@@ -496,17 +527,15 @@ func (lv *Live) catchUpLocked() {
 }
 
 // linkChanges are the changes sets (--set's form) make, once their keys
-// are checked: only the links' keys change while a path runs.
+// are checked as a timeline entry's are (scenario.LiveKeyProblem): what a
+// run records of them must load again as its timeline.
 func linkChanges(sets []string) ([]scenario.KeyChange, error) {
 	var changes []scenario.KeyChange
 	for _, kv := range sets {
 		key, val, _ := strings.Cut(kv, "=")
 		key = strings.TrimSpace(key)
-		if key != "link" && !strings.HasPrefix(key, "link.") && !strings.HasPrefix(key, "links.") {
-			return nil, fmt.Errorf("%s: only the link's keys (link.loss, link.uplink.rate, links.NAME.delay, ...) change while a path runs", key)
-		}
-		if name, rest, _ := strings.Cut(strings.TrimPrefix(key, "links."), "."); strings.HasPrefix(key, "links.") && (rest == "" || rest == "name") {
-			return nil, fmt.Errorf("%s: a link of the list changes key by key (links.%s.delay, ...); its name stays", key, name)
+		if msg := scenario.LiveKeyProblem(key); msg != "" {
+			return nil, fmt.Errorf("%s: %s", key, msg)
 		}
 		val = strings.TrimSpace(val)
 		if val == "null" || val == "~" {

@@ -2,10 +2,15 @@ package emulator
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/netjam/netjam/scenario"
 )
 
 // A live change applies on top of the settings in force, a timeline step
@@ -111,4 +116,104 @@ flows: [{name: cbr, type: udp, rate: 5Mbps, packet_size: 1000, duration: 3s}]
 	if !whole {
 		t.Errorf("no whole interval after the change at %.3f s", at)
 	}
+}
+
+// Changes made live are checked as a timeline entry's keys are, and
+// bounded, so that the resolved scenario, which records them, loads and
+// replays: a whole link or direction, or a slot, is refused (before, each
+// applied and the resolved scenario then failed to load); a way back
+// that finds no room among the pending changes refuses the change rather
+// than leave it in force for good; a way back past the run's end (a huge
+// duration included, which overflowed into a way back at a negative time)
+// is not scheduled; past maxLiveChanges, changes are refused.
+func TestLiveChangesReplay(t *testing.T) {
+	defer func(n int) { maxLiveChanges = n }(maxLiveChanges)
+	maxLiveChanges = 4
+	out := t.TempDir()
+	plan := mustPlan(t, `
+duration: 3s
+link: {delay: 5ms}
+flows: [{name: cbr, type: udp, rate: 1Mbps, duration: 3s}]
+`)
+	checked := make(chan []string, 1)
+	sum, err := Run(context.Background(), plan, Options{OutDir: out, Live: func(lv *Live) {
+		go func() { checked <- liveChecks(lv) }()
+	}})
+	if err == nil {
+		err = WriteResults(out, plan, sum)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range <-checked {
+		t.Error(p)
+	}
+	again, err := scenario.Load(filepath.Join(out, "scenario.yaml"), scenario.Options{})
+	if err != nil {
+		t.Fatalf("the resolved scenario does not load: %v", err)
+	}
+	// The scheduled changes, due after the last change allowed, are
+	// recorded as refused.
+	applied, refused := 0, 0
+	for _, e := range sum.Runs[0].Timeline {
+		if e.Error == "" {
+			applied++
+		} else if strings.Contains(e.Error, "too many changes") {
+			refused++
+		}
+	}
+	if applied != maxLiveChanges || refused != MaxPending || len(again.Runs[0].Timeline) == 0 {
+		t.Errorf("%d changes applied, %d refused as too many; want %d and %d; the resolved scenario has %d timeline points", applied, refused, maxLiveChanges, MaxPending, len(again.Runs[0].Timeline))
+	}
+}
+
+// liveChecks makes TestLiveChangesReplay's changes on lv and returns what
+// went wrong.
+func liveChecks(lv *Live) []string {
+	var problems []string
+	for _, c := range []struct{ set, want string }{
+		{"link={rate: 1Mbps}", "only the links' keys"},
+		{"link=null", "only the links' keys"},
+		{"link.uplink={rate: 1Mbps}", "set the direction's keys one by one"},
+		{"link.uplink=null", "set the direction's keys one by one"},
+		{"link.slot={min: 1ms}", "slots cannot change"},
+		{"link.name=x", "a link's name cannot change"},
+	} {
+		if err := lv.Set(c.set); err == nil || !strings.Contains(err.Error(), c.want) {
+			problems = append(problems, fmt.Sprintf("Set(%s): %v, want an error with %q", c.set, err, c.want))
+		}
+	}
+	// A way back past the run's end, a huge one included: not pending.
+	for _, d := range []time.Duration{time.Hour, math.MaxInt64} {
+		if err := lv.SetFor(d, "link.delay=6ms"); err != nil {
+			problems = append(problems, fmt.Sprintf("SetFor(%s): %v", d, err))
+		}
+	}
+	lv.mu.Lock()
+	if len(lv.pending) != 0 {
+		problems = append(problems, fmt.Sprintf("%d changes pending after ways back past the end, want none (first at %s)", len(lv.pending), lv.pending[0].at))
+	}
+	lv.mu.Unlock()
+	// No room for the way back: the change is refused, not made.
+	for range MaxPending {
+		if err := lv.Schedule(2900*time.Millisecond, "link.delay=7ms"); err != nil {
+			return append(problems, fmt.Sprintf("Schedule: %v", err))
+		}
+	}
+	if err := lv.SetFor(time.Second, "link.loss=100%"); err == nil || !strings.Contains(err.Error(), "no room for the way back") {
+		problems = append(problems, fmt.Sprintf("SetFor with %d changes pending: %v, want no room", MaxPending, err))
+	}
+	lv.mu.Lock()
+	if v := lv.s.Value("link.loss"); v != "" {
+		problems = append(problems, fmt.Sprintf("a refused SetFor left link.loss at %q", v))
+	}
+	lv.mu.Unlock()
+	// Two changes made (the SetFors); two more, then none.
+	for i := range 3 {
+		err := lv.Set(fmt.Sprintf("link.delay=%dms", 10+i))
+		if want := i == 2; want != errors.Is(err, ErrTooManyChanges) {
+			problems = append(problems, fmt.Sprintf("change %d of at most %d: %v", i+3, maxLiveChanges, err))
+		}
+	}
+	return problems
 }

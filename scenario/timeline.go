@@ -405,6 +405,11 @@ func linkKeyProblem(key string, root *yaml.Node) string {
 	return ""
 }
 
+// LiveKeyProblem says why key (--set's form) cannot change while a run
+// runs, or "": the check of a timeline entry's keys, for changes made
+// live (emulator.Live), so that what a run recorded replays.
+func LiveKeyProblem(key string) string { return liveKeyProblem(key) }
+
 // liveKeyProblem says why key cannot change while a run runs, or "".
 func liveKeyProblem(key string) string {
 	_, after, ok := linkKey(key)
