@@ -15,8 +15,10 @@
 //	                   drops by reason and settings in force, each flow's progress
 //
 // Errors are JSON, {"error": "..."}, with the scenario's own messages for
-// bad keys and values (400), 401 for a missing or wrong token, 409 when no
-// run is in progress. openapi.yaml, beside this file, describes it.
+// bad keys and values (400), 401 for a missing or wrong token, 404 and
+// 405 for a path or method the API does not have, 409 when no run is in
+// progress, 413 for a body over 64 KiB, 429 past the changes a run may
+// make. openapi.yaml, beside this file, describes it.
 package control
 
 import (
@@ -26,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -38,6 +41,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/scenario"
@@ -103,6 +107,19 @@ func Listen(addr string, haveToken bool) (net.Listener, string, error) {
 	return ln, "", err
 }
 
+// ListenMetrics opens --metrics's listener, HOST:PORT: as Listen's, a
+// non-loopback address needs a token, which every scrape then carries.
+func ListenMetrics(addr string, haveToken bool) (net.Listener, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics %s: expected HOST:PORT (%v)", addr, err)
+	}
+	if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && !haveToken {
+		return nil, fmt.Errorf("--metrics %s: not a loopback address; anyone who reaches it could read the run: give --control-token FILE, which each scrape must then carry (Authorization: Bearer)", addr)
+	}
+	return net.Listen("tcp", addr)
+}
+
 // Serve serves the API on ln until Close. stop ends the run as Ctrl-C
 // would; token, when not empty, must come with every request
 // (Authorization: Bearer TOKEN, or the dashboard's cookie). socket is
@@ -110,10 +127,35 @@ func Listen(addr string, haveToken bool) (net.Listener, string, error) {
 func Serve(ln net.Listener, socket, token string, stop func()) *Server {
 	s := New(token, stop)
 	s.ln, s.path = ln, socket
-	s.srv = &http.Server{Handler: s.sameOrigin(s.auth(s.mux())), ReadHeaderTimeout: 5 * time.Second}
-	go s.srv.Serve(ln)
+	s.srv = newHTTPServer(s.sameOrigin(ln, s.auth(s.mux())))
+	go s.srv.Serve(netutil.LimitListener(ln, maxConns))
 	return s
 }
+
+// maxConns bounds the connections an endpoint holds at once: the event
+// stream's clients (maxClients) and as many requests again. More wait in
+// the listener's backlog until one closes.
+const maxConns = 2 * maxClients
+
+// newHTTPServer is an endpoint's server: a client gets 10 s to send its
+// request, body included (the event stream lifts the limit for itself),
+// and a connection idle between requests is closed after 30 s, so that
+// no client, with or without the token, holds a connection for nothing.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: min(5*time.Second, readTimeout),
+		ReadTimeout:       readTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxBody,
+	}
+}
+
+// The timeouts of newHTTPServer; shorter in tests.
+var (
+	readTimeout = 10 * time.Second
+	idleTimeout = 30 * time.Second
+)
 
 // New returns a control endpoint that serves nothing yet: for
 // ServeMetrics alone, or Serve.
@@ -141,17 +183,39 @@ func (s *Server) mux() *http.ServeMux {
 	ui := uiHandler()
 	mux.Handle("GET /{$}", ui)
 	mux.Handle("GET /ui/", ui)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { noRoute(mux, w, r) })
 	return mux
+}
+
+// noRoute answers, in JSON as every error, a request no route of mux
+// takes: 405 with the methods its path takes, else 404.
+func noRoute(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPatch, http.MethodPost} {
+		alt := r.Clone(r.Context())
+		alt.Method = m
+		if _, pattern := mux.Handler(alt); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, http.StatusMethodNotAllowed, fmt.Errorf("%s %s: the method is not allowed (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+		return
+	}
+	writeError(w, http.StatusNotFound, fmt.Errorf("%s %s: no such endpoint (see openapi.yaml)", r.Method, r.URL.Path))
 }
 
 // ServeMetrics serves the Prometheus metrics alone (GET /metrics) on ln,
 // until Close: --metrics, an address for a Prometheus server to scrape
-// apart from the control API.
+// apart from the control API (ListenMetrics), guarded as the control
+// API is: the token when the endpoint has one (a scrape config's
+// authorization), else loopback names only.
 func (s *Server) ServeMetrics(ln net.Listener) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", s.Metrics())
-	s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go s.metrics.Serve(ln)
+	s.metrics = newHTTPServer(s.sameOrigin(ln, s.auth(mux)))
+	go s.metrics.Serve(netutil.LimitListener(ln, maxConns))
 }
 
 // Metrics is the handler of the endpoint's Prometheus metrics, for
@@ -243,13 +307,13 @@ func (s *Server) auth(next http.Handler) http.Handler {
 // Host is not a loopback name, an address the browser resolved by DNS
 // rebinding. Clients other than browsers (curl, netjam ctl) send no
 // Origin, and the Host they were given.
-func (s *Server) sameOrigin(next http.Handler) http.Handler {
+func (s *Server) sameOrigin(ln net.Listener, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if o := r.Header.Get("Origin"); o != "" && o != "http://"+r.Host {
 			writeError(w, http.StatusForbidden, fmt.Errorf("a request from %s: only the endpoint's own pages may call it", o))
 			return
 		}
-		if s.token == "" && s.ln.Addr().Network() == "tcp" {
+		if s.token == "" && ln.Addr().Network() == "tcp" {
 			host, _, err := net.SplitHostPort(r.Host)
 			if err != nil {
 				host = r.Host
@@ -432,9 +496,21 @@ func (s *Server) setKeys(w http.ResponseWriter, r *http.Request, prefix string) 
 // decode reads r's JSON body into v, strictly; on an error it answers 400
 // with example, the body expected, and returns false.
 func decode(w http.ResponseWriter, r *http.Request, v any, example string) bool {
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	err := dec.Decode(v)
+	if err == nil {
+		// Nothing but white space may follow the value.
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = errors.New("more after the JSON value")
+		}
+	}
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("body: more than %d bytes", maxBody))
+		return false
+	case err != nil:
 		writeError(w, http.StatusBadRequest, fmt.Errorf("body: %v (expected %s)", err, example))
 		return false
 	}
@@ -537,6 +613,10 @@ func (s *Server) result(w http.ResponseWriter, r *http.Request) {
 	}
 	switch filepath.Ext(name) {
 	case ".html", ".png", ".svg", ".json", ".csv", ".yaml", ".jsonl":
+		if fs.ValidPath(name) {
+			break
+		}
+		fallthrough
 	default:
 		writeError(w, http.StatusNotFound, fmt.Errorf("%s is not among the results served", name))
 		return

@@ -1,14 +1,17 @@
 package control
 
 import (
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -166,5 +169,181 @@ func TestCloseTwice(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHostileClients: no client holds a connection for nothing or gets
+// an answer that is not the API's. A request that stalls in its body and
+// a connection idle between requests are closed after the server's
+// timeouts (before, both stayed open for good, before the token was even
+// checked: 300 stalled clients held 300 connections); a body with more
+// after its JSON is refused, one over 64 KiB gets 413, an unknown route
+// a JSON 404 and a wrong method a JSON 405 with Allow; a result's name
+// that is not a plain file name is 404 (it was a 500).
+func TestHostileClients(t *testing.T) {
+	defer func(r, i time.Duration) { readTimeout, idleTimeout = r, i }(readTimeout, idleTimeout)
+	readTimeout, idleTimeout = 300*time.Millisecond, 300*time.Millisecond
+	ln, _, err := Listen("127.0.0.1:0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Serve(ln, "", "", func() {})
+	defer s.Close()
+	addr := ln.Addr().String()
+
+	closedWithin := func(what, send string) {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, send)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		start := time.Now()
+		_, err = io.Copy(io.Discard, c)
+		if err != nil || time.Since(start) > 3*time.Second {
+			t.Errorf("%s: the connection stayed open %s (%v); want it closed after the server's timeouts", what, time.Since(start).Round(time.Millisecond), err)
+		}
+	}
+	closedWithin("a body that stalls", "PATCH /v1/links HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{")
+	closedWithin("a connection idle after a request", "GET /ui/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+
+	s.Finished(t.TempDir())
+	os.WriteFile(filepath.Join(s.results, "summary.json"), []byte("{}"), 0o644)
+	for _, c := range []struct {
+		method, path, body string
+		want               int
+		has                string
+	}{
+		{"PATCH", "/v1/links", `{"set": {"link.delay": "20ms"}} GARBAGE`, 409, ""}, // no run: the body is not read
+		{"POST", "/v1/stop", "", 200, ""},
+		{"GET", "/v1/nothing", "", 404, `"error":"GET /v1/nothing: no such endpoint`},
+		{"DELETE", "/v1/links", "", 405, `"error":"DELETE /v1/links: the method is not allowed (allowed: GET, PATCH)"`},
+		{"GET", "/results/summary.json", "", 200, "{}"},
+		{"GET", "/results/.%2fsummary.json", "", 404, "not among the results"},
+		{"GET", "/results/a%2fsummary.json", "", 404, ""},
+	} {
+		req, _ := http.NewRequest(c.method, "http://"+addr+c.path, strings.NewReader(c.body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.want || !strings.Contains(string(b), c.has) {
+			t.Errorf("%s %s: %d %s, want %d with %q", c.method, c.path, resp.StatusCode, b, c.want, c.has)
+		}
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
+// TestDecodeStrict: decode takes one JSON value, known fields only, at
+// most maxBody bytes: more after it is 400, a larger body 413.
+func TestDecodeStrict(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		want int
+	}{
+		{`{"set": {"link.delay": "20ms"}}`, 200},
+		{"{\"set\": {\"link.delay\": \"20ms\"}}\n \t", 200},
+		{`{"set": {"link.delay": "20ms"}} GARBAGE`, 400},
+		{`{"set": {}} {"set": {}}`, 400},
+		{`{"sets": {}}`, 400},
+		{`{"set": {"link.delay": "` + strings.Repeat("1", maxBody) + `"}}`, 413},
+	} {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("PATCH", "/v1/links", strings.NewReader(c.body))
+		var req SetRequest
+		if decode(w, r, &req, "{}") {
+			w.WriteHeader(200)
+		}
+		if w.Code != c.want {
+			t.Errorf("body %.40q: %d %s, want %d", c.body, w.Code, w.Body, c.want)
+		}
+	}
+}
+
+// TestEventStreamHistoryDeadline: a client of the event stream that
+// never reads is dropped while the history is still being written to it
+// (about 1.2 MB here), after the stream's write timeout; before, the
+// history was written without a deadline, and the connection and its
+// goroutine stayed until the endpoint closed.
+func TestEventStreamHistoryDeadline(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "c.sock")
+	ln, _, err := Listen("unix:"+sock, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Serve(ln, sock, "", func() {})
+	defer s.Close()
+	s.hub.writeTimeout = 300 * time.Millisecond
+	for range historyLen {
+		s.hub.publish("sample", strings.Repeat("x", 4000))
+	}
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /v1/events HTTP/1.1\r\nHost: x\r\n\r\n")
+	clients := func() int {
+		s.hub.mu.Lock()
+		defer s.hub.mu.Unlock()
+		return len(s.hub.clients)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for subscribed := false; !subscribed || clients() > 0; subscribed = subscribed || clients() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a client that reads nothing: subscribed %v, still served after 5 s (write timeout 300 ms)", subscribed)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestMetricsEndpointGuarded: --metrics is guarded as the control API
+// is: a non-loopback address needs the token, which every scrape then
+// carries; a loopback one answers loopback names only (before, it
+// listened on any address for anyone, with any Host).
+func TestMetricsEndpointGuarded(t *testing.T) {
+	if _, err := ListenMetrics("0.0.0.0:0", false); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
+		t.Errorf("--metrics 0.0.0.0 without a token: %v", err)
+	}
+	for _, token := range []string{"", "s3cret"} {
+		ln, err := ListenMetrics("127.0.0.1:0", token != "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := New(token, func() {})
+		s.ServeMetrics(ln)
+		for _, c := range []struct {
+			auth, host string
+			want       int
+		}{{"", "", 200}, {"", "evil.example", 403}, {"Bearer s3cret", "", 200}, {"Bearer nope", "", 401}} {
+			if token == "" && c.auth != "" || token != "" && c.host != "" {
+				continue
+			}
+			want := c.want
+			if token != "" && c.auth == "" {
+				want = 401
+			}
+			req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+"/metrics", nil)
+			if c.auth != "" {
+				req.Header.Set("Authorization", c.auth)
+			}
+			if c.host != "" {
+				req.Host = c.host
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("token %q, Authorization %q, Host %q: %d, want %d", token, c.auth, c.host, resp.StatusCode, want)
+			}
+		}
+		http.DefaultClient.CloseIdleConnections()
+		s.Close()
 	}
 }

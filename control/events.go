@@ -123,6 +123,12 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, done <-chan struct{}
 		return
 	}
 	defer h.unsubscribe(c)
+	rc := http.NewResponseController(w)
+	// The stream outlives the server's read timeout, which bounds reading
+	// a request; a client that stops reading the stream is bounded by
+	// the write deadlines, the history's first.
+	rc.SetReadDeadline(time.Time{})
+	rc.SetWriteDeadline(time.Now().Add(h.writeTimeout))
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
@@ -133,10 +139,11 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, done <-chan struct{}
 			return
 		}
 	}
-	fl.Flush()
+	if rc.Flush() != nil {
+		return
+	}
 	tick := time.NewTicker(h.keepAlive)
 	defer tick.Stop()
-	rc := http.NewResponseController(w)
 	for {
 		select {
 		case e := <-c.ch:

@@ -59,16 +59,20 @@ func startControl(c *cli.Context, ctx context.Context, out string) (*control.Ser
 		}
 	}
 	if addr := c.String("metrics"); addr != "" {
-		ln, err := net.Listen("tcp", addr)
+		token, err := controlToken(c)
+		var ln net.Listener
+		if err == nil {
+			ln, err = control.ListenMetrics(addr, token != "")
+		}
 		if err != nil {
 			stop()
 			if srv != nil {
 				srv.Close()
 			}
-			return nil, nil, nil, cli.Exit(fmt.Sprintf("--metrics %s: %v", addr, err), exitBadUsage)
+			return nil, nil, nil, cli.Exit(err, exitBadUsage)
 		}
 		if srv == nil {
-			srv = control.New("", stop)
+			srv = control.New(token, stop)
 		}
 		srv.ServeMetrics(ln)
 		fmt.Fprintf(c.App.ErrWriter, "netjam: metrics at http://%s/metrics\n", ln.Addr())
@@ -81,9 +85,9 @@ func startControl(c *cli.Context, ctx context.Context, out string) (*control.Ser
 func endpointFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "control", Usage: "serve the control API while the run runs (netjam ctl, HTTP): `unix:PATH`, HOST:PORT, or unix for control.sock in the output folder"},
-		&cli.StringFlag{Name: "control-token", Usage: "a `FILE` holding the token every control request must carry (Authorization: Bearer); required for a non-loopback --control"},
+		&cli.StringFlag{Name: "control-token", Usage: "a `FILE` holding the token every control request and metrics scrape must carry (Authorization: Bearer); required for a non-loopback --control or --metrics"},
 		&cli.BoolFlag{Name: "ui", Usage: "serve the dashboard (a page to watch the run and change its path) on the control endpoint, 127.0.0.1 on a free port unless --control says where, print its URL, and serve the report there after the run until Ctrl-C"},
-		&cli.StringFlag{Name: "metrics", Usage: "serve the run's Prometheus metrics at `HOST:PORT`/metrics (also on the control endpoint's /metrics)"},
+		&cli.StringFlag{Name: "metrics", Usage: "serve the run's Prometheus metrics at `HOST:PORT`/metrics (also on the control endpoint's /metrics); a non-loopback address needs --control-token"},
 	}
 }
 
@@ -106,21 +110,32 @@ func finishControl(c *cli.Context, ctx context.Context, srv *control.Server, out
 // token; stop is what the API's stop does. It returns the unix socket's
 // path, if addr is one.
 func serveControl(c *cli.Context, addr string, stop func()) (*control.Server, string, error) {
-	token := ""
-	if f := c.String("control-token"); f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, "", cli.Exit(fmt.Sprintf("--control-token: %v", err), exitBadUsage)
-		}
-		if token = strings.TrimSpace(string(b)); token == "" {
-			return nil, "", cli.Exit(fmt.Sprintf("--control-token: %s is empty", f), exitBadUsage)
-		}
+	token, err := controlToken(c)
+	if err != nil {
+		return nil, "", err
 	}
 	ln, socket, err := control.Listen(addr, token != "")
 	if err != nil {
 		return nil, "", cli.Exit(err, exitBadUsage)
 	}
 	return control.Serve(ln, socket, token, stop), socket, nil
+}
+
+// controlToken is the token of --control-token's file, "" without one.
+func controlToken(c *cli.Context) (string, error) {
+	f := c.String("control-token")
+	if f == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return "", cli.Exit(fmt.Sprintf("--control-token: %v", err), exitBadUsage)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", cli.Exit(fmt.Sprintf("--control-token: %s is empty", f), exitBadUsage)
+	}
+	return token, nil
 }
 
 func ctlCommand() *cli.Command {
