@@ -368,6 +368,9 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 	linkBefore := d.count
 	d.topology(f, s, s.MTU, mtuOK)
 	d.flowPaths(f["flows"], s.Flows, s.Paths)
+	if d.count == linkBefore {
+		d.virtualRates(f["clock"], s)
+	}
 	d.forwardPaths(f["tun"], s.TUN, s.Paths)
 	if n := f["expect"]; n != nil {
 		s.Expect = d.expect(n, s.Flows, s.Links)
@@ -399,6 +402,42 @@ func (d *decoder) clock(n *yaml.Node, t *TUN) string {
 		d.errorf(n, "clock", "virtual runs labs of netstack hosts only, and this run has a tun section: TUN mode and kernel flows run on the wall clock (use clock: real)")
 	}
 	return v
+}
+
+// virtualRates refuses, on the virtual clock (n), a TCP flow bounded by a
+// duration (not a size) whose path has no rate: time moves only while the
+// run waits, and a path whose only limits are delays (or none) lets TCP
+// move any amount of data in no time, so the run's time would crawl or
+// never advance (a flow with a size ends with its data). A Wi-Fi cell's
+// medium is a rate of its own.
+func (d *decoder) virtualRates(n *yaml.Node, s *Scenario) {
+	if s.Clock != ClockVirtual || s.WiFi != nil {
+		return
+	}
+	rated := map[string]bool{}
+	var all []string
+	for _, l := range s.Links {
+		rated[l.Name] = l.Uplink.Rate.Bitrate > 0 || l.Uplink.Rate.Trace != nil || l.Downlink.Rate.Bitrate > 0 || l.Downlink.Rate.Trace != nil
+		all = append(all, l.Name)
+	}
+	for _, f := range s.Flows {
+		if f.Type != "tcp" || f.TCP.Size > 0 {
+			continue
+		}
+		via := all
+		for _, p := range s.Paths {
+			if f.Path != "" && p.Name == f.Path || f.Path == "" && p.Match == nil {
+				if len(p.Via) > 0 {
+					via = p.Via
+				}
+				break
+			}
+		}
+		if !slices.ContainsFunc(via, func(l string) bool { return rated[l] }) {
+			d.errorf(n, "clock", "virtual: tcp flow %s sends for a duration across no rate (%s): on the virtual clock, a path whose only limits are delays moves any amount of data in no time, and the run's time would not advance; give a link it crosses a rate (link.rate: 100Mbps), give the flow a size, or use clock: real", f.Name, strings.Join(via, ", "))
+			return
+		}
+	}
 }
 
 // scenarioName decodes the name, n; without one, s keeps the file's.

@@ -533,6 +533,10 @@ func TestErrors(t *testing.T) {
 			want: `x.yaml:1: clock: "simulated" is not a clock (expected one of: real, virtual)`},
 		{name: "virtual clock with tun", src: "clock: virtual\ntun: {}\n",
 			want: "x.yaml:1: clock: virtual runs labs of netstack hosts only, and this run has a tun section: TUN mode and kernel flows run on the wall clock (use clock: real)"},
+		{name: "virtual clock, tcp across no rate", src: "clock: virtual\nlink: {delay: 10ms, slot: {min: 1ms}}\nflows: [{name: a, type: tcp, duration: 2s}, {name: u, type: udp, rate: 1Mbps, duration: 2s}]\n",
+			want: "x.yaml:1: clock: virtual: tcp flow a sends for a duration across no rate (link): on the virtual clock, a path whose only limits are delays moves any amount of data in no time, and the run's time would not advance; give a link it crosses a rate (link.rate: 100Mbps), give the flow a size, or use clock: real"},
+		{name: "virtual clock, tcp path across no rate", src: "clock: virtual\nlinks: [{name: x, delay: 1ms}, {name: y, uplink: {rate: 1Mbps}}]\npaths: [{name: p, via: [x], match: {dst: 10.9.0.0/24}}, {name: q, via: [y]}]\nflows: [{name: ok, type: tcp, duration: 2s}, {name: sized, type: tcp, size: 1MB, path: p}, {name: fast, type: tcp, duration: 2s, path: p}]\n",
+			want: "x.yaml:1: clock: virtual: tcp flow fast sends for a duration across no rate (x): on the virtual clock, a path whose only limits are delays moves any amount of data in no time, and the run's time would not advance; give a link it crosses a rate (link.rate: 100Mbps), give the flow a size, or use clock: real"},
 		{name: "virtual clock with a tun variant", src: "clock: virtual\nvariants:\n  - {name: k, set: {tun: {}}}\n",
 			want: "x.yaml:1: variant k: clock: virtual runs labs of netstack hosts only, and this run has a tun section: TUN mode and kernel flows run on the wall clock (use clock: real)"},
 
