@@ -125,6 +125,8 @@ const (
 
 const maxHosts = 100
 
+// hostAddrs are host i's addresses on its side: 10.0.0.N/24 and
+// fd00::N/64.
 func hostAddrs(i int, server bool) []netip.Prefix {
 	n := byte(1 + i)
 	if server {
@@ -135,6 +137,27 @@ func hostAddrs(i int, server bool) []netip.Prefix {
 		netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, 0, n}), 24),
 		netip.PrefixFrom(v6, 64),
 	}
+}
+
+// hostAddrsMTU are hostAddrs for hosts of MTU mtu: below IPv6's minimum,
+// the IPv4 address alone, as Linux leaves such an interface without
+// IPv6 (the scenario then has no IPv6 path).
+func hostAddrsMTU(i int, server bool, mtu int) []netip.Prefix {
+	a := hostAddrs(i, server)
+	if mtu < netif.MinMTUIPv6 {
+		a = a[:1]
+	}
+	return a
+}
+
+// addrLike returns e's first address of a's family (e.v4 if none).
+func (e *endHost) addrLike(a netip.Addr) netip.Addr {
+	for _, b := range e.addrs {
+		if b.Is4() == a.Is4() {
+			return b
+		}
+	}
+	return e.v4
 }
 
 // hostSpec is a netstack host a lab needs, before it is built.
@@ -275,7 +298,7 @@ func (l *lab) addEnd(b *pathBuilder, h hostSpec) (*endHost, error) {
 			e.name = fmt.Sprintf("server%d", i)
 		}
 	}
-	e.prefixes = hostAddrs(i, h.server)
+	e.prefixes = hostAddrsMTU(i, h.server, l.s.MTU)
 	if p := l.pathOf(h.path); h.server && p.Match != nil && p.Match.Dst.IsValid() {
 		var err error
 		if e.prefixes, err = l.pathAddr(p); err != nil {
@@ -571,8 +594,10 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 	from, to := client.host, server.host
 	toAddr := server.v4
 	if f.Direction == "down" {
+		// To the client's address of the server's family: a path
+		// whose dst is IPv6 gives its servers an IPv6 address only.
 		from, to = to, from
-		toAddr = client.v4
+		toAddr = client.addrLike(server.v4)
 	}
 	dst := netip.AddrPortFrom(toAddr, port)
 	switch f.Type {

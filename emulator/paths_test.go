@@ -307,3 +307,28 @@ func TestDeliveryWaitsReachTheirDirection(t *testing.T) {
 		t.Errorf("downlink: %d waits, %d delivery drops; want none", down.DeliveryWaits, down.DeliveryDrops)
 	}
 }
+
+// TestLabPathIPv6Down: a path whose dst is IPv6 gives its servers an
+// IPv6 address only; a flow down it dials the client's IPv6 address (it
+// dialled the IPv4 one, which the server cannot reach: "host server0 has
+// no IPv4 address").
+func TestLabPathIPv6Down(t *testing.T) {
+	r := runPlan(t, `
+clock: virtual
+duration: 2s
+links: [{name: x, delay: 1ms, rate: 50Mbps}]
+paths: [{name: p, via: [x], match: {dst: 'fd00:1::/64'}}, {name: q, via: [x]}]
+flows:
+  - {name: down, type: tcp, size: 100KB, path: p, direction: down}
+  - {name: probe, type: udp, interval: 10ms, duration: 1s, path: p, direction: down}
+  - {name: up, type: tcp, size: 100KB, path: p}
+`).Runs[0]
+	for _, name := range []string{"down", "up"} {
+		if f := flowByName(t, r, name); f.TCPSummary == nil || !f.TCPSummary.Completed {
+			t.Errorf("flow %s did not complete: %+v", name, f)
+		}
+	}
+	if f := flowByName(t, r, "probe"); f.UDPSummary == nil || f.UDPSummary.PacketsReceived == 0 {
+		t.Errorf("flow probe received nothing: %+v", f)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/netjam/netjam/netif"
 )
 
 // Several links and the paths across them:
@@ -59,7 +61,7 @@ func (d *decoder) topology(f map[string]*yaml.Node, s *Scenario, mtu int, mtuOK 
 		s.Paths = []Path{p}
 		return
 	}
-	s.Paths = d.paths(pn, s.Links)
+	s.Paths = d.paths(pn, s.Links, mtu, mtuOK)
 	d.unusedLinks(lsn, s.Links, s.Paths)
 }
 
@@ -133,7 +135,7 @@ func (d *decoder) boundedList(n *yaml.Node, key, like string) bool {
 }
 
 // paths decodes the paths list n across links.
-func (d *decoder) paths(n *yaml.Node, links []Link) []Path {
+func (d *decoder) paths(n *yaml.Node, links []Link, mtu int, mtuOK bool) []Path {
 	if !d.boundedList(n, "paths", "paths like [{name: to-eu, via: [access, eu], match: {dst: 10.20.0.0/16}}]") {
 		return nil
 	}
@@ -158,7 +160,7 @@ func (d *decoder) paths(n *yaml.Node, links []Link) []Path {
 		}
 		mn := f["match"]
 		if mn != nil {
-			p.Match = d.match(mn, at+".match")
+			p.Match = d.match(mn, at+".match", mtu, mtuOK)
 		}
 		d.samePathMatch(out, matchAt, p, item, mn, at)
 		out, matchAt = append(out, p), append(matchAt, mn)
@@ -218,8 +220,9 @@ func (d *decoder) via(n *yaml.Node, path string, links []Link) []string {
 	return out
 }
 
-// match decodes a path's match, n.
-func (d *decoder) match(n *yaml.Node, path string) *Match {
+// match decodes a path's match, n, of a scenario whose hosts have the
+// MTU mtu (when mtuOK).
+func (d *decoder) match(n *yaml.Node, path string, mtu int, mtuOK bool) *Match {
 	f, ok := d.fields(n, path, "a mapping of "+strings.Join(matchKeys, ", "), matchKeys)
 	if !ok {
 		return nil
@@ -232,17 +235,23 @@ func (d *decoder) match(n *yaml.Node, path string) *Match {
 	if x := f["dst"]; x != nil {
 		if v, ok := d.text(x, join(path, "dst")); ok {
 			p, err := netip.ParsePrefix(v)
+			if err != nil {
+				if a, aerr := netip.ParseAddr(v); aerr == nil {
+					p, err = netip.PrefixFrom(a, a.BitLen()), nil
+				}
+			}
 			switch {
 			case err != nil:
-				if a, aerr := netip.ParseAddr(v); aerr == nil {
-					p = netip.PrefixFrom(a, a.BitLen())
-				} else {
-					d.errorf(x, join(path, "dst"), "%s is not a network like 10.20.0.0/16 (or an address)", quote(v))
-				}
+				d.errorf(x, join(path, "dst"), "%s is not a network like 10.20.0.0/16 (or an address)", quote(v))
 			case p != p.Masked():
 				d.errorf(x, join(path, "dst"), "%s has host bits set; did you mean %s?", v, p.Masked())
 			case p.Bits() == 0:
 				d.errorf(x, join(path, "dst"), "%s takes every destination; leave dst out", v)
+			case !p.Masked().Addr().IsGlobalUnicast() && !p.Masked().Addr().IsPrivate():
+				// The path's servers take its first addresses.
+				d.errorf(x, join(path, "dst"), "%s is not a network of unicast hosts (multicast, loopback, link-local, broadcast and unspecified addresses cannot be a host's); take a private one such as 10.20.0.0/16 or fd20::/64", v)
+			case p.Addr().Is6() && mtuOK && mtu < netif.MinMTUIPv6:
+				d.errorf(x, join(path, "dst"), "%s is an IPv6 network, and the mtu, %d, is below IPv6's minimum of %d: hosts have no IPv6 below it", v, mtu, netif.MinMTUIPv6)
 			}
 			m.Dst = p.Masked()
 		}
