@@ -575,6 +575,13 @@ func (l *lab) captureStats() map[string]CaptureSummary {
 // path costs gVisor's initial RTO of 1 s, and several in a row are possible.
 const setupTimeout = 30 * time.Second
 
+// flowSetup is how long s's flows may take to connect: setupTimeout, or
+// the run's duration when shorter (at least a second), so that a path
+// that loses every handshake does not hold a short run for 30 s.
+func flowSetup(s *scenario.Scenario) time.Duration {
+	return min(setupTimeout, max(s.Duration, time.Second))
+}
+
 // newFlow connects flow number i of s across the lab and returns it ready
 // to run. conns are the connections the caller closes after the run.
 func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenario.Flow, clk clock.Clock) (flows.Flow, []closer, error) {
@@ -585,7 +592,7 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 	untilEnd(f.TCP.Start, &f.TCP.Duration, s.Duration)
 	untilEnd(f.UDP.Start, &f.UDP.Duration, s.Duration)
 	port := serverPort(s, i, f)
-	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	ctx, cancel := context.WithTimeout(ctx, flowSetup(s))
 	defer cancel()
 	if f.Stack == scenario.StackKernel {
 		return l.newKernelFlow(ctx, i, f, port, clk)
@@ -763,6 +770,11 @@ func (l *lab) connectFlows(ctx context.Context, s *scenario.Scenario, clk clock.
 	var all []closer
 	for _, c := range conns {
 		all = append(all, c...)
+	}
+	for i, err := range errs {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			errs[i] = fmt.Errorf("%w: flow %s did not connect within %s (the run's duration, at most %s): the path lost or held its handshake", err, s.Flows[i].Name, flowSetup(s), setupTimeout)
+		}
 	}
 	return fls, all, errors.Join(errs...)
 }

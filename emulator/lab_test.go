@@ -477,3 +477,18 @@ flows:
 		t.Errorf("flow u received nothing: %+v", f)
 	}
 }
+
+// TestLabSetupWithinDuration: a flow that cannot connect (the path loses
+// every packet) fails the run within the run's duration, saying so; it
+// held a 2 s run for 30 s.
+func TestLabSetupWithinDuration(t *testing.T) {
+	start := time.Now()
+	_, err := Run(context.Background(), mustPlan(t, `
+duration: 2s
+link: {loss: 100%}
+flows: [{name: a, type: tcp, duration: 2s}]
+`), Options{})
+	if err == nil || !strings.Contains(err.Error(), "flow a did not connect within 2s") || time.Since(start) > 10*time.Second {
+		t.Errorf("after %s: %v; want the flow not connected within 2s", time.Since(start).Round(time.Millisecond), err)
+	}
+}
