@@ -47,6 +47,19 @@ func nameProblem(name string) string {
 	return ""
 }
 
+// itemNameProblem says why name cannot name an item of a list that dotted
+// keys address (flows.NAME.cc, links.NAME.delay, wifi.stations.NAME.snr),
+// or "": a name's problems, and a '.', which would split the key.
+func itemNameProblem(name string) string {
+	if why := nameProblem(name); why != "" {
+		return strings.Replace(why, "'.', ", "", 1)
+	}
+	if strings.Contains(name, ".") {
+		return "use letters, digits, '_' and '-': a '.' would split the dotted keys that name it"
+	}
+	return ""
+}
+
 // decoder decodes one resolved tree, collecting errors.
 type decoder struct {
 	file    string

@@ -72,7 +72,7 @@ func (d *decoder) flowName(item, v *yaml.Node, path string, names map[string]int
 	if !ok {
 		return path
 	}
-	if why := nameProblem(name); why != "" {
+	if why := itemNameProblem(name); why != "" {
 		d.errorf(v, join(path, "name"), "%s is not a valid name (%s)", quote(name), why)
 	} else if line, dup := names[name]; dup {
 		d.errorf(v, join(path, "name"), "%s names two flows (first at line %d)", quote(name), line)

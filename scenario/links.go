@@ -108,7 +108,7 @@ func (d *decoder) itemName(item, v *yaml.Node, path, list, what string, names ma
 	if !ok {
 		return "", path, false
 	}
-	if why := nameProblem(name); why != "" {
+	if why := itemNameProblem(name); why != "" {
 		d.errorf(v, join(path, "name"), "%s is not a valid name (%s)", quote(name), why)
 		return "", path, false
 	}

@@ -86,7 +86,7 @@ func (d *decoder) stations(n, sn *yaml.Node) []wifi.StationConfig {
 		st := stationDefaults(i)
 		if v := sf["name"]; v != nil {
 			if name, ok := d.text(v, join(path, "name")); ok {
-				if why := nameProblem(name); why != "" {
+				if why := itemNameProblem(name); why != "" {
 					d.errorf(v, join(path, "name"), "%s is not a valid name (%s)", quote(name), why)
 				} else if line, dup := names[name]; dup {
 					d.errorf(v, join(path, "name"), "%s names two stations (first at line %d)", quote(name), line)
