@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +17,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
@@ -345,12 +348,33 @@ func sweepRuns(c *cli.Context) (*scenario.Plan, []sweepRun, error) {
 	}
 	seen := map[string]bool{}
 	for i := range runs {
+		runs[i].ID = fitName(runs[i].ID)
 		if seen[runs[i].ID] {
 			runs[i].ID += ",run=" + strconv.Itoa(runs[i].Index) // two values that read the same in a file name
 		}
 		seen[runs[i].ID] = true
 	}
 	return plan, runs, nil
+}
+
+// maxRunName bounds a run's folder name, below the 255 bytes a file name
+// may have on Linux, with room for the ",run=N" of two equal names.
+const maxRunName = 200
+
+// fitName returns id, a run's folder name, whole when it fits
+// maxRunName, else its head and a hash of the whole (the same for the
+// same id, so that a sweep run again finds its runs' folders); its
+// parameters are whole in sweep-run.json and sweep.csv.
+func fitName(id string) string {
+	if len(id) <= maxRunName {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	head := id[:maxRunName-17]
+	for !utf8.ValidString(head) {
+		head = head[:len(head)-1]
+	}
+	return head + "~" + hex.EncodeToString(sum[:8])
 }
 
 // runSweepPoint runs one run of the sweep into dir, and marks it done. It

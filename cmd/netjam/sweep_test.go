@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // sweepYAML is a 2x2x3 sweep of UDP flows on the virtual clock: a run
@@ -163,5 +164,38 @@ func TestSweepUsage(t *testing.T) {
 		if code != exitBadUsage || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, want 2 saying %q\n%s%s", c.args, code, c.want, stdout, stderr)
 		}
+	}
+}
+
+// TestSweepLongValues: a run whose parameters make a folder name longer
+// than a file name may be gets its name's head and a hash of the whole
+// (every run failed: "file name too long").
+func TestSweepLongValues(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "grid.yaml")
+	os.WriteFile(file, []byte(sweepYAML), 0o644)
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := netjam(t, "sweep", file, "-q", "--out", out, "--seeds", "1",
+		"--grid", "link.uplink.delay={time: 1ms, jitter: 1ms, distribution: paretonormal, correlation: 12.5%, allow_reorder: true}",
+		"--grid", "link.downlink.queue={discipline: fq_codel, limit: 1000, ecn: true, target: 5ms, interval: 100ms, flows: 1024, quantum: 1514}",
+		"--grid", "link.uplink.loss={model: state, p13: 1%, p31: 80%, p32: 5%, p23: 90%, p14: 0.1%}")
+	if code != exitOK {
+		t.Fatalf("sweep: exit %d\n%s%s", code, stdout, stderr)
+	}
+	ents, _ := os.ReadDir(out)
+	runs := 0
+	for _, e := range ents {
+		if e.IsDir() {
+			runs++
+			if len(e.Name()) > maxRunName {
+				t.Errorf("a run's folder name of %d bytes: %s", len(e.Name()), e.Name())
+			}
+		}
+	}
+	if runs != 4 { // the file's 2x2 grid, at one point of the three long axes
+		t.Errorf("%d run folders, want 4", runs)
+	}
+	if a, b := fitName(strings.Repeat("é", 200)), fitName(strings.Repeat("é", 200)); a != b || len(a) > maxRunName || !utf8.ValidString(a) {
+		t.Errorf("fitName: %q and %q", a, b)
 	}
 }
