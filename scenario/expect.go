@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -73,6 +74,9 @@ func ParseExpectation(s string) (Expectation, error) {
 // with the unit of a duration, a rate, a size or a percentage.
 func expectValue(s string) (float64, Dimension, error) {
 	if v, err := strconv.ParseFloat(s, 64); err == nil {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return 0, 0, fmt.Errorf("%s is not a value to compare with: give a finite number", quote(s))
+		}
 		return v, DimNumber, nil
 	}
 	if strings.HasSuffix(s, "%") {

@@ -52,6 +52,8 @@ expect:
   - flows..throughput > 1
   - flows > 1
   - {a: 1}
+  - flows.bulk.throughput > NaN
+  - flows.bulk.throughput < -Inf
 `
 	want := `x.yaml:3: expect[0]: "flows.bulk.throughput => 4Mbps" is not an expectation (expected FIGURE OP VALUE with OP one of <= >= == != < >, as flows.bulk.throughput > 4Mbps)
 x.yaml:4: expect[1]: "flow.bulk.throughput > 4Mbps": "flow" is not a figure of a run (figures: duration_s, flows, links, fairness, wifi, captures, tun); did you mean "flows"?
@@ -60,7 +62,9 @@ x.yaml:6: expect[3]: "links.up.drops.queue == 0": no link named "up" (names: upl
 x.yaml:7: expect[4]: "flows.bulk.throughput > 4 Mbit per secon...": "4 Mbit per second" is not a value (a number, or one with a unit: 150ms, 4Mbps, 5MB, 1%)
 x.yaml:8: expect[5]: "flows..throughput > 1": empty key in the figure's path "flows..throughput"
 x.yaml:9: expect[6]: "flows > 1": name the flows item (as flows.bulk...)
-x.yaml:10: expect[7]: expected text, got a mapping`
+x.yaml:10: expect[7]: expected text, got a mapping
+x.yaml:11: expect[8]: "flows.bulk.throughput > NaN": "NaN" is not a value to compare with: give a finite number
+x.yaml:12: expect[9]: "flows.bulk.throughput < -Inf": "-Inf" is not a value to compare with: give a finite number`
 	if _, err := parse(src); err == nil || err.Error() != want {
 		t.Errorf("Parse error:\n%v\nwant:\n%s", err, want)
 	}
