@@ -603,6 +603,12 @@ func (d *decoder) dottedSet(n *yaml.Node, path string, keep func(k, v *yaml.Node
 			continue
 		}
 		first[k.Value] = k
+		// A key replaces what it holds: an earlier key inside it would
+		// be lost without a word.
+		if i := slices.IndexFunc(sets, func(o override) bool { return strings.HasPrefix(o.key, k.Value+".") }); i >= 0 {
+			d.errorf(k, p, "replaces %s, set before it (line %d), which would be lost: put %s first, or set %s inside it", sets[i].key, sets[i].at.Line, k.Value, strings.TrimPrefix(sets[i].key, k.Value+"."))
+			continue
+		}
 		if keep(k, val, p) {
 			sets = append(sets, override{key: k.Value, at: k, value: val})
 		}
