@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -200,6 +201,13 @@ func doCtl(c *cli.Context) error {
 		return cli.Exit("ctl: no control endpoint: give --control unix:PATH (or HOST:PORT), or set "+controlEnv, exitBadUsage)
 	}
 	if c.NArg() == 0 {
+		// A flag given last without its value took the verb for it
+		// (flagsFirst moved the flag before the verb: set --for).
+		for _, f := range []string{"at", "for", "flow"} {
+			if v := c.String(f); slices.Contains([]string{"status", "get", "set", "schedule", "reset", "events", "stop"}, v) {
+				return cli.Exit(fmt.Sprintf("ctl %s: --%s needs a value", v, f), exitBadUsage)
+			}
+		}
 		return cli.Exit("ctl: what to do? "+ctlVerbs, exitBadUsage)
 	}
 	verb := c.Args().First()
@@ -245,6 +253,12 @@ func ctlRequest(c *cli.Context, verb string) (method, path string, body []byte, 
 		return "", "", nil, cli.Exit(fmt.Sprintf("ctl %s: --for is for set", verb), exitBadUsage)
 	}
 	switch verb {
+	case "status", "stop", "reset", "events":
+		if c.NArg() > 1 {
+			return "", "", nil, cli.Exit(fmt.Sprintf("ctl %s takes no arguments, got %s", verb, strings.Join(c.Args().Tail(), " ")), exitBadUsage)
+		}
+	}
+	switch verb {
 	case "status":
 		return http.MethodGet, "/v1/status", nil, nil
 	case "get":
@@ -274,10 +288,22 @@ func ctlRequest(c *cli.Context, verb string) (method, path string, body []byte, 
 		// to read.
 		flag := map[string]*string{"schedule": &at, "set": &dur}[verb]
 		name := map[string]string{"schedule": "--at", "set": "--for"}[verb]
-		if len(args) > 1 && args[0] == name {
-			*flag, args = args[1], args[2:]
-		} else if len(args) > 0 && strings.HasPrefix(args[0], name+"=") {
-			*flag, args = strings.TrimPrefix(args[0], name+"="), args[1:]
+		given := c.IsSet(strings.TrimPrefix(name, "--"))
+		switch {
+		case len(args) > 0 && args[0] == name:
+			*flag, args, given = "", args[1:], true
+			if len(args) > 0 {
+				*flag, args = args[0], args[1:]
+			}
+		case len(args) > 0 && strings.HasPrefix(args[0], name+"="):
+			*flag, args, given = strings.TrimPrefix(args[0], name+"="), args[1:], true
+		}
+		what := map[string]string{"schedule": "TIME (from the run's start, such as 5s)", "set": "DURATION (such as 5s)"}[verb]
+		switch {
+		case given && *flag == "":
+			return "", "", nil, cli.Exit(fmt.Sprintf("ctl %s: %s needs a %s", verb, name, what), exitBadUsage)
+		case given && strings.Contains(*flag, "="):
+			return "", "", nil, cli.Exit(fmt.Sprintf("ctl %s: %s needs a %s, got %s (%s 5s KEY=VALUE...)", verb, name, what, *flag, name), exitBadUsage)
 		}
 		set, err := keyValues(verb, args)
 		if err != nil {

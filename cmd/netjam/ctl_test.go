@@ -388,3 +388,28 @@ func startCtlRun(t *testing.T, src string) *ctlRun {
 func (r *ctlRun) ctl(args ...string) (int, string, string) {
 	return netjam(r.t, append([]string{"ctl", "--control", r.sock}, args...)...)
 }
+
+// TestCtlUsage: ctl refuses what it would otherwise misread, before it
+// calls the endpoint: arguments a verb does not take (reset link.loss
+// reset every key), a flag's value that is a key (schedule --at
+// link.loss=1% then had nothing to set), a flag given last without its
+// value (it took the verb).
+func TestCtlUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status", "extra"}, "ctl status takes no arguments, got extra"},
+		{[]string{"reset", "link.loss"}, "ctl reset takes no arguments, got link.loss"},
+		{[]string{"stop", "now"}, "ctl stop takes no arguments, got now"},
+		{[]string{"schedule", "--at", "link.loss=1%"}, "ctl schedule: --at needs a TIME (from the run's start, such as 5s), got link.loss=1%"},
+		{[]string{"set", "--for=", "link.loss=1%"}, "ctl set: --for needs a DURATION"},
+		{[]string{"set", "--for"}, "ctl set: --for needs a value"},
+		{[]string{"reset", "--flow"}, "ctl reset: --flow needs a value"},
+	} {
+		code, stdout, stderr := netjam(t, append([]string{"ctl", "--control", "unix:/nonexistent/c.sock"}, c.args...)...)
+		if code != exitBadUsage || !strings.Contains(stderr, c.want) {
+			t.Errorf("ctl %v: exit %d, want 2 saying %q\n%s%s", c.args, code, c.want, stdout, stderr)
+		}
+	}
+}
