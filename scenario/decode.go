@@ -494,13 +494,15 @@ func (d *decoder) topLevel(f map[string]*yaml.Node, s *Scenario) (mtuOK bool) {
 			s.MTU = int(v)
 		}
 	}
-	if n := f["sample_interval"]; n != nil {
-		if v, ok := d.duration(n, "sample_interval", true, time.Minute); ok {
-			if v < time.Millisecond {
-				d.errorf(n, "sample_interval", "%s is out of range (expected 1ms to 1m)", n.Value)
-			} else {
-				s.SampleInterval = v
-			}
+	if n := f["sample_interval"]; n != nil && d.scalar(n, "sample_interval", "a duration like 50ms") {
+		v, err := parseDuration(n.Value)
+		switch {
+		case err != nil:
+			d.errorf(n, "sample_interval", "%v", err)
+		case v < time.Millisecond || v > time.Minute:
+			d.errorf(n, "sample_interval", "%s is out of range (expected 1ms to 1m)", n.Value)
+		default:
+			s.SampleInterval = v
 		}
 	}
 	return mtuOK

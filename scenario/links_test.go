@@ -93,7 +93,7 @@ func TestLinksErrors(t *testing.T) {
 	const two = "links:\n  - {name: a, delay: 1ms}\n  - {name: b}\n"
 	tests := []struct{ name, src, want string }{
 		{"links not a list", "links: {name: a}\n", `x.yaml:1: links: expected a list of links like [{name: access, rate: 10Mbps}], got a mapping`},
-		{"paths empty", two + "paths: []\n", `x.yaml:4: paths: expected a list of paths like [{name: to-eu, via: [access, eu], match: {dst: 10.20.0.0/16}}], got a list`},
+		{"paths empty", two + "paths: []\n", `x.yaml:4: paths: expected a list of paths like [{name: to-eu, via: [access, eu], match: {dst: 10.20.0.0/16}}], got an empty list`},
 		{"unknown link in via", two + "paths:\n  - {name: p, via: [a, c]}\n  - {name: q, via: [b], match: {dst: 10.1.0.0/16}}\n",
 			`x.yaml:5: paths.p.via: "c" names no link (the links: a, b)`},
 		{"via typo", two + "paths:\n  - {name: p, via: [a, bb]}\n",

@@ -253,6 +253,12 @@ func namedItem(n *yaml.Node, name string) (int, []string) {
 
 // describe says what n is, for "expected X, got Y" messages.
 func describe(n *yaml.Node) string {
+	switch {
+	case n.Kind == yaml.MappingNode && len(n.Content) == 0:
+		return "an empty mapping"
+	case n.Kind == yaml.SequenceNode && len(n.Content) == 0:
+		return "an empty list"
+	}
 	switch n.Kind {
 	case yaml.MappingNode:
 		return "a mapping"

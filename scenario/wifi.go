@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -40,7 +41,7 @@ func (d *decoder) wifi(n *yaml.Node) *wifi.Config {
 		dst    *int
 		lo, hi int64
 	}{
-		{"cw_min", &w.CWMin, 1, 1023}, {"cw_max", &w.CWMax, 1, 65535}, {"retry_limit", &w.RetryLimit, 1, 255},
+		{"cw_min", &w.CWMin, 1, 32767}, {"cw_max", &w.CWMax, 1, 32767}, {"retry_limit", &w.RetryLimit, 1, 255},
 		{"rts_threshold", &w.RTSThreshold, 1, 65535}, {"queue_limit", &w.QueueLimit, 1, maxPackets},
 		{"ampdu_max_bytes", &w.AMPDUMaxBytes, 1, 65535}, {"ampdu_max_frames", &w.AMPDUMaxFrames, 1, 64},
 	}
@@ -57,13 +58,26 @@ func (d *decoder) wifi(n *yaml.Node) *wifi.Config {
 	w.Stations = d.stations(n, f["stations"])
 	if d.count == before {
 		if err := w.Validate(); err != nil {
+			// Validate's lines begin with the key they are about:
+			// reported at it, as wifi.KEY.
 			for _, line := range strings.Split(err.Error(), "\n") {
-				d.errorf(n, "wifi", "%s", line)
+				at, path := n, "wifi"
+				if key, msg, ok := strings.Cut(line, ": "); ok && wifiKeyForm.MatchString(key) {
+					path, line = "wifi."+key, msg
+					if v := f[strings.SplitN(key, "[", 2)[0]]; v != nil {
+						at = v
+					}
+				}
+				d.errorf(at, path, "%s", line)
 			}
 		}
 	}
 	return w
 }
+
+// wifiKeyForm is the key a line of wifi.Config.Validate's error begins
+// with: cw_min, stations[0].
+var wifiKeyForm = regexp.MustCompile(`^[a-z_]+(\[[0-9]+\])?$`)
 
 // stations decodes wifi.stations, sn (nil: none, an error of the cell n).
 func (d *decoder) stations(n, sn *yaml.Node) []wifi.StationConfig {
