@@ -146,3 +146,34 @@ func TestVirtualNewRenoAfterRTO(t *testing.T) {
 	}
 	t.Fatalf("no flow tcp in %s", b)
 }
+
+// TestRunFlagsCheckedFirst: flags that would fail only after the runs, or
+// be ignored, are usage errors before any run: a capture point at a link
+// the scenario does not have, a --junit file netjam cannot write, an
+// empty --junit, a --control-token that guards nothing.
+func TestRunFlagsCheckedFirst(t *testing.T) {
+	dir := t.TempDir()
+	sc := filepath.Join(dir, "c.yaml")
+	os.WriteFile(sc, []byte("name: c\nclock: virtual\nduration: 1s\nflows: [{name: u, type: udp, rate: 1Mbps, duration: 1s}]\n"), 0o644)
+	file := filepath.Join(dir, "afile")
+	os.WriteFile(file, nil, 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--capture", "nope.client"}, `--capture: "nope.client": the scenario has no link "nope" in a links list`},
+		{[]string{"--junit", filepath.Join(file, "x.xml")}, "is not a folder netjam can write into"},
+		{[]string{"--junit", dir}, "is a folder; give a file"},
+		{[]string{"--junit="}, "--junit: give the FILE"},
+		{[]string{"--control-token", file}, "--control-token: guards --control, --ui or --metrics, and none is given"},
+	} {
+		out := filepath.Join(dir, "out")
+		code, _, errOut := netjam(t, append(append([]string{"run", "-q", "--out", out}, c.args...), sc)...)
+		if code != exitBadUsage || !strings.Contains(errOut, c.want) {
+			t.Errorf("run %v: exit %d, %q; want exit %d and %q", c.args, code, errOut, exitBadUsage, c.want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("run %v: it wrote %s before refusing", c.args, out)
+		}
+	}
+}

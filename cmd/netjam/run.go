@@ -195,11 +195,52 @@ func runPlan(c *cli.Context) (*scenario.Plan, error) {
 		if !slices.Contains(scenario.CapturePoints, p) && !linkEnd.MatchString(p) {
 			return nil, cli.Exit(fmt.Sprintf("--capture: %q is not a capture point (expected one of: %s, or a link's end: NAME.client, NAME.server)", p, strings.Join(scenario.CapturePoints, ", ")), exitBadUsage)
 		}
+		if link, _, _ := strings.Cut(p, "."); linkEnd.MatchString(p) {
+			for _, r := range plan.Runs {
+				if !slices.ContainsFunc(r.Links, func(l scenario.Link) bool { return l.Name == link && l.Name != scenario.DefaultLink }) {
+					return nil, cli.Exit(fmt.Sprintf("--capture: %q: the scenario has no link %q in a links list%s", p, link, variantNote(r.Variant)), exitBadUsage)
+				}
+			}
+		}
 	}
 	if c.Int("parallel") < 1 {
 		return nil, cli.Exit(fmt.Sprintf("--parallel: %d is out of range (expected 1 or more)", c.Int("parallel")), exitBadUsage)
 	}
+	if err := checkOutputFlags(c); err != nil {
+		return nil, err
+	}
 	return plan, nil
+}
+
+// variantNote names variant v in a message, when there is one.
+func variantNote(v string) string {
+	if v == "" {
+		return ""
+	}
+	return " (variant " + v + ")"
+}
+
+// checkOutputFlags refuses, before any run, what would fail or be
+// ignored only after them: a --junit file that cannot be written (its
+// folder missing, or a folder itself), an empty --junit, a
+// --control-token without an endpoint to guard.
+func checkOutputFlags(c *cli.Context) error {
+	if c.IsSet("junit") {
+		path := c.String("junit")
+		if path == "" {
+			return cli.Exit("--junit: give the FILE to write the JUnit XML into", exitBadUsage)
+		}
+		if st, err := os.Stat(filepath.Dir(path)); err != nil || !st.IsDir() {
+			return cli.Exit(fmt.Sprintf("--junit %s: its folder %s is not a folder netjam can write into", path, filepath.Dir(path)), exitBadUsage)
+		}
+		if st, err := os.Stat(path); err == nil && st.IsDir() {
+			return cli.Exit(fmt.Sprintf("--junit %s: is a folder; give a file", path), exitBadUsage)
+		}
+	}
+	if c.IsSet("control-token") && !c.IsSet("control") && !c.Bool("ui") && !c.IsSet("metrics") {
+		return cli.Exit("--control-token: guards --control, --ui or --metrics, and none is given", exitBadUsage)
+	}
+	return nil
 }
 
 // linkEnd is the form of a link's end as a capture point (eu.server);
