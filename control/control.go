@@ -88,7 +88,7 @@ func Listen(addr string, haveToken bool) (net.Listener, string, error) {
 		os.Remove(path) // a socket left by a killed netjam
 		ln, err := net.Listen("unix", path)
 		if err != nil {
-			return nil, "", err
+			return nil, "", fmt.Errorf("--control %s: %w", addr, err)
 		}
 		if err := os.Chmod(path, 0o600); err != nil {
 			ln.Close()
@@ -104,7 +104,10 @@ func Listen(addr string, haveToken bool) (net.Listener, string, error) {
 		return nil, "", fmt.Errorf("--control %s: not a loopback address; anyone who reaches it could change the path: give --control-token FILE", addr)
 	}
 	ln, err := net.Listen("tcp", addr)
-	return ln, "", err
+	if err != nil {
+		return nil, "", fmt.Errorf("--control %s: %w", addr, err)
+	}
+	return ln, "", nil
 }
 
 // ListenMetrics opens --metrics's listener, HOST:PORT: as Listen's, a
@@ -117,7 +120,11 @@ func ListenMetrics(addr string, haveToken bool) (net.Listener, error) {
 	if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && !haveToken {
 		return nil, fmt.Errorf("--metrics %s: not a loopback address; anyone who reaches it could read the run: give --control-token FILE, which each scrape must then carry (Authorization: Bearer)", addr)
 	}
-	return net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics %s: %w", addr, err)
+	}
+	return ln, nil
 }
 
 // Serve serves the API on ln until Close. stop ends the run as Ctrl-C

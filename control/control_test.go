@@ -309,6 +309,13 @@ func TestMetricsEndpointGuarded(t *testing.T) {
 	if _, err := ListenMetrics("0.0.0.0:0", false); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
 		t.Errorf("--metrics 0.0.0.0 without a token: %v", err)
 	}
+	// A listener's error names the flag and the address.
+	if _, err := ListenMetrics("127.0.0.1:99999", false); err == nil || !strings.HasPrefix(err.Error(), "--metrics 127.0.0.1:99999: ") {
+		t.Errorf("--metrics on port 99999: %v", err)
+	}
+	if _, _, err := Listen("unix:/nonexistent/dir/c.sock", false); err == nil || !strings.HasPrefix(err.Error(), "--control unix:/nonexistent/dir/c.sock: ") {
+		t.Errorf("--control in a missing folder: %v", err)
+	}
 	for _, token := range []string{"", "s3cret"} {
 		ln, err := ListenMetrics("127.0.0.1:0", token != "")
 		if err != nil {
