@@ -39,6 +39,13 @@ type Options struct {
 	// from the control API, whose client must not make netjam read and
 	// quote files it may not read itself).
 	setsNameNoFiles bool
+	// sweep, when set, is the file's sweep, decoded already (Plan.At: a
+	// point's plan). Decoding it again for every point made checking a
+	// sweep take time in the square of its size.
+	sweep *Sweep
+	// root, when set, is the file's tree, parsed already (Plan.At), which
+	// Parse may change.
+	root *yaml.Node
 }
 
 // Plan is a parsed scenario file: one Scenario per run.
@@ -58,6 +65,16 @@ type Plan struct {
 
 	data []byte  // the file, for At
 	opts Options // the options Parse had, for At
+	// body is the file's tree without its sweep, parsed once for At.
+	body *pointBody
+}
+
+// pointBody is the tree At copies for each point of a sweep: parsing the
+// file (its whole grid included) again for every point made checking a
+// sweep take time in the square of its size.
+type pointBody struct {
+	once sync.Once
+	root *yaml.Node // nil when the file does not parse
 }
 
 // Load reads the file at path and calls Parse. An error reading the file is
@@ -81,10 +98,14 @@ func Parse(path string, data []byte, o Options) (*Plan, error) {
 		o.CongestionControls = kernelCongestionControls
 	}
 	o.CongestionControls = sync.OnceValues(o.CongestionControls)
-	root, errs := parseRoot(path, data)
-	if errs != nil {
-		return nil, errs
+	root := o.root
+	if root == nil {
+		var errs Errors
+		if root, errs = parseRoot(path, data); errs != nil {
+			return nil, errs
+		}
 	}
+	o.root = nil // the plan's At parses its own
 	fileDec := newDecoder(path, nil)
 	var variants []variant
 	if n := lookup(root, "variants"); n != nil && !isNull(n) {
@@ -96,8 +117,8 @@ func Parse(path string, data []byte, o Options) (*Plan, error) {
 			return nil, err
 		}
 	}
-	var sweep *Sweep
-	if n := lookup(root, "sweep"); n != nil && !isNull(n) {
+	sweep := o.sweep
+	if n := lookup(root, "sweep"); n != nil && !isNull(n) && sweep == nil {
 		sweep = fileDec.sweep(n)
 	}
 	sets, errs := parseSets(o.Sets)
@@ -106,7 +127,7 @@ func Parse(path string, data []byte, o Options) (*Plan, error) {
 	root = runBody(root)
 	base, baseErrs := resolve(path, root, nil, sets, o)
 	errs = append(errs, baseErrs...)
-	plan := &Plan{Name: base.Name, Path: path, Sweep: sweep, data: data, opts: o}
+	plan := &Plan{Name: base.Name, Path: path, Sweep: sweep, data: data, opts: o, body: &pointBody{}}
 	if len(variants) == 0 {
 		plan.Runs = []*Scenario{base}
 		plan.warn(base)

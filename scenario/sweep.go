@@ -237,6 +237,7 @@ func (p *Plan) At(s *Sweep, pt Point) (*Plan, error) {
 	o := p.opts
 	o.Sets = append(s.Sets(pt), p.opts.Sets...)
 	o.Seed = &pt.Seed
+	o.sweep, o.root = s, p.pointRoot()
 	plan, err := Parse(p.Path, p.data, o)
 	var errs Errors
 	if errors.As(err, &errs) {
@@ -254,6 +255,34 @@ func (p *Plan) At(s *Sweep, pt Point) (*Plan, error) {
 		}
 	}
 	return plan, err
+}
+
+// pointRoot returns a copy of the file's tree without its sweep (the
+// sweep is decoded once, for Plan.Sweep), for At to resolve a point on;
+// nil when the file does not parse, for Parse to say why.
+func (p *Plan) pointRoot() *yaml.Node {
+	if p.body == nil {
+		return nil
+	}
+	p.body.once.Do(func() {
+		root, errs := parseRoot(p.Path, p.data)
+		if errs != nil {
+			return
+		}
+		if i := keyIndex(root, "sweep"); i >= 0 && keyIndex(&yaml.Node{Content: root.Content[i+2:]}, "sweep") < 0 {
+			root.Content = append(slices.Clip(root.Content[:i]), root.Content[i+2:]...)
+		}
+		p.body.root = root
+	})
+	if p.body.root == nil {
+		return nil
+	}
+	x := expander{active: map[*yaml.Node]bool{}}
+	root, err := x.copy(p.body.root)
+	if err != nil {
+		return nil
+	}
+	return root
 }
 
 // CheckSweep resolves every combination of the plan's sweep (with its
