@@ -335,7 +335,7 @@ func TestErrors(t *testing.T) {
 		{name: "alias cycle", src: "link: &l\n  uplink: *l\n",
 			want: "x.yaml:2: yaml: alias *l refers to a node that contains it"},
 		{name: "billion laughs", src: "a: &a [1,1,1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\n",
-			want: "x.yaml:1: yaml: more than 65536 nodes once aliases are expanded"},
+			want: "x.yaml:1: yaml: more than 65536 nodes (keys, values and list items, aliases expanded): a scenario is at most that big"},
 
 		// Keys.
 		{name: "unknown key suggestion", src: "link:\n  uplink:\n    rat: 10Mbps\n",

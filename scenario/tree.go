@@ -96,7 +96,7 @@ func (x *expander) copy(n *yaml.Node) (*yaml.Node, error) {
 		return x.copy(n.Alias)
 	}
 	if x.nodes++; x.nodes > maxNodes {
-		return n, fmt.Errorf("yaml: more than %d nodes once aliases are expanded", maxNodes)
+		return n, fmt.Errorf("yaml: more than %d nodes (keys, values and list items, aliases expanded): a scenario is at most that big", maxNodes)
 	}
 	x.active[n] = true
 	defer delete(x.active, n)
