@@ -84,12 +84,21 @@ type Errors []*Error
 
 // Error returns one error per line.
 func (es Errors) Error() string {
-	lines := make([]string, len(es))
-	for i, e := range es {
+	n := min(len(es), maxErrorLines)
+	lines := make([]string, n, n+1)
+	for i, e := range es[:n] {
 		lines[i] = e.Error()
+	}
+	if len(es) > n {
+		lines = append(lines, fmt.Sprintf("... and %d more", len(es)-n))
 	}
 	return strings.Join(lines, "\n")
 }
+
+// maxErrorLines bounds the problems an Errors' text lists: past some
+// dozens, the first ones are what to fix (a file of thousands of bad keys
+// made a message of megabytes).
+const maxErrorLines = 50
 
 // Unwrap gives errors.Is and errors.As access to each Error.
 func (es Errors) Unwrap() []error {

@@ -1308,3 +1308,21 @@ func TestOptionsVariants(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorsBounded: the text of many problems lists the first
+// maxErrorLines and says how many more there are.
+func TestErrorsBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("flows:\n")
+	for i := range 200 {
+		fmt.Fprintf(&b, "  - {name: f%d, type: udp, interval: 2ms, count: 3, bogus: 1}\n", i)
+	}
+	_, err := parse(b.String())
+	if err == nil {
+		t.Fatal("no error")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != maxErrorLines+1 || lines[maxErrorLines] != "... and 150 more" {
+		t.Errorf("%d lines, the last %q; want %d and ... and 150 more", len(lines), lines[len(lines)-1], maxErrorLines+1)
+	}
+}
