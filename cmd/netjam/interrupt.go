@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // outputs tracks which of a run's outputs are still to be written, for
@@ -54,6 +55,13 @@ func removeAll(from, names []string) []string {
 	return out
 }
 
+// sameSignal is how soon after the first a signal is taken for the same
+// one: timeout(1) sends its SIGTERM to the process and then to its
+// process group, which holds the process, so that netjam got two at once
+// and exited without its results; a person pressing Ctrl-C twice is
+// slower.
+const sameSignal = 100 * time.Millisecond
+
 // interruptible returns a context that ends at the first SIGINT or SIGTERM,
 // so the run stops and writes what it measured. A second signal while
 // that goes on (writing plots and the report can take seconds) ends the
@@ -76,13 +84,18 @@ func watchInterrupts(parent context.Context, sigs <-chan os.Signal, stderr io.Wr
 	go func() {
 		defer wg.Done()
 		n := 0
+		var first time.Time
 		for {
 			select {
 			case sig := <-sigs:
 				n++
 				if n == 1 {
+					first = time.Now()
 					cancel()
 					continue
+				}
+				if time.Since(first) < sameSignal {
+					continue // the first again, as timeout(1) sends it
 				}
 				code := 128 + int(syscall.SIGINT)
 				if s, ok := sig.(syscall.Signal); ok {
