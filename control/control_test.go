@@ -135,20 +135,8 @@ func TestOtherOrigins(t *testing.T) {
 		{"http://" + addr, "", 200},
 		{"", "localhost", 200},
 	} {
-		req, _ := http.NewRequest("POST", "http://"+addr+"/v1/stop", nil)
-		if c.origin != "" {
-			req.Header.Set("Origin", c.origin)
-		}
-		if c.host != "" {
-			req.Host = c.host
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != c.want {
-			t.Errorf("Origin %q Host %q: %d, want %d", c.origin, c.host, resp.StatusCode, c.want)
+		if code := statusOf(t, "POST", "http://"+addr+"/v1/stop", c.host, "Origin", c.origin); code != c.want {
+			t.Errorf("Origin %q Host %q: %d, want %d", c.origin, c.host, code, c.want)
 		}
 		if c.want == 403 && stopped.Load() {
 			t.Fatalf("Origin %q Host %q stopped the run", c.origin, c.host)
@@ -334,23 +322,30 @@ func TestMetricsEndpointGuarded(t *testing.T) {
 			if token != "" && c.auth == "" {
 				want = 401
 			}
-			req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+"/metrics", nil)
-			if c.auth != "" {
-				req.Header.Set("Authorization", c.auth)
-			}
-			if c.host != "" {
-				req.Host = c.host
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != want {
-				t.Errorf("token %q, Authorization %q, Host %q: %d, want %d", token, c.auth, c.host, resp.StatusCode, want)
+			if code := statusOf(t, "GET", "http://"+ln.Addr().String()+"/metrics", c.host, "Authorization", c.auth); code != want {
+				t.Errorf("token %q, Authorization %q, Host %q: %d, want %d", token, c.auth, c.host, code, want)
 			}
 		}
 		http.DefaultClient.CloseIdleConnections()
 		s.Close()
 	}
+}
+
+// statusOf sends a request without a body, with Host host and the header
+// key: value (each when not empty), and returns its status.
+func statusOf(t *testing.T, method, url, host, key, value string) int {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	if value != "" {
+		req.Header.Set(key, value)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
