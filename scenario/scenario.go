@@ -271,6 +271,13 @@ func parseSets(args []string) ([]override, Errors) {
 			errs = append(errs, &Error{Origin: originSet, Path: key, Msg: msg})
 			continue
 		}
+		// A key replaces what it holds: an earlier --set inside it would
+		// be lost without a word.
+		if i := slices.IndexFunc(sets, func(o override) bool { return strings.HasPrefix(o.key, key+".") }); i >= 0 {
+			errs = append(errs, &Error{Origin: originSet, Path: key, Msg: fmt.Sprintf("replaces --set %s, given before it, which would be lost: give %s first, or set %s inside it",
+				sets[i].key, key, strings.TrimPrefix(sets[i].key, key+"."))})
+			continue
+		}
 		sets = append(sets, override{key: key, value: n})
 	}
 	return sets, errs

@@ -351,6 +351,8 @@ func TestErrors(t *testing.T) {
 			want: "x.yaml:1: link.uplink.downlink: unknown key (expected one of: corrupt, delay, duplicate, inflight_limit, loss, queue, rate, reorder, slot)"},
 		{name: "duplicate key", src: "link:\n  delay: 5ms\n  loss: 1%\n  delay: 6ms\n",
 			want: "x.yaml:4: link.delay: duplicate key (first at line 2)"},
+		{name: "set key replaced", src: "link: {}\n", sets: []string{"link.loss=1%", "link={delay: 5ms}"},
+			want: "--set link: replaces --set link.loss, given before it, which would be lost: give link first, or set loss inside it"},
 		{name: "variant set key replaced", src: "variants:\n  - {name: a, set: {link.loss: 1%, link: {delay: 5ms}}}\n  - {name: b, set: {link: {delay: 5ms}, link.loss: 1%}}\n",
 			want: "x.yaml:2: variants.a.set.link: replaces link.loss, set before it (line 2), which would be lost: put link first, or set loss inside it"},
 		{name: "duplicate top-level key", src: "variants: []\nvariants: []\n",
