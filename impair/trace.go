@@ -109,6 +109,9 @@ func ParseTrace(r io.Reader) (*Trace, error) {
 			continue
 		}
 		ms, err := strconv.ParseUint(s, 10, 40)
+		if errors.Is(err, strconv.ErrRange) {
+			return nil, fmt.Errorf("line %d: %s ms is too far from the trace's start (at most %d ms, about 34 years)", line, s, uint64(1)<<40-1)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %q is not a time in whole milliseconds", line, s)
 		}
