@@ -176,4 +176,7 @@ func TestRunFlagsCheckedFirst(t *testing.T) {
 			t.Errorf("run %v: it wrote %s before refusing", c.args, out)
 		}
 	}
+	if code, _, errOut := netjam(t, "shell", "--control-token", file, "--", "true"); code != exitBadUsage || !strings.Contains(errOut, "--control-token: guards --control, and none is given") {
+		t.Errorf("shell --control-token without --control: exit %d, %q", code, errOut)
+	}
 }

@@ -238,7 +238,11 @@ func checkOutputFlags(c *cli.Context) error {
 		}
 	}
 	if c.IsSet("control-token") && !c.IsSet("control") && !c.Bool("ui") && !c.IsSet("metrics") {
-		return cli.Exit("--control-token: guards --control, --ui or --metrics, and none is given", exitBadUsage)
+		guards := "--control, --ui or --metrics"
+		if c.Command.Name == "shell" {
+			guards = "--control"
+		}
+		return cli.Exit("--control-token: guards "+guards+", and none is given", exitBadUsage)
 	}
 	return nil
 }

@@ -91,6 +91,9 @@ func doShell(c *cli.Context) error {
 	if err := checkShellCommand(c, command); err != nil {
 		return err
 	}
+	if err := checkOutputFlags(c); err != nil {
+		return err
+	}
 	sr := &shellRun{c: c, s: s, command: command, out: c.String("out"), status: -1}
 	log, closeLog, err := shellLogger(c, sr.out)
 	if err != nil {
