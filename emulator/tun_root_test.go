@@ -969,8 +969,12 @@ variants:
 	}
 	// Linux keeps between two thirds of its buffer and all of it in
 	// flight, so a stack that does the same carries at least two thirds of
-	// what the kernel does, whatever the kernel's exact share.
-	if bps["netstack"] < 2.0/3*bps["kernel"] {
+	// what the kernel does, whatever the kernel's exact share. Not under
+	// the race detector, which slows the netstack host (in this process)
+	// and not the kernel: with other packages' tests beside it (go test
+	// -race ./...), 25.1 Mbit/s against 38.7, where it carries 34 alone.
+	// TestVirtualSendBufferStaysInFlight checks the same on every run.
+	if !raceEnabled && bps["netstack"] < 2.0/3*bps["kernel"] {
 		t.Errorf("with send_buffer 64KB the netstack host carried %.1f Mbit/s, the kernel %.1f: want at least two thirds of the kernel's", bps["netstack"]/1e6, bps["kernel"]/1e6)
 	}
 }
