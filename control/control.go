@@ -100,7 +100,7 @@ func Listen(addr string, haveToken bool) (net.Listener, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("--control %s: expected unix:PATH or HOST:PORT (%v)", addr, err)
 	}
-	if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && !haveToken {
+	if !loopbackHost(host) && !haveToken {
 		return nil, "", fmt.Errorf("--control %s: not a loopback address; anyone who reaches it could change the path: give --control-token FILE", addr)
 	}
 	ln, err := net.Listen("tcp", addr)
@@ -110,6 +110,13 @@ func Listen(addr string, haveToken bool) (net.Listener, string, error) {
 	return ln, "", nil
 }
 
+// loopbackHost reports whether host (an address or a name) is this
+// machine's loopback: a loopback address, or localhost.
+func loopbackHost(host string) bool {
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback() || host == "localhost"
+}
+
 // ListenMetrics opens --metrics's listener, HOST:PORT: as Listen's, a
 // non-loopback address needs a token, which every scrape then carries.
 func ListenMetrics(addr string, haveToken bool) (net.Listener, error) {
@@ -117,7 +124,7 @@ func ListenMetrics(addr string, haveToken bool) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--metrics %s: expected HOST:PORT (%v)", addr, err)
 	}
-	if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && !haveToken {
+	if !loopbackHost(host) && !haveToken {
 		return nil, fmt.Errorf("--metrics %s: not a loopback address; anyone who reaches it could read the run: give --control-token FILE, which each scrape must then carry (Authorization: Bearer)", addr)
 	}
 	ln, err := net.Listen("tcp", addr)
@@ -325,7 +332,7 @@ func (s *Server) sameOrigin(ln net.Listener, next http.Handler) http.Handler {
 			if err != nil {
 				host = r.Host
 			}
-			if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" {
+			if !loopbackHost(host) {
 				writeError(w, http.StatusForbidden, fmt.Errorf("host %q: a loopback endpoint answers to a loopback name or address only", r.Host))
 				return
 			}

@@ -14,16 +14,8 @@ import (
 // addressed from its match's dst (else the lab's server addresses), and a
 // flow runs between a client host and a server host of its path.
 
-// flowPath returns the path flow f of s crosses: the one it names, else
-// the default path (package scenario checks that there is one).
-func flowPath(s *scenario.Scenario, f scenario.Flow) scenario.Path {
-	for _, p := range s.Paths {
-		if f.Path != "" && p.Name == f.Path || f.Path == "" && p.Match == nil {
-			return p
-		}
-	}
-	return scenario.Path{Name: scenario.DefaultPath}
-}
+// flowPath returns the path flow f of s crosses (Scenario.FlowPath).
+func flowPath(s *scenario.Scenario, f scenario.Flow) scenario.Path { return s.FlowPath(f) }
 
 // pathOf returns the lab's path named name ("": none).
 func (l *lab) pathOf(name string) scenario.Path {

@@ -51,14 +51,19 @@ func nameProblem(name string) string {
 // keys address (flows.NAME.cc, links.NAME.delay, wifi.stations.NAME.snr),
 // or "": a name's problems, and a '.', which would split the key.
 func itemNameProblem(name string) string {
-	if why := nameProblem(name); why != "" {
-		return strings.Replace(why, "'.', ", "", 1)
-	}
-	if strings.Contains(name, ".") {
+	switch {
+	case len(name) > maxName:
+		return fmt.Sprintf("at most %d characters", maxName)
+	case strings.Contains(name, "."):
 		return "use letters, digits, '_' and '-': a '.' would split the dotted keys that name it"
+	case !validItemName.MatchString(name):
+		return "use letters, digits, '_' and '-'"
 	}
 	return ""
 }
+
+// validItemName is the form of an item's name (itemNameProblem).
+var validItemName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // decoder decodes one resolved tree, collecting errors.
 type decoder struct {
@@ -438,13 +443,8 @@ func (d *decoder) virtualRates(n *yaml.Node, s *Scenario) {
 			continue
 		}
 		via := all
-		for _, p := range s.Paths {
-			if f.Path != "" && p.Name == f.Path || f.Path == "" && p.Match == nil {
-				if len(p.Via) > 0 {
-					via = p.Via
-				}
-				break
-			}
+		if p := s.FlowPath(f); len(p.Via) > 0 {
+			via = p.Via
 		}
 		if !slices.ContainsFunc(via, func(l string) bool { return rated[l] }) {
 			d.errorf(n, "clock", "virtual: tcp flow %s sends for a duration across no rate (%s): on the virtual clock, a path whose only limits are delays moves any amount of data in no time, and the run's time would not advance; give a link it crosses a rate (link.rate: 100Mbps), give the flow a size, or use clock: real", f.Name, strings.Join(via, ", "))
@@ -605,9 +605,7 @@ func (d *decoder) dottedSet(n *yaml.Node, path string, keep func(k, v *yaml.Node
 			continue
 		}
 		first[k.Value] = k
-		// A key replaces what it holds: an earlier key inside it would
-		// be lost without a word.
-		if i := slices.IndexFunc(sets, func(o override) bool { return strings.HasPrefix(o.key, k.Value+".") }); i >= 0 {
+		if i := replaced(sets, k.Value); i >= 0 {
 			d.errorf(k, p, "replaces %s, set before it (line %d), which would be lost: put %s first, or set %s inside it", sets[i].key, sets[i].at.Line, k.Value, strings.TrimPrefix(sets[i].key, k.Value+"."))
 			continue
 		}
@@ -616,6 +614,13 @@ func (d *decoder) dottedSet(n *yaml.Node, path string, keep func(k, v *yaml.Node
 		}
 	}
 	return sets
+}
+
+// replaced returns the index of the first of sets whose key is inside
+// key, which a set of key would replace, and lose without a word; -1 if
+// none.
+func replaced(sets []override, key string) int {
+	return slices.IndexFunc(sets, func(o override) bool { return strings.HasPrefix(o.key, key+".") })
 }
 
 // checkOverrideKey returns why key may not be overridden, or "". The

@@ -220,6 +220,17 @@ func (d *decoder) via(n *yaml.Node, path string, links []Link) []string {
 	return out
 }
 
+// FlowPath returns the path flow f of s crosses: the one it names, else
+// the default path (the loader checks that there is one).
+func (s *Scenario) FlowPath(f Flow) Path {
+	for _, p := range s.Paths {
+		if f.Path != "" && p.Name == f.Path || f.Path == "" && p.Match == nil {
+			return p
+		}
+	}
+	return Path{Name: DefaultPath}
+}
+
 // match decodes a path's match, n, of a scenario whose hosts have the
 // MTU mtu (when mtuOK).
 func (d *decoder) match(n *yaml.Node, path string, mtu int, mtuOK bool) *Match {

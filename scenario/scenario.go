@@ -192,12 +192,17 @@ func parseRoot(path string, data []byte) (*yaml.Node, Errors) {
 // grow as its square) and without its sweep (a run is one point of it). A
 // file with two such keys keeps them for the decoder to report.
 func runBody(root *yaml.Node) *yaml.Node {
-	for _, key := range []string{"variants", "sweep"} {
-		if i := keyIndex(root, key); i >= 0 && keyIndex(&yaml.Node{Content: root.Content[i+2:]}, key) < 0 {
-			body := *root
-			body.Content = append(slices.Clip(root.Content[:i]), root.Content[i+2:]...)
-			root = &body
-		}
+	return withoutKey(withoutKey(root, "variants"), "sweep")
+}
+
+// withoutKey returns root without key, in a shallow copy, when root has
+// it once; root itself otherwise (a duplicate is the decoder's to
+// report).
+func withoutKey(root *yaml.Node, key string) *yaml.Node {
+	if i := keyIndex(root, key); i >= 0 && keyIndex(&yaml.Node{Content: root.Content[i+2:]}, key) < 0 {
+		body := *root
+		body.Content = append(slices.Clip(root.Content[:i]), root.Content[i+2:]...)
+		return &body
 	}
 	return root
 }
@@ -271,9 +276,7 @@ func parseSets(args []string) ([]override, Errors) {
 			errs = append(errs, &Error{Origin: originSet, Path: key, Msg: msg})
 			continue
 		}
-		// A key replaces what it holds: an earlier --set inside it would
-		// be lost without a word.
-		if i := slices.IndexFunc(sets, func(o override) bool { return strings.HasPrefix(o.key, key+".") }); i >= 0 {
+		if i := replaced(sets, key); i >= 0 {
 			errs = append(errs, &Error{Origin: originSet, Path: key, Msg: fmt.Sprintf("replaces --set %s, given before it, which would be lost: give %s first, or set %s inside it",
 				sets[i].key, key, strings.TrimPrefix(sets[i].key, key+"."))})
 			continue

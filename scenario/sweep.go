@@ -269,10 +269,7 @@ func (p *Plan) pointRoot() *yaml.Node {
 		if errs != nil {
 			return
 		}
-		if i := keyIndex(root, "sweep"); i >= 0 && keyIndex(&yaml.Node{Content: root.Content[i+2:]}, "sweep") < 0 {
-			root.Content = append(slices.Clip(root.Content[:i]), root.Content[i+2:]...)
-		}
-		p.body.root = root
+		p.body.root = withoutKey(root, "sweep")
 	})
 	if p.body.root == nil {
 		return nil

@@ -189,6 +189,9 @@ Examples:
 	}
 }
 
+// ctlVerbNames are ctl's verbs; ctlVerbs, each with its arguments.
+var ctlVerbNames = []string{"status", "get", "set", "schedule", "reset", "events", "stop"}
+
 // ctlVerbs are what netjam ctl does.
 const ctlVerbs = "status, get [LINK], set [--for DURATION] KEY=VALUE..., schedule --at TIME KEY=VALUE..., reset [--flow NAME], events or stop"
 
@@ -204,7 +207,7 @@ func doCtl(c *cli.Context) error {
 		// A flag given last without its value took the verb for it
 		// (flagsFirst moved the flag before the verb: set --for).
 		for _, f := range []string{"at", "for", "flow"} {
-			if v := c.String(f); slices.Contains([]string{"status", "get", "set", "schedule", "reset", "events", "stop"}, v) {
+			if v := c.String(f); slices.Contains(ctlVerbNames, v) {
 				return cli.Exit(fmt.Sprintf("ctl %s: --%s needs a value", v, f), exitBadUsage)
 			}
 		}
