@@ -11,6 +11,10 @@
 // WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 // See the License for the specific language governing permissions and
 // limitations under the License.
+//
+// Modified by netjam (third_party/gvisor/patches/0009): a pooled chunk is
+// not cleared when it is taken; the bytes a view exposes unwritten are
+// (View.Grow), so a chunk about to be written over is not cleared first.
 
 // Package buffer provides the implementation of a non-contiguous buffer that
 // is reference counted, pooled, and copy-on-write. It allows O(1) append,
@@ -189,12 +193,8 @@ func (b *Buffer) GrowTo(length int64, zero bool) {
 			sz = int(length - b.size)
 		}
 
-		// Zero the written section.
-		if zero {
-			clear(v.chunk.data[v.write : v.write+sz])
-		}
-
-		// Advance the index.
+		// Advance the index; Grow zeroes the bytes it adds, whatever
+		// zero says.
 		v.Grow(sz)
 		b.size += int64(sz)
 	}

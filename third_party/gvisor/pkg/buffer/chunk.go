@@ -11,6 +11,10 @@
 // WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 // See the License for the specific language governing permissions and
 // limitations under the License.
+//
+// Modified by netjam (third_party/gvisor/patches/0009): a pooled chunk is
+// not cleared when it is taken; the bytes a view exposes unwritten are
+// (View.Grow), so a chunk about to be written over is not cleared first.
 
 package buffer
 
@@ -85,9 +89,13 @@ func newChunk(size int) *chunk {
 			data: make([]byte, size),
 		}
 	} else {
+		// A pooled chunk holds what its last user wrote. It is not
+		// cleared here: a view shows only the bytes written to it, and
+		// Grow clears those it adds unwritten, so that a chunk about to
+		// be written over (NewViewWithData, a read into a new view) is
+		// not cleared first.
 		pool := getChunkPool(size)
 		c = pool.Get().(*chunk)
-		clear(c.data)
 	}
 	c.InitRefs()
 	return c

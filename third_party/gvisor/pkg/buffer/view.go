@@ -11,6 +11,10 @@
 // WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 // See the License for the specific language governing permissions and
 // limitations under the License.
+//
+// Modified by netjam (third_party/gvisor/patches/0009): a pooled chunk is
+// not cleared when it is taken; the bytes a view exposes unwritten are
+// (View.Grow), so a chunk about to be written over is not cleared first.
 
 package buffer
 
@@ -317,7 +321,7 @@ func (v *View) WriteAt(p []byte, off int) (int, error) {
 
 // Grow increases the size of the view. If the new size is greater than the
 // view's current capacity, Grow will reallocate the view with an increased
-// capacity.
+// capacity. The bytes added are zero.
 func (v *View) Grow(n int) {
 	if v == nil {
 		panic("cannot grow a nil view")
@@ -325,6 +329,7 @@ func (v *View) Grow(n int) {
 	if v.write+n > v.Capacity() {
 		v.growCap(n)
 	}
+	clear(v.chunk.data[v.write : v.write+n])
 	v.write += n
 }
 
