@@ -17,6 +17,7 @@ import (
 	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/hostnet"
+	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/netif"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/stack"
@@ -92,7 +93,6 @@ type tunEnd struct {
 	routes    []netip.Prefix
 
 	writer   *topology.Device // the device's write side
-	read     [][]byte         // the read loop's own: no allocation per packet
 	readDone chan struct{}    // closed when the read loop ends; nil before start
 	closing  atomic.Bool      // stopTUN has begun: the read loop stops pausing
 
@@ -131,7 +131,7 @@ func (t *tunEnd) readDeviceDrops(last bool) uint64 {
 // compiled.
 func (l *lab) buildTUN(b *pathBuilder, s *scenario.Scenario, hooks labHooks) error {
 	c := s.TUN
-	t := &tunEnd{cfg: c, fromStation: map[netip.Addr]*endHost{}, mtu: c.Device.MTU, read: make([][]byte, 1)}
+	t := &tunEnd{cfg: c, fromStation: map[netip.Addr]*endHost{}, mtu: c.Device.MTU}
 	l.tun = t
 	for _, a := range c.Device.Addrs {
 		for _, p := range c.Peer {
@@ -341,19 +341,25 @@ func (l *lab) startTUN() {
 	t.readDone = make(chan struct{})
 	go func() {
 		defer close(t.readDone)
-		// One read buffer, as large as a segment with offload can be;
-		// each packet is then copied into a pooled packet of its size,
-		// so that an ACK does not hold 64 KiB while it crosses the path.
-		buf := make([]byte, maxGSOPacket)
+		// The read buffer is a pooled packet as large as a segment
+		// with offload can be. A large segment goes into the path in
+		// it, and the next read gets a new one; anything else is
+		// copied into a pooled packet of its size, so that an ACK
+		// does not hold 64 KiB while it crosses the path.
+		src := t.kernels[0].tx
+		buf := src.ReadBuffer()
+		defer func() { buf.Release() }()
 		for {
-			n, g, err := t.dev.ReadPacket(buf)
+			n, g, err := t.dev.ReadPacket(buf.Data)
 			if err != nil {
 				return
 			}
 			if l.shedding() {
 				continue
 			}
-			l.fromKernel(buf[:n], g)
+			if l.fromKernel(buf, n, g) {
+				buf = src.ReadBuffer()
+			}
 		}
 	}()
 }
@@ -388,17 +394,19 @@ func (l *lab) shedding() bool {
 // maxGSOPacket is the largest packet a device with offload hands over.
 const maxGSOPacket = 65535
 
-// fromKernel puts a packet the kernel sent into the path at its
-// endpoint: onto the medium when the device is a Wi-Fi station, into the
-// uplink otherwise (a large TCP segment whole: the graph splits it, on
-// the read loop's goroutine, where the next node takes MTU-sized packets
-// only). What is not a well-formed IPv4 or IPv6 packet is dropped and
-// counted.
-func (l *lab) fromKernel(b []byte, g netif.GSO) {
+// fromKernel puts a packet the kernel sent, the first n bytes of buf (a
+// buffer of the read loop's), into the path at its endpoint: onto the
+// medium when the device is a Wi-Fi station, into the uplink otherwise
+// (a large TCP segment whole: the graph splits it, on the read loop's
+// goroutine, where the next node takes MTU-sized packets only). What is
+// not a well-formed IPv4 or IPv6 packet is dropped and counted. It
+// reports whether buf went into the path (topology.Source.Take).
+func (l *lab) fromKernel(buf *impair.Packet, n int, g netif.GSO) bool {
 	t := l.tun
+	b := buf.Data[:n]
 	if !wellFormed(b) {
 		t.malformed.Add(1)
-		return
+		return false
 	}
 	k := t.kernels[0]
 	if len(t.kernels) > 1 {
@@ -406,9 +414,7 @@ func (l *lab) fromKernel(b []byte, g netif.GSO) {
 			k = e
 		}
 	}
-	t.read[0] = b
-	k.tx.Copy(l.clk.Now(), t.read, g)
-	t.read[0] = nil
+	return k.tx.Take(l.clk.Now(), buf, n, g)
 }
 
 // srcAddr returns the source address of a well-formed IPv4 or IPv6 packet.

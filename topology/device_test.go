@@ -111,6 +111,50 @@ func TestSourceCopies(t *testing.T) {
 	}
 }
 
+// Take puts a large segment read into a buffer of the source's into the
+// graph in that buffer, without a copy; anything else it copies as Copy
+// does, leaving the buffer the reader's.
+func TestSourceTakes(t *testing.T) {
+	var g topology.Graph
+	src := topology.NewSource("kernel", topology.Emits{GSO: true, Partial: true}, pool, big)
+	var got []*impair.Packet
+	out := topology.SinkFunc(func(_ time.Time, p *impair.Packet) { got = append(got, p) })
+	g.Link(g.Add(src.Node()), g.Add(topology.Node{Name: "peer", In: out, Accepts: anything}))
+	mustCompile(t, &g)
+
+	buf := src.ReadBuffer()
+	if len(buf.Data) != big.Size() {
+		t.Fatalf("a read buffer of %d bytes, want %d", len(buf.Data), big.Size())
+	}
+	seg := segment(server, 3000, 1, 1)
+	impair.PseudoChecksum(seg)
+	n := copy(buf.Data, seg)
+	if !src.Take(t0, buf, n, netif.GSO{MSS: 1000, NeedsCsum: true}) {
+		t.Fatal("a large segment was not taken in its buffer")
+	}
+	if len(got) != 1 || got[0] != buf || got[0].Segments() != 3 || !got[0].Partial() || !bytes.Equal(got[0].Data, seg) {
+		t.Fatalf("got %v, want the read buffer itself as a GSO packet of 3 partial segments", got)
+	}
+
+	buf = src.ReadBuffer()
+	small := segment(server, 100, 1, 2)
+	impair.PseudoChecksum(small)
+	n = copy(buf.Data, small)
+	if src.Take(t0, buf, n, netif.GSO{NeedsCsum: true}) {
+		t.Fatal("a small packet was taken in a 64 KiB buffer")
+	}
+	if len(got) != 2 || got[1] == buf || len(got[1].Data) != len(small) || len(buf.Data) != big.Size() {
+		t.Fatalf("got %d packets, the last of %d bytes; want a copy of the %d-byte packet, the buffer left whole", len(got), len(got[len(got)-1].Data), len(small))
+	}
+	if c := slices.Clone(got[1].Data); !impair.CompleteChecksum(c) || !bytes.Equal(c, got[1].Data) {
+		t.Error("the small packet's checksum is not final")
+	}
+	if src.Take(t0, buf, 2000, netif.GSO{}) || src.TooLarge() != 1 {
+		t.Errorf("a 2000-byte packet without GSO: %d too large, want 1", src.TooLarge())
+	}
+	buf.Release()
+}
+
 // segments returns the n partial segments of mss bytes a sender with
 // offload makes of one large segment to dst (as the peer's split does),
 // and that segment, its checksum final: what they make merged.

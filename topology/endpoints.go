@@ -54,6 +54,30 @@ func (s *Source) CopyHeld(now time.Time, slices [][]byte, g netif.GSO) {
 	}
 }
 
+// ReadBuffer returns a packet of the source's pool of GSO packets, its
+// Data as long as the buffer: for a read loop to read into and hand to
+// Take, without the copy Copy makes.
+func (s *Source) ReadBuffer() *impair.Packet {
+	return s.big.Get(s.big.Size())
+}
+
+// Take is Copy for a packet read into p, a buffer ReadBuffer returned,
+// its first n bytes: a GSO packet larger than the source's pool of
+// MTU-sized packets goes into the graph in p itself, and Take reports
+// true (p is the graph's now); anything else is copied into a packet of
+// its size, as Copy does, and p stays the caller's.
+func (s *Source) Take(now time.Time, p *impair.Packet, n int, g netif.GSO) bool {
+	if g.MSS == 0 || n <= s.pool.Size() {
+		b := [1][]byte{p.Data[:n]}
+		s.Copy(now, b[:], g)
+		return false
+	}
+	p.Data = p.Data[:n]
+	fromSender(p, g)
+	s.out.Push(now, p)
+	return true
+}
+
 // copy returns what Copy puts into the graph; nil when it is too large.
 func (s *Source) copy(slices [][]byte, g netif.GSO) *impair.Packet {
 	n := 0
@@ -73,6 +97,14 @@ func (s *Source) copy(slices [][]byte, g netif.GSO) *impair.Packet {
 	for _, b := range slices {
 		off += copy(p.Data[off:], b)
 	}
+	fromSender(p, g)
+	return p
+}
+
+// fromSender makes p, a packet a sender handed over as g describes, what
+// the graph takes: a large TCP segment a GSO packet (whose checksum may
+// stay partial), any other partial checksum completed.
+func fromSender(p *impair.Packet, g netif.GSO) {
 	switch {
 	case g.MSS > 0 && p.SetGSO(g.MSS, g.NeedsCsum):
 	case !g.NeedsCsum:
@@ -80,7 +112,6 @@ func (s *Source) copy(slices [][]byte, g netif.GSO) *impair.Packet {
 	default:
 		impair.CompletePartial(p.Data, g.CsumStart, g.CsumOffset)
 	}
-	return p
 }
 
 // TooLarge returns how many packets Copy dropped as larger than the
