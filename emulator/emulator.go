@@ -140,6 +140,9 @@ func Run(ctx context.Context, plan *scenario.Plan, o Options) (*Summary, error) 
 		o.Clock = clock.Real{}
 	}
 	sum := &Summary{Scenario: plan.Name, Version: o.Version}
+	if err := CheckExpectations(plan); err != nil {
+		return sum, err
+	}
 	// Variants share one seed, so that what differs between them is
 	// what the variants change, not the luck of the draw.
 	seed := NewSeed()

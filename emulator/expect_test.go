@@ -1,6 +1,8 @@
 package emulator
 
 import (
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/netjam/netjam/flows"
@@ -54,5 +56,88 @@ func TestExpectations(t *testing.T) {
 		if r.Expect != c.expect || r.Figure != c.figure || r.GotText != c.got || r.Error != c.err || r.Pass != c.pass {
 			t.Errorf("%s: %+v\nwant figure %q, got %q, error %q, pass %v", c.expect, r, c.figure, c.got, c.err, c.pass)
 		}
+	}
+}
+
+// What the figures of a run's summary can tell about an expectation is
+// told before the run (CheckExpectations): the same verdicts as after it
+// (TestExpectations), where they do not depend on the run.
+func TestExpectationsCheckedBeforeTheRun(t *testing.T) {
+	types := map[string]string{"bulk": "tcp", "video": "udp"}
+	for _, c := range []struct{ expect, err string }{
+		{"flows.video.delay_ms.p95 < 150ms", ""},
+		{"flows.bulk.throughput > 4Mbps", ""},
+		{"flows.bulk.retransmissions <= 50", ""},
+		{"flows.bulk.completion <= 5s", ""},
+		{"flows.bulk.bytes_received == 5MB", ""},
+		{"flows.video.loss < 3%", ""},
+		{"links.uplink.drops.loss == 12", ""},
+		{"links.downlink.drops.queue == 0", ""},
+		{"links.uplink.queue_delay_ms.p99 < 20ms", ""},
+		{"fairness > 95%", ""},
+		{"duration_s <= 10", ""},
+		{"flows.bulk.rtt_ms.count == 0", ""},
+		{"wifi.ap.delivered > 0", ""},
+		{"flows.bulk.retransmissions < 5Mbps", "flows.bulk.retransmissions is a count or a plain number, but 5Mbps is a rate"},
+		{"flows.bulk.throughput > 1ms", "flows.bulk.throughput_bps is a rate, but 1ms is a duration"},
+		{"flows.video.delay_ms > 1ms", "flows.video.delay_ms is a set of figures (count, max, mean, min, p50, p95, p99): name one, as flows.video.delay_ms.count"},
+		{"flows.bulk.goodput > 1Mbps", `flows.bulk has no figure "goodput" (it has: bytes_after_stop, bytes_received, bytes_sent, cc, completed, completion_s, connect_s, cwnd_max, fast_retransmits, name, path, reset_at_s, retransmissions, rtt_ms, size, stack, stalled_s, stalls, throughput_bps, timeouts, total_s, type)`},
+		{"flows.video.retransmissions == 0", `flows.video has no figure "retransmissions"`},
+		{"flows.bulk.loss < 1%", `flows.bulk has no figure "loss"`},
+		{"links.uplink.drops.nosuch == 0", `links.uplink.drops has no drop reason "nosuch"`},
+		{"flows.bulk.type == 1", "flows.bulk.type is not a number"},
+		{"duration_s.p95 < 1s", `duration_s is a single figure; it has no "p95"`},
+	} {
+		e, err := scenario.ParseExpectation(c.expect)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := figureProblem(e, types)
+		if c.err == "" && got != "" || c.err != "" && !strings.HasPrefix(got, c.err) {
+			t.Errorf("%s: %q, want %q", c.expect, got, c.err)
+		}
+	}
+
+	plan, err := scenario.Parse("x.yaml", []byte(`
+duration: 1s
+flows:
+  - {name: bulk, type: tcp, duration: 1s}
+variants:
+  - {name: a}
+  - {name: b}
+expect:
+  - flows.bulk.throughput > 1Mbps
+  - flows.bulk.throughput > 10ms
+  - flows.bulk.thruput > 1Mbps
+`), scenario.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = CheckExpectations(plan)
+	want := `x.yaml: expect[1]: "flows.bulk.throughput > 10ms": flows.bulk.throughput_bps is a rate, but 10ms is a duration` + "\n" +
+		`x.yaml: expect[2]: "flows.bulk.thruput > 1Mbps": flows.bulk has no figure "thruput"`
+	if err == nil || !strings.HasPrefix(err.Error(), want) || strings.Count(err.Error(), "\n") != 1 {
+		t.Errorf("got %v\nwant, once for both variants:\n%s (...)", err, want)
+	}
+}
+
+// Every expectation of the scenarios netjam ships holds up before a run.
+func TestShippedExpectationsChecked(t *testing.T) {
+	files, _ := filepath.Glob("../configs/*.yaml")
+	n := 0
+	for _, f := range files {
+		plan, err := scenario.Load(f, scenario.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range plan.Runs {
+			n += len(s.Expect)
+		}
+		if err := CheckExpectations(plan); err != nil {
+			t.Error(err)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no shipped scenario has an expectation")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	junit "github.com/joshdk/go-junit"
 )
@@ -58,5 +59,36 @@ variants:
 	code, stdout, stderr = netjam(t, "run", file, "-q", "--out", filepath.Join(dir, "out2"), "--variant", "clean")
 	if code != exitOK {
 		t.Errorf("the clean variant alone: exit %d, want 0\n%s%s", code, stdout, stderr)
+	}
+}
+
+// An expectation the figures of a run cannot satisfy whatever the run (a
+// figure the summary lacks, a unit of another kind) stops run, sweep,
+// shell and validate before anything runs, where it used to be found
+// "not checked" once the run was over.
+func TestExpectationsCheckedBeforeTheRun(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(file, []byte(`duration: 30s
+flows: [{name: bulk, type: tcp, duration: 30s}]
+expect:
+  - flows.bulk.throughput > 1ms
+`), 0o644)
+	want := file + `: expect[0]: "flows.bulk.throughput > 1ms": flows.bulk.throughput_bps is a rate, but 1ms is a duration`
+	out := filepath.Join(dir, "out")
+	for _, args := range [][]string{
+		{"validate", file},
+		{"run", file, "--out", out},
+		{"sweep", file, "--grid", "link.loss=1%,2%", "--out", out},
+		{"shell", file, "--", "true"},
+	} {
+		start := time.Now()
+		code, _, stderr := netjam(t, args...)
+		if code != exitBadUsage || !strings.Contains(stderr, want) || time.Since(start) > 10*time.Second {
+			t.Errorf("netjam %s: exit %d after %v, want %d at once saying\n%s\ngot:\n%s", args[0], code, time.Since(start), exitBadUsage, want, stderr)
+		}
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("a run wrote its folder")
 	}
 }

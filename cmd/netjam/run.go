@@ -116,6 +116,11 @@ func loadPlan(c *cli.Context) (*scenario.Plan, error) {
 	default:
 		return nil, cli.Exit(fmt.Sprintf("run takes one scenario file, got %d arguments", c.NArg()), exitBadUsage)
 	}
+	if err == nil {
+		// What the figures of a run can tell of its expectations is
+		// told now, not after the run.
+		err = emulator.CheckExpectations(plan)
+	}
 	if err != nil && c.IsSet("clock") {
 		// --clock goes in as a --set (planOptions): name it as typed.
 		err = errors.New(strings.ReplaceAll(err.Error(), "--set clock:", "--clock:"))

@@ -380,6 +380,9 @@ func shellScenario(c *cli.Context, files []string) (*scenario.Scenario, error) {
 			return nil, cli.Exit(err, exitBadUsage)
 		}
 	}
+	if err := emulator.CheckExpectations(plan); err != nil {
+		return nil, cli.Exit(err, exitBadUsage)
+	}
 	var s *scenario.Scenario
 	variant := c.String("variant")
 	var names []string

@@ -284,6 +284,9 @@ func sweepRuns(c *cli.Context) (*scenario.Plan, []sweepRun, error) {
 		return nil, nil, err
 	}
 	plan, err := scenario.Load(c.Args().First(), o)
+	if err == nil {
+		err = emulator.CheckExpectations(plan)
+	}
 	if err != nil {
 		return nil, nil, cli.Exit(err, exitBadUsage)
 	}

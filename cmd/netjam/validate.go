@@ -5,6 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/scenario"
 )
 
@@ -32,6 +33,9 @@ Examples:
 				plan, err := scenario.Load(path, scenario.Options{Sets: c.StringSlice("set")})
 				if err == nil {
 					err = plan.CheckSweep()
+				}
+				if err == nil {
+					err = emulator.CheckExpectations(plan)
 				}
 				if err != nil {
 					bad++
