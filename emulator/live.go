@@ -55,8 +55,10 @@ type Live struct {
 	// pending are the changes scheduled ahead (Schedule), each with its
 	// timer on the run's clock; at most MaxPending.
 	pending []*scheduled
-	// made counts the changes made through Live (maxLiveChanges).
-	made int
+	// made counts the changes made through Live, at most room: what
+	// maxLiveChanges leaves beside the points of the scenario's own
+	// timeline, which the resolved scenario replays too.
+	made, room int
 
 	watchMu sync.Mutex // guards watch
 	watch   func(LiveEvent)
@@ -68,7 +70,8 @@ type Live struct {
 
 // newLive returns the Live of a run that started at start on clk.
 func newLive(clk clock.Clock, start time.Time, path *Path, fls []flows.Flow, tl *timeline, stop context.CancelFunc, s *scenario.Scenario) *Live {
-	lv := &Live{clk: clk, start: start, path: path, fls: fls, tl: tl, stop: stop, s: s, orig: s, base: s}
+	lv := &Live{clk: clk, start: start, path: path, fls: fls, tl: tl, stop: stop, s: s, orig: s, base: s,
+		room: max(0, maxLiveChanges-len(s.Timeline))}
 	tl.watch(lv.changedEvents)
 	return lv
 }
@@ -181,9 +184,10 @@ var ErrRunEnded = errors.New("the run has ended")
 var ErrTooManyChanges = errors.New("too many changes")
 
 // maxLiveChanges bounds the changes made through Live in one run (Set,
-// SetFor, a Schedule when it applies, Reset, ResetFlow): each is held
-// in memory and added to the resolved scenario's timeline, which must
-// load again (scenario.MaxTimelineChanges).
+// SetFor, a Schedule when it applies, Reset, ResetFlow) together with
+// the points of the run's own timeline: each is held in memory and added
+// to the resolved scenario's timeline, which must load again
+// (scenario.MaxTimelineChanges).
 var maxLiveChanges = scenario.MaxTimelineChanges
 
 // LiveStatus is a run's state now.
@@ -330,8 +334,9 @@ func (lv *Live) canChangeLocked() error {
 	switch {
 	case lv.ended:
 		return ErrRunEnded
-	case lv.made >= maxLiveChanges:
-		return fmt.Errorf("%w: %d made in this run, the most its resolved scenario's timeline may replay", ErrTooManyChanges, lv.made)
+	case lv.made >= lv.room:
+		return fmt.Errorf("%w: %d made in this run beside its timeline's %d, the most its resolved scenario's timeline may replay (%d)",
+			ErrTooManyChanges, lv.made, len(lv.orig.Timeline), maxLiveChanges)
 	}
 	return nil
 }

@@ -221,3 +221,32 @@ func liveChecks(lv *Live) []string {
 	}
 	return problems
 }
+
+// A run's own timeline counts against the changes made live: the resolved
+// scenario replays both, and may hold no more than a timeline may.
+func TestLiveChangesLeaveRoomForTheTimeline(t *testing.T) {
+	defer func(n int) { maxLiveChanges = n }(maxLiveChanges)
+	maxLiveChanges = 4
+	plan := mustPlan(t, `
+duration: 30s
+link: {delay: 5ms}
+flows: [{name: cbr, type: udp, rate: 1Mbps, duration: 30s}]
+timeline:
+  - {at: 29s, set: {link.delay: 6ms}}
+  - {at: 29.5s, set: {link.delay: 7ms}}
+  - {at: 29.9s, set: {link.delay: 8ms}}
+`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errs := make(chan []error, 1)
+	Run(ctx, plan, Options{OutDir: t.TempDir(), Live: func(lv *Live) {
+		go func() {
+			defer cancel()
+			errs <- []error{lv.Set("link.loss=1%"), lv.Set("link.loss=2%")}
+		}()
+	}})
+	got := <-errs
+	if got[0] != nil || !errors.Is(got[1], ErrTooManyChanges) || !strings.Contains(got[1].Error(), "beside its timeline's 3") {
+		t.Errorf("with 3 timeline points of at most 4: %v, want one change made, then ErrTooManyChanges", got)
+	}
+}
