@@ -172,13 +172,8 @@ func check(r *ExpectResult, e scenario.Expectation, doc any) {
 // did not happen (the last key under a drops map) is 0. err says what is
 // missing.
 func lookupKey(v map[string]any, seg, here string, last bool) (key string, child any, err string) {
-	if child, ok := v[seg]; ok {
-		return seg, child, ""
-	}
-	for _, suf := range unitSuffixes {
-		if child, ok := v[seg+suf]; ok {
-			return seg + suf, child, ""
-		}
+	if key := withUnit(seg, func(k string) bool { _, ok := v[k]; return ok }); key != "" {
+		return key, v[key], ""
 	}
 	// A counter by reason lists the reasons that happened.
 	if last && strings.HasSuffix(here, ".drops") && slices.Contains(impair.DropReasonNames(), seg) {
@@ -189,6 +184,21 @@ func lookupKey(v map[string]any, seg, here string, last bool) (key string, child
 		where = here
 	}
 	return "", nil, fmt.Sprintf("%s has no figure %q (it has: %s)", where, seg, strings.Join(slices.Sorted(maps.Keys(v)), ", "))
+}
+
+// withUnit returns the key that seg names among those has reports: seg
+// itself, or seg with a unit suffix (throughput for throughput_bps); ""
+// when none.
+func withUnit(seg string, has func(string) bool) string {
+	if has(seg) {
+		return seg
+	}
+	for _, suf := range unitSuffixes {
+		if has(seg + suf) {
+			return seg + suf
+		}
+	}
+	return ""
 }
 
 // dimName names a figure's kind in messages.

@@ -88,17 +88,7 @@ func figureProblem(e scenario.Expectation, types map[string]string) string {
 			if i == 2 && e.Path[0] == "flows" && flowFigures[types[e.Path[1]]] != nil {
 				fields = flowFigures[types[e.Path[1]]]
 			}
-			key := ""
-			if _, ok := fields[seg]; ok {
-				key = seg
-			} else {
-				for _, suf := range unitSuffixes {
-					if _, ok := fields[seg+suf]; ok {
-						key = seg + suf
-						break
-					}
-				}
-			}
+			key := withUnit(seg, func(k string) bool { _, ok := fields[k]; return ok })
 			if key == "" {
 				where := "the run"
 				if here != "" {
