@@ -620,7 +620,7 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 				return nil, nil, err
 			}
 			return c, c.Info, nil
-		})
+		}, false)
 	default: // udp
 		recv, err := to.ListenUDP(port)
 		if err != nil {
@@ -672,9 +672,11 @@ func untilEnd(start time.Duration, d *time.Duration, run time.Duration) {
 
 // newTCPFlow connects a TCP bulk flow: dial connects its sender while ln
 // (closed on return) accepts its receiver. dial returns the sender and
-// how to read its TCP state.
+// how to read its TCP state. With acceptedSends the roles swap: what ln
+// accepts sends (a kernel flow down: the peer sends to the kernel,
+// which dials).
 func newTCPFlow(ctx context.Context, f scenario.Flow, clk clock.Clock, ln *stack.TCPListener, onStall func(flows.Stall),
-	dial func() (net.Conn, func() netif.TCPInfo, error)) (flows.Flow, []closer, error) {
+	dial func() (net.Conn, func() netif.TCPInfo, error), acceptedSends bool) (flows.Flow, []closer, error) {
 	defer ln.Close()
 	type accepted struct {
 		c   *stack.TCPConn
@@ -704,7 +706,11 @@ func newTCPFlow(ctx context.Context, f scenario.Flow, clk clock.Clock, ln *stack
 	}
 	spec := f.TCP
 	spec.Connect, spec.OnStall = connect, onStall
-	fl, err := flows.NewTCPBulk(spec, clk, send, a.c,
+	recv := net.Conn(a.c)
+	if acceptedSends {
+		send, recv, info = a.c, send, a.c.Info
+	}
+	fl, err := flows.NewTCPBulk(spec, clk, send, recv,
 		func() flows.TCPInfo {
 			in := info()
 			return flows.TCPInfo{SRTT: in.SRTT, RTTVar: in.RTTVar, RTO: in.RTO, Cwnd: in.Cwnd, Ssthresh: in.Ssthresh,
@@ -713,10 +719,10 @@ func newTCPFlow(ctx context.Context, f scenario.Flow, clk clock.Clock, ln *stack
 		})
 	if err != nil {
 		send.Close()
-		a.c.Close()
+		recv.Close()
 		return nil, nil, err
 	}
-	return fl, []closer{send, a.c}, nil
+	return fl, []closer{send, recv}, nil
 }
 
 // warnStall returns the function that logs a stall of the named flow as

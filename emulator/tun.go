@@ -573,9 +573,11 @@ func (c abortOnClose) Close() error { return c.Abort() }
 
 // newKernelFlow connects a flow of the kernel across the path: the
 // kernel's socket (in the device's namespace) on the client side, a
-// socket of the peer host on the server side. A TCP flow sends from the
-// kernel, so that its congestion control is the kernel's; a UDP flow
-// sends either way.
+// socket of the peer host on the server side. The kernel dials. A TCP
+// flow up sends from the kernel, with the kernel's congestion control; a
+// TCP flow down sends from the peer, with netstack's, to the kernel's
+// receiver (its window, its acknowledgments); a UDP flow sends either
+// way.
 func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port uint16, clk clock.Clock) (flows.Flow, []closer, error) {
 	t := l.tun
 	peer := t.peer.host
@@ -583,15 +585,21 @@ func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port ui
 	// peer's address on its path.
 	local := t.kernelAddrs[max(0, t.cfg.Station(f.Station))]
 	to := t.peerOn(flowPath(l.s, f))
+	down := f.Direction == "down"
 	switch {
-	case f.Type == "tcp" && f.Direction == "down":
-		return nil, nil, fmt.Errorf("flow %s: a kernel TCP flow sends from the kernel: direction up only", f.Name)
-	case f.Direction == "down" && to != t.peerAddr:
+	case down && f.Type == "udp" && to != t.peerAddr:
 		return nil, nil, fmt.Errorf("flow %s: a kernel UDP flow down runs on the default path only (the peer sends it from its own address)", f.Name)
 	case f.Type == "tcp":
-		// The peer's end takes the flow's buffers; its congestion
-		// control is the kernel's, which sends.
-		ln, err := peer.ListenTCP(port, stack.TCPOptions{SendBuffer: f.SendBuffer, ReceiveBuffer: f.ReceiveBuffer})
+		// Both ends take the flow's buffers; the congestion control
+		// is the sender's: the kernel's up, the peer's down.
+		peerOpts := stack.TCPOptions{SendBuffer: f.SendBuffer, ReceiveBuffer: f.ReceiveBuffer}
+		kernelOpts := hostnet.KernelTCPOptions{SendBuffer: f.SendBuffer, ReceiveBuffer: f.ReceiveBuffer, Local: local}
+		if down {
+			peerOpts.CC = f.CC
+		} else {
+			kernelOpts.CC = f.CC
+		}
+		ln, err := peer.ListenTCP(port, peerOpts)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -599,15 +607,14 @@ func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port ui
 			var c *hostnet.KernelTCPConn
 			err := t.ns.Do(func() error {
 				var err error
-				c, err = hostnet.DialKernelTCP(ctx, netip.AddrPortFrom(to, port),
-					hostnet.KernelTCPOptions{CC: f.CC, SendBuffer: f.SendBuffer, ReceiveBuffer: f.ReceiveBuffer, Local: local})
+				c, err = hostnet.DialKernelTCP(ctx, netip.AddrPortFrom(to, port), kernelOpts)
 				return err
 			})
 			if err != nil {
 				return nil, nil, err
 			}
 			return abortOnClose{c}, c.Info, nil
-		})
+		}, down)
 	default: // udp
 		var send net.Conn
 		var recv net.PacketConn

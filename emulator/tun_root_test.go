@@ -331,6 +331,38 @@ flows:
 	}
 }
 
+// TestTUNKernelTCPDown runs a kernel TCP flow down: the peer's netstack
+// sends, with its congestion control, to the kernel's receiver through a
+// lossy downlink. Each byte arrives, the sender's retransmissions are
+// counted (the peer's), the loss was the downlink's, and the kernel
+// leaves no socket behind.
+func TestTUNKernelTCPDown(t *testing.T) {
+	ns := testNetns(t)
+	r := runTUNIn(t, fmt.Sprintf(`
+seed: 3
+duration: 60s
+link: {rate: 20Mbps, delay: 10ms, queue: 200, downlink: {loss: 2%%}}
+tun: {netns: %s}
+flows:
+  - {name: bulk, type: tcp, stack: kernel, direction: down, cc: reno, size: 2MB}
+`, ns.Path()), nil).Runs[0]
+	f := flowByName(t, r, "bulk")
+	t.Logf("%.2f Mbit/s, %d retransmissions, srtt p50 %.1f ms, downlink loss drops %d", f.ThroughputBps/1e6, f.Retransmissions, f.RTTMs.P50, r.Links[1].Drops["loss"])
+	if f.BytesReceived != 2e6 || f.Retransmissions == 0 || f.CC != "reno" || f.Stack != "kernel" {
+		t.Errorf("received %d of 2000000 bytes, %d retransmissions, cc %q, stack %q", f.BytesReceived, f.Retransmissions, f.CC, f.Stack)
+	}
+	if r.Links[1].Drops["loss"] == 0 || r.Links[0].Drops["loss"] != 0 {
+		t.Errorf("loss drops: uplink %d, downlink %d; want the downlink's only", r.Links[0].Drops["loss"], r.Links[1].Drops["loss"])
+	}
+	// 20 ms of round trip at least: the sender's RTT is the path's.
+	if f.RTTMs.P50 < 20 {
+		t.Errorf("srtt p50 %.1f ms, want at least the path's 20", f.RTTMs.P50)
+	}
+	if out, err := runIn(context.Background(), ns, "ss", "-Htan"); err != nil || strings.TrimSpace(out) != "" {
+		t.Errorf("kernel TCP sockets left in the namespace after the run (%v):\n%s", err, out)
+	}
+}
+
 // TestTUNKernelStations puts the kernel behind two stations of a Wi-Fi
 // cell, told apart by source address, next to a netstack station: each
 // kernel flow's frames are its own station's, and every datagram of each

@@ -101,9 +101,6 @@ func (d *decoder) flowKind(item *yaml.Node, f map[string]*yaml.Node, path string
 	}
 	if v := f["direction"]; v != nil {
 		fl.Direction, _ = d.oneOf(v, join(path, "direction"), "direction", flowDirection)
-		if fl.Direction == "down" && fl.Stack == StackKernel && fl.Type == "tcp" {
-			d.errorf(v, join(path, "direction"), "a kernel TCP flow sends from the kernel, on the client side of the path: direction up only (the server side is netjam's netstack)")
-		}
 	}
 	if v := f["start"]; v != nil {
 		if s, ok := d.duration(v, join(path, "start"), false, maxDuration); ok {
@@ -214,6 +211,11 @@ func (d *decoder) tcpFlow(item *yaml.Node, f map[string]*yaml.Node, path string,
 		case StackNetstack:
 			fl.CC, _ = d.oneOf(v, join(path, "cc"), "congestion control of netstack TCP", NetstackCC)
 		case StackKernel:
+			if dir := f["direction"]; dir != nil && dir.Value == "down" {
+				// The peer sends, to the kernel's receiver.
+				fl.CC, _ = d.oneOf(v, join(path, "cc"), "congestion control of the peer's netstack, which sends a kernel flow down", NetstackCC)
+				break
+			}
 			fl.CC, _ = d.kernelCC(v, join(path, "cc"))
 		default: // an invalid stack, reported: no list to check against
 			fl.CC, _ = d.text(v, join(path, "cc"))

@@ -390,8 +390,9 @@ func TestKernelFlowErrors(t *testing.T) {
 			`x.yaml:3: flows.n.stack: "linux" is not a flow stack (expected one of: netstack, kernel)`},
 		{"tun: {}\nflows:\n  - {name: k, type: tcp, size: 1MB, stack: kernel, sack: false}\n",
 			"x.yaml:3: flows.k.sack: a kernel flow cannot turn SACK off: the kernel's SACK is the system-wide sysctl net.ipv4.tcp_sack, not a socket option"},
-		{"tun: {}\nflows:\n  - {name: k, type: tcp, size: 1MB, stack: kernel, direction: down}\n",
-			"x.yaml:3: flows.k.direction: a kernel TCP flow sends from the kernel, on the client side of the path: direction up only (the server side is netjam's netstack)"},
+		// Down, the peer's netstack sends: its congestion control.
+		{"tun: {}\nflows:\n  - {name: k, type: tcp, size: 1MB, stack: kernel, direction: down, cc: bbr}\n",
+			`x.yaml:3: flows.k.cc: "bbr" is not a congestion control of the peer's netstack, which sends a kernel flow down (expected one of: reno, cubic)`},
 		// Kernel UDP datagrams fit the device's MTU.
 		{"tun: {mtu: 1400}\nflows:\n  - {name: u, type: udp, stack: kernel, interval: 1ms, count: 1, packet_size: 1373}\n",
 			"x.yaml:3: flows.u.packet_size: 1373 is out of range (expected 24 to 1372)"},
