@@ -3,6 +3,7 @@ package emulator
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -223,11 +224,43 @@ func sameFiles(t *testing.T, a, b string) []string {
 		}
 		compared = append(compared, name)
 		if !bytes.Equal(da, db) {
-			t.Errorf("%s differs between two runs of the same seed (%d and %d bytes)", name, len(da), len(db))
+			t.Errorf("%s differs between two runs of the same seed (%d and %d bytes): %s", name, len(da), len(db), firstDifference(name, da, db))
 		}
 	}
 	t.Logf("compared %s", strings.Join(compared, ", "))
 	return compared
+}
+
+// firstDifference says where a and b, a file of two runs, first differ:
+// for a capture, the first packet that differs (its number and both
+// times), else the first line that differs, for a rare difference to be
+// diagnosed from CI's log alone.
+func firstDifference(name string, a, b []byte) string {
+	if strings.HasSuffix(name, ".pcap") && len(a) >= 24 && len(b) >= 24 {
+		for i, oa, ob := 1, 24, 24; oa+16 <= len(a) && ob+16 <= len(b); i++ {
+			na, nb := int(binary.LittleEndian.Uint32(a[oa+8:])), int(binary.LittleEndian.Uint32(b[ob+8:]))
+			ra, rb := a[oa:min(len(a), oa+16+na)], b[ob:min(len(b), ob+16+nb)]
+			if !bytes.Equal(ra, rb) {
+				at := func(r []byte) string {
+					return fmt.Sprintf("%d.%09d s, %d bytes", binary.LittleEndian.Uint32(r), binary.LittleEndian.Uint32(r[4:]), binary.LittleEndian.Uint32(r[8:]))
+				}
+				same := "its bytes differ"
+				if bytes.Equal(ra[16:], rb[16:]) {
+					same = "the same bytes"
+				}
+				return fmt.Sprintf("packet %d at %s against %s, %s", i, at(ra), at(rb), same)
+			}
+			oa, ob = oa+16+na, ob+16+nb
+		}
+	}
+	la, lb := strings.Split(string(a), "\n"), strings.Split(string(b), "\n")
+	for i := range min(len(la), len(lb)) {
+		if la[i] != lb[i] {
+			cut := func(s string) string { return s[:min(len(s), 200)] }
+			return fmt.Sprintf("line %d: %q against %q", i+1, cut(la[i]), cut(lb[i]))
+		}
+	}
+	return fmt.Sprintf("one is a prefix of the other (%d and %d lines)", len(la), len(lb))
 }
 
 // TestVirtualLossRetransmitsOnce runs lossyLab with seeds where gVisor's
