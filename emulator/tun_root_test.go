@@ -271,7 +271,10 @@ tun:
 // TestTUNKernelFlows runs kernel flows (reno, cubic and bbr: whatever the
 // kernel offers) through a lossy path against the peer: each byte arrives
 // (the flow checks), retransmissions are read from TCP_INFO, and a kernel
-// UDP flow loses exactly what the uplink's loss dropped.
+// UDP flow loses exactly what the uplink's loss dropped. A kernel TCP flow
+// down (variant down) has the peer's netstack send, with its congestion
+// control and its retransmissions, across a lossy downlink to the
+// kernel's receiver.
 func TestTUNKernelFlows(t *testing.T) {
 	ns := testNetns(t)
 	avail, err := hostnet.KernelCongestionControls()
@@ -284,6 +287,7 @@ func TestTUNKernelFlows(t *testing.T) {
 			variants = append(variants, fmt.Sprintf("  - {name: %s, set: {flows.bulk.cc: %s}}", cc, cc))
 		}
 	}
+	variants = append(variants, "  - {name: down, set: {flows.bulk.direction: down, flows.bulk.cc: reno, link.uplink.loss: 0%, link.downlink.loss: 2%}}")
 	sum := runTUNIn(t, fmt.Sprintf(`
 seed: 3
 duration: 60s
@@ -296,9 +300,21 @@ variants:
 `, ns.Path(), strings.Join(variants, "\n")), nil)
 	for _, r := range sum.Runs {
 		f := flowByName(t, r, "bulk")
-		t.Logf("%s: %.2f Mbit/s, %d retransmissions, srtt p50 %.1f ms", r.Variant, f.ThroughputBps/1e6, f.Retransmissions, f.RTTMs.P50)
-		if f.BytesReceived != 2e6 || f.Retransmissions == 0 || f.CC != r.Variant {
-			t.Errorf("%s: received %d of 2000000 bytes, %d retransmissions, cc %q", r.Variant, f.BytesReceived, f.Retransmissions, f.CC)
+		t.Logf("%s: %.2f Mbit/s, %d retransmissions, srtt p50 %.1f ms, loss drops up %d down %d", r.Variant, f.ThroughputBps/1e6, f.Retransmissions, f.RTTMs.P50,
+			r.Links[0].Drops["loss"], r.Links[1].Drops["loss"])
+		cc, lossy := r.Variant, 0
+		if r.Variant == "down" {
+			cc, lossy = "reno", 1
+		}
+		if f.BytesReceived != 2e6 || f.Retransmissions == 0 || f.CC != cc || f.Stack != "kernel" {
+			t.Errorf("%s: received %d of 2000000 bytes, %d retransmissions, cc %q, stack %q", r.Variant, f.BytesReceived, f.Retransmissions, f.CC, f.Stack)
+		}
+		if r.Links[lossy].Drops["loss"] == 0 || r.Links[1-lossy].Drops["loss"] != 0 {
+			t.Errorf("%s: loss drops up %d, down %d; want the %s's only", r.Variant, r.Links[0].Drops["loss"], r.Links[1].Drops["loss"], r.Links[lossy].Name)
+		}
+		// The sender's round trip is the path's 20 ms at least.
+		if f.RTTMs.P50 < 20 {
+			t.Errorf("%s: srtt p50 %.1f ms, want at least the path's 20", r.Variant, f.RTTMs.P50)
 		}
 	}
 
@@ -328,38 +344,6 @@ flows:
 	}
 	if back.PacketsReceived+back.ReceiverDrops != 1000 {
 		t.Errorf("the downlink flow received %d of 1000 (%d dropped by its socket)", back.PacketsReceived, back.ReceiverDrops)
-	}
-}
-
-// TestTUNKernelTCPDown runs a kernel TCP flow down: the peer's netstack
-// sends, with its congestion control, to the kernel's receiver through a
-// lossy downlink. Each byte arrives, the sender's retransmissions are
-// counted (the peer's), the loss was the downlink's, and the kernel
-// leaves no socket behind.
-func TestTUNKernelTCPDown(t *testing.T) {
-	ns := testNetns(t)
-	r := runTUNIn(t, fmt.Sprintf(`
-seed: 3
-duration: 60s
-link: {rate: 20Mbps, delay: 10ms, queue: 200, downlink: {loss: 2%%}}
-tun: {netns: %s}
-flows:
-  - {name: bulk, type: tcp, stack: kernel, direction: down, cc: reno, size: 2MB}
-`, ns.Path()), nil).Runs[0]
-	f := flowByName(t, r, "bulk")
-	t.Logf("%.2f Mbit/s, %d retransmissions, srtt p50 %.1f ms, downlink loss drops %d", f.ThroughputBps/1e6, f.Retransmissions, f.RTTMs.P50, r.Links[1].Drops["loss"])
-	if f.BytesReceived != 2e6 || f.Retransmissions == 0 || f.CC != "reno" || f.Stack != "kernel" {
-		t.Errorf("received %d of 2000000 bytes, %d retransmissions, cc %q, stack %q", f.BytesReceived, f.Retransmissions, f.CC, f.Stack)
-	}
-	if r.Links[1].Drops["loss"] == 0 || r.Links[0].Drops["loss"] != 0 {
-		t.Errorf("loss drops: uplink %d, downlink %d; want the downlink's only", r.Links[0].Drops["loss"], r.Links[1].Drops["loss"])
-	}
-	// 20 ms of round trip at least: the sender's RTT is the path's.
-	if f.RTTMs.P50 < 20 {
-		t.Errorf("srtt p50 %.1f ms, want at least the path's 20", f.RTTMs.P50)
-	}
-	if out, err := runIn(context.Background(), ns, "ss", "-Htan"); err != nil || strings.TrimSpace(out) != "" {
-		t.Errorf("kernel TCP sockets left in the namespace after the run (%v):\n%s", err, out)
 	}
 }
 
