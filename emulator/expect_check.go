@@ -131,6 +131,9 @@ func figureProblem(e scenario.Expectation, types map[string]string) string {
 		reflect.Float32, reflect.Float64, reflect.Interface:
 	case reflect.Struct:
 		keys := sortedKeys(jsonFields(t))
+		if len(keys) == 0 {
+			return fmt.Sprintf("%s is not a number", name)
+		}
 		return fmt.Sprintf("%s is a set of figures (%s): name one, as %s.%s", name, strings.Join(keys, ", "), name, keys[0])
 	case reflect.Map:
 		return fmt.Sprintf("%s is a set of figures: name one, as %s.NAME", name, name)

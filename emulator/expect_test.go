@@ -2,6 +2,8 @@ package emulator
 
 import (
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -139,5 +141,53 @@ func TestShippedExpectationsChecked(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("no shipped scenario has an expectation")
+	}
+}
+
+// Whatever figure an expectation names, and whatever follows it, the
+// check before the run answers without a panic: every path into a run's
+// summary, and each with a key more, with a value of each kind.
+func TestExpectationsCheckedOnAnyPath(t *testing.T) {
+	var paths [][]string
+	var walk func(t reflect.Type, path []string)
+	walk = func(t reflect.Type, path []string) {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if len(path) > 0 {
+			paths = append(paths, path, append(slices.Clone(path), "x"))
+		}
+		if len(path) > 6 {
+			return
+		}
+		switch t.Kind() {
+		case reflect.Struct:
+			for k, ft := range jsonFields(t) {
+				walk(ft, append(slices.Clone(path), k))
+			}
+		case reflect.Slice, reflect.Map:
+			walk(t.Elem(), append(slices.Clone(path), "item"))
+		}
+	}
+	walk(summaryType, nil)
+	if len(paths) < 100 {
+		t.Fatalf("only %d paths into a run's summary", len(paths))
+	}
+	for _, p := range paths {
+		for _, v := range []string{"1", "1ms", "1Mbps", "1%", "1MB"} {
+			text := strings.Join(p, ".") + " > " + v
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Errorf("%s: %v", text, r)
+					}
+				}()
+				e := scenario.Expectation{Text: text, Path: p, Op: ">"}
+				if parsed, err := scenario.ParseExpectation("duration_s > " + v); err == nil {
+					e.Dim = parsed.Dim
+				}
+				figureProblem(e, map[string]string{"item": "tcp"})
+			}()
+		}
 	}
 }
