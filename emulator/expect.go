@@ -147,8 +147,7 @@ func check(r *ExpectResult, e scenario.Expectation, doc any) {
 	got, ok := n.(float64)
 	if !ok {
 		if m, isMap := n.(map[string]any); isMap {
-			r.Error = fmt.Sprintf("%s is a set of figures (%s): name one, as %s.%s", r.Figure,
-				strings.Join(slices.Sorted(maps.Keys(m)), ", "), r.Figure, slices.Sorted(maps.Keys(m))[0])
+			r.Error = setOfFigures(r.Figure, slices.Sorted(maps.Keys(m)))
 		} else {
 			r.Error = fmt.Sprintf("%s is not a number", r.Figure)
 		}
@@ -157,7 +156,7 @@ func check(r *ExpectResult, e scenario.Expectation, doc any) {
 	r.Got = &got
 	r.GotText = formatFigure(got, dim, scale)
 	if e.Dim != scenario.DimNumber && e.Dim != dim {
-		r.Error = fmt.Sprintf("%s is %s, but %s is %s", r.Figure, dimName(dim), strings.TrimSpace(e.Text[strings.LastIndexAny(e.Text, "<>=!")+1:]), e.Dim)
+		r.Error = unitMismatch(r.Figure, dim, e)
 		return
 	}
 	if e.Dim == scenario.DimNumber {
@@ -179,11 +178,33 @@ func lookupKey(v map[string]any, seg, here string, last bool) (key string, child
 	if last && strings.HasSuffix(here, ".drops") && slices.Contains(impair.DropReasonNames(), seg) {
 		return seg, 0.0, ""
 	}
-	where := "the run"
-	if here != "" {
-		where = here
+	return "", nil, noFigure(here, seg, slices.Sorted(maps.Keys(v)))
+}
+
+// The messages both checks give, before the run (figureProblem) and
+// after it (check).
+
+// noFigure says that the mapping at here, with keys, has no seg.
+func noFigure(here, seg string, keys []string) string {
+	if here == "" {
+		here = "the run"
 	}
-	return "", nil, fmt.Sprintf("%s has no figure %q (it has: %s)", where, seg, strings.Join(slices.Sorted(maps.Keys(v)), ", "))
+	return fmt.Sprintf("%s has no figure %q (it has: %s)", here, seg, strings.Join(keys, ", "))
+}
+
+// setOfFigures says that name, with keys (none known: a map whose keys
+// a run makes), is no one figure.
+func setOfFigures(name string, keys []string) string {
+	if len(keys) == 0 {
+		return fmt.Sprintf("%s is a set of figures: name one, as %s.NAME", name, name)
+	}
+	return fmt.Sprintf("%s is a set of figures (%s): name one, as %s.%s", name, strings.Join(keys, ", "), name, keys[0])
+}
+
+// unitMismatch says that name, a figure of kind dim, cannot be compared
+// with e's value.
+func unitMismatch(name string, dim scenario.Dimension, e scenario.Expectation) string {
+	return fmt.Sprintf("%s is %s, but %s is %s", name, dimName(dim), strings.TrimSpace(e.Text[strings.LastIndexAny(e.Text, "<>=!")+1:]), e.Dim)
 }
 
 // withUnit returns the key that seg names among those has reports: seg

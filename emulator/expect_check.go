@@ -90,11 +90,7 @@ func figureProblem(e scenario.Expectation, types map[string]string) string {
 			}
 			key := withUnit(seg, func(k string) bool { _, ok := fields[k]; return ok })
 			if key == "" {
-				where := "the run"
-				if here != "" {
-					where = here
-				}
-				return fmt.Sprintf("%s has no figure %q (it has: %s)", where, seg, strings.Join(sortedKeys(fields), ", "))
+				return noFigure(here, seg, sortedKeys(fields))
 			}
 			if d, _, ok := unitOf(key); ok {
 				dim = d
@@ -134,9 +130,9 @@ func figureProblem(e scenario.Expectation, types map[string]string) string {
 		if len(keys) == 0 {
 			return fmt.Sprintf("%s is not a number", name)
 		}
-		return fmt.Sprintf("%s is a set of figures (%s): name one, as %s.%s", name, strings.Join(keys, ", "), name, keys[0])
+		return setOfFigures(name, keys)
 	case reflect.Map:
-		return fmt.Sprintf("%s is a set of figures: name one, as %s.NAME", name, name)
+		return setOfFigures(name, nil)
 	default:
 		return fmt.Sprintf("%s is not a number", name)
 	}
@@ -144,7 +140,7 @@ func figureProblem(e scenario.Expectation, types map[string]string) string {
 		dim = scenario.DimNumber // a statistic's sample count has no unit
 	}
 	if e.Dim != scenario.DimNumber && e.Dim != dim {
-		return fmt.Sprintf("%s is %s, but %s is %s", name, dimName(dim), strings.TrimSpace(e.Text[strings.LastIndexAny(e.Text, "<>=!")+1:]), e.Dim)
+		return unitMismatch(name, dim, e)
 	}
 	return ""
 }

@@ -49,6 +49,8 @@ func TestExpectations(t *testing.T) {
 		{"flows.bulk.type == 1", "flows.bulk.type", "", "flows.bulk.type is not a number", false},
 		{"flows.bulk.rtt_ms.p95 < 10ms", "flows.bulk.rtt_ms.p95", "", "flows.bulk.rtt_ms has no samples (count 0)", false},
 		{"flows.bulk.rtt_ms.count == 0", "flows.bulk.rtt_ms.count", "0", "", true},
+		// A set of figures a run left empty (no drops): an error, not a panic.
+		{"links.downlink.drops == 0", "links.downlink.drops", "", "links.downlink.drops is a set of figures: name one, as links.downlink.drops.NAME", false},
 	} {
 		e, err := scenario.ParseExpectation(c.expect)
 		if err != nil {
