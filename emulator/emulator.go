@@ -520,7 +520,7 @@ func (r *run) flowSummary(i int, f flows.Flow) flows.FlowSummary {
 	fs := f.Summary()
 	fs.Stack = r.s.Flows[i].Stack
 	if len(r.s.Links) > 1 || len(r.s.Paths) > 1 || len(r.s.Links) == 1 && r.s.Links[0].Name != scenario.DefaultLink {
-		fs.Path = flowPath(r.s, r.s.Flows[i]).Name
+		fs.Path = r.s.FlowPath(r.s.Flows[i]).Name
 	}
 	if fs.Type == flows.TypeTCP {
 		fs.CC = r.s.Flows[i].CC

@@ -209,7 +209,7 @@ func planHosts(s *scenario.Scenario) []hostSpec {
 		if s.WiFi == nil && !have(false, f.SACK, "") {
 			specs = append(specs, hostSpec{sack: f.SACK})
 		}
-		if p := flowPath(s, f).Name; !have(true, f.SACK, p) {
+		if p := s.FlowPath(f).Name; !have(true, f.SACK, p) {
 			specs = append(specs, hostSpec{server: true, sack: f.SACK, path: p})
 		}
 	}
@@ -398,7 +398,7 @@ func (l *lab) find(side []*endHost, sack bool, path string) *endHost {
 
 // ends returns the client-side and server-side hosts of flow f.
 func (l *lab) ends(f scenario.Flow) (client, server *endHost) {
-	server = l.find(l.servers, f.SACK, flowPath(l.s, f).Name)
+	server = l.find(l.servers, f.SACK, l.s.FlowPath(f).Name)
 	if f.Station != "" {
 		return l.stations[f.Station], server
 	}

@@ -14,9 +14,6 @@ import (
 // addressed from its match's dst (else the lab's server addresses), and a
 // flow runs between a client host and a server host of its path.
 
-// flowPath returns the path flow f of s crosses (Scenario.FlowPath).
-func flowPath(s *scenario.Scenario, f scenario.Flow) scenario.Path { return s.FlowPath(f) }
-
 // pathOf returns the lab's path named name ("": none).
 func (l *lab) pathOf(name string) scenario.Path {
 	for _, p := range l.s.Paths {
@@ -117,7 +114,7 @@ func (l *lab) checkFlowPaths(s *scenario.Scenario) error {
 		if f.Direction == "down" {
 			port = 0 // the server sends from a port of its own
 		}
-		want := flowPath(s, f).Name
+		want := s.FlowPath(f).Name
 		got := "no path"
 		if j := topology.Pick(ms, server.v4, proto, port); j >= 0 {
 			got = "path " + s.Paths[j].Name
@@ -150,7 +147,7 @@ func (l *lab) pathSummaries(s *scenario.Scenario) []PathSummary {
 			}
 		}
 		for _, f := range s.Flows {
-			if flowPath(s, f).Name == p.Name {
+			if s.FlowPath(f).Name == p.Name {
 				ps.Flows = append(ps.Flows, f.Name)
 			}
 		}
@@ -193,7 +190,7 @@ func (l *lab) addDeliveryCounts(s *scenario.Scenario, rows []LinkSummary) {
 		}
 		return &rows[0] // not reached: every direction has a row
 	}
-	def := flowPath(s, scenario.Flow{})
+	def := s.FlowPath(scenario.Flow{})
 	if len(def.Via) == 0 {
 		def = s.Paths[0]
 	}
@@ -220,7 +217,7 @@ func (l *lab) addDeliveryCounts(s *scenario.Scenario, rows []LinkSummary) {
 // serverPort returns the server-side port of flow number i, f, of s: its
 // path's match's port, else flowPort's.
 func serverPort(s *scenario.Scenario, i int, f scenario.Flow) uint16 {
-	if m := flowPath(s, f).Match; m != nil && m.Port != 0 {
+	if m := s.FlowPath(f).Match; m != nil && m.Port != 0 {
 		return m.Port
 	}
 	return flowPort(s, i)

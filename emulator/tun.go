@@ -584,7 +584,7 @@ func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port ui
 	// The flow's kernel end sends from its station's address, to the
 	// peer's address on its path.
 	local := t.kernelAddrs[max(0, t.cfg.Station(f.Station))]
-	to := t.peerOn(flowPath(l.s, f))
+	to := t.peerOn(l.s.FlowPath(f))
 	down := f.Direction == "down"
 	switch {
 	case down && f.Type == "udp" && to != t.peerAddr:
