@@ -18,3 +18,12 @@ func SlowReadings(n int, d time.Duration) (undo func()) {
 	}
 	return func() { readCounts = metrics.Read }
 }
+
+// DumpState is what the clock makes of a dump of every goroutine's stack
+// (runtime.Stack's text, the caller's first): "idle", "in syscall" or
+// "running".
+func DumpState(dump string) string {
+	var q quietness
+	q.stuck = map[uint64]bool{}
+	return [...]string{idle: "idle", inSyscall: "in syscall", running: "running"}[q.readDump([]byte(dump)).st]
+}
