@@ -2,6 +2,7 @@ package clock
 
 import (
 	"runtime/metrics"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -20,10 +21,22 @@ func SlowReadings(n int, d time.Duration) (undo func()) {
 }
 
 // DumpState is what the clock makes of a dump of every goroutine's stack
-// (runtime.Stack's text, the caller's first): "idle", "in syscall" or
-// "running".
+// (runtime.Stack's text, the caller's first): "idle", "in syscall",
+// "running", or "runtime" when none runs and some wait for the runtime.
 func DumpState(dump string) string {
 	var q quietness
 	q.stuck = map[uint64]bool{}
-	return [...]string{idle: "idle", inSyscall: "in syscall", running: "running"}[q.readDump([]byte(dump)).st]
+	d := q.readDump([]byte(dump))
+	if d.inRuntime && d.st != running {
+		return "runtime"
+	}
+	return [...]string{idle: "idle", inSyscall: "in syscall", running: "running"}[d.st]
+}
+
+// RuntimeWaitAlso makes a goroutine in state (a stack dump's "[chan
+// receive" say) count as waiting for the runtime, until undo.
+func RuntimeWaitAlso(state string) (undo func()) {
+	old := runtimeWaits
+	runtimeWaits = append(slices.Clone(old), []byte(state))
+	return func() { runtimeWaits = old }
 }

@@ -398,7 +398,7 @@ func (q *quietness) wait(ctx context.Context, held *atomic.Int64) bool {
 		q.samples[2].Name = "/sched/goroutines/not-in-go:goroutines"
 	}
 	ok, busy := 0, 0
-	var inSyscallSince time.Time
+	var inSyscallSince, inRuntimeSince time.Time
 	for {
 		t0 := time.Now()
 		readCounts(q.samples[:])
@@ -433,6 +433,23 @@ func (q *quietness) wait(ctx context.Context, held *atomic.Int64) bool {
 		q.stats.StackChecks++
 		q.mu.Unlock()
 		ok = 0
+		if d.inRuntime && d.st != running {
+			// Busy while the runtime holds a goroutine, but not for
+			// ever: a wait of the program's that looks like one (a
+			// semaphore parked on without sync's frames) would
+			// otherwise stop the clock for good.
+			if inRuntimeSince.IsZero() {
+				inRuntimeSince = time.Now()
+			}
+			if time.Since(inRuntimeSince) <= syscallPatience {
+				q.unsure = true // quiet readings next are confirmed by a dump
+				runtime.Gosched()
+				continue
+			}
+			q.mu.Lock()
+			q.stats.GaveUp++
+			q.mu.Unlock()
+		}
 		switch {
 		case d.st == idle:
 		case d.st == inSyscall && inSyscallSince.IsZero():
@@ -471,6 +488,9 @@ const (
 type stackDump struct {
 	st      stackState
 	waiting []uint64
+	// inRuntime: some goroutine waits for the runtime itself (see
+	// runtimeWait); it counts as busy for up to syscallPatience.
+	inRuntime bool
 }
 
 // stacks reads every goroutine's state from a dump of their stacks, and
@@ -505,8 +525,10 @@ func (q *quietness) readDump(dump []byte) stackDump {
 			continue
 		}
 		switch {
-		case bytes.Contains(header, []byte("[running")), bytes.Contains(header, []byte("[runnable")), runtimeWait(header):
+		case bytes.Contains(header, []byte("[running")), bytes.Contains(header, []byte("[runnable")):
 			d.st = running
+		case runtimeWait(header, frames):
+			d.inRuntime = true
 		case bytes.Contains(header, []byte("[syscall")) && !bytes.HasPrefix(frames, []byte("os/signal.signal_recv")):
 			id := goroutineID(header)
 			switch {
@@ -528,11 +550,13 @@ func (q *quietness) readDump(dump []byte) stackDump {
 // while on its own (the garbage collector, a preemption, a stop of the
 // world) and resumes without anything else happening: not a wait of the
 // run's, but its work. A goroutine that allocates while the collector
-// marks may wait for it to credit its allocations ("GC assist wait"), and
-// the collector's workers, which it waits for, do not appear in a stack
-// dump: counted blocked, that goroutine let time move on before its work
-// of the instant was done (a lab flow dialing at 60 µs instead of 0, one
-// run in a few hundred under load).
+// marks may wait for it to credit its allocations ("GC assist wait"), one
+// that allocates as a collection starts waits for it to start
+// ("semacquire", see runtimeWait), and the collector's workers, which
+// they wait for, do not appear in a stack dump: counted blocked, such a
+// goroutine let time move on before its work of the instant was done (a
+// lab flow dialing at 60 µs instead of 0, one run in a few hundred under
+// load).
 var runtimeWaits = [][]byte{
 	[]byte("[GC assist"), []byte("[garbage collection"), []byte("[wait for GC cycle"),
 	[]byte("[GC mark termination"), []byte("[GC weak to strong wait"), []byte("[preempted"),
@@ -540,9 +564,17 @@ var runtimeWaits = [][]byte{
 	[]byte("[trace goroutine status"), []byte("[trace proc status"), []byte("[page trace flush"),
 }
 
-// runtimeWait tells whether a stack dump's goroutine header ("goroutine 7
-// [GC assist wait]:") names one of runtimeWaits.
-func runtimeWait(header []byte) bool {
+// runtimeWait tells whether a stack dump's goroutine, of the given header
+// ("goroutine 7 [GC assist wait]:") and frames, waits for the runtime
+// itself: in one of runtimeWaits, or on one of the runtime's own
+// semaphores (a collection starting, a stop of the world), which shows as
+// "semacquire" with no frame of a semaphore of the program's (sync's
+// runtime_Semacquire and its kin, gVisor's Gate) above the program's
+// frame that allocated: the dump leaves out the runtime's frames.
+func runtimeWait(header, frames []byte) bool {
+	if bytes.Contains(header, []byte("[semacquire")) {
+		return !bytes.Contains(frames, []byte("Semacquire")) && !bytes.Contains(frames, []byte("gvisor.dev/gvisor/pkg/sync.(*Gate)"))
+	}
 	for _, w := range runtimeWaits {
 		if bytes.Contains(header, w) {
 			return true

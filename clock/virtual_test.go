@@ -573,10 +573,16 @@ func TestVirtualStackDumpStates(t *testing.T) {
 	const waiting = "goroutine 40 [select]:\ngithub.com/netjam/netjam/stack.(*Host).DialTCPFrom(...)\n\t/work/main/stack/tcp.go:161 +0x7f2\n"
 	for _, c := range []struct{ other, want string }{
 		{waiting, "idle"},
-		{"goroutine 38 [GC assist wait]:\ncontext.WithDeadlineCause({0xd234d8, 0x1831520}, ...)\n\t/usr/local/go/src/context/context.go:637 +0x1a6\n", "running"},
-		{"goroutine 38 [GC assist marking]:\nruntime.systemstack_switch()\n", "running"},
-		{"goroutine 12 [preempted]:\nmain.work()\n", "running"},
-		{"goroutine 12 [garbage collection]:\nruntime.GC()\n", "running"},
+		{"goroutine 38 [GC assist wait]:\ncontext.WithDeadlineCause({0xd234d8, 0x1831520}, ...)\n\t/usr/local/go/src/context/context.go:637 +0x1a6\n", "runtime"},
+		{"goroutine 38 [GC assist marking]:\nruntime.systemstack_switch()\n", "runtime"},
+		{"goroutine 12 [preempted]:\nmain.work()\n", "runtime"},
+		{"goroutine 12 [garbage collection]:\nruntime.GC()\n", "runtime"},
+		// An allocation waiting for a collection to start: the
+		// runtime's frames are left out of the dump.
+		{"goroutine 15 [semacquire]:\ngvisor.dev/gvisor/pkg/tcpip/transport/tcp.newEndpoint(0x156846991008, ...)\n\t/x/endpoint.go:900 +0x1\n", "runtime"},
+		{"goroutine 15 [semacquire]:\nsync.runtime_SemacquireWaitGroup(0x1?, 0x0?)\n\t/usr/local/go/src/runtime/sema.go:114 +0x2e\nsync.(*WaitGroup).Wait(0x1)\n", "idle"},
+		{"goroutine 15 [semacquire]:\ngvisor.dev/gvisor/pkg/sync.(*Gate).leaveClosed(0x1)\n\t/x/gate_unsafe.go:144 +0x1\n", "idle"},
+		{"goroutine 15 [semacquire]:\ngvisor.dev/gvisor/pkg/sync.(*CrossGoroutineMutex).Lock(...)\nsync.runtime_Semacquire(0x1)\n", "idle"},
 		{"goroutine 12 [runnable]:\nmain.work()\n", "running"},
 		{"goroutine 12 [sync.Mutex.Lock]:\ninternal/sync.runtime_SemacquireMutex(...)\n", "idle"},
 		{"goroutine 12 [chan receive, 2 minutes]:\nmain.wait()\n", "idle"},
@@ -584,8 +590,33 @@ func TestVirtualStackDumpStates(t *testing.T) {
 		{"goroutine 12 [syscall]:\nsyscall.Syscall(...)\nsyscall.read(...)\n", "in syscall"},
 	} {
 		dump := caller + "\n" + waiting + "\n" + c.other
+		if c.want == "runtime" {
+			// Another one running decides.
+			if got := clock.DumpState(dump + "\ngoroutine 99 [runnable]:\nmain.f()\n"); got != "running" {
+				t.Errorf("beside %q and a runnable one the process is %s, want running", strings.SplitN(c.other, "\n", 2)[0], got)
+			}
+		}
 		if got := clock.DumpState(dump); got != c.want {
 			t.Errorf("beside a goroutine in %q the process is %s, want %s", strings.SplitN(c.other, "\n", 2)[0], got, c.want)
 		}
+	}
+}
+
+// A goroutine counted as waiting for the runtime holds time up only for
+// a while: should a wait of the program's look like the runtime's, time
+// still moves, after 200 ms of wall time an event, counted as given up.
+func TestVirtualRuntimeWaitBounded(t *testing.T) {
+	t.Cleanup(clock.RuntimeWaitAlso("[chan receive"))
+	t.Cleanup(clock.SlowReadings(1, 150*time.Microsecond)) // every reading doubted: a stack dump decides
+	v := clock.NewVirtual()
+	never := make(chan struct{})
+	go func() { <-never }()
+	t.Cleanup(func() { close(never) })
+	start := time.Now()
+	runVirtual(t, v, ticks(v, 3))
+	st := v.Stats()
+	t.Logf("3 events in %v, %d given up", time.Since(start), st.GaveUp)
+	if st.GaveUp == 0 {
+		t.Error("time moved without giving up on a goroutine waiting for the runtime")
 	}
 }
