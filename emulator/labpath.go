@@ -392,7 +392,7 @@ func (m *mergingEnd) Push(t time.Time, p *impair.Packet) { m.e.inject(t, p) }
 // one packet standing for its segments, anything else as Push does.
 func (m *mergingEnd) PushBatch(ps []*impair.Packet) {
 	for len(ps) > 0 {
-		n, _, total := impair.CoalesceRun(ps, m.maxBytes)
+		n, segs, _, total := impair.CoalesceRun(ps, m.maxBytes)
 		if n < 2 {
 			m.e.inject(time.Time{}, ps[0])
 			ps = ps[1:]
@@ -400,7 +400,7 @@ func (m *mergingEnd) PushBatch(ps []*impair.Packet) {
 		}
 		run := ps[:n]
 		m.vec = impair.Gather(m.vec[:0], run, total)
-		m.e.host.InjectRun(m.vec, n)
+		m.e.host.InjectRun(m.vec, segs)
 		clear(m.vec)
 		for _, p := range run {
 			p.Release()

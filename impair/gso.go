@@ -321,29 +321,13 @@ func fold(s uint64) uint16 {
 func (pl *Pool) Coalesce(ps []*Packet) []*Packet {
 	out := ps[:0]
 	for i := 0; i < len(ps); {
-		first := ps[i]
-		j := i + 1
-		if mss, ok := coalescable(first, true); ok {
-			total := len(first.Data)
-			for ; j < len(ps) && j-i < gsoMaxSegments; j++ {
-				n, ok := coalescable(ps[j], false)
-				if !ok || n > mss || !sameRun(first, ps[j], total) || total+n > pl.size {
-					break
-				}
-				total += n
-				if n < mss || ps[j].Data[tcpOff(ps[j].Data)+13]&0x08 != 0 {
-					j++ // a short or pushed segment ends the run
-					break
-				}
-			}
-			if j-i > 1 {
-				out = append(out, pl.merge(ps[i:j], mss, total))
-				i = j
-				continue
-			}
+		n, segs, mss, total := runOf(ps[i:], pl.size, false)
+		if n > 1 {
+			out = append(out, pl.merge(ps[i:i+n], segs, mss, total))
+		} else {
+			out = append(out, ps[i])
 		}
-		out = append(out, first)
-		i++
+		i += n
 	}
 	clear(ps[len(out):])
 	return out
@@ -357,21 +341,20 @@ func tcpOff(b []byte) int {
 	return 40
 }
 
-// coalescable returns the payload size of p when p may be part of a run:
-// an ordinary TCP segment with a payload, over IPv4 without options or
-// IPv6, flags ACK (and PSH, and CWR when first), whose checksum is
-// partial or right. A merged packet's checksum is computed afresh over
-// all of it, so a wrong one (the corrupt stage's damage, or a sender's
-// own) would be made right: such a segment stays apart, and its receiver
-// finds it as it was sent.
-func coalescable(p *Packet, first bool) (int, bool) {
-	if p.segs != 0 {
-		return 0, false
-	}
+// coalescable describes p when p may be part of a run: an ordinary TCP
+// segment with a payload, or a GSO packet (a part of a large segment the
+// path cut, see cutHead), over IPv4 without options or IPv6, flags ACK
+// (and PSH, and CWR when first), whose checksum is partial or right. It
+// returns p's payload size, the size of its segments (its payload, for an
+// ordinary segment) and how many it stands for. A merged packet's
+// checksum is computed afresh over all of it, so a wrong one (the corrupt
+// stage's damage, or a sender's own) would be made right: such a segment
+// stays apart, and its receiver finds it as it was sent.
+func coalescable(p *Packet, first bool) (payload, mss, segs int, ok bool) {
 	b := p.Data
 	ipLen, ok := tcpHeaders(b)
 	if !ok || (b[0]>>4 == 4 && ipLen != 20) {
-		return 0, false
+		return 0, 0, 0, false
 	}
 	flags := b[ipLen+13]
 	allowed := byte(0x10 | 0x08)
@@ -379,10 +362,17 @@ func coalescable(p *Packet, first bool) (int, bool) {
 		allowed |= 0x80
 	}
 	if flags&0x10 == 0 || flags&^allowed != 0 {
-		return 0, false
+		return 0, 0, 0, false
 	}
-	n := len(b) - ipLen - int(b[ipLen+12]>>4)*4
-	return n, n > 0 && (p.partial || checksumRight(b, ipLen))
+	hl := ipLen + int(b[ipLen+12]>>4)*4
+	payload, mss, segs = len(b)-hl, len(b)-hl, 1
+	if p.segs != 0 {
+		if int(p.hdrLen) != hl {
+			return 0, 0, 0, false
+		}
+		mss, segs = int(p.mss), int(p.segs)
+	}
+	return payload, mss, segs, payload > 0 && (p.partial || checksumRight(b, ipLen))
 }
 
 // checksumRight reports whether the TCP checksum of b, a segment whose IP
@@ -426,9 +416,9 @@ func sameRun(first, q *Packet, total int) bool {
 
 func equal(a, b []byte) bool { return string(a) == string(b) }
 
-// merge makes one GSO packet of the run rs, total bytes long, and
-// releases rs.
-func (pl *Pool) merge(rs []*Packet, mss, total int) *Packet {
+// merge makes one GSO packet of the run rs, total bytes long, standing
+// for segs segments of mss bytes, and releases rs.
+func (pl *Pool) merge(rs []*Packet, segs, mss, total int) *Packet {
 	first := rs[0]
 	ipLen := tcpOff(first.Data)
 	hl := ipLen + int(first.Data[ipLen+12]>>4)*4
@@ -444,7 +434,7 @@ func (pl *Pool) merge(rs []*Packet, mss, total int) *Packet {
 	setIPLength(h, ipLen, total)
 	h[ipLen+13] |= flags
 	m.Arrival, m.Enqueued = first.Arrival, first.Enqueued
-	m.segs, m.mss, m.hdrLen, m.partial = uint16(len(rs)), uint16(mss), uint16(hl), true
+	m.segs, m.mss, m.hdrLen, m.partial = uint16(segs), uint16(mss), uint16(hl), true
 	for _, r := range rs {
 		r.Release()
 	}
@@ -456,36 +446,48 @@ func (pl *Pool) merge(rs []*Packet, mss, total int) *Packet {
 // n is 1 when ps[0] starts none. A run is what Coalesce would merge (so
 // never a segment whose checksum is wrong, a corrupted one's), at most
 // maxBytes long once merged; a pushed first packet ends its run, as a
-// NIC's receive offload flushes at PSH. mss is the run's segment size and
-// total its merged length.
-func Run(ps []*Packet, maxBytes int) (n, mss, total int) {
+// NIC's receive offload flushes at PSH. segs is how many segments the
+// run stands for (a GSO packet in it, a part of a large segment, counts
+// as its segments), mss their size, total the merged length.
+func Run(ps []*Packet, maxBytes int) (n, segs, mss, total int) {
 	return runOf(ps, maxBytes, true)
 }
 
 // runOf is Run, and with pushedEnds false (a pushed first segment still
-// starts a run) the run Coalesce merges.
-func runOf(ps []*Packet, maxBytes int, pushedEnds bool) (n, mss, total int) {
+// starts a run) the run Coalesce merges. Segments of one size follow each
+// other, in packets of their own or in GSO packets (the parts a rate
+// stage cut a large segment into, delivered together): only the run's
+// last segment may be shorter, and a run stands for at most
+// gsoMaxSegments.
+func runOf(ps []*Packet, maxBytes int, pushedEnds bool) (n, segs, mss, total int) {
 	if len(ps) == 0 {
-		return 0, 0, 0
+		return 0, 0, 0, 0
 	}
 	first := ps[0]
-	mss, ok := coalescable(first, true)
-	if !ok || pushedEnds && first.Data[tcpOff(first.Data)+13]&0x08 != 0 {
-		return 1, 0, len(first.Data)
+	payload, mss, segs, ok := coalescable(first, true)
+	if !ok || payload%mss != 0 || pushedEnds && first.Data[tcpOff(first.Data)+13]&0x08 != 0 {
+		return 1, first.Segments(), 0, len(first.Data)
 	}
 	total = len(first.Data)
-	for n = 1; n < len(ps) && n < gsoMaxSegments; n++ {
+	for n = 1; n < len(ps); n++ {
 		q := ps[n]
-		m, ok := coalescable(q, false)
-		if !ok || m > mss || !sameRun(first, q, total) || total+m > maxBytes {
+		p, m, k, ok := coalescable(q, false)
+		if !ok || segs+k > gsoMaxSegments || total+p > maxBytes || !sameRun(first, q, total) {
 			break
 		}
-		total += m
-		if m < mss || q.Data[tcpOff(q.Data)+13]&0x08 != 0 {
-			return n + 1, mss, total // a short or pushed segment ends the run
+		if k > 1 && m != mss || k == 1 && p > mss {
+			break
+		}
+		total += p
+		segs += k
+		if p%mss != 0 || q.Data[tcpOff(q.Data)+13]&0x08 != 0 {
+			return n + 1, segs, mss, total // a short or pushed segment ends the run
 		}
 	}
-	return n, mss, total
+	if n == 1 {
+		return 1, first.Segments(), 0, len(first.Data)
+	}
+	return n, segs, mss, total
 }
 
 // setIPLength sets the IP length of h, the headers of a TCP segment
@@ -539,18 +541,15 @@ func Gather(vec [][]byte, run []*Packet, total int) [][]byte {
 }
 
 // CoalesceRun returns how many packets from ps[0] on Coalesce would merge
-// into one (n is 1 when ps[0] starts no run), with the run's segment size
-// and its merged length, for a receiver that builds the merged packet
-// itself (JoinHeaders, then a gathered copy) instead of having it copied
-// into a packet of a pool first. maxBytes is what Coalesce's pool holds.
-// The rules are Coalesce's, including a pushed first segment that still
-// starts a run (Run, for a device, ends it there).
-func CoalesceRun(ps []*Packet, maxBytes int) (n, mss, total int) {
-	n, mss, total = runOf(ps, maxBytes, false)
-	if n == 1 {
-		return 1, 0, len(ps[0].Data)
-	}
-	return n, mss, total
+// into one (n is 1 when ps[0] starts no run), with the segments the run
+// stands for, their size and its merged length, for a receiver that
+// builds the merged packet itself (JoinHeaders, then a gathered copy)
+// instead of having it copied into a packet of a pool first. maxBytes is
+// what Coalesce's pool holds. The rules are Coalesce's, including a
+// pushed first segment that still starts a run (Run, for a device, ends
+// it there).
+func CoalesceRun(ps []*Packet, maxBytes int) (n, segs, mss, total int) {
+	return runOf(ps, maxBytes, false)
 }
 
 // cutHead takes the first m segments off p, a GSO packet of more than m

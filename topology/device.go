@@ -92,14 +92,14 @@ func (d *Device) Push(_ time.Time, p *impair.Packet) {
 // offload takes each as Push does.
 func (d *Device) PushBatch(ps []*impair.Packet) {
 	for len(ps) > 0 {
-		n, mss, total := 1, 0, 0
+		n, segs, mss, total := 1, 1, 0, 0
 		gather := impair.Gather
 		if d.dev.Offload() {
-			n, mss, total = impair.Run(ps, netif.MaxGSOPacket)
+			n, segs, mss, total = impair.Run(ps, netif.MaxGSOPacket)
 		}
 		if n < 2 && d.uso {
 			n, mss, total = impair.UDPRun(ps, netif.MaxGSOPacket)
-			gather = impair.UDPGather
+			segs, gather = n, impair.UDPGather
 		}
 		if n < 2 {
 			d.Push(time.Time{}, ps[0])
@@ -108,7 +108,7 @@ func (d *Device) PushBatch(ps []*impair.Packet) {
 		}
 		run := ps[:n]
 		d.vec = gather(d.vec[:0], run, total)
-		d.write(netif.GSO{MSS: mss, NeedsCsum: true}, n)
+		d.write(netif.GSO{MSS: mss, NeedsCsum: true}, segs)
 		for _, p := range run {
 			p.Release()
 		}
