@@ -433,7 +433,9 @@ func (q *quietness) wait(ctx context.Context, held *atomic.Int64) bool {
 		q.stats.StackChecks++
 		q.mu.Unlock()
 		ok = 0
-		if d.inRuntime && d.st != running {
+		if !d.inRuntime {
+			inRuntimeSince = time.Time{} // the 200 ms are of one stretch
+		} else if d.st != running {
 			// Busy while the runtime holds a goroutine, but not for
 			// ever: a wait of the program's that looks like one (a
 			// semaphore parked on without sync's frames) would
