@@ -21,8 +21,10 @@ import (
 // at sequence 1000 and that acknowledges ack: runs of partial segments (a
 // GSO packet split), one of them corrupted as the corrupt stage does
 // (checksum final, then a bit flipped), segments with final checksums, a
-// pushed segment that starts a run (Coalesce's rule), and a segment of
-// another connection between. Its data ends at 16500.
+// pushed segment that starts a run (Coalesce's rule), a segment of
+// another connection between, and a run that starts with a GSO packet (a
+// part of a large segment a rate stage cut) and goes on with segments
+// of its own. Its data ends at 21500.
 func mergeBatch(pool, big *impair.Pool, ack uint32) []*impair.Packet {
 	var ps []*impair.Packet
 	add := func(p *impair.Packet) { ps = append(ps, p) }
@@ -43,6 +45,13 @@ func mergeBatch(pool, big *impair.Pool, ack uint32) []*impair.Packet {
 	add(pool.Copy(finalChecksum(tcpSegment(40001, 500, ack, streamBytes(500, 1000), 0x10))))
 	add(pool.Copy(finalChecksum(tcpSegment(40000, 13000, ack, streamBytes(13000, 1000), 0x18))))
 	gso(14000, 2500, 1000, 0x10, true)
+	part := big.Copy(tcpSegment(40000, 16500, ack, streamBytes(16500, 3000), 0x10))
+	impair.PseudoChecksum(part.Data)
+	if !part.SetGSO(1000, true) {
+		panic("not a GSO packet")
+	}
+	add(part)
+	gso(19500, 2000, 1000, 0x10, true)
 	return ps
 }
 
@@ -148,7 +157,7 @@ func TestMergingEndAsCoalesce(t *testing.T) {
 		inject(h, batch)
 		st := h.Stats()
 		h.Inject(finalChecksum(tcpSegment(40000, 7000, ack, streamBytes(7000, 1000), 0x10)))
-		stream := make([]byte, 15500)
+		stream := make([]byte, 20500)
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		n, err := io.ReadFull(c, stream)
 		if err != nil {
@@ -165,7 +174,10 @@ func TestMergingEndAsCoalesce(t *testing.T) {
 	}
 	segs := 0
 	old := run(func(h *stack.Host, batch []*impair.Packet) {
-		segs = len(batch)
+		segs = 0
+		for _, p := range batch {
+			segs += p.Segments()
+		}
 		for _, p := range big.Coalesce(batch) {
 			p.FinishChecksum()
 			h.InjectSegments(p.Data, p.Segments(), false)
@@ -180,7 +192,7 @@ func TestMergingEndAsCoalesce(t *testing.T) {
 	if got.st != old.st {
 		t.Errorf("host counters\n got %+v\nwant %+v (after Coalesce)", got.st, old.st)
 	}
-	if !bytes.Equal(got.stream, streamBytes(1000, 15500)) || !bytes.Equal(old.stream, streamBytes(1000, 15500)) {
+	if !bytes.Equal(got.stream, streamBytes(1000, 20500)) || !bytes.Equal(old.stream, streamBytes(1000, 20500)) {
 		t.Error("the stream read is not the one sent")
 	}
 	st := got.st
