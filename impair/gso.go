@@ -317,7 +317,9 @@ func fold(s uint64) uint16 {
 // lengths, identification, checksums and sequence numbers, each starting
 // where the previous ended with the same payload size, only the last
 // possibly smaller or carrying PSH, and no other flag than ACK (and CWR on
-// the first). A merged packet's checksum is left partial.
+// the first); a GSO packet in it (a part of a large segment a rate stage
+// cut, see cutHead) counts as its segments. A merged packet's checksum is
+// left partial.
 func (pl *Pool) Coalesce(ps []*Packet) []*Packet {
 	out := ps[:0]
 	for i := 0; i < len(ps); {
