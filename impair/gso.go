@@ -474,10 +474,10 @@ func runOf(ps []*Packet, maxBytes int, pushedEnds bool) (n, segs, mss, total int
 	for n = 1; n < len(ps); n++ {
 		q := ps[n]
 		p, m, k, ok := coalescable(q, false)
-		if !ok || segs+k > gsoMaxSegments || total+p > maxBytes || !sameRun(first, q, total) {
-			break
-		}
-		if k > 1 && m != mss || k == 1 && p > mss {
+		// Segments of the run's size: a part's, or one segment at most
+		// that long (a shorter one ends the run, below).
+		sized := k > 1 && m == mss || k == 1 && p <= mss
+		if !ok || !sized || segs+k > gsoMaxSegments || total+p > maxBytes || !sameRun(first, q, total) {
 			break
 		}
 		total += p
