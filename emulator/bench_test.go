@@ -99,16 +99,26 @@ func (r iperf3Result) bps(udp bool) float64 {
 }
 
 // iperf3Modes are the transfers BenchmarkTUNIperf3 measures: TCP from the
-// client namespace (kernel -> TUN -> uplink -> netjam), TCP the other way
-// (-R), each also as four connections at once (-P 4: what the path carries
-// when no one sender's congestion control is the limit), and UDP offered
-// at 3 and at 1 Gbit/s.
+// client namespace (kernel -> TUN -> uplink -> netjam), the same with the
+// kernel sender's buffer out of the way (-w), TCP the other way (-R), each
+// also as four connections at once (-P 4: what the path carries when no
+// one sender's congestion control is the limit), and UDP offered at 3 and
+// at 1 Gbit/s.
 var iperf3Modes = []struct {
 	name string
 	args []string
 	udp  bool
 }{
 	{"tcp-up", nil, false},
+	// The kernel's sender holds at most its send buffer (tcp_wmem's
+	// 4 MiB, counted with each buffer's overhead) unacknowledged or
+	// unsent, so into a path with a delay its throughput is at most
+	// that over the round trip, and near the machine's limit netjam's
+	// own processing lengthens the round trip (into the impaired path:
+	// 2 ms of delay, about 4 ms measured). -w 4M asks for 4 MiB, which
+	// the kernel doubles to 8: what the path and netjam carry when the
+	// sender's buffer is not the limit.
+	{"tcp-up-w4M", []string{"-w", "4M"}, false},
 	{"tcp-down", []string{"-R"}, false},
 	{"tcp-down-P4", []string{"-R", "-P", "4"}, false},
 	{"tcp-up-P4", []string{"-P", "4"}, false},
