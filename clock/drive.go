@@ -25,6 +25,13 @@ type Model[T any] struct {
 	Refresh time.Duration
 }
 
+// pinThread and unpinThread are pinPrecise and unpinPrecise, apart for
+// tests.
+var (
+	pinThread   = pinPrecise
+	unpinThread = unpinPrecise
+)
+
 // DriveBatch bounds how many queued arrivals Drive takes before it lets
 // due events go, so that a flood of input cannot starve the output.
 const DriveBatch = 64
@@ -45,7 +52,8 @@ const Slack = 10 * time.Microsecond
 // packet.
 //
 // With the Real clock, the last stretch before an event (Coarse) is slept
-// with PreciseSleep on a thread of its own (PreciseThread), so that events
+// with PreciseSleep on a thread of its own (pinned only while it sleeps
+// so: an idle model waits unpinned, see pinPrecise), so that events
 // happen within the kernel's wake-up latency of their time instead of up
 // to a millisecond late (Slack late when events come closer together than
 // that); arrivals
@@ -57,8 +65,14 @@ const Slack = 10 * time.Microsecond
 // of CPU; the links' lateness_ms shows it, p50 about 0.04 ms).
 func Drive[T any](ctx context.Context, clk Clock, m Model[T]) {
 	_, precise := clk.(Real)
+	pinned := false // to the thread, for PreciseSleep (pinPrecise)
 	if precise {
-		defer PreciseThread()()
+		defer preciseSlot()()
+		defer func() {
+			if pinned {
+				unpinThread()
+			}
+		}()
 	}
 	timer := clk.NewTimer(time.Hour)
 	timer.Stop()
@@ -96,6 +110,10 @@ func Drive[T any](ctx context.Context, clk Clock, m Model[T]) {
 			}
 			d := t.Sub(now)
 			if precise && d <= Coarse {
+				if !pinned {
+					pinThread()
+					pinned = true
+				}
 				PreciseSleep(max(d, Slack))
 				drain()
 				// A model with events always due (a Wi-Fi cell with
@@ -117,6 +135,12 @@ func Drive[T any](ctx context.Context, clk Clock, m Model[T]) {
 			}
 			arm(now, wake)
 			break
+		}
+		if pinned {
+			// Waiting for an arrival or the Go timer: any thread
+			// may wake the goroutine (see pinPrecise).
+			unpinThread()
+			pinned = false
 		}
 		select {
 		case <-ctx.Done():

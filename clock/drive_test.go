@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -191,5 +192,74 @@ func TestDriveStopsWhileBusy(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Drive still running 5 s after its context was done, with events always due")
+	}
+}
+
+// TestDrivePinsOnlyToSleepPrecisely checks, on the real clock, that Drive
+// pins its goroutine to a thread only while it sleeps precisely: a model
+// whose arrivals leave at once (a direction with nothing to delay) is
+// never pinned, whatever the arrivals, and a model that goes idle after
+// an event unpins before it waits. A pinned goroutine is woken by
+// handing its thread a processor, which cost a sixth of netjam's CPU
+// when every datagram woke one.
+func TestDrivePinsOnlyToSleepPrecisely(t *testing.T) {
+	var pins, unpins atomic.Int64
+	pinThread = func() { pins.Add(1); pinPrecise() }
+	unpinThread = func() { unpins.Add(1); unpinPrecise() }
+	defer func() { pinThread, unpinThread = pinPrecise, unpinPrecise }()
+
+	var mu sync.Mutex
+	var due []time.Time
+	in := make(chan time.Duration)
+	left := make(chan struct{}, 100)
+	m := Model[time.Duration]{
+		In: in,
+		Arrive: func(d time.Duration) {
+			if d == 0 {
+				left <- struct{}{}
+				return
+			}
+			mu.Lock()
+			due = append(due, time.Now().Add(d))
+			mu.Unlock()
+		},
+		Advance: func(now time.Time) (time.Time, bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			for len(due) > 0 && !due[0].After(now) {
+				due = due[1:]
+				left <- struct{}{}
+			}
+			if len(due) == 0 {
+				return time.Time{}, false
+			}
+			return due[0], true
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Drive(ctx, Real{}, m)
+	}()
+	for range 100 {
+		in <- 0
+		<-left
+	}
+	if n := pins.Load(); n != 0 {
+		t.Errorf("100 arrivals that left at once: pinned %d times, want 0", n)
+	}
+	in <- 200 * time.Microsecond
+	<-left
+	for deadline := time.Now().Add(5 * time.Second); unpins.Load() < 1 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if p, u := pins.Load(), unpins.Load(); p != 1 || u != 1 {
+		t.Errorf("an event 200 us away, then idle: pinned %d times, unpinned %d, want 1 and 1", p, u)
+	}
+	cancel()
+	<-done
+	if p, u := pins.Load(), unpins.Load(); p != u {
+		t.Errorf("after Drive returned: pinned %d times, unpinned %d", p, u)
 	}
 }

@@ -10,5 +10,9 @@ const Coarse = time.Millisecond
 // PreciseThread does nothing outside Linux.
 func PreciseThread() func() { return func() {} }
 
+func pinPrecise()         {}
+func unpinPrecise()       {}
+func preciseSlot() func() { return func() {} }
+
 // PreciseSleep sleeps d with time.Sleep outside Linux.
 func PreciseSleep(d time.Duration) { time.Sleep(d) }
