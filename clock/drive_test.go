@@ -141,9 +141,9 @@ func TestDriveWithoutRefreshSleepsUntilAnArrival(t *testing.T) {
 	stop()
 }
 
-func TestPreciseThreadsHaveAProcMore(t *testing.T) {
+func TestPreciseSlotsAreAProcMore(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("PreciseThread does nothing outside Linux")
+		t.Skip("preciseSlot does nothing outside Linux")
 	}
 	base := runtime.GOMAXPROCS(0)
 	var wg sync.WaitGroup
@@ -152,7 +152,7 @@ func TestPreciseThreadsHaveAProcMore(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			undo := PreciseThread()
+			undo := preciseSlot()
 			start <- struct{}{}
 			<-stop
 			undo()
@@ -162,7 +162,7 @@ func TestPreciseThreadsHaveAProcMore(t *testing.T) {
 		<-start
 	}
 	if got := runtime.GOMAXPROCS(0); got != base+1 {
-		t.Errorf("4 precise threads: GOMAXPROCS %d, want %d", got, base+1)
+		t.Errorf("4 precise slots: GOMAXPROCS %d, want %d", got, base+1)
 	}
 	close(stop)
 	wg.Wait()

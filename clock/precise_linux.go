@@ -14,18 +14,6 @@ import (
 // Coarse before an event with PreciseSleep.
 const Coarse = time.Millisecond
 
-// PreciseThread prepares the calling goroutine's thread for PreciseSleep
-// (pinPrecise) and, while any such thread exists, keeps GOMAXPROCS one
-// above what it was (preciseSlot). The returned function undoes both.
-func PreciseThread() func() {
-	release := preciseSlot()
-	pinPrecise()
-	return func() {
-		unpinPrecise()
-		release()
-	}
-}
-
 // pinPrecise pins the calling goroutine to its thread and sets the
 // thread's timer slack to 1 ns (Linux's default of 50 us would be most of
 // the error PreciseSleep avoids). unpinPrecise undoes the pin; the thread
@@ -68,15 +56,15 @@ func preciseSlot() func() {
 	return func() { preciseThreads(-1) }
 }
 
-// precise counts the precise threads; preciseMu serializes it with the
+// precise counts the slots held; preciseMu serializes it with the
 // read-modify-write of GOMAXPROCS.
 var (
 	preciseMu sync.Mutex
 	precise   int
 )
 
-// preciseThreads adds n to the precise threads, raising GOMAXPROCS by one
-// when the first starts and lowering it again when the last ends.
+// preciseThreads adds n to the slots held, raising GOMAXPROCS by one
+// when the first is taken and lowering it again when the last is given back.
 func preciseThreads(n int) {
 	preciseMu.Lock()
 	defer preciseMu.Unlock()
@@ -91,7 +79,7 @@ func preciseThreads(n int) {
 }
 
 // PreciseSleep blocks the calling thread for d with nanosleep(2): within
-// microseconds on a thread prepared by PinPrecise.
+// microseconds on a thread prepared by pinPrecise.
 func PreciseSleep(d time.Duration) {
 	ts := unix.NsecToTimespec(int64(d))
 	for unix.Nanosleep(&ts, &ts) == unix.EINTR {

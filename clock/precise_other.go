@@ -7,9 +7,7 @@ import "time"
 // Coarse is the granularity assumed for Go's timers.
 const Coarse = time.Millisecond
 
-// PreciseThread does nothing outside Linux.
-func PreciseThread() func() { return func() {} }
-
+// Pinning and the extra processor are Linux's (see precise_linux.go).
 func pinPrecise()         {}
 func unpinPrecise()       {}
 func preciseSlot() func() { return func() {} }
