@@ -559,8 +559,19 @@ func (r *run) warnOwnDrops(links []LinkSummary) {
 			r.log.Warn("netjam could not keep up: TCP senders were held back at a direction's full input (nothing lost): the machine, not the configured path, limited them",
 				zap.String("link", l.Name), zap.Uint64("input_waits", l.InputWaits))
 		}
+		if l.LatenessMs.P99 > lateWarnMs {
+			r.log.Warn("netjam could not keep up: packets left the direction late against their exact departure times (the machine was busy): its timing was that much coarser than configured, see lateness_ms",
+				zap.String("link", l.Name), zap.Float64("lateness_p99_ms", l.LatenessMs.P99), zap.Float64("lateness_max_ms", l.LatenessMs.Max))
+		}
 	}
 }
+
+// lateWarnMs is the p99 lateness of a direction's departures (ms) past
+// which a run warns: Go's own timers' granularity (clock.Coarse), which
+// the real-time scheduler's precise sleep exists to beat. An idle
+// machine stays near 0.2 ms at p99; three busy loops beside a run on two
+// cores took it to 5 to 8 ms (docs/accuracy.md).
+const lateWarnMs = float64(clock.Coarse) / float64(time.Millisecond)
 
 // failures returns what went wrong in the run. A flow cut short by the
 // run's duration is not a failure; anything else a flow reports (a

@@ -15,6 +15,7 @@ import (
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/report"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/stats"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -144,4 +145,24 @@ func printTable(w io.Writer, sum *Summary) error {
 		return err
 	}
 	return report.PrintTable(w, b)
+}
+
+// TestLateDirectionWarns: a direction whose departures left more than
+// Go's timer granularity late at p99 is warned about, once, with its
+// figures; one within it is not.
+func TestLateDirectionWarns(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	r := &run{log: zap.New(core)}
+	r.warnOwnDrops([]LinkSummary{
+		{Name: "uplink", LatenessMs: stats.Summary{Count: 100, P50: 0.2, P99: 2.5, Max: 7.5}},
+		{Name: "downlink", LatenessMs: stats.Summary{Count: 100, P50: 0.04, P99: 0.9, Max: 3}},
+	})
+	warn := logs.FilterMessageSnippet("late against their exact departure times").All()
+	if len(warn) != 1 {
+		t.Fatalf("%d lateness warnings, want 1: %+v", len(warn), logs.All())
+	}
+	f := warn[0].ContextMap()
+	if f["link"] != "uplink" || f["lateness_p99_ms"] != 2.5 || f["lateness_max_ms"] != 7.5 {
+		t.Errorf("warning's fields %v", f)
+	}
 }
