@@ -52,8 +52,8 @@ func unpinPrecise() { runtime.UnlockOSThread() }
 // the idle Ps (a lab flow at 100 Mbit/s: 0.72 CPU seconds per second
 // against 0.48 without the extra P and 0.54 with one).
 func preciseSlot() func() {
-	preciseThreads(1)
-	return func() { preciseThreads(-1) }
+	preciseSlots(1)
+	return func() { preciseSlots(-1) }
 }
 
 // precise counts the slots held; preciseMu serializes it with the
@@ -63,9 +63,9 @@ var (
 	precise   int
 )
 
-// preciseThreads adds n to the slots held, raising GOMAXPROCS by one
+// preciseSlots adds n to the slots held, raising GOMAXPROCS by one
 // when the first is taken and lowering it again when the last is given back.
-func preciseThreads(n int) {
+func preciseSlots(n int) {
 	preciseMu.Lock()
 	defer preciseMu.Unlock()
 	before := precise

@@ -539,8 +539,9 @@ func (r *run) flowSummary(i int, f flows.Flow) flows.FlowSummary {
 	return fs
 }
 
-// warnOwnDrops warns of packets dropped inside netjam rather than by the
-// configured path.
+// warnOwnDrops warns of what netjam itself, not the configured path, did
+// to the packets: drops and waits inside netjam, and departures later
+// than lateWarnMs at p99.
 func (r *run) warnOwnDrops(links []LinkSummary) {
 	for _, l := range links {
 		if l.DeliveryDrops > 0 {
