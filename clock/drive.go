@@ -25,12 +25,19 @@ type Model[T any] struct {
 	Refresh time.Duration
 }
 
-// pinThread and unpinThread are pinPrecise and unpinPrecise, apart for
-// tests.
+// pinThread, unpinThread and takeSlot are pinPrecise, unpinPrecise and
+// preciseSlot, apart for tests.
 var (
 	pinThread   = pinPrecise
 	unpinThread = unpinPrecise
+	takeSlot    = preciseSlot
 )
+
+// slotLinger is how long a precise Drive keeps its extra processor
+// (preciseSlot) after it last slept precisely: giving it back and taking
+// it again each stop the world (GOMAXPROCS), so a model that goes idle
+// between events a few milliseconds apart keeps it. A variable for tests.
+var slotLinger = 100 * time.Millisecond
 
 // DriveBatch bounds how many queued arrivals Drive takes before it lets
 // due events go, so that a flood of input cannot starve the output.
@@ -53,7 +60,8 @@ const Slack = 10 * time.Microsecond
 //
 // With the Real clock, the last stretch before an event (Coarse) is slept
 // with PreciseSleep on a thread of its own (pinned only while it sleeps
-// so: an idle model waits unpinned, see pinPrecise), so that events
+// so, with a processor more for everything else: see pinPrecise and
+// preciseSlot), so that events
 // happen within the kernel's wake-up latency of their time instead of up
 // to a millisecond late (Slack late when events come closer together than
 // that); arrivals
@@ -65,12 +73,25 @@ const Slack = 10 * time.Microsecond
 // of CPU; the links' lateness_ms shows it, p50 about 0.04 ms).
 func Drive[T any](ctx context.Context, clk Clock, m Model[T]) {
 	_, precise := clk.(Real)
-	pinned := false // to the thread, for PreciseSleep (pinPrecise)
+	// While it sleeps precisely, the goroutine is pinned to its thread
+	// (pinPrecise) and holds an extra processor (preciseSlot), which it
+	// keeps for slotLinger after; an idle model, or one whose events are
+	// further apart than Coarse, waits as any goroutine does.
+	pinned := false
+	var release func() // the slot's, while held
+	var linger Timer
+	var lingerC <-chan time.Time
 	if precise {
-		defer preciseSlot()()
+		linger = clk.NewTimer(time.Hour)
+		linger.Stop()
+		lingerC = linger.C()
 		defer func() {
+			linger.Stop()
 			if pinned {
 				unpinThread()
+			}
+			if release != nil {
+				release()
 			}
 		}()
 	}
@@ -111,6 +132,10 @@ func Drive[T any](ctx context.Context, clk Clock, m Model[T]) {
 			d := t.Sub(now)
 			if precise && d <= Coarse {
 				if !pinned {
+					if release == nil {
+						release = takeSlot()
+					}
+					linger.Stop()
 					pinThread()
 					pinned = true
 				}
@@ -141,6 +166,7 @@ func Drive[T any](ctx context.Context, clk Clock, m Model[T]) {
 			// may wake the goroutine (see pinPrecise).
 			unpinThread()
 			pinned = false
+			linger.Reset(slotLinger)
 		}
 		select {
 		case <-ctx.Done():
@@ -151,6 +177,11 @@ func Drive[T any](ctx context.Context, clk Clock, m Model[T]) {
 			drain()
 		case <-timer.C():
 			armed = false
+		case <-lingerC:
+			if release != nil {
+				release()
+				release = nil
+			}
 		case f := <-m.Control:
 			f()
 		}

@@ -196,17 +196,28 @@ func TestDriveStopsWhileBusy(t *testing.T) {
 }
 
 // TestDrivePinsOnlyToSleepPrecisely checks, on the real clock, that Drive
-// pins its goroutine to a thread only while it sleeps precisely: a model
-// whose arrivals leave at once (a direction with nothing to delay) is
-// never pinned, whatever the arrivals, and a model that goes idle after
-// an event unpins before it waits. A pinned goroutine is woken by
-// handing its thread a processor, which cost a sixth of netjam's CPU
-// when every datagram woke one.
+// pins its goroutine to a thread, and holds an extra processor, only
+// while it sleeps precisely: a model whose arrivals leave at once (a
+// direction with nothing to delay) is never pinned and takes no
+// processor, whatever the arrivals, and a model that goes idle after an
+// event unpins before it waits and gives the processor back slotLinger
+// later. A pinned goroutine is woken by handing its thread a processor,
+// which cost a sixth of netjam's CPU when every datagram woke one; the
+// extra processor made the runtime look for work on more threads.
 func TestDrivePinsOnlyToSleepPrecisely(t *testing.T) {
-	var pins, unpins atomic.Int64
+	var pins, unpins, takes, gives atomic.Int64
 	pinThread = func() { pins.Add(1); pinPrecise() }
 	unpinThread = func() { unpins.Add(1); unpinPrecise() }
-	defer func() { pinThread, unpinThread = pinPrecise, unpinPrecise }()
+	takeSlot = func() func() {
+		takes.Add(1)
+		give := preciseSlot()
+		return func() { gives.Add(1); give() }
+	}
+	slotLinger = 20 * time.Millisecond
+	defer func() {
+		pinThread, unpinThread, takeSlot = pinPrecise, unpinPrecise, preciseSlot
+		slotLinger = 100 * time.Millisecond
+	}()
 
 	var mu sync.Mutex
 	var due []time.Time
@@ -246,20 +257,28 @@ func TestDrivePinsOnlyToSleepPrecisely(t *testing.T) {
 		in <- 0
 		<-left
 	}
-	if n := pins.Load(); n != 0 {
-		t.Errorf("100 arrivals that left at once: pinned %d times, want 0", n)
+	if n, s := pins.Load(), takes.Load(); n != 0 || s != 0 {
+		t.Errorf("100 arrivals that left at once: pinned %d times, took %d processors, want 0 and 0", n, s)
 	}
 	in <- 200 * time.Microsecond
 	<-left
-	for deadline := time.Now().Add(5 * time.Second); unpins.Load() < 1 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(5 * time.Second); (unpins.Load() < 1 || gives.Load() < 1) && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
 	if p, u := pins.Load(), unpins.Load(); p != 1 || u != 1 {
 		t.Errorf("an event 200 us away, then idle: pinned %d times, unpinned %d, want 1 and 1", p, u)
 	}
+	if s, g := takes.Load(), gives.Load(); s != 1 || g != 1 {
+		t.Errorf("an event 200 us away, then idle: took %d processors, gave %d back, want 1 and 1", s, g)
+	}
+	in <- 200 * time.Microsecond
+	<-left
 	cancel()
 	<-done
 	if p, u := pins.Load(), unpins.Load(); p != u {
 		t.Errorf("after Drive returned: pinned %d times, unpinned %d", p, u)
+	}
+	if s, g := takes.Load(), gives.Load(); s != g || s != 2 {
+		t.Errorf("after Drive returned: took %d processors, gave %d back, want 2 and 2", s, g)
 	}
 }

@@ -36,7 +36,12 @@ func unpinPrecise() { runtime.UnlockOSThread() }
 
 // preciseSlot keeps GOMAXPROCS one above what it was while any caller
 // holds a slot; the returned function gives it back. Meant for a
-// goroutine that owns a scheduler loop which sleeps with PreciseSleep.
+// goroutine that owns a scheduler loop which sleeps with PreciseSleep,
+// while it does (Drive): where no direction sleeps precisely (a path with
+// nothing to delay), the extra processor only made the runtime look for
+// work on more threads: measured on TUN mode with no impairment, about a
+// tenth more CPU per UDP datagram, and TCP out of the path at 8.0 to 9.4
+// Gbit/s instead of 9.2 to 10.5.
 //
 // The extra P is for everything else. A goroutine in nanosleep keeps its
 // P (the runtime treats it as a syscall that may return at once), and the
