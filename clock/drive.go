@@ -60,8 +60,8 @@ const Slack = 10 * time.Microsecond
 //
 // With the Real clock, the last stretch before an event (Coarse) is slept
 // with PreciseSleep on a thread of its own (pinned only while it sleeps
-// so, with a processor more for everything else: see pinPrecise and
-// preciseSlot), so that events
+// so, with a processor more for everything else: see preciseSleeper),
+// so that events
 // happen within the kernel's wake-up latency of their time instead of up
 // to a millisecond late (Slack late when events come closer together than
 // that); arrivals
@@ -73,27 +73,10 @@ const Slack = 10 * time.Microsecond
 // of CPU; the links' lateness_ms shows it, p50 about 0.04 ms).
 func Drive[T any](ctx context.Context, clk Clock, m Model[T]) {
 	_, precise := clk.(Real)
-	// While it sleeps precisely, the goroutine is pinned to its thread
-	// (pinPrecise) and holds an extra processor (preciseSlot), which it
-	// keeps for slotLinger after; an idle model, or one whose events are
-	// further apart than Coarse, waits as any goroutine does.
-	pinned := false
-	var release func() // the slot's, while held
-	var linger Timer
-	var lingerC <-chan time.Time
+	var ps *preciseSleeper
 	if precise {
-		linger = clk.NewTimer(time.Hour)
-		linger.Stop()
-		lingerC = linger.C()
-		defer func() {
-			linger.Stop()
-			if pinned {
-				unpinThread()
-			}
-			if release != nil {
-				release()
-			}
-		}()
+		ps = newPreciseSleeper(clk)
+		defer ps.close()
 	}
 	timer := clk.NewTimer(time.Hour)
 	timer.Stop()
@@ -131,15 +114,7 @@ func Drive[T any](ctx context.Context, clk Clock, m Model[T]) {
 			}
 			d := t.Sub(now)
 			if precise && d <= Coarse {
-				if !pinned {
-					if release == nil {
-						release = takeSlot()
-					}
-					linger.Stop()
-					pinThread()
-					pinned = true
-				}
-				PreciseSleep(max(d, Slack))
+				ps.sleep(max(d, Slack))
 				drain()
 				// A model with events always due (a Wi-Fi cell with
 				// full queues) never leaves this loop: look at ctx
@@ -161,13 +136,7 @@ func Drive[T any](ctx context.Context, clk Clock, m Model[T]) {
 			arm(now, wake)
 			break
 		}
-		if pinned {
-			// Waiting for an arrival or the Go timer: any thread
-			// may wake the goroutine (see pinPrecise).
-			unpinThread()
-			pinned = false
-			linger.Reset(slotLinger)
-		}
+		ps.idle() // any thread may wake it now (see pinPrecise)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
@@ -177,13 +146,75 @@ func Drive[T any](ctx context.Context, clk Clock, m Model[T]) {
 			drain()
 		case <-timer.C():
 			armed = false
-		case <-lingerC:
-			if release != nil {
-				release()
-				release = nil
-			}
+		case <-ps.lingered():
+			ps.giveSlot()
 		case f := <-m.Control:
 			f()
 		}
 	}
+}
+
+// preciseSleeper is a precise Drive's hold on its thread and its extra
+// processor: while it sleeps precisely, the goroutine is pinned to its
+// thread (pinPrecise) and holds the processor (preciseSlot), which it
+// keeps for slotLinger after; idle, or waiting for events further apart
+// than Coarse, it waits as any goroutine does. Its methods do nothing on
+// a nil preciseSleeper (any clock but Real).
+type preciseSleeper struct {
+	pinned bool
+	give   func() // the slot's, while held
+	linger Timer
+}
+
+func newPreciseSleeper(clk Clock) *preciseSleeper {
+	p := &preciseSleeper{linger: clk.NewTimer(time.Hour)}
+	p.linger.Stop()
+	return p
+}
+
+// sleep sleeps d precisely, pinned and with the slot.
+func (p *preciseSleeper) sleep(d time.Duration) {
+	if !p.pinned {
+		if p.give == nil {
+			p.give = takeSlot()
+		}
+		p.linger.Stop()
+		pinThread()
+		p.pinned = true
+	}
+	PreciseSleep(d)
+}
+
+// idle unpins before a wait, and starts the slot's linger.
+func (p *preciseSleeper) idle() {
+	if p != nil && p.pinned {
+		unpinThread()
+		p.pinned = false
+		p.linger.Reset(slotLinger)
+	}
+}
+
+// lingered fires when the slot has lingered long enough after the last
+// precise sleep; nil (never) on a nil preciseSleeper.
+func (p *preciseSleeper) lingered() <-chan time.Time {
+	if p == nil {
+		return nil
+	}
+	return p.linger.C()
+}
+
+// giveSlot gives the slot back, if held.
+func (p *preciseSleeper) giveSlot() {
+	if p.give != nil {
+		p.give()
+		p.give = nil
+	}
+}
+
+func (p *preciseSleeper) close() {
+	p.linger.Stop()
+	if p.pinned {
+		unpinThread()
+	}
+	p.giveSlot()
 }
