@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -154,9 +155,11 @@ ping -n -c 1 -W 1 $NETJAM_PEER >/dev/null || echo cut
 "$NJ" ctl set link.uplink.loss=0% >/dev/null
 ping -n -c 1 -W 2 $NETJAM_PEER >/dev/null && echo after-ok`)
 	cmd.Env = append(cmd.Env, "NJ="+exe)
-	out, err := cmd.CombinedOutput()
+	var stderr bytes.Buffer // netjam's log, apart from the command's output
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil || string(out) != "before-ok\nset-ok\ncut\nafter-ok\n" {
-		t.Fatalf("the shell: %v\n%s", err, out)
+		t.Fatalf("the shell: %v\n%s%s", err, out, stderr.Bytes())
 	}
 	ev, err := os.ReadFile(filepath.Join(dir, "events.jsonl"))
 	if err != nil || strings.Count(string(ev), `"key":"link.uplink.loss"`) != 2 {
