@@ -129,14 +129,18 @@ var iperf3Modes = []struct {
 	{"udp-up-1G", []string{"-u", "-b", "1G", "-l", "1400"}, true},
 }
 
-// BenchmarkTUNIperf3 measures TUN mode with no impairment against a plain
-// veth pair between two namespaces: iperf3 (TCP both ways, UDP) for 5 s
-// each; Gbit/s received, the path's packets per second (both directions),
-// and netjam's CPU seconds per second (the veth rows have no netjam: their
-// CPU is the kernel's and not counted). Needs root.
+// BenchmarkTUNIperf3 measures TUN mode, with no impairment and with every
+// packet impaired, against a plain veth pair between two namespaces and
+// against tun2socks (benchTun2socks), in the same sitting: iperf3 (TCP
+// both ways, UDP) for 5 s each; Gbit/s received, the path's packets per
+// second (both directions), and netjam's or tun2socks's CPU seconds per
+// second (the veth rows have no relay: their CPU is the kernel's and not
+// counted). At the end it logs netjam's throughput over the veth pair's
+// and over tun2socks's for each mode run. Needs root.
 //
 //	go test -run XXX -bench TUNIperf3 -benchtime 1x ./emulator/
 func BenchmarkTUNIperf3(b *testing.B) {
+	got := map[string]float64{} // Gbit/s by sub-benchmark, for logRatios
 	// Long enough for TCP to leave slow start behind: the peer's CUBIC
 	// leaves it early (HyStart) and grows slowly after.
 	const secs = "5"
@@ -155,8 +159,11 @@ func BenchmarkTUNIperf3(b *testing.B) {
 		{"netjam-impaired", "{rate: 10Gbps, delay: 1ms, loss: 0.0001%, queue: 10000}"},
 	} {
 		for _, m := range iperf3Modes {
-			benchTUNIperf3(b, path.name+"/"+m.name, path.link, m.args, m.udp, secs)
+			benchTUNIperf3(b, path.name+"/"+m.name, path.link, m.args, m.udp, secs, got)
 		}
+	}
+	for _, m := range iperf3Modes {
+		benchTun2socks(b, "tun2socks/"+m.name, m.args, m.udp, secs, got)
 	}
 	for _, m := range iperf3Modes {
 		b.Run("veth/"+m.name, func(b *testing.B) {
@@ -194,7 +201,30 @@ func BenchmarkTUNIperf3(b *testing.B) {
 				bps += r.bps(m.udp)
 			}
 			b.ReportMetric(bps/float64(b.N)/1e9, "Gbit/s")
+			got["veth/"+m.name] = bps / float64(b.N) / 1e9
 		})
+	}
+	logRatios(b, got)
+}
+
+// logRatios logs, for each mode measured, netjam's throughput over the
+// veth pair's and over tun2socks's of the same sitting.
+func logRatios(b *testing.B, got map[string]float64) {
+	for _, m := range iperf3Modes {
+		for _, path := range []string{"netjam", "netjam-impaired"} {
+			nj, ok := got[path+"/"+m.name]
+			if !ok {
+				continue
+			}
+			line := fmt.Sprintf("%s %s: %.2f Gbit/s", path, m.name, nj)
+			if v := got["veth/"+m.name]; v > 0 {
+				line += fmt.Sprintf(", %.2f of the veth pair (%.2f)", nj/v, v)
+			}
+			if t := got["tun2socks/"+m.name]; t > 0 {
+				line += fmt.Sprintf(", %.1f times tun2socks (%.2f)", nj/t, t)
+			}
+			b.Log(line)
+		}
 	}
 }
 
@@ -246,7 +276,7 @@ func vethPair(b *testing.B) (*hostnet.Netns, *hostnet.Netns) {
 
 // benchTUNIperf3 runs iperf3 with args from a namespace through TUN mode
 // whose link is link, against an iperf3 server on loopback.
-func benchTUNIperf3(b *testing.B, name, link string, args []string, udp bool, secs string) {
+func benchTUNIperf3(b *testing.B, name, link string, args []string, udp bool, secs string, got map[string]float64) {
 	b.Run(name, func(b *testing.B) {
 		ns := testNetns(b)
 		port := iperf3Server(b)
@@ -293,6 +323,7 @@ tun:
 		b.ReportMetric(bps/n/1e9, "Gbit/s")
 		b.ReportMetric(pps/n, "packets/s")
 		b.ReportMetric(cpu/n, "cpu-s/s")
+		got[name] = bps / n / 1e9
 	})
 }
 
