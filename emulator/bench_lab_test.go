@@ -2,6 +2,8 @@ package emulator
 
 import (
 	"fmt"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,10 +20,13 @@ import (
 // drops: a receiving host that fell behind; input drops: a sender that
 // outran a direction), the times the sender was held back at a full
 // input instead (input waits) and its retransmissions. BenchmarkLabCost's rate=unlimited, with CUBIC, measures
-// its window's growth rather than this (see docs/accuracy.md).
+// its window's growth rather than this (see docs/accuracy.md). Then the
+// same transfer between ooni/netem's hosts (ooniNetemPeer), and netjam's
+// throughput with no rate over that peer's, printed (see logRatios).
 //
 //	go test -run XXX -bench LabCeiling -benchtime 1x ./emulator/
 func BenchmarkLabCeiling(b *testing.B) {
+	got := map[string]float64{} // Gbit/s by sub-benchmark
 	for _, rate := range []string{"unlimited", "10Gbps"} {
 		b.Run("rate="+rate, func(b *testing.B) {
 			const dur = 3 * time.Second
@@ -50,6 +55,37 @@ flows: [{name: bulk, type: tcp, cc: reno, duration: %v}]
 			b.ReportMetric(inDrops/n, "input-drops")
 			b.ReportMetric(waits/n, "input-waits")
 			b.ReportMetric(retrans/n, "retransmits")
+			got["rate="+rate] = bps / n / 1e9
 		})
+	}
+	// The peer: ooni/netem's two netstack hosts across its link of 1 ms
+	// each way, no loss (its reno, its MTU of 1500), for as long.
+	b.Run("ooni-netem", func(b *testing.B) {
+		bin := ooniNetemPeer.binary(b)
+		var bps, cpu float64
+		for b.Loop() {
+			cmd := exec.Command(bin, "-rtt", "2ms", "-duration", "3s")
+			var errOut strings.Builder
+			cmd.Stderr = &errOut
+			w0 := time.Now()
+			out, err := cmd.Output()
+			if err != nil {
+				b.Fatalf("%s: %v: %s", bin, err, errOut.String())
+			}
+			var bytes, secs float64
+			if _, err := fmt.Sscan(string(out), &bytes, &secs); err != nil || secs <= 0 {
+				b.Fatalf("%s printed %q: %v", bin, out, err)
+			}
+			bps += bytes * 8 / secs
+			st := cmd.ProcessState
+			cpu += (st.UserTime() + st.SystemTime()).Seconds() / time.Since(w0).Seconds()
+		}
+		n := float64(b.N)
+		b.ReportMetric(bps/n/1e9, "Gbit/s")
+		b.ReportMetric(cpu/n, "cpu-s/s")
+		got["ooni-netem"] = bps / n / 1e9
+	})
+	if nj, o := got["rate=unlimited"], got["ooni-netem"]; nj > 0 && o > 0 {
+		fmt.Printf("ratio: netjam's lab with no rate: %.2f Gbit/s, %.1f times ooni/netem's (%.2f)\n", nj, nj/o, o)
 	}
 }

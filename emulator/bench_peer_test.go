@@ -20,50 +20,66 @@ import (
 	"github.com/netjam/netjam/internal/testenv"
 )
 
-// tun2socksModule and tun2socksVersion are the peer BenchmarkTUNIperf3
-// runs beside netjam: tun2socks, gVisor's netstack behind a TUN device
-// relaying to real sockets, which is what TUN mode does with no
-// impairment. It is built from the Go module proxy at the first run
-// (about 20 s) into the user's cache directory, unless NETJAM_TUN2SOCKS
-// names a binary or one is on PATH; without either the rows skip and
-// say why. None of its code is in this repository.
-const (
-	tun2socksModule  = "github.com/xjasonlyu/tun2socks/v2"
-	tun2socksVersion = "v2.6.0"
+// The peers the benchmarks run beside netjam, built from the Go module
+// proxy at their first run into the user's cache directory (about 20 s
+// each), unless an environment variable names a binary; without either
+// the rows skip and say why. None of their code is in this repository.
+var (
+	// tun2socks: gVisor's netstack behind a TUN device, relaying to real
+	// sockets, which is what TUN mode does with no impairment
+	// (BenchmarkTUNIperf3). NETJAM_TUN2SOCKS, or tun2socks on PATH.
+	tun2socksPeer = &peer{name: "tun2socks", env: "NETJAM_TUN2SOCKS",
+		module: "github.com/xjasonlyu/tun2socks/v2", version: "v2.6.0", pkg: "github.com/xjasonlyu/tun2socks/v2"}
+	// ooni/netem: gVisor netstack hosts joined by a link in userspace,
+	// which is what the lab does (BenchmarkLabCeiling). The module has
+	// no tagged version; the proxy serves this commit's. The program is
+	// ooniNetemMain, a client of its library: the calibrate command it
+	// ships does the same but always writes a capture of every packet.
+	// NETJAM_OONI_NETEM.
+	ooniNetemPeer = &peer{name: "ooni/netem", env: "NETJAM_OONI_NETEM",
+		module: "github.com/ooni/netem", version: "v0.0.0-20240208095707-608dcbcd82b8", main: ooniNetemMain}
 )
 
-var tun2socksBuild struct {
+// peer is a program to compare with, built once per process.
+type peer struct {
+	name, env       string
+	module, version string
+	pkg             string // the package to build, or
+	main            string // the source of a main package that uses module
+
 	once sync.Once
 	bin  string
 	err  error
 }
 
-// tun2socksBin returns a tun2socks binary, or skips b with the reason.
-func tun2socksBin(b *testing.B) string {
+// binary returns the peer's binary, or skips b with the reason.
+func (p *peer) binary(b *testing.B) string {
 	b.Helper()
-	if p := os.Getenv("NETJAM_TUN2SOCKS"); p != "" {
-		return p
+	if v := os.Getenv(p.env); v != "" {
+		return v
 	}
-	if p, err := exec.LookPath("tun2socks"); err == nil {
-		return p
+	if p.pkg != "" {
+		if v, err := exec.LookPath(filepath.Base(p.name)); err == nil {
+			return v
+		}
 	}
-	tun2socksBuild.once.Do(func() {
-		tun2socksBuild.bin, tun2socksBuild.err = buildTun2socks()
-	})
-	if tun2socksBuild.err != nil {
-		b.Skipf("no tun2socks to compare with: %v (set NETJAM_TUN2SOCKS to a tun2socks binary)", tun2socksBuild.err)
+	p.once.Do(func() { p.bin, p.err = p.build() })
+	if p.err != nil {
+		b.Skipf("no %s to compare with: %v (set %s to a binary)", p.name, p.err, p.env)
 	}
-	return tun2socksBuild.bin
+	return p.bin
 }
 
-// buildTun2socks builds tun2socksVersion from the Go module proxy into
-// the user's cache directory, once per version.
-func buildTun2socks() (string, error) {
+// build builds the peer into the user's cache directory, once per
+// version: in a module of its own that requires the exact version (go
+// install module@version also asks the proxy for the module's version
+// list, which it refuses for both where it serves the version itself).
+func (p *peer) build() (string, error) {
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(cache, "netjam-bench", "tun2socks-"+tun2socksVersion)
+	bin := filepath.Join(cache, "netjam-bench", strings.ReplaceAll(p.name, "/", "-")+"-"+p.version)
 	if _, err := os.Stat(bin); err == nil {
 		return bin, nil
 	}
@@ -71,26 +87,86 @@ func buildTun2socks() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	// A module of its own that requires the exact version: go install
-	// module@version also asks the proxy for the module's version list,
-	// which it may refuse where it serves the version itself.
-	dir, err := os.MkdirTemp("", "netjam-tun2socks-")
+	dir, err := os.MkdirTemp("", "netjam-peer-")
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(dir)
-	mod := fmt.Sprintf("module netjambench\n\ngo 1.26\n\nrequire %s %s\n", tun2socksModule, tun2socksVersion)
+	mod := fmt.Sprintf("module netjambench\n\ngo 1.26\n\nrequire %s %s\n", p.module, p.version)
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(mod), 0o644); err != nil {
 		return "", err
 	}
-	cmd := exec.Command(goBin, "build", "-mod=mod", "-o", bin, tun2socksModule)
+	pkg := p.pkg
+	if p.main != "" {
+		if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(p.main), 0o644); err != nil {
+			return "", err
+		}
+		pkg = "."
+	}
+	cmd := exec.Command(goBin, "build", "-mod=mod", "-o", bin, pkg)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building %s@%s: %v: %s", tun2socksModule, tun2socksVersion, err, strings.TrimSpace(string(out)))
+		return "", fmt.Errorf("building %s@%s: %v: %s", p.module, p.version, err, strings.TrimSpace(string(out)))
 	}
 	return bin, nil
 }
+
+// ooniNetemMain moves data over one TCP connection between two of
+// ooni/netem's netstack hosts (its PPP topology, MTU 1500) across a link
+// of -rtt (half each way, no loss) for -duration, with ooni/netem's own
+// NDT0 client and server, and prints the bytes received and the seconds
+// they took.
+const ooniNetemMain = `package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/apex/log"
+	"github.com/ooni/netem"
+)
+
+func main() {
+	rtt := flag.Duration("rtt", 2*time.Millisecond, "round-trip delay")
+	dur := flag.Duration("duration", 3*time.Second, "how long")
+	flag.Parse()
+	log.SetLevel(log.ErrorLevel)
+	topo := netem.MustNewPPPTopology("10.0.0.2", "10.0.0.1", log.Log, &netem.LinkConfig{
+		LeftToRightDelay: *rtt / 2,
+		RightToLeftDelay: *rtt / 2,
+	})
+	defer topo.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), *dur)
+	defer cancel()
+	ready, serverErr := make(chan net.Listener, 1), make(chan error, 1)
+	go netem.RunNDT0Server(ctx, topo.Server, net.ParseIP("10.0.0.1"), 54321, log.Log, ready, serverErr, false)
+	var l net.Listener
+	select {
+	case l = <-ready:
+	case err := <-serverErr:
+		fmt.Fprintln(os.Stderr, "server:", err)
+		os.Exit(1)
+	}
+	clientErr, perf := make(chan error, 1), make(chan *netem.NDT0PerformanceSample)
+	go netem.RunNDT0Client(ctx, topo.Client, "10.0.0.1:54321", log.Log, false, clientErr, perf)
+	var last *netem.NDT0PerformanceSample
+	for s := range perf {
+		last = s
+	}
+	<-clientErr
+	l.Close()
+	if last == nil {
+		fmt.Fprintln(os.Stderr, "no sample")
+		os.Exit(1)
+	}
+	fmt.Println(last.ReceivedTotal, last.ElapsedSeconds())
+}
+`
 
 // benchTun2socks runs iperf3 with args from a namespace through
 // tun2socks: the client's namespace routes 10.96.0.0/24 into a TUN device
@@ -107,7 +183,7 @@ func buildTun2socks() (string, error) {
 // one netjam's device has.
 func benchTun2socks(b *testing.B, name string, args []string, udp bool, secs string, got map[string]float64) {
 	b.Run(name, func(b *testing.B) {
-		bin := tun2socksBin(b)
+		bin := tun2socksPeer.binary(b)
 		iperf := testenv.RequireTool(b, "iperf3", "iperf3")
 		client, relay := testNetns(b), testNetns(b)
 		const dev, dst = "nj-t2s", "10.96.0.1"
