@@ -35,7 +35,7 @@ var (
 	// no tagged version; the proxy serves this commit's. The program is
 	// ooniNetemMain, a client of its library: the calibrate command it
 	// ships does the same but always writes a capture of every packet.
-	// NETJAM_OONI_NETEM.
+	// NETJAM_OONI_NETEM names a binary built from ooniNetemMain.
 	ooniNetemPeer = &peer{name: "ooni/netem", env: "NETJAM_OONI_NETEM",
 		module: "github.com/ooni/netem", version: "v0.0.0-20240208095707-608dcbcd82b8", main: ooniNetemMain}
 )
