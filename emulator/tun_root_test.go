@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/netjam/netjam/hostnet"
+	"github.com/netjam/netjam/impair"
 
 	"github.com/netjam/netjam/internal/testenv"
 )
@@ -153,6 +154,48 @@ tun:
 	t.Logf("iperf3: %d sent, %d lost in %.2f s: %.3f Mbit/s received, want %.3f", s.Packets, s.LostPackets, s.Seconds, received/1e6, want/1e6)
 	if math.Abs(received-want)/want > 0.03 {
 		t.Errorf("received %.3f Mbit/s, want %.3f within 3%%", received/1e6, want/1e6)
+	}
+}
+
+// TestTUNUDPDownHeldAtTheDownlink offers iperf3 UDP out of the path (-R)
+// at 1 Gbit/s into a downlink whose input holds 16 packets: the relay's
+// datagrams toward the client wait at that input with the peer's TCP
+// (held senders), so the downlink drops none, and what the machine cannot
+// carry is lost at the relay's socket toward the target (from_target)
+// before any work. Before, they were not held: each batch the relay read
+// while the input had a few places left lost the rest there, thousands a
+// run.
+func TestTUNUDPDownHeldAtTheDownlink(t *testing.T) {
+	ns := testNetns(t)
+	port := iperf3Server(t)
+	p := mustPlan(t, fmt.Sprintf(`
+duration: 60s
+link: {delay: 1ms}
+tun:
+  netns: %s
+  forward:
+    - {proto: tcp, listen: 5201, to: 127.0.0.1:%d}
+    - {proto: udp, listen: 5201, to: 127.0.0.1:%d}
+`, ns.Path(), port, port))
+	for i := range p.Runs[0].Links {
+		p.Runs[0].Links[i].Downlink.InputLimit = 16
+	}
+	sum, err := Run(context.Background(), p, Options{Attached: func(ctx context.Context) error {
+		_, err := runIn(ctx, ns, "iperf3", "-c", "10.99.0.2", "-u", "-R", "-b", "1G", "-l", "1400", "-t", "2")
+		return err
+	}})
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	down := sum.Runs[0].Links[1]
+	udp := sum.Runs[0].TUN.Relay.UDP
+	t.Logf("downlink: %d packets out, drops %v, delivery drops %d; relay: %d bytes down, drops %v, waits %d",
+		down.PacketsOut, down.Drops, down.DeliveryDrops, udp.BytesDown, udp.DroppedBy, udp.Waits)
+	if udp.BytesDown == 0 {
+		t.Fatal("nothing relayed toward the client")
+	}
+	if n := down.Drops[impair.DropInput.String()]; n != 0 {
+		t.Errorf("the downlink's input dropped %d packets: want the relay held back there", n)
 	}
 }
 

@@ -112,6 +112,29 @@ func (w *wire) output(pkt [][]byte) {
 	w.pool.Put(bp)
 }
 
+// outputHeld is output for a sender that may be held back (a host's
+// OutputHeld): on a full channel it waits for room instead of dropping,
+// as a direction's held sender does.
+func (w *wire) outputHeld(pkt [][]byte, _ netif.GSO) {
+	if w.ch == nil {
+		w.output(pkt)
+		return
+	}
+	bp := w.pool.Get().(*[]byte)
+	b := (*bp)[:0]
+	for _, s := range pkt {
+		b = append(b, s...)
+	}
+	*bp = b
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed.Load() {
+		w.pool.Put(bp)
+		return
+	}
+	w.ch <- bp
+}
+
 // pairConfig is what varies between test pairs.
 type pairConfig struct {
 	fam    family

@@ -76,16 +76,20 @@ type HostConfig struct {
 	// netif.Output for the rest of the contract.
 	OutputGSO netif.Output
 	// OutputHeld, when set, takes the host's TCP segments (all but
-	// resets) in place of Output or OutputGSO, and unlike them may block:
+	// resets), and the datagrams its relay builds toward UDP clients, in
+	// place of Output or OutputGSO, and unlike them may block:
 	// it is called only on goroutines that may be held back until the
 	// path below has room, as a Linux host's TCP is held back by the
 	// queue below it (TCP Small Queues) rather than losing what it sends.
 	// gVisor sends a connection's segments from the connection's
 	// processor goroutine, from the application's calls and from its
 	// timers, never from the goroutine calling Inject, which only queues
-	// a segment for the processor. Resets (sent from Inject for a segment
-	// no connection takes) and the other protocols' packets (ICMP replies
-	// are sent from Inject too) still go to Output or OutputGSO. A call
+	// a segment for the processor; the relay's UDP datagrams are sent
+	// from each session's own goroutine. Resets (sent from Inject for a
+	// segment no connection takes) and the other packets gVisor sends
+	// (ICMP replies, from Inject too; UDP, such as a relayed datagram too
+	// large for the MTU, which gVisor fragments) still go to Output or
+	// OutputGSO. A call
 	// blocked here holds its connection (gVisor's endpoint lock), so what
 	// it waits for must never wait for one of the host's connections, nor
 	// for Close; it may wait for the host's Inject, which waits for

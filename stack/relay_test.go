@@ -48,17 +48,31 @@ func newRelayPair(t testing.TB, cfg RelayConfig) (*Host, *Relay) {
 // client shows each packet to toClient first (see wire.drop).
 func newRelayPairWire(t testing.TB, cfg RelayConfig, toClient func([]byte) bool) (*Host, *Relay) {
 	t.Helper()
+	client, r, _ := newRelayPairOf(t, cfg, toClient, 4096, false)
+	return client, r
+}
+
+// newRelayPairOf is newRelayPairWire whose wires hold depth packets, and
+// whose relay's host, with held, has an OutputHeld that waits at the
+// wire toward the client while it is full, as a direction's input holds
+// a held sender back. It returns that wire too.
+func newRelayPairOf(t testing.TB, cfg RelayConfig, toClient func([]byte) bool, depth int, held bool) (*Host, *Relay, *wire) {
+	t.Helper()
 	ab, ba := newWire(nil), newWire(toClient)
-	mk := func(name string, addrs []netip.Prefix, out *wire, seed uint64, transparent bool) *Host {
-		h, err := NewHost(HostConfig{Name: name, Addrs: addrs, MTU: 1500, Clock: realClock, Seed: seed, SACK: true,
-			Transparent: transparent, Output: out.output})
+	mk := func(name string, addrs []netip.Prefix, out *wire, seed uint64, transparent, held bool) *Host {
+		hc := HostConfig{Name: name, Addrs: addrs, MTU: 1500, Clock: realClock, Seed: seed, SACK: true,
+			Transparent: transparent, Output: out.output}
+		if held {
+			hc.OutputHeld = out.outputHeld
+		}
+		h, err := NewHost(hc)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return h
 	}
-	client := mk("client", relayClientAddrs, ab, 1, false)
-	peer := mk("peer", relayPeerAddrs, ba, 2, cfg.Transparent)
+	client := mk("client", relayClientAddrs, ab, 1, false, false)
+	peer := mk("peer", relayPeerAddrs, ba, 2, cfg.Transparent, held)
 	r, err := peer.StartRelay(context.Background(), cfg)
 	if err != nil {
 		client.Close()
@@ -67,11 +81,11 @@ func newRelayPairWire(t testing.TB, cfg RelayConfig, toClient func([]byte) bool)
 	}
 	ab.to.Store(peer)
 	ba.to.Store(client)
-	t.Cleanup(ab.async(4096))
-	t.Cleanup(ba.async(4096))
+	t.Cleanup(ab.async(depth))
+	t.Cleanup(ba.async(depth))
 	t.Cleanup(func() { client.Close(); peer.Close() })
 	t.Cleanup(func() { r.Close() })
-	return client, r
+	return client, r, ba
 }
 
 // server is a loopback server the test runs; its goroutines end before

@@ -239,9 +239,10 @@ func (u *udpSession) waitForPath() {
 	}
 }
 
-// emit hands Output a packet the host's relay built itself (a UDP
-// datagram of a session toward its client), as a packet gVisor sends
-// reaches it: counted, and lost once the link is shut.
+// emit hands OutputHeld (else OutputGSO or Output) a packet the host's
+// relay built itself (a UDP datagram of a session toward its client), as
+// a packet gVisor sends reaches them: counted, and lost once the link is
+// shut.
 func (l *link) emit(pkt [][]byte) {
 	if !l.enter() {
 		l.outDropped.Add(1)
@@ -254,9 +255,18 @@ func (l *link) emit(pkt [][]byte) {
 	}
 	l.outPackets.Add(1)
 	l.outBytes.Add(uint64(size))
-	if l.outputGSO != nil {
+	switch {
+	case l.outputHeld != nil:
+		// The session's down goroutine may be held back (see
+		// HostConfig.OutputHeld): it holds no connection of the host,
+		// and nothing the path does waits for it. Held, it leaves the
+		// target's socket unread, whose kernel drops what it cannot
+		// hold (from_target), instead of the path dropping after the
+		// work at an input whose last places a batch overran.
+		l.outputHeld(pkt, netif.GSO{})
+	case l.outputGSO != nil:
 		l.outputGSO(pkt, netif.GSO{})
-	} else {
+	default:
 		l.output(pkt)
 	}
 }

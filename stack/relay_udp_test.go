@@ -401,3 +401,56 @@ func TestRelayUDPShedsWhileThePathIsBusy(t *testing.T) {
 			st.BytesDown/size, st.Dropped, st.DroppedBy, sent)
 	}
 }
+
+// TestRelayUDPToClientHeldBack has the target send a burst toward a client
+// behind a path whose input holds 16 packets, from a host whose OutputHeld
+// waits for room there (as TUN mode's peer's does at the downlink): the
+// datagrams the relay builds toward the client wait with it rather than
+// being dropped at that full input, so the path drops none and what the
+// relay cannot carry stays in, or is dropped at, its socket toward the
+// target (from_target). Before, they went to Output, which never waits: a
+// batch read while the input had a few places left lost the rest there.
+func TestRelayUDPToClientHeldBack(t *testing.T) {
+	target, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	const sent, size = 5000, 1400
+	sending := make(chan error, 1)
+	go func() {
+		b := make([]byte, 65536)
+		_, from, err := target.ReadFromUDPAddrPort(b)
+		if err == nil {
+			for range sent {
+				if _, err = target.WriteToUDPAddrPort(b[:size], from); err != nil {
+					break
+				}
+			}
+		}
+		sending <- err
+	}()
+	client, r, toClient := newRelayPairOf(t, RelayConfig{
+		Forwards: []Forward{{Proto: "udp", Listen: 5353, To: target.LocalAddr().(*net.UDPAddr).AddrPort()}},
+		UDPIdle:  time.Second,
+	}, nil, 16, true)
+	c, err := client.DialUDP(netip.AddrPortFrom(peer4, 5353))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("go")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-sending; err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the idle session to end", func() bool { return r.Stats().UDP.Active == 0 })
+	st := r.Stats().UDP
+	if full := toClient.full.Load(); full != 0 {
+		t.Errorf("%d datagrams dropped at the full path toward the client (relayed %d, dropped by the relay %v)", full, st.BytesDown/size, st.DroppedBy)
+	}
+	if got := st.BytesDown/size + st.Dropped; got != sent {
+		t.Errorf("%d datagrams relayed and %d counted dropped (%v), want %d in all", st.BytesDown/size, st.Dropped, st.DroppedBy, sent)
+	}
+}
