@@ -294,16 +294,7 @@ func plainTUNInto(from, to *hostnet.Netns, name string) (*os.File, error) {
 		if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
 			return fmt.Errorf("TUNSETIFF %s: %w", name, err)
 		}
-		l, err := netlink.LinkByName(name)
-		if err != nil {
-			return err
-		}
-		nsf, err := os.Open(to.Path())
-		if err != nil {
-			return err
-		}
-		defer nsf.Close()
-		return netlink.LinkSetNsFd(l, int(nsf.Fd()))
+		return moveLink(name, to)
 	})
 	if err != nil && f != nil {
 		f.Close()

@@ -239,16 +239,7 @@ func vethPair(b *testing.B) (*hostnet.Netns, *hostnet.Netns) {
 		if err := netlink.LinkAdd(v); err != nil {
 			return err
 		}
-		peer, err := netlink.LinkByName("nj-z")
-		if err != nil {
-			return err
-		}
-		zfd, err := os.Open(z.Path())
-		if err != nil {
-			return err
-		}
-		defer zfd.Close()
-		if err := netlink.LinkSetNsFd(peer, int(zfd.Fd())); err != nil {
+		if err := moveLink("nj-z", z); err != nil {
 			return err
 		}
 		addr, _ := netlink.ParseAddr("10.98.0.1/24")
@@ -274,6 +265,21 @@ func vethPair(b *testing.B) (*hostnet.Netns, *hostnet.Netns) {
 		b.Fatal(err)
 	}
 	return a, z
+}
+
+// moveLink moves the link named name, in the calling thread's namespace,
+// into ns.
+func moveLink(name string, ns *hostnet.Netns) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(ns.Path())
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return netlink.LinkSetNsFd(l, int(f.Fd()))
 }
 
 // benchTUNIperf3 runs iperf3 with args from a namespace through TUN mode

@@ -290,27 +290,10 @@ func TestRelayUDPSlowTargetDoesNotHoldUpThePath(t *testing.T) {
 // counted nowhere: a down direction that fell behind lost datagrams
 // inside netjam without a trace.)
 func TestRelayUDPCountsTargetDrops(t *testing.T) {
-	target, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer target.Close()
 	// 14 MB: more than the socket's 4 MiB buffer takes (the kernel
 	// doubles it and charges about 2.3 KiB per datagram).
 	const sent, size = 10000, 1400
-	sending := make(chan error, 1)
-	go func() {
-		b := make([]byte, 65536)
-		_, from, err := target.ReadFromUDPAddrPort(b)
-		if err == nil {
-			for range sent {
-				if _, err = target.WriteToUDPAddrPort(b[:size], from); err != nil {
-					break
-				}
-			}
-		}
-		sending <- err
-	}()
+	target, sending := burstTarget(t, sent, size)
 	held, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	t.Cleanup(func() { once.Do(func() { close(release) }) })
@@ -326,25 +309,10 @@ func TestRelayUDPCountsTargetDrops(t *testing.T) {
 		}
 		return false
 	})
-	c, err := client.DialUDP(netip.AddrPortFrom(peer4, 5353))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Write([]byte("go")); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-sending; err != nil {
-		t.Fatal(err)
-	}
+	kickBurst(t, client, sending)
 	<-held
 	once.Do(func() { close(release) })
-	waitFor(t, "the idle session to end", func() bool { return r.Stats().UDP.Active == 0 })
-	st := r.Stats().UDP
-	if got := st.BytesDown/size + st.Dropped; got != sent || st.DroppedBy["from_target"] == 0 {
-		t.Errorf("%d datagrams relayed and %d counted dropped (%v), want drops from the target and %d in all",
-			st.BytesDown/size, st.Dropped, st.DroppedBy, sent)
-	}
+	accounted(t, r, sent, size, true)
 }
 
 // TestRelayUDPShedsWhileThePathIsBusy has the target send a burst while
@@ -353,25 +321,8 @@ func TestRelayUDPCountsTargetDrops(t *testing.T) {
 // hold, and every datagram is relayed once the path has room or counted
 // dropped (from_target).
 func TestRelayUDPShedsWhileThePathIsBusy(t *testing.T) {
-	target, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer target.Close()
 	const sent, size = 10000, 1400
-	sending := make(chan error, 1)
-	go func() {
-		b := make([]byte, 65536)
-		_, from, err := target.ReadFromUDPAddrPort(b)
-		if err == nil {
-			for range sent {
-				if _, err = target.WriteToUDPAddrPort(b[:size], from); err != nil {
-					break
-				}
-			}
-		}
-		sending <- err
-	}()
+	target, sending := burstTarget(t, sent, size)
 	var busy atomic.Bool
 	busy.Store(true)
 	client, r := newRelayPair(t, RelayConfig{
@@ -379,27 +330,12 @@ func TestRelayUDPShedsWhileThePathIsBusy(t *testing.T) {
 		UDPIdle:  time.Second,
 		Busy:     busy.Load,
 	})
-	c, err := client.DialUDP(netip.AddrPortFrom(peer4, 5353))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Write([]byte("go")); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-sending; err != nil {
-		t.Fatal(err)
-	}
+	kickBurst(t, client, sending)
 	if n := r.Stats().UDP.BytesDown; n != 0 {
 		t.Errorf("%d bytes relayed toward the client while its path was busy", n)
 	}
 	busy.Store(false)
-	waitFor(t, "the idle session to end", func() bool { return r.Stats().UDP.Active == 0 })
-	st := r.Stats().UDP
-	if got := st.BytesDown/size + st.Dropped; got != sent || st.DroppedBy["from_target"] == 0 {
-		t.Errorf("%d datagrams relayed and %d counted dropped (%v), want drops from the target and %d in all",
-			st.BytesDown/size, st.Dropped, st.DroppedBy, sent)
-	}
+	accounted(t, r, sent, size, true)
 }
 
 // TestRelayUDPToClientHeldBack has the target send a burst toward a client
@@ -411,12 +347,29 @@ func TestRelayUDPShedsWhileThePathIsBusy(t *testing.T) {
 // target (from_target). Before, they went to Output, which never waits: a
 // batch read while the input had a few places left lost the rest there.
 func TestRelayUDPToClientHeldBack(t *testing.T) {
+	const sent, size = 5000, 1400
+	target, sending := burstTarget(t, sent, size)
+	client, r, toClient := newRelayPairOf(t, RelayConfig{
+		Forwards: []Forward{{Proto: "udp", Listen: 5353, To: target.LocalAddr().(*net.UDPAddr).AddrPort()}},
+		UDPIdle:  time.Second,
+	}, nil, 16, true)
+	kickBurst(t, client, sending)
+	st := accounted(t, r, sent, size, false)
+	if full := toClient.full.Load(); full != 0 {
+		t.Errorf("%d datagrams dropped at the full path toward the client (relayed %d, dropped by the relay %v)", full, st.BytesDown/size, st.DroppedBy)
+	}
+}
+
+// burstTarget listens for UDP on loopback and, once a datagram arrives,
+// sends sent datagrams of size bytes back to where it came from; the
+// channel gets the sending's outcome. The socket closes with the test.
+func burstTarget(t *testing.T, sent, size int) (*net.UDPConn, <-chan error) {
+	t.Helper()
 	target, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer target.Close()
-	const sent, size = 5000, 1400
+	t.Cleanup(func() { target.Close() })
 	sending := make(chan error, 1)
 	go func() {
 		b := make([]byte, 65536)
@@ -430,27 +383,37 @@ func TestRelayUDPToClientHeldBack(t *testing.T) {
 		}
 		sending <- err
 	}()
-	client, r, toClient := newRelayPairOf(t, RelayConfig{
-		Forwards: []Forward{{Proto: "udp", Listen: 5353, To: target.LocalAddr().(*net.UDPAddr).AddrPort()}},
-		UDPIdle:  time.Second,
-	}, nil, 16, true)
+	return target, sending
+}
+
+// kickBurst sends burstTarget's target, behind the relay's forward 5353,
+// the datagram that starts its burst, from client, and returns once the
+// burst is sent. The client's socket closes with the test.
+func kickBurst(t *testing.T, client *Host, sending <-chan error) {
+	t.Helper()
 	c, err := client.DialUDP(netip.AddrPortFrom(peer4, 5353))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	if _, err := c.Write([]byte("go")); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-sending; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// accounted waits for the relay's UDP session to end and checks that each
+// of the sent datagrams of size bytes was relayed or counted dropped,
+// some of them from_target when fromTarget. It returns the counters.
+func accounted(t *testing.T, r *Relay, sent, size int, fromTarget bool) RelayCounters {
+	t.Helper()
 	waitFor(t, "the idle session to end", func() bool { return r.Stats().UDP.Active == 0 })
 	st := r.Stats().UDP
-	if full := toClient.full.Load(); full != 0 {
-		t.Errorf("%d datagrams dropped at the full path toward the client (relayed %d, dropped by the relay %v)", full, st.BytesDown/size, st.DroppedBy)
+	if got := st.BytesDown/uint64(size) + st.Dropped; got != uint64(sent) || fromTarget && st.DroppedBy["from_target"] == 0 {
+		t.Errorf("%d datagrams relayed and %d counted dropped (%v), want %d in all (from the target too: %v)",
+			st.BytesDown/uint64(size), st.Dropped, st.DroppedBy, sent, fromTarget)
 	}
-	if got := st.BytesDown/size + st.Dropped; got != sent {
-		t.Errorf("%d datagrams relayed and %d counted dropped (%v), want %d in all", st.BytesDown/size, st.Dropped, st.DroppedBy, sent)
-	}
+	return st
 }
