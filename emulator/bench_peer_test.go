@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -71,7 +72,7 @@ func (p *peer) binary(b *testing.B) string {
 }
 
 // build builds the peer into the user's cache directory, once per
-// version: in a module of its own that requires the exact version (go
+// version (and source of its main): in a module of its own that requires the exact version (go
 // install module@version also asks the proxy for the module's version
 // list, which it refuses for both where it serves the version itself).
 func (p *peer) build() (string, error) {
@@ -79,7 +80,12 @@ func (p *peer) build() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(cache, "netjam-bench", strings.ReplaceAll(p.name, "/", "-")+"-"+p.version)
+	name := strings.ReplaceAll(p.name, "/", "-") + "-" + p.version
+	if p.main != "" { // a binary of an older main is not this one
+		sum := sha256.Sum256([]byte(p.main))
+		name += fmt.Sprintf("-%x", sum[:4])
+	}
+	bin := filepath.Join(cache, "netjam-bench", name)
 	if _, err := os.Stat(bin); err == nil {
 		return bin, nil
 	}
