@@ -323,9 +323,10 @@ tun:
 						i, snd.MaxCwnd, float64(snd.MeanRTTUs)/1e3, float64(snd.MaxRTTUs)/1e3, snd.Retransmits)
 				}
 			}
-			b.Logf("drops up %v down %v; delivery drops up %d down %d, waits up %d down %d; kernel drops %d; relay UDP drops %d; lateness p99 up %.3f down %.3f ms; queue p99 up %.3f down %.3f ms; whole GSO up %d down %d; device writes %d for %d packets",
+			b.Logf("drops up %v down %v; delivery drops up %d down %d, waits up %d down %d; kernel drops %d; relay UDP drops %d; lateness mean / p99 up %.3f / %.3f down %.3f / %.3f ms; queue mean / p99 up %.3f / %.3f down %.3f / %.3f ms; whole GSO up %d down %d; device writes %d for %d packets",
 				l[0].Drops, l[1].Drops, l[0].DeliveryDrops, l[1].DeliveryDrops, l[0].DeliveryWaits, l[1].DeliveryWaits, tun.KernelDrops, tun.Relay.UDP.Dropped,
-				l[0].LatenessMs.P99, l[1].LatenessMs.P99, l[0].QueueDelayMs.P99, l[1].QueueDelayMs.P99, l[0].WholeGSO, l[1].WholeGSO, tun.Writes, tun.WrittenPackets)
+				l[0].LatenessMs.Mean, l[0].LatenessMs.P99, l[1].LatenessMs.Mean, l[1].LatenessMs.P99,
+				l[0].QueueDelayMs.Mean, l[0].QueueDelayMs.P99, l[1].QueueDelayMs.Mean, l[1].QueueDelayMs.P99, l[0].WholeGSO, l[1].WholeGSO, tun.Writes, tun.WrittenPackets)
 		}
 		n := float64(b.N)
 		b.ReportMetric(bps/n/1e9, "Gbit/s")
