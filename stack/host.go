@@ -89,11 +89,11 @@ type HostConfig struct {
 	// segment no connection takes) and the other packets gVisor sends
 	// (ICMP replies, from Inject too; UDP, such as a relayed datagram too
 	// large for the MTU, which gVisor fragments) still go to Output or
-	// OutputGSO. A call
-	// blocked here holds its connection (gVisor's endpoint lock), so what
-	// it waits for must never wait for one of the host's connections, nor
-	// for Close; it may wait for the host's Inject, which waits for
-	// neither. g is as for OutputGSO (zero without it).
+	// OutputGSO. A call blocked here holds its connection (gVisor's
+	// endpoint lock), so what it waits for must never wait for one of the
+	// host's connections, nor for Close; it may wait for the host's
+	// Inject, which waits for neither. g is as for OutputGSO (zero
+	// without it).
 	OutputHeld netif.Output
 	// GSOWhen, when set with OutputGSO, says whether a TCP connection made
 	// now (dialed or accepted) segments its data itself or sends large
