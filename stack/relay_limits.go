@@ -76,8 +76,13 @@ func (a *activity) expired(err error) (deadline, idle bool) {
 }
 
 // isTimeout reports whether err is a read deadline passing: gonet reports
-// it as a net.Error with Timeout, not as os.ErrDeadlineExceeded.
+// it as a net.Error with Timeout, not as os.ErrDeadlineExceeded. No error
+// returns at once: the net.Error errors.As fills escapes to the heap, and
+// every read of the relay asks.
 func isTimeout(err error) bool {
+	if err == nil {
+		return false
+	}
 	var ne net.Error
 	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
