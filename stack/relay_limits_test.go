@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
 )
 
 // TestRelayByteRingGrows moves 4 MiB through a ring that starts at 16
@@ -250,4 +253,64 @@ func TestRelayReadIdleAllocs(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("%v allocations per read, want 0", allocs)
 	}
+}
+
+// TestRelayTCPReadAllocs: the relay's read of a client's connection that
+// holds data allocates nothing. (gonet's Read put its writer on the heap
+// at every call: 11k allocations a second into TUN mode at 4 Gbit/s.)
+func TestRelayTCPReadAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops objects under the race detector")
+	}
+	in, out := tcpConnPair(t)
+	const chunk, runs = 1024, 100
+	if _, err := out.Write(make([]byte, (runs+1)*chunk)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the data to arrive", func() bool {
+		n, _ := in.ep.GetSockOptInt(tcpip.ReceiveQueueSizeOption)
+		return n >= (runs+1)*chunk
+	})
+	c := &relayTCP{TCPConn: in.c, ep: in.ep}
+	buf := make([]byte, chunk)
+	allocs := testing.AllocsPerRun(runs, func() {
+		if n, err := c.Read(buf); n != chunk || err != nil {
+			t.Fatalf("read %d, %v", n, err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per read, want 0", allocs)
+	}
+}
+
+// tcpConnPair returns the two ends of a TCP connection between two hosts
+// wired back to back: in, accepted, and out, which dialed it.
+func tcpConnPair(t *testing.T) (in, out *TCPConn) {
+	t.Helper()
+	a, b := newPair(t, pairConfig{fam: v4})
+	l, err := b.ListenTCP(80, TCPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	accepted := make(chan *TCPConn, 1)
+	go func() {
+		c, err := l.Accept(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		accepted <- c
+	}()
+	out, err = a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 80), TCPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { out.Close() })
+	if in = <-accepted; in == nil {
+		t.FailNow()
+	}
+	t.Cleanup(func() { in.Close() })
+	return in, out
 }

@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -146,6 +147,38 @@ type relayTCP struct {
 	*gonet.TCPConn
 	ep   tcpip.Endpoint
 	once sync.Once
+	w    tcpip.SliceWriter // Read's, on the one goroutine that reads
+	r    bytes.Reader      // Write's, on the one goroutine that writes
+}
+
+// Write writes b into the endpoint straight from b, and leaves what it
+// cannot take at once to gonet's Write (waiting for room, the deadline,
+// errors), which puts its reader and its waiter on the heap at every call.
+func (c *relayTCP) Write(b []byte) (int, error) {
+	c.r.Reset(b)
+	n, err := c.ep.Write(&c.r, tcpip.WriteOptions{})
+	c.r.Reset(nil) // hold no caller's buffer
+	if err == nil && int(n) == len(b) {
+		return len(b), nil
+	}
+	// The rest, or nothing and the error, which gonet's Write meets again
+	// and reports as it does.
+	m, err2 := c.TCPConn.Write(b[n:])
+	return int(n) + m, err2
+}
+
+// Read reads what the endpoint holds straight into b, and leaves the rest
+// to gonet's Read (waiting for data, the deadline, the end of the stream,
+// errors), which puts its writer on the heap at every call: the relay
+// reads a busy connection thousands of times a second.
+func (c *relayTCP) Read(b []byte) (int, error) {
+	c.w = b
+	res, err := c.ep.Read(&c.w, tcpip.ReadOptions{})
+	c.w = nil // hold no caller's buffer
+	if err == nil && res.Count > 0 {
+		return res.Count, nil
+	}
+	return c.TCPConn.Read(b)
 }
 
 // Close closes the connection (a FIN after what is queued).
