@@ -76,14 +76,21 @@ func (w *wire) async(n int) (stop func()) {
 	return func() { w.closed.Store(true); w.mu.Lock(); close(ch); w.mu.Unlock(); <-done }
 }
 
+// copyOf returns pkt's bytes in a buffer of w's pool.
+func (w *wire) copyOf(pkt [][]byte) *[]byte {
+	bp := w.pool.Get().(*[]byte)
+	b := (*bp)[:0]
+	for _, s := range pkt {
+		b = append(b, s...)
+	}
+	*bp = b
+	return bp
+}
+
 func (w *wire) output(pkt [][]byte) {
 	if w.ch != nil {
-		bp := w.pool.Get().(*[]byte)
-		b := (*bp)[:0]
-		for _, s := range pkt {
-			b = append(b, s...)
-		}
-		*bp = b
+		bp := w.copyOf(pkt)
+		b := *bp
 		if w.drop != nil && w.drop(b) {
 			w.pool.Put(bp)
 			return
@@ -100,15 +107,10 @@ func (w *wire) output(pkt [][]byte) {
 		}
 		return
 	}
-	bp := w.pool.Get().(*[]byte)
-	b := (*bp)[:0]
-	for _, s := range pkt {
-		b = append(b, s...)
-	}
-	if (w.drop == nil || !w.drop(b)) && w.to.Load() != nil {
+	bp := w.copyOf(pkt)
+	if b := *bp; (w.drop == nil || !w.drop(b)) && w.to.Load() != nil {
 		w.to.Load().Inject(b)
 	}
-	*bp = b
 	w.pool.Put(bp)
 }
 
@@ -120,12 +122,7 @@ func (w *wire) outputHeld(pkt [][]byte, _ netif.GSO) {
 		w.output(pkt)
 		return
 	}
-	bp := w.pool.Get().(*[]byte)
-	b := (*bp)[:0]
-	for _, s := range pkt {
-		b = append(b, s...)
-	}
-	*bp = b
+	bp := w.copyOf(pkt)
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if w.closed.Load() {

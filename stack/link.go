@@ -159,17 +159,24 @@ func (l *link) write(pkt *stack.PacketBuffer, s [][]byte) [][]byte {
 		s = append(s, b)
 		size += len(b)
 	}
-	l.outPackets.Add(1)
-	l.outBytes.Add(uint64(size))
-	if l.outputHeld != nil && mayHold(pkt) {
-		l.outputHeld(s, l.gso(pkt, s))
-	} else if l.outputGSO != nil {
-		l.outputGSO(s, l.gso(pkt, s))
-	} else {
-		l.output(s)
-	}
+	l.send(s, size, l.gso(pkt, s), mayHold(pkt))
 	clear(s) // hold no reference to packet memory in the pool
 	return s[:0]
+}
+
+// send counts pkt, size bytes, and hands it to OutputHeld when hold and
+// the host has one, else to OutputGSO with g, else to Output.
+func (l *link) send(pkt [][]byte, size int, g netif.GSO, hold bool) {
+	l.outPackets.Add(1)
+	l.outBytes.Add(uint64(size))
+	switch {
+	case hold && l.outputHeld != nil:
+		l.outputHeld(pkt, g)
+	case l.outputGSO != nil:
+		l.outputGSO(pkt, g)
+	default:
+		l.output(pkt)
+	}
 }
 
 // mayHold reports whether pkt may go to outputHeld: a TCP segment other

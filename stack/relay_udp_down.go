@@ -253,20 +253,11 @@ func (l *link) emit(pkt [][]byte) {
 	for _, s := range pkt {
 		size += len(s)
 	}
-	l.outPackets.Add(1)
-	l.outBytes.Add(uint64(size))
-	switch {
-	case l.outputHeld != nil:
-		// The session's down goroutine may be held back (see
-		// HostConfig.OutputHeld): it holds no connection of the host,
-		// and nothing the path does waits for it. Held, it leaves the
-		// target's socket unread, whose kernel drops what it cannot
-		// hold (from_target), instead of the path dropping after the
-		// work at an input whose last places a batch overran.
-		l.outputHeld(pkt, netif.GSO{})
-	case l.outputGSO != nil:
-		l.outputGSO(pkt, netif.GSO{})
-	default:
-		l.output(pkt)
-	}
+	// The session's down goroutine may be held back (see
+	// HostConfig.OutputHeld): it holds no connection of the host, and
+	// nothing the path does waits for it. Held, it leaves the target's
+	// socket unread, whose kernel drops what it cannot hold
+	// (from_target), instead of the path dropping after the work at an
+	// input whose last places a batch overran.
+	l.send(pkt, size, netif.GSO{}, true)
 }
