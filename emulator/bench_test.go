@@ -323,6 +323,10 @@ tun:
 						i, snd.MaxCwnd, float64(snd.MeanRTTUs)/1e3, float64(snd.MaxRTTUs)/1e3, snd.Retransmits)
 				}
 			}
+			if pt := tun.PeerTCP; pt.SegmentsSent > 0 {
+				b.Logf("the peer's TCP: %d segments sent, %d retransmitted, %d timeouts, %d SACK recoveries, %d spurious",
+					pt.SegmentsSent, pt.Retransmits, pt.Timeouts, pt.SACKRecoveries, pt.SpuriousRecoveries)
+			}
 			b.Logf("drops up %v down %v; delivery drops up %d down %d, waits up %d down %d; kernel drops %d; relay UDP drops %d; lateness mean / p99 up %.3f / %.3f down %.3f / %.3f ms; queue mean / p99 up %.3f / %.3f down %.3f / %.3f ms; whole GSO up %d down %d; device writes %d for %d packets",
 				l[0].Drops, l[1].Drops, l[0].DeliveryDrops, l[1].DeliveryDrops, l[0].DeliveryWaits, l[1].DeliveryWaits, tun.KernelDrops, tun.Relay.UDP.Dropped,
 				l[0].LatenessMs.Mean, l[0].LatenessMs.P99, l[1].LatenessMs.Mean, l[1].LatenessMs.P99,

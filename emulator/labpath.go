@@ -9,6 +9,7 @@ import (
 	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/stack"
 	"github.com/netjam/netjam/topology"
 )
 
@@ -356,9 +357,17 @@ func (b *pathBuilder) compile() (*topology.Net, error) {
 // another otherwise left it to the scheduler whether it found one queued
 // or two, and so whether it acknowledged once or twice. Two runs of one
 // seed parted there.
+//
+// A packet whose buffer is not much larger than it is lent to the host
+// (stack.Host.InjectLent), which gives it back once done with its bytes;
+// any other is copied and released here.
 func (e *endHost) inject(_ time.Time, p *impair.Packet) {
-	e.host.InjectSegments(p.Data, p.Segments(), p.Partial())
-	p.Release()
+	if p.Lendable() {
+		e.host.InjectLent(p.Data, p, p.Segments(), p.Partial())
+	} else {
+		e.host.InjectSegments(p.Data, p.Segments(), p.Partial())
+		p.Release()
+	}
 	e.settle.Settle()
 }
 
@@ -366,10 +375,12 @@ func (e *endHost) inject(_ time.Time, p *impair.Packet) {
 // together merged, as a NIC's receive offload hands its host a run of
 // segments (the peer, see peerEnds). Its inbox hands it each batch whole
 // (PushBatch) instead of merging into packets of a pool first: each run
-// Coalesce would merge goes to the host as its parts (Host.InjectRun),
-// which the host gathers into its own buffer, taking the partial checksum
-// as checked. A merged packet made first cost a copy of every byte, and
-// completing its checksum (the node took no partial ones) a pass more.
+// Coalesce would merge goes to the host as its parts (Host.InjectRunLent),
+// which the host keeps as they are where their buffers are not much larger
+// than they are (impair.Packet.Lendable; the others it copies), taking the
+// partial checksum as checked. A merged packet made first cost a copy of
+// every byte, and completing its checksum (the node took no partial ones)
+// a pass more.
 // Push and PushBatch run on the inbox's goroutine only.
 type mergingEnd struct {
 	e *endHost
@@ -377,6 +388,7 @@ type mergingEnd struct {
 	// runs are the same.
 	maxBytes int
 	vec      [][]byte // PushBatch's own: no allocation per run
+	own      []stack.Lender
 }
 
 // node returns m as the node behind an inbox that merges.
@@ -400,11 +412,22 @@ func (m *mergingEnd) PushBatch(ps []*impair.Packet) {
 		}
 		run := ps[:n]
 		m.vec = impair.Gather(m.vec[:0], run, total)
-		m.e.host.InjectRun(m.vec, segs)
-		clear(m.vec)
+		m.own = m.own[:0]
 		for _, p := range run {
-			p.Release()
+			if p.Lendable() {
+				m.own = append(m.own, p)
+			} else {
+				m.own = append(m.own, nil)
+			}
 		}
+		m.e.host.InjectRunLent(m.vec, m.own, segs)
+		for i, p := range run {
+			if m.own[i] == nil {
+				p.Release()
+			}
+		}
+		clear(m.vec)
+		clear(m.own)
 		m.e.settle.Settle()
 		ps = ps[n:]
 	}

@@ -53,6 +53,16 @@ func (p *Packet) mem() int64 {
 	return int64(cap(p.Data))
 }
 
+// BufferSize returns the bytes p's buffer takes, whatever its length (see
+// Lendable).
+func (p *Packet) BufferSize() int { return int(p.mem()) }
+
+// Lendable reports whether p's bytes are worth lending as they are to
+// something that keeps them a while (stack.Host.InjectLent) rather than
+// copied: its buffer is at most twice its length, so what keeps it holds
+// at most twice what it counts.
+func (p *Packet) Lendable() bool { return 2*len(p.Data) >= p.BufferSize() }
+
 // SetMayWait says whether the goroutine handing p on is a sender that may
 // be held back until the goroutine it hands p to has room (Runner.Send
 // then waits rather than drop p at a full input): one that nothing on

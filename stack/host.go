@@ -306,16 +306,48 @@ func (h *Host) Inject(pkt []byte) { h.InjectSegments(pkt, 1, false) }
 // fails it is checked whole by gVisor, and dropped. It is ignored for any
 // other packet.
 func (h *Host) InjectSegments(pkt []byte, segs int, partial bool) {
+	h.InjectLent(pkt, nil, segs, partial)
+}
+
+// Lender is what lends the host a packet's bytes (InjectLent,
+// InjectRunLent): the host keeps them as they are, without a copy, until
+// it calls Release, once; meanwhile the lender neither reads nor writes
+// them. *impair.Packet is one (Release puts it back in its pool).
+type Lender = buffer.Releaser
+
+// InjectLent is InjectSegments for a packet whose bytes own lends the
+// host (nil: InjectSegments, the bytes copied): the host keeps a TCP
+// segment's payload in place, not copied, until gVisor is done with it
+// (the relay, say, has read it), and gives every other packet back at
+// once, copied as InjectSegments copies it. Either way own.Release is
+// called once, perhaps before InjectLent returns, perhaps later on
+// another goroutine; the caller must not touch own or pkt after the call.
+//
+// What the host keeps counts in gVisor's receive buffers as the payload
+// does, so a lender should lend only bytes that fill most of the memory
+// they hold (a 64 KiB buffer for a segment of 1 KiB would hold 64 times
+// what the buffers count): the emulator lends a packet whose buffer is at
+// most twice its length, and copies any other.
+func (h *Host) InjectLent(pkt []byte, own Lender, segs int, partial bool) {
 	proto, d, ok := h.arrive(pkt, len(pkt), segs)
 	if !ok {
+		giveBack(own)
 		return
 	}
 	defer h.link.exit()
 	if f := h.fwd.Load(); f != nil && f.relay.intercept(pkt) {
+		giveBack(own)
 		return // a relayed UDP session's datagram, handed to it
 	}
-	b, checked := inbound(pkt, partial)
+	b, checked := inbound(pkt, own, partial)
 	deliver(d, proto, b, checked)
+}
+
+// giveBack releases own, if any.
+func giveBack(own Lender) {
+	if own != nil {
+		own.Release()
+	}
 }
 
 // InjectRun is InjectSegments for a run of segments of one connection
@@ -335,6 +367,15 @@ func (h *Host) InjectSegments(pkt []byte, segs int, partial bool) {
 // segment's within run[0] are taken as InjectSegments takes any other
 // packet (gVisor's to find).
 func (h *Host) InjectRun(run [][]byte, segs int) {
+	h.InjectRunLent(run, nil, segs)
+}
+
+// InjectRunLent is InjectRun for parts whose bytes the lenders in own lend
+// the host, own[i] run[i]'s (as InjectLent; own nil, or a nil own[i]: that
+// part copied). Each part of a TCP segment's payload is kept in place,
+// and run[0]'s headers are copied; each lender is released once, as
+// InjectLent releases its one. own is the caller's again on return.
+func (h *Host) InjectRunLent(run [][]byte, own []Lender, segs int) {
 	if len(run) == 0 {
 		h.InjectSegments(nil, segs, true)
 		return
@@ -345,10 +386,13 @@ func (h *Host) InjectRun(run [][]byte, segs int) {
 	}
 	proto, d, ok := h.arrive(run[0], total, segs)
 	if !ok {
+		for _, o := range own {
+			giveBack(o)
+		}
 		return
 	}
 	defer h.link.exit()
-	b, checked := inboundRun(run, total)
+	b, checked := inboundRun(run, own, total)
 	deliver(d, proto, b, checked)
 }
 
@@ -386,53 +430,105 @@ func deliver(d stack.NetworkDispatcher, proto tcpip.NetworkProtocolNumber, b buf
 	pb.DecRef()
 }
 
-// inbound copies pkt into a gVisor buffer and reports whether its
-// checksums count as checked: a partial TCP segment's whose IP header is
-// sound (checkedPartial).
+// inbound copies pkt into a gVisor buffer, or lends its payload (own, see
+// InjectLent), and reports whether its checksums count as checked: a
+// partial TCP segment's whose IP header is sound (checkedPartial).
 //
-// A TCP segment's IP and TCP headers get a view of their own, its payload
-// another: gVisor's inbound path takes a reference to the network
+// A TCP segment's IP and TCP headers get a view of their own, a copy, its
+// payload another: gVisor's inbound path takes a reference to the network
 // header's view and then reads the header again, and reading from a view
-// whose memory is shared copies that memory first (buffer.PullUp), which
-// for a whole 64 KiB segment in one view copied (and cleared) all of it.
-// With the headers apart only they are copied.
-func inbound(pkt []byte, partial bool) (buffer.Buffer, bool) {
+// whose memory is shared (or lent) copies that memory first
+// (buffer.PullUp), which for a whole 64 KiB segment in one view copied
+// (and cleared) all of it. With the headers apart only they are copied,
+// and the payload, never read so, can stay where it is.
+func inbound(pkt []byte, own Lender, partial bool) (buffer.Buffer, bool) {
 	hl := tcpHeadersLen(pkt, len(pkt))
 	if hl == 0 {
-		return buffer.MakeWithData(pkt), false
+		b := buffer.MakeWithData(pkt)
+		giveBack(own) // after the copy
+		return b, false
 	}
 	b := buffer.MakeWithView(buffer.NewViewWithData(pkt[:hl]))
-	if hl < len(pkt) {
-		b.Append(buffer.NewViewWithData(pkt[hl:]))
-	}
+	appendPayload(&b, pkt[hl:], own)
 	return b, partial && checkedPartial(pkt)
+}
+
+// appendPayload appends p to b: lent by own (nil: copied); an empty p is
+// given back at once.
+func appendPayload(b *buffer.Buffer, p []byte, own Lender) {
+	switch {
+	case len(p) == 0:
+		giveBack(own)
+	case own == nil:
+		b.Append(buffer.NewViewWithData(p))
+	default:
+		b.Append(buffer.NewViewOf(p, own))
+	}
 }
 
 // inboundRun is inbound for the packet that is the parts of run joined,
 // total bytes long, with a partial checksum: the headers in a view of
-// their own, every payload gathered into one view.
-func inboundRun(run [][]byte, total int) (buffer.Buffer, bool) {
+// their own, each lent payload (own) in its own view, the others gathered
+// into one view each stretch.
+func inboundRun(run [][]byte, own []Lender, total int) (buffer.Buffer, bool) {
+	lender := func(i int) Lender {
+		if i < len(own) {
+			return own[i]
+		}
+		return nil
+	}
 	hl := tcpHeadersLen(run[0], total)
 	if hl == 0 {
 		var b buffer.Buffer
-		for _, p := range run {
+		for i, p := range run {
 			if len(p) > 0 {
 				b.Append(buffer.NewViewWithData(p))
 			}
+			giveBack(lender(i))
 		}
 		return b, false
 	}
 	b := buffer.MakeWithView(buffer.NewViewWithData(run[0][:hl]))
-	if total == hl {
-		return b, checkedPartial(run[0])
-	}
-	pv := buffer.NewView(total - hl)
-	pv.Write(run[0][hl:])
-	for _, p := range run[1:] {
+	var pv *buffer.View // the stretch of copied parts being gathered
+	for i, p := range run {
+		if i == 0 {
+			p = p[hl:]
+		}
+		o := lender(i)
+		if o != nil || len(p) == 0 {
+			if pv != nil {
+				b.Append(pv)
+				pv = nil
+			}
+			appendPayload(&b, p, o)
+			continue
+		}
+		if pv == nil {
+			n := copiedRest(run[i:], own[min(i, len(own)):])
+			if i == 0 {
+				n -= hl
+			}
+			pv = buffer.NewView(n)
+		}
 		pv.Write(p)
 	}
-	b.Append(pv)
+	if pv != nil {
+		b.Append(pv)
+	}
 	return b, checkedPartial(run[0])
+}
+
+// copiedRest returns the bytes of the stretch of copied parts run starts
+// with: up to the first lent one (own[i] not nil).
+func copiedRest(run [][]byte, own []Lender) int {
+	n := 0
+	for i, p := range run {
+		if i < len(own) && own[i] != nil {
+			break
+		}
+		n += len(p)
+	}
+	return n
 }
 
 // checkedPartial reports whether a TCP segment whose checksum its sender

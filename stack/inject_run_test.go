@@ -67,8 +67,8 @@ func TestInboundRunIsInboundJoined(t *testing.T) {
 		{"not TCP", cut(udp, 60, 100)},
 	} {
 		joined := bytes.Join(c.run, nil)
-		want, wantChecked := inbound(joined, true)
-		got, checked := inboundRun(c.run, len(joined))
+		want, wantChecked := inbound(joined, nil, true)
+		got, checked := inboundRun(c.run, nil, len(joined))
 		if !bytes.Equal(got.Flatten(), want.Flatten()) {
 			t.Errorf("%s: gVisor gets other bytes than for the parts joined", c.name)
 		}
@@ -81,10 +81,126 @@ func TestInboundRunIsInboundJoined(t *testing.T) {
 			continue // sync.Pool drops what is put back at random
 		}
 		if n := testing.AllocsPerRun(100, func() {
-			b, _ := inboundRun(c.run, len(joined))
+			b, _ := inboundRun(c.run, nil, len(joined))
 			b.Release()
 		}); n != 0 {
 			t.Errorf("%s: %v allocations per run", c.name, n)
+		}
+	}
+}
+
+// countingLender counts its releases, and scribbles over its bytes at
+// each, as a pool that hands them out again would.
+type countingLender struct {
+	released int
+	bytes    []byte
+}
+
+func (l *countingLender) Release() {
+	l.released++
+	for i := range l.bytes {
+		l.bytes[i] = 0xee
+	}
+}
+
+// TestInboundRunLentKeepsTheParts: parts lent (every one, or every other)
+// reach gVisor as the same bytes as the parts joined and copied, in place:
+// a part is given back only once the buffer holding it is released, each
+// exactly once, and a part with no payload (headers only, or not a TCP
+// segment's, which is copied) at once. Building it allocates nothing.
+func TestInboundRunLentKeepsTheParts(t *testing.T) {
+	v4, v6 := runSegment(false, 4000), runSegment(true, 4000)
+	udp := runSegment(false, 100)
+	udp[9] = 17
+	for _, c := range []struct {
+		name string
+		run  [][]byte
+		tcp  bool
+	}{
+		{"IPv4", cut(v4, 1052, 2052, 3052), true},
+		{"IPv6", cut(v6, 1072, 2072, 3072), true},
+		{"headers only", [][]byte{runSegment(false, 0)}, true},
+		{"one part", [][]byte{v4}, true},
+		{"empty parts", cut(v4, 52, 52, 2000, 2000), true},
+		{"not TCP", cut(udp, 60, 100), false},
+	} {
+		joined := bytes.Join(c.run, nil)
+		want, _ := inbound(joined, nil, true)
+		for _, every := range []int{1, 2} {
+			run := make([][]byte, len(c.run))
+			lenders := make([]*countingLender, len(c.run))
+			own := make([]Lender, len(c.run))
+			for i := range own {
+				run[i] = bytes.Clone(c.run[i])
+				if i%every == 0 {
+					lenders[i] = &countingLender{bytes: run[i]}
+					own[i] = lenders[i]
+				}
+			}
+			got, _ := inboundRun(run, own, len(joined))
+			if !bytes.Equal(got.Flatten(), want.Flatten()) {
+				t.Errorf("%s, every %d lent: gVisor gets other bytes than for the parts joined", c.name, every)
+			}
+			for i, l := range lenders {
+				kept := c.tcp && len(c.run[i]) > 0 && !(i == 0 && len(c.run[0]) == tcpHeadersLen(c.run[0], len(joined)))
+				if l != nil && l.released != map[bool]int{true: 0, false: 1}[kept] {
+					t.Errorf("%s, every %d lent: part %d given back %d times before the buffer was released (kept: %v)", c.name, every, i, l.released, kept)
+				}
+			}
+			got.Release()
+			for i, l := range lenders {
+				if l != nil && l.released != 1 {
+					t.Errorf("%s, every %d lent: part %d given back %d times, want once", c.name, every, i, l.released)
+				}
+			}
+			if raceEnabled {
+				continue // sync.Pool drops what is put back at random
+			}
+			for _, l := range lenders {
+				if l != nil {
+					l.bytes = nil // no more scribbling
+				}
+			}
+			if n := testing.AllocsPerRun(100, func() {
+				b, _ := inboundRun(run, own, len(joined))
+				b.Release()
+			}); n != 0 {
+				t.Errorf("%s, every %d lent: %v allocations per run", c.name, every, n)
+			}
+		}
+		want.Release()
+	}
+}
+
+// TestInboundLentKeepsThePayload: a packet lent whole reaches gVisor as
+// the same bytes as copied; a TCP segment's payload stays lent until the
+// buffer is released, anything else is copied before it is given back.
+func TestInboundLentKeepsThePayload(t *testing.T) {
+	udp := runSegment(false, 100)
+	udp[9] = 17
+	for _, c := range []struct {
+		name string
+		pkt  []byte
+		kept bool
+	}{
+		{"TCP", runSegment(false, 3000), true},
+		{"TCP, headers only", runSegment(false, 0), false},
+		{"UDP", udp, false},
+	} {
+		want, _ := inbound(c.pkt, nil, true)
+		pkt := bytes.Clone(c.pkt)
+		l := &countingLender{bytes: pkt}
+		got, _ := inbound(pkt, l, true)
+		if !bytes.Equal(got.Flatten(), want.Flatten()) {
+			t.Errorf("%s: gVisor gets other bytes than a copy", c.name)
+		}
+		if kept := l.released == 0; kept != c.kept {
+			t.Errorf("%s: given back %d times before the buffer was released", c.name, l.released)
+		}
+		got.Release()
+		want.Release()
+		if l.released != 1 {
+			t.Errorf("%s: given back %d times, want once", c.name, l.released)
 		}
 	}
 }

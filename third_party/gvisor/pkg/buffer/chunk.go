@@ -15,6 +15,9 @@
 // Modified by netjam (third_party/gvisor/patches/0009): a pooled chunk is
 // not cleared when it is taken; the bytes a view exposes unwritten are
 // (View.Grow), so a chunk about to be written over is not cleared first.
+//
+// Modified by netjam (third_party/gvisor/patches/0010): a chunk may hold
+// bytes its owner lends (NewViewOf), given back when it is destroyed.
 
 package buffer
 
@@ -80,7 +83,19 @@ func getChunkPool(size int) *sync.Pool {
 type chunk struct {
 	chunkRefs
 	data []byte
+	// owner, when set, owns data (NewViewOf): the chunk is not pooled,
+	// and owner.Release is called once the last view of it is released.
+	owner Releaser `state:"nosave"`
 }
+
+// Releaser owns the bytes of a view made by NewViewOf.
+type Releaser interface {
+	// Release is called once, when no view of the bytes remains.
+	Release()
+}
+
+// ownedChunks holds chunks for NewViewOf, without data.
+var ownedChunks = sync.Pool{New: func() any { return &chunk{} }}
 
 func newChunk(size int) *chunk {
 	var c *chunk
@@ -102,6 +117,12 @@ func newChunk(size int) *chunk {
 }
 
 func (c *chunk) destroy() {
+	if o := c.owner; o != nil {
+		c.owner, c.data = nil, nil
+		ownedChunks.Put(c)
+		o.Release()
+		return
+	}
 	if len(c.data) > MaxChunkSize {
 		c.data = nil
 		return

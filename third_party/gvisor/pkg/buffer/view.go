@@ -15,6 +15,9 @@
 // Modified by netjam (third_party/gvisor/patches/0009): a pooled chunk is
 // not cleared when it is taken; the bytes a view exposes unwritten are
 // (View.Grow), so a chunk about to be written over is not cleared first.
+//
+// Modified by netjam (third_party/gvisor/patches/0010): NewViewOf, a view
+// of bytes its caller owns, not copied.
 
 package buffer
 
@@ -87,6 +90,19 @@ func NewViewWithData(data []byte) *View {
 	return v
 }
 
+// NewViewOf returns a view of data, which it does not copy: data belongs to
+// the view and its clones until the last of them is released, when
+// owner.Release is called (once). The view is full: a write to it, or to a
+// clone, copies data to a pooled chunk first, so data is never written.
+func NewViewOf(data []byte, owner Releaser) *View {
+	c := ownedChunks.Get().(*chunk)
+	c.data, c.owner = data[:len(data):len(data)], owner
+	c.InitRefs()
+	v := viewPool.Get().(*View)
+	*v = View{chunk: c, write: len(data)}
+	return v
+}
+
 // Clone creates a shallow clone of v where the underlying chunk is shared.
 //
 // The caller must own the View to call Clone. It is not safe to call Clone
@@ -122,8 +138,11 @@ func (v *View) Reset() {
 	v.write = 0
 }
 
+//
+// A chunk whose bytes an owner lends (NewViewOf) counts as shared: it is
+// never written in place.
 func (v *View) sharesChunk() bool {
-	return v.chunk.refCount.Load() > 1
+	return v.chunk.refCount.Load() > 1 || v.chunk.owner != nil
 }
 
 // Full indicates the chunk is full.
@@ -328,6 +347,11 @@ func (v *View) Grow(n int) {
 	}
 	if v.write+n > v.Capacity() {
 		v.growCap(n)
+	} else if v.sharesChunk() {
+		// The bytes cleared below may be another view's (a clone's
+		// whose length was not capped) or an owner's.
+		defer v.chunk.DecRef()
+		v.chunk = v.chunk.Clone()
 	}
 	clear(v.chunk.data[v.write : v.write+n])
 	v.write += n
