@@ -138,9 +138,9 @@ func (v *View) Reset() {
 	v.write = 0
 }
 
-//
-// A chunk whose bytes an owner lends (NewViewOf) counts as shared: it is
-// never written in place.
+// sharesChunk reports whether v's chunk must be copied before v writes to
+// it. A chunk whose bytes an owner lends (NewViewOf) counts as shared: it
+// is never written in place.
 func (v *View) sharesChunk() bool {
 	return v.chunk.refCount.Load() > 1 || v.chunk.owner != nil
 }
