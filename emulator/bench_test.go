@@ -324,8 +324,8 @@ tun:
 				}
 			}
 			if pt := tun.PeerTCP; pt.SegmentsSent > 0 {
-				b.Logf("the peer's TCP: %d segments sent, %d retransmitted, %d timeouts, %d SACK recoveries, %d spurious",
-					pt.SegmentsSent, pt.Retransmits, pt.Timeouts, pt.SACKRecoveries, pt.SpuriousRecoveries)
+				b.Logf("the peer's TCP: %d segments sent, %d retransmitted, %d timeouts, %d SACK recoveries (%d by a tail loss probe), %d spurious",
+					pt.SegmentsSent, pt.Retransmits, pt.Timeouts, pt.SACKRecoveries, pt.TLPRecoveries, pt.SpuriousRecoveries)
 			}
 			b.Logf("drops up %v down %v; delivery drops up %d down %d, waits up %d down %d; kernel drops %d; relay UDP drops %d; lateness mean / p99 up %.3f / %.3f down %.3f / %.3f ms; queue mean / p99 up %.3f / %.3f down %.3f / %.3f ms; whole GSO up %d down %d; device writes %d for %d packets",
 				l[0].Drops, l[1].Drops, l[0].DeliveryDrops, l[1].DeliveryDrops, l[0].DeliveryWaits, l[1].DeliveryWaits, tun.KernelDrops, tun.Relay.UDP.Dropped,
