@@ -48,24 +48,35 @@ func cut(b []byte, ends ...int) [][]byte {
 	return parts
 }
 
+// runCase is a run of parts the inbound tests build: a TCP segment's
+// (tcp), or another packet's.
+type runCase struct {
+	name string
+	run  [][]byte
+	tcp  bool
+}
+
+// runCases are the runs of the inbound tests: TCP segments over IPv4 and
+// IPv6 in parts, headers only, one part, empty parts, and a UDP datagram.
+func runCases() []runCase {
+	v4, v6 := runSegment(false, 4000), runSegment(true, 4000)
+	udp := runSegment(false, 100)
+	udp[9] = 17
+	return []runCase{
+		{"IPv4", cut(v4, 1052, 2052, 3052), true},
+		{"IPv6", cut(v6, 1072, 2072, 3072), true},
+		{"headers only", [][]byte{runSegment(false, 0)}, true},
+		{"one part", [][]byte{v4}, true},
+		{"empty parts", cut(v4, 52, 52, 2000, 2000), true},
+		{"not TCP", cut(udp, 60, 100), false},
+	}
+}
+
 // TestInboundRunIsInboundJoined: a run given in parts reaches gVisor as
 // the same bytes as the parts joined given whole with a partial checksum,
 // taken as checked alike, and building it allocates nothing.
 func TestInboundRunIsInboundJoined(t *testing.T) {
-	v4, v6 := runSegment(false, 4000), runSegment(true, 4000)
-	udp := runSegment(false, 100)
-	udp[9] = 17
-	for _, c := range []struct {
-		name string
-		run  [][]byte
-	}{
-		{"IPv4", cut(v4, 1052, 2052, 3052)},
-		{"IPv6", cut(v6, 1072, 2072, 3072)},
-		{"headers only", [][]byte{runSegment(false, 0)}},
-		{"one part", [][]byte{v4}},
-		{"empty parts", cut(v4, 52, 52, 2000, 2000)},
-		{"not TCP", cut(udp, 60, 100)},
-	} {
+	for _, c := range runCases() {
 		joined := bytes.Join(c.run, nil)
 		want, wantChecked := inbound(joined, nil, true)
 		got, checked := inboundRun(c.run, nil, len(joined))
@@ -109,21 +120,7 @@ func (l *countingLender) Release() {
 // exactly once, and a part with no payload (headers only, or not a TCP
 // segment's, which is copied) at once. Building it allocates nothing.
 func TestInboundRunLentKeepsTheParts(t *testing.T) {
-	v4, v6 := runSegment(false, 4000), runSegment(true, 4000)
-	udp := runSegment(false, 100)
-	udp[9] = 17
-	for _, c := range []struct {
-		name string
-		run  [][]byte
-		tcp  bool
-	}{
-		{"IPv4", cut(v4, 1052, 2052, 3052), true},
-		{"IPv6", cut(v6, 1072, 2072, 3072), true},
-		{"headers only", [][]byte{runSegment(false, 0)}, true},
-		{"one part", [][]byte{v4}, true},
-		{"empty parts", cut(v4, 52, 52, 2000, 2000), true},
-		{"not TCP", cut(udp, 60, 100), false},
-	} {
+	for _, c := range runCases() {
 		joined := bytes.Join(c.run, nil)
 		want, _ := inbound(joined, nil, true)
 		for _, every := range []int{1, 2} {
