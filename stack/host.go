@@ -495,7 +495,11 @@ func inboundRun(run [][]byte, own []Lender, total int) (buffer.Buffer, bool) {
 			p = p[hl:]
 		}
 		o := lender(i)
-		if o != nil || len(p) == 0 {
+		if len(p) == 0 {
+			giveBack(o) // nothing to keep, and a stretch goes on
+			continue
+		}
+		if o != nil {
 			if pv != nil {
 				b.Append(pv)
 				pv = nil
@@ -519,11 +523,11 @@ func inboundRun(run [][]byte, own []Lender, total int) (buffer.Buffer, bool) {
 }
 
 // copiedRest returns the bytes of the stretch of copied parts run starts
-// with: up to the first lent one (own[i] not nil).
+// with: up to the first lent one with bytes (own[i] not nil).
 func copiedRest(run [][]byte, own []Lender) int {
 	n := 0
 	for i, p := range run {
-		if i < len(own) && own[i] != nil {
+		if i < len(own) && own[i] != nil && len(p) > 0 {
 			break
 		}
 		n += len(p)
