@@ -170,7 +170,10 @@ func (c *relayTCP) Write(b []byte) (int, error) {
 // Read reads what the endpoint holds straight into b, and leaves the rest
 // to gonet's Read (waiting for data, the deadline, the end of the stream,
 // errors), which puts its writer on the heap at every call: the relay
-// reads a busy connection thousands of times a second.
+// reads a busy connection thousands of times a second. A read deadline
+// already past does not stop a read that finds data: the relay's deadlines
+// (activity) find a connection idle, which data it holds is not. The
+// relay sets no write deadline, which Write likewise would not see.
 func (c *relayTCP) Read(b []byte) (int, error) {
 	c.w = b
 	res, err := c.ep.Read(&c.w, tcpip.ReadOptions{})
