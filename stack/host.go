@@ -448,9 +448,12 @@ func inbound(pkt []byte, own Lender, partial bool) (buffer.Buffer, bool) {
 		giveBack(own) // after the copy
 		return b, false
 	}
+	// Checked before the payload is appended: an empty one is given back
+	// at once, and its lender may reuse the bytes.
+	checked := partial && checkedPartial(pkt)
 	b := buffer.MakeWithView(buffer.NewViewWithData(pkt[:hl]))
 	appendPayload(&b, pkt[hl:], own)
-	return b, partial && checkedPartial(pkt)
+	return b, checked
 }
 
 // appendPayload appends p to b: lent by own (nil: copied); an empty p is
@@ -488,6 +491,7 @@ func inboundRun(run [][]byte, own []Lender, total int) (buffer.Buffer, bool) {
 		}
 		return b, false
 	}
+	checked := checkedPartial(run[0]) // before run[0] may be given back
 	b := buffer.MakeWithView(buffer.NewViewWithData(run[0][:hl]))
 	var pv *buffer.View // the stretch of copied parts being gathered
 	for i, p := range run {
@@ -519,7 +523,7 @@ func inboundRun(run [][]byte, own []Lender, total int) (buffer.Buffer, bool) {
 	if pv != nil {
 		b.Append(pv)
 	}
-	return b, checkedPartial(run[0])
+	return b, checked
 }
 
 // copiedRest returns the bytes of the stretch of copied parts run starts

@@ -122,7 +122,7 @@ func (l *countingLender) Release() {
 func TestInboundRunLentKeepsTheParts(t *testing.T) {
 	for _, c := range runCases() {
 		joined := bytes.Join(c.run, nil)
-		want, _ := inbound(joined, nil, true)
+		want, wantChecked := inboundRun([][]byte{joined}, nil, len(joined))
 		for _, every := range []int{1, 2} {
 			run := make([][]byte, len(c.run))
 			lenders := make([]*countingLender, len(c.run))
@@ -134,9 +134,12 @@ func TestInboundRunLentKeepsTheParts(t *testing.T) {
 					own[i] = lenders[i]
 				}
 			}
-			got, _ := inboundRun(run, own, len(joined))
+			got, checked := inboundRun(run, own, len(joined))
 			if !bytes.Equal(got.Flatten(), want.Flatten()) {
 				t.Errorf("%s, every %d lent: gVisor gets other bytes than for the parts joined", c.name, every)
+			}
+			if checked != wantChecked {
+				t.Errorf("%s, every %d lent: checksums taken as checked: %v, for the parts joined and copied: %v", c.name, every, checked, wantChecked)
 			}
 			for i, l := range lenders {
 				kept := c.tcp && len(c.run[i]) > 0 && !(i == 0 && len(c.run[0]) == tcpHeadersLen(c.run[0], len(joined)))
@@ -184,12 +187,16 @@ func TestInboundLentKeepsThePayload(t *testing.T) {
 		{"TCP, headers only", runSegment(false, 0), false},
 		{"UDP", udp, false},
 	} {
-		want, _ := inbound(c.pkt, nil, true)
+		want, wantChecked := inbound(c.pkt, nil, true)
 		pkt := bytes.Clone(c.pkt)
 		l := &countingLender{bytes: pkt}
-		got, _ := inbound(pkt, l, true)
+		got, checked := inbound(pkt, l, true)
 		if !bytes.Equal(got.Flatten(), want.Flatten()) {
 			t.Errorf("%s: gVisor gets other bytes than a copy", c.name)
+		}
+		if checked != wantChecked {
+			// Read from bytes given back (scribbled over) already.
+			t.Errorf("%s: checksums taken as checked: %v, for a copy: %v", c.name, checked, wantChecked)
 		}
 		if kept := l.released == 0; kept != c.kept {
 			t.Errorf("%s: given back %d times before the buffer was released", c.name, l.released)
