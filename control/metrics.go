@@ -24,7 +24,7 @@ type collector struct {
 	airtime, collisions, attempts, retries, utilization *prometheus.Desc
 
 	tunKernelDrops, tunShed, tunMalformed, tunRelay, tunRelayDropped *prometheus.Desc
-	peerSegments, peerRetrans, peerTimeouts                          *prometheus.Desc
+	peerSegments, peerRetrans, peerTimeouts, peerDrops               *prometheus.Desc
 
 	eventsPublished, eventClientsDropped *prometheus.Desc
 
@@ -84,6 +84,7 @@ func newCollector(s *Server) *collector {
 		peerSegments:    d("netjam_tun_peer_tcp_segments_sent_total", "Segments the TUN peer's TCP sent toward the kernel, all its connections.", nil, nil),
 		peerRetrans:     d("netjam_tun_peer_tcp_retransmissions_total", "Segments the TUN peer's TCP retransmitted across the path (in iperf3 -R, the sender across the path).", nil, nil),
 		peerTimeouts:    d("netjam_tun_peer_tcp_timeouts_total", "Retransmission timeouts of the TUN peer's TCP.", nil, nil),
+		peerDrops:       d("netjam_tun_peer_drops_total", "Packets the TUN peer dropped on arrival, by reason: checksum (a TCP or UDP checksum that did not hold: a corrupt stage's work) or malformed.", []string{"reason"}, nil),
 
 		eventsPublished:     d("netjam_control_events_total", "Events published on the control endpoint's event stream.", nil, nil),
 		eventClientsDropped: d("netjam_control_event_clients_dropped_total", "Clients of the event stream dropped for falling behind.", nil, nil),
@@ -163,6 +164,8 @@ func (c *collector) collectTUN(ch chan<- prometheus.Metric, t *emulator.TUNSumma
 	counter(c.peerSegments, t.PeerTCP.SegmentsSent)
 	counter(c.peerRetrans, t.PeerTCP.Retransmits)
 	counter(c.peerTimeouts, t.PeerTCP.Timeouts)
+	counter(c.peerDrops, t.PeerChecksumErrors, "checksum")
+	counter(c.peerDrops, t.PeerMalformed, "malformed")
 }
 
 // collectFlow collects f's metrics: its counters so far from f, the

@@ -10,7 +10,8 @@ import (
 )
 
 // TestMetricsOfTUN: in TUN mode /metrics has the device's and netjam's
-// drops at the entrance, the relay's outcomes and the peer's TCP, live:
+// drops at the entrance, the relay's outcomes, the peer's TCP and what it
+// dropped on arrival (the uplink corrupts 1%), live:
 // a kernel TCP flow's receiver is the peer, whose ACKs its TCP sends.
 // Needs root (a namespace and a TUN device).
 func TestMetricsOfTUN(t *testing.T) {
@@ -22,7 +23,7 @@ func TestMetricsOfTUN(t *testing.T) {
 	t.Cleanup(func() { ns.Close() })
 	tr := startRun(t, fmt.Sprintf(`name: tun
 duration: 4s
-link: {rate: 20Mbps, delay: 5ms, queue: 100}
+link: {rate: 20Mbps, delay: 5ms, queue: 100, uplink: {corrupt: 1%%}}
 tun: {netns: %s}
 flows: [{name: bulk, type: tcp, stack: kernel, duration: 4s}]
 `, ns.Path()))
@@ -35,6 +36,8 @@ flows: [{name: bulk, type: tcp, stack: kernel, duration: 4s}]
 		{`netjam_tun_peer_tcp_segments_sent_total`, 10},
 		{`netjam_tun_peer_tcp_retransmissions_total`, 0},
 		{`netjam_tun_peer_tcp_timeouts_total`, 0},
+		{`netjam_tun_peer_drops_total{reason="checksum"}`, 1},
+		{`netjam_tun_peer_drops_total{reason="malformed"}`, 0},
 	})
 	tr.wait(t)
 	promtoolCheck(t, m)

@@ -499,8 +499,14 @@ type TUNSummary struct {
 	// (iperf3 -R, a download through a forward) is its TCP's, so its
 	// retransmissions and timeouts are here and in no tool's report
 	// behind the device: iperf3 -R counts the target's.
-	PeerTCP  stack.TCPStats `json:"peer_tcp"`
-	Forwards []string       `json:"forwards,omitempty"`
+	PeerTCP stack.TCPStats `json:"peer_tcp"`
+	// PeerChecksumErrors and PeerMalformed count the packets the peer
+	// dropped on arrival: a TCP or UDP checksum that did not hold (a
+	// corrupt stage's work, or the kernel's side's), or headers that do
+	// not parse. The path delivered them; nothing behind the peer saw them.
+	PeerChecksumErrors uint64   `json:"peer_checksum_errors"`
+	PeerMalformed      uint64   `json:"peer_malformed"`
+	Forwards           []string `json:"forwards,omitempty"`
 }
 
 func (l *lab) tunSummary() *TUNSummary {
@@ -539,7 +545,8 @@ func (l *lab) tunSummary() *TUNSummary {
 		ts.Relay = t.relay.Stats()
 	}
 	if t.peer != nil && t.peer.host != nil {
-		ts.PeerTCP = t.peer.host.Stats().TCP
+		st := t.peer.host.Stats()
+		ts.PeerTCP, ts.PeerChecksumErrors, ts.PeerMalformed = st.TCP, st.ChecksumErrors, st.Malformed
 	}
 	return ts
 }

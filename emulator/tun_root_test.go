@@ -995,6 +995,34 @@ tun:
 	}
 }
 
+// TestTUNPeerChecksumDropsCounted: what a corrupt stage spoils on the
+// uplink the peer drops for its checksum, and the summary says so (the
+// path delivered those packets; nothing behind the peer saw them).
+func TestTUNPeerChecksumDropsCounted(t *testing.T) {
+	ns := testNetns(t)
+	p := mustPlan(t, fmt.Sprintf(`
+duration: 2s
+seed: 5
+link: {rate: 50Mbps, delay: 2ms, uplink: {corrupt: 2%%}}
+tun: {netns: %s}
+flows: [{name: bulk, type: tcp, stack: kernel, duration: 2s}]
+`, ns.Path()))
+	sum, err := Run(context.Background(), p, Options{})
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	tun, corrupted := sum.Runs[0].TUN, sum.Runs[0].Links[0].Corrupted
+	t.Logf("corrupted up %d; the peer dropped %d for a checksum, %d malformed", corrupted, tun.PeerChecksumErrors, tun.PeerMalformed)
+	if corrupted == 0 {
+		t.Fatal("the uplink corrupted nothing")
+	}
+	// All of them but those the queue after the corrupt stage dropped,
+	// and those still on the path when the run ended (2 ms of it).
+	if got := tun.PeerChecksumErrors + tun.PeerMalformed; got > corrupted || got < corrupted*9/10 {
+		t.Errorf("the peer dropped %d packets for a checksum and %d malformed; the uplink corrupted %d", tun.PeerChecksumErrors, tun.PeerMalformed, corrupted)
+	}
+}
+
 // TestTUNWindowBesideKernel runs a TCP flow held back by a 64 KB send
 // buffer (100 Mbit/s, 10 ms each way) from the kernel through TUN mode,
 // then from a netstack host in the lab. Neither grows a congestion window

@@ -102,6 +102,8 @@ type tunInfo struct {
 		Retransmits  uint64 `json:"retransmits"`
 		Timeouts     uint64 `json:"timeouts"`
 	} `json:"peer_tcp"`
+	PeerChecksumErrors uint64 `json:"peer_checksum_errors"`
+	PeerMalformed      uint64 `json:"peer_malformed"`
 }
 
 // relayInfo is what the relay counted for one protocol.

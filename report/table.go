@@ -246,10 +246,10 @@ func printNotes(w io.Writer, runs []runInfo) {
 		if t := r.TUN; t != nil {
 			rt, ru := t.Relay.TCP, t.Relay.UDP
 			pt := t.PeerTCP
-			fmt.Fprintf(w, "\nvariant %s: TUN %s, kernel %s, peer %s; relay TCP %d relayed, %d served, %d refused, %d reset by an end, %d failed; UDP %d relayed, %d served, %d refused, %d datagrams dropped%s; the peer's TCP sent %d segments, %d of them again, and timed out %d time(s); %d packets shed by netjam at the device (the path behind it full), %d dropped by the kernel before netjam read them, %d malformed\n",
+			fmt.Fprintf(w, "\nvariant %s: TUN %s, kernel %s, peer %s; relay TCP %d relayed, %d served, %d refused, %d reset by an end, %d failed; UDP %d relayed, %d served, %d refused, %d datagrams dropped%s; the peer's TCP sent %d segments, %d of them again, and timed out %d time(s); %d packets shed by netjam at the device (the path behind it full), %d dropped by the kernel before netjam read them, %d malformed; the peer dropped %d packets for a bad checksum and %d malformed\n",
 				dash(r.Variant), t.Device, strings.Join(t.Kernel, " "), strings.Join(t.Peer, " "),
 				rt.Relayed, rt.Served, rt.Refused+rt.NoService+rt.Limited, rt.Resets, rt.DialErrors+rt.Errors, ru.Relayed, ru.Served, ru.Refused+ru.NoService+ru.Limited, ru.Dropped, byReason(ru.DroppedBy),
-				pt.SegmentsSent, pt.Retransmits, pt.Timeouts, t.Shed, t.KernelDrops, t.Malformed)
+				pt.SegmentsSent, pt.Retransmits, pt.Timeouts, t.Shed, t.KernelDrops, t.Malformed, t.PeerChecksumErrors, t.PeerMalformed)
 		}
 	}
 	for _, r := range runs {
