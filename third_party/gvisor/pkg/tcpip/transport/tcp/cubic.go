@@ -14,7 +14,8 @@
 //
 // Modified by netjam (third_party/gvisor/patches/0005): before the first
 // loss, congestion avoidance grows the window by at least 5% a round trip,
-// as Linux's CUBIC does.
+// as Linux's CUBIC does. (patches/0011): the state a loss changes can be
+// put back when the recovery turns out spurious (saveForUndo, undo).
 
 package tcp
 
@@ -66,6 +67,12 @@ type cubicState struct {
 	// numCongestionEvents tracks the number of congestion events since last
 	// RTO.
 	numCongestionEvents int
+
+	// beforeLoss is the state saveForUndo noted, for undo.
+	beforeLoss struct {
+		TCPCubicState
+		numCongestionEvents int
+	} `state:"nosave"`
 
 	s *sender
 }
@@ -358,4 +365,20 @@ func (c *cubicState) PostRecovery() {
 // +checklocks:c.s.ep.mu
 func (c *cubicState) reduceSlowStartThreshold() {
 	c.s.Ssthresh = int(math.Max(float64(c.s.SndCwnd)*c.Beta, 2.0))
+}
+
+// saveForUndo notes the state a loss is about to change (sender.undoer).
+//
+// +checklocks:c.s.ep.mu
+func (c *cubicState) saveForUndo() {
+	c.beforeLoss.TCPCubicState, c.beforeLoss.numCongestionEvents = c.TCPCubicState, c.numCongestionEvents
+}
+
+// undo puts back the state saveForUndo noted: the recovery the loss began
+// was spurious, and the cubic function goes on from where it was
+// (sender.undoer).
+//
+// +checklocks:c.s.ep.mu
+func (c *cubicState) undo() {
+	c.TCPCubicState, c.numCongestionEvents = c.beforeLoss.TCPCubicState, c.beforeLoss.numCongestionEvents
 }

@@ -16,7 +16,8 @@
 // starts during RTO recovery. (patches/0003): a recovery's fast retransmit
 // does not send again a segment whose retransmission is still in flight.
 // (patches/0004): a large segment SACKed in part is sent again only where
-// the receiver lacks it.
+// the receiver lacks it. (patches/0011): a recovery RACK begins can be
+// undone (sender.lossDetected).
 
 package tcp
 
@@ -444,7 +445,7 @@ func (rc *rackControl) reorderTimerExpired() tcpip.Error {
 
 	fastRetransmit := false
 	if !rc.snd.FastRecovery.Active {
-		rc.snd.cc.HandleLossDetected()
+		rc.snd.lossDetected()
 		rc.snd.enterRecovery()
 		fastRetransmit = true
 	}

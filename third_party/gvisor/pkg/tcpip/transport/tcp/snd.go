@@ -15,7 +15,9 @@
 // Modified by netjam (third_party/gvisor/patches/0001): postXmit arms the
 // resend timer whenever data is unacknowledged. (patches/0002): RACK starts
 // no SACK recovery during RTO recovery. (patches/0007): the congestion
-// window grows only while it limits the sender, as Linux's.
+// window grows only while it limits the sender, as Linux's. (patches/0011):
+// a fast or SACK recovery that turns out spurious gives back the window it
+// took, as Linux's does.
 
 package tcp
 
@@ -188,6 +190,13 @@ type sender struct {
 	// segment after entering an RTO for the first time as described in
 	// RFC3522 Section 3.2.
 	retransmitTS uint32
+
+	// undoCwnd and undoSsthresh are the congestion window and slow start
+	// threshold before the loss that began the current fast or SACK
+	// recovery (lossDetected); undoCwnd is 0 when there is nothing to
+	// give back (no such recovery, or a retransmission timeout since).
+	undoCwnd     int
+	undoSsthresh int
 
 	// startCork start corking the segments.
 	startCork bool
@@ -645,6 +654,7 @@ func (s *sender) retransmitTimerExpired() tcpip.Error {
 	s.recordRetransmitTS()
 
 	s.state = tcpip.RTORecovery
+	s.undoCwnd = 0 // a timeout's reduction is not undone
 	s.cc.HandleRTOExpired()
 
 	// Mark the next segment to be sent as the first unacknowledged one and
@@ -1238,6 +1248,59 @@ func (s *sender) leaveRecovery() {
 	s.cc.PostRecovery()
 }
 
+// lossDetected is the congestion control's response to a loss that begins
+// a fast or SACK recovery (HandleLossDetected), after it notes the window
+// and threshold it reduces, and the congestion control's own state, for
+// undoRecovery.
+//
+// +checklocks:s.ep.mu
+func (s *sender) lossDetected() {
+	s.undoCwnd, s.undoSsthresh = s.SndCwnd, s.Ssthresh
+	if u, ok := s.cc.(undoer); ok {
+		u.saveForUndo()
+	}
+	s.cc.HandleLossDetected()
+}
+
+// packetDelayed reports whether rcvdSeg, the ACK that ends a recovery,
+// shows that the holes were filled by the segments first sent, not by
+// their retransmissions: its timestamp echo is older than the first
+// retransmission of the recovery (Linux's tcp_packet_delayed; RFC 3522).
+// The receiver echoes the timestamp of the segment that last advanced its
+// window, so an echo this old means no retransmission was needed.
+//
+// +checklocks:s.ep.mu
+func (s *sender) packetDelayed(rcvdSeg *segment) bool {
+	tsEcr := rcvdSeg.parsedOptions.TSEcr
+	return s.ep.SendTSOk && tsEcr != 0 && s.retransmitTS != 0 && tsEcr < s.retransmitTS
+}
+
+// undoRecovery takes back the window reduction of a recovery found
+// spurious when it ends (packetDelayed): the congestion window and the
+// slow start threshold are at least what they were before the loss was
+// detected, and the congestion control's state what it was (undoer), as
+// Linux undoes a recovery (tcp_try_undo_recovery, tcp_undo_cwnd_reduction)
+// and RFC 4015 (the Eifel response) restores the window. Without it each
+// reordering that a path's delay makes longer than RACK's window halved
+// the window of a sender that lost nothing.
+//
+// +checklocks:s.ep.mu
+func (s *sender) undoRecovery() {
+	s.SndCwnd = max(s.SndCwnd, s.undoCwnd)
+	s.Ssthresh = max(s.Ssthresh, s.undoSsthresh)
+	if u, ok := s.cc.(undoer); ok {
+		u.undo()
+	}
+}
+
+// undoer is a congestion control whose state a loss changes beyond the
+// window and the threshold, which undoRecovery puts back: saveForUndo
+// notes it just before HandleLossDetected, undo restores it.
+type undoer interface {
+	saveForUndo()
+	undo()
+}
+
 // isAssignedSequenceNumber relies on the fact that we only set flags once a
 // sequencenumber is assigned and that is only done right before we send the
 // segment. As a result any segment that has a non-zero flag has a valid
@@ -1360,7 +1423,7 @@ func (s *sender) detectLoss(seg *segment) (fastRetransmit bool) {
 		s.DupAckCount = 0
 		return false
 	}
-	s.cc.HandleLossDetected()
+	s.lossDetected()
 	s.enterRecovery()
 	return true
 }
@@ -1784,6 +1847,10 @@ func (s *sender) handleRcvdSegment(rcvdSeg *segment) {
 				s.cc.Update(originalOutstanding-s.Outstanding, bestRTT, rcvdSeg.rcvdTime)
 			}
 			if s.FastRecovery.Last.LessThan(s.SndUna) {
+				if s.undoCwnd > 0 && s.packetDelayed(rcvdSeg) {
+					s.undoRecovery()
+				}
+				s.undoCwnd = 0
 				s.state = tcpip.Open
 				// Update RACK when we are exiting fast or RTO
 				// recovery as described in the RFC
@@ -1836,7 +1903,7 @@ func (s *sender) handleRcvdSegment(rcvdSeg *segment) {
 			// everything sent before the timeout is
 			// acknowledged, and SetPipe would count all of it
 			// as in flight.
-			s.cc.HandleLossDetected()
+			s.lossDetected()
 			s.enterRecovery()
 			fastRetransmit = true
 		}
