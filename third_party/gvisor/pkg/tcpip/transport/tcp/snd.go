@@ -1268,11 +1268,13 @@ func (s *sender) lossDetected() {
 // retransmission of the recovery (Linux's tcp_packet_delayed; RFC 3522).
 // The receiver echoes the timestamp of the segment that last advanced its
 // window, so an echo this old means no retransmission was needed.
+// Timestamps wrap: older is before in serial number arithmetic, as
+// Linux's before().
 //
 // +checklocks:s.ep.mu
 func (s *sender) packetDelayed(rcvdSeg *segment) bool {
 	tsEcr := rcvdSeg.parsedOptions.TSEcr
-	return s.ep.SendTSOk && tsEcr != 0 && s.retransmitTS != 0 && tsEcr < s.retransmitTS
+	return s.ep.SendTSOk && tsEcr != 0 && s.retransmitTS != 0 && int32(tsEcr-s.retransmitTS) < 0
 }
 
 // undoRecovery takes back the window reduction of a recovery found
