@@ -494,6 +494,7 @@ func (r *run) collect() *RunSummary {
 	rs.Timeline = r.tl.applied()
 	rs.Captures = l.captureStats()
 	rs.TUN = l.tunSummary()
+	rs.Hosts = l.hostSummaries()
 	l.addDeliveryCounts(l.s, rs.Links)
 	rs.Paths = l.pathSummaries(l.s)
 	for i, f := range r.fls {

@@ -280,6 +280,20 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir strin
 	return l, nil
 }
 
+// hostSummaries returns what each netstack host dropped on arrival, the
+// client side's hosts first.
+func (l *lab) hostSummaries() []HostSummary {
+	var hs []HostSummary
+	for _, e := range append(slices.Clip(l.clients), l.servers...) {
+		if e.host == nil {
+			continue
+		}
+		st := e.host.Stats()
+		hs = append(hs, HostSummary{Name: e.name, ChecksumErrors: st.ChecksumErrors, Malformed: st.Malformed})
+	}
+	return hs
+}
+
 // addEnd adds the ends of the next netstack host of a side to the graph;
 // newHost makes the host once the graph is compiled.
 func (l *lab) addEnd(b *pathBuilder, h hostSpec) (*endHost, error) {

@@ -49,6 +49,9 @@ type RunSummary struct {
 	Captures map[string]CaptureSummary `json:"captures,omitempty"`
 	// TUN is what TUN mode's device and relay saw; absent without it.
 	TUN *TUNSummary `json:"tun,omitempty"`
+	// Hosts are the lab's netstack hosts and what each dropped on
+	// arrival; absent in a run without them.
+	Hosts []HostSummary `json:"hosts,omitempty"`
 	// Error, when not empty, says why the run failed (a flow reported
 	// corrupted data or a broken connection): its figures are partial.
 	Error string `json:"error,omitempty"`
@@ -61,6 +64,16 @@ type RunSummary struct {
 	// Skipped, when not empty, says why the run did not happen (TUN mode
 	// without the privileges it needs); nothing else is filled then.
 	Skipped string `json:"skipped,omitempty"`
+}
+
+// HostSummary is one netstack host of the lab and the packets it dropped
+// on arrival: a TCP or UDP checksum that did not hold (ChecksumErrors: a
+// corrupt stage's work, the path delivered them) or headers that do not
+// parse (Malformed).
+type HostSummary struct {
+	Name           string `json:"name"`
+	ChecksumErrors uint64 `json:"checksum_errors"`
+	Malformed      uint64 `json:"malformed"`
 }
 
 // PathSummary is one path of a run: its links, what it takes, and the

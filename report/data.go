@@ -73,6 +73,15 @@ type runInfo struct {
 	Timeline []timelineInfo `json:"timeline"`
 	// TUN is TUN mode's device and relay; nil in a run without.
 	TUN *tunInfo `json:"tun"`
+	// Hosts are the lab's hosts and what each dropped on arrival.
+	Hosts []hostInfo `json:"hosts"`
+}
+
+// hostInfo is a lab host and the packets it dropped on arrival.
+type hostInfo struct {
+	Name           string `json:"name"`
+	ChecksumErrors uint64 `json:"checksum_errors"`
+	Malformed      uint64 `json:"malformed"`
 }
 
 // pathInfo is a path of a run with several links.

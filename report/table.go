@@ -253,6 +253,14 @@ func printNotes(w io.Writer, runs []runInfo) {
 		}
 	}
 	for _, r := range runs {
+		for _, h := range r.Hosts {
+			if h.ChecksumErrors+h.Malformed > 0 {
+				fmt.Fprintf(w, "\nvariant %s: host %s dropped %d packets for a bad checksum and %d malformed as they arrived (what the path corrupted)\n",
+					dash(r.Variant), h.Name, h.ChecksumErrors, h.Malformed)
+			}
+		}
+	}
+	for _, r := range runs {
 		for _, f := range r.Flows {
 			if f.ReceiverDrops > 0 {
 				fmt.Fprintf(w, "\nvariant %s: flow %s: %d datagrams crossed the path and were dropped by the receiving socket, its buffer full: the machine could not keep up (netjam's own, not in lost)\n",

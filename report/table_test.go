@@ -6,7 +6,7 @@ import (
 )
 
 // TestPrintTable prints a summary.json with a flow of each kind, a
-// direction, TUN mode and a skipped run: the rows and lines netjam run
+// direction, TUN mode, a host that dropped packets and a skipped run: the rows and lines netjam run
 // shows, exactly.
 func TestPrintTable(t *testing.T) {
 	sum := `{"scenario": "x", "runs": [
@@ -20,7 +20,8 @@ func TestPrintTable(t *testing.T) {
 	     "queue_delay_ms": {"count": 7, "p50": 1, "p99": 2}, "transit_ms": {"count": 7, "p50": 3, "p99": 4}, "lateness_ms": {"count": 7, "p99": 0.125}}],
 	   "tun": {"device": "netjam0", "kernel_addresses": ["10.99.0.1"], "peer_addresses": ["10.99.0.2"], "malformed": 1, "kernel_drops": 2, "shed": 6,
 	     "relay": {"tcp": {"relayed": 3, "refused": 1, "no_service": 1, "dial_errors": 1}, "udp": {"served": 4, "dropped": 5, "dropped_by": {"overflow": 4, "to_client": 1}}},
-	     "peer_tcp": {"segments_sent": 900, "segments_received": 40, "retransmits": 7, "timeouts": 1}, "peer_checksum_errors": 8, "peer_malformed": 9}},
+	     "peer_tcp": {"segments_sent": 900, "segments_received": 40, "retransmits": 7, "timeouts": 1}, "peer_checksum_errors": 8, "peer_malformed": 9},
+	   "hosts": [{"name": "client0", "checksum_errors": 0, "malformed": 0}, {"name": "server0", "checksum_errors": 11, "malformed": 0}]},
 	  {"variant": "s", "skipped": "TUN mode needs root"}]}`
 	var b strings.Builder
 	if err := PrintTable(&b, []byte(sum)); err != nil {
@@ -51,6 +52,8 @@ done s: first write to last byte read. lost: datagrams sent that never arrived (
         -  uplink          10    7   2.00 (1.00)  loss 2, queue 1, netjam's own 1, held back by the receiver 3   9.50 (10.00)         1.00/2.00         3.00/4.00         0.12  rate 10Mbit
 
 variant -: TUN netjam0, kernel 10.99.0.1, peer 10.99.0.2; relay TCP 3 relayed, 0 served, 2 refused, 0 reset by an end, 1 failed; UDP 0 relayed, 4 served, 0 refused, 5 datagrams dropped (overflow 4, to_client 1); the peer's TCP sent 900 segments, 7 of them again, and timed out 1 time(s); 6 packets shed by netjam at the device (the path behind it full), 2 dropped by the kernel before netjam read them, 1 malformed; the peer dropped 8 packets for a bad checksum and 9 malformed
+
+variant -: host server0 dropped 11 packets for a bad checksum and 0 malformed as they arrived (what the path corrupted)
 
 variant -: flow b STALLED 1 time(s), 2.50 s in all: it had data to send and sent nothing, not even a retransmission, for longer than max(1 s, 3 RTO); its figures are the TCP stack's defect, not the path's
 
