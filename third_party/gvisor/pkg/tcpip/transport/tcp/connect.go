@@ -11,6 +11,9 @@
 // WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 // See the License for the specific language governing permissions and
 // limitations under the License.
+//
+// Modified by netjam (third_party/gvisor/patches/0012): an ACK reports data
+// received again in a DSACK block (RFC 2883), as Linux's does.
 
 package tcp
 
@@ -1052,6 +1055,13 @@ func (e *Endpoint) sendRaw(pkt *stack.PacketBuffer, flags header.TCPFlags, seq, 
 	var sackBlocks []header.SACKBlock
 	if e.EndpointState() == StateEstablished && e.rcv.pendingRcvdSegments.Len() > 0 && (flags&header.TCPFlagAck != 0) {
 		sackBlocks = e.sack.Blocks[:e.sack.NumBlocks]
+	}
+	if e.dsackPending && flags&header.TCPFlagAck != 0 {
+		// A duplicate's range goes first, then the blocks above
+		// (RFC 2883, 4); one ACK reports it.
+		e.dsackPending = false
+		e.dsackBlocks[0] = e.dsack
+		sackBlocks = e.dsackBlocks[:1+copy(e.dsackBlocks[1:], sackBlocks)]
 	}
 	options := e.makeOptions(sackBlocks)
 	defer putOptions(options)

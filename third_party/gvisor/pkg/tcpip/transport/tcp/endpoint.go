@@ -14,6 +14,8 @@
 //
 // Modified by netjam (third_party/gvisor/patches/0008): a writer waiting for
 // room in the send buffer is woken once a third of it is free, as on Linux.
+// Modified by netjam (third_party/gvisor/patches/0012): data received
+// again is reported in a DSACK block (RFC 2883), as Linux does.
 
 package tcp
 
@@ -471,6 +473,13 @@ type Endpoint struct {
 
 	// sack holds TCP SACK related information for this endpoint.
 	sack SACKInfo
+
+	// dsack, when dsackPending, is a range of data received again that
+	// the next ACK reports as its first SACK block (RFC 2883), and
+	// dsackBlocks that ACK's blocks.
+	dsack        header.SACKBlock
+	dsackPending bool
+	dsackBlocks  [MaxSACKBlocks + 1]header.SACKBlock
 
 	// delay enables Nagle's algorithm.
 	//

@@ -17,7 +17,8 @@
 // does not send again a segment whose retransmission is still in flight.
 // (patches/0004): a large segment SACKed in part is sent again only where
 // the receiver lacks it. (patches/0011): a recovery RACK begins can be
-// undone (sender.lossDetected).
+// undone (sender.lossDetected). (patches/0012): a tail loss probe's episode
+// ends with a congestion response only on an ACK past the probe, as Linux's.
 
 package tcp
 
@@ -283,15 +284,29 @@ func (s *sender) detectTLPRecovery(ack seqnum.Value, rcvdSeg *segment) {
 	}
 
 	if s.rc.tlpRxtOut && s.rc.tlpHighRxt.LessThanEq(ack) {
-		// TLP episode is complete.
-		s.rc.tlpRxtOut = false
-		if !checkDSACK(rcvdSeg) {
+		switch {
+		case checkDSACK(rcvdSeg):
+			// The probe's duplicate (or the original's): both
+			// arrived, nothing was lost. TLP episode is complete.
+			s.rc.tlpRxtOut = false
+		case s.rc.tlpHighRxt.LessThan(ack):
+			// TLP episode is complete.
+			s.rc.tlpRxtOut = false
 			// Step 2. Either the original packet or the retransmission (in the
 			// form of a probe) was lost. Invoke a congestion control response
 			// equivalent to fast recovery.
 			s.cc.HandleLossDetected()
 			s.enterRecovery()
 			s.leaveRecovery()
+		default:
+			// Up to the probe's end and no further, without a DSACK: the
+			// ACK of whichever of the original and the probe arrived
+			// first. When the other arrives its DSACK ends the episode
+			// with no loss; when it was lost, an ACK past the probe
+			// ends it with one. Linux waits the same way
+			// (tcp_process_tlp_ack: after(ack, tlp_high_seq)); taking
+			// this ACK for a loss cut the window of a sender whose
+			// tail was merely late.
 		}
 	}
 }

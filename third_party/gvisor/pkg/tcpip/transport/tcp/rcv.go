@@ -11,6 +11,9 @@
 // WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 // See the License for the specific language governing permissions and
 // limitations under the License.
+//
+// Modified by netjam (third_party/gvisor/patches/0012): data received again
+// below RcvNxt is reported to the sender in a DSACK block (noteDuplicate).
 
 package tcp
 
@@ -209,6 +212,7 @@ func (r *receiver) consumeSegment(s *segment, segSeq seqnum.Value, segLen seqnum
 
 		// Trim segment to eliminate already acknowledged data.
 		if segSeq.LessThan(r.RcvNxt) {
+			r.noteDuplicate(segSeq, segLen)
 			diff := segSeq.Size(r.RcvNxt)
 			segLen -= diff
 			segSeq.UpdateForward(diff)
@@ -463,6 +467,7 @@ func (r *receiver) handleRcvdSegment(s *segment) (drop bool, err tcpip.Error) {
 	// send an ACK and stop further processing of the segment.
 	// This is according to RFC 793, page 68.
 	if !r.acceptable(segSeq, segLen) {
+		r.noteDuplicate(segSeq, segLen)
 		r.ep.snd.maybeSendOutOfWindowAck(s)
 		return true, nil
 	}
@@ -613,4 +618,24 @@ func (r *receiver) handleTimeWaitSegment(s *segment) (resetTimeWait bool, newSyn
 		r.ep.snd.sendAck()
 	}
 	return false, false
+}
+
+// noteDuplicate notes the part of a segment of segLen bytes at segSeq that
+// lies below RcvNxt, data received again, for the next ACK to report as a
+// DSACK block (RFC 2883), as Linux does (tcp_send_dupack, tcp_dsack_set):
+// the sender learns that its retransmission (or a tail loss probe) was
+// not needed, which its RACK reordering window and its tail loss probe
+// episodes depend on.
+//
+// +checklocks:r.ep.mu
+func (r *receiver) noteDuplicate(segSeq seqnum.Value, segLen seqnum.Size) {
+	if !r.ep.SACKPermitted || segLen == 0 || !segSeq.LessThan(r.RcvNxt) {
+		return
+	}
+	end := segSeq.Add(segLen)
+	if r.RcvNxt.LessThan(end) {
+		end = r.RcvNxt
+	}
+	r.ep.dsack = header.SACKBlock{Start: segSeq, End: end}
+	r.ep.dsackPending = true
 }
