@@ -101,8 +101,8 @@ func TestLentBytesAreNeverWritten(t *testing.T) {
 	if !bytes.Equal(lent, orig) {
 		t.Fatal("a buffer holding the view wrote the lent bytes")
 	}
-	if l.released != 0 {
-		t.Fatalf("given back %d times while a view of the bytes is held", l.released)
+	if l.released.Load() != 0 {
+		t.Fatalf("given back %d times while a view of the bytes is held", l.released.Load())
 	}
 	// The last writer, on the view itself.
 	w := writes[2]
@@ -110,12 +110,12 @@ func TestLentBytesAreNeverWritten(t *testing.T) {
 	if !bytes.Equal(lent, orig) {
 		t.Fatalf("%s on the view wrote the lent bytes", w.name)
 	}
-	if l.released != 1 {
-		t.Fatalf("given back %d times once no view of the bytes is left, want once", l.released)
+	if l.released.Load() != 1 {
+		t.Fatalf("given back %d times once no view of the bytes is left, want once", l.released.Load())
 	}
 	v.Release()
-	if l.released != 1 {
-		t.Fatalf("given back %d times, want once", l.released)
+	if l.released.Load() != 1 {
+		t.Fatalf("given back %d times, want once", l.released.Load())
 	}
 
 	pooled := buffer.NewViewWithData(orig)

@@ -4,37 +4,22 @@ import (
 	"bytes"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/netjam/netjam/netif"
 )
 
-// sharedLender is a countingLender for lenders given back on other
-// goroutines (gVisor's) than the one that looks at them.
-type sharedLender struct {
-	released atomic.Int32
-	bytes    []byte
-}
-
-func (l *sharedLender) Release() {
-	l.released.Add(1)
-	for i := range l.bytes {
-		l.bytes[i] = 0xee
-	}
-}
-
 // lendingHosts returns two hosts wired back to back, where every packet
 // from a to b is lent to b (InjectLent) from a buffer of its own, each
-// with a sharedLender (which scribbles over its bytes when given back,
+// with a countingLender (which scribbles over its bytes when given back,
 // as a pool reusing them would) that lenders lists. With gso, both hosts
 // have segmentation offload (HostConfig.OutputGSO): a's large segments
 // are lent whole with their checksums partial, as the emulator lends the
 // kernel's through TUN mode.
-func lendingHosts(t *testing.T, gso bool) (a, b *Host, lenders func() []*sharedLender) {
+func lendingHosts(t *testing.T, gso bool) (a, b *Host, lenders func() []*countingLender) {
 	t.Helper()
 	var mu sync.Mutex
-	var lent []*sharedLender
+	var lent []*countingLender
 	mk := func(name string, addr netip.Prefix, seed uint64, hc HostConfig) *Host {
 		hc.Name, hc.Addrs, hc.MTU, hc.Clock, hc.Seed, hc.SACK = name, []netip.Prefix{addr}, 1500, realClock, seed, true
 		h, err := NewHost(hc)
@@ -50,7 +35,7 @@ func lendingHosts(t *testing.T, gso bool) (a, b *Host, lenders func() []*sharedL
 		if hl := tcpHeadersLen(buf, len(buf)); hl > 0 && g.MSS > 0 {
 			segs = max(1, (len(buf)-hl+g.MSS-1)/g.MSS)
 		}
-		l := &sharedLender{bytes: buf}
+		l := &countingLender{bytes: buf}
 		mu.Lock()
 		lent = append(lent, l)
 		mu.Unlock()
@@ -66,10 +51,10 @@ func lendingHosts(t *testing.T, gso bool) (a, b *Host, lenders func() []*sharedL
 		a = mk("a", v4.a, 1, HostConfig{Output: func(pkt [][]byte) { lend(pkt, netif.GSO{}) }})
 		b = mk("b", v4.b, 2, HostConfig{Output: func(pkt [][]byte) { back(pkt, netif.GSO{}) }})
 	}
-	return a, b, func() []*sharedLender {
+	return a, b, func() []*countingLender {
 		mu.Lock()
 		defer mu.Unlock()
-		return append([]*sharedLender(nil), lent...)
+		return append([]*countingLender(nil), lent...)
 	}
 }
 
