@@ -342,8 +342,9 @@ func TestVirtualCubicFindsThePathAfterHyStart(t *testing.T) {
 // reorderingLab is one CUBIC flow over 50 Mbit/s and 10 ms each way, with
 // no impairment (clean) and with 0.5% of the data sent ahead of the
 // delayed packets (reorder): each such packet overtakes 10 ms of others,
-// longer than RACK's reordering window, so the sender retransmits what
-// was not lost, and the timestamps its receiver echoes show it.
+// longer than RACK's first reordering window (a quarter of the least RTT),
+// so the sender takes the first reordering for a loss, and the timestamps
+// its receiver echoes show it was none.
 const reorderingLab = `
 name: reordering
 seed: 1
@@ -358,14 +359,18 @@ variants:
 
 // A recovery that turns out spurious (the holes were filled by the
 // segments first sent, not by their retransmissions) gives back the window
-// it took, as Linux's does (tcp_try_undo_recovery; gVisor patch 0011).
-// Before, each reordering halved the window of a sender that lost nothing:
-// 0.25 and 0.20 of the clean path's throughput with 0.5% reordered (seeds
-// 1 and 2); after, 0.53 and 0.49. Linux's CUBIC on the same path through
-// TUN mode (real clock, 10 s) carries as much with the reordering as
-// without (47.8 Mbit/s, 81 retransmissions): its RACK widens its window
-// further than gVisor's, which still retransmits most of what each
-// reordering overtakes.
+// it took, and the sender learns that the path reorders, as Linux's does.
+// gVisor patch 0011 undoes the reduction at the recovery's end
+// (tcp_try_undo_recovery); patch 0013 at the first partial ACK whose hole
+// a delayed original filled (tcp_try_undo_partial), which also notes the
+// reordering, so that RACK's window widens with the DSACKs that follow and
+// later reorderings start no recovery. Seeds 1 and 2, throughput with 0.5%
+// reordered over the clean path's: 0.25 and 0.20 before either patch,
+// 0.53 and 0.49 with 0011 alone (11 retransmissions a reordering, each
+// overtaken segment sent again just before its original arrived), 1.00
+// with 0013 (6 and 3 retransmissions for 103 and 111 reorderings). Linux's
+// CUBIC on the same path through TUN mode (real clock, 10 s) also carries
+// as much with the reordering as without (47.8 Mbit/s, 81 retransmissions).
 func TestVirtualSpuriousRecoveryUndone(t *testing.T) {
 	if raceEnabled {
 		t.Skip("checked without the race detector (go test -run Virtual)")
@@ -373,13 +378,20 @@ func TestVirtualSpuriousRecoveryUndone(t *testing.T) {
 	for _, seed := range []int{1, 2} {
 		out, _ := runVirtualInto(t, strings.Replace(reorderingLab, "seed: 1", fmt.Sprintf("seed: %d", seed), 1))
 		bps := map[string]float64{}
+		var retx, reordered uint64
 		for _, r := range readSummary(t, out).Runs {
 			f := r.Flows[0]
 			bps[r.Variant] = f.ThroughputBps
 			t.Logf("seed %d, %s: %.1f Mbit/s, %d retransmissions, %d reordered up", seed, r.Variant, f.ThroughputBps/1e6, f.Retransmissions, r.Links[0].Reordered)
+			if r.Variant == "reorder" {
+				retx, reordered = f.Retransmissions, r.Links[0].Reordered
+			}
 		}
-		if bps["clean"] == 0 || bps["reorder"] < 0.4*bps["clean"] {
-			t.Errorf("seed %d: %.1f Mbit/s with 0.5%% reordered, %.1f without: want at least 0.4 of it", seed, bps["reorder"]/1e6, bps["clean"]/1e6)
+		if bps["clean"] == 0 || bps["reorder"] < 0.9*bps["clean"] {
+			t.Errorf("seed %d: %.1f Mbit/s with 0.5%% reordered, %.1f without: want at least 0.9 of it", seed, bps["reorder"]/1e6, bps["clean"]/1e6)
+		}
+		if reordered == 0 || retx > reordered/4 {
+			t.Errorf("seed %d: %d retransmissions for %d reordered packets and no loss: want at most a quarter as many", seed, retx, reordered)
 		}
 	}
 }

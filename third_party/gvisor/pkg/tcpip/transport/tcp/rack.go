@@ -19,6 +19,7 @@
 // the receiver lacks it. (patches/0011): a recovery RACK begins can be
 // undone (sender.lossDetected). (patches/0012): a tail loss probe's episode
 // ends with a congestion response only on an ACK past the probe, as Linux's.
+// (patches/0013): a DSACK counts for the reordering window from the start.
 
 package tcp
 
@@ -80,6 +81,10 @@ type rackControl struct {
 // init initializes RACK specific fields.
 func (rc *rackControl) init(snd *sender, iss seqnum.Value) {
 	rc.FACK = iss
+	// A DSACK counts once a round trip, from here on (updateRACKReorderWindow).
+	// Left at zero, it is after SND.UNA for half the initial sequence
+	// numbers (serial arithmetic), and no DSACK ever widened the window.
+	rc.RTTSeq = iss
 	rc.ReoWndIncr = 1
 	rc.snd = snd
 }

@@ -17,7 +17,10 @@
 // no SACK recovery during RTO recovery. (patches/0007): the congestion
 // window grows only while it limits the sender, as Linux's. (patches/0011):
 // a fast or SACK recovery that turns out spurious gives back the window it
-// took, as Linux's does.
+// took, as Linux's does. (patches/0013): a partial ACK that shows a
+// recovery's hole filled by a delayed original notes reordering and undoes
+// the recovery, as Linux's tcp_try_undo_partial; RACK counts a recovery's
+// end once.
 
 package tcp
 
@@ -1295,6 +1298,44 @@ func (s *sender) undoRecovery() {
 	}
 }
 
+// retransmitsOut reports whether a retransmission is still in flight:
+// sent again, neither acknowledged nor found lost (Linux's retrans_out).
+//
+// +checklocks:s.ep.mu
+func (s *sender) retransmitsOut() bool {
+	for seg := s.writeList.Front(); seg != nil && seg != s.writeNext; seg = seg.Next() {
+		if seg.xmitCount > 1 && !seg.lost && !seg.acked && !s.ep.scoreboard.IsSACKED(seg.sackBlock()) {
+			return true
+		}
+	}
+	return false
+}
+
+// undoPartial ends a recovery that a partial ACK showed spurious while no
+// retransmission of it is in flight: the window reduction is taken back
+// (undoRecovery), the segments marked lost are no longer (the delayed
+// originals are on their way), and the sender is open again, as Linux's
+// tcp_try_undo_partial (tcp_undo_cwnd_reduction with its losses unmarked,
+// then tcp_try_keep_open). Unlike leaveRecovery the window is not set to
+// the threshold: it is what it was before the loss.
+//
+// +checklocks:s.ep.mu
+func (s *sender) undoPartial() {
+	s.undoRecovery()
+	s.undoCwnd = 0
+	for seg := s.writeList.Front(); seg != nil && seg != s.writeNext; seg = seg.Next() {
+		seg.lost = false
+	}
+	s.FastRecovery.Active = false
+	s.FastRecovery.MaxCwnd = 0
+	s.DupAckCount = 0
+	s.state = tcpip.Open
+	if s.ep.tcpRecovery&tcpip.TCPRACKLossDetection != 0 {
+		s.rc.exitRecovery()
+	}
+	s.reorderTimer.disable()
+}
+
 // undoer is a congestion control whose state a loss changes beyond the
 // window and the threshold, which undoRecovery puts back: saveForUndo
 // notes it just before HandleLossDetected, undo restores it.
@@ -1749,6 +1790,10 @@ func (s *sender) handleRcvdSegment(rcvdSeg *segment) {
 		return
 	}
 
+	// A partial ACK of a recovery whose hole a delayed original filled
+	// (delayedFill, below).
+	delayedFill := false
+
 	// Ignore ack if it doesn't acknowledge any new data.
 	if (ack - 1).InRange(s.SndUna, s.SndNxt) {
 		s.DupAckCount = 0
@@ -1842,6 +1887,26 @@ func (s *sender) handleRcvdSegment(rcvdSeg *segment) {
 			s.detectSpuriousRecovery(hasDSACK, rcvdSeg.parsedOptions.TSEcr)
 		}
 
+		// A partial ACK whose timestamp echo predates the recovery's
+		// first retransmission: the hole was filled by a segment first
+		// sent, only delayed, not by a retransmission. The path
+		// reorders, as Linux's tcp_try_undo_partial concludes: RACK
+		// notes it (RACK.reord; Linux's tcp_check_sack_reordering),
+		// this ACK marks and retransmits nothing more, and with no
+		// retransmission left in flight the recovery is undone on the
+		// spot (undoPartial). Without it a reordering longer than
+		// RACK's window was taken for the loss of every segment it
+		// overtook, each retransmitted just before its original
+		// arrived, and RACK, never seeing an original acknowledged,
+		// never widened its window for the next.
+		if s.FastRecovery.Active && s.undoCwnd > 0 && s.packetDelayed(rcvdSeg) {
+			delayedFill = true
+			s.rc.Reord = true
+			if !s.retransmitsOut() {
+				s.undoPartial()
+			}
+		}
+
 		// If we are not in fast recovery then update the congestion
 		// window based on the number of acknowledged packets.
 		if !s.FastRecovery.Active {
@@ -1853,13 +1918,18 @@ func (s *sender) handleRcvdSegment(rcvdSeg *segment) {
 					s.undoRecovery()
 				}
 				s.undoCwnd = 0
-				s.state = tcpip.Open
 				// Update RACK when we are exiting fast or RTO
 				// recovery as described in the RFC
-				// draft-ietf-tcpm-rack-08 Section-7.2 Step 4.
-				if s.ep.tcpRecovery&tcpip.TCPRACKLossDetection != 0 {
+				// draft-ietf-tcpm-rack-08 Section-7.2 Step 4:
+				// once, on leaving it. (This runs on every ACK
+				// of an open connection too, and counted each
+				// as a recovery's end: the reordering window a
+				// DSACK had widened went back to min_RTT/4
+				// within 16 ACKs.)
+				if s.ep.tcpRecovery&tcpip.TCPRACKLossDetection != 0 && s.inRecovery() {
 					s.rc.exitRecovery()
 				}
+				s.state = tcpip.Open
 				s.reorderTimer.disable()
 			}
 		}
@@ -1897,7 +1967,9 @@ func (s *sender) handleRcvdSegment(rcvdSeg *segment) {
 		// After the reorder window is calculated, detect any loss by checking
 		// if the time elapsed after the segments are sent is greater than the
 		// reorder window.
-		if numLost := s.rc.detectLoss(rcvdSeg.rcvdTime); numLost > 0 && !s.FastRecovery.Active && s.state != tcpip.RTORecovery {
+		if delayedFill {
+			// Nothing marked lost or retransmitted on this ACK.
+		} else if numLost := s.rc.detectLoss(rcvdSeg.rcvdTime); numLost > 0 && !s.FastRecovery.Active && s.state != tcpip.RTORecovery {
 			// If any segment is marked as lost by
 			// RACK, enter recovery and retransmit
 			// the lost segments. Not during RTO recovery:
@@ -1910,7 +1982,7 @@ func (s *sender) handleRcvdSegment(rcvdSeg *segment) {
 			fastRetransmit = true
 		}
 
-		if s.FastRecovery.Active {
+		if s.FastRecovery.Active && !delayedFill {
 			s.rc.DoRecovery(nil, fastRetransmit)
 		}
 	}
