@@ -20,6 +20,7 @@
 // undone (sender.lossDetected). (patches/0012): a tail loss probe's episode
 // ends with a congestion response only on an ACK past the probe, as Linux's.
 // (patches/0013): a DSACK counts for the reordering window from the start.
+// (patches/0014): a loss a tail loss probe repaired is counted as one.
 
 package tcp
 
@@ -295,11 +296,13 @@ func (s *sender) detectTLPRecovery(ack seqnum.Value, rcvdSeg *segment) {
 			// arrived, nothing was lost. TLP episode is complete.
 			s.rc.tlpRxtOut = false
 		case s.rc.tlpHighRxt.LessThan(ack):
-			// TLP episode is complete.
-			s.rc.tlpRxtOut = false
 			// Step 2. Either the original packet or the retransmission (in the
 			// form of a probe) was lost. Invoke a congestion control response
-			// equivalent to fast recovery.
+			// equivalent to fast recovery. The TLP episode is complete:
+			// enterRecovery counts it as a recovery by the probe
+			// (TLPRecovery, as Linux's TCPLossProbeRecovery) while
+			// tlpRxtOut is still set, and clears it. (Cleared here
+			// before, the loss the probe repaired was never counted.)
 			s.cc.HandleLossDetected()
 			s.enterRecovery()
 			s.leaveRecovery()
