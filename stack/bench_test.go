@@ -41,17 +41,7 @@ func benchTCP(b *testing.B, mtu, async int) {
 		b.Fatal(err)
 	}
 	defer l.Close()
-	read := make(chan int64, 1)
-	go func() {
-		c, err := l.Accept(ctx)
-		if err != nil {
-			read <- -1
-			return
-		}
-		defer c.Close()
-		n, _ := io.CopyBuffer(io.Discard, c, make([]byte, 256<<10))
-		read <- n
-	}()
+	read := acceptAndDrain(ctx, l, io.Discard)
 	c, err := a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 5001), TCPOptions{})
 	if err != nil {
 		b.Fatal(err)

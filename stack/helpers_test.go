@@ -256,6 +256,23 @@ func transfer(t *testing.T, a, b *Host, raddr netip.AddrPort, data []byte, o TCP
 	return c.Info(), r.info
 }
 
+// acceptAndDrain accepts one connection on l and copies all it receives
+// into w; the channel gets the number of bytes, or -1 when Accept failed.
+func acceptAndDrain(ctx context.Context, l *TCPListener, w io.Writer) <-chan int64 {
+	n := make(chan int64, 1)
+	go func() {
+		c, err := l.Accept(ctx)
+		if err != nil {
+			n <- -1
+			return
+		}
+		defer c.Close()
+		got, _ := io.CopyBuffer(w, c, make([]byte, 256<<10))
+		n <- got
+	}()
+	return n
+}
+
 // waitFor polls cond until it holds or a generous bound passes; it
 // synchronizes with gVisor's goroutines and asserts nothing about speed.
 func waitFor(t testing.TB, what string, cond func() bool) {

@@ -2,7 +2,6 @@ package stack
 
 import (
 	"context"
-	"io"
 	"net/netip"
 	"sync/atomic"
 	"testing"
@@ -37,18 +36,8 @@ func TestTailLossProbeRepairIsCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	got := make(chan int64, 1)
 	var read atomic.Int64
-	go func() {
-		c, err := l.Accept(ctx)
-		if err != nil {
-			got <- -1
-			return
-		}
-		defer c.Close()
-		n, _ := io.Copy(countingDiscard{&read}, c)
-		got <- n
-	}()
+	got := acceptAndDrain(ctx, l, countingDiscard{&read})
 	c, err := a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 8080), TCPOptions{})
 	if err != nil {
 		t.Fatal(err)
