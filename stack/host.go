@@ -647,7 +647,7 @@ type TCPStats struct {
 	FastRecoveries     uint64 `json:"fast_recoveries"`     // NewReno fast recovery episodes (no SACK)
 	SACKRecoveries     uint64 `json:"sack_recoveries"`     // SACK-based (RFC 6675) recovery episodes
 	TLPRecoveries      uint64 `json:"tlp_recoveries"`      // losses repaired by a tail loss probe (RACK only)
-	SpuriousRecoveries uint64 `json:"spurious_recoveries"` // recoveries later found unnecessary (DSACK, timestamps)
+	SpuriousRecoveries uint64 `json:"spurious_recoveries"` // recoveries later found unnecessary (the timestamp echo of the ACK that ended them, RFC 3522; none without timestamps)
 	ResetsSent         uint64 `json:"resets_sent"`
 	ResetsReceived     uint64 `json:"resets_received"`
 }

@@ -20,7 +20,8 @@
 // took, as Linux's does. (patches/0013): a partial ACK that shows a
 // recovery's hole filled by a delayed original notes reordering and undoes
 // the recovery, as Linux's tcp_try_undo_partial; RACK counts a recovery's
-// end once.
+// end once. (patches/0015): a recovery is found spurious by its timestamp
+// echo only with timestamps, and by this connection's DSACKs.
 
 package tcp
 
@@ -188,6 +189,11 @@ type sender struct {
 	// spuriousRecovery indicates whether the sender entered recovery
 	// spuriously as described in RFC3522 Section 3.2.
 	spuriousRecovery bool
+
+	// dsackSeen is whether an ACK of this connection carried a DSACK
+	// (RFC 3522 section 3.2 step 5: during the lifetime of the
+	// connection).
+	dsackSeen bool `state:"nosave"`
 
 	// retransmitTS is the timestamp at which the sender sends retransmitted
 	// segment after entering an RTO for the first time as described in
@@ -1522,6 +1528,7 @@ func (s *sender) walkSACK(rcvdSeg *segment) bool {
 			numDSACK = 1
 		}
 		s.ep.stack.Stats().TCP.SegmentsAckedWithDSACK.IncrementBy(numDSACK)
+		s.dsackSeen = true
 		s.rc.setDSACKSeen(true)
 		idx = 1
 		n--
@@ -1637,7 +1644,11 @@ func (s *sender) detectSpuriousRecovery(hasDSACK bool, tsEchoReply uint32) {
 	// If the value of the Timestamp Echo Reply field of the acceptable ACK's
 	// Timestamps option is smaller than the value of RetransmitTS, then
 	// proceed to next step, else return.
-	if tsEchoReply >= s.retransmitTS {
+	//
+	// Only with timestamps: without them the echo is 0, which is no
+	// older than anything. Smaller in serial number arithmetic, as
+	// timestamps wrap (as packetDelayed).
+	if !s.ep.SendTSOk || tsEchoReply == 0 || s.retransmitTS == 0 || int32(tsEchoReply-s.retransmitTS) >= 0 {
 		return
 	}
 
@@ -1654,8 +1665,9 @@ func (s *sender) detectSpuriousRecovery(hasDSACK bool, tsEchoReply uint32) {
 	// previously received an ACK with a DSACK option, or the acceptable ACK
 	// does not acknowledge all outstanding data, then proceed to next step,
 	// else return.
-	numDSACK := s.ep.stack.Stats().TCP.SegmentsAckedWithDSACK.Value()
-	if numDSACK == 0 && s.SndUna == s.SndNxt {
+	//
+	// This connection's DSACKs, not the stack's.
+	if !s.dsackSeen && s.SndUna == s.SndNxt {
 		return
 	}
 
