@@ -146,6 +146,10 @@ type Host struct {
 	closers map[closer]struct{} // every open endpoint the host made
 
 	inPackets, inBytes, malformed, inDropped atomic.Uint64
+	// mergedSegs counts the segments TCP packets standing for several
+	// (a run merged on the way in, a large segment) brought beyond the
+	// one gVisor counts each as (TCPStats.SegmentsReceived).
+	mergedSegs atomic.Uint64
 
 	// fwd holds the running Relay's forwarders, nil without one. The
 	// transport handlers NewHost installs read it for each packet that
@@ -418,7 +422,20 @@ func (h *Host) arrive(first []byte, total, segs int) (tcpip.NetworkProtocolNumbe
 		h.inDropped.Add(1)
 		return 0, nil, false
 	}
+	if segs > 1 && carriesTCP(first, proto) {
+		h.mergedSegs.Add(uint64(segs - 1))
+	}
 	return proto, d, true
+}
+
+// carriesTCP reports whether the IP packet whose first bytes are first
+// carries TCP right after its header (no IPv6 extension header: a run
+// netjam merges has none).
+func carriesTCP(first []byte, proto tcpip.NetworkProtocolNumber) bool {
+	if proto == ipv4.ProtocolNumber {
+		return header.IPv4(first).Protocol() == uint8(header.TCPProtocolNumber)
+	}
+	return header.IPv6(first).NextHeader() == uint8(header.TCPProtocolNumber)
 }
 
 // deliver hands gVisor a packet whose bytes are b; checked, its
@@ -640,8 +657,8 @@ type Stats struct {
 // (tcpip.Stats.TCP). Those that gVisor keeps only stack-wide, such as the
 // number of SACK recoveries, exist only here and not in TCPInfo.
 type TCPStats struct {
-	SegmentsSent       uint64 `json:"segments_sent"`
-	SegmentsReceived   uint64 `json:"segments_received"`
+	SegmentsSent       uint64 `json:"segments_sent"`       // on the wire: a large segment (GSO) counts as its MSS-sized ones
+	SegmentsReceived   uint64 `json:"segments_received"`   // on the wire: a merged run or large segment counts as its segments
 	Retransmits        uint64 `json:"retransmits"`         // segments retransmitted
 	Timeouts           uint64 `json:"timeouts"`            // RTO expiries
 	FastRecoveries     uint64 `json:"fast_recoveries"`     // NewReno fast recovery episodes (no SACK)
@@ -668,7 +685,7 @@ func (h *Host) Stats() Stats {
 		Dropped:        h.inDropped.Load() + h.link.outDropped.Load(),
 		TCP: TCPStats{
 			SegmentsSent:       st.TCP.SegmentsSent.Value(),
-			SegmentsReceived:   st.TCP.ValidSegmentsReceived.Value(),
+			SegmentsReceived:   st.TCP.ValidSegmentsReceived.Value() + h.mergedSegs.Load(),
 			Retransmits:        st.TCP.Retransmits.Value(),
 			Timeouts:           st.TCP.Timeouts.Value(),
 			FastRecoveries:     st.TCP.FastRecovery.Value(),

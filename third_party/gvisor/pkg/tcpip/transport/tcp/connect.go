@@ -14,6 +14,8 @@
 //
 // Modified by netjam (third_party/gvisor/patches/0012): an ACK reports data
 // received again in a DSACK block (RFC 2883), as Linux's does.
+// (patches/0016): a segment sent for the NIC to split (GSO) counts as the
+// segments it stands for in SegmentsSent, as Linux's segs_out.
 
 package tcp
 
@@ -863,12 +865,27 @@ func (e *Endpoint) sendSynTCP(r *stack.Route, tf tcpFields, opts header.TCPSynOp
 // This method takes ownership of pkt.
 func (e *Endpoint) sendTCP(r *stack.Route, tf tcpFields, pkt *stack.PacketBuffer, gso stack.GSO) tcpip.Error {
 	tf.txHash = e.txHash
+	segs := gsoSegments(pkt, gso)
 	if err := sendTCP(r, tf, pkt, gso, e.owner); err != nil {
 		e.stats.SendErrors.SegmentSendToNetworkFailed.Increment()
 		return err
 	}
-	e.stats.SegmentsSent.Increment()
+	e.stats.SegmentsSent.IncrementBy(segs)
 	return nil
+}
+
+// gsoSegments returns how many segments pkt, about to be sent as gso
+// describes, stands for on the wire: a segment larger than gso's MSS is
+// split into segments of the MSS (by the NIC, or by sendTCPBatch), as
+// Linux counts tcp_skb_pcount(skb) into its segs_out and OutSegs.
+func gsoSegments(pkt *stack.PacketBuffer, gso stack.GSO) uint64 {
+	if gso.Type == stack.GSONone || gso.MSS == 0 {
+		return 1
+	}
+	if n := pkt.Data().Size(); n > int(gso.MSS) {
+		return uint64((n + int(gso.MSS) - 1) / int(gso.MSS))
+	}
+	return 1
 }
 
 func buildTCPHdr(r *stack.Route, tf tcpFields, pkt *stack.PacketBuffer, gso stack.GSO) {
@@ -977,6 +994,7 @@ func sendTCP(r *stack.Route, tf tcpFields, pkt *stack.PacketBuffer, gso stack.GS
 	pkt.Hash = tf.txHash
 	pkt.Owner = owner
 	buildTCPHdr(r, tf, pkt, gso)
+	segs := gsoSegments(pkt, gso) // before WritePacket takes pkt
 
 	if err := r.WritePacket(stack.NetworkHeaderParams{
 		Protocol:              ProtocolNumber,
@@ -988,7 +1006,7 @@ func sendTCP(r *stack.Route, tf tcpFields, pkt *stack.PacketBuffer, gso stack.GS
 		r.Stats().TCP.SegmentSendErrors.Increment()
 		return err
 	}
-	r.Stats().TCP.SegmentsSent.Increment()
+	r.Stats().TCP.SegmentsSent.IncrementBy(segs)
 	if (tf.flags & header.TCPFlagRst) != 0 {
 		r.Stats().TCP.ResetsSent.Increment()
 	}
