@@ -1204,3 +1204,44 @@ variants:
 		}
 	}
 }
+
+// TestTUNPeerRetransmitsSeenByTshark: the peer's TCP counts every segment
+// it sends again, as tshark's analysis of a capture at the peer's end finds
+// them (a retransmission sent soon after the segment it follows is
+// "out-of-order" to tshark), also after a timeout, when it sends again
+// segments of several MSS at once for the NIC to split. gVisor counted such
+// a segment once (patch 0017): 683 retransmissions where tshark saw 930.
+func TestTUNPeerRetransmitsSeenByTshark(t *testing.T) {
+	tshark := requireTshark(t)
+	ns := testNetns(t)
+	dir := t.TempDir()
+	sum, err := Run(context.Background(), mustPlan(t, fmt.Sprintf(`
+duration: 30s
+seed: 2
+link: {rate: 200Mbps, delay: 5ms, queue: 1000}
+tun: {netns: %s}
+flows: [{name: bulk, type: tcp, stack: kernel, cc: cubic, direction: down, duration: 3s}]
+timeline:
+  - {at: 1500ms, for: 700ms, set: {link.downlink.loss: 100%%}}
+capture: {points: [server], snaplen: 96}
+`, ns.Path())), Options{OutDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt := sum.Runs[0].TUN.PeerTCP
+	out, err := exec.Command(tshark, "-r", filepath.Join(dir, "server.pcap"), "-Y",
+		"ip.src == 10.99.0.2 and (tcp.analysis.retransmission or tcp.analysis.fast_retransmission or tcp.analysis.out_of_order or tcp.analysis.spurious_retransmission)",
+		"-T", "fields", "-e", "frame.number").Output()
+	if err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	seen := uint64(strings.Count(string(out), "\n"))
+	t.Logf("the peer's TCP: %d retransmissions, %d timeouts; tshark sees %d", pt.Retransmits, pt.Timeouts, seen)
+	if pt.Timeouts == 0 {
+		t.Fatal("no timeout across a 700 ms outage")
+	}
+	diff := math.Abs(float64(seen) - float64(pt.Retransmits))
+	if diff > math.Max(2, 0.02*float64(seen)) {
+		t.Errorf("tshark sees %d retransmissions, the peer's TCP counted %d", seen, pt.Retransmits)
+	}
+}

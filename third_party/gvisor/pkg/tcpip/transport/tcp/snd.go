@@ -22,6 +22,8 @@
 // the recovery, as Linux's tcp_try_undo_partial; RACK counts a recovery's
 // end once. (patches/0015): a recovery is found spurious by its timestamp
 // echo only with timestamps, and by this connection's DSACKs.
+// (patches/0017): a segment sent again counts as the segments it stands
+// for.
 
 package tcp
 
@@ -2022,10 +2024,14 @@ func (s *sender) handleRcvdSegment(rcvdSeg *segment) {
 // +checklocks:s.ep.mu
 func (s *sender) sendSegment(seg *segment) tcpip.Error {
 	if seg.xmitCount > 0 {
-		s.ep.stack.Stats().TCP.Retransmits.Increment()
-		s.ep.stats.SendErrors.Retransmits.Increment()
+		// A segment sent again whole may stand for several (sent
+		// for the NIC to split): each counts, as Linux counts
+		// tcp_skb_pcount(skb) into TCPRetransSegs.
+		n := uint64(s.pCount(seg, s.MaxPayloadSize))
+		s.ep.stack.Stats().TCP.Retransmits.IncrementBy(n)
+		s.ep.stats.SendErrors.Retransmits.IncrementBy(n)
 		if s.SndCwnd < s.Ssthresh {
-			s.ep.stack.Stats().TCP.SlowStartRetransmits.Increment()
+			s.ep.stack.Stats().TCP.SlowStartRetransmits.IncrementBy(n)
 		}
 	}
 	seg.xmitTime = s.ep.stack.Clock().NowMonotonic()
