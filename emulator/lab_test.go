@@ -331,6 +331,24 @@ func requireTshark(t *testing.T) string {
 	return tshark
 }
 
+// tsharkRetransmissions returns how many packets of the capture at path
+// tshark's TCP analysis marks as sent again: retransmissions, fast ones,
+// spurious ones, and those it calls out-of-order (sent again soon after
+// the segment they follow). from, when not empty, is a display filter
+// the packets must also pass (the sender's address).
+func tsharkRetransmissions(t *testing.T, tshark, path, from string) uint64 {
+	t.Helper()
+	filter := "tcp.analysis.retransmission or tcp.analysis.fast_retransmission or tcp.analysis.out_of_order or tcp.analysis.spurious_retransmission"
+	if from != "" {
+		filter = from + " and (" + filter + ")"
+	}
+	out, err := exec.Command(tshark, "-r", path, "-Y", filter, "-T", "fields", "-e", "frame.number").Output()
+	if err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	return uint64(strings.Count(string(out), "\n"))
+}
+
 // TestCaptureRetransmissionsSeenByTshark: tshark's TCP analysis of the
 // client capture finds the retransmissions the sending stack counted. (A
 // retransmission sent soon after its original is "out-of-order" to tshark.)
@@ -348,13 +366,7 @@ flows: [{name: bulk, type: tcp, size: 2MB}]
 		t.Fatal(err)
 	}
 	f := flowByName(t, sum.Runs[0], "bulk")
-	out, err := exec.Command(tshark, "-r", filepath.Join(dir, "client.pcap"), "-Y",
-		"tcp.analysis.retransmission or tcp.analysis.fast_retransmission or tcp.analysis.out_of_order or tcp.analysis.spurious_retransmission",
-		"-T", "fields", "-e", "frame.number").Output()
-	if err != nil {
-		t.Fatalf("tshark: %v", err)
-	}
-	seen := uint64(strings.Count(string(out), "\n"))
+	seen := tsharkRetransmissions(t, tshark, filepath.Join(dir, "client.pcap"), "")
 	if f.Retransmissions == 0 {
 		t.Fatal("no retransmissions over a lossy path")
 	}

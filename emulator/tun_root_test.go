@@ -1229,13 +1229,7 @@ capture: {points: [server], snaplen: 96}
 		t.Fatal(err)
 	}
 	pt := sum.Runs[0].TUN.PeerTCP
-	out, err := exec.Command(tshark, "-r", filepath.Join(dir, "server.pcap"), "-Y",
-		"ip.src == 10.99.0.2 and (tcp.analysis.retransmission or tcp.analysis.fast_retransmission or tcp.analysis.out_of_order or tcp.analysis.spurious_retransmission)",
-		"-T", "fields", "-e", "frame.number").Output()
-	if err != nil {
-		t.Fatalf("tshark: %v", err)
-	}
-	seen := uint64(strings.Count(string(out), "\n"))
+	seen := tsharkRetransmissions(t, tshark, filepath.Join(dir, "server.pcap"), "ip.src == 10.99.0.2")
 	t.Logf("the peer's TCP: %d retransmissions, %d timeouts; tshark sees %d", pt.Retransmits, pt.Timeouts, seen)
 	if pt.Timeouts == 0 {
 		t.Fatal("no timeout across a 700 ms outage")
