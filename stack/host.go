@@ -659,7 +659,7 @@ type Stats struct {
 type TCPStats struct {
 	SegmentsSent       uint64 `json:"segments_sent"`       // on the wire: a large segment (GSO) counts as its MSS-sized ones
 	SegmentsReceived   uint64 `json:"segments_received"`   // on the wire: a merged run or large segment counts as its segments
-	Retransmits        uint64 `json:"retransmits"`         // segments retransmitted
+	Retransmits        uint64 `json:"retransmits"`         // segments sent again, counted as SegmentsSent counts them
 	Timeouts           uint64 `json:"timeouts"`            // RTO expiries
 	FastRecoveries     uint64 `json:"fast_recoveries"`     // NewReno fast recovery episodes (no SACK)
 	SACKRecoveries     uint64 `json:"sack_recoveries"`     // SACK-based (RFC 6675) recovery episodes
