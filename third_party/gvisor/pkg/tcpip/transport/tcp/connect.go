@@ -16,6 +16,8 @@
 // received again in a DSACK block (RFC 2883), as Linux's does.
 // (patches/0016): a segment sent for the NIC to split (GSO) counts as the
 // segments it stands for in SegmentsSent, as Linux's segs_out.
+// (patches/0018): a retransmitted SYN or SYN-ACK carries a timestamp of
+// its own, so that its echo measures the round trip, not the timeout.
 
 package tcp
 
@@ -646,6 +648,11 @@ func (h *handshake) retransmitHandlerLocked() tcpip.Error {
 	// the connection with another ACK or data (as ACKs are never
 	// retransmitted on their own).
 	if h.active || !h.acked || h.deferAccept != 0 && e.stack.Clock().NowMonotonic().Sub(h.startTime) > h.deferAccept {
+		// A retransmission carries a timestamp of its own, as every
+		// segment Linux sends: the first try's would make the echo that
+		// completes the handshake measure the timeout as a round trip
+		// (netjam patches/0018).
+		h.sendSYNOpts.TSVal = e.tsValNow()
 		e.sendSynTCP(e.route, tcpFields{
 			id:        e.TransportEndpointInfo.ID,
 			ttl:       calculateTTL(e.route, e.ipv4TTL, e.ipv6HopLimit),
