@@ -23,7 +23,8 @@
 // end once. (patches/0015): a recovery is found spurious by its timestamp
 // echo only with timestamps, and by this connection's DSACKs.
 // (patches/0017): a segment sent again counts as the segments it stands
-// for.
+// for. (patches/0019): a timeout keeps what the receiver SACKed, unless it
+// reneged, and sends again only the rest, as Linux's.
 
 package tcp
 
@@ -676,20 +677,23 @@ func (s *sender) retransmitTimerExpired() tcpip.Error {
 	// the data we transmit.
 	s.Outstanding = 0
 
-	// Expunge all SACK information as per https://tools.ietf.org/html/rfc6675#section-5.1
-	//
-	//  In order to avoid memory deadlocks, the TCP receiver is allowed to
-	//  discard data that has already been selectively acknowledged. As a
-	//  result, [RFC2018] suggests that a TCP sender SHOULD expunge the SACK
-	//  information gathered from a receiver upon a retransmission timeout
-	//  (RTO) "since the timeout might indicate that the data receiver has
-	//  reneged." Additionally, a TCP sender MUST "ignore prior SACK
-	//  information in determining which data to retransmit."
-	//
-	// NOTE: We take the stricter interpretation and just expunge all
-	// information as we lack more rigorous checks to validate if the SACK
-	// information is usable after an RTO.
-	s.ep.scoreboard.Reset()
+	// RFC 6675 5.1 (after RFC 2018) has a sender expunge its SACK
+	// information on a timeout, since the timeout might mean that the
+	// receiver reneged (discarded data it had SACKed). gVisor did, and
+	// then sent again everything from SND.UNA, SACKed or not, as the
+	// window reopened: most of a timeout's retransmissions after a burst
+	// of losses were data the receiver had. Linux keeps its SACK marks
+	// and marks lost only what was not SACKed (tcp_timeout_mark_lost),
+	// unless it saw the receiver renege (tcp_check_sack_reneging: the
+	// cumulative ACK stopped at data marked SACKed, which a receiver that
+	// kept it would have acknowledged). So does this sender (netjam
+	// patches/0019): sendData skips what the scoreboard holds SACKed, and
+	// the scoreboard goes only when SND.UNA itself is marked SACKed. A
+	// receiver that reneged further on is caught by a later timeout, once
+	// SND.UNA reaches what it discarded.
+	if s.ep.scoreboard.IsSACKED(header.SACKBlock{Start: s.SndUna, End: s.SndUna.Add(1)}) {
+		s.ep.scoreboard.Reset()
+	}
 	s.updateWriteNext(s.writeList.Front())
 
 	// RFC 1122 4.2.2.17: Start sending zero window probes when we still see a
