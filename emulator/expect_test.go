@@ -9,6 +9,7 @@ import (
 
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/stack"
 	"github.com/netjam/netjam/stats"
 )
 
@@ -24,6 +25,7 @@ func TestExpectations(t *testing.T) {
 		},
 		Links:    []LinkSummary{{Name: "uplink", Drops: map[string]uint64{"loss": 12}}, {Name: "downlink", Drops: map[string]uint64{}}},
 		Fairness: &fair,
+		Hosts:    []HostSummary{{Name: "client0", TCP: stack.TCPStats{Retransmits: 51, Timeouts: 2}}, {Name: "server0", ChecksumErrors: 3}},
 	}
 	for _, c := range []struct {
 		expect, figure, got, err string
@@ -41,11 +43,15 @@ func TestExpectations(t *testing.T) {
 		{"links.downlink.drops.queue == 0", "links.downlink.drops.queue", "0", "", true},
 		{"fairness > 95%", "fairness", "97.00%", "", true},
 		{"duration_s <= 10", "duration_s", "10.000s", "", true},
+		{"hosts.client0.tcp.timeouts == 0", "hosts.client0.tcp.timeouts", "2", "", false},
+		{"hosts.client0.tcp.retransmits <= 51", "hosts.client0.tcp.retransmits", "51", "", true},
+		{"hosts.server0.checksum_errors == 0", "hosts.server0.checksum_errors", "3", "", false},
+		{"hosts.server1.malformed == 0", "", "", `hosts has no item named "server1" (names: client0, server0)`, false},
 		{"flows.bulk.retransmissions < 5Mbps", "flows.bulk.retransmissions", "51", "flows.bulk.retransmissions is a count or a plain number, but 5Mbps is a rate", false},
 		{"flows.video.delay_ms > 1ms", "flows.video.delay_ms", "", "flows.video.delay_ms is a set of figures (count, max, mean, min, p50, p95, p99): name one, as flows.video.delay_ms.count", false},
 		{"flows.bulk.goodput > 1Mbps", "", "", `flows.bulk has no figure "goodput" (it has: bytes_after_stop, bytes_received, bytes_sent, completed, completion_s, connect_s, cwnd_max, fast_retransmits, name, retransmissions, rtt_ms, stalled_s, stalls, throughput_bps, timeouts, type)`, false},
 		{"links.uplink.drops.nosuch == 0", "", "", `links.uplink.drops has no figure "nosuch" (it has: loss)`, false},
-		{"wifi.ap.drops == 0", "", "", `the run has no figure "wifi" (it has: duration_s, fairness, flows, links, seed, variant)`, false},
+		{"wifi.ap.drops == 0", "", "", `the run has no figure "wifi" (it has: duration_s, fairness, flows, hosts, links, seed, variant)`, false},
 		{"flows.bulk.type == 1", "flows.bulk.type", "", "flows.bulk.type is not a number", false},
 		{"flows.bulk.rtt_ms.p95 < 10ms", "flows.bulk.rtt_ms.p95", "", "flows.bulk.rtt_ms has no samples (count 0)", false},
 		{"flows.bulk.rtt_ms.count == 0", "flows.bulk.rtt_ms.count", "0", "", true},
@@ -82,6 +88,10 @@ func TestExpectationsCheckedBeforeTheRun(t *testing.T) {
 		{"duration_s <= 10", ""},
 		{"flows.bulk.rtt_ms.count == 0", ""},
 		{"wifi.ap.delivered > 0", ""},
+		{"hosts.client0.tcp.timeouts == 0", ""},
+		{"hosts.server0.checksum_errors == 0", ""},
+		{"hosts.client0.tcp.lost == 0", `hosts.client0.tcp has no figure "lost"`},
+		{"hosts.client0.tcp > 1", "hosts.client0.tcp is a set of figures"},
 		{"flows.bulk.retransmissions < 5Mbps", "flows.bulk.retransmissions is a count or a plain number, but 5Mbps is a rate"},
 		{"flows.bulk.throughput > 1ms", "flows.bulk.throughput_bps is a rate, but 1ms is a duration"},
 		{"flows.video.delay_ms > 1ms", "flows.video.delay_ms is a set of figures (count, max, mean, min, p50, p95, p99): name one, as flows.video.delay_ms.count"},

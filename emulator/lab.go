@@ -280,8 +280,8 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir strin
 	return l, nil
 }
 
-// hostSummaries returns what each netstack host dropped on arrival, the
-// client side's hosts first.
+// hostSummaries returns what each netstack host dropped on arrival and its
+// TCP's counters, the client side's hosts first.
 func (l *lab) hostSummaries() []HostSummary {
 	var hs []HostSummary
 	for _, e := range append(slices.Clip(l.clients), l.servers...) {
@@ -289,7 +289,7 @@ func (l *lab) hostSummaries() []HostSummary {
 			continue
 		}
 		st := e.host.Stats()
-		hs = append(hs, HostSummary{Name: e.name, ChecksumErrors: st.ChecksumErrors, Malformed: st.Malformed})
+		hs = append(hs, HostSummary{Name: e.name, ChecksumErrors: st.ChecksumErrors, Malformed: st.Malformed, TCP: st.TCP})
 	}
 	return hs
 }

@@ -79,6 +79,48 @@ variants:
 	}
 }
 
+// A lab host's TCP counters (summary.json's hosts[].tcp) count what crossed
+// the links: the client's segments sent are what the uplink took, its
+// segments received what the downlink delivered, and the server's the other
+// way; its retransmissions are its one flow's. On the virtual clock, over
+// 2% loss both ways.
+func TestLabHostsCountTCPAsTheLinks(t *testing.T) {
+	sum := runPlan(t, `
+clock: virtual
+seed: 3
+duration: 5s
+link: {delay: 5ms, loss: 2%, rate: 20Mbps}
+flows: [{name: bulk, type: tcp, duration: 5s}]
+expect: [hosts.client0.tcp.retransmits > 0]
+`)
+	r := sum.Runs[0]
+	if len(r.Hosts) != 2 || r.Hosts[0].Name != "client0" || r.Hosts[1].Name != "server0" {
+		t.Fatalf("hosts %+v, want client0 and server0", r.Hosts)
+	}
+	c, s := r.Hosts[0].TCP, r.Hosts[1].TCP
+	up, down := r.Links[0], r.Links[1]
+	f := flowByName(t, r, "bulk")
+	t.Logf("client %+v\nserver %+v\nuplink in %d out %d, downlink in %d out %d; flow: %d retransmissions", c, s, up.PacketsIn, up.PacketsOut, down.PacketsIn, down.PacketsOut, f.Retransmissions)
+	// The last segments (a FIN's ACK, a reset) may leave as the run
+	// ends, after the links stopped counting.
+	near := func(what string, got, want uint64) {
+		if got < want || got > want+2 {
+			t.Errorf("%s: %d, want %d (or up to 2 more)", what, got, want)
+		}
+	}
+	near("client's segments sent against the uplink's packets in", c.SegmentsSent, up.PacketsIn)
+	near("server's segments sent against the downlink's packets in", s.SegmentsSent, down.PacketsIn)
+	if c.SegmentsReceived != down.PacketsOut || s.SegmentsReceived != up.PacketsOut {
+		t.Errorf("segments received: client %d, server %d; the links delivered %d and %d", c.SegmentsReceived, s.SegmentsReceived, down.PacketsOut, up.PacketsOut)
+	}
+	if c.Retransmits == 0 || c.Retransmits != f.Retransmissions {
+		t.Errorf("client retransmitted %d segments, its flow %d: want the same, not 0", c.Retransmits, f.Retransmissions)
+	}
+	if len(r.Expectations) != 1 || !r.Expectations[0].Pass {
+		t.Errorf("expectations %+v, want hosts.client0.tcp.retransmits > 0 to hold", r.Expectations)
+	}
+}
+
 // TestLabUDPLossMatchesConfiguredRate: 4000 datagrams over 5% random loss.
 // The number lost is Binomial(4000, 0.05): sd = sqrt(0.05*0.95/4000) =
 // 0.0034 of the ratio; 4.5 sd gives a band of +-0.0155 that a correct

@@ -10,6 +10,7 @@ import (
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/stack"
 	"github.com/netjam/netjam/stats"
 	"github.com/netjam/netjam/wifi"
 )
@@ -49,8 +50,8 @@ type RunSummary struct {
 	Captures map[string]CaptureSummary `json:"captures,omitempty"`
 	// TUN is what TUN mode's device and relay saw; absent without it.
 	TUN *TUNSummary `json:"tun,omitempty"`
-	// Hosts are the lab's netstack hosts and what each dropped on
-	// arrival; absent in a run without them.
+	// Hosts are the lab's netstack hosts, what each dropped on arrival
+	// and its TCP's counters; absent in a run without them.
 	Hosts []HostSummary `json:"hosts,omitempty"`
 	// Error, when not empty, says why the run failed (a flow reported
 	// corrupted data or a broken connection): its figures are partial.
@@ -69,11 +70,13 @@ type RunSummary struct {
 // HostSummary is one netstack host of the lab and the packets it dropped
 // on arrival: a TCP or UDP checksum that did not hold (ChecksumErrors: a
 // corrupt stage's work, the path delivered them) or headers that do not
-// parse (Malformed).
+// parse (Malformed); and its TCP's counters, all its connections summed,
+// counted as on the wire (as TUN mode's peer_tcp).
 type HostSummary struct {
-	Name           string `json:"name"`
-	ChecksumErrors uint64 `json:"checksum_errors"`
-	Malformed      uint64 `json:"malformed"`
+	Name           string         `json:"name"`
+	ChecksumErrors uint64         `json:"checksum_errors"`
+	Malformed      uint64         `json:"malformed"`
+	TCP            stack.TCPStats `json:"tcp"`
 }
 
 // PathSummary is one path of a run: its links, what it takes, and the

@@ -13,7 +13,7 @@ import (
 
 // ExpectRoots are the first keys of an expectation's path: the figures of
 // one run in summary.json.
-var ExpectRoots = []string{"duration_s", "flows", "links", "fairness", "wifi", "captures", "tun"}
+var ExpectRoots = []string{"duration_s", "flows", "links", "fairness", "wifi", "captures", "tun", "hosts"}
 
 // expectOps are the comparisons, longest first so that "<=" is not read as
 // "<" and "=...".

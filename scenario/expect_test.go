@@ -56,7 +56,7 @@ expect:
   - flows.bulk.throughput < -Inf
 `
 	want := `x.yaml:3: expect[0]: "flows.bulk.throughput => 4Mbps" is not an expectation (expected FIGURE OP VALUE with OP one of <= >= == != < >, as flows.bulk.throughput > 4Mbps)
-x.yaml:4: expect[1]: "flow.bulk.throughput > 4Mbps": "flow" is not a figure of a run (figures: duration_s, flows, links, fairness, wifi, captures, tun); did you mean "flows"?
+x.yaml:4: expect[1]: "flow.bulk.throughput > 4Mbps": "flow" is not a figure of a run (figures: duration_s, flows, links, fairness, wifi, captures, tun, hosts); did you mean "flows"?
 x.yaml:5: expect[2]: "flows.bulkk.throughput > 4Mbps": no flow named "bulkk" (names: bulk); did you mean "bulk"?
 x.yaml:6: expect[3]: "links.up.drops.queue == 0": no link named "up" (names: uplink, downlink)
 x.yaml:7: expect[4]: "flows.bulk.throughput > 4 Mbit per secon...": "4 Mbit per second" is not a value (a number, or one with a unit: 150ms, 4Mbps, 5MB, 1%)
