@@ -2,22 +2,40 @@ package stack
 
 import (
 	"context"
-	"net/netip"
+	"encoding/binary"
 	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// tcpFlags returns an IPv4 TCP packet's flags, and false for anything else.
-func tcpFlags(p []byte) (byte, bool) {
+// tcpSeg is what the tests read of an IPv4 TCP packet.
+type tcpSeg struct {
+	flags    byte
+	seq, ack uint32
+	hdr      int // the IP and TCP headers' length: where the payload starts
+	data     int // the payload's length
+}
+
+// parseTCP reads an IPv4 TCP packet's header; false for anything else.
+func parseTCP(p []byte) (tcpSeg, bool) {
 	if len(p) < 20 || p[0]>>4 != 4 {
-		return 0, false
+		return tcpSeg{}, false
 	}
 	ihl := int(p[0]&0x0f) * 4
 	if len(p) < ihl+20 || p[9] != 6 {
-		return 0, false
+		return tcpSeg{}, false
 	}
-	return p[ihl+13], true
+	hdr := ihl + int(p[ihl+12]>>4)*4
+	if hdr > len(p) {
+		return tcpSeg{}, false
+	}
+	return tcpSeg{
+		flags: p[ihl+13],
+		seq:   binary.BigEndian.Uint32(p[ihl+4:]),
+		ack:   binary.BigEndian.Uint32(p[ihl+8:]),
+		hdr:   hdr,
+		data:  len(p) - hdr,
+	}, true
 }
 
 // A handshake whose SYN or SYN-ACK was lost and sent again seeds the
@@ -38,8 +56,8 @@ func TestRetransmittedHandshakeSamplesTheRoundTrip(t *testing.T) {
 	// dropFirst drops the first packet with exactly these flags.
 	dropFirst := func(flags byte, done *atomic.Bool) func([]byte) bool {
 		return func(p []byte) bool {
-			f, ok := tcpFlags(p)
-			return ok && f == flags && done.CompareAndSwap(false, true)
+			seg, ok := parseTCP(p)
+			return ok && seg.flags == flags && done.CompareAndSwap(false, true)
 		}
 	}
 	for _, tc := range []struct {
@@ -61,30 +79,8 @@ func TestRetransmittedHandshakeSamplesTheRoundTrip(t *testing.T) {
 			a, b := newPair(t, tc.pc(&dropped))
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			l, err := b.ListenTCP(8080, TCPOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
-			accepted := make(chan *TCPConn, 1)
-			go func() {
-				c, err := l.Accept(ctx)
-				if err != nil {
-					c = nil
-				}
-				accepted <- c
-			}()
 			start := time.Now()
-			c, err := a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 8080), TCPOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			s := <-accepted
-			if s == nil {
-				t.Fatal("accept failed")
-			}
-			defer s.Close()
+			c, s := connect(ctx, t, a, b)
 			took := time.Since(start)
 			if !dropped.Load() {
 				t.Fatal("nothing was dropped: the test did not test")

@@ -3,9 +3,9 @@ package stack
 import (
 	"context"
 	"encoding/binary"
+	"io"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -30,36 +30,11 @@ func TestTimeoutResendsOnlyWhatWasNotSACKed(t *testing.T) {
 	)
 	w := &resendWatch{got: make([]bool, burst+1), start: time.Now()}
 	a, b := newPair(t, pairConfig{fam: v4, sack: true, dropAB: w.drop(heal)})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	l, err := b.ListenTCP(8080, TCPOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	got := acceptAndDrain(ctx, l, countingDiscard{new(atomic.Int64)})
-	c, err := a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 8080), TCPOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	w.mu.Lock()
-	w.start = time.Now()
-	w.mu.Unlock()
-	if _, err := c.Write(payload(burst, 1)); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.CloseWrite(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case n := <-got:
-		if n != burst {
-			t.Fatalf("received %d bytes, want %d", n, burst)
-		}
-	case <-ctx.Done():
-		t.Fatalf("transfer did not finish: %+v", c.Info())
-	}
+	sendBurst(t, a, b, burst, func() {
+		w.mu.Lock()
+		w.start = time.Now()
+		w.mu.Unlock()
+	})
 	st := a.Stats().TCP
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -69,6 +44,68 @@ func TestTimeoutResendsOnlyWhatWasNotSACKed(t *testing.T) {
 	}
 	if w.again > 0 {
 		t.Errorf("%d segments the receiver had SACKed sent again after a timeout", w.again)
+	}
+}
+
+// connect opens a TCP connection from a to b's port 8080 and returns its
+// two ends, the dialler's and the listener's; both close at the end of the
+// test.
+func connect(ctx context.Context, t *testing.T, a, b *Host) (c, s *TCPConn) {
+	t.Helper()
+	l, err := b.ListenTCP(8080, TCPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan *TCPConn, 1)
+	go func() {
+		s, err := l.Accept(ctx)
+		if err != nil {
+			s = nil
+		}
+		accepted <- s
+	}()
+	c, err = a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 8080), TCPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if s = <-accepted; s == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { s.Close() })
+	return c, s
+}
+
+// sendBurst has a send burst bytes to b over TCP and close, and waits, at
+// most 30 s, until b has read them all; before, when not nil, runs once the
+// connection is open, just before the burst is written.
+func sendBurst(t *testing.T, a, b *Host, burst int, before func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, s := connect(ctx, t, a, b)
+	got := make(chan int64, 1)
+	go func() {
+		n, _ := io.CopyBuffer(io.Discard, s, make([]byte, 256<<10))
+		got <- n
+	}()
+	if before != nil {
+		before()
+	}
+	if _, err := c.Write(payload(burst, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-got:
+		if n != int64(burst) {
+			t.Fatalf("received %d bytes, want %d", n, burst)
+		}
+	case <-ctx.Done():
+		t.Fatalf("transfer did not finish in 30 s: %+v", c.Info())
 	}
 }
 
@@ -88,21 +125,19 @@ func (w *resendWatch) drop(heal time.Duration) func([]byte) bool {
 	return func(p []byte) bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		f, ok := tcpFlags(p)
+		seg, ok := parseTCP(p)
 		if !ok {
 			return false
 		}
-		ihl := int(p[0]&0x0f) * 4
-		seq := binary.BigEndian.Uint32(p[ihl+4:])
-		if f&0x02 != 0 {
-			w.isn, w.synced = seq, true
+		if seg.flags&0x02 != 0 {
+			w.isn, w.synced = seg.seq, true
 			return false
 		}
-		data := len(p) - ihl - int(p[ihl+12]>>4)*4
+		data := seg.data
 		if !w.synced || data <= 0 {
 			return false
 		}
-		off := int(seq - w.isn - 1)
+		off := int(seg.seq - w.isn - 1)
 		if off < 0 || off+data > len(w.got)-1 {
 			return false
 		}
@@ -149,21 +184,18 @@ func TestTimeoutAfterRenegingSendsAgain(t *testing.T) {
 	dropAB := func(p []byte) bool {
 		mu.Lock()
 		defer mu.Unlock()
-		f, ok := tcpFlags(p)
+		seg, ok := parseTCP(p)
 		if !ok {
 			return false
 		}
-		ihl := int(p[0]&0x0f) * 4
-		seq := binary.BigEndian.Uint32(p[ihl+4:])
-		if f&0x02 != 0 {
-			isn = seq
+		if seg.flags&0x02 != 0 {
+			isn = seg.seq
 			return false
 		}
-		data := len(p) - ihl - int(p[ihl+12]>>4)*4
-		off := int(seq - isn - 1)
+		off := int(seg.seq - isn - 1)
 		// The first transmission of the packets holding bytes 4200 to
 		// 12599 (six of 1400).
-		if data > 0 && off < 12600 && off+data > 4200 && !lost[off] {
+		if seg.data > 0 && off < 12600 && off+seg.data > 4200 && !lost[off] {
 			lost[off] = true
 			dropped++
 			return true
@@ -173,16 +205,13 @@ func TestTimeoutAfterRenegingSendsAgain(t *testing.T) {
 	dropBA := func(p []byte) bool {
 		mu.Lock()
 		defer mu.Unlock()
-		f, ok := tcpFlags(p)
-		if !ok {
+		seg, ok := parseTCP(p)
+		if !ok || forged || seg.flags&0x10 == 0 {
 			return false
 		}
 		ihl := int(p[0]&0x0f) * 4
-		if forged || f&0x10 == 0 {
-			return false
-		}
-		ack := binary.BigEndian.Uint32(p[ihl+8:])
-		opts := p[ihl+20 : ihl+int(p[ihl+12]>>4)*4]
+		ack := seg.ack
+		opts := p[ihl+20 : seg.hdr]
 		for i := 0; i < len(opts); {
 			switch opts[i] {
 			case 0:
@@ -210,33 +239,7 @@ func TestTimeoutAfterRenegingSendsAgain(t *testing.T) {
 		return false
 	}
 	a, b := newPair(t, pairConfig{fam: v4, sack: true, dropAB: dropAB, dropBA: dropBA})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	l, err := b.ListenTCP(8080, TCPOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	got := acceptAndDrain(ctx, l, countingDiscard{new(atomic.Int64)})
-	c, err := a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 8080), TCPOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Write(payload(burst, 1)); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.CloseWrite(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case n := <-got:
-		if n != burst {
-			t.Fatalf("received %d bytes, want %d", n, burst)
-		}
-	case <-ctx.Done():
-		t.Fatalf("transfer did not finish in 30 s after the receiver reneged: %+v", c.Info())
-	}
+	sendBurst(t, a, b, burst, nil)
 	st := a.Stats().TCP
 	mu.Lock()
 	defer mu.Unlock()
