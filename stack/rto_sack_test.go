@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
 // After a retransmission timeout the sender sends again what the receiver
@@ -168,9 +170,10 @@ func (w *resendWatch) drop(heal time.Duration) func([]byte) bool {
 // SND.UNA itself marked SACKed, the receiver cannot have kept it (its
 // cumulative ACK would cover it), and the sender drops its SACK marks and
 // sends it again, as Linux's tcp_check_sack_reneging has it. The receiver
-// here reneges by proxy: a run of six packets is lost once, and the first
-// ACK that SACKs beyond it is rewritten to SACK all but the run's first two
-// packets too, which the receiver does not have.
+// here reneges by proxy: the packets holding bytes 4200 to 12599 are lost
+// once, and the first ACK that SACKs beyond them is rewritten to SACK all
+// of the hole but its first 2800 bytes too, which the receiver does not
+// have.
 func TestTimeoutAfterRenegingSendsAgain(t *testing.T) {
 	const burst = 40 * 1400
 	var (
@@ -194,7 +197,7 @@ func TestTimeoutAfterRenegingSendsAgain(t *testing.T) {
 		}
 		off := int(seg.seq - isn - 1)
 		// The first transmission of the packets holding bytes 4200 to
-		// 12599 (six of 1400).
+		// 12599 (seven of 1420).
 		if seg.data > 0 && off < 12600 && off+seg.data > 4200 && !lost[off] {
 			lost[off] = true
 			dropped++
@@ -252,24 +255,10 @@ func TestTimeoutAfterRenegingSendsAgain(t *testing.T) {
 	}
 }
 
-// tcpChecksum sets an IPv4 TCP packet's checksum.
+// tcpChecksum sets an IPv4 TCP packet's checksum again.
 func tcpChecksum(p []byte, ihl int) {
-	seg := p[ihl:]
-	seg[16], seg[17] = 0, 0
-	var sum uint32
-	add := func(b []byte) {
-		for i := 0; i+1 < len(b); i += 2 {
-			sum += uint32(b[i])<<8 | uint32(b[i+1])
-		}
-		if len(b)%2 == 1 {
-			sum += uint32(b[len(b)-1]) << 8
-		}
-	}
-	add(p[12:20])
-	sum += 6 + uint32(len(seg))
-	add(seg)
-	for sum>>16 != 0 {
-		sum = sum&0xffff + sum>>16
-	}
-	binary.BigEndian.PutUint16(seg[16:], ^uint16(sum))
+	ip, tcp := header.IPv4(p), header.TCP(p[ihl:])
+	tcp.SetChecksum(0)
+	xsum := header.PseudoHeaderChecksum(header.TCPProtocolNumber, ip.SourceAddress(), ip.DestinationAddress(), uint16(len(tcp)))
+	tcp.SetChecksum(^checksumOf(xsum, tcp))
 }
