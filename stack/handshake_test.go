@@ -12,6 +12,7 @@ import (
 type tcpSeg struct {
 	flags    byte
 	seq, ack uint32
+	ihl      int // the IP header's length: where the TCP header starts
 	hdr      int // the IP and TCP headers' length: where the payload starts
 	data     int // the payload's length
 }
@@ -33,6 +34,7 @@ func parseTCP(p []byte) (tcpSeg, bool) {
 		flags: p[ihl+13],
 		seq:   binary.BigEndian.Uint32(p[ihl+4:]),
 		ack:   binary.BigEndian.Uint32(p[ihl+8:]),
+		ihl:   ihl,
 		hdr:   hdr,
 		data:  len(p) - hdr,
 	}, true

@@ -212,9 +212,8 @@ func TestTimeoutAfterRenegingSendsAgain(t *testing.T) {
 		if !ok || forged || seg.flags&0x10 == 0 {
 			return false
 		}
-		ihl := int(p[0]&0x0f) * 4
 		ack := seg.ack
-		opts := p[ihl+20 : seg.hdr]
+		opts := p[seg.ihl+20 : seg.hdr]
 		for i := 0; i < len(opts); {
 			switch opts[i] {
 			case 0:
@@ -232,7 +231,7 @@ func TestTimeoutAfterRenegingSendsAgain(t *testing.T) {
 					forgedS = ack + 2*1400
 					ackd = ack
 					binary.BigEndian.PutUint32(opts[i+2:], forgedS)
-					tcpChecksum(p, ihl)
+					tcpChecksum(p, seg.ihl)
 					forged = true
 				}
 				return false
