@@ -114,6 +114,26 @@ func open(path string, owner *Owner, mkdir bool) (*Dir, error) {
 	return &Dir{root: root, path: path, owner: owner}, nil
 }
 
+// CreateFile opens the file at path for writing as a shell's redirection
+// does (made, or emptied; a link is followed, a device written to): for a
+// file the user names, such as --junit's, outside any output folder. With
+// an owner, it is opened with the owner's rights, so it is a file they
+// could write, and a file it makes is theirs.
+func CreateFile(path string, owner *Owner) (*os.File, error) {
+	var f *os.File
+	do := func() (err error) {
+		f, err = os.Create(path)
+		return err
+	}
+	var err error
+	if owner != nil {
+		err = asUser(owner, do)
+	} else {
+		err = do()
+	}
+	return f, err
+}
+
 // Path is the path the folder was opened by. It is for messages: the
 // folder may have been moved since, and the Dir still writes into it.
 func (d *Dir) Path() string { return d.path }
@@ -124,8 +144,10 @@ func (d *Dir) Join(name string) string { return filepath.Join(d.path, name) }
 // Close closes the folder. Files opened through it stay open.
 func (d *Dir) Close() error { return d.root.Close() }
 
-// Create makes the file name, empty, for writing, in place of whatever
-// had the name: for files written as they grow (a log, a capture).
+// Create makes the file name, empty, for writing: for files written as
+// they grow (a log, a capture). A file or a link that had the name is
+// removed first (the link itself, not what it points to); a folder, a
+// device, a FIFO or a socket is an error.
 func (d *Dir) Create(name string) (*os.File, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
@@ -138,7 +160,10 @@ func (d *Dir) Create(name string) (*os.File, error) {
 		if !errors.Is(err, fs.ErrExist) {
 			return nil, d.err("create", name, err)
 		}
-		// The entry itself goes, whatever it is: a link is not followed.
+		if err := d.replaceable(name); err != nil {
+			return nil, err
+		}
+		// The entry goes, a link itself (not what it points to).
 		if err := d.root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, d.err("replace", name, err)
 		}
@@ -148,7 +173,7 @@ func (d *Dir) Create(name string) (*os.File, error) {
 
 // WriteFile writes b as the file name: into a new file of a temporary
 // name, renamed over the name, so that a reader sees the old file or the
-// whole new one.
+// whole new one. What may have the name is as for Create.
 func (d *Dir) WriteFile(name string, b []byte) error {
 	if err := checkName(name); err != nil {
 		return err
@@ -159,6 +184,9 @@ func (d *Dir) WriteFile(name string, b []byte) error {
 	}
 	_, err = f.Write(b)
 	err = errors.Join(err, f.Close())
+	if err == nil {
+		err = d.replaceable(name)
+	}
 	if err == nil {
 		err = d.root.Rename(tmp, name)
 	}
@@ -390,7 +418,7 @@ func (d *Dir) check(f *os.File, name string) error {
 		return fmt.Errorf("%w: a symbolic link", ErrNotOurs)
 	}
 	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%w: not a regular file (%s)", ErrNotOurs, fi.Mode().Type())
+		return fmt.Errorf("%w: a %s", ErrNotOurs, kind(fi.Mode()))
 	}
 	if d.owner == nil {
 		return nil
@@ -406,6 +434,38 @@ func (d *Dir) check(f *os.File, name string) error {
 		return fmt.Errorf("%w: it belongs to uid %d", ErrNotOurs, st.Uid)
 	}
 	return nil
+}
+
+// replaceable says why the entry name, if there is one, is not one to
+// replace with a new file: a file or a link may go, but a folder, a
+// device, a FIFO or a socket is in the way (an output folder has none
+// unless someone put it there, and a device is not netjam's to remove).
+func (d *Dir) replaceable(name string) error {
+	fi, err := d.root.Lstat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return d.err("replace", name, err)
+	case fi.Mode().IsRegular() || fi.Mode()&fs.ModeSymlink != 0:
+		return nil
+	}
+	return d.err("replace", name, fmt.Errorf("in the way: a %s, not a file", kind(fi.Mode())))
+}
+
+// kind names the type of a file mode, for messages.
+func kind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "folder"
+	case m&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return m.Type().String()
 }
 
 // ownedBy reports whether fi's owner is uid.

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -90,6 +91,37 @@ func TestWritesReplaceLinks(t *testing.T) {
 			}
 			untouched(t, outside, precious)
 		})
+	}
+}
+
+// TestWritesLeaveWhatIsNotAFile: a folder, a FIFO or a device in a
+// file's place is an error for Create and WriteFile, and stays.
+func TestWritesLeaveWhatIsNotAFile(t *testing.T) {
+	d, dir, _, _ := folder(t)
+	os.Mkdir(filepath.Join(dir, "folder"), 0o755)
+	os.WriteFile(filepath.Join(dir, "folder", "x"), nil, 0o644)
+	os.Mkdir(filepath.Join(dir, "empty"), 0o755)
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"folder", "empty", "fifo"}
+	if os.Geteuid() == 0 {
+		// A device node like /dev/null's (1, 3).
+		if err := syscall.Mknod(filepath.Join(dir, "null"), syscall.S_IFCHR|0o666, 1<<8|3); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, "null")
+	}
+	for how, write := range writers {
+		for _, name := range names {
+			before, _ := os.Lstat(filepath.Join(dir, name))
+			if err := write(d, name); err == nil || !strings.Contains(err.Error(), "in the way") {
+				t.Errorf("%s %s: %v, want it in the way", how, name, err)
+			}
+			if after, err := os.Lstat(filepath.Join(dir, name)); err != nil || after.Mode() != before.Mode() {
+				t.Errorf("%s %s: %v after, %v before", how, name, after, before)
+			}
+		}
 	}
 }
 
@@ -363,5 +395,23 @@ func TestOwnerRights(t *testing.T) {
 	}
 	if _, err := d.ReadFile("roots"); err != nil {
 		t.Errorf("ReadFile of a file netjam's user made: %v", err)
+	}
+	// A file the user names is written with their rights: not root's.
+	if f, err := outdir.CreateFile(secret, nobody); !errors.Is(err, fs.ErrPermission) {
+		if f != nil {
+			f.Close()
+		}
+		t.Errorf("CreateFile of root's file: %v, want a permission error", err)
+	}
+	f, err := outdir.CreateFile(filepath.Join(home, "junit.xml"), nobody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if uid, gid := owner(t, filepath.Join(home, "junit.xml")); uid != 65534 || gid != 65534 {
+		t.Errorf("CreateFile: %d:%d, want 65534:65534", uid, gid)
+	}
+	if b, _ := os.ReadFile(secret); string(b) != "secret\n" {
+		t.Errorf("root's file: %q", b)
 	}
 }
