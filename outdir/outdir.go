@@ -98,6 +98,14 @@ func open(path string, owner *Owner, mkdir bool) (*Dir, error) {
 				return err
 			}
 		}
+		// os.OpenRoot opens path without O_DIRECTORY: a FIFO there would
+		// block it. (Only the folder's own user could swap one in after
+		// this check, and hold up only their own run.)
+		if fi, err := os.Stat(path); err != nil {
+			return err
+		} else if !fi.IsDir() {
+			return &fs.PathError{Op: "open", Path: path, Err: syscall.ENOTDIR}
+		}
 		var err error
 		root, err = os.OpenRoot(path)
 		return err

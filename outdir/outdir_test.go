@@ -273,6 +273,27 @@ func TestScratchLeavesNoName(t *testing.T) {
 	}
 }
 
+// TestOpenRefusesWhatIsNotAFolder: a file or a FIFO is not a folder (and
+// the FIFO does not block the open).
+func TestOpenRefusesWhatIsNotAFolder(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "file"), nil, 0o644)
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"file", "fifo"} {
+		if _, err := outdir.Open(filepath.Join(dir, name), nil); !errors.Is(err, syscall.ENOTDIR) {
+			t.Errorf("Open %s: %v, want ENOTDIR", name, err)
+		}
+		if _, err := outdir.Make(filepath.Join(dir, name), nil); err == nil {
+			t.Errorf("Make %s: opened", name)
+		}
+	}
+	if _, err := outdir.Open(filepath.Join(dir, "missing"), nil); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Open of a missing folder: %v", err)
+	}
+}
+
 // TestGlob lists matching names, sorted.
 func TestGlob(t *testing.T) {
 	d, dir, _, _ := folder(t)
