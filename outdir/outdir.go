@@ -79,8 +79,8 @@ type Dir struct {
 
 // Make makes the folder path (with its missing parents) and opens it.
 // With an owner, both happen with the owner's rights: the folders made
-// are theirs, and a folder they may not write into is refused (a
-// permission error).
+// are theirs, and a folder they may not write into, new or not, is
+// refused (a permission error).
 func Make(path string, owner *Owner) (*Dir, error) {
 	return open(path, owner, true)
 }
@@ -107,8 +107,18 @@ func open(path string, owner *Owner, mkdir bool) (*Dir, error) {
 			return &fs.PathError{Op: "open", Path: path, Err: syscall.ENOTDIR}
 		}
 		var err error
-		root, err = os.OpenRoot(path)
-		return err
+		if root, err = os.OpenRoot(path); err != nil {
+			return err
+		}
+		if owner != nil {
+			// A folder that exists already was not made with the
+			// owner's rights: ask them of the folder opened.
+			if err := mayWrite(root); err != nil {
+				root.Close()
+				return &fs.PathError{Op: "open", Path: path, Err: err}
+			}
+		}
+		return nil
 	}
 	var err error
 	if owner != nil {

@@ -395,6 +395,32 @@ func TestOwnerRights(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(base, "out")); err == nil {
 		t.Error("Make in root's folder made it")
 	}
+	// Nor an existing folder of root's, though nobody may open it.
+	for _, open := range []func(string, *outdir.Owner) (*outdir.Dir, error){outdir.Open, outdir.Make} {
+		if d, err := open(base, nobody); !errors.Is(err, fs.ErrPermission) {
+			if d != nil {
+				d.Close()
+			}
+			t.Errorf("opening root's folder: %v, want a permission error", err)
+		}
+	}
+	// A folder of root's that a group of the owner's may write into is
+	// theirs to write.
+	shared := filepath.Join(base, "shared")
+	os.Mkdir(shared, 0o775)
+	os.Chown(shared, 0, 4321)
+	os.Chmod(shared, 0o775)
+	if d, err := outdir.Make(filepath.Join(shared, "out"), &outdir.Owner{UID: 65534, GID: 65534, Groups: []int{4321}}); err != nil {
+		t.Errorf("a folder the owner's group may write into: %v", err)
+	} else {
+		d.Close()
+	}
+	if d, err := outdir.Make(filepath.Join(shared, "out2"), nobody); !errors.Is(err, fs.ErrPermission) {
+		if d != nil {
+			d.Close()
+		}
+		t.Errorf("the same folder without the group: %v, want a permission error", err)
+	}
 	home := filepath.Join(base, "home")
 	os.Mkdir(home, 0o755)
 	os.Chown(home, 65534, 65534)

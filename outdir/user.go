@@ -2,6 +2,7 @@ package outdir
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 
 	"golang.org/x/sys/unix"
@@ -23,6 +24,19 @@ func asUser(o *Owner, f func() error) error {
 		errc <- f()
 	}()
 	return <-errc
+}
+
+// mayWrite says why the calling thread may not make files in the folder
+// root, or nil: asked of the folder's descriptor, not its path, which may
+// name another folder by now. AT_EACCESS asks with the thread's own
+// (file-system) ids rather than the process's real ones.
+func mayWrite(root *os.Root) error {
+	f, err := root.Open(".")
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return unix.Faccessat2(int(f.Fd()), "", unix.W_OK|unix.X_OK, unix.AT_EACCESS|unix.AT_EMPTY_PATH)
 }
 
 // becomeUser gives the calling thread o's groups and file-system ids.
