@@ -103,3 +103,71 @@ func TestShellOutFollowsNoSymlinkOfTheCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestRunUnderSudoWritesAsTheUser: netjam as root under sudo (SUDO_UID of
+// nobody) refuses an output folder and a --junit file that nobody may not
+// write, and leaves everything it writes (results, capture, log, JUnit
+// XML, a sweep's run folders, merge's and plot's files) owned by nobody.
+func TestRunUnderSudoWritesAsTheUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("acting for the user who ran sudo needs root")
+	}
+	base, err := os.MkdirTemp("", "netjam-sudo-run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	os.Chmod(base, 0o755) // root's: nobody may not write here
+	home := filepath.Join(base, "home")
+	os.Mkdir(home, 0o755)
+	os.Chown(home, 65534, 65534)
+	sc := filepath.Join(base, "s.yaml")
+	os.WriteFile(sc, []byte("name: s\nclock: virtual\nduration: 1s\nflows: [{name: u, type: udp, rate: 1Mbps, duration: 1s}]\n"), 0o644)
+	t.Setenv("SUDO_UID", "65534")
+	t.Setenv("SUDO_GID", "65534")
+
+	code, _, errOut := netjam(t, "run", "-q", "--out", filepath.Join(base, "out"), sc)
+	if code != exitFailed || !strings.Contains(errOut, "permission denied") || !strings.Contains(errOut, "under sudo netjam writes as the user who ran it, uid 65534") {
+		t.Errorf("--out in root's folder: exit %d, %q", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(base, "out")); err == nil {
+		t.Error("--out in root's folder: made")
+	}
+	code, _, errOut = netjam(t, "run", "-q", "--out", filepath.Join(home, "out"), "--junit", filepath.Join(base, "junit.xml"), sc)
+	if code != exitFailed || !strings.Contains(errOut, "writing JUnit XML") || !strings.Contains(errOut, "permission denied") {
+		t.Errorf("--junit in root's folder: exit %d, %q", code, errOut)
+	}
+	out := filepath.Join(home, "run")
+	if code, _, errOut := netjam(t, "run", "-q", "--out", out, "--capture", "client", "--junit", filepath.Join(home, "junit.xml"), sc); code != 0 {
+		t.Fatalf("run: exit %d, %s", code, errOut)
+	}
+	if code, _, errOut := netjam(t, "plot", out); code != 0 {
+		t.Fatalf("plot: exit %d, %s", code, errOut)
+	}
+	sweep := filepath.Join(home, "sweep")
+	if code, _, errOut := netjam(t, "sweep", "-q", "--out", sweep, "--grid", "link.delay=1ms,2ms", sc); code != 0 {
+		t.Fatalf("sweep: exit %d, %s", code, errOut)
+	}
+	if code, _, errOut := netjam(t, "merge", sweep); code != 0 {
+		t.Fatalf("merge: exit %d, %s", code, errOut)
+	}
+	n := 0
+	filepath.WalkDir(home, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		n++
+		st, _ := os.Lstat(path)
+		if s := st.Sys().(*syscall.Stat_t); s.Uid != 65534 || s.Gid != 65534 {
+			t.Errorf("%s: owned by %d:%d, want 65534:65534", path, s.Uid, s.Gid)
+		}
+		return nil
+	})
+	for _, p := range []string{"run/summary.json", "run/client.pcap", "run/netjam.log", "run/report.html", "junit.xml", "sweep/netjam.log", "sweep/sweep.html"} {
+		if _, err := os.Stat(filepath.Join(home, p)); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	t.Logf("%d entries, all nobody's", n)
+}
