@@ -99,8 +99,8 @@ func open(path string, owner *Owner, mkdir bool) (*Dir, error) {
 			}
 		}
 		// os.OpenRoot opens path without O_DIRECTORY: a FIFO there would
-		// block it. (Only the folder's own user could swap one in after
-		// this check, and hold up only their own run.)
+		// block it. (One swapped in after this check, by someone who may
+		// change the folder's parent, holds up this run only.)
 		if fi, err := os.Stat(path); err != nil {
 			return err
 		} else if !fi.IsDir() {
