@@ -36,6 +36,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/netjam/netjam/outdir"
 )
 
 // LinkType is the link-layer header type of a capture's packets (pcap's
@@ -153,7 +155,8 @@ var (
 // Options limit their size. Its methods may be called from several
 // goroutines.
 type Writer struct {
-	path    string // the first file's name; the others derive from it
+	create  func(name string) (*os.File, error) // makes a file of the capture
+	name    string                              // the first file's name; the others derive from it
 	o       Options
 	hdr     [FileHeaderLen]byte // the file header, the same in every file
 	maxFile int64               // o.MaxFileBytes, or no limit
@@ -181,11 +184,27 @@ type heldPacket struct {
 	origLen int
 }
 
-// Open creates the capture file path (truncating it if it exists) and
-// writes its header. Further files, when Options limit the file size, are
-// named after it: path name.pcap gives name.1.pcap, name.2.pcap, and so
-// on. Open does not remove files of an earlier capture with the same name.
+// Open creates the capture file path (truncating it if it exists, as a
+// shell's redirection does) and writes its header. Further files, when
+// Options limit the file size, are named after it: path name.pcap gives
+// name.1.pcap, name.2.pcap, and so on. Open does not remove files of an
+// earlier capture with the same name.
 func Open(path string, o Options) (*Writer, error) {
+	dir := filepath.Dir(path)
+	return open(filepath.Base(path), o, func(name string) (*os.File, error) {
+		return os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	})
+}
+
+// OpenIn is Open for the file name in the output folder d, whose files it
+// makes as outdir.Dir.Create does: new, in place of a file or a link of
+// the name, never through the link. d must stay open until the Writer is
+// closed.
+func OpenIn(d *outdir.Dir, name string, o Options) (*Writer, error) {
+	return open(name, o, d.Create)
+}
+
+func open(name string, o Options, create func(string) (*os.File, error)) (*Writer, error) {
 	if o.Snaplen < 0 || o.MaxFileBytes < 0 || o.MaxFiles < 0 || o.BufferSize < 0 {
 		return nil, fmt.Errorf("capture: negative option in %+v", o)
 	}
@@ -205,7 +224,7 @@ func Open(path string, o Options) (*Writer, error) {
 	if o.MaxFileBytes > 0 && o.MaxFileBytes < FileHeaderLen+RecordHeaderLen+1 {
 		return nil, fmt.Errorf("capture: MaxFileBytes %d is too small to hold a packet (at least %d)", o.MaxFileBytes, FileHeaderLen+RecordHeaderLen+1)
 	}
-	w := &Writer{path: path, o: o, maxFile: o.MaxFileBytes}
+	w := &Writer{create: create, name: name, o: o, maxFile: o.MaxFileBytes}
 	if w.maxFile == 0 {
 		w.maxFile = 1<<63 - 1
 	}
@@ -240,7 +259,7 @@ func FileName(path string, i int) string {
 // openFile creates file i and writes its header. w.mu is held, or w is
 // not shared yet.
 func (w *Writer) openFile(i int) error {
-	f, err := os.OpenFile(FileName(w.path, i), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := w.create(FileName(w.name, i))
 	if err != nil {
 		return fmt.Errorf("capture: %w", err)
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/netjam/netjam/outdir"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -271,6 +273,47 @@ func TestUnlimitedFilesAndOversizedPacket(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "cap.3")); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestOpenInReplacesLinks: in an output folder, a capture's files (the
+// first and those it rotates to) replace links of their names, and what
+// the links pointed to is not written.
+func TestOpenInReplacesLinks(t *testing.T) {
+	base := t.TempDir()
+	outside := filepath.Join(base, "outside")
+	if err := os.WriteFile(outside, []byte("outside\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, err := outdir.Make(filepath.Join(base, "out"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, name := range []string{"cap.pcap", "cap.1.pcap"} {
+		if err := os.Symlink(outside, filepath.Join(d.Path(), name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := OpenIn(d, "cap.pcap", Options{MaxFileBytes: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := w.WritePacket(epoch, make([]byte, 200+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if f := mustRead(t, FileName(d.Join("cap.pcap"), i)); len(f.records) != 1 {
+			t.Errorf("file %d: %+v", i, f.records)
+		}
+	}
+	if b, err := os.ReadFile(outside); err != nil || string(b) != "outside\n" {
+		t.Errorf("the file the links pointed to: %q, %v", b, err)
 	}
 }
 

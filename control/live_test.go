@@ -23,6 +23,7 @@ import (
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/internal/testenv"
+	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/scenario"
 )
 
@@ -64,6 +65,11 @@ func startRunAt(t *testing.T, src, addr string) *testRun {
 	if err != nil {
 		t.Fatal(err)
 	}
+	out, err := outdir.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { out.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
 	tr := &testRun{dir: dir, plan: plan, done: make(chan struct{}), client: client}
 	tr.srv = Serve(ln, sock, "", cancel)
@@ -73,7 +79,7 @@ func startRunAt(t *testing.T, src, addr string) *testRun {
 	}
 	go func() {
 		defer close(tr.done)
-		tr.sum, tr.err = emulator.Run(ctx, plan, emulator.Options{OutDir: dir, Live: tr.srv.Attach})
+		tr.sum, tr.err = emulator.Run(ctx, plan, emulator.Options{OutDir: out, Live: tr.srv.Attach})
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -70,7 +70,7 @@ func NewBench(s *scenario.Scenario, o BenchOptions) (*Bench, error) {
 		s.Seed, s.SeedSet = NewSeed(), true
 	}
 	clk := clock.Real{}
-	l, err := newLab(s, clk, log, "", labHooks{},
+	l, err := newLab(s, clk, log, nil, labHooks{},
 		hostSpec{name: "client", sack: true},
 		hostSpec{name: "server", server: true, sack: true, transparent: true, catchAll: true})
 	if err != nil {

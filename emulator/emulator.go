@@ -28,6 +28,7 @@ import (
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/scenario"
 )
 
@@ -53,9 +54,10 @@ type Options struct {
 	// Parallel is how many runs (variants) may run at once; 0 or 1 runs
 	// them one after another.
 	Parallel int
-	// OutDir is the run's output folder, where packet captures go; ""
-	// forbids captures.
-	OutDir string
+	// OutDir is the run's output folder, where packet captures go (and
+	// the time series' rows it no longer holds in memory); nil forbids
+	// captures. It must stay open until Run returns.
+	OutDir *outdir.Dir
 	// Capture, when not empty, replaces the scenario's capture points
 	// (the command line's --capture).
 	Capture []string
@@ -392,7 +394,7 @@ func (r *run) start(ctx context.Context) error {
 	}
 	r.tl.scheduleResets(o.Clock, s, r.fls)
 	r.series = flows.NewSeries(s.Variant, r.begin)
-	if o.OutDir != "" {
+	if o.OutDir != nil {
 		r.series.SpillTo(o.OutDir)
 	}
 	// Flows stop sending by the run's duration (see lab.newFlow); what is

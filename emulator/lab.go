@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net"
 	"net/netip"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/netif"
+	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/stack"
 	"github.com/netjam/netjam/topology"
@@ -219,7 +219,7 @@ func planHosts(s *scenario.Scenario) []hostSpec {
 // newLab builds the path, the Wi-Fi cell and the hosts the flows of s
 // need, and the extra hosts (a Bench's). Nothing runs until start; close
 // releases everything, also after a failed newLab.
-func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir string, hooks labHooks, extra ...hostSpec) (*lab, error) {
+func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir *outdir.Dir, hooks labHooks, extra ...hostSpec) (*lab, error) {
 	if len(s.Links) == 0 {
 		// Not from scenario.Parse: its link is the one.
 		c := *s
@@ -528,11 +528,11 @@ func (l *lab) close() {
 
 // openCaptures opens the pcap writers the scenario asks for in dir:
 // <point>.pcap, or <point>-<variant>.pcap.
-func (l *lab) openCaptures(s *scenario.Scenario, dir string) error {
+func (l *lab) openCaptures(s *scenario.Scenario, dir *outdir.Dir) error {
 	if s.Capture == nil || len(s.Capture.Points) == 0 {
 		return nil
 	}
-	if dir == "" {
+	if dir == nil {
 		return errors.New("capture needs an output folder")
 	}
 	o := s.Capture.Options
@@ -549,7 +549,7 @@ func (l *lab) openCaptures(s *scenario.Scenario, dir string) error {
 		if s.Variant != "" {
 			name += "-" + s.Variant
 		}
-		w, err := capture.Open(filepath.Join(dir, name+".pcap"), o)
+		w, err := capture.OpenIn(dir, name+".pcap", o)
 		if err != nil {
 			return err
 		}

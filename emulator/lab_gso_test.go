@@ -27,7 +27,7 @@ func gsoTransfer(t *testing.T, y string, data []byte) (*lab, [][]byte) {
 	t.Helper()
 	dir := t.TempDir()
 	s := mustPlan(t, y).Runs[0]
-	l, err := newLab(s, clock.Real{}, zap.NewNop(), dir, labHooks{})
+	l, err := newLab(s, clock.Real{}, zap.NewNop(), openOut(t, dir), labHooks{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -348,7 +348,7 @@ duration: 2s
 link: {loss: 5%, delay: 5ms}
 capture: [client, server]
 flows: [{name: bulk, type: tcp, size: 300KB}, {name: probe, type: udp, interval: 2ms, count: 300}]
-`), Options{OutDir: dir})
+`), Options{OutDir: openOut(t, dir)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +414,7 @@ duration: 20s
 link: {loss: 3%, delay: 10ms}
 capture: [client]
 flows: [{name: bulk, type: tcp, size: 2MB}]
-`), Options{OutDir: dir})
+`), Options{OutDir: openOut(t, dir)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,11 +28,11 @@ timeline:
   - {at: 1s, set: {link.uplink.rate: 2Mbps}}
 `)
 	var scheduleErr error
-	sum, err := Run(context.Background(), plan, Options{OutDir: out, Live: func(lv *Live) {
+	sum, err := Run(context.Background(), plan, Options{OutDir: openOut(t, out), Live: func(lv *Live) {
 		scheduleErr = lv.Schedule(2*time.Second, "link.uplink.loss=1%")
 	}})
 	if err == nil {
-		err = WriteResults(out, plan, sum)
+		err = WriteResults(openOut(t, out), plan, sum)
 	}
 	if err != nil || scheduleErr != nil {
 		t.Fatal(err, scheduleErr)
@@ -141,14 +141,14 @@ flows: [{name: cbr, type: udp, rate: 1Mbps, duration: 30s}]
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	checked := make(chan []string, 1)
-	sum, err := Run(ctx, plan, Options{OutDir: out, Live: func(lv *Live) {
+	sum, err := Run(ctx, plan, Options{OutDir: openOut(t, out), Live: func(lv *Live) {
 		go func() {
 			checked <- liveChecks(lv)
 			cancel()
 		}()
 	}})
 	if err == nil || errors.Is(err, context.Canceled) {
-		err = WriteResults(out, plan, sum)
+		err = WriteResults(openOut(t, out), plan, sum)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +239,7 @@ timeline:
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errs := make(chan []error, 1)
-	Run(ctx, plan, Options{OutDir: t.TempDir(), Live: func(lv *Live) {
+	Run(ctx, plan, Options{OutDir: openOut(t, t.TempDir()), Live: func(lv *Live) {
 		go func() {
 			defer cancel()
 			errs <- []error{lv.Set("link.loss=1%"), lv.Set("link.loss=2%")}

@@ -4,18 +4,18 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/scenario"
 )
 
-// writeSeries writes the runs' time series into the file at path, streaming
-// each from where it was written out during the run.
-func writeSeries(path string, series []*flows.Series) error {
-	f, err := os.Create(path)
+// writeSeries writes the runs' time series into the file name of dir,
+// streaming each from where it was written out during the run.
+func writeSeries(dir *outdir.Dir, name string, series []*flows.Series) error {
+	f, err := dir.Create(name)
 	if err != nil {
 		return err
 	}
@@ -30,19 +30,20 @@ func DefaultOutDir(name string, now time.Time) string {
 	return filepath.Join("results", name+"-"+now.Format("20060102-150405"))
 }
 
-// WriteResults writes summary.json and the resolved scenario of each run
-// into dir (which must exist): scenario.yaml for a plan of one run,
+// WriteResults writes summary.json, timeseries.csv, events.jsonl (when a
+// run had a timeline) and the resolved scenario of each run into the
+// folder dir: scenario.yaml for a plan of one run,
 // scenario-<variant>.yaml for each variant otherwise. Each resolved file
 // carries the seed the run used, so running it repeats the run.
-func WriteResults(dir string, plan *scenario.Plan, sum *Summary) error {
+func WriteResults(dir *outdir.Dir, plan *scenario.Plan, sum *Summary) error {
 	b, err := json.MarshalIndent(sum, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644); err != nil {
+	if err := dir.WriteFile("summary.json", append(b, '\n')); err != nil {
 		return err
 	}
-	if err := writeSeries(filepath.Join(dir, "timeseries.csv"), sum.series); err != nil {
+	if err := writeSeries(dir, "timeseries.csv", sum.series); err != nil {
 		return err
 	}
 	if err := writeEvents(dir, sum.Runs); err != nil {
@@ -64,7 +65,7 @@ func WriteResults(dir string, plan *scenario.Plan, sum *Summary) error {
 		if s.Variant != "" {
 			name = "scenario-" + s.Variant + ".yaml"
 		}
-		if err := os.WriteFile(filepath.Join(dir, name), y, 0o644); err != nil {
+		if err := dir.WriteFile(name, y); err != nil {
 			return err
 		}
 	}

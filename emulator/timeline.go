@@ -4,14 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/scenario"
 )
 
@@ -183,7 +182,7 @@ func (tl *timeline) applied() []TimelineEvent {
 
 // writeEvents writes events.jsonl into dir: every run's timeline, one
 // change a line. Nothing is written when no run had a timeline.
-func writeEvents(dir string, runs []RunSummary) error {
+func writeEvents(dir *outdir.Dir, runs []RunSummary) error {
 	var lines []byte
 	for _, r := range runs {
 		for _, e := range r.Timeline {
@@ -198,5 +197,5 @@ func writeEvents(dir string, runs []RunSummary) error {
 	if lines == nil {
 		return nil
 	}
-	return os.WriteFile(filepath.Join(dir, "events.jsonl"), lines, 0o644)
+	return dir.WriteFile("events.jsonl", lines)
 }

@@ -298,10 +298,10 @@ timeline:
 // fails the test on an error.
 func runInto(t *testing.T, plan *scenario.Plan, out string, o Options) *Summary {
 	t.Helper()
-	o.OutDir = out
+	o.OutDir = openOut(t, out)
 	sum, err := Run(context.Background(), plan, o)
 	if err == nil {
-		err = WriteResults(out, plan, sum)
+		err = WriteResults(o.OutDir, plan, sum)
 	}
 	if err != nil {
 		t.Fatal(err)

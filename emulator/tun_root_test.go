@@ -556,7 +556,7 @@ link: {delay: 2ms}
 tun: {netns: %s}
 capture: [client, server]
 flows: [{name: up, type: tcp, stack: kernel, size: 2MB}]
-`, ns.Path())), Options{OutDir: dir, Attached: func(ctx context.Context) error {
+`, ns.Path())), Options{OutDir: openOut(t, dir), Attached: func(ctx context.Context) error {
 		conn, err := dialIn(ctx, ns, "10.99.0.2:7")
 		if err != nil {
 			return err
@@ -619,7 +619,7 @@ duration: 60s
 link: {delay: 1ms, rate: 1Gbps, queue: 10000}
 tun: {netns: %s, offload: true}
 capture: [client]
-`, ns.Path())), Options{OutDir: dir, Attached: func(ctx context.Context) error {
+`, ns.Path())), Options{OutDir: openOut(t, dir), Attached: func(ctx context.Context) error {
 				var conn net.Conn
 				err := ns.Do(func() (err error) {
 					d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
@@ -1224,7 +1224,7 @@ flows: [{name: bulk, type: tcp, stack: kernel, cc: cubic, direction: down, durat
 timeline:
   - {at: 1500ms, for: 700ms, set: {link.downlink.loss: 100%%}}
 capture: {points: [server], snaplen: 96}
-`, ns.Path())), Options{OutDir: dir})
+`, ns.Path())), Options{OutDir: openOut(t, dir)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -268,7 +268,7 @@ func echo(ctx context.Context, k *fakeKernel, n int) error {
 // capture used to split every segment in both directions.)
 func TestTUNCaptureKeepsSegmentsWhole(t *testing.T) {
 	ready := make(chan *fakeKernel, 1)
-	o := Options{openTUN: fakeTUN(t, ready), OutDir: t.TempDir(), Attached: func(ctx context.Context) error {
+	o := Options{openTUN: fakeTUN(t, ready), OutDir: openOut(t, t.TempDir()), Attached: func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		return echo(ctx, <-ready, 7<<17)
@@ -330,7 +330,7 @@ func FuzzTUNPacket(f *testing.F) {
 	ready := make(chan *fakeKernel, 1)
 	s := mustPlan(f, "tun: {}").Runs[0]
 	s.Seed = 1
-	l, err := newLab(s, clock.Real{}, zap.NewNop(), "", labHooks{open: fakeTUN(f, ready)})
+	l, err := newLab(s, clock.Real{}, zap.NewNop(), nil, labHooks{open: fakeTUN(f, ready)})
 	if err != nil {
 		f.Fatal(err)
 	}

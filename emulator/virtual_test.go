@@ -139,9 +139,9 @@ func TestVirtualChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer log.Sync()
-	sum, err := Run(context.Background(), plan, Options{Virtual: true, OutDir: out, Log: log})
+	sum, err := Run(context.Background(), plan, Options{Virtual: true, OutDir: openOut(t, out), Log: log})
 	if err == nil {
-		err = WriteResults(out, plan, sum)
+		err = WriteResults(openOut(t, out), plan, sum)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/stats"
 )
 
@@ -112,8 +113,13 @@ func TestSummaryJSON(t *testing.T) {
 // folder, and WriteCSV writes every row back in order.
 func TestSeriesBoundedMemory(t *testing.T) {
 	dir := t.TempDir()
+	d, err := outdir.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
 	s := NewSeries("long", clock.Epoch)
-	s.SpillTo(dir)
+	s.SpillTo(d)
 	defer s.Close()
 	const n = 500_000
 	var ms runtime.MemStats

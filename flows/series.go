@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/netjam/netjam/outdir"
 )
 
 // The kinds of rows Series.Observe writes. The emulator adds its own kinds
@@ -34,7 +36,7 @@ type Series struct {
 	start time.Time
 	rows  []row
 	prev  map[string]Sample // the last sample of each flow
-	dir   string            // where the spill file is made; "" is os.TempDir
+	dir   *outdir.Dir       // where the spill file is made; nil: os.TempDir
 	spill *os.File          // rows written out, in CSV form; nil until needed
 	size  int64             // bytes written to spill
 	err   error             // the spill's first error; rows are lost after it
@@ -77,10 +79,11 @@ func (s *Series) Add(now time.Time, kind, name string, value float64) {
 	s.add(now, kind, name, value)
 }
 
-// SpillTo makes the series write the rows it no longer holds into a file
-// in dir (the run's output folder, say) instead of os.TempDir, which may be
-// held in memory (tmpfs). Call it before the first row.
-func (s *Series) SpillTo(dir string) {
+// SpillTo makes the series write the rows it no longer holds into a
+// nameless file in dir (the run's output folder, say) instead of
+// os.TempDir, which may be held in memory (tmpfs). Call it before the
+// first row; dir must stay open until the series is closed.
+func (s *Series) SpillTo(dir *outdir.Dir) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.dir = dir
@@ -104,12 +107,10 @@ func (s *Series) add(now time.Time, kind, name string, value float64) {
 // writeOut appends the rows held to the spill file, making it first.
 func (s *Series) writeOut() error {
 	if s.spill == nil {
-		f, err := os.CreateTemp(s.dir, ".netjam-series-*.csv")
+		f, err := scratch(s.dir)
 		if err != nil {
 			return fmt.Errorf("time series: %w", err)
 		}
-		// Unlinked at once: the file lives as long as the descriptor.
-		os.Remove(f.Name())
 		s.spill = f
 	}
 	cw := &countingWriter{w: s.spill}
@@ -120,6 +121,20 @@ func (s *Series) writeOut() error {
 	}
 	s.rows = s.rows[:0]
 	return nil
+}
+
+// scratch makes a nameless file in dir, or in os.TempDir when dir is
+// nil: unlinked at once, it lives as long as its descriptor.
+func scratch(dir *outdir.Dir) (*os.File, error) {
+	if dir != nil {
+		return dir.Scratch()
+	}
+	f, err := os.CreateTemp("", ".netjam-series-*.csv")
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(f.Name())
+	return f, nil
 }
 
 // countingWriter counts the bytes written through it.

@@ -8,11 +8,11 @@ import (
 	"io"
 	"io/fs"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/netjam/netjam/outdir"
 )
 
 // The files of a run's output folder this package reads.
@@ -395,7 +395,6 @@ func (r *run) title() string {
 
 // folder is a loaded run output folder.
 type folder struct {
-	dir       string
 	sum       summary
 	runs      []*run
 	skipped   []runInfo // runs that did not happen
@@ -408,30 +407,25 @@ type scenarioFile struct {
 	Text string
 }
 
-// load reads dir's summary.json, timeseries.csv and scenario*.yaml files.
-func load(dir string) (*folder, error) {
-	f := &folder{dir: dir}
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		if err == nil || errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %s is not a folder", ErrNotRun, dir)
-		}
-		return nil, err
-	}
-	b, err := os.ReadFile(filepath.Join(dir, SummaryFile))
+// load reads the summary.json, timeseries.csv and scenario*.yaml files
+// of the folder d.
+func load(d *outdir.Dir) (*folder, error) {
+	f := &folder{}
+	b, err := d.ReadFile(SummaryFile)
 	if err != nil {
-		return nil, missing(dir, SummaryFile, err)
+		return nil, missing(d.Path(), SummaryFile, err)
 	}
 	if err := json.Unmarshal(b, &f.sum); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, SummaryFile), err)
+		return nil, fmt.Errorf("%s: %w", d.Join(SummaryFile), err)
 	}
-	csvFile, err := os.Open(filepath.Join(dir, TimeseriesFile))
+	csvFile, err := d.Open(TimeseriesFile)
 	if err != nil {
-		return nil, missing(dir, TimeseriesFile, err)
+		return nil, missing(d.Path(), TimeseriesFile, err)
 	}
 	defer csvFile.Close()
 	series, order, err := readSeries(csvFile)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, TimeseriesFile), err)
+		return nil, fmt.Errorf("%s: %w", d.Join(TimeseriesFile), err)
 	}
 	// Runs in the summary's order; series of variants the summary lacks
 	// (a summary written by an interrupted run, say) after them.
@@ -453,7 +447,7 @@ func load(dir string) (*folder, error) {
 			f.runs = append(f.runs, &run{info: runInfo{Variant: v}, series: series[v]})
 		}
 	}
-	f.scenarios, err = readScenarios(dir, f.sum.Runs)
+	f.scenarios, err = readScenarios(d, f.sum.Runs)
 	if err != nil {
 		return nil, err
 	}
@@ -542,8 +536,8 @@ func readSeries(r io.Reader) (map[string]*runSeries, []string, error) {
 // readScenarios reads the folder's scenario*.yaml files, in the order of
 // the runs (scenario.yaml, or scenario-VARIANT.yaml per variant), then any
 // others by name.
-func readScenarios(dir string, runs []runInfo) ([]scenarioFile, error) {
-	names, err := filepath.Glob(filepath.Join(dir, "scenario*.yaml"))
+func readScenarios(d *outdir.Dir, runs []runInfo) ([]scenarioFile, error) {
+	names, err := d.Glob("scenario*.yaml")
 	if err != nil {
 		return nil, err
 	}
@@ -551,10 +545,9 @@ func readScenarios(dir string, runs []runInfo) ([]scenarioFile, error) {
 	for i, r := range runs {
 		rank["scenario-"+r.Variant+".yaml"] = i
 	}
-	base := func(p string) string { return filepath.Base(p) }
 	sort.SliceStable(names, func(i, j int) bool {
-		ri, iok := rank[base(names[i])]
-		rj, jok := rank[base(names[j])]
+		ri, iok := rank[names[i]]
+		rj, jok := rank[names[j]]
 		switch {
 		case iok && jok:
 			return ri < rj
@@ -564,12 +557,12 @@ func readScenarios(dir string, runs []runInfo) ([]scenarioFile, error) {
 		return names[i] < names[j]
 	})
 	var out []scenarioFile
-	for _, p := range names {
-		b, err := os.ReadFile(p)
+	for _, n := range names {
+		b, err := d.ReadFile(n)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, scenarioFile{Name: base(p), Text: string(b)})
+		out = append(out, scenarioFile{Name: n, Text: string(b)})
 	}
 	return out, nil
 }

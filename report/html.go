@@ -5,29 +5,28 @@ import (
 	"encoding/base64"
 	"fmt"
 	"html/template"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/outdir"
 )
 
 // ReportFile is the name of the page HTML writes.
 const ReportFile = "report.html"
 
-// HTML writes report.html into dir, the output folder of a run: one page
+// HTML writes report.html into the folder d, the output folder of a run: one page
 // that needs nothing else (no network, no script, no other file), with
 // the run's identity (scenario, netjam version, seeds), the summary tables
 // as netjam run prints them, every figure of Plot embedded as a PNG data:
 // URI (with a link to the SVG file beside it, when Plot wrote one), the link
 // statistics in full, and the scenario*.yaml files of the folder, the
 // scenario as run. version is the netjam that draws the report; the
-// version that ran is taken from summary.json. When dir lacks
+// version that ran is taken from summary.json. When the folder lacks
 // summary.json or timeseries.csv the error wraps ErrNotRun.
 //
 // HTML draws the figures itself, so it does not need Plot to run first.
-func HTML(dir string, version string) error {
-	f, err := load(dir)
+func HTML(d *outdir.Dir, version string) error {
+	f, err := load(d)
 	if err != nil {
 		return err
 	}
@@ -78,7 +77,7 @@ func HTML(dir string, version string) error {
 			Src: template.HTMLAttr(`src="data:image/png;base64,` + base64.StdEncoding.EncodeToString(b) + `"`),
 			W:   int(w/px + 0.5), H: int(h/px + 0.5),
 		}
-		if svg := fig.name + "." + formatSVG; fileExists(filepath.Join(dir, svg)) {
+		if svg := fig.name + "." + formatSVG; isFile(d, svg) {
 			fd.SVG = svg
 		}
 		page.Figures = append(page.Figures, fd)
@@ -87,7 +86,7 @@ func HTML(dir string, version string) error {
 	if err := pageTemplate.Execute(&buf, page); err != nil {
 		return err
 	}
-	return writeFile(filepath.Join(dir, ReportFile), buf.Bytes())
+	return d.WriteFile(ReportFile, buf.Bytes())
 }
 
 // pageData is what the page template shows.
@@ -229,8 +228,9 @@ type figureData struct {
 	W, H        int
 }
 
-func fileExists(path string) bool {
-	st, err := os.Stat(path)
+// isFile reports whether the folder d has a regular file name.
+func isFile(d *outdir.Dir, name string) bool {
+	st, err := d.Stat(name)
 	return err == nil && st.Mode().IsRegular()
 }
 

@@ -141,7 +141,7 @@ func TestHTMLEmbedsEveryFigureAndTable(t *testing.T) {
 func TestHTMLWithoutPlotHasNoSVGLinks(t *testing.T) {
 	dir := t.TempDir()
 	writeSynth(t, dir, synthRun{udp: true})
-	if err := HTML(dir, "dev"); err != nil {
+	if err := HTML(openDir(t, dir), "dev"); err != nil {
 		t.Fatal(err)
 	}
 	page := readReport(t, dir)
@@ -202,7 +202,7 @@ func TestHTMLShowsExpectations(t *testing.T) {
 	}
 	b, _ = json.Marshal(sum)
 	os.WriteFile(path, b, 0o644)
-	if err := HTML(dir, "dev"); err != nil {
+	if err := HTML(openDir(t, dir), "dev"); err != nil {
 		t.Fatal(err)
 	}
 	page := readReport(t, dir)

@@ -6,37 +6,38 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/netjam/netjam/outdir"
 )
 
-// JUnit writes the run folder dir's results as JUnit XML to w, the format
+// JUnit writes the results of the run folder d as JUnit XML to w, the format
 // CI systems (GitLab, GitHub Actions' test reporters, Jenkins) read: one
 // test suite per run (variant), holding a test case "run" (an error when
 // the run failed, skipped when it could not start) and one test case per
 // expectation (a failure when it did not hold, an error when it could not
 // be checked).
-func JUnit(w io.Writer, dir string) error {
-	b, err := os.ReadFile(filepath.Join(dir, SummaryFile))
+func JUnit(w io.Writer, d *outdir.Dir) error {
+	b, err := d.ReadFile(SummaryFile)
 	if err != nil {
-		return missing(dir, SummaryFile, err)
+		return missing(d.Path(), SummaryFile, err)
 	}
 	var sum summary
 	if err := json.Unmarshal(b, &sum); err != nil {
-		return fmt.Errorf("%s: %w", filepath.Join(dir, SummaryFile), err)
+		return fmt.Errorf("%s: %w", d.Join(SummaryFile), err)
 	}
 	return xmlOut(w, junitOf(sum))
 }
 
-// WriteJUnit writes JUnit(dir) into the file at path.
-func WriteJUnit(path, dir string) error {
-	f, err := os.Create(path)
+// WriteJUnit writes JUnit(d) into the file at path, opened as
+// outdir.CreateFile opens it (with owner's rights, when given).
+func WriteJUnit(path string, owner *outdir.Owner, d *outdir.Dir) error {
+	f, err := outdir.CreateFile(path, owner)
 	if err != nil {
 		return err
 	}
-	return errors.Join(JUnit(f, dir), f.Close())
+	return errors.Join(JUnit(f, d), f.Close())
 }
 
 // The JUnit XML elements, as the common schema (Ant's, which Jenkins,

@@ -27,7 +27,7 @@ func TestJUnit(t *testing.T) {
   {"variant": "tun", "seed": 7, "skipped": "TUN mode needs CAP_NET_ADMIN"}
 ]}`), 0o644)
 	var b bytes.Buffer
-	if err := JUnit(&b, dir); err != nil {
+	if err := JUnit(&b, openDir(t, dir)); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("JUnit:\n%s", b.String())

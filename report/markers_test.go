@@ -52,7 +52,7 @@ func TestPlotDrawsTimeline(t *testing.T) {
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Plot(dir); err != nil {
+	if _, err := Plot(openDir(t, dir)); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"throughput.svg", "rtt.svg", "queue-uplink.svg"} {

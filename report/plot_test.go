@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/netjam/netjam/outdir"
 )
 
 func TestMain(m *testing.M) {
@@ -162,7 +164,7 @@ func TestSVGTitlesAxesAndLegends(t *testing.T) {
 func TestPlotWithoutVariantsOrUDP(t *testing.T) {
 	dir := t.TempDir()
 	writeSynth(t, dir, synthRun{tcp: true})
-	names, err := Plot(dir)
+	names, err := Plot(openDir(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +184,7 @@ func TestManyVariantsMakeTallerImages(t *testing.T) {
 		runs = append(runs, synthRun{variant: v, udp: true})
 	}
 	writeSynth(t, dir, runs...)
-	f, err := load(dir)
+	f, err := load(openDir(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,15 +221,60 @@ func TestNotARunFolder(t *testing.T) {
 		d := filepath.Join(dir, setup.name)
 		os.Mkdir(d, 0o755)
 		setup.do(d)
-		if _, err := Plot(d); !errors.Is(err, ErrNotRun) {
+		if _, err := Plot(openDir(t, d)); !errors.Is(err, ErrNotRun) {
 			t.Errorf("%s: Plot: %v, want ErrNotRun", setup.name, err)
 		}
-		if err := HTML(d, "v"); !errors.Is(err, ErrNotRun) {
+		if err := HTML(openDir(t, d), "v"); !errors.Is(err, ErrNotRun) {
 			t.Errorf("%s: HTML: %v, want ErrNotRun", setup.name, err)
 		}
 	}
-	if _, err := Plot(filepath.Join(dir, "missing")); !errors.Is(err, ErrNotRun) || !strings.Contains(err.Error(), "is not a folder") {
+	if _, err := OpenRun(filepath.Join(dir, "missing"), nil); !errors.Is(err, ErrNotRun) || !strings.Contains(err.Error(), "is not a folder") {
 		t.Errorf("missing folder: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, "file"), nil, 0o644)
+	if _, err := OpenRun(filepath.Join(dir, "file"), nil); !errors.Is(err, ErrNotRun) || !strings.Contains(err.Error(), "is not a folder") {
+		t.Errorf("a file: %v", err)
+	}
+}
+
+// TestReportFollowsNoLink: a scenario file in the folder that is a link
+// (to a file outside it, or inside) is refused, not shown in report.html,
+// and the plots and the report replace links of their names rather than
+// write where they point.
+func TestReportFollowsNoLink(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "run")
+	os.Mkdir(dir, 0o755)
+	writeSynth(t, dir, synthRun{udp: true})
+	secret := filepath.Join(base, "secret")
+	os.WriteFile(secret, []byte("SECRET\n"), 0o600)
+	for _, name := range []string{ReportFile, "throughput.png"} {
+		os.Symlink(secret, filepath.Join(dir, name))
+	}
+	if _, err := Plot(openDir(t, dir)); err != nil {
+		t.Fatal(err)
+	}
+	for target, name := range map[string]string{secret: "scenario-x.yaml", "summary.json": "scenario-y.yaml"} {
+		link := filepath.Join(dir, name)
+		os.Symlink(target, link)
+		if err := HTML(openDir(t, dir), "v"); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("a scenario file linked to %s: %v, want an error naming it", target, err)
+		}
+		os.Remove(link)
+	}
+	if err := HTML(openDir(t, dir), "v"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{ReportFile, "throughput.png"} {
+		if st, err := os.Lstat(filepath.Join(dir, name)); err != nil || !st.Mode().IsRegular() {
+			t.Errorf("%s: %v, want a file in place of the link", name, err)
+		}
+	}
+	if b, _ := os.ReadFile(secret); string(b) != "SECRET\n" {
+		t.Errorf("the file outside: %.40q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, ReportFile)); strings.Contains(string(b), "SECRET") {
+		t.Error("report.html shows the file outside")
 	}
 }
 
@@ -242,7 +289,7 @@ func TestMalformedFilesAreErrors(t *testing.T) {
 		d := t.TempDir()
 		os.WriteFile(filepath.Join(d, SummaryFile), []byte(tc.summary), 0o644)
 		os.WriteFile(filepath.Join(d, TimeseriesFile), []byte(tc.csv), 0o644)
-		_, err := Plot(d)
+		_, err := Plot(openDir(t, d))
 		if err == nil || errors.Is(err, ErrNotRun) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Plot: %v, want an error containing %q", err, tc.want)
 		}
@@ -253,7 +300,7 @@ func TestNonFiniteValuesAreSkipped(t *testing.T) {
 	d := t.TempDir()
 	os.WriteFile(filepath.Join(d, SummaryFile), []byte(`{"scenario":"s","runs":[{"variant":"","flows":[{"name":"f","type":"tcp"}]}]}`), 0o644)
 	os.WriteFile(filepath.Join(d, TimeseriesFile), []byte("variant,time_s,kind,name,value\n,0.1,throughput_bps,f,NaN\n,0.2,throughput_bps,f,+Inf\n,0.3,throughput_bps,f,5e6\n"), 0o644)
-	f, err := load(d)
+	f, err := load(openDir(t, d))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,4 +381,15 @@ func TestFileSafe(t *testing.T) {
 			t.Errorf("fileSafe(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// openDir opens the folder dir for a test, closed when it ends.
+func openDir(t testing.TB, dir string) *outdir.Dir {
+	t.Helper()
+	d, err := OpenRun(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
 }

@@ -5,7 +5,8 @@
 // end, from the same summary.
 //
 // It reads the files, not the emulator's types: report imports nothing of
-// netjam, and its own decoding structs name only the fields it shows, so
+// netjam but outdir, through which it reads and writes the folder (never
+// following a link in it), and its own decoding structs name only the fields it shows, so
 // the emulator can grow its output without breaking a report, and a saved
 // run can be redrawn by any later netjam (netjam plot DIR).
 //
@@ -32,17 +33,33 @@
 package report
 
 import (
+	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io/fs"
+	"syscall"
+
+	"github.com/netjam/netjam/outdir"
 )
 
-// Plot draws the figures of the run saved in dir and writes them into dir
-// as PNG and SVG files. It returns the names of the files written, in the
-// report's order (each figure's PNG then its SVG). When dir lacks
-// summary.json or timeseries.csv the error wraps ErrNotRun.
-func Plot(dir string) ([]string, error) {
-	f, err := load(dir)
+// OpenRun opens the output folder of a saved run at path, for Plot and
+// HTML to read and write, as outdir.Open does; a path that is not a folder
+// is an error wrapping ErrNotRun.
+func OpenRun(path string, owner *outdir.Owner) (*outdir.Dir, error) {
+	d, err := outdir.Open(path, owner)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return nil, fmt.Errorf("%w: %s is not a folder", ErrNotRun, path)
+	}
+	return d, err
+}
+
+// Plot draws the figures of the run saved in the folder d and writes them
+// into it as PNG and SVG files, each whole (a reader, such as a browser
+// showing the old report, never sees half an image). It returns the names
+// of the files written, in the report's order (each figure's PNG then its
+// SVG). When the folder lacks summary.json or timeseries.csv the error
+// wraps ErrNotRun.
+func Plot(d *outdir.Dir) ([]string, error) {
+	f, err := load(d)
 	if err != nil {
 		return nil, err
 	}
@@ -54,35 +71,11 @@ func Plot(dir string) ([]string, error) {
 				return names, fmt.Errorf("drawing %s: %w", fig.name, err)
 			}
 			name := fig.name + "." + format
-			if err := writeFile(filepath.Join(dir, name), b); err != nil {
+			if err := d.WriteFile(name, b); err != nil {
 				return names, err
 			}
 			names = append(names, name)
 		}
 	}
 	return names, nil
-}
-
-// writeFile writes b to path through a temporary file renamed into place,
-// so that a reader (a browser showing the old report) never sees half an
-// image.
-func writeFile(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(b)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
 }

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/netjam/netjam/outdir"
 )
 
 // The files of a sweep (netjam sweep): SweepPlanFile in its output folder,
@@ -270,15 +272,15 @@ func columnOrder(cols map[string]bool) []string {
 	return out
 }
 
-// WriteSweep writes sweep.json and sweep.csv of res into dir: one row per
+// WriteSweep writes sweep.json and sweep.csv of res into the folder d: one row per
 // run, its parameters as columns, then its figures (empty where a run has
 // no such figure).
-func WriteSweep(dir string, res *SweepResult) error {
+func WriteSweep(d *outdir.Dir, res *SweepResult) error {
 	b, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := writeFile(filepath.Join(dir, SweepJSONFile), append(b, '\n')); err != nil {
+	if err := d.WriteFile(SweepJSONFile, append(b, '\n')); err != nil {
 		return err
 	}
 	var sb strings.Builder
@@ -309,5 +311,5 @@ func WriteSweep(dir string, res *SweepResult) error {
 	if err := w.Error(); err != nil {
 		return err
 	}
-	return writeFile(filepath.Join(dir, SweepCSVFile), []byte(sb.String()))
+	return d.WriteFile(SweepCSVFile, []byte(sb.String()))
 }

@@ -52,7 +52,7 @@ func TestWriteSweepReport(t *testing.T) {
 	res.Columns = []string{"flows.bulk.retransmissions", "flows.bulk.rtt_ms.p50", "flows.bulk.throughput_bps"}
 	res.Found = len(res.Results)
 	dir := t.TempDir()
-	names, err := WriteSweepReport(dir, res, "test")
+	names, err := WriteSweepReport(openDir(t, dir), res, "test")
 	if err != nil {
 		t.Fatal(err)
 	}

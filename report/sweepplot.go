@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"html/template"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +16,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/netjam/netjam/outdir"
 )
 
 // SweepHTMLFile is the merged sweep's page.
@@ -40,12 +40,9 @@ var sweepFigureSuffixes = []struct {
 }
 
 // WriteSweepReport writes sweep.json, sweep.csv, one plot per figure (PNG
-// and SVG) and sweep.html into dir, and returns the files' names.
-func WriteSweepReport(dir string, res *SweepResult, version string) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	if err := WriteSweep(dir, res); err != nil {
+// and SVG) and sweep.html into the folder d, and returns the files' names.
+func WriteSweepReport(d *outdir.Dir, res *SweepResult, version string) ([]string, error) {
+	if err := WriteSweep(d, res); err != nil {
 		return nil, err
 	}
 	names := []string{SweepJSONFile, SweepCSVFile}
@@ -56,16 +53,25 @@ func WriteSweepReport(dir string, res *SweepResult, version string) ([]string, e
 			continue
 		}
 		base := "sweep-" + fileSafe(col)
+		var pngBytes []byte
 		for _, ext := range []string{formatPNG, formatSVG} {
-			if err := fig.Save(widthPx*px, heightPx*px, filepath.Join(dir, base+"."+ext)); err != nil {
+			var buf bytes.Buffer
+			wt, err := fig.WriterTo(widthPx*px, heightPx*px, ext)
+			if err == nil {
+				_, err = wt.WriteTo(&buf)
+			}
+			if err != nil {
 				return nil, fmt.Errorf("drawing %s: %w", col, err)
 			}
+			if err := d.WriteFile(base+"."+ext, buf.Bytes()); err != nil {
+				return nil, err
+			}
 			names = append(names, base+"."+ext)
+			if ext == formatPNG {
+				pngBytes = buf.Bytes()
+			}
 		}
-		b, err := os.ReadFile(filepath.Join(dir, base+"."+formatPNG))
-		if err != nil {
-			return nil, err
-		}
+		b := pngBytes
 		page.Figures = append(page.Figures, figureData{Name: base, Title: fig.Title.Text, SVG: base + "." + formatSVG,
 			Src: template.HTMLAttr(`src="data:image/png;base64,` + base64.StdEncoding.EncodeToString(b) + `"`), W: widthPx, H: heightPx})
 	}
@@ -73,7 +79,7 @@ func WriteSweepReport(dir string, res *SweepResult, version string) ([]string, e
 	if err := sweepTemplate.Execute(&buf, page); err != nil {
 		return nil, err
 	}
-	if err := writeFile(filepath.Join(dir, SweepHTMLFile), buf.Bytes()); err != nil {
+	if err := d.WriteFile(SweepHTMLFile, buf.Bytes()); err != nil {
 		return nil, err
 	}
 	return append(names, SweepHTMLFile), nil

@@ -161,8 +161,8 @@ func drawnFolder(t *testing.T) (string, []string) {
 			return
 		}
 		twoVariants(t, drawn.dir)
-		if drawn.names, drawn.err = Plot(drawn.dir); drawn.err == nil {
-			drawn.err = HTML(drawn.dir, "v1.2.3-report")
+		if drawn.names, drawn.err = Plot(openDir(t, drawn.dir)); drawn.err == nil {
+			drawn.err = HTML(openDir(t, drawn.dir), "v1.2.3-report")
 		}
 	})
 	if drawn.err != nil {

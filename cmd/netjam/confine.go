@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/user"
@@ -12,7 +13,10 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
+
+	"github.com/netjam/netjam/outdir"
 )
 
 // A shell run as root hands its command as little of root as it can:
@@ -201,4 +205,47 @@ func runCapDrop(args []string) int {
 	}
 	err = syscall.Exec(path, command, os.Environ())
 	return fail("exec %s: %v", command[0], err)
+}
+
+// resultsOwner is the user netjam writes results for: under sudo, the
+// user who ran it, whose rights decide where netjam may write and who gets
+// what it makes (package outdir); nil otherwise. A run started again in a
+// user namespace of its own (rootless) is that user already.
+func resultsOwner() (*outdir.Owner, error) {
+	if os.Getenv(rootlessRunEnv) == "1" {
+		return nil, nil
+	}
+	u, err := invokingUser(os.Getenv)
+	if err != nil || u == nil {
+		return nil, err
+	}
+	o := &outdir.Owner{UID: int(u.uid), GID: int(u.gid)}
+	for _, g := range u.groups {
+		o.Groups = append(o.Groups, int(g))
+	}
+	return o, nil
+}
+
+// openOutput makes and opens the output folder path, for the user
+// resultsOwner names, and returns it with that user.
+func openOutput(path string) (*outdir.Dir, *outdir.Owner, error) {
+	owner, err := resultsOwner()
+	if err != nil {
+		return nil, nil, cli.Exit(err, exitBadUsage)
+	}
+	d, err := outdir.Make(path, owner)
+	if err != nil {
+		return nil, nil, outputError(err, owner)
+	}
+	return d, owner, nil
+}
+
+// outputError is the exit for an output folder that could not be opened,
+// saying, under sudo, whose rights were missing.
+func outputError(err error, owner *outdir.Owner) error {
+	msg := fmt.Sprintf("output folder: %v", err)
+	if owner != nil && errors.Is(err, fs.ErrPermission) {
+		msg += fmt.Sprintf(" (under sudo netjam writes as the user who ran it, uid %d: give a folder that user may write into)", owner.UID)
+	}
+	return cli.Exit(msg, exitFailed)
 }

@@ -46,7 +46,12 @@ Examples:
 			if out == "" {
 				out = c.Args().First()
 			}
-			names, err := report.WriteSweepReport(out, res, versionString())
+			dir, _, err := openOutput(out)
+			if err != nil {
+				return err
+			}
+			defer dir.Close()
+			names, err := report.WriteSweepReport(dir, res, versionString())
 			if err != nil {
 				return cli.Exit(fmt.Sprintf("merge: %v", err), exitFailed)
 			}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/netjam/netjam/configs"
 	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/report"
 	"github.com/netjam/netjam/scenario"
 )
@@ -140,7 +141,12 @@ func doRun(c *cli.Context) error {
 	if out == "" {
 		out = emulator.DefaultOutDir(plan.Name, time.Now())
 	}
-	log, closeLog, err := runLogger(c, out)
+	dir, owner, err := openOutput(out)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	log, closeLog, err := runLogger(c, dir)
 	if err != nil {
 		return err
 	}
@@ -159,7 +165,7 @@ func doRun(c *cli.Context) error {
 		log.Warn(w)
 	}
 	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString(), Parallel: c.Int("parallel"),
-		OutDir: out, Capture: capturePoints(c)}
+		OutDir: dir, Capture: capturePoints(c)}
 	// The progress bar is for a person at a terminal: never in a pipe, a
 	// file or CI's log, and not with --quiet.
 	if f, ok := c.App.ErrWriter.(*os.File); ok && !c.Bool("quiet") && term.IsTerminal(int(f.Fd())) {
@@ -176,13 +182,13 @@ func doRun(c *cli.Context) error {
 		opts.Live = srv.Attach
 	}
 	sum, runErr := emulator.Run(ctx, plan, opts)
-	if err := writeOutputs(out, plan, sum, written); err != nil {
+	if err := writeOutputs(dir, plan, sum, written); err != nil {
 		return err
 	}
 	if srv != nil {
 		finishControl(c, interrupted, srv, out)
 	}
-	return finishRun(c, out, sum, runErr, written)
+	return finishRun(c, dir, owner, sum, runErr, written)
 }
 
 // runPlan loads the plan netjam run runs (the variants asked for) and
@@ -290,13 +296,10 @@ func runRootless(c *cli.Context, plan *scenario.Plan) (err error, done bool) {
 	return nil, false
 }
 
-// runLogger makes the output folder out and the run's logger, which
-// writes netjam.log there too; closeLog flushes it and closes the file.
-func runLogger(c *cli.Context, out string) (log *zap.Logger, closeLog func(), err error) {
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return nil, nil, cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
-	}
-	logFile, err := os.Create(filepath.Join(out, "netjam.log"))
+// runLogger makes the run's logger, which writes netjam.log into the
+// output folder out too; closeLog flushes it and closes the file.
+func runLogger(c *cli.Context, out *outdir.Dir) (log *zap.Logger, closeLog func(), err error) {
+	logFile, err := out.Create("netjam.log")
 	if err != nil {
 		return nil, nil, cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
 	}
@@ -316,11 +319,13 @@ func runLogger(c *cli.Context, out string) (log *zap.Logger, closeLog func(), er
 	}, nil
 }
 
-// finishRun writes the JUnit XML and the tables once the outputs are
-// written, and turns the run's outcome into netjam's exit.
-func finishRun(c *cli.Context, out string, sum *emulator.Summary, runErr error, written *outputs) error {
+// finishRun writes the JUnit XML (for owner, when not nil) and the tables
+// once the outputs in dir are written, and turns the run's outcome into
+// netjam's exit.
+func finishRun(c *cli.Context, dir *outdir.Dir, owner *outdir.Owner, sum *emulator.Summary, runErr error, written *outputs) error {
+	out := dir.Path()
 	if path := c.String("junit"); path != "" {
-		if err := report.WriteJUnit(path, out); err != nil {
+		if err := report.WriteJUnit(path, owner, dir); err != nil {
 			return cli.Exit(fmt.Sprintf("writing JUnit XML: %v", err), exitFailed)
 		}
 		written.written("the JUnit XML")
@@ -351,10 +356,10 @@ func finishRun(c *cli.Context, out string, sum *emulator.Summary, runErr error, 
 // interrupt while it does.
 var outputNames = []string{"summary.json, timeseries.csv and the resolved scenario", "the plots", "report.html"}
 
-// writeOutputs writes what a run leaves in its output folder besides
+// writeOutputs writes what a run leaves in its output folder out besides
 // netjam.log and the captures: summary.json, timeseries.csv, the resolved
 // scenario, the plots and report.html, marking each as written.
-func writeOutputs(out string, plan *scenario.Plan, sum *emulator.Summary, written *outputs) error {
+func writeOutputs(out *outdir.Dir, plan *scenario.Plan, sum *emulator.Summary, written *outputs) error {
 	if err := emulator.WriteResults(out, plan, sum); err != nil {
 		return cli.Exit(fmt.Sprintf("writing results: %v", err), exitFailed)
 	}

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/scenario"
 )
 
@@ -95,7 +96,15 @@ func doShell(c *cli.Context) error {
 		return err
 	}
 	sr := &shellRun{c: c, s: s, command: command, out: c.String("out"), status: -1}
-	log, closeLog, err := shellLogger(c, sr.out)
+	if sr.out != "" {
+		// Opened now, before COMMAND runs: whatever COMMAND does to the
+		// folder's path, the results go into this folder (package outdir).
+		if sr.dir, _, err = openOutput(sr.out); err != nil {
+			return err
+		}
+		defer sr.dir.Close()
+	}
+	log, closeLog, err := shellLogger(c, sr.dir)
 	if err != nil {
 		return err
 	}
@@ -177,20 +186,17 @@ func checkShellCommand(c *cli.Context, command []string) error {
 }
 
 // shellLogger is the shell's logger: warnings on the terminal unless
-// told (COMMAND owns it), and with --out (out) a netjam.log in the folder,
-// which holds what run's does (at the level asked for, or info). closeLog
-// flushes it and closes the file.
-func shellLogger(c *cli.Context, out string) (log *zap.Logger, closeLog func(), err error) {
+// told (COMMAND owns it), and with --out (out, else nil) a netjam.log in
+// the folder, which holds what run's does (at the level asked for, or
+// info). closeLog flushes it and closes the file.
+func shellLogger(c *cli.Context, out *outdir.Dir) (log *zap.Logger, closeLog func(), err error) {
 	level := c.String("log-level")
 	if !c.IsSet("log-level") {
 		level = "warn" // COMMAND owns the terminal
 	}
 	var logFile *os.File
-	if out != "" {
-		if err := os.MkdirAll(out, 0o755); err != nil {
-			return nil, nil, cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
-		}
-		if logFile, err = os.Create(filepath.Join(out, "netjam.log")); err != nil {
+	if out != nil {
+		if logFile, err = out.Create("netjam.log"); err != nil {
 			return nil, nil, cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
 		}
 	}
@@ -219,8 +225,9 @@ type shellRun struct {
 	c       *cli.Context
 	s       *scenario.Scenario
 	command []string
-	env     []string // added to COMMAND's environment
-	out     string   // --out, or ""
+	env     []string    // added to COMMAND's environment
+	out     string      // --out, or ""
+	dir     *outdir.Dir // the folder of --out, opened before COMMAND runs; nil without
 	log     *zap.Logger
 	sigs    chan os.Signal
 	sh      *emulator.Shell
@@ -329,12 +336,12 @@ func (sr *shellRun) start() (*exec.Cmd, error) {
 // ended, and turns the run's outcome into netjam's: COMMAND's status.
 func (sr *shellRun) finish(sum *emulator.Summary, runErr error) error {
 	c := sr.c
-	if sr.out != "" && sum != nil {
+	if sr.dir != nil && sum != nil {
 		// COMMAND has ended: Ctrl-C is netjam's again, and ends it at
 		// once while it writes.
 		written := newOutputs(sr.out, outputNames...)
 		stop := exitOnSignal(sr.sigs, c.App.ErrWriter, written, os.Exit)
-		err := writeOutputs(sr.out, &scenario.Plan{Name: sr.s.Name, Runs: []*scenario.Scenario{sr.s}}, sum, written)
+		err := writeOutputs(sr.dir, &scenario.Plan{Name: sr.s.Name, Runs: []*scenario.Scenario{sr.s}}, sum, written)
 		stop()
 		if err != nil {
 			return err

@@ -25,6 +25,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/report"
 	"github.com/netjam/netjam/scenario"
 )
@@ -107,14 +108,16 @@ func doSweep(c *cli.Context) error {
 	if out == "" {
 		out = filepath.Join("results", plan.Name+"-sweep")
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
+	dir, _, err := openOutput(out)
+	if err != nil {
+		return err
 	}
+	defer dir.Close()
 	sp := sweepPlanOf(plan, total, shard, shards)
-	if err := writeJSON(filepath.Join(out, report.SweepPlanFile), sp); err != nil {
+	if err := writeJSON(dir, report.SweepPlanFile, sp); err != nil {
 		return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
 	}
-	log, closeLog, err := sweepLogger(c, out)
+	log, closeLog, err := sweepLogger(c, dir)
 	if err != nil {
 		return err
 	}
@@ -127,7 +130,7 @@ func doSweep(c *cli.Context) error {
 
 	var todo []sweepRun
 	for _, r := range mine {
-		if _, err := os.Stat(filepath.Join(out, r.ID, report.SweepRunFile)); err == nil {
+		if _, err := dir.Stat(filepath.Join(r.ID, report.SweepRunFile)); err == nil {
 			continue // done before an interruption
 		}
 		todo = append(todo, r)
@@ -140,7 +143,7 @@ func doSweep(c *cli.Context) error {
 		}
 		fmt.Fprintf(c.App.Writer, ", %d done before, %d to run, into %s\n", len(mine)-len(todo), len(todo), out)
 	}
-	sr := &sweeper{c: c, plan: plan, out: out, log: log, bar: sweepBar(c, len(todo)), quiet: quiet, total: len(todo)}
+	sr := &sweeper{c: c, plan: plan, out: dir, log: log, bar: sweepBar(c, len(todo)), quiet: quiet, total: len(todo)}
 	sr.runAll(ctx, todo, c.Int("parallel"))
 	switch {
 	case ctx.Err() != nil:
@@ -174,11 +177,12 @@ func sweepPlanOf(plan *scenario.Plan, total, shard, shards int) report.SweepPlan
 	return sp
 }
 
-// sweepLogger logs into out's netjam.log, and on the console only warnings
-// and errors unless --log-level says otherwise: a sweep's console shows
-// its progress. close flushes and closes the file.
-func sweepLogger(c *cli.Context, out string) (log *zap.Logger, close func(), err error) {
-	logFile, err := os.OpenFile(filepath.Join(out, "netjam.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+// sweepLogger logs into out's netjam.log (added to, for a sweep run
+// again), and on the console only warnings and errors unless --log-level
+// says otherwise: a sweep's console shows its progress. close flushes and
+// closes the file.
+func sweepLogger(c *cli.Context, out *outdir.Dir) (log *zap.Logger, close func(), err error) {
+	logFile, err := out.Append("netjam.log")
 	if err != nil {
 		return nil, nil, cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
 	}
@@ -210,7 +214,7 @@ func sweepBar(c *cli.Context, n int) *progressbar.ProgressBar {
 type sweeper struct {
 	c     *cli.Context
 	plan  *scenario.Plan
-	out   string
+	out   *outdir.Dir
 	log   *zap.Logger
 	bar   *progressbar.ProgressBar // nil: a line per run instead, unless quiet
 	quiet bool
@@ -239,7 +243,7 @@ func (sr *sweeper) runAll(ctx context.Context, todo []sweepRun, parallel int) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			start := time.Now()
-			unmet, err := runSweepPoint(ctx, sr.c, sr.plan, r, filepath.Join(sr.out, r.ID), sr.log)
+			unmet, err := runSweepPoint(ctx, sr.c, sr.plan, r, sr.out, sr.log)
 			sr.done(ctx, r, start, unmet, err)
 		}()
 	}
@@ -380,17 +384,19 @@ func fitName(id string) string {
 	return head + "~" + hex.EncodeToString(sum[:8])
 }
 
-// runSweepPoint runs one run of the sweep into dir, and marks it done. It
-// returns the expectations the run did not meet.
-func runSweepPoint(ctx context.Context, c *cli.Context, plan *scenario.Plan, r sweepRun, dir string, log *zap.Logger) ([]string, error) {
+// runSweepPoint runs one run of the sweep into its folder in out, and
+// marks it done. It returns the expectations the run did not meet.
+func runSweepPoint(ctx context.Context, c *cli.Context, plan *scenario.Plan, r sweepRun, out *outdir.Dir, log *zap.Logger) ([]string, error) {
 	at, err := plan.At(plan.Sweep, r.point)
 	if err != nil {
 		return nil, err
 	}
 	one := &scenario.Plan{Name: at.Name, Path: at.Path, Runs: at.Runs[r.variant : r.variant+1]}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, err := out.Sub(r.ID)
+	if err != nil {
 		return nil, err
 	}
+	defer dir.Close()
 	sum, runErr := emulator.Run(ctx, one, emulator.Options{Log: log.Named("emulator").With(zap.String("run", r.ID)),
 		Version: versionString(), OutDir: dir})
 	if ctx.Err() != nil {
@@ -414,20 +420,17 @@ func runSweepPoint(ctx context.Context, c *cli.Context, plan *scenario.Plan, r s
 	for _, u := range emulator.ExpectationFailures(sum) {
 		unmet = append(unmet, r.ID+": "+u)
 	}
-	return unmet, writeJSON(filepath.Join(dir, report.SweepRunFile), r.SweepRun)
+	return unmet, writeJSON(dir, report.SweepRunFile, r.SweepRun)
 }
 
-// writeJSON writes v into path atomically: a reader sees all of it or none.
-func writeJSON(path string, v any) error {
+// writeJSON writes v as the file name of dir atomically: a reader sees
+// all of it or none.
+func writeJSON(dir *outdir.Dir, name string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return dir.WriteFile(name, append(b, '\n'))
 }
 
 // axisLabels names each axis in run folders by the last part of its key,
