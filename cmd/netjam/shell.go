@@ -119,7 +119,9 @@ func doShell(c *cli.Context) error {
 	signal.Notify(sr.sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
 	defer signal.Stop(sr.sigs)
 
-	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString()}
+	// The output folder is the run's, as in netjam run: the scenario's
+	// captures go there.
+	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString(), OutDir: sr.out}
 	sr.env = shellEnv(s)
 	if c.IsSet("control") {
 		closeControl, err := sr.control(&opts)
@@ -409,6 +411,10 @@ func shellScenario(c *cli.Context, files []string) (*scenario.Scenario, error) {
 	}
 	if s.TUN.Device.Netns != "" {
 		return nil, cli.Exit(fmt.Sprintf("%s: tun.netns: a shell makes its own namespace; remove tun.netns", plan.Path), exitBadUsage)
+	}
+	// Said before anything is made, not when the run opens its files.
+	if s.Capture != nil && len(s.Capture.Points) > 0 && c.String("out") == "" {
+		return nil, cli.Exit(fmt.Sprintf("%s: capture: netjam shell writes the capture into --out DIR; give one", plan.Path), exitBadUsage)
 	}
 	return s, nil
 }

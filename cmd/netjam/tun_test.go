@@ -416,6 +416,31 @@ func TestShellOutWritesWhatRunWrites(t *testing.T) {
 	}
 }
 
+// TestShellCapture: a shell's scenario with a capture section writes the
+// pcap into --out (it failed with "capture needs an output folder"), and
+// without --out netjam says at once that the capture needs it.
+func TestShellCapture(t *testing.T) {
+	testenv.RequireTUN(t)
+	ping := testenv.RequireTool(t, "ping", "iputils-ping")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "capture.yaml")
+	os.WriteFile(path, []byte("name: captured\nduration: 1m\nlink: {delay: 5ms}\ncapture: [client]\n"), 0o644)
+	out := filepath.Join(dir, "out")
+	cmd := netjamProcess(t, "shell", "-q", "--out", out, path, "--", "sh", "-c", ping+" -n -c 2 -i 0.2 -W 5 $NETJAM_PEER >/dev/null")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("netjam shell with a capture and --out: %v\n%s", err, b)
+	}
+	// The pcap header (24 bytes), then each packet's record: two echo
+	// requests and their replies at least.
+	if st, err := os.Stat(filepath.Join(out, "client.pcap")); err != nil || st.Size() < 24+4*(16+84) {
+		t.Errorf("client.pcap: %v, want the two pings and their replies in it", err)
+	}
+	code, _, stderr := netjam(t, "shell", "-q", path, "--", "true")
+	if code != exitBadUsage || !strings.Contains(stderr, "netjam: "+path+": capture: netjam shell writes the capture into --out DIR; give one\n") {
+		t.Errorf("a capture without --out: exit %d, %q", code, stderr)
+	}
+}
+
 // TestWithoutPrivilegesExit2 runs TUN mode as an unprivileged user, with
 // /dev/net/tun usable by every user and with it root's alone: netjam exits
 // 2 and says, once, what is needed and how to get it. netjam run has a
