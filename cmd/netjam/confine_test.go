@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// TestCommandUserArg: the user confineArg's child becomes goes through its
-// argument whole, and a malformed one is refused.
+// TestCommandUserArg: the user netjam started as confineArg is to become
+// crosses its argument whole, and a malformed argument is refused.
 func TestCommandUserArg(t *testing.T) {
 	for _, u := range []commandUser{{uid: 1000, gid: 1000}, {uid: 65534, gid: 100, groups: []uint32{27, 44, 4294967294}}} {
 		s := u.String()

@@ -285,11 +285,14 @@ func TestShellSetuidGivesNothing(t *testing.T) {
 
 // TestShellPassesTerminalSignals: the command leads a session of its own,
 // so the terminal's Ctrl-C reaches netjam alone, which passes it on to the
-// command's whole process group (the sleep the script waits for ends at
+// command's whole process group (the child the script waits for ends at
 // once, not in 30 s). Ctrl-Z (SIGTSTP) stops neither.
 func TestShellPassesTerminalSignals(t *testing.T) {
 	testenv.RequireTUN(t)
-	cmd := netjamProcess(t, "shell", "-q", "--", "sh", "-c", `trap 'echo INT; exit 5' INT; echo ready; sleep 30; echo not interrupted`)
+	// The child says ready itself, so that it is there when Ctrl-C
+	// comes: said by the script, the signal could come before the
+	// script started the sleep.
+	cmd := netjamProcess(t, "shell", "-q", "--", "sh", "-c", `trap 'echo INT; exit 5' INT; sh -c 'echo ready; exec sleep 30'; echo not interrupted`)
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
