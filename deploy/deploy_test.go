@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,6 +65,76 @@ func TestKubernetesJob(t *testing.T) {
 	}
 	if c.Resources.Requests.Cpu().String() != "1" {
 		t.Errorf("cpu request %v: a real-time run needs a core of its own", c.Resources.Requests.Cpu())
+	}
+	// netjam never talks to the Kubernetes API: a token mounted in the
+	// pod would only be something to steal.
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Errorf("automountServiceAccountToken: %v, want false", pod.AutomountServiceAccountToken)
+	}
+	// A pod filling a node's disk through an emptyDir is evicted at
+	// its sizeLimit instead.
+	for _, v := range pod.Volumes {
+		if ed := v.EmptyDir; ed != nil && (ed.SizeLimit == nil || ed.SizeLimit.Sign() <= 0) {
+			t.Errorf("volume %s: an emptyDir without a sizeLimit", v.Name)
+		}
+	}
+}
+
+// TestDockerfilePinsItsBaseImages: every image the Dockerfile builds from
+// is named by digest, either written out (@sha256:...) or through a
+// build argument declared before the first FROM (@${NAME}) whose default,
+// if it has one, is a digest. A tag alone may point at other bytes
+// tomorrow.
+func TestDockerfilePinsItsBaseImages(t *testing.T) {
+	b, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	args := map[string]string{} // declared before the first FROM
+	stages := map[string]bool{}
+	froms := 0
+	for i, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		switch strings.ToUpper(f[0]) {
+		case "ARG":
+			if froms == 0 {
+				name, def, _ := strings.Cut(f[1], "=")
+				args[name] = def
+			}
+		case "FROM":
+			froms++
+			image := f[1]
+			if strings.HasPrefix(image, "--platform=") && len(f) > 2 {
+				image = f[2]
+			}
+			earlier := stages[image]
+			if len(f) >= 4 && strings.EqualFold(f[len(f)-2], "AS") {
+				stages[f[len(f)-1]] = true // for the FROMs after this one
+			}
+			if earlier {
+				continue // built here, from pinned images
+			}
+			_, pin, ok := strings.Cut(image, "@")
+			switch {
+			case !ok:
+				t.Errorf("Dockerfile:%d: FROM %s: not pinned by digest (@sha256:...)", i+1, image)
+			case strings.HasPrefix(pin, "${") && strings.HasSuffix(pin, "}"):
+				name := pin[2 : len(pin)-1]
+				def, declared := args[name]
+				if !declared || def != "" && !digest.MatchString(def) {
+					t.Errorf("Dockerfile:%d: FROM %s: %s must be an ARG before the first FROM whose default, if any, is a digest (sha256:...), not %q", i+1, image, name, def)
+				}
+			case !digest.MatchString(pin):
+				t.Errorf("Dockerfile:%d: FROM %s: %q is not a digest (sha256: and 64 hex digits)", i+1, image, pin)
+			}
+		}
+	}
+	if froms == 0 {
+		t.Error("the Dockerfile has no FROM")
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
@@ -150,6 +151,10 @@ func startInit(cfg TUNConfig, command, env []string, theirs *os.File) (*Rootless
 	cmd.Env = append(append(os.Environ(), env...), rootlessInitEnv+"="+string(conf))
 	cmd.ExtraFiles = []*os.File{theirs} // fd 3
 	cmd.SysProcAttr = UserNetns()
+	// The command leads a session of its own, without the terminal as
+	// its controlling one: it can push no input into it (TIOCSTI) for
+	// the user's shell to run. netjam passes the terminal's signals on.
+	cmd.SysProcAttr.Setsid = true
 	if err := cmd.Start(); err != nil {
 		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EUSERS) {
 			return nil, &PrivilegeError{Op: "making a user namespace", Err: err,
@@ -248,6 +253,17 @@ func RootlessInit() int {
 		return RootlessFailed
 	}
 	sock.Close()
+	// Nothing the command runs gains privileges by exec: a set-user-ID
+	// program of the host would not anyway (its owner, root, has no uid
+	// in this namespace), but one of the user's own, or file
+	// capabilities, would without no_new_privs.
+	// It is the thread's, which exec makes the process's: the goroutine
+	// stays on it.
+	runtime.LockOSThread()
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "netjam: PR_SET_NO_NEW_PRIVS: %v\n", err)
+		return RootlessNoExec
+	}
 	// The device's descriptor is close-on-exec: netjam's copy keeps it.
 	err = syscall.Exec(path, conf.Command, os.Environ())
 	fmt.Fprintf(os.Stderr, "netjam: %s: %v\n", conf.Command[0], err)

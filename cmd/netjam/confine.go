@@ -26,20 +26,47 @@ import (
 //
 //   - Under sudo (SUDO_UID names another user) the command runs as the
 //     invoking user, with its groups and home, and no capability: as
-//     mahimahi's shells do.
+//     mahimahi's shells do. Its bounding and ambient sets are empty and
+//     no_new_privs is set, as Kubernetes' allowPrivilegeEscalation: false
+//     and systemd's NoNewPrivileges= do: a set-user-ID-root program (or
+//     one with file capabilities) it runs gains nothing, so neither sudo
+//     with the user's cached credentials nor a setuid program of the
+//     system can take it back to root.
 //   - --as-root keeps root, with every capability dropped from the
 //     bounding set except those --cap names, so the command and whatever
-//     it starts never hold more.
-//   - Root without sudo runs the command as root, as before: the person at
-//     the terminal is root anyway; --as-root --cap limits it.
+//     it starts never hold more; no_new_privs is set too.
+//   - Root without sudo runs the command as root, with root's
+//     capabilities: the person at the terminal is root anyway; --as-root
+//     --cap limits it.
 //
-// Rootless shells are not touched: their command is root of a user
-// namespace of its own, which has no power outside it.
+// Every shell's command, these and the rootless one, starts in a new
+// session (setsid), as bubblewrap's --new-session does, so it has no
+// controlling terminal. With one, it could push input into the terminal
+// for the user's shell to run after netjam ends (ioctl TIOCSTI, which
+// Linux allows on a process's own controlling terminal without privilege
+// unless dev.tty.legacy_tiocsti is 0, new in 6.2), such as a sudo
+// command that the user's cached credentials would let through. The
+// price is job control: the terminal's signals go to netjam, which
+// passes Ctrl-C, Ctrl-\, hangups and window size changes on to the
+// command's process group (waitCommand); Ctrl-Z suspends nothing, an
+// interactive shell run as the command says it has no job control, and
+// /dev/tty cannot be opened. Running the command under script(1) gives
+// it a terminal of its own with all of that (docs/security.md). A
+// pseudo-terminal of netjam's, as sudo's use_pty makes, would too, at
+// the cost of netjam relaying every byte of the terminal for the run.
+//
+// Rootless shells are not confined further: their command is root of a
+// user namespace of its own, which has no power outside it; it runs with
+// no_new_privs (hostnet.RootlessInit).
 
-// capDropArg is the hidden first argument of netjam started to drop
-// capabilities and exec a shell's command: netjam __netjam-drop-caps
-// CAPS -- COMMAND [ARGS...], CAPS a comma-separated list (maybe empty).
-const capDropArg = "__netjam-drop-caps"
+// confineArg is the hidden first argument of netjam started, as root, to
+// confine a root shell's command and exec it:
+//
+//	netjam __netjam-confine CAPS USER -- COMMAND [ARGS...]
+//
+// CAPS is a comma-separated list of the capabilities to keep (maybe
+// empty), USER "" to stay root or UID:GID[:GROUP,...] to become.
+const confineArg = "__netjam-confine"
 
 // capNames are Linux's capabilities by number (linux/capability.h).
 var capNames = []string{
@@ -79,6 +106,53 @@ type commandUser struct {
 	home     string
 }
 
+// String is the user as confineArg's USER: UID:GID, then :GROUP,... when
+// it has supplementary groups.
+func (u *commandUser) String() string {
+	s := fmt.Sprintf("%d:%d", u.uid, u.gid)
+	for i, g := range u.groups {
+		sep := ","
+		if i == 0 {
+			sep = ":"
+		}
+		s += sep + strconv.FormatUint(uint64(g), 10)
+	}
+	return s
+}
+
+// parseCommandUser reads confineArg's USER (see commandUser.String).
+func parseCommandUser(s string) (*commandUser, error) {
+	parts := strings.Split(s, ":")
+	if len(parts) < 2 || len(parts) > 3 {
+		return nil, fmt.Errorf("%q is not UID:GID[:GROUP,...]", s)
+	}
+	id := func(v string) (uint32, error) {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not UID:GID[:GROUP,...]", s)
+		}
+		return uint32(n), nil
+	}
+	var u commandUser
+	var err error
+	if u.uid, err = id(parts[0]); err != nil {
+		return nil, err
+	}
+	if u.gid, err = id(parts[1]); err != nil {
+		return nil, err
+	}
+	if len(parts) == 3 {
+		for _, g := range strings.Split(parts[2], ",") {
+			n, err := id(g)
+			if err != nil {
+				return nil, err
+			}
+			u.groups = append(u.groups, n)
+		}
+	}
+	return &u, nil
+}
+
 // invokingUser returns the user who ran netjam through sudo, from
 // SUDO_UID and SUDO_GID, with the supplementary groups and home the
 // system's user database gives; nil when netjam is not root under sudo
@@ -114,56 +188,77 @@ func invokingUser(getenv func(string) string) (*commandUser, error) {
 
 // confine makes cmd, a root shell's command not started yet, run as little
 // of root as asked (see the top of this file). It returns a line saying
-// who the command runs as, for the log.
-func confine(cmd *exec.Cmd, asRoot bool, capValues []string, getenv func(string) string) (string, error) {
-	if !asRoot {
+// who the command runs as, for the log, and the user it runs as (nil for
+// root).
+func confine(cmd *exec.Cmd, asRoot bool, capValues []string, getenv func(string) string) (string, *commandUser, error) {
+	// A session of its own, whatever it runs as.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	var caps []int
+	var u *commandUser
+	if asRoot {
+		var err error
+		if caps, err = parseCaps(capValues); err != nil {
+			return "", nil, err
+		}
+	} else {
 		if len(capValues) > 0 {
-			return "", errors.New("--cap: only with --as-root (a command run as the invoking user has no capability)")
+			return "", nil, errors.New("--cap: only with --as-root (a command run as the invoking user has no capability)")
 		}
-		u, err := invokingUser(getenv)
-		if err != nil || u == nil {
-			return "root", err
+		var err error
+		if u, err = invokingUser(getenv); err != nil {
+			return "", nil, err
 		}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: u.groups}}
-		env := slices.DeleteFunc(slices.Clone(cmd.Env), func(kv string) bool {
-			return strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "USER=") || strings.HasPrefix(kv, "LOGNAME=")
-		})
-		cmd.Env = append(env, "HOME="+u.home, "USER="+u.name, "LOGNAME="+u.name)
-		return fmt.Sprintf("user %s (uid %d, gid %d), no capability", u.name, u.uid, u.gid), nil
-	}
-	caps, err := parseCaps(capValues)
-	if err != nil {
-		return "", err
+		if u == nil {
+			return "root, every capability, own session", nil, nil
+		}
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return "", fmt.Errorf("--as-root: %w", err)
+		return "", nil, fmt.Errorf("confining the command: %w", err)
 	}
 	var names []string
 	for _, c := range caps {
 		names = append(names, capNames[c])
 	}
-	cmd.Args = append([]string{exe, capDropArg, strings.Join(names, ","), "--"}, cmd.Args...)
-	cmd.Path = exe
-	if len(names) == 0 {
-		return "root, no capability", nil
+	userArg := ""
+	if u != nil {
+		userArg = u.String()
+		env := slices.DeleteFunc(slices.Clone(cmd.Env), func(kv string) bool {
+			return strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "USER=") || strings.HasPrefix(kv, "LOGNAME=")
+		})
+		cmd.Env = append(env, "HOME="+u.home, "USER="+u.name, "LOGNAME="+u.name)
 	}
-	return "root, capabilities " + strings.Join(names, ", ") + " only", nil
+	cmd.Args = append([]string{exe, confineArg, strings.Join(names, ","), userArg, "--"}, cmd.Args...)
+	cmd.Path = exe
+	const rest = ", no_new_privs, own session"
+	switch {
+	case u != nil:
+		return fmt.Sprintf("user %s (uid %d, gid %d), no capability%s", u.name, u.uid, u.gid, rest), u, nil
+	case len(names) == 0:
+		return "root, no capability" + rest, nil, nil
+	}
+	return "root, capabilities " + strings.Join(names, ", ") + " only" + rest, nil, nil
 }
 
-// runCapDrop is netjam started as capDropArg: it drops every capability
-// but the listed ones from the bounding set and the inheritable set of
-// this thread, then execs the command on it. A root process's
+// runConfined is netjam started as confineArg, as root: it sets
+// no_new_privs, drops every capability but the listed ones from the
+// bounding set, empties the inheritable and ambient sets, becomes the
+// user if one is given, and execs the command. A root process's
 // capabilities after exec are its bounding set (Linux treats every
-// program run by root as if it had all file capabilities), so the command
-// holds the listed capabilities only, and nothing it starts can get more.
-func runCapDrop(args []string) int {
+// program run by root as if it had all file capabilities), so a command
+// kept root holds the listed capabilities only; one that became a user
+// holds none (changing every uid from 0 clears them); and with
+// no_new_privs nothing either starts can get more, set-user-ID programs
+// included. The bounding set is dropped before the uids change, since
+// that needs CAP_SETPCAP. It returns only on failure, with the exit
+// status a shell gives: 127 when the command is not found, 126 else.
+func runConfined(args []string) int {
 	fail := func(format string, a ...any) int {
-		fmt.Fprintf(os.Stderr, "netjam: dropping capabilities: "+format+"\n", a...)
-		return 126
+		fmt.Fprintf(os.Stderr, "netjam: confining the command: "+format+"\n", a...)
+		return exitCannotRun
 	}
-	if len(args) < 3 || args[1] != "--" {
-		return fail("usage: %s CAPS -- COMMAND [ARGS...]", capDropArg)
+	if len(args) < 4 || args[2] != "--" {
+		return fail("usage: %s CAPS USER -- COMMAND [ARGS...]", confineArg)
 	}
 	var keep []int
 	if args[0] != "" {
@@ -172,14 +267,22 @@ func runCapDrop(args []string) int {
 			return fail("%v", err)
 		}
 	}
-	command := args[2:]
-	path, err := exec.LookPath(command[0])
-	if err != nil {
-		return fail("%v", err)
+	var u *commandUser
+	if args[1] != "" {
+		var err error
+		if u, err = parseCommandUser(args[1]); err != nil {
+			return fail("user: %v", err)
+		}
 	}
-	// Bounding and inheritable sets are per thread; exec keeps the
-	// calling thread's.
+	command := args[3:]
+	// no_new_privs, the bounding and the inheritable sets are per
+	// thread, and exec keeps the calling thread's: the goroutine stays on
+	// the thread that sets them. (Go changes the uids and gids on every
+	// thread.)
 	runtime.LockOSThread()
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fail("PR_SET_NO_NEW_PRIVS: %v", err)
+	}
 	for c := 0; c < 64; c++ {
 		if slices.Contains(keep, c) {
 			continue
@@ -203,8 +306,34 @@ func runCapDrop(args []string) int {
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
 		return fail("clearing ambient capabilities: %v", err)
 	}
-	err = syscall.Exec(path, command, os.Environ())
-	return fail("exec %s: %v", command[0], err)
+	if u != nil {
+		groups := make([]int, len(u.groups))
+		for i, g := range u.groups {
+			groups[i] = int(g)
+		}
+		// Groups first: once the uids are the user's, they cannot change.
+		if err := unix.Setgroups(groups); err != nil {
+			return fail("setgroups: %v", err)
+		}
+		if err := unix.Setresgid(int(u.gid), int(u.gid), int(u.gid)); err != nil {
+			return fail("setresgid: %v", err)
+		}
+		if err := unix.Setresuid(int(u.uid), int(u.uid), int(u.uid)); err != nil {
+			return fail("setresuid: %v", err)
+		}
+	}
+	// Looked up as the user, who may not reach everything root does.
+	path, err := exec.LookPath(command[0])
+	if err == nil {
+		err = syscall.Exec(path, command, os.Environ())
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		err = os.NewSyscallError("exec", errno) // said as "permission denied", not LookPath's "stat PATH: ..."
+	}
+	ec := commandError(command[0], err).(cli.ExitCoder)
+	fmt.Fprintln(os.Stderr, "netjam:", ec.Error())
+	return ec.ExitCode()
 }
 
 // resultsOwner is the user netjam writes results for: under sudo, the

@@ -34,8 +34,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 1 && args[1] == emulator.ShellInitArg {
 		return emulator.ShellInit() // a rootless shell's first process
 	}
-	if len(args) > 1 && args[1] == capDropArg {
-		return runCapDrop(args[2:]) // a root shell's command, see confine.go
+	if len(args) > 1 && args[1] == confineArg {
+		return runConfined(args[2:]) // a root shell's command, see confine.go
 	}
 	app := newApp(stdout, stderr)
 	app.Metadata = map[string]any{"args": args} // a rootless run starts netjam again with them

@@ -18,6 +18,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/outdir"
@@ -42,15 +43,19 @@ COMMAND's exit status (128+N when a signal N ended it; 127 when COMMAND
 is not found, 126 when it cannot be run, as shells do). netjam's flags go
 before "--", COMMAND and its arguments after it. Without a scenario
 file, or when it has no tun section, the device takes its defaults.
-Ctrl-C reaches COMMAND from the terminal; netjam passes SIGTERM and SIGHUP
-on to it. With root, the namespace is netjam's; without, where the system
+COMMAND leads a session of its own, without the terminal as its
+controlling one (it cannot push input into it): netjam passes Ctrl-C,
+Ctrl-\, SIGTERM, SIGHUP and window size changes on to it; Ctrl-Z does
+nothing, and an interactive shell has no job control (run it under
+script -q -c bash /dev/null for a terminal of its own). With root, the namespace is netjam's; without, where the system
 allows unprivileged user namespaces, COMMAND runs as root of a user
 namespace of its own (rootless, as unshare -r does), and netjam, outside
 it, still relays to the host's services. Where neither works, netjam
 exits 2 saying how to get what is missing.
 
 Under sudo, COMMAND runs as the user who ran sudo (SUDO_UID, SUDO_GID,
-that user's groups and home), with no capability: a command holding
+that user's groups and home), with no capability and no_new_privs (a
+set-user-ID program, sudo included, gives it nothing): a command holding
 root's capabilities could leave the namespace (nsenter) and change the
 host. --as-root keeps root with every capability dropped but those
 --cap names (--as-root --cap net_raw,net_bind_service).
@@ -116,14 +121,16 @@ func doShell(c *cli.Context) error {
 	defer sr.sh.Close()
 
 	// SIGTERM and SIGHUP go on to COMMAND, which then ends, and so does
-	// the run. SIGINT from the terminal reaches COMMAND by itself (it is
-	// in netjam's process group); netjam ignores it rather than die with
-	// the namespace in use.
+	// the run; so does SIGINT, the terminal's Ctrl-C, which only netjam
+	// gets (COMMAND leads a session of its own, see confine.go), rather
+	// than end netjam with the namespace in use.
 	sr.sigs = make(chan os.Signal, 4)
 	signal.Notify(sr.sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
 	defer signal.Stop(sr.sigs)
 
-	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString()}
+	// The output folder is the run's, as in netjam run: the scenario's
+	// captures go there.
+	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString(), OutDir: sr.out}
 	sr.env = shellEnv(s)
 	if c.IsSet("control") {
 		closeControl, err := sr.control(&opts)
@@ -291,11 +298,15 @@ func (sr *shellRun) control(opts *emulator.Options) (closeControl func(), err er
 
 // attached starts COMMAND once the path is up and waits for it.
 func (sr *shellRun) attached(ctx context.Context) error {
+	// The terminal's other signals, caught before COMMAND may send any.
+	term := make(chan os.Signal, 4)
+	signal.Notify(term, syscall.SIGQUIT, syscall.SIGWINCH, syscall.SIGTSTP)
+	defer signal.Stop(term)
 	cmd, err := sr.start()
 	if err != nil {
 		return err
 	}
-	sr.status = waitCommand(cmd, sr.sigs, sr.log)
+	sr.status = waitCommand(cmd, sr.sigs, term, sr.log)
 	return nil
 }
 
@@ -313,15 +324,14 @@ func (sr *shellRun) start() (*exec.Cmd, error) {
 	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), sr.env...)
-	who, err := confine(cmd, sr.c.Bool("as-root"), sr.c.StringSlice("cap"), os.Getenv)
+	who, u, err := confine(cmd, sr.c.Bool("as-root"), sr.c.StringSlice("cap"), os.Getenv)
 	if err != nil {
 		return nil, err
 	}
-	if pa := cmd.SysProcAttr; sr.socket != "" && pa != nil && pa.Credential != nil {
-		cr := pa.Credential
+	if sr.socket != "" && u != nil {
 		// The command runs as the user who called sudo: the
 		// control socket (0600) is theirs to use.
-		if err := os.Chown(sr.socket, int(cr.Uid), int(cr.Gid)); err != nil {
+		if err := os.Chown(sr.socket, int(u.uid), int(u.gid)); err != nil {
 			return nil, fmt.Errorf("control socket: %w", err)
 		}
 	}
@@ -409,27 +419,47 @@ func shellScenario(c *cli.Context, files []string) (*scenario.Scenario, error) {
 	if s.TUN.Device.Netns != "" {
 		return nil, cli.Exit(fmt.Sprintf("%s: tun.netns: a shell makes its own namespace; remove tun.netns", plan.Path), exitBadUsage)
 	}
+	// Said before anything is made, not when the run opens its files.
+	if s.Capture != nil && len(s.Capture.Points) > 0 && c.String("out") == "" {
+		return nil, cli.Exit(fmt.Sprintf("%s: capture: netjam shell writes the capture into --out DIR; give one", plan.Path), exitBadUsage)
+	}
 	return s, nil
 }
 
-// waitCommand waits for cmd to end, passing SIGTERM and SIGHUP from sigs
-// on to it (and killing it 10 s after the first if it is still there),
-// and returns its exit status.
-func waitCommand(cmd *exec.Cmd, sigs <-chan os.Signal, log *zap.Logger) int {
+// waitCommand waits for cmd to end and returns its exit status. cmd leads
+// a session of its own, so the terminal's signals reach netjam, in its
+// foreground process group, and not cmd: netjam passes them on to cmd's
+// process group as the terminal would have: SIGINT and SIGHUP from sigs,
+// SIGQUIT (Ctrl-\) and SIGWINCH (the window's size changed) from term.
+// SIGTERM from sigs goes to cmd alone. After SIGTERM or SIGHUP cmd is killed if it is
+// still there 10 s later. SIGTSTP (Ctrl-Z) is caught and dropped: it
+// would stop netjam and leave cmd running, out of the user's shell's job
+// control.
+func waitCommand(cmd *exec.Cmd, sigs, term <-chan os.Signal, log *zap.Logger) int {
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
+	toGroup := func(sig os.Signal) {
+		// The session's leader leads its first process group too; the
+		// group is gone only once all of it has ended.
+		unix.Kill(-cmd.Process.Pid, sig.(syscall.Signal))
+	}
 	var killTimer <-chan time.Time
 	for {
 		select {
 		case err := <-waited:
 			return exitStatus(cmd, err)
-		case sig := <-sigs:
-			if sig == syscall.SIGINT {
-				continue
+		case sig := <-term:
+			if sig != syscall.SIGTSTP {
+				toGroup(sig)
 			}
+		case sig := <-sigs:
 			log.Info("passing a signal on to the command", zap.Stringer("signal", sig))
-			cmd.Process.Signal(sig)
-			if killTimer == nil {
+			if sig == syscall.SIGTERM {
+				cmd.Process.Signal(sig)
+			} else {
+				toGroup(sig)
+			}
+			if sig != syscall.SIGINT && killTimer == nil {
 				killTimer = time.After(10 * time.Second)
 			}
 		case <-killTimer:

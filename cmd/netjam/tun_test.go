@@ -18,9 +18,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/internal/testenv"
@@ -161,29 +164,47 @@ func TestShell(t *testing.T) {
 }
 
 // TestShellConfinesTheCommand runs root shells' commands and asks them
-// who they are, what capabilities they hold, and whether they can enter
-// the host's network namespace: under sudo (SUDO_UID of nobody) the
-// command is that user with no capability; with --as-root --cap net_raw
-// it is root with CAP_NET_RAW (bit 13) alone. Neither can nsenter.
+// who they are, what capabilities they hold (in effect, and in the
+// bounding set that caps what anything they start may get), whether
+// no_new_privs is set, whether they lead a session of their own, and
+// whether they can enter the host's network namespace. Under sudo
+// (SUDO_UID of nobody) the command is that user with no capability at
+// all; with --as-root --cap net_raw it is root with CAP_NET_RAW (bit 13)
+// alone; root without sudo keeps root's capabilities. Every one leads a
+// new session (session=1: its session is its own process id), and no
+// confined one can nsenter.
 func TestShellConfinesTheCommand(t *testing.T) {
 	testenv.RequireTUN(t)
 	nsenter := testenv.RequireTool(t, "nsenter", "util-linux")
 	// The test's own namespace is the host's, as far as the shell knows.
 	hostNS := fmt.Sprintf("/proc/%d/ns/net", os.Getpid())
-	script := `id -u; id -g; echo home=$HOME; grep CapEff /proc/self/status; ` + nsenter + ` --net=` + hostNS + ` true 2>/dev/null && echo escaped; true`
+	script := `id -u; id -g; echo home=$HOME; grep -E '^(CapEff|CapBnd|CapAmb|NoNewPrivs):' /proc/self/status; ` +
+		`echo session=$(( $(cut -d' ' -f6 /proc/self/stat) == $$ )); ` +
+		nsenter + ` --net=` + hostNS + ` true 2>/dev/null && echo escaped; true`
+	caps := func(eff, bnd string, nnp int) string {
+		return fmt.Sprintf("CapEff:\t%s\nCapBnd:\t%s\nCapAmb:\t0000000000000000\nNoNewPrivs:\t%d\nsession=1\n", eff, bnd, nnp)
+	}
+	// Root without sudo holds what the test holds.
+	status, _ := os.ReadFile("/proc/self/status")
+	rootCaps := regexp.MustCompile(`CapEff:\t(\w+)`).FindSubmatch(status)[1]
+	noSudo := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "SUDO_") })
 	for _, c := range []struct {
 		name string
 		args []string
 		env  []string
 		want string
 	}{
-		{"sudo", nil, []string{"SUDO_UID=65534", "SUDO_GID=65534", "SUDO_USER=nobody"}, "65534\n65534\nhome=/nonexistent\nCapEff:\t0000000000000000\n"},
-		{"as-root", []string{"--as-root", "--cap", "net_raw"}, []string{"SUDO_UID=65534", "SUDO_GID=65534"}, "0\n0\nhome=" + os.Getenv("HOME") + "\nCapEff:\t0000000000002000\n"},
-		{"as-root-nothing", []string{"--as-root"}, nil, "0\n0\nhome=" + os.Getenv("HOME") + "\nCapEff:\t0000000000000000\n"},
+		{"sudo", nil, []string{"SUDO_UID=65534", "SUDO_GID=65534", "SUDO_USER=nobody"},
+			"65534\n65534\nhome=/nonexistent\n" + caps("0000000000000000", "0000000000000000", 1)},
+		{"as-root", []string{"--as-root", "--cap", "net_raw"}, []string{"SUDO_UID=65534", "SUDO_GID=65534"},
+			"0\n0\nhome=" + os.Getenv("HOME") + "\n" + caps("0000000000002000", "0000000000002000", 1)},
+		{"as-root-nothing", []string{"--as-root"}, nil,
+			"0\n0\nhome=" + os.Getenv("HOME") + "\n" + caps("0000000000000000", "0000000000000000", 1)},
+		{"root", nil, nil, "0\n0\nhome=" + os.Getenv("HOME") + "\n" + caps(string(rootCaps), string(rootCaps), 0) + "escaped\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cmd := netjamProcess(t, append(append([]string{"shell", "-q"}, c.args...), "--", "sh", "-c", script)...)
-			cmd.Env = append(cmd.Env, c.env...)
+			cmd.Env = append(append(slices.Clone(noSudo), beNetjam+"=1"), c.env...)
 			cmd.Dir = "/"
 			out, err := cmd.Output()
 			if err != nil || string(out) != c.want {
@@ -191,9 +212,158 @@ func TestShellConfinesTheCommand(t *testing.T) {
 			}
 		})
 	}
+	// A program root may run and the user may not (in a folder of
+	// root's alone): the command cannot run, as a shell says.
+	private := filepath.Join(t.TempDir(), "private.sh")
+	os.WriteFile(private, []byte("#!/bin/sh\necho ran\n"), 0o755)
+	cmd := netjamProcess(t, "shell", "-q", "--", private)
+	cmd.Env = append(append(slices.Clone(noSudo), beNetjam+"=1"), "SUDO_UID=65534", "SUDO_GID=65534")
+	var errOut strings.Builder
+	cmd.Stderr = &errOut
+	if out, _ := cmd.Output(); cmd.ProcessState.ExitCode() != exitCannotRun || len(out) > 0 ||
+		!strings.HasSuffix(errOut.String(), "netjam: shell: "+private+": cannot run: permission denied\n") {
+		t.Errorf("a program the user may not run: exit %d, output %q, stderr %q; want 126, cannot run", cmd.ProcessState.ExitCode(), out, errOut.String())
+	}
 	code, _, stderr := netjam(t, "shell", "--as-root", "--cap", "net_rawr", "--", "true")
 	if code != exitBadUsage || !strings.Contains(stderr, `--cap: "net_rawr" is not a capability`) {
 		t.Errorf("an unknown capability: exit %d, %q", code, stderr)
+	}
+}
+
+// setuidCopy copies the program at src into a folder every user may
+// enter, on a filesystem that honours set-user-ID bits (os.TempDir's, or
+// else the package's), owned by root with mode 4755, and returns its
+// path. Without such a filesystem the test is skipped.
+func setuidCopy(t *testing.T, src string) string {
+	t.Helper()
+	testenv.RequireTool(t, "setpriv", "util-linux")
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, parent := range []string{os.TempDir(), "."} {
+		var st unix.Statfs_t
+		if unix.Statfs(parent, &st) != nil || st.Flags&unix.ST_NOSUID != 0 {
+			continue
+		}
+		dir, err := os.MkdirTemp(parent, "netjam-setuid")
+		if err != nil {
+			continue
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		dir, _ = filepath.Abs(dir)
+		bin := filepath.Join(dir, filepath.Base(src))
+		if os.Chmod(dir, 0o755) != nil || os.WriteFile(bin, b, 0o755) != nil || os.Chown(bin, 0, 0) != nil || os.Chmod(bin, os.ModeSetuid|0o755) != nil {
+			t.Fatalf("making %s set-user-ID root", bin)
+		}
+		// Every folder above must let nobody through, and the bit must
+		// work there: nobody runs it as root.
+		if out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", bin, "-u").Output(); err != nil || string(out) != "0\n" {
+			continue
+		}
+		return bin
+	}
+	testenv.Missing(t, "no folder on a filesystem without nosuid that every user may enter")
+	return ""
+}
+
+// TestShellSetuidGivesNothing runs a set-user-ID-root copy of id(1) as a
+// shell's command under sudo: it must stay the invoking user (no_new_privs
+// makes exec ignore the bit), where before it became root and could read
+// /etc/shadow.
+func TestShellSetuidGivesNothing(t *testing.T) {
+	testenv.RequireTUN(t)
+	id := setuidCopy(t, testenv.RequireTool(t, "id", "coreutils"))
+	cmd := netjamProcess(t, "shell", "-q", "--", "sh", "-c", id+" -u; "+id+" -ru")
+	cmd.Env = append(cmd.Env, "SUDO_UID=65534", "SUDO_GID=65534", "SUDO_USER=nobody")
+	cmd.Dir = "/"
+	out, err := cmd.Output()
+	if err != nil || string(out) != "65534\n65534\n" {
+		t.Errorf("a set-user-ID-root program in the shell: %v, effective and real uid %q, want 65534 for both", err, out)
+	}
+}
+
+// TestShellPassesTerminalSignals: the command leads a session of its own,
+// so the terminal's Ctrl-C reaches netjam alone, which passes it on to the
+// command's whole process group (the child the script waits for ends at
+// once, not in 30 s). Ctrl-Z (SIGTSTP) stops neither.
+func TestShellPassesTerminalSignals(t *testing.T) {
+	testenv.RequireTUN(t)
+	// The child says ready itself, so that it is there when Ctrl-C
+	// comes: said by the script, the signal could come before the
+	// script started the sleep.
+	cmd := netjamProcess(t, "shell", "-q", "--", "sh", "-c", `trap 'echo INT; exit 5' INT; sh -c 'echo ready; exec sleep 30'; echo not interrupted`)
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	kill := time.AfterFunc(20*time.Second, func() { cmd.Process.Kill() })
+	defer kill.Stop()
+	buf := make([]byte, 6)
+	if _, err := io.ReadFull(stdout, buf); err != nil || string(buf) != "ready\n" {
+		t.Fatalf("the command's first line: %q, %v", buf, err)
+	}
+	cmd.Process.Signal(syscall.SIGTSTP)
+	cmd.Process.Signal(syscall.SIGINT)
+	rest, _ := io.ReadAll(stdout)
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 5 || string(rest) != "INT\n" {
+		t.Errorf("after Ctrl-Z and Ctrl-C: exit %d, output %q; want the command's trap: 5, \"INT\\n\"", code, rest)
+	}
+}
+
+// pushInputArg, the first argument of the test binary, makes it try to
+// push input into the terminal on its standard input (tryPushInput).
+const pushInputArg = "__netjam-test-push-input"
+
+// tryPushInput pushes "x" into the terminal of standard input, as a
+// hostile command would push a command line for the user's shell to run
+// once netjam has ended, and prints the outcome.
+func tryPushInput() int {
+	c := byte('x')
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, 0, unix.TIOCSTI, uintptr(unsafe.Pointer(&c)))
+	if errno != 0 {
+		fmt.Println("TIOCSTI:", errno)
+		return 1
+	}
+	fmt.Println("TIOCSTI: pushed")
+	return 0
+}
+
+// TestShellCannotPushInput runs netjam on a terminal of the test's (a
+// pseudo-terminal, netjam's controlling terminal) and a shell's command
+// that tries to push input into it with TIOCSTI: the command leads a
+// session of its own, so the terminal is not its controlling one, and
+// without CAP_SYS_ADMIN (--as-root keeps none) Linux refuses. In
+// netjam's session the push went through (where dev.tty.legacy_tiocsti
+// allows it at all).
+func TestShellCannotPushInput(t *testing.T) {
+	testenv.RequireTUN(t)
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		testenv.Missing(t, fmt.Sprintf("no pseudo-terminal: %v", err))
+	}
+	defer ptmx.Close()
+	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pts.Close()
+	exe, _ := os.Executable()
+	cmd := netjamProcess(t, "shell", "-q", "--as-root", "--", exe, pushInputArg)
+	cmd.Stdin = pts
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	out, _ := cmd.Output()
+	// EPERM; EIO where dev.tty.legacy_tiocsti is 0.
+	if got := string(out); got != "TIOCSTI: operation not permitted\n" && got != "TIOCSTI: input/output error\n" {
+		t.Errorf("the command pushing input into netjam's terminal: %q, want it refused (operation not permitted)", got)
 	}
 }
 
@@ -246,6 +416,31 @@ func TestShellOutWritesWhatRunWrites(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(out, "netjam.log")); !strings.Contains(string(b), `"msg":"run end"`) {
 		t.Errorf("netjam.log lacks the run's info lines:\n%s", b)
+	}
+}
+
+// TestShellCapture: a shell's scenario with a capture section writes the
+// pcap into --out (it failed with "capture needs an output folder"), and
+// without --out netjam says at once that the capture needs it.
+func TestShellCapture(t *testing.T) {
+	testenv.RequireTUN(t)
+	ping := testenv.RequireTool(t, "ping", "iputils-ping")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "capture.yaml")
+	os.WriteFile(path, []byte("name: captured\nduration: 1m\nlink: {delay: 5ms}\ncapture: [client]\n"), 0o644)
+	out := filepath.Join(dir, "out")
+	cmd := netjamProcess(t, "shell", "-q", "--out", out, path, "--", "sh", "-c", ping+" -n -c 2 -i 0.2 -W 5 $NETJAM_PEER >/dev/null")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("netjam shell with a capture and --out: %v\n%s", err, b)
+	}
+	// The pcap header (24 bytes), then each packet's record: two echo
+	// requests and their replies at least.
+	if st, err := os.Stat(filepath.Join(out, "client.pcap")); err != nil || st.Size() < 24+4*(16+84) {
+		t.Errorf("client.pcap: %v, want the two pings and their replies in it", err)
+	}
+	code, _, stderr := netjam(t, "shell", "-q", path, "--", "true")
+	if code != exitBadUsage || !strings.Contains(stderr, "netjam: "+path+": capture: netjam shell writes the capture into --out DIR; give one\n") {
+		t.Errorf("a capture without --out: exit %d, %q", code, stderr)
 	}
 }
 
@@ -316,7 +511,7 @@ func TestShellRootless(t *testing.T) {
 	defer srv.Close()
 	cmd, _ := asNobody(t, "shell", "-q", "--set", "link.delay=10ms",
 		"--set", fmt.Sprintf("tun={forward: [{proto: tcp, listen: 8080, to: %s}]}", srv.Listener.Addr()),
-		"--", "sh", "-c", `id -u; ping -n -c 10 -i 0.2 -w 10 $NETJAM_PEER | grep -o 'time=[0-9.]*'; curl -s http://$NETJAM_PEER:8080/; exit 3`)
+		"--", "sh", "-c", `id -u; grep NoNewPrivs /proc/self/status; echo session=$(( $(cut -d' ' -f6 /proc/self/stat) == $$ )); ping -n -c 10 -i 0.2 -w 10 $NETJAM_PEER | grep -o 'time=[0-9.]*'; curl -s http://$NETJAM_PEER:8080/; exit 3`)
 	// The command's output is netjam's stdout; netjam's own log
 	// (warnings of a busy machine among them) goes to stderr.
 	var stderr bytes.Buffer
@@ -328,8 +523,8 @@ func TestShellRootless(t *testing.T) {
 	}
 	got := string(out)
 	t.Logf("rootless shell:\n%s\nstderr:\n%s", got, stderr.Bytes())
-	if !strings.HasPrefix(got, "0\n") || strings.Count(got, "time=") != 10 || !strings.HasSuffix(got, "host service") {
-		t.Errorf("rootless shell output %q: want uid 0 (of the user namespace), 10 pings, the host service", got)
+	if !strings.HasPrefix(got, "0\nNoNewPrivs:\t1\nsession=1\n") || strings.Count(got, "time=") != 10 || !strings.HasSuffix(got, "host service") {
+		t.Errorf("rootless shell output %q: want uid 0 (of the user namespace), no_new_privs, a session of its own, 10 pings, the host service", got)
 	}
 	// The path's delay, not the machine's load, is what is checked: no
 	// reply comes back before 20 ms (a busy machine cannot speed one up),
