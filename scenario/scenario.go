@@ -119,7 +119,7 @@ func Parse(path string, data []byte, o Options) (*Plan, error) {
 	}
 	sweep := o.sweep
 	if n := lookup(root, "sweep"); n != nil && !isNull(n) && sweep == nil {
-		sweep = fileDec.sweep(n)
+		sweep = fileDec.sweep(n, max(1, len(variants)))
 	}
 	sets, errs := parseSets(o.Sets)
 	errs = append(fileDec.errs, errs...)

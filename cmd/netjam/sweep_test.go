@@ -148,6 +148,21 @@ func TestSweepUsage(t *testing.T) {
 	os.WriteFile(file, []byte(sweepYAML), 0o644)
 	plain := filepath.Join(dir, "plain.yaml")
 	os.WriteFile(plain, []byte("flows: [{name: p, type: udp, interval: 1ms, count: 10}]\n"), 0o644)
+	variants := filepath.Join(dir, "variants.yaml")
+	os.WriteFile(variants, []byte("flows: [{name: p, type: udp, interval: 1ms, count: 10}]\nvariants: [{name: a}, {name: b}]\n"), 0o644)
+	// list is n values for --grid: "1ms,2ms,...".
+	list := func(n int) string {
+		var out []string
+		for i := range n {
+			out = append(out, strconv.Itoa(i+1)+"ms")
+		}
+		return strings.Join(out, ",")
+	}
+	var eight []string // 512^8 = 2^72 runs, which wrapped to 0: the sweep ran nothing and exited 0
+	for _, k := range []string{"link.delay", "link.uplink.delay", "link.downlink.delay", "link.uplink.jitter",
+		"link.downlink.jitter", "link.uplink.delay.jitter", "flows.p.start", "flows.p.interval"} {
+		eight = append(eight, "--grid", k+"="+list(512))
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -159,6 +174,17 @@ func TestSweepUsage(t *testing.T) {
 		{[]string{"sweep", file, "--set", "link.loss=1%"}, "--set link.loss: the key is swept"},
 		{[]string{"sweep", file, "--grid", "link.loss=1%,200%"}, "netjam: sweep point link.loss=200%, link.delay=1ms: link.loss: 200% is out of range (expected 0% to 100%)\nsweep point link.loss=200%, link.delay=3ms: link.loss: 200% is out of range (expected 0% to 100%)\n"},
 		{[]string{"sweep", file, "--seeds", "0"}, "--seeds: 0 is out of range (expected 1 to 10000)"},
+		// The cap counts what the command line adds, and the variants.
+		// --parallel 0, refused after the runs are listed, keeps a sweep
+		// the cap missed from running.
+		{[]string{"sweep", plain, "--grid", "link.delay=" + list(200), "--seeds", "1000", "--parallel", "0"},
+			"netjam: " + plain + ": sweep: 200000 runs (200 values of one key, times 1000 seeds), more than 100000\n"},
+		{[]string{"sweep", file, "--grid", "flows.probe.count=1,2,3", "--seeds", "10000", "--parallel", "0"},
+			"netjam: " + file + ": sweep: 120000 runs (12 combinations of 3 keys, times 10000 seeds), more than 100000\n"},
+		{[]string{"sweep", variants, "--grid", "link.delay=" + list(6), "--seeds", "10000", "--parallel", "0"},
+			"netjam: " + variants + ": sweep: 120000 runs (6 values of one key, times 10000 seeds, times 2 variants), more than 100000\n"},
+		{append([]string{"sweep", plain, "--parallel", "0"}, eight...),
+			"netjam: " + plain + ": sweep: 4722366482869645213696 runs (4722366482869645213696 combinations of 8 keys, times 1 seed), more than 100000\n"},
 	} {
 		code, stdout, stderr := netjam(t, append(c.args, "--out", filepath.Join(dir, "out"))...)
 		if code != exitBadUsage || !strings.Contains(stderr, c.want) {
