@@ -417,7 +417,7 @@ func load(dir string) (*folder, error) {
 		}
 		return nil, err
 	}
-	b, err := os.ReadFile(filepath.Join(dir, SummaryFile))
+	b, err := readFile(filepath.Join(dir, SummaryFile), maxSummarySize)
 	if err != nil {
 		return nil, missing(dir, SummaryFile, err)
 	}
@@ -459,6 +459,15 @@ func load(dir string) (*folder, error) {
 	}
 	return f, nil
 }
+
+// Bounds on files of a run folder that the report reads whole (readFile).
+// summary.json holds a run's figures, per flow, link and host, and its
+// timeline's events: some KB, some MB for thousands of flows or events.
+// A scenario*.yaml is the scenario as run, from a file of at most 1 MiB.
+const (
+	maxSummarySize      = 64 << 20
+	maxScenarioCopySize = 16 << 20
+)
 
 // missing wraps the error of a file that could not be opened with
 // ErrNotRun when the file does not exist.
@@ -565,7 +574,7 @@ func readScenarios(dir string, runs []runInfo) ([]scenarioFile, error) {
 	})
 	var out []scenarioFile
 	for _, p := range names {
-		b, err := os.ReadFile(p)
+		b, err := readFile(p, maxScenarioCopySize)
 		if err != nil {
 			return nil, err
 		}

@@ -19,7 +19,7 @@ import (
 // expectation (a failure when it did not hold, an error when it could not
 // be checked).
 func JUnit(w io.Writer, dir string) error {
-	b, err := os.ReadFile(filepath.Join(dir, SummaryFile))
+	b, err := readFile(filepath.Join(dir, SummaryFile), maxSummarySize)
 	if err != nil {
 		return missing(dir, SummaryFile, err)
 	}

@@ -101,7 +101,7 @@ func TestSweepShardsMergeAsWhole(t *testing.T) {
 	// An interrupted sweep: one run did not finish. Merge says so; the
 	// sweep run again runs that one only.
 	os.Remove(filepath.Join(whole, "loss=10pct,delay=1ms,seed=2", "sweep-run.json"))
-	if code, _, stderr = netjam(t, "merge", whole); code != exitFailed || !strings.Contains(stderr, "1 of the sweep's 12 runs are missing (indexes [7])") {
+	if code, _, stderr = netjam(t, "merge", whole); code != exitFailed || !strings.Contains(stderr, "netjam: 1 of the sweep's 12 runs missing: run 7; run the shards that hold them, or the sweep again to resume\n") {
 		t.Errorf("merge of an unfinished sweep: exit %d\n%s", code, stderr)
 	}
 	code, stdout, stderr = netjam(t, "sweep", file, "--out", whole)
@@ -223,5 +223,39 @@ func TestSweepLongValues(t *testing.T) {
 	}
 	if a, b := fitName(strings.Repeat("é", 200)), fitName(strings.Repeat("é", 200)); a != b || len(a) > maxRunName || !utf8.ValidString(a) {
 		t.Errorf("fitName: %q and %q", a, b)
+	}
+}
+
+// TestMergeRefuses: merge checks a sweep-plan.json before it counts the
+// runs it names: a plan of 89 bytes that claimed 50,000,000 runs took
+// 46 s and 4.8 GB, and wrote a sweep.json of 689 MB and an error of
+// 439 MB listing every run as missing. Missing runs are ranges.
+func TestMergeRefuses(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		plan string
+		runs []int // the runs found
+		code int
+		want string // stderr, after "netjam: "; DIR is the folder
+	}{
+		{"a plan that lies", `{"scenario":"x","axes":[{"key":"link.loss","values":["1%"]}],"seeds":[1],"runs":50000000}`, nil,
+			exitFailed, `merge: DIR/sweep-plan.json: "runs" is 50000000, but its axes, seeds and variants make 1`},
+		{"runs missing", `{"scenario":"s","axes":[{"key":"link.loss","values":["1%","2%"]}],"seeds":[1,2,3],"runs":6}`, []int{0, 1, 5},
+			exitFailed, "3 of the sweep's 6 runs missing: runs 2-4; run the shards that hold them, or the sweep again to resume"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			os.WriteFile(filepath.Join(dir, "sweep-plan.json"), []byte(c.plan), 0o644)
+			for _, i := range c.runs {
+				run := filepath.Join(dir, "r"+strconv.Itoa(i))
+				os.Mkdir(run, 0o755)
+				os.WriteFile(filepath.Join(run, "sweep-run.json"), []byte(`{"index": `+strconv.Itoa(i)+`, "id": "r", "scenario": "s"}`), 0o644)
+				os.WriteFile(filepath.Join(run, "summary.json"), []byte(`{"runs": [{"duration_s": 1}]}`), 0o644)
+			}
+			code, stdout, stderr := netjam(t, "merge", dir)
+			if want := "netjam: " + strings.ReplaceAll(c.want, "DIR", dir) + "\n"; code != c.code || stderr != want {
+				t.Errorf("exit %d, want %d\ngot  %swant %s%s", code, c.code, stderr, want, stdout)
+			}
+		})
 	}
 }
