@@ -40,7 +40,9 @@ folder named from its parameters (loss=1pct,cc=reno,seed=2). A run that
 finished is not run again: after an interruption, run the same command
 again. --shard runs only one shard of the runs, for a batch engine
 (Kubernetes Indexed Jobs, Slurm job arrays); netjam merge gathers the
-shards' folders into one table and report.
+shards' folders into one table and report. A sweep has at most 100000
+runs: its combinations, times its seeds, times the scenario's variants,
+with --grid and --seeds counted.
 
 The sweep key of a scenario:
    sweep:
