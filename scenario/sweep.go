@@ -331,8 +331,8 @@ func (p *Plan) CheckSweep() error {
 		return err
 	}
 	var out []string
-	seeds := len(p.Sweep.Seeds)
-	for i := 0; i < p.Sweep.Len() && len(out) < maxSweepErrors; i += seeds {
+	seeds, n := len(p.Sweep.Seeds), p.Sweep.Len()
+	for i := 0; i < n && len(out) < maxSweepErrors; i += seeds {
 		if _, err := p.At(p.Sweep, p.Sweep.Point(i)); err != nil && !slices.Contains(out, err.Error()) {
 			out = append(out, err.Error())
 		}
