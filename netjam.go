@@ -30,7 +30,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -116,7 +115,7 @@ func Start(ctx context.Context, l Link) (*Path, error) {
 // A file with flows, wifi, tun or capture is refused: a Path carries the
 // program's own traffic.
 func Load(ctx context.Context, file string, sets ...string) (*Path, error) {
-	b, err := os.ReadFile(file)
+	b, err := scenario.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("netjam: %w", err)
 	}

@@ -259,21 +259,29 @@ func (d *Dir) Open(name string) (*os.File, error) {
 
 // ReadFile reads the file name as Open opens it, up to MaxReadBytes.
 func (d *Dir) ReadFile(name string) ([]byte, error) {
+	return d.ReadFileMax(name, MaxReadBytes)
+}
+
+// ReadFileMax reads the file name as Open opens it, and refuses it when
+// it holds more than max bytes (at most MaxReadBytes): for a file whose
+// writer bounds it lower, such as a run's summary.
+func (d *Dir) ReadFileMax(name string, max int) ([]byte, error) {
+	max = min(max, MaxReadBytes)
 	f, err := d.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	tooLarge := d.err("read", name, fmt.Errorf("larger than %d MiB", MaxReadBytes>>20))
-	if fi, err := f.Stat(); err == nil && fi.Size() > MaxReadBytes {
+	tooLarge := d.err("read", name, fmt.Errorf("more than %d bytes (%d MiB): netjam writes none that big", max, max>>20))
+	if fi, err := f.Stat(); err == nil && fi.Size() > int64(max) {
 		return nil, tooLarge
 	}
 	// Bounded again as read: the file may grow meanwhile.
-	b, err := io.ReadAll(io.LimitReader(f, MaxReadBytes+1))
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
 	if err != nil {
 		return nil, d.err("read", name, err)
 	}
-	if len(b) > MaxReadBytes {
+	if len(b) > max {
 		return nil, tooLarge
 	}
 	return b, nil

@@ -411,7 +411,7 @@ type scenarioFile struct {
 // of the folder d.
 func load(d *outdir.Dir) (*folder, error) {
 	f := &folder{}
-	b, err := d.ReadFile(SummaryFile)
+	b, err := d.ReadFileMax(SummaryFile, maxSummarySize)
 	if err != nil {
 		return nil, missing(d.Path(), SummaryFile, err)
 	}
@@ -453,6 +453,15 @@ func load(d *outdir.Dir) (*folder, error) {
 	}
 	return f, nil
 }
+
+// Bounds on files of a run folder that the report reads whole (readFile).
+// summary.json holds a run's figures, per flow, link and host, and its
+// timeline's events: some KB, some MB for thousands of flows or events.
+// A scenario*.yaml is the scenario as run, from a file of at most 1 MiB.
+const (
+	maxSummarySize      = 64 << 20
+	maxScenarioCopySize = 16 << 20
+)
 
 // missing wraps the error of a file that could not be opened with
 // ErrNotRun when the file does not exist.
@@ -558,7 +567,7 @@ func readScenarios(d *outdir.Dir, runs []runInfo) ([]scenarioFile, error) {
 	})
 	var out []scenarioFile
 	for _, n := range names {
-		b, err := d.ReadFile(n)
+		b, err := d.ReadFileMax(n, maxScenarioCopySize)
 		if err != nil {
 			return nil, err
 		}

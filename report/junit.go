@@ -19,7 +19,7 @@ import (
 // expectation (a failure when it did not hold, an error when it could not
 // be checked).
 func JUnit(w io.Writer, d *outdir.Dir) error {
-	b, err := d.ReadFile(SummaryFile)
+	b, err := d.ReadFileMax(SummaryFile, maxSummarySize)
 	if err != nil {
 		return missing(d.Path(), SummaryFile, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/netjam/netjam/internal/sweepcap"
 	"github.com/netjam/netjam/outdir"
 )
 
@@ -62,10 +64,31 @@ type SweepResult struct {
 	// (flows.bulk.throughput_bps), in the order of sweep.csv.
 	Columns []string `json:"columns"`
 	// Found is how many runs were found; Missing names the runs of the
-	// plan that were not (a shard not run, or not finished).
-	Found   int              `json:"found"`
-	Missing []int            `json:"missing,omitempty"`
-	Results []SweepRunResult `json:"results"`
+	// plan that were not (a shard not run, or not finished), as ranges of
+	// indexes.
+	Found   int        `json:"found"`
+	Missing []RunRange `json:"missing,omitempty"`
+	// Shards is N when every folder merged held a shard I/N of the sweep;
+	// MissingShards are the shards I of N whose folders were not among
+	// them (a shard that holds no run, I past the last run, is not
+	// missing). 0 and none otherwise.
+	Shards        int              `json:"shards,omitempty"`
+	MissingShards []int            `json:"missing_shards,omitempty"`
+	Results       []SweepRunResult `json:"results"`
+}
+
+// RunRange is the runs of a sweep from index First to Last, both included.
+type RunRange struct {
+	First int `json:"first"`
+	Last  int `json:"last"`
+}
+
+// String writes r as "3-5", or "9" for one run.
+func (r RunRange) String() string {
+	if r.First == r.Last {
+		return strconv.Itoa(r.First)
+	}
+	return strconv.Itoa(r.First) + "-" + strconv.Itoa(r.Last)
 }
 
 // SweepRunResult is one run and its figures.
@@ -78,14 +101,22 @@ type SweepRunResult struct {
 // maxSweepDepth bounds how deep Merge looks for runs below a folder.
 const maxSweepDepth = 3
 
+// maxSweepFileSize bounds sweep-plan.json and sweep-run.json: the plan
+// holds the sweep's values, from a scenario file of at most 1 MiB or the
+// command line, which JSON's escapes may make up to 6 times longer.
+const maxSweepFileSize = 16 << 20
+
 // Merge gathers the finished runs of one sweep from dirs: the output
 // folders of netjam sweep, whole or its shards, or folders that hold
 // them. Every folder's sweep must be the same (scenario, axes, seeds,
-// variants); a run found twice is an error.
+// variants); a run found twice is an error. A plan is checked before its
+// runs are counted: its runs must be what its axes, seeds and variants
+// make, at most sweepcap.Max, and every run's index one of them.
 func Merge(dirs []string) (*SweepResult, error) {
 	var res SweepResult
 	var planFrom string
 	byIndex := map[int]string{}
+	shards := map[string]bool{} // the plans' shards, "I/N"; "" for a whole sweep
 	for _, dir := range dirs {
 		st, err := os.Stat(dir)
 		if err != nil || !st.IsDir() {
@@ -108,9 +139,13 @@ func Merge(dirs []string) (*SweepResult, error) {
 			switch d.Name() {
 			case SweepPlanFile:
 				var p SweepPlan
-				if err := readJSON(path, &p); err != nil {
+				if err := readJSON(path, maxSweepFileSize, &p); err != nil {
 					return err
 				}
+				if err := p.check(path); err != nil {
+					return err
+				}
+				shards[p.Shard] = true
 				p.Shard = ""
 				if planFrom == "" {
 					res.SweepPlan, planFrom = p, path
@@ -127,6 +162,9 @@ func Merge(dirs []string) (*SweepResult, error) {
 				}
 				byIndex[r.Index] = r.Dir
 				res.Results = append(res.Results, r)
+				if len(res.Results) > sweepcap.Max {
+					return fmt.Errorf("more than %d runs below %s: a sweep has at most %d", sweepcap.Max, strings.Join(dirs, ", "), sweepcap.Max)
+				}
 			}
 			return nil
 		})
@@ -139,11 +177,22 @@ func Merge(dirs []string) (*SweepResult, error) {
 	}
 	sort.Slice(res.Results, func(i, j int) bool { return res.Results[i].Index < res.Results[j].Index })
 	res.Found = len(res.Results)
-	for i := range res.Runs {
-		if _, ok := byIndex[i]; !ok {
-			res.Missing = append(res.Missing, i)
+	for _, r := range res.Results {
+		if r.Index < 0 || r.Index >= res.Runs {
+			return nil, fmt.Errorf("%s: index %d is not a run of the sweep (0 to %d)", filepath.Join(r.Dir, SweepRunFile), r.Index, res.Runs-1)
 		}
 	}
+	for i := range res.Runs {
+		if _, ok := byIndex[i]; ok {
+			continue
+		}
+		if n := len(res.Missing); n > 0 && res.Missing[n-1].Last == i-1 {
+			res.Missing[n-1].Last = i
+		} else {
+			res.Missing = append(res.Missing, RunRange{i, i})
+		}
+	}
+	res.Shards, res.MissingShards = missingShards(shards, res.Runs)
 	cols := map[string]bool{}
 	for _, r := range res.Results {
 		if r.Scenario != res.Scenario {
@@ -157,6 +206,137 @@ func Merge(dirs []string) (*SweepResult, error) {
 	return &res, nil
 }
 
+// check returns why the plan read from path is not one netjam sweep
+// writes: its runs are not what its axes, seeds and variants make, or
+// more than sweepcap.Max, or its shard is not I/N. A plan that claimed
+// 50,000,000 runs had merge list them all as missing (43 s, 4.8 GB).
+func (p *SweepPlan) check(path string) error {
+	values := make([]int, len(p.Axes))
+	for i, a := range p.Axes {
+		values[i] = len(a.Values)
+	}
+	n, err := sweepcap.Runs(values, len(p.Seeds), max(1, len(p.Variants)))
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if p.Runs != n {
+		return fmt.Errorf(`%s: "runs" is %d, but its axes, seeds and variants make %d`, path, p.Runs, n)
+	}
+	if p.Shard != "" {
+		if _, _, ok := parseShard(p.Shard); !ok {
+			return fmt.Errorf(`%s: "shard" is %q, expected I/N (0 <= I < N)`, path, p.Shard)
+		}
+	}
+	return nil
+}
+
+// parseShard reads a plan's shard, "I/N".
+func parseShard(s string) (i, n int, ok bool) {
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || i < 0 || i >= n {
+		return 0, 0, false
+	}
+	return i, n, true
+}
+
+// missingShards returns N when every plan found was a shard I/N of one N
+// (the plans' shards, checked), and the shards of N not found that hold
+// runs of a sweep of runs runs: 0 and nil otherwise.
+func missingShards(found map[string]bool, runs int) (int, []int) {
+	n := 0
+	have := map[int]bool{}
+	for s := range found {
+		i, m, ok := parseShard(s)
+		if !ok || n != 0 && m != n {
+			return 0, nil // a whole sweep, or shards of two counts: any run may be anywhere
+		}
+		n = m
+		have[i] = true
+	}
+	var out []int
+	for i := range min(n, runs) {
+		if !have[i] {
+			out = append(out, i)
+		}
+	}
+	return n, out
+}
+
+// maxMissingRanges bounds the ranges MissingText writes out.
+const maxMissingRanges = 10
+
+// MissingCount returns the number of runs of the sweep not found.
+func (r *SweepResult) MissingCount() int {
+	n := 0
+	for _, m := range r.Missing {
+		n += m.Last - m.First + 1
+	}
+	return n
+}
+
+// MissingText says which runs were not found, for a person: the shards
+// whose folders were not merged ("shard 1/3 (4 runs), not among the
+// folders merged"), then the other runs as ranges of indexes ("runs 3-5,
+// 9, 12-40"), at most maxMissingRanges of them. "" when none is missing.
+func (r *SweepResult) MissingText() string {
+	var parts []string
+	shardOf := map[int]bool{}
+	if len(r.MissingShards) > 0 {
+		names := make([]string, len(r.MissingShards))
+		runs := 0
+		for j, i := range r.MissingShards {
+			names[j] = fmt.Sprintf("%d/%d", i, r.Shards)
+			shardOf[i] = true
+			runs += (r.Runs - i + r.Shards - 1) / r.Shards // the indexes i, i+N, ... below Runs
+		}
+		word := "shard"
+		if len(names) > 1 {
+			word = "shards"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s (%d %s), not among the folders merged", word, strings.Join(names, ", "), runs, plural(runs, "run")))
+	}
+	// The other runs: the missing shards' runs taken out of the ranges.
+	var rest []RunRange
+	count := 0
+	for _, m := range r.Missing {
+		for i := m.First; i <= m.Last; i++ {
+			if r.Shards > 0 && shardOf[i%r.Shards] {
+				continue
+			}
+			count++
+			if n := len(rest); n > 0 && rest[n-1].Last == i-1 {
+				rest[n-1].Last = i
+			} else {
+				rest = append(rest, RunRange{i, i})
+			}
+		}
+	}
+	if count > 0 {
+		var b strings.Builder
+		b.WriteString(plural(count, "run") + " ")
+		for j, m := range rest[:min(len(rest), maxMissingRanges)] {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(m.String())
+		}
+		if more := len(rest) - maxMissingRanges; more > 0 {
+			fmt.Fprintf(&b, ", and %d more %s (%s lists them all)", more, plural(more, "range"), SweepJSONFile)
+		}
+		parts = append(parts, b.String())
+	}
+	return strings.Join(parts, "; ")
+}
+
+func plural(n int, s string) string {
+	if n == 1 {
+		return s
+	}
+	return s + "s"
+}
+
 // samePlan reports whether two folders hold runs of one sweep.
 func samePlan(a, b SweepPlan) bool {
 	ja, _ := json.Marshal(a)
@@ -164,8 +344,10 @@ func samePlan(a, b SweepPlan) bool {
 	return string(ja) == string(jb)
 }
 
-func readJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
+// readJSON decodes the JSON file at path, of at most max bytes
+// (readFile), into v.
+func readJSON(path string, max int64, v any) error {
+	b, err := readFile(path, max)
 	if err != nil {
 		return err
 	}
@@ -175,15 +357,40 @@ func readJSON(path string, v any) error {
 	return nil
 }
 
+// readFile reads a file netjam wrote, refusing one of more than max
+// bytes (a whole number of MiB) before reading it, or, for a pipe or a
+// device, after max+1 bytes: the files are netjam's own, but a folder
+// given to merge, plot or junit may come from anywhere. An error opening
+// the file is returned as it is.
+func readFile(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	tooBig := fmt.Errorf("%s: more than %d bytes (%d MiB): netjam writes none that big", path, max, max>>20)
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > max {
+		return nil, tooBig
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, tooBig
+	}
+	return b, nil
+}
+
 // readSweepRun reads a run's sweep-run.json and the figures of its
 // summary.json.
 func readSweepRun(path string) (SweepRunResult, error) {
 	r := SweepRunResult{Dir: filepath.Dir(path)}
-	if err := readJSON(path, &r.SweepRun); err != nil {
+	if err := readJSON(path, maxSweepFileSize, &r.SweepRun); err != nil {
 		return r, err
 	}
 	var sum summary
-	if err := readJSON(filepath.Join(r.Dir, SummaryFile), &sum); err != nil {
+	if err := readJSON(filepath.Join(r.Dir, SummaryFile), maxSummarySize, &sum); err != nil {
 		return r, err
 	}
 	if len(sum.Runs) != 1 {

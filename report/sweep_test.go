@@ -1,10 +1,13 @@
 package report
 
 import (
+	"fmt"
 	"image/png"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -79,5 +82,136 @@ func TestWriteSweepReport(t *testing.T) {
 	page, _ := os.ReadFile(filepath.Join(dir, "sweep.html"))
 	if n := strings.Count(string(page), "<figure"); n != 3 {
 		t.Errorf("sweep.html has %d figures, want 3", n)
+	}
+}
+
+// sweepFolder writes a sweep's output folder into dir: its plan (JSON
+// text) and a finished run (sweep-run.json, summary.json) of each index
+// in runs.
+func sweepFolder(t *testing.T, dir, plan string, runs ...int) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, SweepPlanFile), []byte(plan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range runs {
+		run := filepath.Join(dir, "r"+strconv.Itoa(i))
+		os.Mkdir(run, 0o755)
+		os.WriteFile(filepath.Join(run, SweepRunFile), fmt.Appendf(nil, `{"index": %d, "id": "r%d", "scenario": "s"}`, i, i), 0o644)
+		os.WriteFile(filepath.Join(run, SummaryFile), []byte(`{"runs": [{"duration_s": 1}]}`), 0o644)
+	}
+}
+
+// upTo returns the indexes 0 to n-1 but those in skip.
+func upTo(n int, skip ...int) []int {
+	var out []int
+	for i := range n {
+		if !slices.Contains(skip, i) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// TestMergeChecks: merge believes no number of a folder it did not check
+// (a plan of 89 bytes that claimed 50,000,000 runs took 46 s and 4.8 GB,
+// and wrote a sweep.json of 689 MB and an error of 439 MB listing every
+// run as missing), and says which runs are missing as ranges.
+func TestMergeChecks(t *testing.T) {
+	plan := func(values, seeds int, extra string) string {
+		var vs, ss []string
+		for i := range values {
+			vs = append(vs, strconv.Quote(strconv.Itoa(i)+"%"))
+		}
+		for i := range seeds {
+			ss = append(ss, strconv.Itoa(i+1))
+		}
+		return fmt.Sprintf(`{"scenario": "s", "axes": [{"key": "link.loss", "values": [%s]}], "seeds": [%s]%s}`,
+			strings.Join(vs, ","), strings.Join(ss, ","), extra)
+	}
+	var eight []string
+	for range 8 {
+		eight = append(eight, `{"key": "k", "values": [`+strings.Repeat(`"v",`, 511)+`"v"]}`)
+	}
+	for _, c := range []struct {
+		name  string
+		build func(t *testing.T, dir string) // writes the folders below dir
+		err   string                         // Merge's error, after "DIR/"
+		text  string                         // else MissingText
+		miss  []RunRange
+	}{
+		{name: "a plan that lies", build: func(t *testing.T, dir string) {
+			sweepFolder(t, dir, `{"scenario":"x","axes":[{"key":"link.loss","values":["1%"]}],"seeds":[1],"runs":50000000}`)
+		}, err: `sweep-plan.json: "runs" is 50000000, but its axes, seeds and variants make 1`},
+		{name: "a negative count", build: func(t *testing.T, dir string) {
+			sweepFolder(t, dir, plan(2, 1, `, "runs": -1`))
+		}, err: `sweep-plan.json: "runs" is -1, but its axes, seeds and variants make 2`},
+		{name: "the variants count", build: func(t *testing.T, dir string) {
+			sweepFolder(t, dir, plan(2, 1, `, "variants": ["a", "b"], "runs": 2`))
+		}, err: `sweep-plan.json: "runs" is 2, but its axes, seeds and variants make 4`},
+		{name: "past the cap", build: func(t *testing.T, dir string) {
+			sweepFolder(t, dir, plan(200, 1000, `, "runs": 200000`))
+		}, err: "sweep-plan.json: 200000 runs (200 values of one key, times 1000 seeds), more than 100000"},
+		{name: "past an int", build: func(t *testing.T, dir string) {
+			sweepFolder(t, dir, `{"scenario": "s", "axes": [`+strings.Join(eight, ",")+`], "seeds": [1], "runs": 0}`)
+		}, err: "sweep-plan.json: 4722366482869645213696 runs (4722366482869645213696 combinations of 8 keys, times 1 seed), more than 100000"},
+		{name: "a shard that is not I/N", build: func(t *testing.T, dir string) {
+			sweepFolder(t, dir, plan(2, 1, `, "runs": 2, "shard": "3/3"`))
+		}, err: `sweep-plan.json: "shard" is "3/3", expected I/N (0 <= I < N)`},
+		{name: "a plan too big", build: func(t *testing.T, dir string) {
+			sweepFolder(t, dir, "")
+			os.Truncate(filepath.Join(dir, SweepPlanFile), maxSweepFileSize+1) // sparse: it is not read
+		}, err: "sweep-plan.json: more than 16777216 bytes (16 MiB): netjam writes none that big"},
+		{name: "a summary too big", build: func(t *testing.T, dir string) {
+			sweepFolder(t, dir, plan(2, 1, `, "runs": 2`), 0, 1)
+			os.Truncate(filepath.Join(dir, "r1", SummaryFile), maxSummarySize+1)
+		}, err: "r1/summary.json: more than 67108864 bytes (64 MiB): netjam writes none that big"},
+		{name: "a run past the plan", build: func(t *testing.T, dir string) {
+			sweepFolder(t, dir, plan(2, 1, `, "runs": 2`), 0, 1, 5)
+		}, err: "r5/sweep-run.json: index 5 is not a run of the sweep (0 to 1)"},
+		{name: "runs missing", build: func(t *testing.T, dir string) {
+			sweepFolder(t, dir, plan(10, 5, `, "runs": 50`), upTo(50, append([]int{3, 4, 5, 9}, upTo(41)[12:]...)...)...)
+		}, text: "runs 3-5, 9, 12-40", miss: []RunRange{{3, 5}, {9, 9}, {12, 40}}},
+		{name: "one run missing", build: func(t *testing.T, dir string) {
+			sweepFolder(t, dir, plan(10, 5, `, "runs": 50`), upTo(50, 49)...)
+		}, text: "run 49", miss: []RunRange{{49, 49}}},
+		{name: "many ranges", build: func(t *testing.T, dir string) {
+			var odd []int
+			for i := 1; i < 50; i += 2 {
+				odd = append(odd, i)
+			}
+			sweepFolder(t, dir, plan(10, 5, `, "runs": 50`), odd...)
+		}, text: "runs 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, and 15 more ranges (sweep.json lists them all)"},
+		{name: "a shard missing", build: func(t *testing.T, dir string) {
+			// Shard I of 3 holds the runs whose index is I modulo 3.
+			sweepFolder(t, filepath.Join(dir, "s0"), plan(4, 3, `, "runs": 12, "shard": "0/3"`), 0, 3, 9)
+			sweepFolder(t, filepath.Join(dir, "s2"), plan(4, 3, `, "runs": 12, "shard": "2/3"`), 2, 5, 8, 11)
+		}, text: "shard 1/3 (4 runs), not among the folders merged; run 6", miss: []RunRange{{1, 1}, {4, 4}, {6, 7}, {10, 10}}},
+		{name: "shards missing, more shards than runs", build: func(t *testing.T, dir string) {
+			sweepFolder(t, filepath.Join(dir, "s0"), plan(2, 1, `, "runs": 2, "shard": "0/1000000000"`), 0)
+		}, text: "shard 1/1000000000 (1 run), not among the folders merged", miss: []RunRange{{1, 1}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			c.build(t, dir)
+			res, err := Merge([]string{dir})
+			if c.err != "" {
+				if want := filepath.Join(dir, c.err); fmt.Sprint(err) != want {
+					t.Errorf("got  %v\nwant %s", err, want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.MissingText(); got != c.text {
+				t.Errorf("MissingText: got  %s\nwant %s", got, c.text)
+			}
+			if c.miss != nil && !slices.Equal(res.Missing, c.miss) {
+				t.Errorf("Missing: %v, want %v", res.Missing, c.miss)
+			}
+		})
 	}
 }

@@ -314,7 +314,7 @@ figcaption { font-size: 0.9em; color: #555; margin-top: 4px; }
 </head>
 <body>
 <h1>netjam sweep: {{.Res.Scenario}}</h1>
-<p class="meta">Merged by netjam {{.Version}}: {{.Res.Found}} of {{.Res.Runs}} runs{{with .Res.Missing}} <span class="missing">({{len .}} missing)</span>{{end}}; every run's figures are in <a href="sweep.csv">sweep.csv</a> and <a href="sweep.json">sweep.json</a>.</p>
+<p class="meta">Merged by netjam {{.Version}}: {{.Res.Found}} of {{.Res.Runs}} runs{{with .Res.MissingCount}} <span class="missing">({{.}} missing)</span>{{end}}; every run's figures are in <a href="sweep.csv">sweep.csv</a> and <a href="sweep.json">sweep.json</a>.</p>
 <h2>Grid</h2>
 <table>
 <tr><th>key</th><th>values</th></tr>

@@ -1014,6 +1014,42 @@ func TestLoadMissing(t *testing.T) {
 	}
 }
 
+// TestLoadTooBig: a file of more than MaxFileSize bytes is refused
+// before it is decoded (an 8.3 MB timeline of 200000 entries took 333 MB
+// before the node limit refused it), a file of MaxFileSize bytes is read.
+func TestLoadTooBig(t *testing.T) {
+	dir := t.TempDir()
+	// A file of comments: valid whatever its size, so that only the
+	// size can refuse it.
+	comments := func(n int) string {
+		line := "# " + strings.Repeat("x", 61) + "\n"
+		return strings.Repeat(line, n/len(line)) + strings.Repeat("#", n%len(line))
+	}
+	for _, c := range []struct {
+		name string
+		size int
+		want string
+	}{
+		{"at-the-limit.yaml", MaxFileSize, ""},
+		{"past-the-limit.yaml", MaxFileSize + 1, "more than 1048576 bytes (1 MiB): a scenario file is at most that big"},
+		{"timeline-of-200000-entries.yaml", 8_300_000, "more than 1048576 bytes (1 MiB): a scenario file is at most that big"},
+	} {
+		f := filepath.Join(dir, c.name)
+		if err := os.WriteFile(f, []byte(comments(c.size)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(f, Options{})
+		if c.want == "" && err != nil || c.want != "" && fmt.Sprint(err) != f+": "+c.want {
+			t.Errorf("%s: %v\nwant: %s: %s", c.name, err, f, c.want)
+		}
+	}
+	// A device has no size to check first: reading it stops one byte
+	// past the limit.
+	if _, err := Load("/dev/zero", Options{}); fmt.Sprint(err) != "/dev/zero: more than 1048576 bytes (1 MiB): a scenario file is at most that big" {
+		t.Errorf("/dev/zero: %v", err)
+	}
+}
+
 func TestSuggest(t *testing.T) {
 	opts := []string{"rate", "delay", "loss", "p", "r"}
 	for word, want := range map[string]string{

@@ -9,22 +9,56 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/netjam/netjam/internal/sweepcap"
 )
 
 // Limits of a sweep: enough for a study, not a typo's worth of runs.
 const (
-	maxSweepValues = 1000   // values of one axis
-	maxSweepSeeds  = 10000  // seeds
-	maxSweepPoints = 100000 // combinations times seeds
+	maxSweepValues = 1000  // values of one axis
+	maxSweepSeeds  = 10000 // seeds
 )
 
-// Len returns the number of points: combinations times seeds.
+// MaxSweepRuns is the most runs a sweep may have: the combinations of its
+// keys' values, times its seeds, times the scenario's variants, whether
+// they come from the file or the command line (--grid, --seeds).
+const MaxSweepRuns = sweepcap.Max
+
+// Len returns the number of points, combinations times seeds, of a sweep
+// within MaxSweepRuns; for a larger one, MaxSweepRuns+1, and for one
+// whose product overflows an int too (eight keys of 512 values once gave
+// 0): a sweep past the limit is refused (Plan.SweepRuns), not listed.
 func (s *Sweep) Len() int {
-	n := len(s.Seeds)
-	for _, a := range s.Axes {
-		n *= len(a.Values)
+	n, err := s.runs(1)
+	if err != nil {
+		return MaxSweepRuns + 1
 	}
 	return n
+}
+
+// runs returns the number of runs of s with variants runs per point, or
+// why there are too many (sweepcap.Runs).
+func (s *Sweep) runs(variants int) (int, error) {
+	values := make([]int, len(s.Axes))
+	for i, a := range s.Axes {
+		values[i] = len(a.Values)
+	}
+	return sweepcap.Runs(values, len(s.Seeds), variants)
+}
+
+// SweepRuns returns the number of runs of the plan's sweep (Sweep as it
+// is now: the command line's --grid and --seeds may have changed it): its
+// points times the plan's runs (one per variant); an error when it is more
+// than MaxSweepRuns. 0 without a sweep.
+func (p *Plan) SweepRuns() (int, error) {
+	if p.Sweep == nil {
+		return 0, nil
+	}
+	n, err := p.Sweep.runs(max(1, len(p.Runs)))
+	if err != nil {
+		return 0, &Error{File: p.Path, Path: "sweep", Msg: err.Error()}
+	}
+	return n, nil
 }
 
 // Point returns point i: the last axis varies fastest, the seed fastest
@@ -66,8 +100,8 @@ func checkSweepKey(key string) string {
 	return ""
 }
 
-// sweep decodes the sweep key.
-func (d *decoder) sweep(n *yaml.Node) *Sweep {
+// sweep decodes the sweep key, of a file of variants runs per point.
+func (d *decoder) sweep(n *yaml.Node, variants int) *Sweep {
 	f, ok := d.fields(n, "sweep", "a mapping with grid and seeds", sweepKeys)
 	if !ok {
 		return nil
@@ -99,8 +133,10 @@ func (d *decoder) sweep(n *yaml.Node) *Sweep {
 	if sn := f["seeds"]; sn != nil {
 		s.Seeds = d.sweepSeeds(sn)
 	}
-	if len(s.Seeds) > 0 && s.Len() > maxSweepPoints {
-		d.errorf(n, "sweep", "%d runs (combinations times seeds), more than %d", s.Len(), maxSweepPoints)
+	if len(s.Seeds) > 0 {
+		if _, err := s.runs(variants); err != nil {
+			d.errorf(n, "sweep", "%v", err)
+		}
 	}
 	return s
 }
@@ -282,16 +318,21 @@ func (p *Plan) pointRoot() *yaml.Node {
 	return root
 }
 
-// CheckSweep resolves every combination of the plan's sweep (with its
-// first seed: the seed changes no value) and returns their errors, each
-// once, at most maxSweepErrors of them; nil without a sweep.
+// CheckSweep counts the runs of the plan's sweep (SweepRuns), then
+// resolves every combination (with its first seed: the seed changes no
+// value) and returns their errors, each once, at most maxSweepErrors of
+// them; nil without a sweep. Call it once the command line's --grid and
+// --seeds are in Sweep.
 func (p *Plan) CheckSweep() error {
 	if p.Sweep == nil {
 		return nil
 	}
+	if _, err := p.SweepRuns(); err != nil {
+		return err
+	}
 	var out []string
-	seeds := len(p.Sweep.Seeds)
-	for i := 0; i < p.Sweep.Len() && len(out) < maxSweepErrors; i += seeds {
+	seeds, n := len(p.Sweep.Seeds), p.Sweep.Len()
+	for i := 0; i < n && len(out) < maxSweepErrors; i += seeds {
 		if _, err := p.At(p.Sweep, p.Sweep.Point(i)); err != nil && !slices.Contains(out, err.Error()) {
 			out = append(out, err.Error())
 		}

@@ -131,3 +131,80 @@ func BenchmarkCheckSweep(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*p.Sweep.Len()), "ns/point")
 }
+
+// TestSweepCap: a sweep of more than MaxSweepRuns runs is refused, its
+// runs counted once every source of them is combined (the file's grid and
+// seeds, the command line's --grid and --seeds, the variants), without
+// overflow. Eight keys of 512 values made 2^72 points, which overflowed to
+// "a sweep of 0 runs"; --grid and --seeds, and the variants, were not
+// counted at all.
+func TestSweepCap(t *testing.T) {
+	// list is n values, as --grid takes them: "1ms, 2ms, ...".
+	list := func(n int, format string) string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf(format, i+1))
+		}
+		return strings.Join(out, ", ")
+	}
+	eightKeys := []string{"link.delay", "link.uplink.delay", "link.downlink.delay", "link.uplink.jitter",
+		"link.downlink.jitter", "link.loss", "link.uplink.loss", "link.downlink.loss"}
+	eightFile, eightGrid := "sweep:\n  grid:\n", []string(nil)
+	for _, k := range eightKeys {
+		f := "%dms"
+		if strings.HasSuffix(k, "loss") {
+			f = "0.%04d"
+		}
+		eightFile += "    " + k + ": [" + list(512, f) + "]\n"
+		eightGrid = append(eightGrid, k+"="+list(512, f))
+	}
+	const flow = "flows: [{name: p, type: udp, interval: 1ms, count: 10}]\n"
+	grid100x100 := "sweep:\n  grid:\n    link.delay: [" + list(100, "%dms") + "]\n    link.loss: [" + list(100, "0.%04d") + "]\n"
+	for _, c := range []struct {
+		name  string
+		src   string
+		grid  []string // as --grid gives them
+		seeds int      // as --seeds gives them; 0: the file's
+		want  string   // "": a valid sweep
+	}{
+		{name: "eight keys of 512 values", src: flow + eightFile,
+			want: "x.yaml:3: sweep: 4722366482869645213696 runs (4722366482869645213696 combinations of 8 keys, times 1 seed), more than 100000"},
+		{name: "the variants count", src: flow + "variants: [{name: a}, {name: b}, {name: c}]\n" + grid100x100 + "  seeds: 5\n",
+			want: "x.yaml:4: sweep: 150000 runs (10000 combinations of 2 keys, times 5 seeds, times 3 variants), more than 100000"},
+		{name: "at the cap", src: flow + grid100x100 + "  seeds: 10\n"},
+		{name: "--grid and --seeds", src: flow, grid: []string{"link.delay=" + list(200, "%dms")}, seeds: 1000,
+			want: "x.yaml: sweep: 200000 runs (200 values of one key, times 1000 seeds), more than 100000"},
+		{name: "--seeds and the file's grid", src: flow + "sweep: {grid: {link.delay: [" + list(20, "%dms") + "]}}\n", seeds: 10000,
+			want: "x.yaml: sweep: 200000 runs (20 values of one key, times 10000 seeds), more than 100000"},
+		{name: "--grid and --seeds times the variants", src: flow + "variants: [{name: a}, {name: b}]\n", grid: []string{"link.delay=" + list(6, "%dms")}, seeds: 10000,
+			want: "x.yaml: sweep: 120000 runs (6 values of one key, times 10000 seeds, times 2 variants), more than 100000"},
+		{name: "--grid of eight keys of 512 values", src: flow, grid: eightGrid,
+			want: "x.yaml: sweep: 4722366482869645213696 runs (4722366482869645213696 combinations of 8 keys, times 1 seed), more than 100000"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := parse(c.src)
+			if err == nil && (c.grid != nil || c.seeds > 0) {
+				// As netjam sweep combines them.
+				if p.Sweep == nil {
+					p.Sweep = &Sweep{Seeds: []uint64{1}}
+				}
+				axes, err := ParseGrid(c.grid)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.Sweep.Axes = append(p.Sweep.Axes, axes...)
+				if c.seeds > 0 {
+					if p.Sweep.Seeds, err = SeedList(c.seeds); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err == nil {
+				err = p.CheckSweep()
+			}
+			if got := fmt.Sprint(err); (c.want == "" && err != nil) || (c.want != "" && got != c.want) {
+				t.Errorf("got  %s\nwant %s", got, c.want)
+			}
+		})
+	}
+}

@@ -122,17 +122,39 @@ func serveControl(c *cli.Context, addr string, stop func()) (*control.Server, st
 	return control.Serve(ln, socket, token, stop), socket, nil
 }
 
+// maxTokenFile bounds a --control-token file: a token is some tens of
+// bytes, and the file could be a device that never ends (/dev/zero).
+const maxTokenFile = 4096
+
+// readToken reads the token of the --control-token file f, with the
+// spaces around it trimmed, refusing a file of more than maxTokenFile
+// bytes.
+func readToken(f string) (string, error) {
+	file, err := os.Open(f)
+	if err != nil {
+		return "", cli.Exit(fmt.Sprintf("--control-token: %v", err), exitBadUsage)
+	}
+	defer file.Close()
+	b, err := io.ReadAll(io.LimitReader(file, maxTokenFile+1))
+	if err != nil {
+		return "", cli.Exit(fmt.Sprintf("--control-token: %v", err), exitBadUsage)
+	}
+	if len(b) > maxTokenFile {
+		return "", cli.Exit(fmt.Sprintf("--control-token: %s is more than %d bytes: a token file holds one token", f, maxTokenFile), exitBadUsage)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
 // controlToken is the token of --control-token's file, "" without one.
 func controlToken(c *cli.Context) (string, error) {
 	f := c.String("control-token")
 	if f == "" {
 		return "", nil
 	}
-	b, err := os.ReadFile(f)
+	token, err := readToken(f)
 	if err != nil {
-		return "", cli.Exit(fmt.Sprintf("--control-token: %v", err), exitBadUsage)
+		return "", err
 	}
-	token := strings.TrimSpace(string(b))
 	if token == "" {
 		return "", cli.Exit(fmt.Sprintf("--control-token: %s is empty", f), exitBadUsage)
 	}
@@ -220,11 +242,9 @@ func doCtl(c *cli.Context) error {
 	}
 	token := ""
 	if f := c.String("control-token"); f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return cli.Exit(fmt.Sprintf("--control-token: %v", err), exitBadUsage)
+		if token, err = readToken(f); err != nil {
+			return err
 		}
-		token = strings.TrimSpace(string(b))
 	}
 	if verb == "events" {
 		return streamEvents(c, addr, token)

@@ -398,6 +398,8 @@ func (r *ctlRun) ctl(args ...string) (int, string, string) {
 // link.loss=1% then had nothing to set), a flag given last without its
 // value (it took the verb).
 func TestCtlUsage(t *testing.T) {
+	big := filepath.Join(t.TempDir(), "big-token")
+	os.WriteFile(big, []byte(strings.Repeat("x", 4097)), 0o644)
 	for _, c := range []struct {
 		args []string
 		want string
@@ -409,6 +411,8 @@ func TestCtlUsage(t *testing.T) {
 		{[]string{"set", "--for=", "link.loss=1%"}, "ctl set: --for needs a DURATION"},
 		{[]string{"set", "--for"}, "ctl set: --for needs a value"},
 		{[]string{"reset", "--flow"}, "ctl reset: --flow needs a value"},
+		// A token file is bounded: it could be a device that never ends.
+		{[]string{"--control-token", big, "status"}, "netjam: --control-token: " + big + " is more than 4096 bytes: a token file holds one token\n"},
 	} {
 		code, stdout, stderr := netjam(t, append([]string{"ctl", "--control", "unix:/nonexistent/c.sock"}, c.args...)...)
 		if code != exitBadUsage || !strings.Contains(stderr, c.want) {

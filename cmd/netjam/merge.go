@@ -22,7 +22,12 @@ its parameters as columns and its figures (throughput, completion time,
 retransmissions, loss, delays, drops, expectations met), and the sweep's
 plots and sweep.html: each figure's mean and 95% confidence interval across
 seeds against the first swept key, one line per value of the others.
-Runs of the sweep that were not found are listed; the exit status is then 1.
+Runs of the sweep that were not found are listed, as ranges of indexes and
+shards whose folders were not given; the exit status is then 1. A
+sweep-plan.json is checked first: its runs must be what its axes, seeds and
+variants make, at most 100000 (the sweep's cap), and every run's index one
+of them; sweep-plan.json and sweep-run.json are read up to 16 MiB,
+summary.json up to 64 MiB.
 
 Examples:
    netjam merge /tmp/sweep
@@ -58,8 +63,8 @@ Examples:
 			for _, n := range names {
 				fmt.Fprintln(c.App.Writer, filepath.Join(out, n))
 			}
-			if len(res.Missing) > 0 {
-				return cli.Exit(fmt.Sprintf("%d of the sweep's %d runs are missing (indexes %v): run the shards that hold them, or the sweep again to resume", len(res.Missing), res.Runs, res.Missing), exitFailed)
+			if n := res.MissingCount(); n > 0 {
+				return cli.Exit(fmt.Sprintf("%d of the sweep's %d runs missing: %s; run the shards that hold them, or the sweep again to resume", n, res.Runs, res.MissingText()), exitFailed)
 			}
 			return nil
 		},

@@ -130,7 +130,7 @@ func doShell(c *cli.Context) error {
 
 	// The output folder is the run's, as in netjam run: the scenario's
 	// captures go there.
-	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString(), OutDir: sr.out}
+	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString(), OutDir: sr.dir}
 	sr.env = shellEnv(s)
 	if c.IsSet("control") {
 		closeControl, err := sr.control(&opts)

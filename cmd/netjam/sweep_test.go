@@ -101,7 +101,7 @@ func TestSweepShardsMergeAsWhole(t *testing.T) {
 	// An interrupted sweep: one run did not finish. Merge says so; the
 	// sweep run again runs that one only.
 	os.Remove(filepath.Join(whole, "loss=10pct,delay=1ms,seed=2", "sweep-run.json"))
-	if code, _, stderr = netjam(t, "merge", whole); code != exitFailed || !strings.Contains(stderr, "1 of the sweep's 12 runs are missing (indexes [7])") {
+	if code, _, stderr = netjam(t, "merge", whole); code != exitFailed || !strings.Contains(stderr, "netjam: 1 of the sweep's 12 runs missing: run 7; run the shards that hold them, or the sweep again to resume\n") {
 		t.Errorf("merge of an unfinished sweep: exit %d\n%s", code, stderr)
 	}
 	code, stdout, stderr = netjam(t, "sweep", file, "--out", whole)
@@ -148,6 +148,21 @@ func TestSweepUsage(t *testing.T) {
 	os.WriteFile(file, []byte(sweepYAML), 0o644)
 	plain := filepath.Join(dir, "plain.yaml")
 	os.WriteFile(plain, []byte("flows: [{name: p, type: udp, interval: 1ms, count: 10}]\n"), 0o644)
+	variants := filepath.Join(dir, "variants.yaml")
+	os.WriteFile(variants, []byte("flows: [{name: p, type: udp, interval: 1ms, count: 10}]\nvariants: [{name: a}, {name: b}]\n"), 0o644)
+	// list is n values for --grid: "1ms,2ms,...".
+	list := func(n int) string {
+		var out []string
+		for i := range n {
+			out = append(out, strconv.Itoa(i+1)+"ms")
+		}
+		return strings.Join(out, ",")
+	}
+	var eight []string // 512^8 = 2^72 runs, which wrapped to 0: the sweep ran nothing and exited 0
+	for _, k := range []string{"link.delay", "link.uplink.delay", "link.downlink.delay", "link.uplink.jitter",
+		"link.downlink.jitter", "link.uplink.delay.jitter", "flows.p.start", "flows.p.interval"} {
+		eight = append(eight, "--grid", k+"="+list(512))
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -159,6 +174,17 @@ func TestSweepUsage(t *testing.T) {
 		{[]string{"sweep", file, "--set", "link.loss=1%"}, "--set link.loss: the key is swept"},
 		{[]string{"sweep", file, "--grid", "link.loss=1%,200%"}, "netjam: sweep point link.loss=200%, link.delay=1ms: link.loss: 200% is out of range (expected 0% to 100%)\nsweep point link.loss=200%, link.delay=3ms: link.loss: 200% is out of range (expected 0% to 100%)\n"},
 		{[]string{"sweep", file, "--seeds", "0"}, "--seeds: 0 is out of range (expected 1 to 10000)"},
+		// The cap counts what the command line adds, and the variants.
+		// --parallel 0, refused after the runs are listed, keeps a sweep
+		// the cap missed from running.
+		{[]string{"sweep", plain, "--grid", "link.delay=" + list(200), "--seeds", "1000", "--parallel", "0"},
+			"netjam: " + plain + ": sweep: 200000 runs (200 values of one key, times 1000 seeds), more than 100000\n"},
+		{[]string{"sweep", file, "--grid", "flows.probe.count=1,2,3", "--seeds", "10000", "--parallel", "0"},
+			"netjam: " + file + ": sweep: 120000 runs (12 combinations of 3 keys, times 10000 seeds), more than 100000\n"},
+		{[]string{"sweep", variants, "--grid", "link.delay=" + list(6), "--seeds", "10000", "--parallel", "0"},
+			"netjam: " + variants + ": sweep: 120000 runs (6 values of one key, times 10000 seeds, times 2 variants), more than 100000\n"},
+		{append([]string{"sweep", plain, "--parallel", "0"}, eight...),
+			"netjam: " + plain + ": sweep: 4722366482869645213696 runs (4722366482869645213696 combinations of 8 keys, times 1 seed), more than 100000\n"},
 	} {
 		code, stdout, stderr := netjam(t, append(c.args, "--out", filepath.Join(dir, "out"))...)
 		if code != exitBadUsage || !strings.Contains(stderr, c.want) {
@@ -197,5 +223,39 @@ func TestSweepLongValues(t *testing.T) {
 	}
 	if a, b := fitName(strings.Repeat("é", 200)), fitName(strings.Repeat("é", 200)); a != b || len(a) > maxRunName || !utf8.ValidString(a) {
 		t.Errorf("fitName: %q and %q", a, b)
+	}
+}
+
+// TestMergeRefuses: merge checks a sweep-plan.json before it counts the
+// runs it names: a plan of 89 bytes that claimed 50,000,000 runs took
+// 46 s and 4.8 GB, and wrote a sweep.json of 689 MB and an error of
+// 439 MB listing every run as missing. Missing runs are ranges.
+func TestMergeRefuses(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		plan string
+		runs []int // the runs found
+		code int
+		want string // stderr, after "netjam: "; DIR is the folder
+	}{
+		{"a plan that lies", `{"scenario":"x","axes":[{"key":"link.loss","values":["1%"]}],"seeds":[1],"runs":50000000}`, nil,
+			exitFailed, `merge: DIR/sweep-plan.json: "runs" is 50000000, but its axes, seeds and variants make 1`},
+		{"runs missing", `{"scenario":"s","axes":[{"key":"link.loss","values":["1%","2%"]}],"seeds":[1,2,3],"runs":6}`, []int{0, 1, 5},
+			exitFailed, "3 of the sweep's 6 runs missing: runs 2-4; run the shards that hold them, or the sweep again to resume"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			os.WriteFile(filepath.Join(dir, "sweep-plan.json"), []byte(c.plan), 0o644)
+			for _, i := range c.runs {
+				run := filepath.Join(dir, "r"+strconv.Itoa(i))
+				os.Mkdir(run, 0o755)
+				os.WriteFile(filepath.Join(run, "sweep-run.json"), []byte(`{"index": `+strconv.Itoa(i)+`, "id": "r", "scenario": "s"}`), 0o644)
+				os.WriteFile(filepath.Join(run, "summary.json"), []byte(`{"runs": [{"duration_s": 1}]}`), 0o644)
+			}
+			code, stdout, stderr := netjam(t, "merge", dir)
+			if want := "netjam: " + strings.ReplaceAll(c.want, "DIR", dir) + "\n"; code != c.code || stderr != want {
+				t.Errorf("exit %d, want %d\ngot  %swant %s%s", code, c.code, stderr, want, stdout)
+			}
+		})
 	}
 }

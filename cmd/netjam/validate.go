@@ -46,9 +46,8 @@ Examples:
 					fmt.Fprintf(c.App.ErrWriter, "%s: warning: %s\n", path, w)
 				}
 				sweep := ""
-				if plan.Sweep != nil {
-					n := plan.Sweep.Len() * len(plan.Runs)
-					sweep = fmt.Sprintf("; a sweep of %d %s", n, plural(n, "run"))
+				if n, _ := plan.SweepRuns(); plan.Sweep != nil {
+					sweep = fmt.Sprintf("; a sweep of %d %s", n, plural(n, "run")) // CheckSweep counted them
 				}
 				fmt.Fprintf(c.App.Writer, "%s: ok (%s, %d %s%s)\n", path, plan.Name, len(plan.Runs), plural(len(plan.Runs), "run"), sweep)
 			}
