@@ -46,8 +46,14 @@ type tcpBuffers struct {
 // in the handshake, from the largest buffer, so a buffer can still grow
 // to tcpReceiveBuffer.Max.
 func newTCPBuffers(ep tcpip.Endpoint, b *budget, mtu uint32) *tcpBuffers {
-	t := &tcpBuffers{ep: ep, budget: b, mss: max(int(mtu)-tcpHeaderRoom, 536),
-		snd: relaySendInitial, rcv: relayReceiveInitial, rtt: relayRTTUnknown, prev: relayReceiveInitial / 2}
+	mss := max(int(mtu)-tcpHeaderRoom, 536)
+	// prev starts where gVisor's does, at the window its SYN-ACK offers
+	// (two initial windows of segments): a first round trip that brings
+	// more grows the buffer. Starting at the window the buffer offers
+	// would grow it only when a measurement happened to span more than a
+	// round trip's data.
+	t := &tcpBuffers{ep: ep, budget: b, mss: mss,
+		snd: relaySendInitial, rcv: relayReceiveInitial, rtt: relayRTTUnknown, prev: 2 * tcp.InitialCwnd * mss}
 	ops := ep.SocketOptions()
 	ops.SetSendBufferSize(t.snd, true)
 	ops.SetReceiveBufferSize(t.rcv, true)
