@@ -2,6 +2,7 @@ package stack
 
 import (
 	"fmt"
+	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
@@ -42,6 +43,31 @@ const defaultCC = "cubic"
 var (
 	tcpReceiveBuffer = tcpip.TCPReceiveBufferSizeRangeOption{Min: tcp.MinBufferSize, Default: 1 << 20, Max: 32 << 20}
 	tcpSendBuffer    = tcpip.TCPSendBufferSizeRangeOption{Min: tcp.MinBufferSize, Default: 1 << 20, Max: 32 << 20}
+)
+
+// First buffer sizes of the relay's served and relayed connections
+// (relay_buffers.go), which grow from there under the relay's budget
+// instead of by gVisor's auto-tuning. They are Linux's first sizes in
+// spirit: the receive buffer is tcp_rmem's default (128 KiB: a 64 KiB
+// window, what the SYN-ACK offered already, so nothing advertised is taken
+// back), the send buffer twice an initial window of segments, which is
+// where Linux's tcp_sndbuf_expand starts (tcp_wmem's 16 KiB default is
+// raised to it at once). A connection that never reads holds no more than
+// these, about 160 KiB, instead of gVisor's 2 MiB.
+const (
+	relayReceiveInitial = 128 << 10
+	relaySendInitial    = 32 << 10
+	// tcpHeaderRoom is what an IPv4 packet's MTU holds besides a
+	// segment's payload in gVisor: 20 bytes of IP header, 20 of TCP
+	// header and the 40 of options it always reserves (see the end of
+	// this file). IPv6's 20 more bytes are left out: sizes are rounded.
+	tcpHeaderRoom = 80
+	// relayRTTUnknown is the round trip a relayed connection's receive
+	// buffer is grown over until gVisor has measured one (a connection
+	// whose client sent no timestamps and got no data has none): longer
+	// than the unimpaired round trip through TUN mode, so the growth errs
+	// on the large side, which the budget bounds.
+	relayRTTUnknown = 10 * time.Millisecond
 )
 
 // Socket buffer ranges of the other transports (Linux's net.core.rmem_*

@@ -83,12 +83,16 @@ type RelayConfig struct {
 	// it a client that vanished (or never meant to talk) would hold its
 	// connection, its buffers and the target's socket for good.
 	TCPIdle time.Duration
-	// Budget bounds the bytes the relay's own buffers take across all
-	// its connections and sessions (copy buffers, echo rings, datagram
-	// buffers); 0 means DefaultBudget. A connection or session that would
-	// take the relay past it is turned away (reset, dropped), counted as
-	// Limited; an echo ring that cannot grow waits instead (backpressure).
-	// The sockets' own buffers are bounded by their sizes, not by Budget.
+	// Budget bounds the bytes every buffer of the relay's connections and
+	// sessions may take: its own (copy buffers, echo rings, datagram
+	// buffers) and gVisor's send and receive buffers of the TCP
+	// connections it serves and relays (relay_buffers.go); 0 means
+	// DefaultBudget. A connection or session that would take the relay
+	// past it is turned away (reset, dropped), counted as Limited and
+	// OverBudget. Past three quarters of it (the pressure mark) no buffer
+	// grows: an echo ring waits (backpressure), a socket buffer keeps its
+	// size. The host sockets toward targets are the kernel's memory, not
+	// netjam's, and bounded by the kernel.
 	Budget int64
 	// DialTimeout bounds connecting to a target; 0 means
 	// DefaultDialTimeout. A TCP client's SYN is answered only once the
@@ -121,8 +125,10 @@ const (
 	// DefaultTCPIdle is when Linux's TCP keepalive, with its defaults,
 	// would start probing a silent connection.
 	DefaultTCPIdle = 2 * time.Hour
-	// DefaultBudget holds 2048 relayed TCP connections' copy buffers, or
-	// 64 echo connections whose rings all grew to their cap.
+	// DefaultBudget admits about 1480 echo or discard connections, or
+	// 900 relayed ones, at their first sizes (tcpCharge); 1000 echo
+	// connections that never read then hold netjam under about 300 MiB
+	// (TestTUNNeverReadingEchoMemory).
 	DefaultBudget = 256 << 20
 )
 
@@ -266,7 +272,8 @@ func (c *RelayConfig) fillDefaults() {
 type RelayStats struct {
 	TCP RelayCounters `json:"tcp"`
 	UDP RelayCounters `json:"udp"`
-	// BufferBytes is what the relay's own buffers take now, of Budget.
+	// BufferBytes is what the relay's buffers, and gVisor's of its TCP
+	// connections, take now, of Budget.
 	BufferBytes int64 `json:"buffer_bytes"`
 }
 

@@ -13,18 +13,25 @@ import (
 // buffer budget, the idle timeout, and the echo service's growing ring.
 
 // tcpCharge is what a TCP connection handled as act takes of the budget
-// at first: its copy buffers, or its echo ring's first size.
+// at first: the first sizes of its gVisor buffers (relay_buffers.go), and
+// its copy buffers or its echo ring's first size.
 func tcpCharge(act action) int64 {
+	const gvisor = relaySendInitial + relayReceiveInitial
 	switch act {
 	case actRelay:
-		return 2 * tcpCopyBuffer
+		return gvisor + 2*tcpCopyBuffer
 	case actEcho:
-		return echoInitial
+		return gvisor + echoInitial
 	}
-	return tcpCopyBuffer
+	return gvisor + tcpCopyBuffer
 }
 
-// budget is the relay's Budget: bytes its buffers may take.
+// budget is the relay's Budget: bytes its buffers, and gVisor's buffers
+// of its connections, may take. As Linux's tcp_mem, it has a pressure
+// mark below its limit: past the mark no buffer grows any more (grow),
+// while connections and sessions are still admitted with their first
+// sizes (take) up to the limit. So connections that grew cannot spend
+// the whole budget and shut new ones out.
 type budget struct {
 	limit int64
 	n     atomic.Int64
@@ -32,8 +39,15 @@ type budget struct {
 
 // take reserves n bytes; it reports false, reserving nothing, when that
 // would exceed the limit.
-func (b *budget) take(n int64) bool {
-	if b.n.Add(n) > b.limit {
+func (b *budget) take(n int64) bool { return b.reserve(n, b.limit) }
+
+// grow reserves n bytes for a buffer that grows; it reports false,
+// reserving nothing, when that would take the budget past its pressure
+// mark, three quarters of the limit.
+func (b *budget) grow(n int64) bool { return b.reserve(n, b.limit-b.limit/4) }
+
+func (b *budget) reserve(n, limit int64) bool {
+	if b.n.Add(n) > limit {
 		b.n.Add(-n)
 		return false
 	}

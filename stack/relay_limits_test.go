@@ -101,7 +101,7 @@ func TestRelayBudget(t *testing.T) {
 	target := tcpServer(t, func(c net.Conn) { c.Write([]byte("hi")); io.Copy(io.Discard, c) })
 	client, r := newRelayPair(t, RelayConfig{
 		Forwards: []Forward{{Proto: "tcp", Listen: 80, To: target}},
-		Budget:   3 * 2 * tcpCopyBuffer,
+		Budget:   3 * tcpCharge(actRelay),
 	})
 	ctx := testCtx(t)
 	dial := func() (net.Conn, error) {
@@ -124,8 +124,8 @@ func TestRelayBudget(t *testing.T) {
 		defer c.Close()
 		open = append(open, c)
 	}
-	if st := r.Stats(); st.BufferBytes != 3*2*tcpCopyBuffer {
-		t.Errorf("%d bytes of buffers in use, want %d", st.BufferBytes, 3*2*tcpCopyBuffer)
+	if st := r.Stats(); st.BufferBytes != 3*tcpCharge(actRelay) {
+		t.Errorf("%d bytes of buffers in use, want %d", st.BufferBytes, 3*tcpCharge(actRelay))
 	}
 	if _, err := dial(); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("a connection past the budget: %v, want ECONNREFUSED", err)
@@ -134,7 +134,7 @@ func TestRelayBudget(t *testing.T) {
 		t.Errorf("tcp stats %+v, want 3 relayed and 1 over budget", st)
 	}
 	open[0].Close()
-	waitFor(t, "the closed connection's buffers", func() bool { return r.Stats().BufferBytes == 2*2*tcpCopyBuffer })
+	waitFor(t, "the closed connection's buffers", func() bool { return r.Stats().BufferBytes == 2*tcpCharge(actRelay) })
 	c, err := dial()
 	if err != nil {
 		t.Fatalf("a connection once buffers are free: %v", err)
@@ -179,8 +179,8 @@ func TestRelayIdleEchoMemory(t *testing.T) {
 	if heap > 64<<20 {
 		t.Errorf("heap grew by %.1f MiB for %d idle echo connections, want under 64 MiB", float64(heap)/(1<<20), conns)
 	}
-	if st := r.Stats(); st.TCP.Active != conns || st.BufferBytes != conns*echoInitial {
-		t.Errorf("stats %+v, want %d connections holding %d bytes of buffers each", st, conns, echoInitial)
+	if st := r.Stats(); st.TCP.Active != conns || st.BufferBytes != conns*tcpCharge(actEcho) {
+		t.Errorf("stats %+v, want %d connections holding %d bytes of buffers each", st, conns, tcpCharge(actEcho))
 	}
 }
 
@@ -271,7 +271,7 @@ func TestRelayTCPReadAllocs(t *testing.T) {
 		n, _ := in.ep.GetSockOptInt(tcpip.ReceiveQueueSizeOption)
 		return n >= (runs+1)*chunk
 	})
-	c := &relayTCP{TCPConn: in.c, ep: in.ep}
+	c := &relayTCP{TCPConn: in.c, ep: in.ep, bufs: newTCPBuffers(in.ep, &budget{limit: 1 << 30}, 1500)}
 	buf := make([]byte, chunk)
 	allocs := testing.AllocsPerRun(runs, func() {
 		if n, err := c.Read(buf); n != chunk || err != nil {

@@ -31,7 +31,7 @@ import (
 // gvisor#10312 on its shrinking windows). Measured here before this
 // change: one 4 MiB echo in five stalled for good.
 func (r *Relay) echoTCP(c *relayTCP, a *activity) {
-	ring := newByteRing(echoInitial, echoBuffer, r.budget.take)
+	ring := newByteRing(echoInitial, echoBuffer, r.budget.grow)
 	defer func() { r.budget.give(int64(ring.size() - echoInitial)) }() // the first size is the caller's
 	var failed, idled atomic.Bool
 	fail := func(op string, err error) {

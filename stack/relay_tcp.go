@@ -47,6 +47,7 @@ func (r *Relay) handleTCP(req *tcp.ForwarderRequest) {
 	if !ok {
 		return
 	}
+	defer in.bufs.release()            // after the goroutines that grow them have ended
 	seen := newActivity(r.cfg.TCPIdle) // for TCPIdle, from the handshake on
 	switch act {
 	case actRelay:
@@ -130,7 +131,7 @@ func (r *Relay) acceptTCP(req *tcp.ForwarderRequest, act action, target, src, ds
 	// round trip to every small exchange that a direct connection would
 	// not have.
 	ep.SocketOptions().SetDelayOption(false)
-	in = &relayTCP{TCPConn: gonet.NewTCPConn(&wq, ep), ep: ep}
+	in = &relayTCP{TCPConn: gonet.NewTCPConn(&wq, ep), ep: ep, bufs: newTCPBuffers(ep, &r.budget, r.h.link.MTU())}
 	if !r.keep(in) {
 		if out != nil {
 			out.Close()
@@ -146,25 +147,42 @@ func (r *Relay) acceptTCP(req *tcp.ForwarderRequest, act action, target, src, ds
 type relayTCP struct {
 	*gonet.TCPConn
 	ep   tcpip.Endpoint
+	bufs *tcpBuffers // its gVisor buffers' sizes, charged to the budget
 	once sync.Once
 	w    tcpip.SliceWriter // Read's, on the one goroutine that reads
 	r    bytes.Reader      // Write's, on the one goroutine that writes
 }
 
-// Write writes b into the endpoint straight from b, and leaves what it
-// cannot take at once to gonet's Write (waiting for room, the deadline,
-// errors), which puts its reader and its waiter on the heap at every call.
+// Write writes b into the endpoint straight from b, and leaves the
+// waiting for room to gonet's Write (the deadline, errors), which puts its
+// reader and its waiter on the heap at every call. Whenever the send
+// buffer is found full, the connection's buffers may grow (sendFull); so
+// that gonet's Write does not fill it again unseen, it is given at most a
+// third of the buffer, the room whose freeing wakes a writer, and the
+// rest goes round again.
 func (c *relayTCP) Write(b []byte) (int, error) {
-	c.r.Reset(b)
-	n, err := c.ep.Write(&c.r, tcpip.WriteOptions{})
-	c.r.Reset(nil) // hold no caller's buffer
-	if err == nil && int(n) == len(b) {
-		return len(b), nil
+	done := 0
+	for {
+		c.r.Reset(b[done:])
+		n, err := c.ep.Write(&c.r, tcpip.WriteOptions{})
+		c.r.Reset(nil) // hold no caller's buffer
+		done += int(n)
+		if err == nil && done == len(b) {
+			return done, nil
+		}
+		c.bufs.sendFull()
+		// The rest, or nothing and the error, which gonet's Write meets
+		// again and reports as it does.
+		part := len(b)
+		if err == nil {
+			part = min(len(b), done+max(int(c.bufs.snd/3), 1))
+		}
+		m, err2 := c.TCPConn.Write(b[done:part])
+		done += m
+		if err2 != nil || done == len(b) {
+			return done, err2
+		}
 	}
-	// The rest, or nothing and the error, which gonet's Write meets again
-	// and reports as it does.
-	m, err2 := c.TCPConn.Write(b[n:])
-	return int(n) + m, err2
 }
 
 // Read reads what the endpoint holds straight into b, and leaves the rest
@@ -173,15 +191,20 @@ func (c *relayTCP) Write(b []byte) (int, error) {
 // reads a busy connection thousands of times a second. A read deadline
 // already past does not stop a read that finds data: the relay's deadlines
 // (activity) find a connection idle, which data it holds is not. The
-// relay sets no write deadline, which Write likewise would not see.
+// relay sets no write deadline, which Write likewise would not see. What
+// each read takes counts toward the receive buffer's growth (received);
+// gonet's own call to gVisor's auto-tuning does nothing, as that is off.
 func (c *relayTCP) Read(b []byte) (int, error) {
 	c.w = b
 	res, err := c.ep.Read(&c.w, tcpip.ReadOptions{})
 	c.w = nil // hold no caller's buffer
 	if err == nil && res.Count > 0 {
+		c.bufs.received(res.Count)
 		return res.Count, nil
 	}
-	return c.TCPConn.Read(b)
+	n, rerr := c.TCPConn.Read(b)
+	c.bufs.received(n)
+	return n, rerr
 }
 
 // Close closes the connection (a FIN after what is queued).
