@@ -575,7 +575,7 @@ var runtimeWaits = [][]byte{
 // frame that allocated: the dump leaves out the runtime's frames.
 func runtimeWait(header, frames []byte) bool {
 	if bytes.Contains(header, []byte("[semacquire")) {
-		return !bytes.Contains(frames, []byte("Semacquire")) && !bytes.Contains(frames, []byte("gvisor.dev/gvisor/pkg/sync.(*Gate)"))
+		return !bytes.Contains(frames, []byte("Semacquire")) && !bytes.Contains(frames, []byte("github.com/netjam/netjam/third_party/gvisor/_pkg/sync.(*Gate)"))
 	}
 	for _, w := range runtimeWaits {
 		if bytes.Contains(header, w) {

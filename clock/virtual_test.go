@@ -579,10 +579,10 @@ func TestVirtualStackDumpStates(t *testing.T) {
 		{"goroutine 12 [garbage collection]:\nruntime.GC()\n", "runtime"},
 		// An allocation waiting for a collection to start: the
 		// runtime's frames are left out of the dump.
-		{"goroutine 15 [semacquire]:\ngvisor.dev/gvisor/pkg/tcpip/transport/tcp.newEndpoint(0x156846991008, ...)\n\t/x/endpoint.go:900 +0x1\n", "runtime"},
+		{"goroutine 15 [semacquire]:\ngithub.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/transport/tcp.newEndpoint(0x156846991008, ...)\n\t/x/endpoint.go:900 +0x1\n", "runtime"},
 		{"goroutine 15 [semacquire]:\nsync.runtime_SemacquireWaitGroup(0x1?, 0x0?)\n\t/usr/local/go/src/runtime/sema.go:114 +0x2e\nsync.(*WaitGroup).Wait(0x1)\n", "idle"},
-		{"goroutine 15 [semacquire]:\ngvisor.dev/gvisor/pkg/sync.(*Gate).leaveClosed(0x1)\n\t/x/gate_unsafe.go:144 +0x1\n", "idle"},
-		{"goroutine 15 [semacquire]:\ngvisor.dev/gvisor/pkg/sync.(*CrossGoroutineMutex).Lock(...)\nsync.runtime_Semacquire(0x1)\n", "idle"},
+		{"goroutine 15 [semacquire]:\ngithub.com/netjam/netjam/third_party/gvisor/_pkg/sync.(*Gate).leaveClosed(0x1)\n\t/x/gate_unsafe.go:144 +0x1\n", "idle"},
+		{"goroutine 15 [semacquire]:\ngithub.com/netjam/netjam/third_party/gvisor/_pkg/sync.(*CrossGoroutineMutex).Lock(...)\nsync.runtime_Semacquire(0x1)\n", "idle"},
 		{"goroutine 12 [runnable]:\nmain.work()\n", "running"},
 		{"goroutine 12 [sync.Mutex.Lock]:\ninternal/sync.runtime_SemacquireMutex(...)\n", "idle"},
 		{"goroutine 12 [chan receive, 2 minutes]:\nmain.wait()\n", "idle"},

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"gvisor.dev/gvisor/pkg/buffer"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/buffer"
 )
 
 // TestPooledBuffersShowNoStaleBytes checks what gVisor patch 0009 must

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"gvisor.dev/gvisor/pkg/tcpip"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip"
 
 	"github.com/netjam/netjam/clock"
 )

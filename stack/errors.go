@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"syscall"
 
-	"gvisor.dev/gvisor/pkg/tcpip"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip"
 )
 
 // opError is the one place a tcpip.Error becomes a Go error. The result is

@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	glog "github.com/netjam/netjam/third_party/gvisor/_pkg/log"
 	"go.uber.org/zap"
-	glog "gvisor.dev/gvisor/pkg/log"
 )
 
 // RouteGVisorLog sends gVisor's own log lines ("Martian packet dropped

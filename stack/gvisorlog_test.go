@@ -3,10 +3,10 @@ package stack
 import (
 	"testing"
 
+	glog "github.com/netjam/netjam/third_party/gvisor/_pkg/log"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
-	glog "gvisor.dev/gvisor/pkg/log"
 )
 
 // TestRouteGVisorLog: gVisor's log lines, at its info and warning levels,

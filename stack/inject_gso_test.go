@@ -9,9 +9,9 @@ import (
 
 	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/netif"
-	"gvisor.dev/gvisor/pkg/tcpip"
-	csum "gvisor.dev/gvisor/pkg/tcpip/checksum"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip"
+	csum "github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/checksum"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/header"
 )
 
 // gsoLink is one direction between two hosts with segmentation offload:

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/netjam/netjam/clock"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/header"
 )
 
 // runSegment returns a TCP segment over IPv4 or IPv6 with payload bytes,

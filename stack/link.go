@@ -5,9 +5,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
-	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/header"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/stack"
 
 	"github.com/netjam/netjam/netif"
 )

@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"time"
 
-	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
-	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
-	"gvisor.dev/gvisor/pkg/tcpip/stack"
-	"gvisor.dev/gvisor/pkg/tcpip/transport/icmp"
-	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
-	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/network/ipv4"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/network/ipv6"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/stack"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/transport/icmp"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/transport/tcp"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/transport/udp"
 )
 
 // This file holds every netstack tuning choice of a Host, each with the

@@ -3,8 +3,8 @@ package stack
 import (
 	"time"
 
-	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/transport/tcp"
 )
 
 // The socket buffers of the relay's connections, as Linux's tcp_mem sees

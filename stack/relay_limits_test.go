@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"gvisor.dev/gvisor/pkg/tcpip"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip"
 )
 
 // TestRelayByteRingGrows moves 4 MiB through a ring that starts at 16

@@ -6,12 +6,12 @@ import (
 	"net/netip"
 	"sync/atomic"
 
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/adapters/gonet"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/network/ipv4"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/network/ipv6"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/transport/udp"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/waiter"
 	"go.uber.org/zap"
-	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
-	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
-	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
-	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
-	"gvisor.dev/gvisor/pkg/waiter"
 )
 
 // The relay's services on the peer addresses: echo (port 7) and discard

@@ -11,11 +11,11 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/adapters/gonet"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/transport/tcp"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/waiter"
 	"go.uber.org/zap"
-	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
-	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
-	"gvisor.dev/gvisor/pkg/waiter"
 )
 
 // The relay's TCP: a connection request decided and carried on the

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"gvisor.dev/gvisor/pkg/tcpip"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip"
 )
 
 // These tests run the relay in memory, without root: a client Host wired

@@ -11,13 +11,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/adapters/gonet"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/transport/udp"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/waiter"
 	"go.uber.org/zap"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
-	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
-	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
-	"gvisor.dev/gvisor/pkg/waiter"
 )
 
 // The relay's UDP: a session for each client address and destination,

@@ -7,10 +7,10 @@ import (
 	"time"
 	"unsafe"
 
+	csum "github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/checksum"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/header"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
-	csum "gvisor.dev/gvisor/pkg/tcpip/checksum"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
 
 	"github.com/netjam/netjam/netif"
 )

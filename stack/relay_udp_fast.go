@@ -4,10 +4,10 @@ import (
 	"net/netip"
 	"sync"
 
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip"
+	csum "github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/checksum"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/header"
 	"golang.org/x/net/ipv4"
-	"gvisor.dev/gvisor/pkg/tcpip"
-	csum "gvisor.dev/gvisor/pkg/tcpip/checksum"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
 // The up direction's fast path. Once a UDP session is open, its

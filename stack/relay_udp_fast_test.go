@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/header"
 )
 
 // fastCases are UDP datagrams to port 5000 of the relay's peer address,

@@ -13,11 +13,11 @@ import (
 
 	xipv4 "golang.org/x/net/ipv4"
 
-	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
-	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
-	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
-	"gvisor.dev/gvisor/pkg/waiter"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/adapters/gonet"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/network/ipv4"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/transport/udp"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/waiter"
 )
 
 // udpSink is a loopback UDP socket that reads and forgets every datagram.

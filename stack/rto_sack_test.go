@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/header"
 )
 
 // After a retransmission timeout the sender sends again what the receiver

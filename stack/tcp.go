@@ -11,12 +11,12 @@ import (
 	"sync"
 	"time"
 
-	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
-	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
-	"gvisor.dev/gvisor/pkg/tcpip/stack"
-	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
-	"gvisor.dev/gvisor/pkg/waiter"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/adapters/gonet"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/network/ipv6"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/stack"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/transport/tcp"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/waiter"
 
 	"github.com/netjam/netjam/netif"
 )

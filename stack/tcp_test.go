@@ -16,9 +16,9 @@ import (
 
 	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/netif"
-	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
-	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
-	"gvisor.dev/gvisor/pkg/waiter"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/network/ipv4"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/transport/tcp"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/waiter"
 )
 
 // tcpSegment parses the TCP header of an IPv4 or IPv6 packet without

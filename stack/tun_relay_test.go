@@ -20,9 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/header"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
 
 	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/internal/testenv"

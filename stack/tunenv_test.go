@@ -8,12 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip"
+	gvchecksum "github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/checksum"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/header"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
-	"gvisor.dev/gvisor/pkg/tcpip"
-	gvchecksum "gvisor.dev/gvisor/pkg/tcpip/checksum"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
 
 	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/internal/testenv"

@@ -5,11 +5,11 @@ import (
 	"net/netip"
 	"sync"
 
-	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
-	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
-	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
-	"gvisor.dev/gvisor/pkg/waiter"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/adapters/gonet"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/network/ipv6"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/transport/udp"
+	"github.com/netjam/netjam/third_party/gvisor/_pkg/waiter"
 )
 
 // udpConn is a UDP socket of a Host: gonet's UDPConn, closed by the Host's

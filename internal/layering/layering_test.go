@@ -13,6 +13,9 @@ import (
 
 const module = "github.com/netjam/netjam/"
 
+// gvisor is where netjam's patched copy of gVisor lives, inside the module.
+const gvisor = module + "third_party/gvisor/"
+
 // pkg is what go list says of a package.
 type pkg struct {
 	ImportPath string
@@ -75,16 +78,16 @@ func TestImportRules(t *testing.T) {
 // TestViolations checks the checker on packages that break each rule.
 func TestViolations(t *testing.T) {
 	pkgs := []pkg{
-		{ImportPath: module + "impair", Deps: []string{"time", "gvisor.dev/gvisor/pkg/buffer"}},
-		{ImportPath: module + "topology", Deps: []string{module + "stack", "gvisor.dev/gvisor/pkg/tcpip"}},
+		{ImportPath: module + "impair", Deps: []string{"time", gvisor + "_pkg/buffer"}},
+		{ImportPath: module + "topology", Deps: []string{module + "stack", gvisor + "_pkg/tcpip"}},
 		{ImportPath: module + "wifi", Deps: []string{module + "impair", "time"}},
 		{ImportPath: module + "cmd/netjam", Imports: []string{module + "emulator", module + "hostnet"}, Deps: []string{module + "stack"}},
 		{ImportPath: module + "a", Error: &listError{[]string{"a", "b", "a"}, "import cycle not allowed"}},
 		{ImportPath: module + "b", DepsErrors: []*listError{{nil, "import cycle not allowed"}}},
 	}
 	want := []string{
-		module + "impair depends on gvisor.dev/gvisor/pkg/buffer (no gVisor in impair)",
-		module + "topology depends on gvisor.dev/gvisor/pkg/tcpip (no gVisor in topology)",
+		module + "impair depends on " + gvisor + "_pkg/buffer (no gVisor in impair)",
+		module + "topology depends on " + gvisor + "_pkg/tcpip (no gVisor in topology)",
 		module + "cmd/netjam imports " + module + "hostnet (it goes through the emulator)",
 		module + "a: import cycle not allowed: a -> b -> a",
 		module + "b: import cycle not allowed",
@@ -119,7 +122,7 @@ func violations(pkgs []pkg) []string {
 		name := strings.TrimPrefix(p.ImportPath, module)
 		if slices.Contains(noGVisor, name) {
 			for _, d := range p.Deps {
-				if strings.HasPrefix(d, "gvisor.dev/") {
+				if strings.HasPrefix(d, gvisor) {
 					out = append(out, fmt.Sprintf("%s depends on %s (no gVisor in %s)", p.ImportPath, d, name))
 					break
 				}
