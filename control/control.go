@@ -11,6 +11,7 @@
 //	GET   /v1/events   Server-Sent Events: a sample of the time series each interval, each
 //	                   change of the path, the run's start and end, the results written
 //	GET   /            the dashboard: a page that plots the events and changes the path
+//	                   (/?token=TOKEN, the URL netjam prints, sets its cookie)
 //	GET   /metrics     Prometheus metrics of the run: each direction's packets, bytes,
 //	                   drops by reason and settings in force, each flow's progress
 //
@@ -20,6 +21,10 @@
 // progress, 413 for a body over 64 KiB, 429 past the changes a run may
 // make or the connections the endpoint serves at once (gate.go); each
 // closes its connection. openapi.yaml, beside this file, describes it.
+//
+// Who may use it: a unix socket's owner (socket.go), or a client with the
+// endpoint's token (guard.go), whose connections clients without it cannot
+// crowd out (gate.go).
 package control
 
 import (
