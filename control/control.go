@@ -66,6 +66,9 @@ type Server struct {
 	hub     *hub
 	done    chan struct{} // closed by Close: ends the event streams
 	reg     *prometheus.Registry
+	// gates are the listeners' (the API's, the metrics'), whose counts
+	// the metrics export; set before serving, read by Collect.
+	gates []*gate
 
 	mu   sync.Mutex
 	live *emulator.Live
@@ -150,14 +153,19 @@ func ListenMetrics(addr string, haveToken bool) (net.Listener, error) {
 func Serve(ln net.Listener, ep Endpoint, stop func()) *Server {
 	s := New(stop)
 	s.ln, s.tls = ln, ep.TLS != nil
-	s.srv = serveOn(ln, ep, s.mux())
+	var g *gate
+	s.srv, g = serveOn(ln, ep, s.mux())
+	s.mu.Lock()
+	s.gates = append(s.gates, g)
+	s.mu.Unlock()
 	return s
 }
 
 // serveOn serves h on ln, guarded as ep says: the connections counted
 // and bounded (gate.go), every request checked (guard.go); over TLS with
-// ep.TLS.
-func serveOn(ln net.Listener, ep Endpoint, h http.Handler) *http.Server {
+// ep.TLS, HTTP/1.1 only (no h2 is offered: a connection is admitted, and
+// closed after an error, as a whole).
+func serveOn(ln net.Listener, ep Endpoint, h http.Handler) (*http.Server, *gate) {
 	g := newGate(ln)
 	srv := newHTTPServer(newGuard(ln, g, ep, h))
 	srv.ConnState = g.connState
@@ -167,7 +175,7 @@ func serveOn(ln net.Listener, ep Endpoint, h http.Handler) *http.Server {
 		l = tls.NewListener(g, ep.TLS)
 	}
 	go srv.Serve(l)
-	return srv
+	return srv, g
 }
 
 // newHTTPServer is an endpoint's server: a client gets 10 s to send its
@@ -252,7 +260,11 @@ func (s *Server) ServeMetrics(ln net.Listener, ep Endpoint) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", s.Metrics())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { noRoute(mux, w, r) })
-	s.metrics = serveOn(ln, ep, mux)
+	var g *gate
+	s.metrics, g = serveOn(ln, ep, mux)
+	s.mu.Lock()
+	s.gates = append(s.gates, g)
+	s.mu.Unlock()
 }
 
 // Metrics is the handler of the endpoint's Prometheus metrics, for
@@ -311,7 +323,13 @@ func (s *Server) Close() error {
 			}
 		}
 	}
-	// The servers closed their listeners: a unix socket is removed.
+	// Shutdown closed the listeners the servers had taken up; one a
+	// server's goroutine had not yet is closed here, so that a unix
+	// socket is removed before Close returns, whatever the goroutine
+	// does (the process may end first). Closing twice does nothing more.
+	if s.ln != nil {
+		s.ln.Close()
+	}
 	s.mu.Lock()
 	if s.results != nil {
 		s.results.Close()

@@ -200,6 +200,20 @@ func TestOverload(t *testing.T) {
 	if !closedByServer(idle[0]) {
 		t.Error("the connection idle longest was not closed")
 	}
+	// The metrics count both.
+	req, _ := http.NewRequest("GET", "http://"+addr+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	resp, err = client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), "\nnetjam_control_overloaded_total 1\n") || strings.Contains(string(b), "\nnetjam_control_connections_closed_total 0\n") {
+		t.Errorf("the metrics count no 429 or no connection closed:\n%s", b)
+	}
 }
 
 // TestSecurityHeaders: every answer (the API's, its errors, the
