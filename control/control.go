@@ -11,6 +11,7 @@
 //	GET   /v1/events   Server-Sent Events: a sample of the time series each interval, each
 //	                   change of the path, the run's start and end, the results written
 //	GET   /            the dashboard: a page that plots the events and changes the path
+//	                   (/?token=TOKEN, the URL netjam prints, sets its cookie)
 //	GET   /metrics     Prometheus metrics of the run: each direction's packets, bytes,
 //	                   drops by reason and settings in force, each flow's progress
 //
@@ -18,17 +19,23 @@
 // bad keys and values (400), 401 for a missing or wrong token, 404 and
 // 405 for a path or method the API does not have, 409 when no run is in
 // progress, 413 for a body over 64 KiB, 429 past the changes a run may
-// make. openapi.yaml, beside this file, describes it.
+// make or the connections the endpoint serves at once (gate.go); each
+// closes its connection. openapi.yaml, beside this file, describes it.
+//
+// Who may use it: a unix socket's owner (socket.go), or a client with the
+// endpoint's token (guard.go), whose connections clients without it cannot
+// crowd out (gate.go).
 package control
 
 import (
 	"context"
-	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"log"
 	"net"
 	"net/http"
 	"os"
@@ -37,11 +44,11 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/net/netutil"
 
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/scenario"
@@ -50,20 +57,25 @@ import (
 // Server is a control endpoint. The run it controls changes as the
 // variants of a plan run one after another (Attach).
 type Server struct {
-	token string // "" for none (loopback and unix sockets only)
-	stop  func()
-	srv   *http.Server // nil with ServeMetrics alone
-	ln    net.Listener
+	stop func()
+	srv  *http.Server // nil with ServeMetrics alone
+	ln   net.Listener // the API's (a unix socket's removes it when closed)
+	tls  bool         // the API's is HTTPS
 	// metrics serves /metrics on an address of its own (ServeMetrics).
 	metrics *http.Server
-	path    string // the unix socket's path, removed by Close
 	hub     *hub
 	done    chan struct{} // closed by Close: ends the event streams
 	reg     *prometheus.Registry
+	// gates are the listeners' (the API's, the metrics'), whose counts
+	// the metrics export; set before serving, read by Collect.
+	gates []*gate
 
-	mu      sync.Mutex
-	live    *emulator.Live
-	results string // the run's output folder once its results are written (Finished)
+	mu   sync.Mutex
+	live *emulator.Live
+	// results is the run's output folder once its results are written
+	// (Finished), opened as a root: what is served from it stays in it.
+	results    *os.Root
+	resultsErr error // why results is nil after Finished
 
 	quit     chan struct{} // closed by POST /v1/stop once the results are written
 	quitOnce sync.Once
@@ -74,40 +86,42 @@ type Server struct {
 // maxBody bounds a request's body.
 const maxBody = 64 << 10
 
+// ListenOptions are Listen's.
+type ListenOptions struct {
+	// HasToken tells that the endpoint will have a token: a non-loopback
+	// TCP address needs one.
+	HasToken bool
+	// Owner, when not nil, owns a unix socket: the invoking user of a
+	// shell run under sudo, whose command uses the socket.
+	Owner *Owner
+}
+
 // Listen opens the endpoint's listener for addr: "unix:PATH" (a socket only
-// its owner may use, mode 0600) or "HOST:PORT". A non-loopback TCP address
-// needs a token.
-func Listen(addr string, haveToken bool) (net.Listener, string, error) {
+// its owner may use, mode 0600 from the start, see socket.go; a stale
+// socket there is replaced, a live one refused) or "HOST:PORT".
+func Listen(addr string, o ListenOptions) (net.Listener, error) {
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
 		if path == "" {
-			return nil, "", errors.New("--control unix: needs a path (unix:PATH)")
+			return nil, errors.New("--control unix: needs a path (unix:PATH)")
 		}
-		if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket == 0 {
-			return nil, "", fmt.Errorf("--control %s: the file exists and is not a socket", addr)
-		}
-		os.Remove(path) // a socket left by a killed netjam
-		ln, err := net.Listen("unix", path)
+		ln, err := listenUnix(path, o.Owner)
 		if err != nil {
-			return nil, "", fmt.Errorf("--control %s: %w", addr, err)
+			return nil, fmt.Errorf("--control %s: %w", addr, err)
 		}
-		if err := os.Chmod(path, 0o600); err != nil {
-			ln.Close()
-			return nil, "", err
-		}
-		return ln, path, nil
+		return ln, nil
 	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, "", fmt.Errorf("--control %s: expected unix:PATH or HOST:PORT (%v)", addr, err)
+		return nil, fmt.Errorf("--control %s: expected unix:PATH or HOST:PORT (%v)", addr, err)
 	}
-	if !loopbackHost(host) && !haveToken {
-		return nil, "", fmt.Errorf("--control %s: not a loopback address; anyone who reaches it could change the path: give --control-token FILE", addr)
+	if !loopbackHost(host) && !o.HasToken {
+		return nil, fmt.Errorf("--control %s: not a loopback address; anyone who reaches it could change the path: give --control-token FILE", addr)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, "", fmt.Errorf("--control %s: %w", addr, err)
+		return nil, fmt.Errorf("--control %s: %w", addr, err)
 	}
-	return ln, "", nil
+	return ln, nil
 }
 
 // loopbackHost reports whether host (an address or a name) is this
@@ -134,22 +148,35 @@ func ListenMetrics(addr string, haveToken bool) (net.Listener, error) {
 	return ln, nil
 }
 
-// Serve serves the API on ln until Close. stop ends the run as Ctrl-C
-// would; token, when not empty, must come with every request
-// (Authorization: Bearer TOKEN, or the dashboard's cookie). socket is
-// ln's unix socket path, removed by Close.
-func Serve(ln net.Listener, socket, token string, stop func()) *Server {
-	s := New(token, stop)
-	s.ln, s.path = ln, socket
-	s.srv = newHTTPServer(s.sameOrigin(ln, s.auth(s.mux())))
-	go s.srv.Serve(netutil.LimitListener(ln, maxConns))
+// Serve serves the API on ln, guarded as ep says, until Close. stop ends
+// the run as Ctrl-C would.
+func Serve(ln net.Listener, ep Endpoint, stop func()) *Server {
+	s := New(stop)
+	s.ln, s.tls = ln, ep.TLS != nil
+	var g *gate
+	s.srv, g = serveOn(ln, ep, s.mux())
+	s.mu.Lock()
+	s.gates = append(s.gates, g)
+	s.mu.Unlock()
 	return s
 }
 
-// maxConns bounds the connections an endpoint holds at once: the event
-// stream's clients (maxClients) and as many requests again. More wait in
-// the listener's backlog until one closes.
-const maxConns = 2 * maxClients
+// serveOn serves h on ln, guarded as ep says: the connections counted
+// and bounded (gate.go), every request checked (guard.go); over TLS with
+// ep.TLS, HTTP/1.1 only (no h2 is offered: a connection is admitted, and
+// closed after an error, as a whole).
+func serveOn(ln net.Listener, ep Endpoint, h http.Handler) (*http.Server, *gate) {
+	g := newGate(ln)
+	srv := newHTTPServer(newGuard(ln, g, ep, h))
+	srv.ConnState = g.connState
+	srv.ConnContext = connContext
+	var l net.Listener = g
+	if ep.TLS != nil {
+		l = tls.NewListener(g, ep.TLS)
+	}
+	go srv.Serve(l)
+	return srv, g
+}
 
 // newHTTPServer is an endpoint's server: a client gets 10 s to send its
 // request, body included (the event stream lifts the limit for itself),
@@ -162,6 +189,10 @@ func newHTTPServer(h http.Handler) *http.Server {
 		ReadTimeout:       readTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxBody,
+		// The server's own log would go to stderr, the shell's
+		// command's terminal: a TLS handshake from a port scanner
+		// is nothing to say.
+		ErrorLog: log.New(io.Discard, "", 0),
 	}
 }
 
@@ -172,9 +203,9 @@ var (
 )
 
 // New returns a control endpoint that serves nothing yet: for
-// ServeMetrics alone, or Serve.
-func New(token string, stop func()) *Server {
-	s := &Server{token: token, stop: stop, hub: newHub(), done: make(chan struct{}), quit: make(chan struct{})}
+// ServeMetrics alone.
+func New(stop func()) *Server {
+	s := &Server{stop: stop, hub: newHub(), done: make(chan struct{}), quit: make(chan struct{})}
 	s.reg = prometheus.NewRegistry()
 	s.reg.MustRegister(newCollector(s))
 	return s
@@ -223,13 +254,17 @@ func noRoute(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
 // ServeMetrics serves the Prometheus metrics alone (GET /metrics) on ln,
 // until Close: --metrics, an address for a Prometheus server to scrape
 // apart from the control API (ListenMetrics), guarded as the control
-// API is: the token when the endpoint has one (a scrape config's
-// authorization), else loopback names only.
-func (s *Server) ServeMetrics(ln net.Listener) {
+// API is: ep's token when it has one (a scrape config's authorization),
+// else loopback names only; its connections bounded the same way.
+func (s *Server) ServeMetrics(ln net.Listener, ep Endpoint) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", s.Metrics())
-	s.metrics = newHTTPServer(s.sameOrigin(ln, s.auth(mux)))
-	go s.metrics.Serve(netutil.LimitListener(ln, maxConns))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { noRoute(mux, w, r) })
+	var g *gate
+	s.metrics, g = serveOn(ln, ep, mux)
+	s.mu.Lock()
+	s.gates = append(s.gates, g)
+	s.mu.Unlock()
 }
 
 // Metrics is the handler of the endpoint's Prometheus metrics, for
@@ -257,8 +292,12 @@ func (s *Server) Attach(live *emulator.Live) {
 // written into out, and serves them from then on under /results/ (the
 // report: /results/report.html).
 func (s *Server) Finished(out string) {
+	root, err := os.OpenRoot(out)
 	s.mu.Lock()
-	s.results = out
+	if s.results != nil {
+		s.results.Close()
+	}
+	s.results, s.resultsErr = root, err
 	s.mu.Unlock()
 	s.hub.publish("finished", map[string]string{"report": "/results/report.html"})
 }
@@ -284,61 +323,20 @@ func (s *Server) Close() error {
 			}
 		}
 	}
-	if s.path != "" {
-		os.Remove(s.path)
+	// Shutdown closed the listeners the servers had taken up; one a
+	// server's goroutine had not yet is closed here, so that a unix
+	// socket is removed before Close returns, whatever the goroutine
+	// does (the process may end first). Closing twice does nothing more.
+	if s.ln != nil {
+		s.ln.Close()
 	}
+	s.mu.Lock()
+	if s.results != nil {
+		s.results.Close()
+		s.results = nil
+	}
+	s.mu.Unlock()
 	return errors.Join(errs...)
-}
-
-// tokenCookie carries the token of a page of the dashboard: a browser
-// sends no Authorization header when it follows a link.
-const tokenCookie = "netjam_token"
-
-// auth refuses a request without the token, but for the dashboard's page
-// and its files, which hold nothing secret and ask for the token.
-func (s *Server) auth(next http.Handler) http.Handler {
-	want := []byte("Bearer " + s.token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.token == "" || r.URL.Path == "/" || strings.HasPrefix(r.URL.Path, "/ui/") {
-			next.ServeHTTP(w, r)
-			return
-		}
-		got := []byte(r.Header.Get("Authorization"))
-		if c, err := r.Cookie(tokenCookie); err == nil && len(got) == 0 {
-			got = []byte("Bearer " + c.Value)
-		}
-		if subtle.ConstantTimeCompare(got, want) != 1 {
-			writeError(w, http.StatusUnauthorized, errors.New("missing or wrong token (Authorization: Bearer TOKEN)"))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// sameOrigin refuses what a web page of another origin could make a
-// browser send to a loopback endpoint: a request whose Origin is not the
-// endpoint's own (a form's POST /v1/stop from any site), and one whose
-// Host is not a loopback name, an address the browser resolved by DNS
-// rebinding. Clients other than browsers (curl, netjam ctl) send no
-// Origin, and the Host they were given.
-func (s *Server) sameOrigin(ln net.Listener, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if o := r.Header.Get("Origin"); o != "" && o != "http://"+r.Host {
-			writeError(w, http.StatusForbidden, fmt.Errorf("a request from %s: only the endpoint's own pages may call it", o))
-			return
-		}
-		if s.token == "" && ln.Addr().Network() == "tcp" {
-			host, _, err := net.SplitHostPort(r.Host)
-			if err != nil {
-				host = r.Host
-			}
-			if !loopbackHost(host) {
-				writeError(w, http.StatusForbidden, fmt.Errorf("host %q: a loopback endpoint answers to a loopback name or address only", r.Host))
-				return
-			}
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 func (s *Server) current(w http.ResponseWriter) *emulator.Live {
@@ -615,27 +613,54 @@ func (s *Server) resetFlow(w http.ResponseWriter, r *http.Request) {
 }
 
 // result serves a file of the run's output folder once Finished: the
-// report and what it shows.
+// report and what it shows. A file is opened in the folder as a root, so
+// that a symbolic link there that leads out of it (to /etc/shadow) is
+// refused, and only a regular file is served (a FIFO would hang the
+// request; it is opened without blocking, and refused).
 func (s *Server) result(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	dir := s.results
-	s.mu.Unlock()
 	name := r.PathValue("file")
-	if dir == "" {
+	s.mu.Lock()
+	over := s.results != nil || s.resultsErr != nil
+	s.mu.Unlock()
+	if !over {
 		writeError(w, http.StatusConflict, errors.New("no results yet: the run is not over"))
 		return
 	}
-	switch filepath.Ext(name) {
-	case ".html", ".png", ".svg", ".json", ".csv", ".yaml", ".jsonl":
-		if fs.ValidPath(name) {
-			break
-		}
-		fallthrough
-	default:
+	ext := filepath.Ext(name)
+	if !fs.ValidPath(name) || strings.Contains(name, "/") ||
+		!slices.Contains([]string{".html", ".png", ".svg", ".json", ".csv", ".yaml", ".jsonl"}, ext) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("%s is not among the results served", name))
 		return
 	}
-	http.ServeFileFS(w, r, os.DirFS(dir), name)
+	f, err := s.openResult(name)
+	if err != nil {
+		writeError(w, http.StatusNotFound, err)
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		writeError(w, http.StatusNotFound, fmt.Errorf("%s is not among the results served", name))
+		return
+	}
+	w.Header().Set("Content-Security-Policy", resultsCSP)
+	http.ServeContent(w, r, name, fi.ModTime(), f)
+}
+
+// openResult opens the result name, in the output folder's root, without
+// blocking on a FIFO. It holds s.mu, which Close takes to close the root;
+// the file outlives the root.
+func (s *Server) openResult(name string) (*os.File, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.results == nil {
+		return nil, fmt.Errorf("the results: %v", s.resultsErr)
+	}
+	f, err := s.results.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not among the results served", name)
+	}
+	return f, nil
 }
 
 // Quit is closed by POST /v1/stop once the results are written (Finished):
@@ -645,15 +670,27 @@ func (s *Server) Quit() <-chan struct{} { return s.quit }
 // Addr is the endpoint's address as --control takes it: unix:PATH or
 // HOST:PORT (the port chosen, for port 0).
 func (s *Server) Addr() string {
-	if s.path != "" {
-		return "unix:" + s.path
+	if a := s.ln.Addr(); a.Network() == "unix" {
+		return "unix:" + a.String()
 	}
 	return s.ln.Addr().String()
 }
 
+// URL is the endpoint's URL, for a TCP address: http://HOST:PORT, or
+// https:// over TLS; "" for a unix socket.
+func (s *Server) URL() string {
+	if s.ln.Addr().Network() == "unix" {
+		return ""
+	}
+	if s.tls {
+		return "https://" + s.ln.Addr().String()
+	}
+	return "http://" + s.ln.Addr().String()
+}
+
 func (s *Server) doStop(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
-	over := s.results != ""
+	over := s.results != nil || s.resultsErr != nil
 	s.mu.Unlock()
 	if over {
 		s.quitOnce.Do(func() { close(s.quit) })
@@ -677,3 +714,10 @@ func writeError(w http.ResponseWriter, code int, err error) {
 // DefaultSocket is the socket of a bare --control: in the run's output
 // folder.
 func DefaultSocket(outDir string) string { return "unix:" + filepath.Join(outDir, "control.sock") }
+
+// Loopback reports whether addr, HOST:PORT, is this machine's loopback:
+// a loopback address, or localhost.
+func Loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	return err == nil && loopbackHost(host)
+}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,12 +32,12 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 	if err := yaml.Unmarshal(b, &doc); err != nil || !strings.HasPrefix(doc.OpenAPI, "3.") {
 		t.Fatalf("openapi.yaml: %v (version %q)", err, doc.OpenAPI)
 	}
-	ln, _, err := Listen("unix:"+filepath.Join(t.TempDir(), "c.sock"), false)
+	ln, err := Listen("unix:"+filepath.Join(t.TempDir(), "c.sock"), ListenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var stopped atomic.Bool
-	s := Serve(ln, "", "", func() { stopped.Store(true) })
+	s := Serve(ln, Endpoint{}, func() { stopped.Store(true) })
 	defer s.Close()
 	client := unixClient(ln.Addr().String())
 	described := map[string]bool{}
@@ -74,11 +75,11 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 // TestToken: with a token, a request without it or with another one gets
 // 401; a non-loopback address without a token is refused at start.
 func TestToken(t *testing.T) {
-	ln, _, err := Listen("127.0.0.1:0", false)
+	ln, err := Listen("127.0.0.1:0", ListenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := Serve(ln, "", "s3cret", func() {})
+	s := Serve(ln, Endpoint{Token: "s3cret"}, func() {})
 	defer s.Close()
 	for _, c := range []struct {
 		auth string
@@ -98,7 +99,7 @@ func TestToken(t *testing.T) {
 		}
 	}
 	http.DefaultClient.CloseIdleConnections()
-	if _, _, err := Listen("0.0.0.0:0", false); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
+	if _, err := Listen("0.0.0.0:0", ListenOptions{}); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
 		t.Errorf("0.0.0.0 without a token: %v", err)
 	}
 	if ents, _ := os.ReadDir("."); slices.ContainsFunc(ents, func(e os.DirEntry) bool { return strings.HasSuffix(e.Name(), ".sock") }) {
@@ -115,12 +116,12 @@ func unixClient(path string) *http.Client {
 // (a form's POST /v1/stop), one with a Host that is not a loopback name
 // (DNS rebinding). curl's requests (no Origin) and the page's own pass.
 func TestOtherOrigins(t *testing.T) {
-	ln, _, err := Listen("127.0.0.1:0", false)
+	ln, err := Listen("127.0.0.1:0", ListenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var stopped atomic.Bool
-	s := Serve(ln, "", "", func() { stopped.Store(true) })
+	s := Serve(ln, Endpoint{}, func() { stopped.Store(true) })
 	defer s.Close()
 	defer http.DefaultClient.CloseIdleConnections()
 	addr := ln.Addr().String()
@@ -147,11 +148,11 @@ func TestOtherOrigins(t *testing.T) {
 // TestCloseTwice: Close is idempotent (it panicked closing its channel
 // twice).
 func TestCloseTwice(t *testing.T) {
-	ln, _, err := Listen("unix:"+filepath.Join(t.TempDir(), "c.sock"), false)
+	ln, err := Listen("unix:"+filepath.Join(t.TempDir(), "c.sock"), ListenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := Serve(ln, "", "", func() {})
+	s := Serve(ln, Endpoint{}, func() {})
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -171,11 +172,11 @@ func TestCloseTwice(t *testing.T) {
 func TestHostileClients(t *testing.T) {
 	defer func(r, i time.Duration) { readTimeout, idleTimeout = r, i }(readTimeout, idleTimeout)
 	readTimeout, idleTimeout = 300*time.Millisecond, 300*time.Millisecond
-	ln, _, err := Listen("127.0.0.1:0", false)
+	ln, err := Listen("127.0.0.1:0", ListenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := Serve(ln, "", "", func() {})
+	s := Serve(ln, Endpoint{}, func() {})
 	defer s.Close()
 	addr := ln.Addr().String()
 
@@ -197,8 +198,9 @@ func TestHostileClients(t *testing.T) {
 	closedWithin("a body that stalls", "PATCH /v1/links HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{")
 	closedWithin("a connection idle after a request", "GET /ui/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 
-	s.Finished(t.TempDir())
-	os.WriteFile(filepath.Join(s.results, "summary.json"), []byte("{}"), 0o644)
+	out := t.TempDir()
+	os.WriteFile(filepath.Join(out, "summary.json"), []byte("{}"), 0o644)
+	s.Finished(out)
 	for _, c := range []struct {
 		method, path, body string
 		want               int
@@ -259,11 +261,11 @@ func TestDecodeStrict(t *testing.T) {
 // goroutine stayed until the endpoint closed.
 func TestEventStreamHistoryDeadline(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "c.sock")
-	ln, _, err := Listen("unix:"+sock, false)
+	ln, err := Listen("unix:"+sock, ListenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := Serve(ln, sock, "", func() {})
+	s := Serve(ln, Endpoint{}, func() {})
 	defer s.Close()
 	s.hub.writeTimeout = 300 * time.Millisecond
 	for range historyLen {
@@ -301,7 +303,7 @@ func TestMetricsEndpointGuarded(t *testing.T) {
 	if _, err := ListenMetrics("127.0.0.1:99999", false); err == nil || !strings.HasPrefix(err.Error(), "--metrics 127.0.0.1:99999: ") {
 		t.Errorf("--metrics on port 99999: %v", err)
 	}
-	if _, _, err := Listen("unix:/nonexistent/dir/c.sock", false); err == nil || !strings.HasPrefix(err.Error(), "--control unix:/nonexistent/dir/c.sock: ") {
+	if _, err := Listen("unix:/nonexistent/dir/c.sock", ListenOptions{}); err == nil || !strings.HasPrefix(err.Error(), "--control unix:/nonexistent/dir/c.sock: ") {
 		t.Errorf("--control in a missing folder: %v", err)
 	}
 	for _, token := range []string{"", "s3cret"} {
@@ -309,8 +311,8 @@ func TestMetricsEndpointGuarded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := New(token, func() {})
-		s.ServeMetrics(ln)
+		s := New(func() {})
+		s.ServeMetrics(ln, Endpoint{Token: token})
 		for _, c := range []struct {
 			auth, host string
 			want       int
@@ -348,4 +350,52 @@ func statusOf(t *testing.T, method, url, host, key, value string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// TestResultsStayInTheFolder: /results/ serves regular files of the
+// output folder only: a symbolic link there that leads out of it (to
+// /etc/shadow, here a file of the test's) is refused with 404 and its
+// target's content never sent (before, it was served); a link inside the
+// folder is followed; a FIFO is refused at once (it would have held the
+// request open for good).
+func TestResultsStayInTheFolder(t *testing.T) {
+	ln, err := Listen("127.0.0.1:0", ListenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Serve(ln, Endpoint{}, func() {})
+	defer s.Close()
+	out, elsewhere := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(out, "report.html"), []byte("<!doctype html><title>report</title>"), 0o644)
+	os.WriteFile(filepath.Join(elsewhere, "shadow"), []byte("root:secret"), 0o600)
+	os.Symlink(filepath.Join(elsewhere, "shadow"), filepath.Join(out, "summary.json"))
+	os.Symlink("../"+filepath.Base(elsewhere)+"/shadow", filepath.Join(out, "relative.json"))
+	os.Symlink("report.html", filepath.Join(out, "index.html"))
+	if err := syscall.Mkfifo(filepath.Join(out, "timeseries.csv"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.Finished(out)
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	for _, c := range []struct {
+		name string
+		want int
+	}{
+		{"report.html", 200},
+		{"index.html", 200},
+		{"summary.json", 404},
+		{"relative.json", 404},
+		{"timeseries.csv", 404},
+	} {
+		resp, err := client.Get("http://" + ln.Addr().String() + "/results/" + c.name)
+		if err != nil {
+			t.Errorf("GET /results/%s: %v", c.name, err)
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.want || strings.Contains(string(b), "secret") {
+			t.Errorf("GET /results/%s: %d %s, want %d", c.name, resp.StatusCode, b, c.want)
+		}
+	}
 }

@@ -61,7 +61,7 @@ func startRunAt(t *testing.T, src, addr string) *testRun {
 	} else {
 		sock, client = "", &http.Client{Transport: &http.Transport{}}
 	}
-	ln, _, err := Listen(addr, false)
+	ln, err := Listen(addr, ListenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func startRunAt(t *testing.T, src, addr string) *testRun {
 	t.Cleanup(func() { out.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
 	tr := &testRun{dir: dir, plan: plan, done: make(chan struct{}), client: client}
-	tr.srv = Serve(ln, sock, "", cancel)
+	tr.srv = Serve(ln, Endpoint{}, cancel)
 	tr.base = "http://netjam"
 	if sock == "" {
 		tr.base = "http://" + ln.Addr().String()

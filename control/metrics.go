@@ -27,6 +27,7 @@ type collector struct {
 	peerSegments, peerRetrans, peerTimeouts, peerDrops               *prometheus.Desc
 
 	eventsPublished, eventClientsDropped *prometheus.Desc
+	connsClosed, overloaded              *prometheus.Desc
 
 	all []*prometheus.Desc // every one above: what the collector may export
 }
@@ -88,6 +89,9 @@ func newCollector(s *Server) *collector {
 
 		eventsPublished:     d("netjam_control_events_total", "Events published on the control endpoint's event stream.", nil, nil),
 		eventClientsDropped: d("netjam_control_event_clients_dropped_total", "Clients of the event stream dropped for falling behind.", nil, nil),
+		connsClosed: d("netjam_control_connections_closed_total",
+			"Connections the control endpoint (and --metrics) closed to make room for others: pending ones past their limits, idle ones for a request with the token.", nil, nil),
+		overloaded: d("netjam_control_overloaded_total", "Requests the control endpoint (and --metrics) answered 429 because every connection it serves at once was busy.", nil, nil),
 	}
 	c.all = all
 	return c
@@ -102,7 +106,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.eventClientsDropped, prometheus.CounterValue, float64(c.s.hub.dropped.Load()))
 	c.s.mu.Lock()
 	lv := c.s.live
+	var closed, overloaded uint64
+	for _, g := range c.s.gates {
+		closed += g.evicted.Load()
+		overloaded += g.refused.Load()
+	}
 	c.s.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(c.connsClosed, prometheus.CounterValue, float64(closed))
+	ch <- prometheus.MustNewConstMetric(c.overloaded, prometheus.CounterValue, float64(overloaded))
 	if lv == nil {
 		return
 	}

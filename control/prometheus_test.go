@@ -117,7 +117,7 @@ flows: [{name: video, type: udp, rate: 2Mbps, packet_size: 1400, duration: 15s}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr.srv.ServeMetrics(ln)
+	tr.srv.ServeMetrics(ln, Endpoint{})
 	dir := t.TempDir()
 	cfg := fmt.Sprintf("global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n  - {job_name: netjam, static_configs: [{targets: ['%s']}]}\n", ln.Addr())
 	os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644)

@@ -18,10 +18,7 @@ func uiHandler() http.Handler {
 	sub, _ := fs.Sub(uiFiles, "ui")
 	files := http.FileServerFS(sub)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// The page loads its own files only, and talks to its own
-		// endpoint only.
-		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Content-Security-Policy", uiCSP)
 		if r.URL.Path == "/" {
 			http.ServeFileFS(w, r, sub, "index.html")
 			return

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
@@ -303,17 +305,21 @@ func rowValue(rows []emulator.SeriesRow, kind, name string) (float64, bool) {
 	return 0, false
 }
 
-// TestDashboardAsksForToken: on an endpoint with a token, the page asks
-// for it, refuses a wrong one with the API's message, and with the right
-// one talks to the API (no run yet: it says it waits for one); the token
-// is kept for the session only (a session cookie, sessionStorage).
+// TestDashboardAsksForToken: on an endpoint with a token, the page opened
+// without it asks for it, refuses a wrong one with the API's message, and
+// with the right one talks to the API (no run yet: it says it waits for
+// one). The URL netjam prints (/?token=TOKEN) opens the page at once and
+// leaves the address bar without the token; a wrong one there asks. The
+// token is kept in a session cookie of the endpoint's port, HttpOnly
+// (the page's script cannot read it) and SameSite=Strict, holding a value
+// derived from the token rather than the token.
 func TestDashboardAsksForToken(t *testing.T) {
 	chromium(t)
-	ln, _, err := Listen("127.0.0.1:0", true)
+	ln, err := Listen("127.0.0.1:0", ListenOptions{HasToken: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := Serve(ln, "", "s3cret", func() {})
+	s := Serve(ln, Endpoint{Token: "s3cret"}, func() {})
 	defer s.Close()
 	base := "http://" + ln.Addr().String()
 	ctx, problems := browser(t, base)
@@ -325,38 +331,66 @@ func TestDashboardAsksForToken(t *testing.T) {
 		_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(10*time.Second)))
 		return err
 	}
+	cookies := func() []*network.Cookie {
+		res, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Cookies
+	}
 	if err := poll(`document.getElementById("login-err").textContent.includes("missing or wrong token")`); err != nil {
 		t.Errorf("a wrong token: %v", err)
 	}
-	if v, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`sessionStorage.getItem("netjam_token") || document.cookie`)); v != "" {
-		t.Errorf("a wrong token is kept: %q", v)
+	if c := cookies(); len(c) != 0 {
+		t.Errorf("a wrong token is kept: %+v", c)
 	}
 	_, err = chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("token").value = ""`))
 	if err == nil {
 		err = chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#token"), "s3cret\r"))
 	}
+	waiting := `document.getElementById("login").hidden && document.getElementById("state").textContent === "waiting for a run"`
 	if err == nil {
-		err = poll(`document.getElementById("login").hidden && document.getElementById("state").textContent === "waiting for a run"`)
+		err = poll(waiting)
 	}
 	if err != nil {
 		state, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#state")))
 		t.Errorf("the right token: %v (state %q)", err, state)
 	}
-	kept, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`sessionStorage.getItem("netjam_token")`))
-	if kept != "s3cret" {
-		t.Errorf("sessionStorage holds %q", kept)
-	}
-	res, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range res.Cookies {
-		if c.Name == tokenCookie && (!c.Session || c.Value != "s3cret" || c.SameSite != network.CookieSameSiteStrict) {
-			t.Errorf("the token's cookie: %+v, want a session cookie, SameSite=Strict", c)
+	checkCookie := func(when string) {
+		t.Helper()
+		c := cookies()
+		if len(c) != 1 || c[0].Name != cookieName(ln.Addr().(*net.TCPAddr).Port, false) || !c[0].Session || !c[0].HTTPOnly ||
+			c[0].SameSite != network.CookieSameSiteStrict || c[0].Path != "/" || strings.Contains(c[0].Value, "s3cret") {
+			t.Errorf("%s: cookies %+v, want one session cookie of the port, HttpOnly, SameSite=Strict, not holding the token", when, c)
+		}
+		if v, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.cookie`)); v != "" {
+			t.Errorf("%s: the page's script reads the cookie: %q", when, v)
 		}
 	}
-	if len(res.Cookies) != 1 {
-		t.Errorf("cookies: %+v, want the token's", res.Cookies)
+	checkCookie("the token typed in")
+
+	// The URL netjam prints.
+	if _, err := chromedp.Call(ctx, network.ClearBrowserCookies, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/?token=s3cret")); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(waiting); err != nil {
+		t.Errorf("the URL with the token: %v", err)
+	}
+	if href, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`)); href != base+"/" {
+		t.Errorf("the address bar after the URL with the token: %q, want %q", href, base+"/")
+	}
+	checkCookie("the URL with the token")
+	if _, err := chromedp.Call(ctx, network.ClearBrowserCookies, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/?token=stale")); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(`!document.getElementById("login").hidden && document.getElementById("login-err").textContent.includes("the URL's token")`); err != nil {
+		t.Errorf("the URL with a wrong token: %v", err)
 	}
 	for _, p := range problems() {
 		t.Error(p)

@@ -193,10 +193,36 @@ func (d *Dir) Create(name string) (*os.File, error) {
 // name, renamed over the name, so that a reader sees the old file or the
 // whole new one. What may have the name is as for Create.
 func (d *Dir) WriteFile(name string, b []byte) error {
+	return d.writeFile(name, b, filePerm)
+}
+
+// WritePrivate writes b as the file name as WriteFile does, readable by
+// its owner only (mode 0600) from the moment it is made: for a secret,
+// such as a control endpoint's token.
+func (d *Dir) WritePrivate(name string, b []byte) error {
+	return d.writeFile(name, b, scratchPerm)
+}
+
+// Remove removes the file name, or a link in its place (not what it
+// points to); a name that is not there is not an error.
+func (d *Dir) Remove(name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	f, tmp, err := d.temp(os.O_WRONLY, filePerm)
+	if err := d.replaceable(name); err != nil {
+		return err
+	}
+	if err := d.root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return d.err("remove", name, err)
+	}
+	return nil
+}
+
+func (d *Dir) writeFile(name string, b []byte, perm os.FileMode) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	f, tmp, err := d.temp(os.O_WRONLY, perm)
 	if err != nil {
 		return d.err("create", name, err)
 	}

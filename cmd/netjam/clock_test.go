@@ -150,7 +150,7 @@ func TestVirtualNewRenoAfterRTO(t *testing.T) {
 // TestRunFlagsCheckedFirst: flags that would fail only after the runs, or
 // be ignored, are usage errors before any run: a capture point at a link
 // the scenario does not have, a --junit file netjam cannot write, an
-// empty --junit, a --control-token that guards nothing.
+// empty --junit, a --control-token or TLS key that guards nothing.
 func TestRunFlagsCheckedFirst(t *testing.T) {
 	dir := t.TempDir()
 	sc := filepath.Join(dir, "c.yaml")
@@ -166,6 +166,7 @@ func TestRunFlagsCheckedFirst(t *testing.T) {
 		{[]string{"--junit", dir}, "is a folder; give a file"},
 		{[]string{"--junit="}, "--junit: give the FILE"},
 		{[]string{"--control-token", file}, "--control-token: guards --control, --ui or --metrics, and none is given"},
+		{[]string{"--control-tls-key", file}, "--control-tls-key: guards --control, --ui or --metrics, and none is given"},
 	} {
 		out := filepath.Join(dir, "out")
 		code, _, errOut := netjam(t, append(append([]string{"run", "-q", "--out", out}, c.args...), sc)...)

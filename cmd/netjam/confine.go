@@ -188,9 +188,8 @@ func invokingUser(getenv func(string) string) (*commandUser, error) {
 
 // confine makes cmd, a root shell's command not started yet, run as little
 // of root as asked (see the top of this file). It returns a line saying
-// who the command runs as, for the log, and the user it runs as (nil for
-// root).
-func confine(cmd *exec.Cmd, asRoot bool, capValues []string, getenv func(string) string) (string, *commandUser, error) {
+// who the command runs as, for the log.
+func confine(cmd *exec.Cmd, asRoot bool, capValues []string, getenv func(string) string) (string, error) {
 	// A session of its own, whatever it runs as.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	var caps []int
@@ -198,23 +197,23 @@ func confine(cmd *exec.Cmd, asRoot bool, capValues []string, getenv func(string)
 	if asRoot {
 		var err error
 		if caps, err = parseCaps(capValues); err != nil {
-			return "", nil, err
+			return "", err
 		}
 	} else {
 		if len(capValues) > 0 {
-			return "", nil, errors.New("--cap: only with --as-root (a command run as the invoking user has no capability)")
+			return "", errors.New("--cap: only with --as-root (a command run as the invoking user has no capability)")
 		}
 		var err error
 		if u, err = invokingUser(getenv); err != nil {
-			return "", nil, err
+			return "", err
 		}
 		if u == nil {
-			return "root, every capability, own session", nil, nil
+			return "root, every capability, own session", nil
 		}
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return "", nil, fmt.Errorf("confining the command: %w", err)
+		return "", fmt.Errorf("confining the command: %w", err)
 	}
 	var names []string
 	for _, c := range caps {
@@ -233,11 +232,11 @@ func confine(cmd *exec.Cmd, asRoot bool, capValues []string, getenv func(string)
 	const rest = ", no_new_privs, own session"
 	switch {
 	case u != nil:
-		return fmt.Sprintf("user %s (uid %d, gid %d), no capability%s", u.name, u.uid, u.gid, rest), u, nil
+		return fmt.Sprintf("user %s (uid %d, gid %d), no capability%s", u.name, u.uid, u.gid, rest), nil
 	case len(names) == 0:
-		return "root, no capability" + rest, nil, nil
+		return "root, no capability" + rest, nil
 	}
-	return "root, capabilities " + strings.Join(names, ", ") + " only" + rest, nil, nil
+	return "root, capabilities " + strings.Join(names, ", ") + " only" + rest, nil
 }
 
 // runConfined is netjam started as confineArg, as root: it sets

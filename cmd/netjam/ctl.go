@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,10 +19,21 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/netjam/netjam/control"
+	"github.com/netjam/netjam/outdir"
 )
 
-// controlEnv names the control endpoint for netjam ctl.
-const controlEnv = "NETJAM_CONTROL"
+// controlEnv names the control endpoint for netjam ctl, and
+// controlTokenEnv holds its token: netjam shell --control sets both for
+// its command.
+const (
+	controlEnv      = "NETJAM_CONTROL"
+	controlTokenEnv = "NETJAM_CONTROL_TOKEN"
+)
+
+// tokenFile is where in the output folder a run writes the token it made
+// for a TCP control endpoint given no --control-token (mode 0600), for
+// netjam ctl --control-token; it is removed when the run ends.
+const tokenFile = "control.token"
 
 // controlAddr is --control's address, the default socket for "unix".
 func controlAddr(c *cli.Context, out string) string {
@@ -33,62 +45,121 @@ func controlAddr(c *cli.Context, out string) string {
 }
 
 // startControl serves what --control, --ui and --metrics ask for, for a
-// run into out (nil when none); the context it returns is ctx, ended by
-// the API's stop too, and by the function returned. It says where on c's
-// ErrWriter.
-func startControl(c *cli.Context, ctx context.Context, out string) (*control.Server, context.Context, context.CancelFunc, error) {
+// run into the folder out; the context it returns is ctx, ended by
+// the API's stop too, and by the function returned, which also closes
+// the endpoint. It says where on c's ErrWriter: for a TCP endpoint given
+// no --control-token, with the token it made (in the dashboard's URL,
+// and in out's control.token for netjam ctl).
+func startControl(c *cli.Context, ctx context.Context, out *outdir.Dir) (*control.Server, context.Context, context.CancelFunc, error) {
 	ctx, stop := context.WithCancel(ctx)
 	var srv *control.Server
+	var ends []func()
+	fail := func(err error) (*control.Server, context.Context, context.CancelFunc, error) {
+		stop()
+		if srv != nil {
+			srv.Close()
+		}
+		for _, end := range ends {
+			end()
+		}
+		return nil, nil, nil, err
+	}
+	owner, err := sudoOwner()
+	if err != nil {
+		return fail(err)
+	}
 	if c.IsSet("control") || c.Bool("ui") {
-		addr := controlAddr(c, out)
+		addr := controlAddr(c, out.Path())
 		if c.Bool("ui") {
 			if !c.IsSet("control") {
 				addr = "127.0.0.1:0" // a free port
 			} else if strings.HasPrefix(addr, "unix:") {
-				stop()
-				return nil, nil, nil, cli.Exit("--ui: a browser reaches a TCP address only: give --control 127.0.0.1:PORT, or no --control", exitBadUsage)
+				return fail(cli.Exit("--ui: a browser reaches a TCP address only: give --control 127.0.0.1:PORT, or no --control", exitBadUsage))
 			}
 		}
-		var err error
-		if srv, _, err = serveControl(c, addr, stop); err != nil {
-			stop()
-			return nil, nil, nil, err
+		ep, err := serveControl(c, addr, stop, owner)
+		if err != nil {
+			return fail(err)
 		}
-		fmt.Fprintf(c.App.ErrWriter, "netjam: control API at %s\n", srv.Addr())
+		srv = ep.srv
+		where := ""
+		if ep.made {
+			path, remove, err := writeTokenFile(out, ep.token)
+			if err != nil {
+				return fail(err)
+			}
+			ends = append(ends, remove)
+			where = " (its token in " + path + ")"
+		}
+		fmt.Fprintf(c.App.ErrWriter, "netjam: control API at %s%s\n", ep.addr(), where)
 		if c.Bool("ui") {
-			fmt.Fprintf(c.App.ErrWriter, "netjam: dashboard at http://%s/\n", srv.Addr())
+			fmt.Fprintf(c.App.ErrWriter, "netjam: dashboard at %s\n", ep.dashboard())
 		}
 	}
 	if addr := c.String("metrics"); addr != "" {
 		token, err := controlToken(c)
-		var ln net.Listener
+		var tlsCfg *tls.Config
 		if err == nil {
-			ln, err = control.ListenMetrics(addr, token != "")
+			tlsCfg, err = controlTLS(c)
 		}
 		if err != nil {
-			stop()
-			if srv != nil {
-				srv.Close()
-			}
-			return nil, nil, nil, cli.Exit(err, exitBadUsage)
+			return fail(err)
+		}
+		ln, err := control.ListenMetrics(addr, token != "")
+		if err != nil {
+			return fail(cli.Exit(err, exitBadUsage))
 		}
 		if srv == nil {
-			srv = control.New(token, stop)
+			srv = control.New(stop)
 		}
-		srv.ServeMetrics(ln)
-		fmt.Fprintf(c.App.ErrWriter, "netjam: metrics at http://%s/metrics\n", ln.Addr())
+		srv.ServeMetrics(ln, control.Endpoint{Token: token, TLS: tlsCfg})
+		scheme := "http"
+		if tlsCfg != nil {
+			scheme = "https"
+		}
+		warnPlain(c, "--metrics", ln.Addr().String(), tlsCfg, token)
+		fmt.Fprintf(c.App.ErrWriter, "netjam: metrics at %s://%s/metrics\n", scheme, ln.Addr())
 	}
-	return srv, ctx, stop, nil
+	return srv, ctx, func() {
+		stop()
+		for _, end := range ends {
+			end()
+		}
+	}, nil
+}
+
+// sudoOwner is who a run's control socket and token file are handed to:
+// under sudo, the invoking user, who started the run and runs netjam ctl
+// (nil otherwise).
+func sudoOwner() (*control.Owner, error) {
+	u, err := invokingUser(os.Getenv)
+	if err != nil || u == nil {
+		return nil, err
+	}
+	return &control.Owner{UID: int(u.uid), GID: int(u.gid)}, nil
+}
+
+// writeTokenFile writes token into out's control.token, mode 0600 (and
+// the owner's the folder was opened for), for netjam ctl --control-token;
+// it returns its path and what removes it. The file is made anew inside
+// the opened folder: a link put there in its place is not followed.
+func writeTokenFile(out *outdir.Dir, token string) (string, func(), error) {
+	if err := out.WritePrivate(tokenFile, []byte(token+"\n")); err != nil {
+		return "", nil, cli.Exit(fmt.Sprintf("the control token: %v", err), exitFailed)
+	}
+	return out.Join(tokenFile), func() { out.Remove(tokenFile) }, nil
 }
 
 // endpointFlags are run's flags of the control API, the dashboard and the
 // metrics.
 func endpointFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "control", Usage: "serve the control API while the run runs (netjam ctl, HTTP): `unix:PATH`, HOST:PORT, or unix for control.sock in the output folder"},
-		&cli.StringFlag{Name: "control-token", Usage: "a `FILE` holding the token every control request and metrics scrape must carry (Authorization: Bearer); required for a non-loopback --control or --metrics"},
-		&cli.BoolFlag{Name: "ui", Usage: "serve the dashboard (a page to watch the run and change its path) on the control endpoint, 127.0.0.1 on a free port unless --control says where, print its URL, and serve the report there after the run until Ctrl-C"},
+		&cli.StringFlag{Name: "control", Usage: "serve the control API while the run runs (netjam ctl, HTTP): `unix:PATH`, HOST:PORT, or unix for control.sock in the output folder; a TCP address takes a token, made anew (in control.token of the output folder) without --control-token"},
+		&cli.StringFlag{Name: "control-token", Usage: "a `FILE` holding the token every control request and metrics scrape must carry (Authorization: Bearer); required for a non-loopback --metrics"},
+		&cli.BoolFlag{Name: "ui", Usage: "serve the dashboard (a page to watch the run and change its path) on the control endpoint, 127.0.0.1 on a free port unless --control says where, print its URL with the token, and serve the report there after the run until Ctrl-C"},
 		&cli.StringFlag{Name: "metrics", Usage: "serve the run's Prometheus metrics at `HOST:PORT`/metrics (also on the control endpoint's /metrics); a non-loopback address needs --control-token"},
+		&cli.StringFlag{Name: "control-tls-cert", Usage: "serve the TCP control endpoint and --metrics over HTTPS with this certificate `FILE` (PEM; with --control-tls-key): for an address others reach"},
+		&cli.StringFlag{Name: "control-tls-key", Usage: "the private key `FILE` of --control-tls-cert (PEM)"},
 	}
 }
 
@@ -100,26 +171,91 @@ func finishControl(c *cli.Context, ctx context.Context, srv *control.Server, out
 	if !c.Bool("ui") || ctx.Err() != nil {
 		return
 	}
-	fmt.Fprintf(c.App.ErrWriter, "netjam: the report is at http://%s/results/report.html (Ctrl-C to quit)\n", srv.Addr())
+	fmt.Fprintf(c.App.ErrWriter, "netjam: the report is at %s/results/report.html (Ctrl-C to quit)\n", srv.URL())
 	select {
 	case <-ctx.Done():
 	case <-srv.Quit():
 	}
 }
 
+// endpoint is a control endpoint being served, and its token.
+type endpoint struct {
+	srv   *control.Server
+	token string
+	made  bool // the token was made by netjam, not given
+}
+
+// addr is where the endpoint is, as netjam ctl --control takes it:
+// unix:PATH, HOST:PORT, or https://HOST:PORT over TLS.
+func (e endpoint) addr() string {
+	if u := e.srv.URL(); strings.HasPrefix(u, "https://") {
+		return u
+	}
+	return e.srv.Addr()
+}
+
+// dashboard is the dashboard's URL; with the token netjam made for it,
+// as Jupyter prints its own: the page takes it from there (a cookie).
+func (e endpoint) dashboard() string {
+	if e.made {
+		return e.srv.URL() + "/?token=" + url.QueryEscape(e.token)
+	}
+	return e.srv.URL() + "/"
+}
+
 // serveControl serves the control API at addr with --control-token's
-// token; stop is what the API's stop does. It returns the unix socket's
-// path, if addr is one.
-func serveControl(c *cli.Context, addr string, stop func()) (*control.Server, string, error) {
+// token, or, on a TCP address given none, a token made anew (made
+// reports it); a unix socket goes to owner when not nil. stop is what
+// the API's stop does.
+func serveControl(c *cli.Context, addr string, stop func(), owner *control.Owner) (endpoint, error) {
 	token, err := controlToken(c)
 	if err != nil {
-		return nil, "", err
+		return endpoint{}, err
 	}
-	ln, socket, err := control.Listen(addr, token != "")
+	tlsCfg, err := controlTLS(c)
 	if err != nil {
-		return nil, "", cli.Exit(err, exitBadUsage)
+		return endpoint{}, err
 	}
-	return control.Serve(ln, socket, token, stop), socket, nil
+	made := false
+	if strings.HasPrefix(addr, "unix:") {
+		// A unix socket is guarded by its mode (0600) and owner.
+		tlsCfg = nil
+	} else if token == "" {
+		token, made = control.NewToken(), true
+	}
+	ln, err := control.Listen(addr, control.ListenOptions{HasToken: token != "", Owner: owner})
+	if err != nil {
+		return endpoint{}, cli.Exit(err, exitBadUsage)
+	}
+	if !strings.HasPrefix(addr, "unix:") {
+		warnPlain(c, "--control", ln.Addr().String(), tlsCfg, token)
+	}
+	return endpoint{srv: control.Serve(ln, control.Endpoint{Token: token, TLS: tlsCfg}, stop), token: token, made: made}, nil
+}
+
+// warnPlain warns that an endpoint others reach is served over plain
+// HTTP: its token crosses the network in clear.
+func warnPlain(c *cli.Context, flag, addr string, tlsCfg *tls.Config, token string) {
+	if tlsCfg == nil && token != "" && !control.Loopback(addr) {
+		fmt.Fprintf(c.App.ErrWriter, "netjam: warning: %s %s serves plain HTTP: its token crosses the network in clear (give --control-tls-cert and --control-tls-key)\n", flag, addr)
+	}
+}
+
+// controlTLS is the TLS configuration of --control-tls-cert and
+// --control-tls-key; nil without them.
+func controlTLS(c *cli.Context) (*tls.Config, error) {
+	cert, key := c.String("control-tls-cert"), c.String("control-tls-key")
+	switch {
+	case cert == "" && key == "":
+		return nil, nil
+	case cert == "" || key == "":
+		return nil, cli.Exit("--control-tls-cert and --control-tls-key: give both, the certificate and its key", exitBadUsage)
+	}
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		return nil, cli.Exit(fmt.Sprintf("--control-tls-cert %s, --control-tls-key %s: %v", cert, key, err), exitBadUsage)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // maxTokenFile bounds a --control-token file: a token is some tens of
@@ -168,7 +304,12 @@ func ctlCommand() *cli.Command {
 		ArgsUsage: "status | get [LINK] | set KEY=VALUE... | schedule --at TIME KEY=VALUE... | reset [--flow NAME] | events | stop",
 		Description: `Talks to the control API of a netjam run or shell started with --control,
 at --control or $NETJAM_CONTROL (netjam shell --control sets it for its
-command): unix:PATH or HOST:PORT.
+command): unix:PATH, HOST:PORT, or https://HOST:PORT for an endpoint
+served over TLS (its certificate checked against the system's roots, or
+$SSL_CERT_FILE's). A TCP endpoint takes a token: --control-token FILE (a
+run given none makes one, in control.token of its output folder), or
+$NETJAM_CONTROL_TOKEN, the token itself (netjam shell sets it for its
+command).
 
    status                 the run now: elapsed time, each flow's progress, each link,
                           the changes pending
@@ -198,10 +339,12 @@ Examples:
    netjam ctl --control unix:/tmp/nj.sock reset
    netjam ctl --control unix:/tmp/nj.sock reset --flow bulk   # its connection ends with a RST both ways
    netjam ctl --control unix:/tmp/nj.sock status
+   netjam run my.yaml --control 127.0.0.1:8080 --out results/mine &
+   netjam ctl --control 127.0.0.1:8080 --control-token results/mine/control.token status
    sudo netjam shell --control unix -- sh -c 'netjam ctl set link.loss=100%; ./my-test'`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "control", Usage: "the run's control endpoint: `unix:PATH` or HOST:PORT (default $NETJAM_CONTROL)"},
-			&cli.StringFlag{Name: "control-token", Usage: "a `FILE` holding the endpoint's token"},
+			&cli.StringFlag{Name: "control", Usage: "the run's control endpoint: `unix:PATH`, HOST:PORT or https://HOST:PORT (default $NETJAM_CONTROL)"},
+			&cli.StringFlag{Name: "control-token", Usage: "a `FILE` holding the endpoint's token, such as control.token in the run's output folder (default $NETJAM_CONTROL_TOKEN, the token itself)"},
 			&cli.StringFlag{Name: "at", Usage: "schedule: the `TIME` of the run (from its start) the change applies at, such as 5s"},
 			&cli.StringFlag{Name: "flow", Usage: "reset: the `NAME` of the TCP flow whose connection ends with a RST both ways (instead of the keys going back)"},
 			&cli.StringFlag{Name: "for", Usage: "set: put the keys back to their values before after this `DURATION` (an outage: set --for 5s link.loss=100%)"},
@@ -240,7 +383,7 @@ func doCtl(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	token := ""
+	token := os.Getenv(controlTokenEnv)
 	if f := c.String("control-token"); f != "" {
 		if token, err = readToken(f); err != nil {
 			return err
@@ -254,7 +397,7 @@ func doCtl(c *cli.Context) error {
 		return cli.Exit(fmt.Sprintf("ctl: %s: %v", addr, err), exitFailed)
 	}
 	if code != http.StatusOK {
-		return cli.Exit(fmt.Sprintf("ctl %s: %s", verb, apiError(out)), exitFailed)
+		return cli.Exit(fmt.Sprintf("ctl %s: %s%s", verb, apiError(out), tokenHint(code, token)), exitFailed)
 	}
 	var pretty bytes.Buffer
 	if json.Indent(&pretty, out, "", "  ") == nil {
@@ -374,9 +517,9 @@ func apiError(body []byte) string {
 // its data), until the endpoint closes it (netjam ended) or ctl is
 // interrupted.
 func streamEvents(c *cli.Context, addr, token string) error {
-	tr, host := transport(addr)
+	tr, base := transport(addr)
 	defer tr.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(c.Context, http.MethodGet, "http://"+host+"/v1/events", nil)
+	req, err := http.NewRequestWithContext(c.Context, http.MethodGet, base+"/v1/events", nil)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("ctl events: %v", err), exitFailed)
 	}
@@ -390,7 +533,7 @@ func streamEvents(c *cli.Context, addr, token string) error {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-		return cli.Exit("ctl events: "+apiError(b), exitFailed)
+		return cli.Exit("ctl events: "+apiError(b)+tokenHint(resp.StatusCode, token), exitFailed)
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 1<<20)
@@ -407,8 +550,19 @@ func streamEvents(c *cli.Context, addr, token string) error {
 	return nil
 }
 
+// tokenHint says where a token comes from, after a 401.
+func tokenHint(code int, token string) string {
+	if code != http.StatusUnauthorized {
+		return ""
+	}
+	if token == "" {
+		return " (give --control-token FILE: a run given no token writes it into control.token in its output folder; or set " + controlTokenEnv + ")"
+	}
+	return " (the token given is not this endpoint's: a run makes a new one each time)"
+}
+
 // transport is the HTTP transport to the control endpoint at addr, and
-// the host of its URLs.
+// the start of its URLs (http://HOST:PORT, https://HOST:PORT).
 func transport(addr string) (*http.Transport, string) {
 	tr := &http.Transport{}
 	if sock, ok := strings.CutPrefix(addr, "unix:"); ok {
@@ -416,16 +570,19 @@ func transport(addr string) (*http.Transport, string) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", sock)
 		}
-		return tr, "netjam"
+		return tr, "http://netjam"
 	}
-	return tr, addr
+	if strings.HasPrefix(addr, "https://") || strings.HasPrefix(addr, "http://") {
+		return tr, strings.TrimSuffix(addr, "/")
+	}
+	return tr, "http://" + addr
 }
 
 // call makes one request to the control endpoint at addr.
 func call(addr, token, method, path string, body []byte) ([]byte, int, error) {
-	tr, host := transport(addr)
+	tr, base := transport(addr)
 	defer tr.CloseIdleConnections()
-	req, err := http.NewRequest(method, "http://"+host+path, bytes.NewReader(body))
+	req, err := http.NewRequest(method, base+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, 0, err
 	}

@@ -238,7 +238,9 @@ flows: [{name: probe, type: udp, interval: 5ms, duration: 6s}]
 }
 
 // TestRunUI: netjam run --ui serves the dashboard on a free loopback port
-// and prints its URL; the page and its files come from the binary; after
+// and prints its URL, with the token it made (the API refuses a request
+// without it; the output folder's control.token, mode 0600, holds it
+// while the run runs); the page and its files come from the binary; after
 // the run the report is served there until the page's stop (POST
 // /v1/stop), and netjam then exits 0. --ui with a unix socket is refused.
 func TestRunUI(t *testing.T) {
@@ -256,28 +258,64 @@ func TestRunUI(t *testing.T) {
 	}
 	defer run.Process.Kill()
 	sc := bufio.NewScanner(stderr)
-	var url, metrics string
+	var dashboard, api, metrics string
 	var lines []string
-	for (url == "" || metrics == "") && sc.Scan() {
+	for (dashboard == "" || metrics == "") && sc.Scan() {
 		lines = append(lines, sc.Text())
 		if u, ok := strings.CutPrefix(sc.Text(), "netjam: dashboard at "); ok {
-			url = strings.TrimSuffix(u, "/")
+			dashboard = u
+		}
+		if u, ok := strings.CutPrefix(sc.Text(), "netjam: control API at "); ok {
+			api = u
 		}
 		if u, ok := strings.CutPrefix(sc.Text(), "netjam: metrics at "); ok {
 			metrics = u
 		}
 	}
-	if !strings.HasPrefix(url, "http://127.0.0.1:") {
-		t.Fatalf("no dashboard URL printed: %q", lines)
+	url, token, _ := strings.Cut(dashboard, "/?token=")
+	if !strings.HasPrefix(url, "http://127.0.0.1:") || len(token) < 26 {
+		t.Fatalf("no dashboard URL with a token printed: %q", lines)
+	}
+	tokenPath := filepath.Join(dir, "control.token")
+	if want := strings.TrimPrefix(url, "http://") + " (its token in " + tokenPath + ")"; api != want {
+		t.Errorf("the control API's line: %q, want %q", api, want)
+	}
+	if fi, err := os.Stat(tokenPath); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("control.token: %v, want mode 0600", err)
+	} else if b, _ := os.ReadFile(tokenPath); string(b) != token+"\n" {
+		t.Errorf("control.token holds %q, the URL %q", b, token)
+	}
+	if code, _, stderr := netjam(t, "ctl", "--control", strings.TrimPrefix(url, "http://"), "status"); code != exitFailed || !strings.Contains(stderr, "missing or wrong token") || !strings.Contains(stderr, "control.token") {
+		t.Errorf("ctl status without the token: exit %d, %s", code, stderr)
+	}
+	// (The run may not be attached yet: 409, past the token.)
+	authorized := func(code int, stderr string) bool {
+		return code == exitOK || code == exitFailed && strings.Contains(stderr, "no run in progress")
+	}
+	if code, _, stderr := netjam(t, "ctl", "--control", strings.TrimPrefix(url, "http://"), "--control-token", tokenPath, "status"); !authorized(code, stderr) {
+		t.Errorf("ctl status with control.token: exit %d, %s", code, stderr)
+	}
+	t.Setenv(controlTokenEnv, token)
+	if code, _, stderr := netjam(t, "ctl", "--control", url, "status"); !authorized(code, stderr) {
+		t.Errorf("ctl status with $%s: exit %d, %s", controlTokenEnv, code, stderr)
 	}
 	get := func(path string) (int, string) {
-		resp, err := http.Get(url + path)
+		req, _ := http.NewRequest("GET", url+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
+	}
+	if resp, err := http.Get(url + "/v1/status"); err != nil || resp.Body.Close() != nil || resp.StatusCode != 401 {
+		t.Errorf("GET /v1/status without the token: %v %v, want 401", resp, err)
+	}
+	if resp, err := http.Get(dashboard); err != nil || resp.Body.Close() != nil || resp.StatusCode != 200 ||
+		len(resp.Cookies()) != 1 || !resp.Cookies()[0].HttpOnly || resp.Cookies()[0].SameSite != http.SameSiteStrictMode {
+		t.Errorf("GET of the dashboard's URL: %v %v, want 200 with an HttpOnly, SameSite=Strict cookie", resp, err)
 	}
 	if code, page := get("/"); code != 200 || !strings.Contains(page, `<script src="/ui/app.js"`) {
 		t.Errorf("GET /: %d\n%s", code, page)
@@ -309,7 +347,9 @@ func TestRunUI(t *testing.T) {
 	if code, report := get("/results/report.html"); code != 200 || !strings.Contains(report, "<title>netjam report") {
 		t.Errorf("GET /results/report.html after the run: %d", code)
 	}
-	resp, err := http.Post(url+"/v1/stop", "application/json", nil)
+	req, _ := http.NewRequest("POST", url+"/v1/stop", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,6 +357,9 @@ func TestRunUI(t *testing.T) {
 	go io.Copy(io.Discard, stderr)
 	if err := run.Wait(); err != nil {
 		t.Errorf("netjam run --ui after the page's stop: %v", err)
+	}
+	if _, err := os.Stat(tokenPath); err == nil {
+		t.Error("control.token is left in the output folder")
 	}
 	http.DefaultClient.CloseIdleConnections()
 }

@@ -172,7 +172,7 @@ func doRun(c *cli.Context) error {
 		opts.Progress = &progress{w: f}
 	}
 	interrupted := ctx
-	srv, ctx, stopRun, err := startControl(c, ctx, out)
+	srv, ctx, stopRun, err := startControl(c, ctx, dir)
 	if err != nil {
 		return err
 	}
@@ -234,7 +234,7 @@ func variantNote(v string) string {
 // checkOutputFlags refuses, before any run, what would fail or be
 // ignored only after them: a --junit file that cannot be written (its
 // folder missing, or a folder itself), an empty --junit, a
-// --control-token without an endpoint to guard.
+// --control-token or TLS certificate without an endpoint to guard.
 func checkOutputFlags(c *cli.Context) error {
 	if c.IsSet("junit") {
 		path := c.String("junit")
@@ -248,12 +248,14 @@ func checkOutputFlags(c *cli.Context) error {
 			return cli.Exit(fmt.Sprintf("--junit %s: is a folder; give a file", path), exitBadUsage)
 		}
 	}
-	if c.IsSet("control-token") && !c.IsSet("control") && !c.Bool("ui") && !c.IsSet("metrics") {
-		guards := "--control, --ui or --metrics"
-		if c.Command.Name == "shell" {
-			guards = "--control"
+	for _, f := range []string{"control-token", "control-tls-cert", "control-tls-key"} {
+		if c.IsSet(f) && !c.IsSet("control") && !c.Bool("ui") && !c.IsSet("metrics") {
+			guards := "--control, --ui or --metrics"
+			if c.Command.Name == "shell" {
+				guards = "--control"
+			}
+			return cli.Exit("--"+f+": guards "+guards+", and none is given", exitBadUsage)
 		}
-		return cli.Exit("--control-token: guards "+guards+", and none is given", exitBadUsage)
 	}
 	return nil
 }

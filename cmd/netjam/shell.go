@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/netjam/netjam/control"
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/scenario"
@@ -73,7 +74,9 @@ Examples:
 			&cli.BoolFlag{Name: "as-root", Usage: "run COMMAND as root (under sudo it runs as the invoking user), with only the capabilities of --cap"},
 			&cli.StringSliceFlag{Name: "cap", Usage: "with --as-root: a capability COMMAND keeps, such as net_raw (repeatable, or comma-separated)"},
 			&cli.StringFlag{Name: "control", Usage: "serve the control API while COMMAND runs, at `unix:PATH`, HOST:PORT, or unix (control.sock in --out, else in the temporary folder); COMMAND finds it in $NETJAM_CONTROL, so `netjam ctl set link.loss=100%` from inside cuts its own network"},
-			&cli.StringFlag{Name: "control-token", Usage: "a `FILE` holding the token every control request must carry; required for a non-loopback --control"},
+			&cli.StringFlag{Name: "control-token", Usage: "a `FILE` holding the token every control request must carry; a TCP --control given none makes one (COMMAND finds it in $NETJAM_CONTROL_TOKEN; netjam prints the dashboard's URL with it, and writes it into control.token of --out)"},
+			&cli.StringFlag{Name: "control-tls-cert", Usage: "serve a TCP --control over HTTPS with this certificate `FILE` (PEM; with --control-tls-key): for an address others reach"},
+			&cli.StringFlag{Name: "control-tls-key", Usage: "the private key `FILE` of --control-tls-cert (PEM)"},
 		},
 		OnUsageError: usageError,
 		Action:       doShell,
@@ -238,9 +241,8 @@ type shellRun struct {
 	log     *zap.Logger
 	sigs    chan os.Signal
 	sh      *emulator.Shell
-	why     error  // why the shell is rootless
-	socket  string // the control API's unix socket, if any
-	status  int    // COMMAND's exit status; -1 until it has ended
+	why     error // why the shell is rootless
+	status  int   // COMMAND's exit status; -1 until it has ended
 }
 
 // namespace makes the shell's namespace (with root, one of netjam's
@@ -269,7 +271,9 @@ func (sr *shellRun) namespace() error {
 }
 
 // control serves the control API while COMMAND runs (--control), and
-// tells COMMAND where it is.
+// tells COMMAND where it is, and its token. Under sudo, COMMAND runs as
+// the invoking user: its unix socket is theirs, made so from the start
+// (control/socket.go), and so is the token's file.
 func (sr *shellRun) control(opts *emulator.Options) (closeControl func(), err error) {
 	addr := sr.c.String("control")
 	if addr == "unix" || addr == "unix:" || addr == "" {
@@ -286,14 +290,38 @@ func (sr *shellRun) control(opts *emulator.Options) (closeControl func(), err er
 		default:
 		}
 	}
-	srv, sock, err := serveControl(sr.c, addr, stop)
+	var owner *control.Owner
+	if !sr.sh.Rootless() && !sr.c.Bool("as-root") {
+		if owner, err = sudoOwner(); err != nil {
+			return nil, err
+		}
+	}
+	ep, err := serveControl(sr.c, addr, stop, owner)
 	if err != nil {
 		return nil, err
 	}
-	sr.socket = sock
-	opts.Live = srv.Attach
-	sr.env = append(sr.env, controlEnv+"="+addr)
-	return func() { srv.Close() }, nil
+	remove := func() {}
+	if ep.made {
+		where := ""
+		if sr.dir != nil {
+			path, rm, err := writeTokenFile(sr.dir, ep.token)
+			if err != nil {
+				ep.srv.Close()
+				return nil, err
+			}
+			remove, where = rm, " (its token in "+path+")"
+		}
+		fmt.Fprintf(sr.c.App.ErrWriter, "netjam: control API at %s%s\nnetjam: dashboard at %s\n", ep.addr(), where, ep.dashboard())
+	}
+	opts.Live = ep.srv.Attach
+	sr.env = append(sr.env, controlEnv+"="+ep.addr())
+	if ep.token != "" {
+		sr.env = append(sr.env, controlTokenEnv+"="+ep.token)
+	}
+	return func() {
+		ep.srv.Close()
+		remove()
+	}, nil
 }
 
 // attached starts COMMAND once the path is up and waits for it.
@@ -324,16 +352,9 @@ func (sr *shellRun) start() (*exec.Cmd, error) {
 	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), sr.env...)
-	who, u, err := confine(cmd, sr.c.Bool("as-root"), sr.c.StringSlice("cap"), os.Getenv)
+	who, err := confine(cmd, sr.c.Bool("as-root"), sr.c.StringSlice("cap"), os.Getenv)
 	if err != nil {
 		return nil, err
-	}
-	if sr.socket != "" && u != nil {
-		// The command runs as the user who called sudo: the
-		// control socket (0600) is theirs to use.
-		if err := os.Chown(sr.socket, int(u.uid), int(u.gid)); err != nil {
-			return nil, fmt.Errorf("control socket: %w", err)
-		}
 	}
 	sr.log.Info("the command runs as "+who, zap.Strings("command", command))
 	if _, err := sr.sh.Start(cmd); err != nil {

@@ -71,33 +71,38 @@
     return { ok: resp.ok, status: resp.status, data };
   }
 
-  // The token, when the endpoint has one: asked once, kept for the
-  // session only (sessionStorage, and a session cookie, which the event
-  // stream and the report's link carry).
+  // The token, when the endpoint has one. The URL netjam prints carries
+  // it (/?token=...), and the endpoint answers that URL with a session
+  // cookie for its port (HttpOnly: this script never sees it) that every
+  // later request of the page carries, the event stream's and the
+  // report's link included. The address bar drops the token at once.
+  // Without it, the page asks for it, and asks the endpoint the same way.
+  const urlToken = new URLSearchParams(location.search).has("token");
+  if (location.search) history.replaceState(null, "", "/");
+
   function showLogin() {
     $("login").hidden = false;
     $("token").focus();
   }
 
-  function useToken(tok) {
-    document.cookie = "netjam_token=" + tok + "; path=/; SameSite=Strict";
-  }
-
   $("login").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const tok = $("token").value.trim();
-    if (!/^[\x21-\x7e]+$/.test(tok) || tok.includes(";")) {
-      $("login-err").textContent = "a token is printable characters without ';'";
+    if (tok === "") {
+      $("login-err").textContent = "give the token netjam printed with the dashboard's URL";
       return;
     }
-    useToken(tok);
+    try {
+      await fetch("/?token=" + encodeURIComponent(tok), { cache: "no-store" });
+    } catch (e) {
+      // api() below says that the endpoint does not answer.
+    }
     const r = await api("GET", "/v1/status");
-    if (r.status === 401) {
-      document.cookie = "netjam_token=; path=/; SameSite=Strict; max-age=0";
+    if (r.status === 401 || r.status === 0) {
       $("login-err").textContent = r.data.error;
       return;
     }
-    sessionStorage.setItem("netjam_token", tok);
+    $("token").value = "";
     $("login").hidden = true;
     $("login-err").textContent = "";
     begin(r);
@@ -524,14 +529,17 @@
     };
   }
 
-  const saved = sessionStorage.getItem("netjam_token");
-  if (saved) useToken(saved);
   // begin starts the page once GET /v1/status answered r.
   function begin(r) {
     if (r.status === 409) setState("waiting", "waiting for a run");
     start();
   }
   api("GET", "/v1/status").then((r) => {
-    if (r.status !== 401) begin(r); // else the login form begins
+    if (r.status !== 401) {
+      begin(r);
+    } else if (urlToken) {
+      // else the login form begins
+      $("login-err").textContent = "the URL's token is not this endpoint's (a previous run's?): " + r.data.error;
+    }
   });
 })();
