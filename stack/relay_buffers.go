@@ -37,7 +37,9 @@ type tcpBuffers struct {
 	copied int           // bytes read since then
 	prev   int           // bytes read in the measurement that last grew the buffer
 
-	info tcpip.TCPInfoOption // GetSockOpt's, here so that asking allocates nothing
+	// GetSockOpt's answers, here so that asking allocates nothing: one for
+	// each half, whose goroutines ask at the same time.
+	sndInfo, rcvInfo tcpip.TCPInfoOption
 }
 
 // newTCPBuffers sets ep's buffers to their first sizes, which the caller
@@ -67,10 +69,10 @@ func newTCPBuffers(ep tcpip.Endpoint, b *budget, mtu uint32) *tcpBuffers {
 // that stopped reading lets the window grow no further (the sender is
 // not limited by it), so its buffer stays where it was.
 func (t *tcpBuffers) sendFull() {
-	if t.ep.GetSockOpt(&t.info) != nil {
+	if t.ep.GetSockOpt(&t.sndInfo) != nil {
 		return
 	}
-	want := min(int64(2*max(int(t.info.SndCwnd), tcp.InitialCwnd)*t.mss), int64(tcpSendBuffer.Max))
+	want := min(int64(2*max(int(t.sndInfo.SndCwnd), tcp.InitialCwnd)*t.mss), int64(tcpSendBuffer.Max))
 	if want <= t.snd || !t.budget.grow(want-t.snd) {
 		return
 	}
@@ -92,8 +94,8 @@ func (t *tcpBuffers) received(n int) {
 	}
 	copied := t.copied
 	t.since, t.copied = now, 0
-	if t.ep.GetSockOpt(&t.info) == nil && t.info.RTT > 0 {
-		t.rtt = t.info.RTT
+	if t.ep.GetSockOpt(&t.rcvInfo) == nil && t.rcvInfo.RTT > 0 {
+		t.rtt = t.rcvInfo.RTT
 	}
 	if copied <= t.prev {
 		return
