@@ -57,6 +57,13 @@ func TestTUNNeverReadingEchoMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1000 connections")
 	}
+	if raceEnabled {
+		// The race detector's shadow memory is not Go's, so what is
+		// measured means nothing, and its 1000 senders took a minute on
+		// a loaded machine, their dials timing out: the README's first
+		// pass runs this test without it (its name holds "Memory").
+		t.Skip("memory is measured without the race detector")
+	}
 	const limit = 512 << 20
 	conns := envInt(t, "NETJAM_MEM_CONNS", 1000)
 	run := time.Duration(envInt(t, "NETJAM_MEM_SECONDS", 12)) * time.Second
