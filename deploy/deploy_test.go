@@ -17,7 +17,7 @@ import (
 
 // TestKubernetesJob decodes the Job strictly into the Kubernetes API's own
 // types (an unknown or misplaced field, a wrong type, fails), then checks
-// what netjam needs of it: an Indexed Job whose JOB_COMPLETIONS is its
+// what netjam needs of it: an Indexed Job whose NETJAM_SHARDS is its
 // completion count, a sweep with --shard auto into a folder per index on
 // the volume, a shipped scenario, and a pod without privilege.
 func TestKubernetesJob(t *testing.T) {
@@ -45,8 +45,8 @@ func TestKubernetesJob(t *testing.T) {
 	for _, e := range c.Env {
 		env[e.Name] = e.Value
 	}
-	if env["JOB_COMPLETIONS"] != strings.TrimSpace(itoa(*spec.Completions)) {
-		t.Errorf("JOB_COMPLETIONS %q, but completions %d: netjam would cut the sweep into the wrong number of shards", env["JOB_COMPLETIONS"], *spec.Completions)
+	if env["NETJAM_SHARDS"] != strings.TrimSpace(itoa(*spec.Completions)) {
+		t.Errorf("NETJAM_SHARDS %q, but completions %d: netjam would cut the sweep into the wrong number of shards", env["NETJAM_SHARDS"], *spec.Completions)
 	}
 	args := c.Args
 	if len(args) < 2 || args[0] != "sweep" || !slices.Contains(args, "auto") || args[slices.Index(args, "auto")-1] != "--shard" {

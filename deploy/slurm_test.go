@@ -61,8 +61,24 @@ sweep:
 // sweep's, byte for byte. Without Slurm, munge or root the test is
 // skipped, unless NETJAM_REQUIRE_TUN=1 (CI).
 func TestSlurmCluster(t *testing.T) {
+	// What the test types is what the README tells a user to.
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"    sbatch deploy/slurm-array.sh ", "    NETJAM_SHARDS=4 sbatch --array=0-3 deploy/slurm-array.sh ",
+		"    netjam merge results/shard-* --out results/merged\n", "    sbatch --array=5 deploy/slurm-array.sh ",
+		"&& NETJAM_SHARDS=4 sbatch --array=1 deploy/slurm-array.sh "} {
+		if !strings.Contains(string(readme), line) {
+			t.Errorf("README.md does not say %q", line)
+		}
+	}
+	start := time.Now()
 	cl := startSlurm(t)
+	t.Logf("cluster up: %.1f s", time.Since(start).Seconds())
+	start = time.Now()
 	netjam := buildNetjam(t, cl.dir)
+	t.Logf("netjam built: %.1f s", time.Since(start).Seconds())
 	// A fresh folder for each sweep (results/ is the script's), holding
 	// the script where the README has it, and the scenario.
 	script, err := os.ReadFile("slurm-array.sh")
@@ -121,7 +137,7 @@ func TestSlurmCluster(t *testing.T) {
 	}
 
 	// The README: sbatch deploy/slurm-array.sh SCENARIO, then netjam merge.
-	start := time.Now()
+	start = time.Now()
 	work, user := works["small"], cl.user(bin, works["small"])
 	job := cl.submit(t, user, "sbatch deploy/slurm-array.sh small.yaml")
 	cl.wait(t, job, work)
@@ -274,6 +290,8 @@ PartitionName=test Nodes=netjam Default=YES MaxTime=INFINITE State=UP
 
 	var daemons []*daemon
 	t.Cleanup(func() {
+		start := time.Now()
+		defer func() { t.Logf("cluster stopped: %.1f s", time.Since(start).Seconds()) }()
 		if len(daemons) == 3 {
 			cl.cancelAll(t)
 		}
@@ -430,7 +448,7 @@ func (cl *slurmCluster) submit(t *testing.T, u *shellUser, line string) string {
 	return m[1]
 }
 
-// wait waits for every task of the job to end, at most a minute; the
+// wait waits for every task of the job to end, at most 3 minutes; the
 // tasks' output files in work are logged if the test fails.
 func (cl *slurmCluster) wait(t *testing.T, job, work string) {
 	t.Helper()
@@ -443,7 +461,7 @@ func (cl *slurmCluster) wait(t *testing.T, job, work string) {
 			}
 		}
 	})
-	poll(t, "job "+job+" to end", time.Minute, func() bool {
+	poll(t, "job "+job+" to end", 3*time.Minute, func() bool {
 		out, err := cl.command("squeue", "-h", "-j", job, "-o", "%i").Output()
 		return err == nil && len(bytes.TrimSpace(out)) == 0
 	})

@@ -41,7 +41,10 @@ folder named from its parameters (loss=1pct,cc=reno,seed=2). A run that
 finished is not run again: after an interruption, run the same command
 again. --shard runs only one shard of the runs, for a batch engine
 (Kubernetes Indexed Jobs, Slurm job arrays); netjam merge gathers the
-shards' folders into one table and report. A sweep has at most 100000
+shards' folders into one table and report. --shard auto runs the shard
+that is the task's index, of NETJAM_SHARDS shards, fixed for the sweep: a
+task submitted again runs the same shard. A folder that holds another
+sweep, or another shard of this one, is refused. A sweep has at most 100000
 runs: its combinations, times its seeds, times the scenario's variants,
 with --grid and --seeds counted.
 
@@ -57,7 +60,7 @@ Examples:
    netjam sweep configs/sweep-cc-loss.yaml --out /tmp/sweep
    netjam sweep my.yaml --grid link.loss=0%,1%,2% --grid flows.bulk.cc=reno,cubic --seeds 3
    netjam sweep my.yaml --shard 2/8 --out /results       # shard 2 of 8 (counted from 0)
-   netjam sweep my.yaml --shard auto --out /results      # from JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID
+   NETJAM_SHARDS=8 netjam sweep my.yaml --shard auto --out /results/shard-$SLURM_ARRAY_TASK_ID
    netjam merge /tmp/sweep`,
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "grid", Usage: "sweep KEY over values V1,V2,... (repeatable; each VALUE is YAML; replaces the file's values of KEY)"},
@@ -66,7 +69,7 @@ Examples:
 			&cli.StringFlag{Name: "duration", Usage: "upper bound of each run, such as 10s (default: the scenario's duration, else 30s)"},
 			&cli.StringFlag{Name: "out", Usage: "output folder (default results/<scenario>-sweep)"},
 			&cli.IntFlag{Name: "parallel", Value: 1, Usage: "how many runs may run at once (real-time runs compete for the CPU: at most one per core)"},
-			&cli.StringFlag{Name: "shard", Usage: "run only shard `I/N` of the runs (I from 0), or auto: from JOB_COMPLETION_INDEX and JOB_COMPLETIONS (Kubernetes) or SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT (Slurm)"},
+			&cli.StringFlag{Name: "shard", Usage: "run only shard `I/N` of the runs (I from 0), or auto: I the task's index, JOB_COMPLETION_INDEX (Kubernetes) or SLURM_ARRAY_TASK_ID (Slurm), and N from NETJAM_SHARDS"},
 			&cli.BoolFlag{Name: "plots", Usage: "also draw each run's plots and report.html (slower)"},
 			clockFlag,
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print nothing but errors"},
