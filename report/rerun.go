@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // folderPlan is one folder's sweep-plan.json, as written, and where it is.
@@ -74,7 +75,8 @@ func firstShard(folders []folderPlan) folderPlan {
 // folder. Each starts with a cd to the working directory the sweep ran
 // in, where its relative paths are. None when a folder's plan does not
 // say how it was started (written by an older netjam), or the folders are
-// not a whole sweep or shards of one N.
+// not a whole sweep or shards of one N, or a command would hold a control
+// character.
 func rerun(res SweepResult, folders []folderPlan) []string {
 	if res.MissingCount() == 0 || len(folders) == 0 {
 		return nil
@@ -84,7 +86,7 @@ func rerun(res SweepResult, folders []folderPlan) []string {
 		if len(folders) != 1 || p.Shard != "" || len(p.Args) == 0 {
 			return nil
 		}
-		return []string{inDir(p.Dir, command("netjam", append(append([]string{"sweep"}, p.Args...), "--out", p.Out)...))}
+		return printable([]string{inDir(p.Dir, command("netjam", append(append([]string{"sweep"}, p.Args...), "--out", p.Out)...))})
 	}
 	byShard := map[int]folderPlan{}
 	for _, f := range folders {
@@ -129,6 +131,19 @@ func rerun(res SweepResult, folders []folderPlan) []string {
 	}
 	for _, k := range slurmOrder {
 		cmds = append(cmds, inDir(k.dir, fmt.Sprintf("NETJAM_SHARDS=%d sbatch --array=%s %s", res.Shards, arrayList(slurm[k]), k.script)))
+	}
+	return printable(cmds)
+}
+
+// printable returns cmds, or none if one holds a control character: the
+// plans merged may come from anywhere, and a command shown on a terminal,
+// to be copied, must read as what it runs (a carriage return or an escape
+// sequence could show another).
+func printable(cmds []string) []string {
+	for _, c := range cmds {
+		if strings.IndexFunc(c, unicode.IsControl) >= 0 {
+			return nil
+		}
 	}
 	return cmds
 }

@@ -370,6 +370,9 @@ func (r *SweepResult) MissingText() string {
 		}
 		return strings.Join(lines, "\n")
 	}
+	if len(r.Missing) == 0 {
+		return ""
+	}
 	var b strings.Builder
 	b.WriteString(plural(r.MissingCount(), "run") + " ")
 	for j, m := range r.Missing[:min(len(r.Missing), maxMissingRanges)] {
@@ -380,9 +383,6 @@ func (r *SweepResult) MissingText() string {
 	}
 	if more := len(r.Missing) - maxMissingRanges; more > 0 {
 		fmt.Fprintf(&b, ", and %d more %s (%s lists them all)", more, plural(more, "range"), SweepJSONFile)
-	}
-	if len(r.Missing) == 0 {
-		return ""
 	}
 	return b.String()
 }

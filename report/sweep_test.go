@@ -260,6 +260,9 @@ func TestMergeRerun(t *testing.T) {
 		{name: "whole", build: func(t *testing.T, dir string) {
 			sweepFolder(t, dir, plan(`, "args": ["s.yaml"], "out": "res", "dir": "/w"`), upTo(8, 3, 4)...)
 		}, text: "runs 3-4", rerun: []string{"cd /w && netjam sweep s.yaml --out res"}},
+		{name: "a control character", build: func(t *testing.T, dir string) {
+			sweepFolder(t, dir, plan(`, "args": ["s.yaml"], "out": "res\r", "dir": "/w"`), upTo(8, 3)...)
+		}, text: "run 3"},
 		{name: "a plan of an older netjam", build: func(t *testing.T, dir string) {
 			sweepFolder(t, filepath.Join(dir, "s0"), plan(`, "shard": "0/2"`), 0, 2, 4)
 		}, text: "shard 0/2, in DIR/s0: run 6\nshard 1/2, whose folder was not among those merged: runs 1, 3, 5, 7"},

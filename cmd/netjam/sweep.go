@@ -231,7 +231,13 @@ func checkFolder(dir *outdir.Dir, sp report.SweepPlan) error {
 		return cli.Exit(fmt.Sprintf("%s holds the runs of another sweep (%s, %d runs; its %s says so): give this one another --out, or move that one away",
 			dir.Path(), old.Scenario, old.Runs, report.SweepPlanFile), exitBadUsage)
 	}
-	if old.Shard == sp.Shard {
+	whole := func(s string) string { // shard 0 of 1 is the whole sweep
+		if s == "0/1" {
+			return ""
+		}
+		return s
+	}
+	if whole(old.Shard) == whole(sp.Shard) {
 		return nil
 	}
 	name := func(s string) string {
