@@ -613,7 +613,11 @@ func autoShard(lookup func(string) (string, bool)) (shard, shards int, batch str
 		return 0, 0, "", fmt.Errorf("--shard auto: %s=%d: a sweep has 1 shard or more", countVar, n)
 	}
 	if index < 0 || index >= n {
-		return 0, 0, "", fmt.Errorf("--shard auto: %s is %d, but the sweep's shards are 0 to %d (%s=%d): a task's index is its shard, so submit indexes 0 to %d only (sbatch --array=0-%d, or some of them)", indexVar, index, n-1, countVar, n, n-1, n-1)
+		hint := fmt.Sprintf("submit indexes 0 to %d only (sbatch --array=0-%d, or some of them)", n-1, n-1)
+		if batch == batchKubernetes {
+			hint = fmt.Sprintf("the Job's completions must be %d", n)
+		}
+		return 0, 0, "", fmt.Errorf("--shard auto: %s is %d, but the sweep's shards are 0 to %d (%s=%d): a task's index is its shard, so %s", indexVar, index, n-1, countVar, n, hint)
 	}
 	return index, n, batch, nil
 }

@@ -281,6 +281,8 @@ func TestAutoShard(t *testing.T) {
 		{env: "JOB_COMPLETION_INDEX=2 JOB_COMPLETIONS=4", shard: 2, of: 4, batch: "kubernetes"}, // older manifests
 		{env: "SLURM_ARRAY_TASK_ID=8 SLURM_ARRAY_TASK_COUNT=8 NETJAM_SHARDS=8",
 			error: "--shard auto: SLURM_ARRAY_TASK_ID is 8, but the sweep's shards are 0 to 7 (NETJAM_SHARDS=8): a task's index is its shard, so submit indexes 0 to 7 only (sbatch --array=0-7, or some of them)"},
+		{env: "JOB_COMPLETION_INDEX=4 NETJAM_SHARDS=4",
+			error: "--shard auto: JOB_COMPLETION_INDEX is 4, but the sweep's shards are 0 to 3 (NETJAM_SHARDS=4): a task's index is its shard, so the Job's completions must be 4"},
 		{env: "SLURM_ARRAY_TASK_ID=3 SLURM_ARRAY_TASK_COUNT=8",
 			error: "--shard auto: SLURM_ARRAY_TASK_ID is 3, but NETJAM_SHARDS, the sweep's number of shards, is not set: set it in the task's environment (deploy/ does); the array's own count of tasks is not the sweep's (a task submitted again is an array of one)"},
 		{env: "SLURM_ARRAY_TASK_ID=3 NETJAM_SHARDS=eight", error: `--shard auto: NETJAM_SHARDS is "eight", not a number`},
