@@ -17,7 +17,7 @@ import (
 
 // TestKubernetesJob decodes the Job strictly into the Kubernetes API's own
 // types (an unknown or misplaced field, a wrong type, fails), then checks
-// what netjam needs of it: an Indexed Job whose JOB_COMPLETIONS is its
+// what netjam needs of it: an Indexed Job whose NETJAM_SHARDS is its
 // completion count, a sweep with --shard auto into a folder per index on
 // the volume, a shipped scenario, and a pod without privilege.
 func TestKubernetesJob(t *testing.T) {
@@ -45,8 +45,8 @@ func TestKubernetesJob(t *testing.T) {
 	for _, e := range c.Env {
 		env[e.Name] = e.Value
 	}
-	if env["JOB_COMPLETIONS"] != strings.TrimSpace(itoa(*spec.Completions)) {
-		t.Errorf("JOB_COMPLETIONS %q, but completions %d: netjam would cut the sweep into the wrong number of shards", env["JOB_COMPLETIONS"], *spec.Completions)
+	if env["NETJAM_SHARDS"] != strings.TrimSpace(itoa(*spec.Completions)) {
+		t.Errorf("NETJAM_SHARDS %q, but completions %d: netjam would cut the sweep into the wrong number of shards", env["NETJAM_SHARDS"], *spec.Completions)
 	}
 	args := c.Args
 	if len(args) < 2 || args[0] != "sweep" || !slices.Contains(args, "auto") || args[slices.Index(args, "auto")-1] != "--shard" {
@@ -140,24 +140,41 @@ func TestDockerfilePinsItsBaseImages(t *testing.T) {
 
 // TestSlurmScript checks the script's syntax, then runs it as Slurm would
 // run task 3 of the array, with a stand-in netjam that prints its
-// arguments.
+// arguments and the sweep's number of shards. TestSlurmCluster runs it on
+// a real Slurm.
 func TestSlurmScript(t *testing.T) {
 	if out, err := exec.Command("bash", "-n", "slurm-array.sh").CombinedOutput(); err != nil {
 		t.Fatalf("bash -n: %v\n%s", err, out)
 	}
 	bin := t.TempDir()
-	os.WriteFile(filepath.Join(bin, "netjam"), []byte("#!/bin/sh\necho \"$@\"\n"), 0o755)
+	os.WriteFile(filepath.Join(bin, "netjam"), []byte("#!/bin/sh\necho \"NETJAM_SHARDS=$NETJAM_SHARDS $*\"\n"), 0o755)
 	script, _ := filepath.Abs("slurm-array.sh")
-	cmd := exec.Command("bash", script, "configs/sweep-cc-loss.yaml")
-	cmd.Dir = t.TempDir()
-	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "SLURM_ARRAY_TASK_ID=3", "SLURM_ARRAY_TASK_COUNT=8", "SLURM_ARRAY_TASK_MIN=0")
-	out, err := cmd.CombinedOutput()
-	if err != nil || string(out) != "sweep configs/sweep-cc-loss.yaml --shard auto --out results/shard-3 -q\n" {
-		t.Errorf("task 3: %v\n%s", err, out)
+	for _, c := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, []string{"configs/sweep-cc-loss.yaml"}, "NETJAM_SHARDS=8 sweep configs/sweep-cc-loss.yaml --shard auto --out results/shard-3 -q\n"},
+		{[]string{"NETJAM_SHARDS=4"}, []string{"my.yaml", "--seeds", "2"}, "NETJAM_SHARDS=4 sweep my.yaml --seeds 2 --shard auto --out results/shard-3 -q\n"},
+	} {
+		cmd := exec.Command("bash", append([]string{script}, c.args...)...)
+		cmd.Dir = t.TempDir()
+		cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "SLURM_ARRAY_TASK_ID=3", "SLURM_ARRAY_TASK_COUNT=1", "SLURM_ARRAY_TASK_MIN=3")
+		cmd.Env = append(cmd.Env, c.env...)
+		out, err := cmd.CombinedOutput()
+		if err != nil || string(out) != c.want {
+			t.Errorf("task 3 of %v: %v\n%s", c.env, err, out)
+		}
 	}
 	b, _ := os.ReadFile("slurm-array.sh")
-	if !strings.Contains(string(b), "#SBATCH --array=0-7") || !strings.Contains(string(b), "#SBATCH --cpus-per-task=1") {
-		t.Errorf("the script must be an array of one-core tasks")
+	if !strings.Contains(string(b), "#SBATCH --array=0-7") || !strings.Contains(string(b), "#SBATCH --cpus-per-task=1") ||
+		!strings.Contains(string(b), "NETJAM_SHARDS=${NETJAM_SHARDS:-8}") {
+		t.Errorf("the script must be an array of one-core tasks, 0 to 7, of a sweep of 8 shards")
+	}
+	// Slurm opens the output file before the script runs: in a folder
+	// that does not exist yet, every task fails (JobLaunchFailure).
+	if m := regexp.MustCompile(`(?m)^#SBATCH --output=(\S+)$`).FindStringSubmatch(string(b)); m == nil || strings.Contains(m[1], "/") {
+		t.Errorf("#SBATCH --output: %v: the submission folder's own file, not one in a folder the script makes", m)
 	}
 }
 

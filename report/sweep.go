@@ -38,6 +38,36 @@ type SweepPlan struct {
 	Runs int `json:"runs"`
 	// Shard is "I/N" when the folder holds one shard's runs.
 	Shard string `json:"shard,omitempty"`
+
+	// What follows says how the folder's runs were started, for the
+	// commands that run missing ones again (netjam merge prints them). It
+	// is not part of the sweep: the folders of its shards may differ in it.
+
+	// Batch is the batch engine whose task index --shard auto took as the
+	// shard: "slurm" (SLURM_ARRAY_TASK_ID) or "kubernetes"
+	// (JOB_COMPLETION_INDEX); "" when the shard was given.
+	Batch string `json:"batch,omitempty"`
+	// Args are netjam sweep's arguments that make the sweep's runs: the
+	// scenario file, then --grid, --seeds, --set, --duration and --clock.
+	Args []string `json:"args,omitempty"`
+	// Out is the output folder as netjam sweep was given it (--out), Dir
+	// the working directory it ran in (in a Slurm task, the folder the
+	// array was submitted from).
+	Out string `json:"out,omitempty"`
+	Dir string `json:"dir,omitempty"`
+}
+
+// sweep is p without what one folder of the sweep says of itself (its
+// shard and how it was started): what every folder of the sweep shares.
+func (p SweepPlan) sweep() SweepPlan {
+	p.Shard, p.Batch, p.Args, p.Out, p.Dir = "", "", nil, "", ""
+	return p
+}
+
+// SameSweep reports whether p and q are plans of one sweep (its shards,
+// or the whole), whatever their shards and however they were started.
+func (p SweepPlan) SameSweep(q SweepPlan) bool {
+	return samePlan(p.sweep(), q.sweep())
 }
 
 // SweepAxis is one swept key and its values (YAML, as --set takes them).
@@ -71,10 +101,29 @@ type SweepResult struct {
 	// Shards is N when every folder merged held a shard I/N of the sweep;
 	// MissingShards are the shards I of N whose folders were not among
 	// them (a shard that holds no run, I past the last run, is not
-	// missing). 0 and none otherwise.
-	Shards        int              `json:"shards,omitempty"`
-	MissingShards []int            `json:"missing_shards,omitempty"`
-	Results       []SweepRunResult `json:"results"`
+	// missing), ShardsMissingRuns every shard of N that lacks runs, with
+	// them. 0 and none otherwise.
+	Shards            int            `json:"shards,omitempty"`
+	MissingShards     []int          `json:"missing_shards,omitempty"`
+	ShardsMissingRuns []ShardMissing `json:"shards_missing_runs,omitempty"`
+	// Rerun are the shell commands that run the missing runs again, made
+	// from what the folders' sweep-plan.json say of how they were started
+	// (see SweepPlan.Batch); none when they do not say.
+	Rerun   []string         `json:"rerun,omitempty"`
+	Results []SweepRunResult `json:"results"`
+}
+
+// ShardMissing is a shard of a sweep that lacks runs.
+type ShardMissing struct {
+	Shard int `json:"shard"`
+	// Batch is the engine that ran the shard's folder, or, for a shard
+	// whose folder was not merged, the other shards' (SweepPlan.Batch).
+	// The engine's task index is the shard.
+	Batch string `json:"batch,omitempty"`
+	// Folder is the shard's folder, "" when it was not among those merged.
+	Folder string `json:"folder,omitempty"`
+	// Runs are the indexes of its runs not found.
+	Runs []int `json:"runs"`
 }
 
 // RunRange is the runs of a sweep from index First to Last, both included.
@@ -101,10 +150,10 @@ type SweepRunResult struct {
 // maxSweepDepth bounds how deep Merge looks for runs below a folder.
 const maxSweepDepth = 3
 
-// maxSweepFileSize bounds sweep-plan.json and sweep-run.json: the plan
+// MaxSweepFileSize bounds sweep-plan.json and sweep-run.json: the plan
 // holds the sweep's values, from a scenario file of at most 1 MiB or the
 // command line, which JSON's escapes may make up to 6 times longer.
-const maxSweepFileSize = 16 << 20
+const MaxSweepFileSize = 16 << 20
 
 // Merge gathers the finished runs of one sweep from dirs: the output
 // folders of netjam sweep, whole or its shards, or folders that hold
@@ -117,6 +166,7 @@ func Merge(dirs []string) (*SweepResult, error) {
 	var planFrom string
 	byIndex := map[int]string{}
 	shards := map[string]bool{} // the plans' shards, "I/N"; "" for a whole sweep
+	var folders []folderPlan    // every plan found, as written
 	for _, dir := range dirs {
 		st, err := os.Stat(dir)
 		if err != nil || !st.IsDir() {
@@ -139,14 +189,15 @@ func Merge(dirs []string) (*SweepResult, error) {
 			switch d.Name() {
 			case SweepPlanFile:
 				var p SweepPlan
-				if err := readJSON(path, maxSweepFileSize, &p); err != nil {
+				if err := readJSON(path, MaxSweepFileSize, &p); err != nil {
 					return err
 				}
 				if err := p.check(path); err != nil {
 					return err
 				}
 				shards[p.Shard] = true
-				p.Shard = ""
+				folders = append(folders, folderPlan{filepath.Dir(path), p})
+				p = p.sweep()
 				if planFrom == "" {
 					res.SweepPlan, planFrom = p, path
 				} else if !samePlan(res.SweepPlan, p) {
@@ -193,6 +244,8 @@ func Merge(dirs []string) (*SweepResult, error) {
 		}
 	}
 	res.Shards, res.MissingShards = missingShards(shards, res.Runs)
+	res.ShardsMissingRuns = shardsMissingRuns(res, folders)
+	res.Rerun = rerun(res, folders)
 	cols := map[string]bool{}
 	for _, r := range res.Results {
 		if r.Scenario != res.Scenario {
@@ -276,58 +329,62 @@ func (r *SweepResult) MissingCount() int {
 	return n
 }
 
-// MissingText says which runs were not found, for a person: the shards
-// whose folders were not merged ("shard 1/3 (4 runs), not among the
-// folders merged"), then the other runs as ranges of indexes ("runs 3-5,
-// 9, 12-40"), at most maxMissingRanges of them. "" when none is missing.
+// MissingText says which runs were not found, for a person. When the
+// folders are shards of one sweep, a line per shard that lacks runs, with
+// the task index of its batch engine and its folder: "shard 1/3 (Slurm
+// array task 1), whose folder was not among those merged: runs 1, 4, 7,
+// 10", at most maxMissingRanges shards and runs each. Otherwise the runs
+// as ranges of indexes ("runs 3-5, 9, 12-40"), at most maxMissingRanges
+// of them. "" when none is missing.
 func (r *SweepResult) MissingText() string {
-	var parts []string
-	shardOf := map[int]bool{}
-	if len(r.MissingShards) > 0 {
-		names := make([]string, len(r.MissingShards))
-		runs := 0
-		for j, i := range r.MissingShards {
-			names[j] = fmt.Sprintf("%d/%d", i, r.Shards)
-			shardOf[i] = true
-			runs += (r.Runs - i + r.Shards - 1) / r.Shards // the indexes i, i+N, ... below Runs
-		}
-		word := "shard"
-		if len(names) > 1 {
-			word = "shards"
-		}
-		parts = append(parts, fmt.Sprintf("%s %s (%d %s), not among the folders merged", word, strings.Join(names, ", "), runs, plural(runs, "run")))
-	}
-	// The other runs: the missing shards' runs taken out of the ranges.
-	var rest []RunRange
-	count := 0
-	for _, m := range r.Missing {
-		for i := m.First; i <= m.Last; i++ {
-			if r.Shards > 0 && shardOf[i%r.Shards] {
-				continue
+	if len(r.ShardsMissingRuns) > 0 {
+		lines := make([]string, 0, maxMissingRanges+1)
+		for _, m := range r.ShardsMissingRuns[:min(len(r.ShardsMissingRuns), maxMissingRanges)] {
+			var b strings.Builder
+			fmt.Fprintf(&b, "shard %d/%d", m.Shard, r.Shards)
+			switch m.Batch {
+			case "slurm":
+				fmt.Fprintf(&b, " (Slurm array task %d)", m.Shard)
+			case "kubernetes":
+				fmt.Fprintf(&b, " (Kubernetes completion index %d)", m.Shard)
 			}
-			count++
-			if n := len(rest); n > 0 && rest[n-1].Last == i-1 {
-				rest[n-1].Last = i
+			if m.Folder == "" {
+				b.WriteString(", whose folder was not among those merged")
 			} else {
-				rest = append(rest, RunRange{i, i})
+				fmt.Fprintf(&b, ", in %s", m.Folder)
 			}
-		}
-	}
-	if count > 0 {
-		var b strings.Builder
-		b.WriteString(plural(count, "run") + " ")
-		for j, m := range rest[:min(len(rest), maxMissingRanges)] {
-			if j > 0 {
-				b.WriteString(", ")
+			fmt.Fprintf(&b, ": %s ", plural(len(m.Runs), "run"))
+			for j, i := range m.Runs[:min(len(m.Runs), maxMissingRanges)] {
+				if j > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString(strconv.Itoa(i))
 			}
-			b.WriteString(m.String())
+			if more := len(m.Runs) - maxMissingRanges; more > 0 {
+				fmt.Fprintf(&b, ", and %d more", more)
+			}
+			lines = append(lines, b.String())
 		}
-		if more := len(rest) - maxMissingRanges; more > 0 {
-			fmt.Fprintf(&b, ", and %d more %s (%s lists them all)", more, plural(more, "range"), SweepJSONFile)
+		if more := len(r.ShardsMissingRuns) - maxMissingRanges; more > 0 {
+			lines = append(lines, fmt.Sprintf("and %d more %s (%s lists them all)", more, plural(more, "shard"), SweepJSONFile))
 		}
-		parts = append(parts, b.String())
+		return strings.Join(lines, "\n")
 	}
-	return strings.Join(parts, "; ")
+	if len(r.Missing) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(plural(r.MissingCount(), "run") + " ")
+	for j, m := range r.Missing[:min(len(r.Missing), maxMissingRanges)] {
+		if j > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(m.String())
+	}
+	if more := len(r.Missing) - maxMissingRanges; more > 0 {
+		fmt.Fprintf(&b, ", and %d more %s (%s lists them all)", more, plural(more, "range"), SweepJSONFile)
+	}
+	return b.String()
 }
 
 func plural(n int, s string) string {
@@ -386,7 +443,7 @@ func readFile(path string, max int64) ([]byte, error) {
 // summary.json.
 func readSweepRun(path string) (SweepRunResult, error) {
 	r := SweepRunResult{Dir: filepath.Dir(path)}
-	if err := readJSON(path, maxSweepFileSize, &r.SweepRun); err != nil {
+	if err := readJSON(path, MaxSweepFileSize, &r.SweepRun); err != nil {
 		return r, err
 	}
 	var sum summary

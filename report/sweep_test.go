@@ -162,7 +162,7 @@ func TestMergeChecks(t *testing.T) {
 		}, err: `sweep-plan.json: "shard" is "3/3", expected I/N (0 <= I < N)`},
 		{name: "a plan too big", build: func(t *testing.T, dir string) {
 			sweepFolder(t, dir, "")
-			os.Truncate(filepath.Join(dir, SweepPlanFile), maxSweepFileSize+1) // sparse: it is not read
+			os.Truncate(filepath.Join(dir, SweepPlanFile), MaxSweepFileSize+1) // sparse: it is not read
 		}, err: "sweep-plan.json: more than 16777216 bytes (16 MiB): netjam writes none that big"},
 		{name: "a summary too big", build: func(t *testing.T, dir string) {
 			sweepFolder(t, dir, plan(2, 1, `, "runs": 2`), 0, 1)
@@ -188,10 +188,10 @@ func TestMergeChecks(t *testing.T) {
 			// Shard I of 3 holds the runs whose index is I modulo 3.
 			sweepFolder(t, filepath.Join(dir, "s0"), plan(4, 3, `, "runs": 12, "shard": "0/3"`), 0, 3, 9)
 			sweepFolder(t, filepath.Join(dir, "s2"), plan(4, 3, `, "runs": 12, "shard": "2/3"`), 2, 5, 8, 11)
-		}, text: "shard 1/3 (4 runs), not among the folders merged; run 6", miss: []RunRange{{1, 1}, {4, 4}, {6, 7}, {10, 10}}},
+		}, text: "shard 0/3, in DIR/s0: run 6\nshard 1/3, whose folder was not among those merged: runs 1, 4, 7, 10", miss: []RunRange{{1, 1}, {4, 4}, {6, 7}, {10, 10}}},
 		{name: "shards missing, more shards than runs", build: func(t *testing.T, dir string) {
 			sweepFolder(t, filepath.Join(dir, "s0"), plan(2, 1, `, "runs": 2, "shard": "0/1000000000"`), 0)
-		}, text: "shard 1/1000000000 (1 run), not among the folders merged", miss: []RunRange{{1, 1}}},
+		}, text: "shard 1/1000000000, whose folder was not among those merged: run 1", miss: []RunRange{{1, 1}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -206,11 +206,82 @@ func TestMergeChecks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := res.MissingText(); got != c.text {
+			if got := res.MissingText(); got != strings.ReplaceAll(c.text, "DIR", dir) {
 				t.Errorf("MissingText: got  %s\nwant %s", got, c.text)
 			}
 			if c.miss != nil && !slices.Equal(res.Missing, c.miss) {
 				t.Errorf("Missing: %v, want %v", res.Missing, c.miss)
+			}
+		})
+	}
+}
+
+// TestMergeRerun: merge names the shard and the batch engine's task of
+// every missing run, and gives the commands that run them again, from
+// what the folders' plans say of how they were started: one sbatch of
+// the Slurm script with the tasks to submit again, netjam sweep of each
+// shard otherwise, or of the whole sweep. (It said "run the shards that
+// hold them", which for a Slurm array meant the whole sweep again.)
+func TestMergeRerun(t *testing.T) {
+	plan := func(extra string) string {
+		return `{"scenario": "s", "axes": [{"key": "link.loss", "values": ["1%", "2%", "3%", "4%"]}], "seeds": [1, 2], "runs": 8` + extra + `}`
+	}
+	for _, c := range []struct {
+		name  string
+		build func(t *testing.T, dir string)
+		text  string
+		rerun []string
+	}{
+		{name: "slurm", build: func(t *testing.T, dir string) {
+			// 4 shards of 8 runs: shard I holds I and I+4. Shard 0 lacks
+			// run 4; shard 2 is whole; the folders of 1 and 3 are not given.
+			how := `, "batch": "slurm", "args": ["my sweep.yaml", "--seeds", "2"], "dir": "/home/u/it's"`
+			sweepFolder(t, filepath.Join(dir, "shard-0"), plan(`, "shard": "0/4", "out": "results/shard-0"`+how), 0)
+			sweepFolder(t, filepath.Join(dir, "shard-2"), plan(`, "shard": "2/4", "out": "results/shard-2"`+how), 2, 6)
+		}, text: "shard 0/4 (Slurm array task 0), in DIR/shard-0: run 4\n" +
+			"shard 1/4 (Slurm array task 1), whose folder was not among those merged: runs 1, 5\n" +
+			"shard 3/4 (Slurm array task 3), whose folder was not among those merged: runs 3, 7",
+			rerun: []string{`cd '/home/u/it'\''s' && NETJAM_SHARDS=4 sbatch --array=0-1,3 deploy/slurm-array.sh 'my sweep.yaml' --seeds 2`}},
+		{name: "by hand", build: func(t *testing.T, dir string) {
+			how := `, "args": ["s.yaml", "--grid", "link.loss=1%,2%,3%,4%"], "dir": "/w"`
+			sweepFolder(t, filepath.Join(dir, "a"), plan(`, "shard": "1/3", "out": "out/s1"`+how), 1, 7)
+			sweepFolder(t, filepath.Join(dir, "b"), plan(`, "shard": "2/3", "out": "/tmp/elsewhere"`+how), 2)
+		}, text: "shard 0/3, whose folder was not among those merged: runs 0, 3, 6\n" +
+			"shard 1/3, in DIR/a: run 4\n" +
+			"shard 2/3, in DIR/b: run 5",
+			rerun: []string{
+				"cd /w && netjam sweep s.yaml --grid link.loss=1%,2%,3%,4% --shard 0/3 --out out/s0",
+				"cd /w && netjam sweep s.yaml --grid link.loss=1%,2%,3%,4% --shard 1/3 --out out/s1",
+				"cd /w && netjam sweep s.yaml --grid link.loss=1%,2%,3%,4% --shard 2/3 --out /tmp/elsewhere"}},
+		{name: "kubernetes", build: func(t *testing.T, dir string) {
+			sweepFolder(t, filepath.Join(dir, "shard-0"), plan(`, "shard": "0/2", "batch": "kubernetes", "args": ["/configs/s.yaml"], "out": "/results/shard-0", "dir": "/"`), 0, 2, 4, 6)
+		}, text: "shard 1/2 (Kubernetes completion index 1), whose folder was not among those merged: runs 1, 3, 5, 7",
+			rerun: []string{"netjam sweep /configs/s.yaml --shard 1/2 --out /results/shard-1"}},
+		{name: "whole", build: func(t *testing.T, dir string) {
+			sweepFolder(t, dir, plan(`, "args": ["s.yaml"], "out": "res", "dir": "/w"`), upTo(8, 3, 4)...)
+		}, text: "runs 3-4", rerun: []string{"cd /w && netjam sweep s.yaml --out res"}},
+		{name: "a control character", build: func(t *testing.T, dir string) {
+			sweepFolder(t, dir, plan(`, "args": ["s.yaml"], "out": "res\r", "dir": "/w"`), upTo(8, 3)...)
+		}, text: "run 3"},
+		{name: "a plan of an older netjam", build: func(t *testing.T, dir string) {
+			sweepFolder(t, filepath.Join(dir, "s0"), plan(`, "shard": "0/2"`), 0, 2, 4)
+		}, text: "shard 0/2, in DIR/s0: run 6\nshard 1/2, whose folder was not among those merged: runs 1, 3, 5, 7"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			c.build(t, dir)
+			res, err := Merge([]string{dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := res.MissingText(), strings.ReplaceAll(c.text, "DIR", dir); got != want {
+				t.Errorf("MissingText:\ngot  %s\nwant %s", got, want)
+			}
+			if !slices.Equal(res.Rerun, c.rerun) {
+				t.Errorf("Rerun:\ngot  %q\nwant %q", res.Rerun, c.rerun)
+			}
+			if res.Batch != "" || res.Args != nil || res.Dir != "" || res.Out != "" || res.Shard != "" {
+				t.Errorf("the merged plan keeps one folder's own fields: %+v", res.SweepPlan)
 			}
 		})
 	}

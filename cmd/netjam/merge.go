@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -17,21 +18,24 @@ func mergeCommand() *cli.Command {
 		ArgsUsage: "DIR...",
 		Description: `Reads every finished run of a sweep below the folders given (the output
 folders of netjam sweep, whole or one per shard) and writes into --out
-(default: the first folder) sweep.json and sweep.csv, one row per run with
+(default: the first folder given) sweep.json and sweep.csv, one row per run with
 its parameters as columns and its figures (throughput, completion time,
 retransmissions, loss, delays, drops, expectations met), and the sweep's
 plots and sweep.html: each figure's mean and 95% confidence interval across
 seeds against the first swept key, one line per value of the others.
-Runs of the sweep that were not found are listed, as ranges of indexes and
-shards whose folders were not given; the exit status is then 1. A
-sweep-plan.json is checked first: its runs must be what its axes, seeds and
-variants make, at most 100000 (the sweep's cap), and every run's index one
-of them; sweep-plan.json and sweep-run.json are read up to 16 MiB,
-summary.json up to 64 MiB.
+Runs of the sweep that were not found are listed, the exit status is then
+1: when the folders are shards, by shard, with its batch engine's task
+index and its folder or that it was not given, then the commands that run
+them again (for a Slurm array, an sbatch of deploy/slurm-array.sh with the
+tasks to submit again; they are also in sweep.json, under rerun); else as
+ranges of indexes. A sweep-plan.json is checked first: its runs must be
+what its axes, seeds and variants make, at most 100000 (the sweep's cap),
+and every run's index one of them; sweep-plan.json and sweep-run.json are
+read up to 16 MiB, summary.json up to 64 MiB.
 
 Examples:
    netjam merge /tmp/sweep
-   netjam merge shard-0 shard-1 shard-2 --out merged`,
+   netjam merge results/shard-* --out results/merged`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Usage: "where to write the merged files (default: the first folder)"},
 		},
@@ -64,9 +68,41 @@ Examples:
 				fmt.Fprintln(c.App.Writer, filepath.Join(out, n))
 			}
 			if n := res.MissingCount(); n > 0 {
-				return cli.Exit(fmt.Sprintf("%d of the sweep's %d runs missing: %s; run the shards that hold them, or the sweep again to resume", n, res.Runs, res.MissingText()), exitFailed)
+				return cli.Exit(missingMessage(res), exitFailed)
 			}
 			return nil
 		},
 	}
+}
+
+// maxRerunLines bounds the commands merge prints; sweep.json has them all.
+const maxRerunLines = 10
+
+// missingMessage says which runs of res are missing, by shard when the
+// folders are shards, and the commands that run them again.
+func missingMessage(res *report.SweepResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of the sweep's %d runs missing:", res.MissingCount(), res.Runs)
+	text := res.MissingText()
+	if len(res.ShardsMissingRuns) > 0 {
+		b.WriteString("\n  " + strings.ReplaceAll(text, "\n", "\n  "))
+	} else {
+		b.WriteString(" " + text)
+	}
+	switch {
+	case len(res.Rerun) == 0 && len(res.ShardsMissingRuns) == 0:
+		b.WriteString("; run the shards that hold them, or the sweep again to resume")
+		return b.String()
+	case len(res.Rerun) == 0:
+		b.WriteString("\nrun those shards again (finished runs are not run again), then merge again")
+		return b.String()
+	}
+	b.WriteString("\nrun them again (finished runs are not run again), then merge again:")
+	for _, c := range res.Rerun[:min(len(res.Rerun), maxRerunLines)] {
+		b.WriteString("\n  " + c)
+	}
+	if more := len(res.Rerun) - maxRerunLines; more > 0 {
+		fmt.Fprintf(&b, "\n  and %d more (%s lists them all under rerun)", more, report.SweepJSONFile)
+	}
+	return b.String()
 }

@@ -41,7 +41,10 @@ folder named from its parameters (loss=1pct,cc=reno,seed=2). A run that
 finished is not run again: after an interruption, run the same command
 again. --shard runs only one shard of the runs, for a batch engine
 (Kubernetes Indexed Jobs, Slurm job arrays); netjam merge gathers the
-shards' folders into one table and report. A sweep has at most 100000
+shards' folders into one table and report. --shard auto runs the shard
+that is the task's index, of NETJAM_SHARDS shards, fixed for the sweep: a
+task submitted again runs the same shard. A folder that holds another
+sweep, or another shard of this one, is refused. A sweep has at most 100000
 runs: its combinations, times its seeds, times the scenario's variants,
 with --grid and --seeds counted.
 
@@ -57,7 +60,7 @@ Examples:
    netjam sweep configs/sweep-cc-loss.yaml --out /tmp/sweep
    netjam sweep my.yaml --grid link.loss=0%,1%,2% --grid flows.bulk.cc=reno,cubic --seeds 3
    netjam sweep my.yaml --shard 2/8 --out /results       # shard 2 of 8 (counted from 0)
-   netjam sweep my.yaml --shard auto --out /results      # from JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID
+   NETJAM_SHARDS=8 netjam sweep my.yaml --shard auto --out /results/shard-$SLURM_ARRAY_TASK_ID
    netjam merge /tmp/sweep`,
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "grid", Usage: "sweep KEY over values V1,V2,... (repeatable; each VALUE is YAML; replaces the file's values of KEY)"},
@@ -66,7 +69,7 @@ Examples:
 			&cli.StringFlag{Name: "duration", Usage: "upper bound of each run, such as 10s (default: the scenario's duration, else 30s)"},
 			&cli.StringFlag{Name: "out", Usage: "output folder (default results/<scenario>-sweep)"},
 			&cli.IntFlag{Name: "parallel", Value: 1, Usage: "how many runs may run at once (real-time runs compete for the CPU: at most one per core)"},
-			&cli.StringFlag{Name: "shard", Usage: "run only shard `I/N` of the runs (I from 0), or auto: from JOB_COMPLETION_INDEX and JOB_COMPLETIONS (Kubernetes) or SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT (Slurm)"},
+			&cli.StringFlag{Name: "shard", Usage: "run only shard `I/N` of the runs (I from 0), or auto: I the task's index, JOB_COMPLETION_INDEX (Kubernetes) or SLURM_ARRAY_TASK_ID (Slurm), and N from NETJAM_SHARDS"},
 			&cli.BoolFlag{Name: "plots", Usage: "also draw each run's plots and report.html (slower)"},
 			clockFlag,
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print nothing but errors"},
@@ -92,7 +95,7 @@ func doSweep(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	shard, shards, err := parseShard(c.String("shard"))
+	shard, shards, batch, err := parseShard(c.String("shard"))
 	if err != nil {
 		return cli.Exit(err, exitBadUsage)
 	}
@@ -116,6 +119,14 @@ func doSweep(c *cli.Context) error {
 	}
 	defer dir.Close()
 	sp := sweepPlanOf(plan, total, shard, shards)
+	if batch != "" {
+		sp.Shard = fmt.Sprintf("%d/%d", shard, shards) // 0/1 too: merge names the task
+	}
+	sp.Batch, sp.Args, sp.Out = batch, sweepArgs(c), out
+	sp.Dir, _ = os.Getwd()
+	if err := checkFolder(dir, sp); err != nil {
+		return err
+	}
 	if err := writeJSON(dir, report.SweepPlanFile, sp); err != nil {
 		return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
 	}
@@ -177,6 +188,70 @@ func sweepPlanOf(plan *scenario.Plan, total, shard, shards int) report.SweepPlan
 		sp.Shard = fmt.Sprintf("%d/%d", shard, shards)
 	}
 	return sp
+}
+
+// sweepArgs are the arguments of netjam sweep that make its runs, as
+// netjam merge writes them into the command that runs missing runs again:
+// the scenario file, then --grid, --seeds, --set, --duration and --clock
+// as given.
+func sweepArgs(c *cli.Context) []string {
+	args := []string{c.Args().First()}
+	for _, g := range c.StringSlice("grid") {
+		args = append(args, "--grid", g)
+	}
+	if c.IsSet("seeds") {
+		args = append(args, "--seeds", strconv.Itoa(c.Int("seeds")))
+	}
+	for _, s := range c.StringSlice("set") {
+		args = append(args, "--set", s)
+	}
+	for _, f := range []string{"duration", "clock"} {
+		if c.IsSet(f) {
+			args = append(args, "--"+f, c.String(f))
+		}
+	}
+	return args
+}
+
+// checkFolder refuses to run sp into a folder that holds another sweep's
+// runs, or another shard of the same sweep (or the whole of it): a run
+// whose folder has a sweep-run.json is taken as done, so another sweep's
+// run of the same name would be taken for this one's, and another shard's
+// runs would be there twice when the folders are merged.
+func checkFolder(dir *outdir.Dir, sp report.SweepPlan) error {
+	b, err := dir.ReadFileMax(report.SweepPlanFile, report.MaxSweepFileSize)
+	if err != nil {
+		return nil // none yet (or unreadable: written anew)
+	}
+	var old report.SweepPlan
+	if json.Unmarshal(b, &old) != nil {
+		return nil
+	}
+	if !old.SameSweep(sp) {
+		return cli.Exit(fmt.Sprintf("%s holds the runs of another sweep (%s, %d runs; its %s says so): give this one another --out, or move that one away",
+			dir.Path(), old.Scenario, old.Runs, report.SweepPlanFile), exitBadUsage)
+	}
+	whole := func(s string) string { // shard 0 of 1 is the whole sweep
+		if s == "0/1" {
+			return ""
+		}
+		return s
+	}
+	if whole(old.Shard) == whole(sp.Shard) {
+		return nil
+	}
+	name := func(s string) string {
+		if s == "" {
+			return "the whole sweep"
+		}
+		return "shard " + s
+	}
+	keep := "run it with the number of shards it had"
+	if _, n, ok := strings.Cut(old.Shard, "/"); ok {
+		keep = fmt.Sprintf("keep its number of shards, %s (--shard I/%s, or %s=%s for --shard auto)", n, n, shardsEnv, n)
+	}
+	return cli.Exit(fmt.Sprintf("%s holds %s of this sweep (its %s says so), and this is %s: its runs would be there twice when the folders are merged; %s, or give another --out",
+		dir.Path(), name(old.Shard), report.SweepPlanFile, name(sp.Shard), keep), exitBadUsage)
 }
 
 // sweepLogger logs into out's netjam.log (added to, for a sweep run
@@ -469,45 +544,98 @@ func fileValue(v string) string {
 	return v
 }
 
+// shardsEnv is the variable that gives --shard auto the sweep's number of
+// shards. A batch engine's own count cannot: a Slurm array's
+// SLURM_ARRAY_TASK_COUNT is how many tasks one submission has, so a task
+// submitted again (sbatch --array=5) is an array of one, and a strided or
+// listed array (--array=0-7:2, --array=1,3,6) has fewer tasks than shards.
+const shardsEnv = "NETJAM_SHARDS"
+
+// The batch engines --shard auto knows, as sweep-plan.json names them.
+const (
+	batchSlurm      = "slurm"
+	batchKubernetes = "kubernetes"
+)
+
 // parseShard reads --shard: "" (everything), "I/N", or "auto" (from the
-// batch engine's environment).
-func parseShard(s string) (shard, shards int, err error) {
+// batch engine's environment, see autoShard). batch names the engine
+// --shard auto took the shard from, "" for the others.
+func parseShard(s string) (shard, shards int, batch string, err error) {
 	switch s {
 	case "":
-		return 0, 1, nil
+		return 0, 1, "", nil
 	case "auto":
-		get := func(name string) (int, bool) {
-			v, ok := os.LookupEnv(name)
-			if !ok {
-				return 0, false
-			}
-			n, err := strconv.Atoi(v)
-			return n, err == nil
-		}
-		if i, ok := get("JOB_COMPLETION_INDEX"); ok {
-			n, ok := get("JOB_COMPLETIONS")
-			if !ok {
-				return 0, 0, errors.New("--shard auto: JOB_COMPLETION_INDEX is set (a Kubernetes Indexed Job), but JOB_COMPLETIONS, the job's completion count, is not: set it in the pod's environment (see deploy/kubernetes-job.yaml)")
-			}
-			return checkShard(i, n)
-		}
-		if id, ok := get("SLURM_ARRAY_TASK_ID"); ok {
-			n, ok := get("SLURM_ARRAY_TASK_COUNT")
-			if !ok {
-				return 0, 0, errors.New("--shard auto: SLURM_ARRAY_TASK_ID is set, but not SLURM_ARRAY_TASK_COUNT")
-			}
-			lo, _ := get("SLURM_ARRAY_TASK_MIN") // arrays may count from 1
-			return checkShard(id-lo, n)
-		}
-		return 0, 0, errors.New("--shard auto: neither JOB_COMPLETION_INDEX (Kubernetes Indexed Job) nor SLURM_ARRAY_TASK_ID (Slurm job array) is set")
+		return autoShard(os.LookupEnv)
 	}
 	a, b, ok := strings.Cut(s, "/")
 	i, err1 := strconv.Atoi(a)
 	n, err2 := strconv.Atoi(b)
 	if !ok || err1 != nil || err2 != nil {
-		return 0, 0, fmt.Errorf("--shard: %q is not I/N or auto", s)
+		return 0, 0, "", fmt.Errorf("--shard: %q is not I/N or auto", s)
 	}
-	return checkShard(i, n)
+	shard, shards, err = checkShard(i, n)
+	return shard, shards, "", err
+}
+
+// autoShard is --shard auto: the shard is the task's index, from
+// JOB_COMPLETION_INDEX (a Kubernetes Indexed Job's pod) or
+// SLURM_ARRAY_TASK_ID (a Slurm job array's task), and the number of
+// shards is fixed for the sweep, NETJAM_SHARDS (for Kubernetes also
+// JOB_COMPLETIONS, which older manifests set). So a task submitted again
+// runs the same shard, whatever else its submission holds, and an index
+// that is not a shard is refused.
+func autoShard(lookup func(string) (string, bool)) (shard, shards int, batch string, err error) {
+	var indexVar string
+	switch {
+	case has(lookup, "JOB_COMPLETION_INDEX"):
+		indexVar, batch = "JOB_COMPLETION_INDEX", batchKubernetes
+	case has(lookup, "SLURM_ARRAY_TASK_ID"):
+		indexVar, batch = "SLURM_ARRAY_TASK_ID", batchSlurm
+	default:
+		return 0, 0, "", errors.New("--shard auto: neither JOB_COMPLETION_INDEX (Kubernetes Indexed Job) nor SLURM_ARRAY_TASK_ID (Slurm job array) is set")
+	}
+	index, err := envInt(lookup, indexVar)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	countVar := shardsEnv
+	if !has(lookup, shardsEnv) && batch == batchKubernetes && has(lookup, "JOB_COMPLETIONS") {
+		countVar = "JOB_COMPLETIONS"
+	}
+	if !has(lookup, countVar) {
+		return 0, 0, "", fmt.Errorf("--shard auto: %s is %d, but %s, the sweep's number of shards, is not set: set it in the task's environment (deploy/ does); the array's own count of tasks is not the sweep's (a task submitted again is an array of one)", indexVar, index, shardsEnv)
+	}
+	n, err := envInt(lookup, countVar)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	if n < 1 {
+		return 0, 0, "", fmt.Errorf("--shard auto: %s=%d: a sweep has 1 shard or more", countVar, n)
+	}
+	if index < 0 || index >= n {
+		hint := fmt.Sprintf("submit indexes 0 to %d only (sbatch --array=0-%d, or some of them)", n-1, n-1)
+		if batch == batchKubernetes {
+			hint = fmt.Sprintf("the Job's completions must be %d", n)
+		}
+		return 0, 0, "", fmt.Errorf("--shard auto: %s is %d, but the sweep's shards are 0 to %d (%s=%d): a task's index is its shard, so %s", indexVar, index, n-1, countVar, n, hint)
+	}
+	return index, n, batch, nil
+}
+
+// has reports whether the variable name is set.
+func has(lookup func(string) (string, bool), name string) bool {
+	_, ok := lookup(name)
+	return ok
+}
+
+// envInt reads the variable name as a decimal number.
+func envInt(lookup func(string) (string, bool), name string) (int, error) {
+	v, _ := lookup(name)
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return 0, fmt.Errorf("--shard auto: %s is %q, not a number", name, v)
+	}
+	return n, nil
 }
 
 func checkShard(i, n int) (int, int, error) {

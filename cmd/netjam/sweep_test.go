@@ -44,9 +44,9 @@ func TestSweepShardsMergeAsWhole(t *testing.T) {
 		t.Errorf("sweep's first line:\n%s", stdout)
 	}
 	// Shard 0 by hand, 1 as a Kubernetes Indexed Job's pod, 2 as a Slurm
-	// array's task (whose IDs start at 1 here).
-	for i, env := range [][]string{nil, {"JOB_COMPLETION_INDEX=1", "JOB_COMPLETIONS=3"},
-		{"SLURM_ARRAY_TASK_ID=3", "SLURM_ARRAY_TASK_COUNT=3", "SLURM_ARRAY_TASK_MIN=1"}} {
+	// array's task submitted again on its own (an array of one task).
+	for i, env := range [][]string{nil, {"JOB_COMPLETION_INDEX=1", "NETJAM_SHARDS=3"},
+		{"SLURM_ARRAY_TASK_ID=2", "SLURM_ARRAY_TASK_COUNT=1", "SLURM_ARRAY_TASK_MIN=2", "SLURM_ARRAY_TASK_MAX=2", "NETJAM_SHARDS=3"}} {
 		shard := "auto"
 		if env == nil {
 			shard = "0/3"
@@ -101,7 +101,9 @@ func TestSweepShardsMergeAsWhole(t *testing.T) {
 	// An interrupted sweep: one run did not finish. Merge says so; the
 	// sweep run again runs that one only.
 	os.Remove(filepath.Join(whole, "loss=10pct,delay=1ms,seed=2", "sweep-run.json"))
-	if code, _, stderr = netjam(t, "merge", whole); code != exitFailed || !strings.Contains(stderr, "netjam: 1 of the sweep's 12 runs missing: run 7; run the shards that hold them, or the sweep again to resume\n") {
+	cwd, _ := os.Getwd()
+	if code, _, stderr = netjam(t, "merge", whole); code != exitFailed || stderr != "netjam: 1 of the sweep's 12 runs missing: run 7\n"+
+		"run them again (finished runs are not run again), then merge again:\n  cd "+cwd+" && netjam sweep "+file+" --out "+whole+"\n" {
 		t.Errorf("merge of an unfinished sweep: exit %d\n%s", code, stderr)
 	}
 	code, stdout, stderr = netjam(t, "sweep", file, "--out", whole)
@@ -257,5 +259,81 @@ func TestMergeRefuses(t *testing.T) {
 				t.Errorf("exit %d, want %d\ngot  %swant %s%s", code, c.code, stderr, want, stdout)
 			}
 		})
+	}
+}
+
+// TestAutoShard: --shard auto's shard is the task's index and the number
+// of shards NETJAM_SHARDS, whatever the submission's count of tasks: a
+// Slurm task submitted again alone ran the whole sweep as shard 0 of 1
+// (ID - MIN of COUNT), a strided array (--array=0-7:2) failed, a listed one
+// from 1 ran shard 2 into the folder of shard 3.
+func TestAutoShard(t *testing.T) {
+	for _, c := range []struct {
+		env          string // NAME=VALUE ...
+		shard, of    int
+		batch, error string
+	}{
+		{env: "SLURM_ARRAY_TASK_ID=5 SLURM_ARRAY_TASK_COUNT=1 SLURM_ARRAY_TASK_MIN=5 NETJAM_SHARDS=8", shard: 5, of: 8, batch: "slurm"},
+		{env: "SLURM_ARRAY_TASK_ID=6 SLURM_ARRAY_TASK_COUNT=4 SLURM_ARRAY_TASK_MIN=0 NETJAM_SHARDS=8", shard: 6, of: 8, batch: "slurm"},
+		{env: "SLURM_ARRAY_TASK_ID=3 SLURM_ARRAY_TASK_COUNT=3 SLURM_ARRAY_TASK_MIN=1 NETJAM_SHARDS=8", shard: 3, of: 8, batch: "slurm"},
+		{env: "SLURM_ARRAY_TASK_ID=0 NETJAM_SHARDS=1", shard: 0, of: 1, batch: "slurm"},
+		{env: "JOB_COMPLETION_INDEX=2 NETJAM_SHARDS=4", shard: 2, of: 4, batch: "kubernetes"},
+		{env: "JOB_COMPLETION_INDEX=2 JOB_COMPLETIONS=4", shard: 2, of: 4, batch: "kubernetes"}, // older manifests
+		{env: "SLURM_ARRAY_TASK_ID=8 SLURM_ARRAY_TASK_COUNT=8 NETJAM_SHARDS=8",
+			error: "--shard auto: SLURM_ARRAY_TASK_ID is 8, but the sweep's shards are 0 to 7 (NETJAM_SHARDS=8): a task's index is its shard, so submit indexes 0 to 7 only (sbatch --array=0-7, or some of them)"},
+		{env: "JOB_COMPLETION_INDEX=4 NETJAM_SHARDS=4",
+			error: "--shard auto: JOB_COMPLETION_INDEX is 4, but the sweep's shards are 0 to 3 (NETJAM_SHARDS=4): a task's index is its shard, so the Job's completions must be 4"},
+		{env: "SLURM_ARRAY_TASK_ID=3 SLURM_ARRAY_TASK_COUNT=8",
+			error: "--shard auto: SLURM_ARRAY_TASK_ID is 3, but NETJAM_SHARDS, the sweep's number of shards, is not set: set it in the task's environment (deploy/ does); the array's own count of tasks is not the sweep's (a task submitted again is an array of one)"},
+		{env: "SLURM_ARRAY_TASK_ID=3 NETJAM_SHARDS=eight", error: `--shard auto: NETJAM_SHARDS is "eight", not a number`},
+		{env: "SLURM_ARRAY_TASK_ID=x NETJAM_SHARDS=8", error: `--shard auto: SLURM_ARRAY_TASK_ID is "x", not a number`},
+		{env: "SLURM_ARRAY_TASK_ID=0 NETJAM_SHARDS=0", error: "--shard auto: NETJAM_SHARDS=0: a sweep has 1 shard or more"},
+		{env: "JOB_COMPLETION_INDEX=2", error: "--shard auto: JOB_COMPLETION_INDEX is 2, but NETJAM_SHARDS, the sweep's number of shards, is not set"},
+		{env: "NETJAM_SHARDS=8", error: "--shard auto: neither JOB_COMPLETION_INDEX (Kubernetes Indexed Job) nor SLURM_ARRAY_TASK_ID (Slurm job array) is set"},
+	} {
+		env := map[string]string{}
+		for _, kv := range strings.Fields(c.env) {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+		shard, of, batch, err := autoShard(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+		switch {
+		case c.error != "" && (err == nil || !strings.HasPrefix(err.Error(), c.error)):
+			t.Errorf("%s: %v, want %s", c.env, err, c.error)
+		case c.error == "" && (err != nil || shard != c.shard || of != c.of || batch != c.batch):
+			t.Errorf("%s: shard %d/%d of %q, %v; want %d/%d of %s", c.env, shard, of, batch, err, c.shard, c.of, c.batch)
+		}
+	}
+}
+
+// TestSweepRefusesAnotherFolder: a shard is not run into the folder of
+// another shard of its sweep (its runs would be there twice when merged),
+// nor a sweep into another sweep's folder (a run of the same name there
+// was taken as done: a Slurm sweep run after another from the same folder
+// merged the first one's runs as its own).
+func TestSweepRefusesAnotherFolder(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "grid.yaml")
+	os.WriteFile(file, []byte(sweepYAML), 0o644)
+	out := filepath.Join(dir, "shard-5")
+	// 4 runs: shard 5 of 6 or 7 has none, so nothing runs.
+	if code, stdout, stderr := netjam(t, "sweep", file, "--seeds", "1", "--shard", "5/6", "--out", out); code != exitOK {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := netjam(t, "sweep", file, "--seeds", "1", "--shard", "5/6", "--out", out); code != exitOK {
+		t.Fatalf("the same shard again: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--seeds", "1", "--shard", "5/7"}, "netjam: " + out + " holds shard 5/6 of this sweep (its sweep-plan.json says so), and this is shard 5/7: its runs would be there twice when the folders are merged; keep its number of shards, 6 (--shard I/6, or NETJAM_SHARDS=6 for --shard auto), or give another --out\n"},
+		{[]string{"--seeds", "1"}, "netjam: " + out + " holds shard 5/6 of this sweep (its sweep-plan.json says so), and this is the whole sweep: its runs would be there twice when the folders are merged; keep its number of shards, 6 (--shard I/6, or NETJAM_SHARDS=6 for --shard auto), or give another --out\n"},
+		{[]string{"--seeds", "2", "--shard", "5/6"}, "netjam: " + out + " holds the runs of another sweep (grid, 4 runs; its sweep-plan.json says so): give this one another --out, or move that one away\n"},
+	} {
+		code, stdout, stderr := netjam(t, append([]string{"sweep", file, "--out", out}, c.args...)...)
+		if code != exitBadUsage || stderr != c.want {
+			t.Errorf("%v: exit %d, want 2\ngot  %swant %s%s", c.args, code, stderr, c.want, stdout)
+		}
 	}
 }
