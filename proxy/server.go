@@ -28,6 +28,9 @@ type Options struct {
 	// nil: a clean path. ScenarioName names it in messages.
 	Scenario     []byte
 	ScenarioName string
+	// Sets override the scenario's keys, as netjam run --set does
+	// ("link.delay=20ms", "seed=7").
+	Sets []string
 	// Version is what GET /version answers.
 	Version string
 	// MaxProxies bounds the proxies (0: DefaultMaxProxies); MaxConns a
@@ -77,7 +80,7 @@ func New(o Options) (*Server, error) {
 	if o.Scenario == nil {
 		o.Scenario, o.ScenarioName = []byte("name: proxy\n"), "proxy"
 	}
-	plan, err := scenario.Parse(o.ScenarioName, o.Scenario, scenario.Options{})
+	plan, err := scenario.Parse(o.ScenarioName, o.Scenario, scenario.Options{Sets: o.Sets})
 	if err != nil {
 		return nil, err
 	}
