@@ -311,3 +311,55 @@ func TestUnreachableUpstream(t *testing.T) {
 }
 
 var _ = http.StatusOK
+
+// TestLiveChange: a toxic added while a connection is open applies to
+// it, between two packets, without breaking it.
+func TestLiveChange(t *testing.T) {
+	_, api := startServer(t, proxy.Options{})
+	up := upstream(t)
+	tc := toxiproxy.NewClient(api)
+	p, err := tc.CreateProxy("live", "127.0.0.1:0", up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", p.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	roundTrip := func() time.Duration {
+		t.Helper()
+		start := time.Now()
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 4096)
+		got := ""
+		for !strings.HasSuffix(got, "hello") {
+			n, err := c.Read(buf)
+			if err != nil {
+				t.Fatalf("after %q: %v", got, err)
+			}
+			got += string(buf[:n])
+		}
+		return time.Since(start)
+	}
+	roundTrip()
+	if _, err := p.AddToxic("", "latency", "upstream", 1, toxiproxy.Attributes{"latency": 150}); err != nil {
+		t.Fatal(err)
+	}
+	if d := roundTrip(); d < 150*time.Millisecond {
+		t.Errorf("latency added on an open connection: %v", d)
+	}
+	if err := p.RemoveToxic("latency_upstream"); err != nil {
+		t.Fatal(err)
+	}
+	// Packets delayed before the change keep their delay, and the path
+	// keeps their order (netem's order-keeping delay): the last ACK sent
+	// under the latency holds up what follows it for up to 150 ms.
+	time.Sleep(200 * time.Millisecond)
+	if d := roundTrip(); d >= 150*time.Millisecond {
+		t.Errorf("latency removed on an open connection: %v", d)
+	}
+}
