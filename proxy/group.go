@@ -51,7 +51,7 @@ func (p *Proxy) newGroupLocked(ts []*Toxic) (*group, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := emulator.NewBench(s, emulator.BenchOptions{Dial: p.dialUpstream, Log: p.log.Named("path")})
+	b, err := emulator.NewBench(s, emulator.BenchOptions{Dial: p.dialUpstream, RelayBudget: relayBudget, Log: p.log.Named("path")})
 	if err != nil {
 		return nil, err
 	}
@@ -65,6 +65,12 @@ func (p *Proxy) newGroupLocked(ts []*Toxic) (*group, error) {
 	p.counts.paths.Add(1)
 	return g, nil
 }
+
+// relayBudget bounds the buffers of a path's relayed connections (its far
+// host's side of each): 1 GiB admits about 3600 connections at their
+// first sizes (288 KiB each, stack's relay_buffers.go), beside the
+// relay's own bound of 4096, which DefaultMaxConns matches.
+const relayBudget = 1 << 30
 
 // dialUpstream is the far host's dial: to the proxy's upstream, whatever
 // virtual address the near host dialled.

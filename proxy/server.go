@@ -45,7 +45,7 @@ type Options struct {
 // Defaults of Options.
 const (
 	DefaultMaxProxies = 1000
-	DefaultMaxConns   = 10000
+	DefaultMaxConns   = 4096
 )
 
 // maxBody bounds a request's body: a populate of many proxies fits.
