@@ -42,6 +42,9 @@ type Proxy struct {
 	// every connection of the listener ended.
 	stop context.CancelFunc
 	done chan struct{}
+	// closing counts the paths being closed apart (groupForLocked), which
+	// stopAndWait waits for.
+	closing sync.WaitGroup
 
 	counts counters
 }
@@ -184,6 +187,7 @@ func (p *Proxy) stopAndWait() {
 	for _, g := range gs {
 		p.closeGroup(g)
 	}
+	p.closing.Wait()
 	p.log.Info("proxy stopped")
 }
 
@@ -285,7 +289,11 @@ func (p *Proxy) groupForLocked() (*group, error) {
 		for i, g := range p.groups {
 			if g.conns == 0 {
 				p.groups = slices.Delete(p.groups, i, i+1)
-				go p.closeGroup(g)
+				p.closing.Add(1)
+				go func() {
+					defer p.closing.Done()
+					p.closeGroup(g) // it takes p.mu, held here
+				}()
 				return p.newGroupLocked(clones(drawn))
 			}
 		}
