@@ -48,6 +48,10 @@ type BenchOptions struct {
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 	// DialTimeout bounds Dial; 0 means stack.DefaultDialTimeout.
 	DialTimeout time.Duration
+	// RelayBudget bounds the buffers of the server host's relayed
+	// connections (stack.RelayConfig.Budget); 0 means
+	// stack.DefaultBudget, about 910 relayed TCP connections at once.
+	RelayBudget int64
 	// Log is the logger; nil means none.
 	Log *zap.Logger
 }
@@ -86,7 +90,7 @@ func NewBench(s *scenario.Scenario, o BenchOptions) (*Bench, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
 	b.relay, err = b.server.StartRelay(ctx, stack.RelayConfig{Transparent: true, Allow: BenchPrefixes,
-		Dial: o.Dial, DialTimeout: o.DialTimeout, Log: log.Named("relay")})
+		Dial: o.Dial, DialTimeout: o.DialTimeout, Budget: o.RelayBudget, Log: log.Named("relay")})
 	if err != nil {
 		cancel()
 		return fail(err)

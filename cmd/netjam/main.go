@@ -88,7 +88,7 @@ Examples:
 		// Without a command, or with one netjam does not know, urfave/cli
 		// would print help and exit 0 or 3; the README promises 2.
 		Action:          noCommand,
-		Commands:        []*cli.Command{runCommand(), shellCommand(), sweepCommand(), mergeCommand(), ctlCommand(), validateCommand(), plotCommand(), versionCommand()},
+		Commands:        []*cli.Command{runCommand(), shellCommand(), sweepCommand(), mergeCommand(), ctlCommand(), proxyCommand(), validateCommand(), plotCommand(), versionCommand()},
 		HideHelpCommand: true,
 		// --set values are YAML and may hold commas: {time: 5ms, jitter: 1ms}.
 		DisableSliceFlagSeparator: true,

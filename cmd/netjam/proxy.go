@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+
+	"github.com/netjam/netjam/proxy"
+	"github.com/netjam/netjam/scenario"
+)
+
+func proxyCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "proxy",
+		Usage:     "serve toxiproxy's HTTP API, with toxics that act on packets (no root)",
+		ArgsUsage: "[SCENARIO.yaml]",
+		Description: `Serves toxiproxy's API (toxiproxy-cli, its client libraries and curl work
+unchanged) until interrupted. Each proxy listens on its address and carries
+every connection to its upstream across an emulated path, so that latency,
+bandwidth and netjam's own toxics (loss, queue, reorder, duplicate,
+corrupt, delay, rate) act on the TCP segments. The scenario's link, when
+one is given, is every path's starting point; toxics change it. See
+docs/proxy.md.
+
+Examples:
+   netjam proxy
+   netjam proxy --config configs/proxy.json
+   netjam proxy configs/proxy/mobile.yaml --listen 127.0.0.1:8475
+   toxiproxy-cli create -l 127.0.0.1:26379 -u 127.0.0.1:6379 redis
+   toxiproxy-cli toxic add -t latency -a latency=100 redis
+   curl -s -X POST 127.0.0.1:8474/proxies/redis/toxics -d '{"type":"loss","attributes":{"p":"5%"}}'`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8474", Usage: "serve the API at `HOST:PORT`; an address other than loopback needs --token"},
+			&cli.StringFlag{Name: "token", Usage: "a `FILE` holding the token every API request must carry (Authorization: Bearer); toxiproxy's clients send none, so use them on loopback"},
+			&cli.StringFlag{Name: "config", Usage: "create the proxies of toxiproxy's JSON config `FILE` (a list of {name, listen, upstream, enabled}) at start"},
+			&cli.StringSliceFlag{Name: "set", Usage: "override a key of the scenario: KEY=VALUE (repeatable)"},
+			seedFlag(),
+			&cli.IntFlag{Name: "max-proxies", Value: proxy.DefaultMaxProxies, Usage: "the most proxies the server holds"},
+			&cli.IntFlag{Name: "max-conns", Value: proxy.DefaultMaxConns, Usage: "the most connections (UDP: sessions) a proxy carries at once; past it a connection is reset, counted"},
+		},
+		OnUsageError: usageError,
+		Action:       proxyAction,
+	}
+}
+
+func proxyAction(c *cli.Context) error {
+	if c.NArg() > 1 {
+		return cli.Exit(fmt.Sprintf("proxy takes at most one scenario file, got %d arguments", c.NArg()), exitBadUsage)
+	}
+	log, err := newLogger(c.String("log-level"), c.String("log-format"), c.App.ErrWriter, nil)
+	if err != nil {
+		return cli.Exit(err, exitBadUsage)
+	}
+	defer log.Sync()
+	o := proxy.Options{Version: versionString(), Sets: c.StringSlice("set"), Log: log.Named("proxy"),
+		MaxProxies: c.Int("max-proxies"), MaxConns: c.Int("max-conns")}
+	if o.MaxProxies < 1 || o.MaxConns < 1 {
+		return cli.Exit("--max-proxies and --max-conns: at least 1", exitBadUsage)
+	}
+	if s := c.String("seed"); s != "" {
+		o.Sets = append(o.Sets, "seed="+s)
+	}
+	if f := c.Args().First(); f != "" {
+		if o.Scenario, err = scenario.ReadFile(f); err != nil {
+			return cli.Exit(err, exitBadUsage)
+		}
+		o.ScenarioName = f
+	} else if len(c.StringSlice("set")) > 0 {
+		o.Scenario, o.ScenarioName = []byte("name: proxy\n"), "proxy"
+	}
+	srv, err := proxy.New(o)
+	if err != nil {
+		return cli.Exit(err, exitBadUsage)
+	}
+	defer srv.Close()
+	var g proxy.Guard
+	if f := c.String("token"); f != "" {
+		if g.Token, err = readTokenFile("--token", f); err != nil {
+			return err
+		}
+	}
+	if f := c.String("config"); f != "" {
+		b, err := readConfig(f)
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("--config: %v", err), exitBadUsage)
+		}
+		ps, err := srv.Populate(b)
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("--config %s: %v", f, err), exitBadUsage)
+		}
+		log.Info("proxies created from the config", zap.Int("proxies", len(ps)))
+	}
+	ln, err := proxy.ListenAPI(c.String("listen"), g.Token != "")
+	if err != nil {
+		return cli.Exit(err, exitBadUsage)
+	}
+	hs := srv.Serve(ln, g)
+	fmt.Fprintf(c.App.Writer, "netjam proxy: toxiproxy API on http://%s (seed %d); Ctrl-C stops\n", ln.Addr(), srv.Seed())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(shut); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		log.Warn("API shutdown: " + err.Error())
+	}
+	hs.Close()
+	return nil
+}
+
+// maxConfigFile bounds a --config file, as the API bounds a body.
+const maxConfigFile = 1 << 20
+
+func readConfig(f string) ([]byte, error) {
+	file, err := os.Open(f)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	b, err := io.ReadAll(io.LimitReader(file, maxConfigFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxConfigFile {
+		return nil, fmt.Errorf("%s is more than %d bytes", f, maxConfigFile)
+	}
+	return b, nil
+}
+
+// readTokenFile reads the token of flag's file f, as readToken does.
+func readTokenFile(flag, f string) (string, error) {
+	b, err := readConfig(f)
+	if err != nil {
+		return "", cli.Exit(fmt.Sprintf("%s: %v", flag, err), exitBadUsage)
+	}
+	if len(b) > maxTokenFile {
+		return "", cli.Exit(fmt.Sprintf("%s: %s is more than %d bytes: a token file holds one token", flag, f, maxTokenFile), exitBadUsage)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", cli.Exit(fmt.Sprintf("%s: %s is empty", flag, f), exitBadUsage)
+	}
+	return t, nil
+}

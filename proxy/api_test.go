@@ -1,0 +1,313 @@
+package proxy_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netjam/netjam/proxy"
+)
+
+// call sends a request to the API and returns its status and body.
+func call(t *testing.T, api, method, path, body string, header ...string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+api+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			req.Host = header[i+1]
+		}
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(b))
+}
+
+// TestAPIShapes: the bodies and status codes of toxiproxy's API, and
+// netjam's messages for what it refuses.
+func TestAPIShapes(t *testing.T) {
+	_, api := startServer(t, proxy.Options{Version: "v9"})
+	up := upstream(t)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	listen := freeAddr(t)
+	for _, tc := range []struct {
+		method, path, body string
+		code               int
+		want               string // the body, or with a leading ~ a part of it
+	}{
+		{"GET", "/version", "", 200, `{"version":"v9"}`},
+		{"GET", "/proxies", "", 200, `{}`},
+		{"POST", "/proxies", `{"name": "a", "listen": "` + listen + `", "upstream": "` + up + `"}`, 201,
+			`{"name":"a","listen":"` + listen + `","upstream":"` + up + `","enabled":true,"toxics":[]}`},
+		{"POST", "/proxies", `{"name": "a", "upstream": "` + up + `"}`, 409, `{"error":"proxy already exists: a","status":409}`},
+		{"POST", "/proxies", `{"name": "b"}`, 400, `{"error":"missing required field: upstream","status":400}`},
+		{"POST", "/proxies", `{"upstream": "x:1"}`, 400, `{"error":"missing required field: name","status":400}`},
+		{"POST", "/proxies", `{"name": "b", "upstream": "nowhere"}`, 400, `~upstream \"nowhere\": expected HOST:PORT`},
+		{"POST", "/proxies", `{"name": "b", "upstream": "x:1", "lisen": "y"}`, 400, `{"error":"bad request body: json: unknown field \"lisen\"","status":400}`},
+		{"POST", "/proxies", `{"name": "b", "upstream": "x:1", "listen": "` + busy.Addr().String() + `"}`, 500,
+			`{"error":"proxy b: listen ` + busy.Addr().String() + `: the address is in use (by another proxy or program)","status":500}`},
+		{"POST", "/proxies", `{"name": "b/c", "upstream": "x:1"}`, 400, `~may not hold /`},
+		{"POST", "/proxies", `{`, 400, `~bad request body: `},
+		{"GET", "/proxies/nope", "", 404, `{"error":"proxy not found: nope","status":404}`},
+		{"DELETE", "/proxies/nope", "", 404, `{"error":"proxy not found: nope","status":404}`},
+		{"GET", "/proxies/a/toxics", "", 200, `[]`},
+		{"POST", "/proxies/a/toxics", `{"type": "latency", "attributes": {"latency": 10}}`, 200,
+			`{"attributes":{"jitter":0,"latency":10},"name":"latency_downstream","type":"latency","stream":"downstream","toxicity":1}`},
+		{"POST", "/proxies/a/toxics", `{"type": "latency"}`, 409, `{"error":"toxic already exists: latency_downstream","status":409}`},
+		{"POST", "/proxies/a/toxics", `{"type": "latenzy"}`, 400, `~invalid toxic type \"latenzy\" (one of bandwidth, corrupt, delay,`},
+		{"POST", "/proxies/a/toxics", `{"type": "latency", "stream": "sideways"}`, 400, `~stream was invalid, can be either upstream or downstream (got \"sideways\")`},
+		{"POST", "/proxies/a/toxics", `{"name": "l2", "type": "latency", "attributes": {"latency": -1}}`, 400,
+			`{"error":"toxic l2: attribute latency: -1 is not a whole number from 0 to 3600000 (milliseconds)","status":400}`},
+		{"POST", "/proxies/a/toxics", `{"name": "l2", "type": "latency", "attributes": {"latnecy": 5}}`, 400,
+			`{"error":"toxic l2: latency has no attribute \"latnecy\" (its attributes: latency, jitter)","status":400}`},
+		{"POST", "/proxies/a/toxics", `{"name": "l2", "type": "latency", "toxicity": 2}`, 400, `~toxicity 2 is out of range`},
+		{"POST", "/proxies/a/toxics", `{"name": "x", "type": "loss", "stream": "upstream", "attributes": {"p": 2}}`, 400,
+			`{"error":"toxic x: attributes.p: 2 is out of range (expected 0% to 100%)","status":400}`},
+		{"POST", "/proxies/a/toxics", `{"name": "x", "type": "reorder", "stream": "upstream", "attributes": {"p": "5%"}}`, 400,
+			`~toxic x: attributes: reorder needs a delay in this direction to reorder against`},
+		{"POST", "/proxies/a/toxics", `{"name": "x", "type": "trace"}`, 400, `~a trace is a file netjam would read`},
+		{"POST", "/proxies/a/toxics", `{"name": "ok", "type": "loss", "stream": "upstream", "attributes": {"model": "gemodel", "p": "1%", "r": "50%"}}`, 200,
+			`{"attributes":{"model":"gemodel","p":"1%","r":"50%"},"name":"ok","type":"loss","stream":"upstream","toxicity":1}`},
+		{"GET", "/proxies/a/toxics/ok", "", 200, `{"attributes":{"model":"gemodel","p":"1%","r":"50%"},"name":"ok","type":"loss","stream":"upstream","toxicity":1}`},
+		{"GET", "/proxies/a/toxics/nope", "", 404, `{"error":"toxic not found: nope","status":404}`},
+		{"PATCH", "/proxies/a/toxics/latency_downstream", `{"attributes": {"jitter": 5}, "toxicity": 0.5}`, 200,
+			`{"attributes":{"jitter":5,"latency":10},"name":"latency_downstream","type":"latency","stream":"downstream","toxicity":0.5}`},
+		{"POST", "/proxies/a/toxics/latency_downstream", `{"attributes": {"latency": 20}}`, 200,
+			`{"attributes":{"jitter":5,"latency":20},"name":"latency_downstream","type":"latency","stream":"downstream","toxicity":0.5}`},
+		{"PATCH", "/proxies/a/toxics/nope", `{}`, 404, `{"error":"toxic not found: nope","status":404}`},
+		{"GET", "/proxies/a/toxics", "", 200, `~[{"attributes":{"model":"gemodel"`}, // upstream first, as toxiproxy lists them
+		{"DELETE", "/proxies/a/toxics/ok", "", 204, ``},
+		{"DELETE", "/proxies/a/toxics/ok", "", 404, `{"error":"toxic not found: ok","status":404}`},
+		{"PATCH", "/proxies/a", `{"enabled": false}`, 200, `~"enabled":false`},
+		{"POST", "/proxies/a", `{"enabled": true}`, 200, `~"enabled":true`},
+		{"POST", "/populate", `[{"name": "a", "listen": "` + listen + `", "upstream": "` + up + `"}, {"upstream": "x:1"}]`, 400,
+			`{"error":"missing required field: name at proxy 2","status":400,"proxies":[]}`},
+		{"POST", "/populate", `[{"name": "a", "listen": "` + listen + `", "upstream": "` + up + `"}, {"name": "p", "upstream": "` + up + `", "enabled": false}]`, 201,
+			`~"proxies":[{"name":"a","listen":"` + listen + `"`},
+		{"POST", "/populate", `[{"name": "q", "upstream": "` + up + `", "listen": "` + busy.Addr().String() + `"}]`, 500,
+			`{"error":"proxy q: listen ` + busy.Addr().String() + `: the address is in use (by another proxy or program)","status":500,"proxies":[]}`},
+		{"POST", "/reset", "", 204, ``},
+		{"GET", "/proxies/p", "", 200, `~"enabled":true,"toxics":[]`},
+		{"GET", "/proxies/a/events", "", 200, `~"type":"toxics"`},
+		{"DELETE", "/proxies/p", "", 204, ``},
+		{"GET", "/nope", "", 404, `{"error":"GET /nope: the API has no such path","status":404}`},
+	} {
+		code, got := call(t, api, tc.method, tc.path, tc.body)
+		ok := got == tc.want
+		if strings.HasPrefix(tc.want, "~") {
+			ok = strings.Contains(got, tc.want[1:])
+		}
+		if code != tc.code || !ok {
+			t.Errorf("%s %s %s: %d %s\n\twant %d %s", tc.method, tc.path, tc.body, code, got, tc.code, tc.want)
+		}
+	}
+}
+
+// TestGuard: browsers' requests are refused, as toxiproxy refuses them;
+// a page's Origin and a rebound Host too; a token, when there is one, is
+// required.
+func TestGuard(t *testing.T) {
+	_, api := startServer(t, proxy.Options{})
+	for _, h := range [][]string{
+		{"User-Agent", "Mozilla/5.0 (X11; Linux x86_64)"},
+		{"Origin", "http://evil.example"},
+		{"Host", "evil.example:8474"},
+	} {
+		if code, body := call(t, api, "GET", "/proxies", "", h...); code != 403 {
+			t.Errorf("%v: %d %s, want 403", h, code, body)
+		}
+	}
+	if code, _ := call(t, api, "GET", "/proxies", "", "Host", "localhost:8474"); code != 200 {
+		t.Errorf("Host localhost: %d", code)
+	}
+
+	srv, err := proxy.New(proxy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if _, err := proxy.ListenAPI("0.0.0.0:0", false); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
+		t.Errorf("non-loopback without a token: %v", err)
+	}
+	ln, err := proxy.ListenAPI("127.0.0.1:0", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := srv.Serve(ln, proxy.Guard{Token: "s3cret"})
+	defer hs.Close()
+	a := ln.Addr().String()
+	if code, _ := call(t, a, "GET", "/proxies", ""); code != 401 {
+		t.Errorf("no token: %d, want 401", code)
+	}
+	if code, _ := call(t, a, "GET", "/proxies", "", "Authorization", "Bearer s3cret", "Host", "proxy.example:8474"); code != 200 {
+		t.Errorf("with the token: %d, want 200", code)
+	}
+	big := `[` + strings.Repeat(`{"name":"x","upstream":"x:1"},`, 40000) + `{}]`
+	if code, body := call(t, a, "POST", "/populate", big, "Authorization", "Bearer s3cret"); code != 413 {
+		t.Errorf("a body over the bound: %d %s", code, body)
+	}
+}
+
+// TestStreamToxics: limit_data, slicer and slow_close keep toxiproxy's
+// meaning at the stream.
+func TestStreamToxics(t *testing.T) {
+	_, api := startServer(t, proxy.Options{})
+	// An upstream that writes 10000 bytes and closes.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write(body(10000))
+			c.Close()
+		}
+	}()
+	listen := freeAddr(t)
+	call(t, api, "POST", "/proxies", `{"name": "s", "listen": "`+listen+`", "upstream": "`+ln.Addr().String()+`"}`)
+	read := func() ([]byte, int, time.Duration) {
+		t.Helper()
+		c, err := net.Dial("tcp", listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		start := time.Now()
+		var all []byte
+		reads := 0
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := c.Read(buf)
+			if n > 0 {
+				reads++
+				all = append(all, buf[:n]...)
+			}
+			if err != nil {
+				return all, reads, time.Since(start)
+			}
+		}
+	}
+
+	if code, b := call(t, api, "POST", "/proxies/s/toxics", `{"type": "limit_data", "attributes": {"bytes": 1234}}`); code != 200 {
+		t.Fatal(code, b)
+	}
+	if got, _, _ := read(); !bytes.Equal(got, body(10000)[:1234]) {
+		t.Errorf("limit_data 1234: %d bytes came", len(got))
+	}
+	call(t, api, "DELETE", "/proxies/s/toxics/limit_data_downstream", "")
+
+	call(t, api, "POST", "/proxies/s/toxics", `{"type": "slicer", "attributes": {"average_size": 100, "delay": 2000}}`)
+	got, reads, _ := read()
+	if !bytes.Equal(got, body(10000)) || reads < 20 {
+		t.Errorf("slicer of 100 bytes, 2ms apart: %d bytes in %d reads; want 10000 in many", len(got), reads)
+	}
+	call(t, api, "DELETE", "/proxies/s/toxics/slicer_downstream", "")
+
+	call(t, api, "POST", "/proxies/s/toxics", `{"type": "slow_close", "attributes": {"delay": 300}}`)
+	if got, _, d := read(); !bytes.Equal(got, body(10000)) || d < 300*time.Millisecond {
+		t.Errorf("slow_close 300ms: %d bytes, closed after %v", len(got), d)
+	}
+}
+
+// TestToxicity: a toxic of toxicity 0.5 acts on about half the
+// connections; those not chosen cross a path without it.
+func TestToxicity(t *testing.T) {
+	_, api := startServer(t, proxy.Options{Sets: []string{"seed=1"}})
+	up := upstream(t)
+	listen := freeAddr(t)
+	call(t, api, "POST", "/proxies", `{"name": "x", "listen": "`+listen+`", "upstream": "`+up+`"}`)
+	call(t, api, "POST", "/proxies/x/toxics", `{"type": "latency", "toxicity": 0.5, "attributes": {"latency": 200}}`)
+	slow := 0
+	const n = 20
+	for range n {
+		_, d := get(t, "http://"+listen+"/")
+		if d >= 200*time.Millisecond {
+			slow++
+		}
+	}
+	// Binomial(20, 0.5): 3..17 holds with probability 0.9997.
+	if slow < 3 || slow > n-3 {
+		t.Errorf("%d of %d connections had the toxic of toxicity 0.5", slow, n)
+	}
+	var p struct {
+		Toxics []json.RawMessage `json:"toxics"`
+	}
+	_, b := call(t, api, "GET", "/proxies/x", "")
+	if json.Unmarshal([]byte(b), &p) != nil || len(p.Toxics) != 1 {
+		t.Errorf("proxy: %s", b)
+	}
+}
+
+// TestUDP: a UDP proxy carries datagrams both ways across its path, and
+// its latency toxic delays them.
+func TestUDP(t *testing.T) {
+	_, api := startServer(t, proxy.Options{})
+	echo, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, a, err := echo.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			echo.WriteTo(buf[:n], a)
+		}
+	}()
+	code, b := call(t, api, "POST", "/proxies", `{"name": "u", "protocol": "udp", "listen": "127.0.0.1:0", "upstream": "`+echo.LocalAddr().String()+`"}`)
+	if code != 201 || !strings.Contains(b, `"protocol":"udp"`) {
+		t.Fatal(code, b)
+	}
+	var p struct{ Listen string }
+	json.Unmarshal([]byte(b), &p)
+	c, err := net.Dial("udp", p.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ping := func() time.Duration {
+		t.Helper()
+		start := time.Now()
+		c.Write([]byte("ping"))
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 100)
+		n, err := c.Read(buf)
+		if err != nil || string(buf[:n]) != "ping" {
+			t.Fatalf("echo through the proxy: %q, %v", buf[:n], err)
+		}
+		return time.Since(start)
+	}
+	ping()
+	call(t, api, "POST", "/proxies/u/toxics", `{"type": "latency", "attributes": {"latency": 100}}`)
+	if d := ping(); d < 100*time.Millisecond {
+		t.Errorf("latency 100ms: the echo took %v", d)
+	}
+	if code, b := call(t, api, "POST", "/proxies/u/toxics", `{"type": "slicer"}`); code != 400 || !strings.Contains(b, "acts on a TCP stream") {
+		t.Errorf("slicer on udp: %d %s", code, b)
+	}
+}
