@@ -195,6 +195,11 @@ func elsewhere(path, key string) string {
 	return best
 }
 
+// Suggest returns the option closest to word, as the scenario's own "did
+// you mean" picks it (suggest), or "" when none is close: for the command
+// line's commands, flags and values.
+func Suggest(word string, options []string) string { return suggest(word, options) }
+
 // suggest returns the option closest to word by edit distance, if it is at
 // most 2 edits away and fewer edits than word has characters (so that "x"
 // is not "corrected" to "p"). Ties go to the option listed first.

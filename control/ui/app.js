@@ -335,7 +335,7 @@
           if (r.ok) {
             err.textContent = "";
             input.value = "";
-            showLinks(r.data);
+            showLinks(r.data.links);
           } else {
             err.textContent = r.data.error;
           }
@@ -426,7 +426,7 @@
   async function pathAction(method, path, body) {
     const r = await api(method, path, body);
     $("path-err").textContent = r.ok ? "" : r.data.error;
-    if (r.ok && Array.isArray(r.data)) showLinks(r.data);
+    if (r.ok && r.data && Array.isArray(r.data.links)) showLinks(r.data.links);
     return r;
   }
 
