@@ -282,3 +282,22 @@ func TestWithNamesTheKey(t *testing.T) {
 		t.Errorf("With: %v, want %s", err, want)
 	}
 }
+
+// TestSuggestExported: the nearest option; between two as near, the one the word
+// left a letter out of.
+func TestSuggestExported(t *testing.T) {
+	for _, c := range []struct {
+		word    string
+		options []string
+		want    string
+	}{
+		{"sed", []string{"set", "seed"}, "seed"},
+		{"rn", []string{"run", "shell"}, "run"},
+		{"x", []string{"p"}, ""},
+		{"lossy", []string{"loss", "delay"}, "loss"},
+	} {
+		if got := Suggest(c.word, c.options); got != c.want {
+			t.Errorf("Suggest(%q, %q) = %q, want %q", c.word, c.options, got, c.want)
+		}
+	}
+}
