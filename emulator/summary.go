@@ -65,6 +65,10 @@ type RunSummary struct {
 	// Skipped, when not empty, says why the run did not happen (TUN mode
 	// without the privileges it needs); nothing else is filled then.
 	Skipped string `json:"skipped,omitempty"`
+	// CouldNotKeepUp are the signs that the machine, not the configured
+	// path, shaped the run (packets that left late, drops and waits
+	// inside netjam), each with its figure; absent when it kept up.
+	CouldNotKeepUp []OwnLimit `json:"could_not_keep_up,omitempty"`
 }
 
 // HostSummary is one netstack host of the lab and the packets it dropped
