@@ -1,6 +1,6 @@
 module github.com/netjam/netjam
 
-go 1.26.3
+go 1.26.0
 
 require (
 	github.com/chromedp/cdproto v0.159.0

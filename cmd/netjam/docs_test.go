@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"golang.org/x/mod/modfile"
 )
 
 // The README and docs/ quote netjam's output. Each quote is a fenced block
@@ -253,5 +255,24 @@ func TestSameShape(t *testing.T) {
 		if err := sameShape(a, tc.b); (err == nil) != tc.ok {
 			t.Errorf("sameShape(%q, %q) = %v, want ok %v", a, tc.b, err, tc.ok)
 		}
+	}
+}
+
+// TestGoVersionAgrees: the README's "Try it" asks for the Go go.mod's go
+// line asks for (Go 1.26.0 to 1.26.2 with GOTOOLCHAIN=local refused to
+// build a go.mod of go 1.26.3 that the README said Go 1.26 would).
+func TestGoVersionAgrees(t *testing.T) {
+	root := filepath.Join("..", "..")
+	b, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf, err := modfile.ParseLax("go.mod", b, nil)
+	if err != nil || mf.Go == nil {
+		t.Fatalf("go.mod: %v", err)
+	}
+	readme, _ := os.ReadFile(filepath.Join(root, "README.md"))
+	if want := "(Go " + mf.Go.Version + " or newer, as go.mod's `go` line says)"; !strings.Contains(string(readme), want) {
+		t.Errorf("README.md does not say %q", want)
 	}
 }
