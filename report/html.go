@@ -236,6 +236,8 @@ type figureData struct {
 	Src         template.HTMLAttr // src="data:image/png;base64,..."
 	SVG         string            // the SVG file beside the page, "" when there is none
 	W, H        int
+	// Note, when not empty, says what the figure leaves out (sweep.html).
+	Note string
 }
 
 // isFile reports whether the folder d has a regular file name.
