@@ -63,8 +63,8 @@ type Live struct {
 	watchMu sync.Mutex // guards watch
 	watch   func(LiveEvent)
 
-	// lastLoss is each UDP flow's datagrams sent and lost at the last
-	// sample (flowLoss), on the sampler's goroutine only.
+	// lastLoss is each UDP flow's datagrams received and found lost at
+	// the last sample (flowLoss), on the sampler's goroutine only.
 	lastLoss map[string][2]uint64
 }
 
@@ -146,9 +146,12 @@ func (lv *Live) sampled(now time.Time, rows []SeriesRow) {
 }
 
 // flowLoss returns each UDP flow's loss over the interval since the last
-// call (loss_ratio: the datagrams found lost in it over those sent in
-// it), for the live view only (timeseries.csv has no such row). It is
-// called on the sampler's goroutine only.
+// call, for the live view only (timeseries.csv has no such row):
+// loss_ratio, of the datagrams whose fate the flow learned in the
+// interval (arrived, or found lost), those found lost; from 0 to 1. (Those
+// found lost over those sent in the interval reached 20 after an outage:
+// the outage's datagrams are found lost together, once the path is back.)
+// It is called on the sampler's goroutine only.
 func (lv *Live) flowLoss() []SeriesRow {
 	var rows []SeriesRow
 	for _, f := range lv.fls {
@@ -161,12 +164,26 @@ func (lv *Live) flowLoss() []SeriesRow {
 			lv.lastLoss = map[string][2]uint64{}
 		}
 		prev := lv.lastLoss[sm.Name]
-		lv.lastLoss[sm.Name] = [2]uint64{u.PacketsSent, u.Lost}
-		if sent := u.PacketsSent - prev[0]; sent > 0 && u.Lost >= prev[1] {
-			rows = append(rows, SeriesRow{"loss_ratio", sm.Name, float64(u.Lost-prev[1]) / float64(sent)})
+		lv.lastLoss[sm.Name] = [2]uint64{u.PacketsReceived, u.Lost}
+		if r, ok := lossRatio(prev, [2]uint64{u.PacketsReceived, u.Lost}); ok {
+			rows = append(rows, SeriesRow{"loss_ratio", sm.Name, r})
 		}
 	}
 	return rows
+}
+
+// lossRatio is flowLoss's ratio between two readings of a flow's
+// datagrams received and found lost: the lost among those whose fate was
+// learned between them; ok is false when none was (or a count went back).
+func lossRatio(prev, now [2]uint64) (float64, bool) {
+	if now[0] < prev[0] || now[1] < prev[1] {
+		return 0, false
+	}
+	recv, lost := now[0]-prev[0], now[1]-prev[1]
+	if recv+lost == 0 {
+		return 0, false
+	}
+	return float64(lost) / float64(recv+lost), true
 }
 
 // changedEvents hands changes as the timeline records them to the

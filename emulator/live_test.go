@@ -287,3 +287,25 @@ flows: [{name: cbr, type: udp, rate: 1Mbps, duration: 1s}]
 		}
 	}
 }
+
+// The live view's loss of a UDP flow is a share, from 0 to 1: after a 2 s
+// outage of a flow sending 200 datagrams a second, the 400 found lost at
+// once in one interval of 20 sent (and 2 received) are 400 of the 402
+// whose fate the interval learned, not 20 times what it sent.
+func TestLossRatio(t *testing.T) {
+	for _, c := range []struct {
+		prev, now [2]uint64
+		want      float64
+		ok        bool
+	}{
+		{[2]uint64{1000, 0}, [2]uint64{1002, 400}, 400.0 / 402, true},
+		{[2]uint64{1000, 10}, [2]uint64{1019, 11}, 1.0 / 20, true},
+		{[2]uint64{1000, 10}, [2]uint64{1000, 10}, 0, false}, // nothing learned: no point
+		{[2]uint64{1000, 10}, [2]uint64{900, 10}, 0, false},
+	} {
+		got, ok := lossRatio(c.prev, c.now)
+		if ok != c.ok || math.Abs(got-c.want) > 1e-12 || got > 1 {
+			t.Errorf("lossRatio(%v, %v) = %v, %v; want %v, %v", c.prev, c.now, got, ok, c.want, c.ok)
+		}
+	}
+}
