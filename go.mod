@@ -1,6 +1,6 @@
 module github.com/netjam/netjam
 
-go 1.26.3
+go 1.26.0
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0

@@ -488,21 +488,32 @@ func (s *Server) setKeys(w http.ResponseWriter, r *http.Request, prefix string) 
 		s.status(w, r)
 		return
 	}
+	var applied emulator.Applied
 	if req.For != "" {
 		d, perr := scenario.ParseDuration(req.For)
 		if perr != nil {
 			writeError(w, http.StatusBadRequest, fmt.Errorf("for: %v", perr))
 			return
 		}
-		err = lv.SetFor(d, sets(req.Set)...)
+		applied, err = lv.SetFor(d, sets(req.Set)...)
 	} else {
-		err = lv.Set(sets(req.Set)...)
+		applied, err = lv.Set(sets(req.Set)...)
 	}
 	if err != nil {
 		writeError(w, errorCode(err), err)
 		return
 	}
-	writeJSON(w, http.StatusOK, lv.Links())
+	writeJSON(w, http.StatusOK, Changed{Applied: applied, Links: lv.Links()})
+}
+
+// Changed is the answer to a change of the path (PATCH /v1/links, POST
+// /v1/reset): when it applied, each setting of a direction it moved (old
+// and new, as the direction's summary words them), when the keys go back
+// (a change "for" a while), and every direction after it, as GET
+// /v1/links has them.
+type Changed struct {
+	emulator.Applied
+	Links []emulator.LinkSummary `json:"links"`
 }
 
 // decode reads r's JSON body into v, strictly; on an error it answers 400
@@ -592,11 +603,12 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
 	if lv == nil {
 		return
 	}
-	if err := lv.Reset(); err != nil {
+	applied, err := lv.Reset()
+	if err != nil {
 		writeError(w, errorCode(err), err)
 		return
 	}
-	writeJSON(w, http.StatusOK, lv.Links())
+	writeJSON(w, http.StatusOK, Changed{Applied: applied, Links: lv.Links()})
 }
 
 // resetFlow ends a TCP flow's connection with a RST both ways.

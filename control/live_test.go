@@ -353,7 +353,11 @@ func TestScheduleAndReset(t *testing.T) {
 	if code, b := tr.do(t, "POST", "/v1/timeline", `{"at": "1500ms", "set": {"link.uplink.loss": "100%"}}`); code != 200 || !strings.Contains(string(b), `"pending":[{"at_s":1.5,"set":["link.uplink.loss=100%"]}]`) {
 		t.Fatalf("POST /v1/timeline: %d %s", code, b)
 	}
-	if code, b := tr.do(t, "PATCH", "/v1/links", `{"set": {"link.downlink.delay": "20ms"}}`); code != 200 {
+	// The answer says what changed, in the words of the direction's
+	// summary, and when.
+	if code, b := tr.do(t, "PATCH", "/v1/links", `{"set": {"link.downlink.delay": "20ms"}}`); code != 200 ||
+		!strings.Contains(string(b), `"changed":[{"link":"downlink","setting":"delay","old":"5ms","new":"20ms"}],"links":[{"name":"uplink"`) ||
+		!strings.Contains(string(b), `{"time_s":`) {
 		t.Fatalf("PATCH: %d %s", code, b)
 	}
 	next(t, ch, "scheduled")
@@ -496,7 +500,9 @@ flows: [{name: probe, type: udp, rate: 1Mbps, packet_size: 1000, duration: 4s}]
 	if code, b := tr.do(t, "PATCH", "/v1/links", `{"set": {"link.uplink.loss": "100%", "link.downlink.loss": "100%"}, "for": "soon"}`); code != 400 || !strings.Contains(string(b), "for: ") {
 		t.Errorf("for soon: %d %s", code, b)
 	}
-	if code, b := tr.do(t, "PATCH", "/v1/links", `{"set": {"link.uplink.loss": "100%", "link.downlink.loss": "100%"}, "for": "500ms"}`); code != 200 {
+	if code, b := tr.do(t, "PATCH", "/v1/links", `{"set": {"link.uplink.loss": "100%", "link.downlink.loss": "100%"}, "for": "500ms"}`); code != 200 ||
+		!strings.Contains(string(b), `"back_at_s":`) ||
+		!strings.Contains(string(b), `"changed":[{"link":"uplink","setting":"loss","old":"1%","new":"100%"},{"link":"downlink","setting":"loss","old":"2%","new":"100%"}]`) {
 		t.Fatalf("PATCH: %d %s", code, b)
 	}
 	sum := tr.wait(t)

@@ -440,3 +440,68 @@ flows:
 		t.Errorf("the page's problems: %q", p)
 	}
 }
+
+// TestDashboardOpenedAfterTheRun opens the page once a run has ended (its
+// last events replayed): the timeline's ramp of 100 changes is one
+// hatched band on the plots, not 100 lines; the UDP flow's delay, of
+// which the 1 s outage has no sample, is drawn with a gap there, not a
+// straight line across; the loss plot defines its percentage; and the
+// Connections list still names the TCP flow, which can no longer be
+// reset.
+func TestDashboardOpenedAfterTheRun(t *testing.T) {
+	chromium(t) // skip before the run when there is none
+	tr := startRunAt(t, `name: dashboard
+duration: 4s
+sample_interval: 100ms
+link: {delay: 5ms}
+flows:
+  - {name: probe, type: udp, rate: 1Mbps, packet_size: 1000, duration: 4s}
+  - {name: bulk, type: tcp, duration: 4s}
+timeline:
+  - {at: 500ms, ramp: 1s, set: {link.delay: 50ms}}
+  - {at: 2s, for: 1s, set: {link.loss: 100%}}
+`, "127.0.0.1:0")
+	tr.wait(t)
+	ctx, problems := browser(t, tr.base)
+	type pageState struct {
+		Ramps, Marks, DelaySegments int
+		Note                        string
+		Flows                       []string
+		Disabled                    bool
+	}
+	err := chromedp.Do(ctx, chromedp.Navigate(tr.base+"/"),
+		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("state").dataset.state === "ended" && document.querySelector("#plot-delay polyline") !== null`,
+				chromedp.WithPollingTimeout(30*time.Second)))
+			return err
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[pageState](`({
+		ramps: document.querySelectorAll("#plot-delay rect.ramp").length,
+		marks: document.querySelectorAll("#plot-delay line.mark").length,
+		delaySegments: document.querySelectorAll('#plot-delay polyline[data-name="probe"]').length,
+		note: (document.querySelector("#plot-loss .note") || {}).textContent || "",
+		flows: [...document.querySelectorAll("#flow-reset-name option")].map((o) => o.value),
+		disabled: document.getElementById("flow-reset").disabled,
+	})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Ramps != 1 || got.Marks > 4 {
+		t.Errorf("the delay plot has %d ramp bands and %d change lines, want the ramp as 1 band and the outage's 2 changes as lines", got.Ramps, got.Marks)
+	}
+	if got.DelaySegments < 2 {
+		t.Errorf("the probe's delay is drawn as %d line(s), want a gap at the outage", got.DelaySegments)
+	}
+	if !strings.Contains(got.Note, "the share found lost, 0 to 100%") {
+		t.Errorf("the loss plot's note: %q", got.Note)
+	}
+	if !slices.Equal(got.Flows, []string{"bulk"}) || !got.Disabled {
+		t.Errorf("after the run, Connections lists %q (reset disabled: %v), want bulk, disabled", got.Flows, got.Disabled)
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page's problems: %q", p)
+	}
+}

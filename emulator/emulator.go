@@ -502,7 +502,13 @@ func (r *run) collect() *RunSummary {
 	for i, f := range r.fls {
 		rs.Flows[i] = r.flowSummary(i, f)
 	}
-	r.warnOwnDrops(rs.Links)
+	rs.CouldNotKeepUp = r.warnOwnDrops(rs.Links)
+	for _, f := range rs.Flows {
+		if u := f.UDPSummary; u != nil && u.ReceiverDrops > 0 {
+			rs.CouldNotKeepUp = append(rs.CouldNotKeepUp, OwnLimit{Where: f.Name, What: "receiver_drops", Value: float64(u.ReceiverDrops),
+				Message: fmt.Sprintf("flow %s: %d datagrams crossed the path and were dropped by the receiving socket, its buffer full (not counted as lost)", f.Name, u.ReceiverDrops)})
+		}
+	}
 	rs.Fairness, rs.FairnessFlows = fairness(s.Flows, rs.Flows)
 	r.log.Info("run end", zap.Duration("elapsed", r.elapsed),
 		zap.Uint64("uplink_packets", rs.Links[0].PacketsOut), zap.Uint64("downlink_packets", rs.Links[1].PacketsOut),
@@ -544,30 +550,62 @@ func (r *run) flowSummary(i int, f flows.Flow) flows.FlowSummary {
 
 // warnOwnDrops warns of what netjam itself, not the configured path, did
 // to the packets: drops and waits inside netjam, and departures later
-// than lateWarnMs at p99 (of at least lateWarnMin).
-func (r *run) warnOwnDrops(links []LinkSummary) {
+// than lateWarnMs at p99 (of at least lateWarnMin); and returns each, for
+// the run's summary and the report's banner.
+func (r *run) warnOwnDrops(links []LinkSummary) []OwnLimit {
+	var out []OwnLimit
 	for _, l := range links {
 		if l.DeliveryDrops > 0 {
 			r.log.Warn("netjam could not keep up: packets dropped inside netjam, not by the path (a receiving host was stuck)",
 				zap.String("link", l.Name), zap.Uint64("delivery_drops", l.DeliveryDrops))
+			out = append(out, OwnLimit{Where: l.Name, What: "delivery_drops", Value: float64(l.DeliveryDrops),
+				Message: fmt.Sprintf("%s: %d packets dropped inside netjam, not by the path (a receiving host was stuck)", l.Name, l.DeliveryDrops)})
 		}
 		if n := l.Drops[impair.DropInput.String()]; n > 0 {
 			r.log.Warn("netjam could not keep up: packets dropped at a direction's input, not by the configured path",
 				zap.String("link", l.Name), zap.Uint64("input_drops", n))
+			out = append(out, OwnLimit{Where: l.Name, What: "input_drops", Value: float64(n),
+				Message: fmt.Sprintf("%s: %d packets dropped at the direction's input, not by the configured path", l.Name, n)})
 		}
 		if l.DeliveryWaits > 0 {
 			r.log.Warn("netjam could not keep up: a direction waited for a receiver that fell behind (nothing lost): its packets left late, see lateness_ms",
 				zap.String("link", l.Name), zap.Uint64("delivery_waits", l.DeliveryWaits))
+			out = append(out, OwnLimit{Where: l.Name, What: "delivery_waits", Value: float64(l.DeliveryWaits),
+				Message: fmt.Sprintf("%s: waited %d times for a receiver that fell behind (nothing lost): its packets left late", l.Name, l.DeliveryWaits)})
 		}
 		if l.InputWaits > 0 {
 			r.log.Warn("netjam could not keep up: TCP senders were held back at a direction's full input (nothing lost): the machine, not the configured path, limited them",
 				zap.String("link", l.Name), zap.Uint64("input_waits", l.InputWaits))
+			out = append(out, OwnLimit{Where: l.Name, What: "input_waits", Value: float64(l.InputWaits),
+				Message: fmt.Sprintf("%s: TCP senders held back %d times at the direction's full input (nothing lost): the machine, not the configured path, limited them", l.Name, l.InputWaits)})
 		}
 		if l.LatenessMs.Count >= lateWarnMin && l.LatenessMs.P99 > lateWarnMs {
 			r.log.Warn("netjam could not keep up: packets left the direction late against their exact departure times (the machine was busy): its timing was that much coarser than configured, see lateness_ms",
 				zap.String("link", l.Name), zap.Float64("lateness_p99_ms", l.LatenessMs.P99), zap.Float64("lateness_max_ms", l.LatenessMs.Max))
+			out = append(out, OwnLimit{Where: l.Name, What: "late", Value: l.LatenessMs.P99,
+				Message: fmt.Sprintf("%s: packets left %.3g ms late at p99 (%.3g ms at most) against their exact departure times: the machine was busy, and the path's timing that much coarser than configured",
+					l.Name, l.LatenessMs.P99, l.LatenessMs.Max)})
 		}
 	}
+	return out
+}
+
+// OwnLimit is a sign that netjam itself, not the configured path, shaped
+// a run: the machine did not keep up (it was busy, or a receiver fell
+// behind), and the run's figures are partly the machine's. netjam run
+// warns of each; summary.json lists them per run, and the report shows
+// them at its top.
+type OwnLimit struct {
+	// Where is the direction (uplink, eu.downlink) or the flow.
+	Where string `json:"where"`
+	// What is the sign: late (Value: the p99 lateness of the
+	// direction's departures, ms), delivery_drops, input_drops,
+	// delivery_waits, input_waits (of a direction), receiver_drops (of a
+	// UDP flow); Value is then the count.
+	What  string  `json:"what"`
+	Value float64 `json:"value"`
+	// Message says it in one line, with the figure.
+	Message string `json:"message"`
 }
 
 // lateWarnMs is the p99 lateness of a direction's departures (ms) past

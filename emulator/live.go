@@ -63,8 +63,8 @@ type Live struct {
 	watchMu sync.Mutex // guards watch
 	watch   func(LiveEvent)
 
-	// lastLoss is each UDP flow's datagrams sent and lost at the last
-	// sample (flowLoss), on the sampler's goroutine only.
+	// lastLoss is each UDP flow's datagrams received and found lost at
+	// the last sample (flowLoss), on the sampler's goroutine only.
 	lastLoss map[string][2]uint64
 }
 
@@ -146,9 +146,12 @@ func (lv *Live) sampled(now time.Time, rows []SeriesRow) {
 }
 
 // flowLoss returns each UDP flow's loss over the interval since the last
-// call (loss_ratio: the datagrams found lost in it over those sent in
-// it), for the live view only (timeseries.csv has no such row). It is
-// called on the sampler's goroutine only.
+// call, for the live view only (timeseries.csv has no such row):
+// loss_ratio, of the datagrams whose fate the flow learned in the
+// interval (arrived, or found lost), those found lost; from 0 to 1. (Those
+// found lost over those sent in the interval reached 20 after an outage:
+// the outage's datagrams are found lost together, once the path is back.)
+// It is called on the sampler's goroutine only.
 func (lv *Live) flowLoss() []SeriesRow {
 	var rows []SeriesRow
 	for _, f := range lv.fls {
@@ -161,12 +164,26 @@ func (lv *Live) flowLoss() []SeriesRow {
 			lv.lastLoss = map[string][2]uint64{}
 		}
 		prev := lv.lastLoss[sm.Name]
-		lv.lastLoss[sm.Name] = [2]uint64{u.PacketsSent, u.Lost}
-		if sent := u.PacketsSent - prev[0]; sent > 0 && u.Lost >= prev[1] {
-			rows = append(rows, SeriesRow{"loss_ratio", sm.Name, float64(u.Lost-prev[1]) / float64(sent)})
+		lv.lastLoss[sm.Name] = [2]uint64{u.PacketsReceived, u.Lost}
+		if r, ok := lossRatio(prev, [2]uint64{u.PacketsReceived, u.Lost}); ok {
+			rows = append(rows, SeriesRow{"loss_ratio", sm.Name, r})
 		}
 	}
 	return rows
+}
+
+// lossRatio is flowLoss's ratio between two readings of a flow's
+// datagrams received and found lost: the lost among those whose fate was
+// learned between them; ok is false when none was (or a count went back).
+func lossRatio(prev, now [2]uint64) (float64, bool) {
+	if now[0] < prev[0] || now[1] < prev[1] {
+		return 0, false
+	}
+	recv, lost := now[0]-prev[0], now[1]-prev[1]
+	if recv+lost == 0 {
+		return 0, false
+	}
+	return float64(lost) / float64(recv+lost), true
 }
 
 // changedEvents hands changes as the timeline records them to the
@@ -285,16 +302,30 @@ func (lv *Live) Links() []LinkSummary {
 	return ls
 }
 
+// Applied is what a change made through Live did: the time of the run it
+// applied at, and each setting of a direction it moved, from the value in
+// force before (the scenario's, a timeline's or an earlier change's) to
+// the new one. A change that set what was in force already has no
+// Changes.
+type Applied struct {
+	TimeS   float64         `json:"time_s"`
+	Changes []SettingChange `json:"changed"`
+	// BackAtS is, for SetFor, the time of the run the keys go back at;
+	// 0 when the run ends first.
+	BackAtS float64 `json:"back_at_s,omitempty"`
+}
+
 // Set changes the path now, as --set overrides of the link's keys
 // ("link.uplink.loss=5%"), each value checked as a file's is; both
 // directions change at the same instant of the run's clock, between two
 // packets, keeping what they hold. It returns once they have (or one
-// refused: then neither changed, and the error says why). In a run with a
-// timeline, the timeline's later entries set their own values.
-func (lv *Live) Set(sets ...string) error {
+// refused: then neither changed, and the error says why), with what
+// changed. In a run with a timeline, the timeline's later entries set
+// their own values.
+func (lv *Live) Set(sets ...string) (Applied, error) {
 	changes, err := linkChanges(sets)
 	if err != nil {
-		return err
+		return Applied{}, err
 	}
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
@@ -302,31 +333,32 @@ func (lv *Live) Set(sets ...string) error {
 }
 
 // setLocked is Set's change, with lv.mu held.
-func (lv *Live) setLocked(changes []scenario.KeyChange, sets []string) error {
+func (lv *Live) setLocked(changes []scenario.KeyChange, sets []string) (Applied, error) {
 	if err := lv.canChangeLocked(); err != nil {
-		return err
+		return Applied{}, err
 	}
 	lv.catchUpLocked()
 	next, err := lv.s.With(sets...)
 	if err != nil {
-		return err
+		return Applied{}, err
 	}
 	for i := range changes {
 		changes[i].Old = lv.s.Value(changes[i].Key)
 	}
 	at, err := lv.path.change(lv.clk, lv.s, next)
 	if err != nil {
-		return err
+		return Applied{}, err
 	}
 	lv.tl.record(at, changes, nil)
 	lv.made++
+	applied := Applied{TimeS: at.Sub(lv.start).Seconds(), Changes: lv.path.settingChanges(lv.s, next)}
 	lv.s = next
 	for _, c := range changes {
 		if !slices.Contains(lv.changed, c.Key) {
 			lv.changed = append(lv.changed, c.Key)
 		}
 	}
-	return lv.orig.AddTimeline(at.Sub(lv.start), sets...)
+	return applied, lv.orig.AddTimeline(at.Sub(lv.start), sets...)
 }
 
 // canChangeLocked says why no change can be made now, or nil.
@@ -347,13 +379,13 @@ func (lv *Live) canChangeLocked() error {
 // SetFor(d, "link.uplink.loss=100%", "link.downlink.loss=100%"). Both
 // changes are recorded. The way back is pending (Status) until it
 // applies; a run that ends first ends with the change in force.
-func (lv *Live) SetFor(d time.Duration, sets ...string) error {
+func (lv *Live) SetFor(d time.Duration, sets ...string) (Applied, error) {
 	changes, err := linkChanges(sets)
 	if err != nil {
-		return err
+		return Applied{}, err
 	}
 	if d <= 0 {
-		return fmt.Errorf("for %s: not a positive duration", d)
+		return Applied{}, fmt.Errorf("for %s: not a positive duration", d)
 	}
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
@@ -371,15 +403,17 @@ func (lv *Live) SetFor(d time.Duration, sets ...string) error {
 	now := lv.clk.Now().Sub(lv.start)
 	goesBack := d < lv.base.Duration-now
 	if goesBack && len(lv.pending) >= MaxPending {
-		return fmt.Errorf("more than %d changes pending: no room for the way back after %s", MaxPending, d)
+		return Applied{}, fmt.Errorf("more than %d changes pending: no room for the way back after %s", MaxPending, d)
 	}
-	if err := lv.setLocked(changes, sets); err != nil {
-		return err
+	applied, err := lv.setLocked(changes, sets)
+	if err != nil {
+		return applied, err
 	}
 	if at := lv.clk.Now().Sub(lv.start) + d; goesBack && at < lv.base.Duration {
 		lv.scheduleLocked(at, back)
+		applied.BackAtS = at.Seconds()
 	}
-	return nil
+	return applied, nil
 }
 
 // Schedule changes the path at run time at (from the run's start), as
@@ -433,19 +467,20 @@ func (lv *Live) applyScheduled(p *scheduled) {
 	}
 	lv.pending = slices.Delete(lv.pending, i, i+1)
 	changes, _ := linkChanges(p.sets)
-	if err := lv.setLocked(changes, p.sets); err != nil && !errors.Is(err, ErrRunEnded) {
+	if _, err := lv.setLocked(changes, p.sets); err != nil && !errors.Is(err, ErrRunEnded) {
 		lv.tl.record(lv.clk.Now(), changes, err)
 	}
 }
 
 // Reset puts every key changed through Live (Set, Schedule) back to the
-// run's scenario's value, as one change recorded as Set's are. It does
-// nothing when no key was changed.
-func (lv *Live) Reset() error {
+// run's scenario's value, as one change recorded as Set's are, and
+// returns what changed. It does nothing when no key was changed (no
+// Changes, the time now).
+func (lv *Live) Reset() (Applied, error) {
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
 	if lv.ended {
-		return ErrRunEnded
+		return Applied{}, ErrRunEnded
 	}
 	lv.catchUpLocked()
 	var sets []string
@@ -458,11 +493,11 @@ func (lv *Live) Reset() error {
 		}
 	}
 	if len(sets) == 0 {
-		return nil
+		return Applied{TimeS: lv.clk.Now().Sub(lv.start).Seconds()}, nil
 	}
 	changes, err := linkChanges(sets)
 	if err != nil {
-		return err
+		return Applied{}, err
 	}
 	return lv.setLocked(changes, sets)
 }
@@ -650,6 +685,18 @@ func (p *Path) summaries(s *scenario.Scenario) []LinkSummary {
 	for i, lr := range p.Links {
 		l := linkAt(s, i)
 		out = append(out, linkSummary(l.Uplink, lr.Up.Stats()), linkSummary(l.Downlink, lr.Down.Stats()))
+	}
+	return out
+}
+
+// settingChanges are the settings of each of p's directions that differ
+// between cur's links and next's, each link's uplink then its downlink.
+func (p *Path) settingChanges(cur, next *scenario.Scenario) []SettingChange {
+	var out []SettingChange
+	for i, lr := range p.Links {
+		before, after := linkAt(cur, i), linkAt(next, i)
+		out = append(out, settingChanges(lr.Up.Chain().Name(), before.Uplink, after.Uplink)...)
+		out = append(out, settingChanges(lr.Down.Chain().Name(), before.Downlink, after.Downlink)...)
 	}
 	return out
 }

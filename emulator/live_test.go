@@ -74,7 +74,8 @@ flows: [{name: cbr, type: udp, rate: 5Mbps, packet_size: 1000, duration: 3s}]
 	sum := runInto(t, plan, out, Options{Live: func(lv *Live) {
 		go func() {
 			time.Sleep(time.Second)
-			set <- lv.Set("link.uplink.loss=20%")
+			_, err := lv.Set("link.uplink.loss=20%")
+			set <- err
 		}()
 	}})
 	if err := <-set; err != nil {
@@ -183,13 +184,13 @@ func liveChecks(lv *Live) []string {
 		{"link.slot={min: 1ms}", "slots cannot change"},
 		{"link.name=x", "a link's name cannot change"},
 	} {
-		if err := lv.Set(c.set); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := lv.Set(c.set); err == nil || !strings.Contains(err.Error(), c.want) {
 			problems = append(problems, fmt.Sprintf("Set(%s): %v, want an error with %q", c.set, err, c.want))
 		}
 	}
 	// A way back past the run's end, a huge one included: not pending.
 	for _, d := range []time.Duration{time.Hour, math.MaxInt64} {
-		if err := lv.SetFor(d, "link.delay=6ms"); err != nil {
+		if _, err := lv.SetFor(d, "link.delay=6ms"); err != nil {
 			problems = append(problems, fmt.Sprintf("SetFor(%s): %v", d, err))
 		}
 	}
@@ -204,7 +205,7 @@ func liveChecks(lv *Live) []string {
 			return append(problems, fmt.Sprintf("Schedule: %v", err))
 		}
 	}
-	if err := lv.SetFor(time.Second, "link.loss=100%"); err == nil || !strings.Contains(err.Error(), "no room for the way back") {
+	if _, err := lv.SetFor(time.Second, "link.loss=100%"); err == nil || !strings.Contains(err.Error(), "no room for the way back") {
 		problems = append(problems, fmt.Sprintf("SetFor with %d changes pending: %v, want no room", MaxPending, err))
 	}
 	lv.mu.Lock()
@@ -214,7 +215,7 @@ func liveChecks(lv *Live) []string {
 	lv.mu.Unlock()
 	// Two changes made (the SetFors); two more, then none.
 	for i := range 3 {
-		err := lv.Set(fmt.Sprintf("link.delay=%dms", 10+i))
+		_, err := lv.Set(fmt.Sprintf("link.delay=%dms", 10+i))
 		if want := i == 2; want != errors.Is(err, ErrTooManyChanges) {
 			problems = append(problems, fmt.Sprintf("change %d of at most %d: %v", i+3, maxLiveChanges, err))
 		}
@@ -242,11 +243,69 @@ timeline:
 	Run(ctx, plan, Options{OutDir: openOut(t, t.TempDir()), Live: func(lv *Live) {
 		go func() {
 			defer cancel()
-			errs <- []error{lv.Set("link.loss=1%"), lv.Set("link.loss=2%")}
+			_, err1 := lv.Set("link.loss=1%")
+			_, err2 := lv.Set("link.loss=2%")
+			errs <- []error{err1, err2}
 		}()
 	}})
 	got := <-errs
 	if got[0] != nil || !errors.Is(got[1], ErrTooManyChanges) || !strings.Contains(got[1].Error(), "beside its timeline's 3") {
 		t.Errorf("with 3 timeline points of at most 4: %v, want one change made, then ErrTooManyChanges", got)
+	}
+}
+
+// A change says what it moved in each direction, from the value in force
+// (a shared link.rate, inherited by the uplink) to the new one, as the
+// direction's summary words them; a setting that does nothing is worded
+// as such (0%, unlimited), and a key set to what was in force moves
+// nothing.
+func TestSettingChanges(t *testing.T) {
+	cur := mustPlan(t, `
+link: {rate: 10Mbps, delay: 5ms}
+flows: [{name: cbr, type: udp, rate: 1Mbps, duration: 1s}]
+`).Runs[0]
+	for _, c := range []struct {
+		sets []string
+		want string
+	}{
+		{[]string{"link.uplink.rate=2Mbps"}, "uplink rate 10Mbps->2Mbps"},
+		{[]string{"link.loss=100%", "link.downlink.delay=20ms"}, "uplink loss 0%->100%|downlink loss 0%->100%|downlink delay 5ms->20ms"},
+		{[]string{"link.rate=null"}, "uplink rate 10Mbps->unlimited|uplink queue droptail 1000p->none|downlink rate 10Mbps->unlimited|downlink queue droptail 1000p->none"},
+		{[]string{"link.uplink.rate=10Mbps"}, ""},
+	} {
+		next, err := cur.With(c.sets...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, ch := range append(settingChanges("uplink", linkAt(cur, 0).Uplink, linkAt(next, 0).Uplink),
+			settingChanges("downlink", linkAt(cur, 0).Downlink, linkAt(next, 0).Downlink)...) {
+			got = append(got, fmt.Sprintf("%s %s %s->%s", ch.Link, ch.Setting, ch.Old, ch.New))
+		}
+		if strings.Join(got, "|") != c.want {
+			t.Errorf("%v: %s, want %s", c.sets, strings.Join(got, "|"), c.want)
+		}
+	}
+}
+
+// The live view's loss of a UDP flow is a share, from 0 to 1: after a 2 s
+// outage of a flow sending 200 datagrams a second, the 400 found lost at
+// once in one interval of 20 sent (and 2 received) are 400 of the 402
+// whose fate the interval learned, not 20 times what it sent.
+func TestLossRatio(t *testing.T) {
+	for _, c := range []struct {
+		prev, now [2]uint64
+		want      float64
+		ok        bool
+	}{
+		{[2]uint64{1000, 0}, [2]uint64{1002, 400}, 400.0 / 402, true},
+		{[2]uint64{1000, 10}, [2]uint64{1019, 11}, 1.0 / 20, true},
+		{[2]uint64{1000, 10}, [2]uint64{1000, 10}, 0, false}, // nothing learned: no point
+		{[2]uint64{1000, 10}, [2]uint64{900, 10}, 0, false},
+	} {
+		got, ok := lossRatio(c.prev, c.now)
+		if ok != c.ok || math.Abs(got-c.want) > 1e-12 || got > 1 {
+			t.Errorf("lossRatio(%v, %v) = %v, %v; want %v, %v", c.prev, c.now, got, ok, c.want, c.ok)
+		}
 	}
 }

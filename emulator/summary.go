@@ -65,6 +65,10 @@ type RunSummary struct {
 	// Skipped, when not empty, says why the run did not happen (TUN mode
 	// without the privileges it needs); nothing else is filled then.
 	Skipped string `json:"skipped,omitempty"`
+	// CouldNotKeepUp are the signs that the machine, not the configured
+	// path, shaped the run (packets that left late, drops and waits
+	// inside netjam), each with its figure; absent when it kept up.
+	CouldNotKeepUp []OwnLimit `json:"could_not_keep_up,omitempty"`
 }
 
 // HostSummary is one netstack host of the lab and the packets it dropped
@@ -257,29 +261,47 @@ func configured(d impair.Config) Configured {
 // describe says in one line what a direction does to packets, in the
 // order the chain applies it.
 func describe(d impair.Config) string {
-	var parts []string
+	parts := settings(d)
+	if len(parts) == 0 {
+		return "transparent"
+	}
+	words := make([]string, len(parts))
+	for i, p := range parts {
+		words[i] = p.name + " " + p.value
+	}
+	return strings.Join(words, ", ")
+}
+
+// setting is one part of a direction's description: a name (loss, rate,
+// delay) and its value as the description words it.
+type setting struct{ name, value string }
+
+// settings are the parts of describe's line, in its order; a part is
+// left out where the direction does nothing of it (settingUnset).
+func settings(d impair.Config) []setting {
+	var parts []setting
 	switch d.Loss.Model {
 	case impair.LossRandom:
 		if d.Loss.P == 0 {
 			break
 		}
-		s := "loss " + pct(d.Loss.P)
+		s := pct(d.Loss.P)
 		if d.Loss.Correlation > 0 {
 			s += " corr " + pct(d.Loss.Correlation)
 		}
-		parts = append(parts, s)
+		parts = append(parts, setting{"loss", s})
 	case impair.LossGE:
-		parts = append(parts, fmt.Sprintf("loss gemodel p %s r %s 1-h %s 1-k %s",
-			pct(d.Loss.P), pct(d.Loss.R), pct(d.Loss.OneMinusH), pct(d.Loss.OneMinusK)))
+		parts = append(parts, setting{"loss", fmt.Sprintf("gemodel p %s r %s 1-h %s 1-k %s",
+			pct(d.Loss.P), pct(d.Loss.R), pct(d.Loss.OneMinusH), pct(d.Loss.OneMinusK))})
 	case impair.LossState:
-		parts = append(parts, fmt.Sprintf("loss state p13 %s p31 %s p32 %s p23 %s p14 %s",
-			pct(d.Loss.P13), pct(d.Loss.P31), pct(d.Loss.P32), pct(d.Loss.P23), pct(d.Loss.P14)))
+		parts = append(parts, setting{"loss", fmt.Sprintf("state p13 %s p31 %s p32 %s p23 %s p14 %s",
+			pct(d.Loss.P13), pct(d.Loss.P31), pct(d.Loss.P32), pct(d.Loss.P23), pct(d.Loss.P14))})
 	}
 	if d.Duplicate.P > 0 {
-		parts = append(parts, "duplicate "+pct(d.Duplicate.P))
+		parts = append(parts, setting{"duplicate", pct(d.Duplicate.P)})
 	}
 	if d.Corrupt.P > 0 {
-		parts = append(parts, "corrupt "+pct(d.Corrupt.P))
+		parts = append(parts, setting{"corrupt", pct(d.Corrupt.P)})
 	}
 	if d.Rate.Limited() {
 		q := d.Queue.Discipline.String()
@@ -292,29 +314,75 @@ func describe(d impair.Config) string {
 		if d.Queue.ECN {
 			q += " ecn"
 		}
-		rate := "rate " + scenario.FormatRate(d.Rate.Bitrate)
+		rate := setting{"rate", scenario.FormatRate(d.Rate.Bitrate)}
 		if t := d.Rate.Trace; t != nil {
-			rate = fmt.Sprintf("trace %s (mean %.3gMbps)", filepath.Base(t.File), t.MeanBitrate()/1e6)
+			rate = setting{"trace", fmt.Sprintf("%s (mean %.3gMbps)", filepath.Base(t.File), t.MeanBitrate()/1e6)}
 		}
-		parts = append(parts, rate, "queue "+q)
+		parts = append(parts, rate, setting{"queue", q})
 	}
 	if d.Slot.Min > 0 || d.Slot.Max > 0 {
-		parts = append(parts, fmt.Sprintf("slot %v-%v", d.Slot.Min, d.Slot.Max))
+		parts = append(parts, setting{"slot", fmt.Sprintf("%v-%v", d.Slot.Min, d.Slot.Max)})
 	}
 	if d.Delay.Time > 0 || d.Delay.Jitter > 0 {
-		s := "delay " + d.Delay.Time.String()
+		s := d.Delay.Time.String()
 		if d.Delay.Jitter > 0 {
 			s += " ±" + d.Delay.Jitter.String() + " " + d.Delay.Distribution.String()
 		}
-		parts = append(parts, s)
+		parts = append(parts, setting{"delay", s})
 	}
 	if d.Reorder.P > 0 {
-		parts = append(parts, fmt.Sprintf("reorder %s gap %d", pct(d.Reorder.P), d.Reorder.Gap))
+		parts = append(parts, setting{"reorder", fmt.Sprintf("%s gap %d", pct(d.Reorder.P), d.Reorder.Gap)})
 	}
-	if len(parts) == 0 {
-		return "transparent"
+	return parts
+}
+
+// settingNames are the names of settings' parts, in its order.
+var settingNames = []string{"loss", "duplicate", "corrupt", "rate", "trace", "queue", "slot", "delay", "reorder"}
+
+// settingUnset is how a change words a setting settings leaves out: what
+// the direction then does of it.
+func settingUnset(name string) string {
+	switch name {
+	case "loss", "duplicate", "corrupt", "reorder":
+		return "0%"
+	case "delay":
+		return "0s"
+	case "rate":
+		return "unlimited"
 	}
-	return strings.Join(parts, ", ")
+	return "none"
+}
+
+// SettingChange is one setting of a direction a change moved from Old to
+// New, each as the direction's summary words it ("10Mbps", "5%",
+// "20ms ±5ms normal"; "unlimited", "0%", "0s" or "none" for a setting
+// that does nothing).
+type SettingChange struct {
+	Link    string `json:"link"`    // the direction: uplink, downlink, eu.uplink
+	Setting string `json:"setting"` // loss, duplicate, corrupt, rate, trace, queue, slot, delay, reorder
+	Old     string `json:"old"`
+	New     string `json:"new"`
+}
+
+// settingChanges are the settings of direction link that differ between
+// before and after, in describe's order.
+func settingChanges(link string, before, after impair.Config) []SettingChange {
+	old, now := settings(before), settings(after)
+	value := func(parts []setting, name string) string {
+		for _, p := range parts {
+			if p.name == name {
+				return p.value
+			}
+		}
+		return settingUnset(name)
+	}
+	var out []SettingChange
+	for _, n := range settingNames {
+		if o, v := value(old, n), value(now, n); o != v {
+			out = append(out, SettingChange{Link: link, Setting: n, Old: o, New: v})
+		}
+	}
+	return out
 }
 
 func pct(v float64) string { return fmt.Sprintf("%g%%", v*100) }

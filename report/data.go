@@ -75,6 +75,17 @@ type runInfo struct {
 	TUN *tunInfo `json:"tun"`
 	// Hosts are the lab's hosts and what each dropped on arrival.
 	Hosts []hostInfo `json:"hosts"`
+	// CouldNotKeepUp are the signs that the machine, not the path,
+	// shaped the run (emulator.OwnLimit): the report's banner.
+	CouldNotKeepUp []ownLimitInfo `json:"could_not_keep_up"`
+}
+
+// ownLimitInfo is a sign that netjam could not keep up in a run.
+type ownLimitInfo struct {
+	Where   string  `json:"where"`
+	What    string  `json:"what"`
+	Value   float64 `json:"value"`
+	Message string  `json:"message"`
 }
 
 // hostInfo is a lab host and the packets it dropped on arrival.

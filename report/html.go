@@ -38,6 +38,9 @@ func HTML(d *outdir.Dir, version string) error {
 	}
 	for _, r := range f.runs {
 		page.Runs = append(page.Runs, runRow{Variant: r.title(), Seed: r.info.Seed, DurationS: r.info.DurationS})
+		for _, o := range r.info.CouldNotKeepUp {
+			page.Busy = append(page.Busy, busyRow{Variant: r.info.Variant, Message: o.Message})
+		}
 		page.Expectations = append(page.Expectations, expectRows(r)...)
 		page.Flows = append(page.Flows, flowRows(r)...)
 		if fr := r.info.Fairness; fr != nil {
@@ -94,16 +97,20 @@ type pageData struct {
 	Scenario      string
 	RunVersion    string
 	ReportVersion string
-	Runs          []runRow
-	Fairness      []string // one line per run whose flows compete
-	Expectations  []expectRow
-	Flows         []flowRow
-	Links         []linkRow
-	Paths         []pathRow
-	WiFi          []wifiRow
-	LinkStats     []linkStat
-	Figures       []figureData
-	Scenarios     []scenarioFile
+	// Busy are the signs, per run, that netjam could not keep up: the
+	// banner at the top, so that figures the machine shaped are not
+	// read as the path's.
+	Busy         []busyRow
+	Runs         []runRow
+	Fairness     []string // one line per run whose flows compete
+	Expectations []expectRow
+	Flows        []flowRow
+	Links        []linkRow
+	Paths        []pathRow
+	WiFi         []wifiRow
+	LinkStats    []linkStat
+	Figures      []figureData
+	Scenarios    []scenarioFile
 }
 
 // pathRow is a path of a run with several links, as netjam run's paths
@@ -111,6 +118,9 @@ type pageData struct {
 type pathRow struct {
 	Variant, Path, Via, Match, Servers, Flows string
 }
+
+// busyRow is a sign that netjam could not keep up in a run.
+type busyRow struct{ Variant, Message string }
 
 type runRow struct {
 	Variant   string
@@ -226,6 +236,8 @@ type figureData struct {
 	Src         template.HTMLAttr // src="data:image/png;base64,..."
 	SVG         string            // the SVG file beside the page, "" when there is none
 	W, H        int
+	// Note, when not empty, says what the figure leaves out (sweep.html).
+	Note string
 }
 
 // isFile reports whether the folder d has a regular file name.
@@ -443,12 +455,20 @@ pre { background: #f7f7f7; border: 1px solid #e3e3e3; padding: 8px 12px; overflo
 table.linkstat th, table.delays th { text-align: left; }
 tr.fail td { background: #fde2e1; color: #a40e0e; }
 tr.pass td:last-child { color: #1a7f37; }
+.busy { background: #fff4d6; border: 1px solid #e0b400; padding: 4px 16px; margin: 12px 0; }
 </style>
 </head>
 <body>
 <h1>netjam report: {{.Scenario}}</h1>
 <p class="meta">Run by netjam {{with .RunVersion}}{{.}}{{else}}(version not recorded){{end}}; report drawn by netjam {{.ReportVersion}}.</p>
-<nav><a href="#runs">Runs</a><a href="#flows">Flows</a><a href="#links">Links</a><a href="#plots">Plots</a><a href="#link-statistics">Link statistics</a><a href="#scenario">Scenario as run</a></nav>
+{{if .Busy}}<div class="busy" id="could-not-keep-up">
+<p><strong>netjam could not keep up</strong>: the machine, not the configured path alone, shaped these runs, and their figures show it.</p>
+<ul>
+{{range .Busy}}<li>{{with .Variant}}variant {{.}}: {{end}}{{.Message}}</li>
+{{end}}</ul>
+<p>Run them again on an idle machine (or fewer at once), or on the virtual clock (<code>clock: virtual</code>), whose time waits for netjam.</p>
+</div>
+{{end}}<nav><a href="#runs">Runs</a><a href="#flows">Flows</a><a href="#links">Links</a><a href="#plots">Plots</a><a href="#link-statistics">Link statistics</a><a href="#scenario">Scenario as run</a></nav>
 
 <h2 id="runs">Runs</h2>
 <table class="runs">

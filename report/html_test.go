@@ -217,3 +217,37 @@ func TestHTMLShowsExpectations(t *testing.T) {
 		}
 	}
 }
+
+// TestHTMLShowsABusyMachine: a run whose packets left late (summary.json's
+// could_not_keep_up) gets a banner at the top of the report, per run, with
+// its figure; a run that kept up gets none.
+func TestHTMLShowsABusyMachine(t *testing.T) {
+	dir := t.TempDir()
+	writeSynth(t, dir, synthRun{udp: true})
+	if err := HTML(openDir(t, dir), "dev"); err != nil {
+		t.Fatal(err)
+	}
+	if page := readReport(t, dir); strings.Contains(page, "could not keep up") {
+		t.Error("a run that kept up has a banner")
+	}
+	path := filepath.Join(dir, SummaryFile)
+	var sum map[string]any
+	b, _ := os.ReadFile(path)
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	msg := "uplink: packets left 412 ms late at p99 (980 ms at most) against their exact departure times: the machine was busy, and the path's timing that much coarser than configured"
+	sum["runs"].([]any)[0].(map[string]any)["could_not_keep_up"] = []map[string]any{
+		{"where": "uplink", "what": "late", "value": 412, "message": msg},
+	}
+	b, _ = json.Marshal(sum)
+	os.WriteFile(path, b, 0o644)
+	if err := HTML(openDir(t, dir), "dev"); err != nil {
+		t.Fatal(err)
+	}
+	page := readReport(t, dir)
+	banner := strings.Index(page, `<div class="busy" id="could-not-keep-up">`)
+	if banner < 0 || banner > strings.Index(page, `<h2 id="runs">`) || !strings.Contains(page, "<li>uplink: packets left 412 ms late at p99 (980 ms at most)") {
+		t.Errorf("report.html has no banner at its top with the figure:\n%s", page[:min(len(page), 4000)])
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -284,5 +285,51 @@ func TestMergeRerun(t *testing.T) {
 				t.Errorf("the merged plan keeps one folder's own fields: %+v", res.SweepPlan)
 			}
 		})
+	}
+}
+
+// TestSweepFigureGaps: a figure only some runs have (a flow bounded by a
+// duration completes in few of them) is drawn from those and says so, or,
+// left with one point, is not drawn and the page says why; a count's axis
+// has whole numbers only.
+func TestSweepFigureGaps(t *testing.T) {
+	res := &SweepResult{SweepPlan: SweepPlan{Scenario: "s", Seeds: []uint64{1, 2},
+		Axes: []SweepAxis{{Key: "link.loss", Values: []string{"1%", "2%", "3%"}}}, Runs: 6}}
+	for i, loss := range []string{"1%", "1%", "2%", "2%", "3%", "3%"} {
+		f := map[string]float64{"flows.bulk.throughput_bps": 4e6, "flows.bulk.retransmissions": float64(i / 2 % 2)}
+		if i == 0 {
+			f["flows.bulk.completion_s"] = 9.5 // the one run whose flow completed
+		}
+		res.Results = append(res.Results, SweepRunResult{
+			SweepRun: SweepRun{Index: i, ID: "r", Params: map[string]string{"link.loss": loss}, Seed: uint64(1 + i%2), Scenario: "s"},
+			Figures:  f})
+	}
+	res.Columns = []string{"flows.bulk.completion_s", "flows.bulk.retransmissions", "flows.bulk.throughput_bps"}
+	res.Found = len(res.Results)
+	dir := t.TempDir()
+	if _, err := WriteSweepReport(openDir(t, dir), res, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sweep-flows.bulk.completion_s.png")); err == nil {
+		t.Error("a completion-time plot of one point is drawn")
+	}
+	page, _ := os.ReadFile(filepath.Join(dir, "sweep.html"))
+	if want := "Not drawn: completion time (s) against link.loss, 1 point(s) to draw; 5 of the 6 runs with flow bulk have no completion time (s): a flow has a completion time only when it completed before the run ended"; !strings.Contains(string(page), want) {
+		t.Errorf("sweep.html does not say why the completion time is not drawn:\n%s", page)
+	}
+	if n := strings.Count(string(page), "<figure"); n != 2 {
+		t.Errorf("sweep.html has %d figures, want 2", n)
+	}
+	svg, _ := os.ReadFile(filepath.Join(dir, "sweep-flows.bulk.retransmissions.svg"))
+	labels := regexp.MustCompile(`>([0-9.]+)</text>`).FindAllStringSubmatch(string(svg), -1)
+	var ys []string
+	for _, l := range labels {
+		ys = append(ys, l[1])
+		if strings.Contains(l[1], ".") {
+			t.Errorf("the retransmissions plot has a tick %s: a count's ticks are whole", l[1])
+		}
+	}
+	if len(ys) == 0 {
+		t.Errorf("no tick labels found in the SVG")
 	}
 }

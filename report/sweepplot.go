@@ -24,20 +24,29 @@ import (
 const SweepHTMLFile = "sweep.html"
 
 // sweepFigureSuffixes are the figures a sweep draws, by the end of their
-// column's name, with their axis label and scale.
+// column's name, with their axis label and scale; a count's axis has
+// whole numbers only (no "0.5 retransmissions"). absent says why a run
+// may have no value of the figure.
 var sweepFigureSuffixes = []struct {
 	suffix, label string
 	scale         float64
+	count         bool
+	absent        string
 }{
-	{".throughput_bps", "throughput (Mbit/s)", 1e-6},
-	{".completion_s", "completion time (s)", 1},
-	{".retransmissions", "retransmissions", 1},
-	{".timeouts", "retransmission timeouts", 1},
-	{".rtt_ms.p50", "smoothed RTT, median (ms)", 1},
-	{".loss_ratio", "datagrams lost (%)", 100},
-	{".delay_ms.p95", "one-way delay, p95 (ms)", 1},
-	{".jitter_ms", "jitter (ms)", 1},
+	{".throughput_bps", "throughput (Mbit/s)", 1e-6, false, ""},
+	{".completion_s", "completion time (s)", 1, false,
+		"a flow has a completion time only when it completed before the run ended (a flow bounded by a duration rarely does: give it a size, or the run a longer duration than the flow)"},
+	{".retransmissions", "retransmissions", 1, true, ""},
+	{".timeouts", "retransmission timeouts", 1, true, ""},
+	{".rtt_ms.p50", "smoothed RTT, median (ms)", 1, false, "a flow that sampled no RTT has none"},
+	{".loss_ratio", "datagrams lost (%)", 100, false, ""},
+	{".delay_ms.p95", "one-way delay, p95 (ms)", 1, false, "a flow none of whose datagrams arrived has none"},
+	{".jitter_ms", "jitter (ms)", 1, false, ""},
 }
+
+// sweepYTicks are about how many labelled ticks a sweep figure's y axis
+// gets.
+const sweepYTicks = 6
 
 // WriteSweepReport writes sweep.json, sweep.csv, one plot per figure (PNG
 // and SVG) and sweep.html into the folder d, and returns the files' names.
@@ -48,8 +57,11 @@ func WriteSweepReport(d *outdir.Dir, res *SweepResult, version string) ([]string
 	names := []string{SweepJSONFile, SweepCSVFile}
 	page := sweepPage{Res: res, Version: version}
 	for _, col := range res.Columns {
-		fig, ok := sweepFigure(res, col)
+		fig, note, ok := sweepFigure(res, col)
 		if !ok {
+			if note != "" {
+				page.Omitted = append(page.Omitted, note)
+			}
 			continue
 		}
 		base := "sweep-" + fileSafe(col)
@@ -72,7 +84,7 @@ func WriteSweepReport(d *outdir.Dir, res *SweepResult, version string) ([]string
 			}
 		}
 		b := pngBytes
-		page.Figures = append(page.Figures, figureData{Name: base, Title: fig.Title.Text, SVG: base + "." + formatSVG,
+		page.Figures = append(page.Figures, figureData{Name: base, Title: fig.Title.Text, SVG: base + "." + formatSVG, Note: note,
 			Src: template.HTMLAttr(`src="data:image/png;base64,` + base64.StdEncoding.EncodeToString(b) + `"`), W: widthPx, H: heightPx})
 	}
 	var buf bytes.Buffer
@@ -107,27 +119,57 @@ func xValue(v string) (x float64, unit string, ok bool) {
 // each combination of the other keys (and the variant), the mean across
 // seeds with its 95% confidence interval (Student's t). A TCP flow's
 // throughput against a loss rate gets the Mathis model beside it.
-func sweepFigure(res *SweepResult, col string) (*plot.Plot, bool) {
-	var label string
+//
+// Runs without a value of col (a flow that did not complete has no
+// completion time) are left out, and note says how many; a figure left
+// with at most one point where the sweep has several values of its key
+// is not drawn (ok false), and note says why, for the page.
+func sweepFigure(res *SweepResult, col string) (p *plot.Plot, note string, ok bool) {
+	var label, absent string
 	var scale float64
+	var count bool
 	for _, f := range sweepFigureSuffixes {
 		if strings.HasSuffix(col, f.suffix) && strings.HasPrefix(col, "flows.") {
-			label, scale = f.label, f.scale
+			label, scale, count, absent = f.label, f.scale, f.count, f.absent
 		}
 	}
 	if label == "" || len(res.Axes) == 0 {
-		return nil, false
+		return nil, "", false
 	}
 	xa := res.Axes[0]
 	xs, unit, numeric := xPositions(xa.Values)
 	flow := strings.TrimPrefix(col, "flows.")
 	flow = flow[:strings.Index(flow, ".")]
 	ordered := sweepLines(res, col, flow, scale)
-	if len(ordered) == 0 {
-		return nil, false
+	have, of, points := 0, 0, 0
+	for _, r := range res.Results {
+		if _, ok := r.Figures[col]; ok {
+			have++
+		}
+		if hasFlow(r.Figures, flow) {
+			of++
+		}
+	}
+	for _, l := range ordered {
+		points += len(l.byX)
+	}
+	if have < of {
+		note = fmt.Sprintf("%d of the %d runs with flow %s have no %s", of-have, of, flow, label)
+		if absent != "" {
+			note += ": " + absent
+		}
+	}
+	if points == 0 || points == 1 && len(xa.Values) > 1 {
+		if note == "" {
+			note = fmt.Sprintf("no run has a %s of flow %s", label, flow)
+		}
+		return nil, fmt.Sprintf("Not drawn: %s against %s, %d point(s) to draw; %s.", label, xa.Key, points, note), false
+	}
+	if note != "" {
+		note = "Drawn from the " + strconv.Itoa(have) + " runs that have it; " + note + "."
 	}
 
-	p := plot.New()
+	p = plot.New()
 	p.Title.Text = fmt.Sprintf("%s: %s against %s (mean and 95%% CI over %d seed(s))", flow, label, xa.Key, len(res.Seeds))
 	p.X.Label.Text = xa.Key
 	if unit != "" {
@@ -175,9 +217,20 @@ func sweepFigure(res *SweepResult, col string) (*plot.Plot, bool) {
 	}
 	// Confidence intervals of few seeds reach below zero; the figures do not.
 	p.Y.Min = 0
+	p.Y.Tick.Marker = niceTicks{n: sweepYTicks, integer: count}
 	p.Legend.Top = true
 	p.Legend.Left = false
-	return p, true
+	return p, note, true
+}
+
+// hasFlow reports whether a run's figures have any of flow's.
+func hasFlow(figures map[string]float64, flow string) bool {
+	for k := range figures {
+		if strings.HasPrefix(k, "flows."+flow+".") {
+			return true
+		}
+	}
+	return false
 }
 
 // xPositions places the first key's values on the x axis: at their
@@ -291,6 +344,8 @@ type sweepPage struct {
 	Res     *SweepResult
 	Version string
 	Figures []figureData
+	// Omitted say which figures were not drawn, and why.
+	Omitted []string
 }
 
 var sweepTemplate = template.Must(template.New("sweep").Parse(`<!DOCTYPE html>
@@ -326,9 +381,10 @@ figcaption { font-size: 0.9em; color: #555; margin-top: 4px; }
 <p class="meta">Each point is the mean across seeds, its bar the 95% confidence interval of that mean (Student's t).</p>
 {{range .Figures}}<figure id="fig-{{.Name}}">
 <img {{.Src}} width="{{.W}}" height="{{.H}}" alt="{{.Title}}">
-<figcaption>{{.Title}} (<a href="{{.SVG}}">{{.SVG}}</a>)</figcaption>
+<figcaption>{{.Title}} (<a href="{{.SVG}}">{{.SVG}}</a>){{with .Note}} {{.}}{{end}}</figcaption>
 </figure>
 {{else}}<p>No figure to draw.</p>
+{{end}}{{range .Omitted}}<p class="meta omitted">{{.}}</p>
 {{end}}
 </body>
 </html>

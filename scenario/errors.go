@@ -195,17 +195,47 @@ func elsewhere(path, key string) string {
 	return best
 }
 
+// Suggest returns the option closest to word, as the scenario's own "did
+// you mean" picks it (suggest), or "" when none is close: for the command
+// line's commands, flags and values.
+func Suggest(word string, options []string) string { return suggest(word, options) }
+
 // suggest returns the option closest to word by edit distance, if it is at
 // most 2 edits away and fewer edits than word has characters (so that "x"
-// is not "corrected" to "p"). Ties go to the option listed first.
+// is not "corrected" to "p"). Ties go to an option word is short of
+// letters of (a letter left out, the commonest slip: sed is seed rather
+// than set), then to the option listed first.
 func suggest(word string, options []string) string {
-	best, bestDist := "", 3
+	best, bestDist, bestShort := "", 3, false
+	lower := strings.ToLower(word)
 	for _, o := range options {
-		if d := editDistance(strings.ToLower(word), o); d < bestDist && d < len([]rune(word)) {
-			best, bestDist = o, d
+		d := editDistance(lower, o)
+		if d >= len([]rune(word)) {
+			continue
+		}
+		short := subsequence(lower, o)
+		if d < bestDist || d == bestDist && short && !bestShort {
+			best, bestDist, bestShort = o, d, short
 		}
 	}
 	return best
+}
+
+// subsequence reports whether a's runes are in b in order, b having
+// others between them.
+func subsequence(a, b string) bool {
+	rb := []rune(b)
+	i := 0
+	for _, r := range a {
+		for i < len(rb) && rb[i] != r {
+			i++
+		}
+		if i == len(rb) {
+			return false
+		}
+		i++
+	}
+	return true
 }
 
 // editDistance is the Levenshtein distance between a and b, in runes.

@@ -357,6 +357,17 @@ func (s *Scenario) With(sets ...string) (*Scenario, error) {
 		return nil, err
 	}
 	p, err := Parse(s.file, y, Options{Sets: sets, setsNameNoFiles: true})
+	var es Errors
+	if errors.As(err, &es) {
+		// A change's own keys are named as the change named them
+		// ("link.loss: 150% is out of range"): they came from netjam
+		// ctl or the API, not from a --set of the command line.
+		for _, e := range es {
+			if e.Origin == originSet {
+				e.Origin = ""
+			}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -268,3 +268,36 @@ func TestWithReadsNoFiles(t *testing.T) {
 		t.Errorf("a change next to the timeline's trace: %v", err)
 	}
 }
+
+// TestWithNamesTheKey: a change's error names its key as the change gave
+// it, not as a --set of the command line (it came from netjam ctl or the
+// API).
+func TestWithNamesTheKey(t *testing.T) {
+	p, err := Parse("x.yaml", []byte("name: x\nlink: {rate: 10Mbps}\n"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Runs[0].With("link.uplink.rate=2Mpbs")
+	if want := `link.uplink.rate: "2Mpbs" is not a rate (examples: 10Mbps, 1.5Gbps, 500kbps)`; err == nil || err.Error() != want {
+		t.Errorf("With: %v, want %s", err, want)
+	}
+}
+
+// TestSuggestExported: the nearest option; between two as near, the one the word
+// left a letter out of.
+func TestSuggestExported(t *testing.T) {
+	for _, c := range []struct {
+		word    string
+		options []string
+		want    string
+	}{
+		{"sed", []string{"set", "seed"}, "seed"},
+		{"rn", []string{"run", "shell"}, "run"},
+		{"x", []string{"p"}, ""},
+		{"lossy", []string{"loss", "delay"}, "loss"},
+	} {
+		if got := Suggest(c.word, c.options); got != c.want {
+			t.Errorf("Suggest(%q, %q) = %q, want %q", c.word, c.options, got, c.want)
+		}
+	}
+}

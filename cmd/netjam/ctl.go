@@ -330,6 +330,12 @@ command).
                           its JSON (a sample each interval, each change, the end)
    stop                   end the run as Ctrl-C would
 
+What it prints is for a person: set and reset a line per setting changed
+in a direction (uplink rate 10Mbps → 2Mbps at 4.12 s), status and get a
+table; -o json (or --json) prints the API's answer instead, for a
+program. A bad key or value, or a link or flow the run has not, exits 2
+(as run --set's); an endpoint not reached, or a run that ended, 1.
+
 Examples:
    netjam run my.yaml --control unix:/tmp/nj.sock &
    netjam ctl --control unix:/tmp/nj.sock set link.uplink.loss=100%   # an outage
@@ -339,6 +345,7 @@ Examples:
    netjam ctl --control unix:/tmp/nj.sock reset
    netjam ctl --control unix:/tmp/nj.sock reset --flow bulk   # its connection ends with a RST both ways
    netjam ctl --control unix:/tmp/nj.sock status
+   netjam ctl --control unix:/tmp/nj.sock get -o json
    netjam run my.yaml --control 127.0.0.1:8080 --out results/mine &
    netjam ctl --control 127.0.0.1:8080 --control-token results/mine/control.token status
    sudo netjam shell --control unix -- sh -c 'netjam ctl set link.loss=100%; ./my-test'`,
@@ -348,6 +355,8 @@ Examples:
 			&cli.StringFlag{Name: "at", Usage: "schedule: the `TIME` of the run (from its start) the change applies at, such as 5s"},
 			&cli.StringFlag{Name: "flow", Usage: "reset: the `NAME` of the TCP flow whose connection ends with a RST both ways (instead of the keys going back)"},
 			&cli.StringFlag{Name: "for", Usage: "set: put the keys back to their values before after this `DURATION` (an outage: set --for 5s link.loss=100%)"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "`FORMAT`: text (a line per change, a table for status and get) or json (the API's answer)"},
+			&cli.BoolFlag{Name: "json", Usage: "print the API's answer, JSON (-o json)"},
 		},
 		OnUsageError: usageError,
 		Action:       doCtl,
@@ -379,6 +388,10 @@ func doCtl(c *cli.Context) error {
 		return cli.Exit("ctl: what to do? "+ctlVerbs, exitBadUsage)
 	}
 	verb := c.Args().First()
+	asJSON, err := ctlOutputJSON(c.Bool("json"), c.String("output"))
+	if err != nil {
+		return cli.Exit("ctl: "+err.Error(), exitBadUsage)
+	}
 	method, path, body, err := ctlRequest(c, verb)
 	if err != nil {
 		return err
@@ -396,11 +409,21 @@ func doCtl(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("ctl: %s: %v", addr, err), exitFailed)
 	}
-	if code != http.StatusOK {
+	switch code {
+	case http.StatusOK:
+	case http.StatusBadRequest, http.StatusNotFound:
+		// A bad key or value, a link or flow the run has not: bad usage,
+		// as run --set's.
+		return cli.Exit(fmt.Sprintf("ctl %s: %s", verb, apiError(out)), exitBadUsage)
+	default:
 		return cli.Exit(fmt.Sprintf("ctl %s: %s%s", verb, apiError(out), tokenHint(code, token)), exitFailed)
+	}
+	if !asJSON {
+		return printCtl(c.App.Writer, verb, out, bytes.Contains(body, []byte(`"for":`)))
 	}
 	var pretty bytes.Buffer
 	if json.Indent(&pretty, out, "", "  ") == nil {
+		pretty.WriteByte('\n')
 		out = pretty.Bytes()
 	}
 	c.App.Writer.Write(out)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -44,7 +45,7 @@ flows: [{name: probe, type: udp, interval: 5ms, count: 600}]
 		code, _, _ := ctl("status")
 		return code == exitOK
 	})
-	code, stdout, stderrCtl := ctl("status")
+	code, stdout, stderrCtl := ctl("status", "-o", "json")
 	var st struct {
 		Scenario string  `json:"scenario"`
 		ElapsedS float64 `json:"elapsed_s"`
@@ -53,10 +54,18 @@ flows: [{name: probe, type: udp, interval: 5ms, count: 600}]
 	if err := json.Unmarshal([]byte(stdout), &st); err != nil || code != exitOK || st.Scenario != "live" || len(st.Flows) != 1 {
 		t.Fatalf("ctl status: exit %d, %v\n%s%s", code, err, stdout, stderrCtl)
 	}
-	if code, _, stderrCtl = ctl("set", "link.uplink.loss=150%"); code != exitFailed || !strings.Contains(stderrCtl, "link.uplink.loss: 150% is out of range") {
+	// A bad value is bad usage, as run --set's, and named by its key.
+	if code, _, stderrCtl = ctl("set", "link.uplink.loss=150%"); code != exitBadUsage || !strings.Contains(stderrCtl, "ctl set: link.uplink.loss: 150% is out of range") {
 		t.Errorf("ctl set of a bad value: exit %d\n%s", code, stderrCtl)
 	}
-	if code, stdout, stderrCtl = ctl("set", "link.uplink.loss=100%"); code != exitOK || !strings.Contains(stdout, `"loss_ratio": 1`) {
+	// The table of the run now, a row for each flow and direction.
+	if code, stdout, stderrCtl = ctl("status"); code != exitOK || !strings.HasPrefix(stdout, "live: ") ||
+		!strings.Contains(stdout, "\nprobe  udp ") || !strings.Contains(stdout, "\nuplink    delay 5ms ") {
+		t.Errorf("ctl status: exit %d\n%s%s", code, stdout, stderrCtl)
+	}
+	// One line for the one setting changed.
+	if code, stdout, stderrCtl = ctl("set", "link.uplink.loss=100%"); code != exitOK ||
+		!regexp.MustCompile(`^uplink loss 0% → 100% at [0-9.]+ s\n$`).MatchString(stdout) {
 		t.Fatalf("ctl set: exit %d\n%s%s", code, stdout, stderrCtl)
 	}
 	// The metrics, as Prometheus scrapes them: well-formed (promtool),
@@ -196,23 +205,24 @@ flows: [{name: probe, type: udp, interval: 5ms, duration: 6s}]
 		t.Errorf("ctl schedule without --at: exit %d\n%s", code, stderrCtl)
 	}
 	// A second ahead of the run, however late this test got here.
-	_, stdout, _ := ctl("status")
+	_, stdout, _ := ctl("status", "--json")
 	var st struct {
 		ElapsedS float64 `json:"elapsed_s"`
 	}
 	json.Unmarshal([]byte(stdout), &st)
 	at := math.Ceil(st.ElapsedS) + 1
-	if code, stdout, stderrCtl := ctl("schedule", "--at", fmt.Sprintf("%gs", at), "link.uplink.loss=100%"); code != exitOK || !strings.Contains(stdout, fmt.Sprintf(`"at_s": %g`, at)) {
+	if code, stdout, stderrCtl := ctl("schedule", "--at", fmt.Sprintf("%gs", at), "link.uplink.loss=100%"); code != exitOK || !strings.Contains(stdout, fmt.Sprintf("\n%g s  ", at)) {
 		t.Fatalf("ctl schedule: exit %d\n%s%s", code, stdout, stderrCtl)
 	}
 	waitFor(t, "the scheduled change", func() bool {
-		_, stdout, _ := ctl("get")
+		_, stdout, _ := ctl("get", "-o", "json")
 		return strings.Contains(stdout, `"loss_ratio": 1,`)
 	})
-	if code, stdout, stderrCtl := ctl("reset"); code != exitOK || strings.Contains(stdout, `"loss_ratio": 1,`) {
+	if code, stdout, stderrCtl := ctl("reset"); code != exitOK || !regexp.MustCompile(`^uplink loss 100% → 0% at [0-9.]+ s\n$`).MatchString(stdout) {
 		t.Errorf("ctl reset: exit %d\n%s%s", code, stdout, stderrCtl)
 	}
-	if code, stdout, stderrCtl := ctl("set", "--for", "300ms", "link.downlink.loss=100%"); code != exitOK || !strings.Contains(stdout, `"loss_ratio": 1,`) {
+	if code, stdout, stderrCtl := ctl("set", "--for", "300ms", "link.downlink.loss=100%"); code != exitOK ||
+		!regexp.MustCompile(`^downlink loss 0% → 100% at [0-9.]+ s until [0-9.]+ s\n$`).MatchString(stdout) {
 		t.Errorf("ctl set --for: exit %d\n%s%s", code, stdout, stderrCtl)
 	}
 	if err := run.Wait(); err != nil {
@@ -374,22 +384,28 @@ flows: [{name: bulk, type: tcp, duration: 4s}]
 `)
 	out, run, ctl := filepath.Join(r.dir, "out"), r.run, r.ctl
 	waitFor(t, "the flow to run", func() bool {
-		_, stdout, _ := ctl("status")
+		_, stdout, _ := ctl("status", "-o", "json")
 		return strings.Contains(stdout, `"bytes_received"`) && !strings.Contains(stdout, `"bytes_received": 0`)
 	})
-	if code, stdout, stderr := ctl("get", "uplink"); code != exitOK || !strings.Contains(stdout, `"name": "uplink"`) {
+	if code, stdout, stderr := ctl("get", "uplink"); code != exitOK || !strings.HasPrefix(stdout, "LINK ") || !strings.Contains(stdout, "\nuplink  rate 20Mbps, queue droptail 1000p, delay 5ms ") {
 		t.Errorf("ctl get uplink: exit %d\n%s%s", code, stdout, stderr)
 	}
-	if code, _, stderr := ctl("get", "sideways"); code != exitFailed || !strings.Contains(stderr, `no link "sideways"`) {
+	if code, stdout, stderr := ctl("get", "uplink", "-o", "json"); code != exitOK || !strings.Contains(stdout, `"name": "uplink"`) {
+		t.Errorf("ctl get uplink -o json: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, _, stderr := ctl("get", "-o", "yaml"); code != exitBadUsage || !strings.Contains(stderr, "-o yaml: not an output format (text or json)") {
+		t.Errorf("ctl get -o yaml: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := ctl("get", "sideways"); code != exitBadUsage || !strings.Contains(stderr, `no link "sideways"`) {
 		t.Errorf("ctl get sideways: exit %d %s", code, stderr)
 	}
 	if code, _, stderr := ctl("reset", "--flow="); code != exitBadUsage || !strings.Contains(stderr, "--flow NAME") {
 		t.Errorf("ctl reset --flow without a name: exit %d %s", code, stderr)
 	}
-	if code, _, stderr := ctl("reset", "--flow", "nope"); code != exitFailed || !strings.Contains(stderr, `no flow "nope"`) {
+	if code, _, stderr := ctl("reset", "--flow", "nope"); code != exitBadUsage || !strings.Contains(stderr, `no flow "nope"`) {
 		t.Errorf("ctl reset --flow nope: exit %d %s", code, stderr)
 	}
-	if code, stdout, stderr := ctl("reset", "--flow", "bulk"); code != exitOK || !strings.Contains(stdout, `"reset_at_s"`) {
+	if code, stdout, stderr := ctl("reset", "--flow", "bulk"); code != exitOK || !strings.HasPrefix(stdout, "flow bulk: its connection reset at ") {
 		t.Errorf("ctl reset --flow bulk: exit %d\n%s%s", code, stdout, stderr)
 	}
 	if err := run.Wait(); err != nil {

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"golang.org/x/mod/modfile"
 )
 
 // The README and docs/ quote netjam's output. Each quote is a fenced block
@@ -39,8 +42,13 @@ var (
 	numberWord = regexp.MustCompile(`^[-+(]?[0-9][0-9.,/%]*[)%:]?$`)
 )
 
-// outPlaceholder stands for a run's output folder in a quote.
+// outPlaceholder stands for the default run's output folder in a quote;
+// another scenario's is named after it (outFolder).
 const outPlaceholder = "results/tcp-vs-udp-loss-YYYYmmdd-HHMMSS"
+
+// outFolder stands for the output folder of a run of scenario name in a
+// quote, as netjam names it by default (emulator.DefaultOutDir).
+func outFolder(name string) string { return "results/" + name + "-YYYYmmdd-HHMMSS" }
 
 // virtualRun tells the samples that are runs on the virtual clock:
 // TestVirtualDocSamples checks those, TestDocSamples the others.
@@ -158,6 +166,10 @@ func checkDocSamples(t *testing.T, pick func(args []string) bool) string {
 			case update && got != quoted:
 				lines = append(lines[:i+2], append(strings.Split(got, "\n"), lines[end:]...)...)
 				changed = true
+			case virtualRun(args) && mode != "exact":
+				// A run on the virtual clock is the same from one seed
+				// each time, to the byte: its quote is checked whole.
+				t.Errorf("%s:%d: %s is a run on the virtual clock: mark its quote exact", doc, i+1, lines[i])
 			case !update && mode == "exact" && got != quoted:
 				t.Errorf("%s:%d: the quote of %s differs from what netjam gives now (NETJAM_UPDATE_DOCS=1 regenerates it):\n--- quoted\n%s\n--- now\n%s", doc, i+1, lines[i], quoted, got)
 			case !update && mode == "shape":
@@ -178,7 +190,8 @@ func checkDocSamples(t *testing.T, pick func(args []string) bool) string {
 
 // sampleOutput runs netjam with args and returns what it wrote on stream,
 // without its last newline. A run writes into a folder of the test's,
-// named in the output as outPlaceholder; with update, the default run's
+// named in the output as netjam names a run's folder by default
+// (outFolder); with update, the default run's
 // throughput plot becomes docs/throughput.png.
 func sampleOutput(t *testing.T, root, stream string, args []string, update bool) string {
 	t.Helper()
@@ -196,8 +209,18 @@ func sampleOutput(t *testing.T, root, stream string, args []string, update bool)
 	if stream == "stderr" {
 		got = stderr.String()
 	}
+	if out != "" && strings.Contains(got, out) {
+		var sum struct{ Scenario string }
+		b, err := os.ReadFile(filepath.Join(out, "summary.json"))
+		if err == nil {
+			err = json.Unmarshal(b, &sum)
+		}
+		if err != nil || sum.Scenario == "" {
+			t.Fatalf("netjam %s: summary.json: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		}
+		got = strings.ReplaceAll(got, out, outFolder(sum.Scenario))
+	}
 	if out != "" {
-		got = strings.ReplaceAll(got, out, outPlaceholder)
 		if update && len(args) == 3 { // the default run, as the README has it
 			png, err := os.ReadFile(filepath.Join(out, "throughput.png"))
 			if err != nil {
@@ -252,6 +275,56 @@ func TestSameShape(t *testing.T) {
 	} {
 		if err := sameShape(a, tc.b); (err == nil) != tc.ok {
 			t.Errorf("sameShape(%q, %q) = %v, want ok %v", a, tc.b, err, tc.ok)
+		}
+	}
+}
+
+// TestGoVersionAgrees: the README's "Try it" asks for the Go go.mod's go
+// line asks for (Go 1.26.0 to 1.26.2 with GOTOOLCHAIN=local refused to
+// build a go.mod of go 1.26.3 that the README said Go 1.26 would).
+func TestGoVersionAgrees(t *testing.T) {
+	root := filepath.Join("..", "..")
+	b, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf, err := modfile.ParseLax("go.mod", b, nil)
+	if err != nil || mf.Go == nil {
+		t.Fatalf("go.mod: %v", err)
+	}
+	readme, _ := os.ReadFile(filepath.Join(root, "README.md"))
+	if want := "(Go " + mf.Go.Version + " or newer, as go.mod's `go` line says)"; !strings.Contains(string(readme), want) {
+		t.Errorf("README.md does not say %q", want)
+	}
+}
+
+// TestTimelineExampleIsTheConfig: docs/timeline.md's first example is
+// configs/link-changes.yaml's timeline, entry for entry (the file once
+// lacked the example's reset).
+func TestTimelineExampleIsTheConfig(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/timeline.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := os.ReadFile("../../configs/link-changes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, _ := strings.Cut(string(doc), "```yaml\n")
+	block, _, _ = strings.Cut(block, "```")
+	var entries []string
+	for _, line := range strings.Split(block, "\n") {
+		if strings.HasPrefix(line, "  - {") {
+			entry, _, _ := strings.Cut(line, "#")
+			entries = append(entries, strings.TrimSpace(entry))
+		}
+	}
+	if len(entries) < 5 {
+		t.Fatalf("docs/timeline.md's example has %d entries:\n%s", len(entries), block)
+	}
+	for _, e := range entries {
+		if !strings.Contains(string(cfg), "\n  "+e+"\n") {
+			t.Errorf("configs/link-changes.yaml lacks the example's %s", e)
 		}
 	}
 }

@@ -11,9 +11,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/scenario"
 	"github.com/urfave/cli/v2"
 )
 
@@ -95,6 +98,12 @@ Examples:
 		OnUsageError:              usageError,
 		ExitErrHandler:            func(*cli.Context, error) {}, // run() maps errors to exit codes
 	}
+	// A flag misspelled gets the nearest of the flags where it was given
+	// (urfave/cli tells the handler no more than the flag's name).
+	app.OnUsageError = flagError("netjam", app.Flags, nil)
+	for _, cmd := range app.Commands {
+		cmd.OnUsageError = flagError("netjam "+cmd.Name, cmd.Flags, app.Flags)
+	}
 	return app
 }
 
@@ -107,19 +116,59 @@ func noCommand(c *cli.Context) error {
 		}
 		return cli.ShowAppHelp(c)
 	}
-	cli.HelpPrinter(c.App.ErrWriter, cli.AppHelpTemplate, c.App)
 	if c.NArg() == 0 {
+		cli.HelpPrinter(c.App.ErrWriter, cli.AppHelpTemplate, c.App)
 		return cli.Exit("no command given", exitBadUsage)
 	}
+	// A command mistyped gets one line, not the help before it (which
+	// pushed the line that says what went wrong off the screen).
 	var names []string
 	for _, cmd := range c.App.VisibleCommands() {
 		names = append(names, cmd.Name)
 	}
-	return cli.Exit(fmt.Sprintf("%q is not a command (the commands are %s)", c.Args().First(), strings.Join(names, ", ")), exitBadUsage)
+	given := c.Args().First()
+	msg := fmt.Sprintf("%q is not a command", given)
+	if s := scenario.Suggest(given, names); s != "" {
+		msg += fmt.Sprintf("; did you mean %q?", s)
+	}
+	return cli.Exit(fmt.Sprintf("%s (the commands are %s; netjam --help says more)", msg, strings.Join(names, ", ")), exitBadUsage)
 }
 
 func usageError(_ *cli.Context, err error, _ bool) error {
 	return cli.Exit(err.Error(), exitBadUsage)
+}
+
+// undefinedFlag is the flag package's error for a flag it does not know.
+var undefinedFlag = regexp.MustCompile(`^flag provided but not defined: -+(.+)$`)
+
+// flagError is the usage error handler of where, which takes flags (and
+// global ones, given after the command): a flag it does not know is named
+// as given, with the nearest of them (--sed: did you mean --seed?).
+func flagError(where string, flags, global []cli.Flag) cli.OnUsageErrorFunc {
+	return func(c *cli.Context, err error, sub bool) error {
+		m := undefinedFlag.FindStringSubmatch(err.Error())
+		if m == nil {
+			return usageError(c, err, sub)
+		}
+		var names []string
+		for _, f := range append(slices.Clone(flags), global...) {
+			names = append(names, f.Names()...)
+		}
+		names = append(names, "help")
+		msg := fmt.Sprintf("%s: not a flag of %s", dashes(m[1]), where)
+		if s := scenario.Suggest(m[1], names); s != "" {
+			msg += fmt.Sprintf("; did you mean %s?", dashes(s))
+		}
+		return cli.Exit(msg+" ("+where+" --help lists them)", exitBadUsage)
+	}
+}
+
+// dashes is a flag's name as typed: -o, --seed.
+func dashes(name string) string {
+	if len([]rune(name)) == 1 {
+		return "-" + name
+	}
+	return "--" + name
 }
 
 // flagsFirst lets flags follow the arguments, as people type them

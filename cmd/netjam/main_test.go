@@ -83,7 +83,7 @@ func TestExitCodesAndMessages(t *testing.T) {
 		want []string // in stderr
 	}{
 		{nil, 2, []string{"USAGE:", "netjam: no command given"}},
-		{[]string{"frobnicate"}, 2, []string{"USAGE:", `netjam: "frobnicate" is not a command (the commands are run, shell, sweep, merge, ctl, validate, plot, version)`}},
+		{[]string{"frobnicate"}, 2, []string{`netjam: "frobnicate" is not a command (the commands are run, shell, sweep, merge, ctl, validate, plot, version; netjam --help says more)`}},
 		{[]string{"--log-level", "debug", "frobnicate", "x"}, 2, []string{`"frobnicate" is not a command`}},
 		{[]string{"run", "--duration", "5"}, 2, []string{`netjam: --duration: "5" is not a duration (missing unit; examples: 50ms, 250us, 1.5s)`}},
 		{[]string{"run", "--duration", "48h", "--out", dir}, 2, []string{`--duration: 48h0m0s is out of range (expected more than 0s, up to 24h)`}},
@@ -423,4 +423,27 @@ func waitForRunStart(t *testing.T, out string) {
 		b, _ := os.ReadFile(filepath.Join(out, "netjam.log"))
 		return strings.Contains(string(b), "run start")
 	})
+}
+
+// TestDidYouMean: a command or flag mistyped gets one line naming the
+// nearest one, as the scenario's keys do, and no help before it.
+func TestDidYouMean(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rn"}, `netjam: "rn" is not a command; did you mean "run"? (the commands are `},
+		{[]string{"valdate", "x.yaml"}, `netjam: "valdate" is not a command; did you mean "validate"?`},
+		{[]string{"run", "--sed", "3"}, "netjam: --sed: not a flag of netjam run; did you mean --seed? (netjam run --help lists them)\n"},
+		{[]string{"run", "x.yaml", "--durtion", "5s"}, "netjam: --durtion: not a flag of netjam run; did you mean --duration?"},
+		{[]string{"--lg-level", "debug", "run"}, "netjam: --lg-level: not a flag of netjam; did you mean --log-level?"},
+		{[]string{"run", "--log-levl", "debug"}, "netjam: --log-levl: not a flag of netjam run; did you mean --log-level?"},
+		{[]string{"ctl", "--contrl", "unix:x", "status"}, "netjam: --contrl: not a flag of netjam ctl; did you mean --control?"},
+		{[]string{"run", "-x"}, "netjam: -x: not a flag of netjam run (netjam run --help lists them)\n"},
+	} {
+		code, _, errOut := netjam(t, tc.args...)
+		if code != exitBadUsage || !strings.Contains(errOut, tc.want) || strings.Contains(errOut, "USAGE:") || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("netjam %q: exit %d, want 2 and one line with %q:\n%s", tc.args, code, tc.want, errOut)
+		}
+	}
 }

@@ -22,6 +22,7 @@
     { id: "delay", title: "one-way delay of the UDP flows (mean per sample interval)", y: "one-way delay (ms)",
       curves: [{ kind: "delay_ms", scale: 1 }] },
     { id: "loss", title: "loss of the UDP flows (per sample interval)", y: "loss (%)",
+      note: "loss: of the datagrams whose fate a flow learned in the interval (arrived, or found lost), the share found lost, 0 to 100%",
       curves: [{ kind: "loss_ratio", scale: 100 }] },
     { id: "rtt", title: "smoothed RTT of the TCP flows (sender's srtt)", y: "smoothed RTT (ms)",
       curves: [{ kind: "srtt_ms", scale: 1 }] },
@@ -39,7 +40,7 @@
     status: null, // GET /v1/status
     series: new Map(), // kind -> Map(name -> [[t, v], ...])
     lastT: -1,
-    marks: [], // change times
+    marks: [], // changes applied: { t: time, keys: their keys joined }
     changes: [], // change events' entries, for the timeline
     last: new Map(), // "kind|name" -> the last sample's value
     ended: false,
@@ -129,20 +130,62 @@
 
   // ---- the plots ----
 
-  function addRow(t, kind, name, value) {
+  // addRow adds a sample's row at time t; prevT is the time of the
+  // sample before it. A series that had no row then (a UDP flow's delay
+  // while nothing arrived) gets a gap, [t, NaN], which the plot leaves
+  // blank rather than draw a straight line across.
+  function addRow(t, kind, name, value, prevT) {
     let byName = st.series.get(kind);
     if (!byName) st.series.set(kind, (byName = new Map()));
     let pts = byName.get(name);
     if (!pts) byName.set(name, (pts = []));
+    if (pts.length && prevT >= 0 && pts[pts.length - 1][0] < prevT - 1e-9) pts.push([t, NaN]);
     pts.push([t, value]);
     if (pts.length > maxPoints) {
-      // Keep every other point of the older half: bounded memory, the
-      // recent past at full resolution.
+      // Keep every other point of the older half, and its gaps: bounded
+      // memory, the recent past at full resolution.
       const half = pts.length >> 1;
-      const thinned = pts.slice(0, half).filter((_, i) => i % 2 === 0);
+      const thinned = pts.slice(0, half).filter((q, i) => i % 2 === 0 || Number.isNaN(q[1]));
       byName.set(name, thinned.concat(pts.slice(half)));
     }
     st.last.set(kind + "|" + name, value);
+  }
+
+  // segments splits a series at its gaps.
+  function segments(pts) {
+    const out = [[]];
+    for (const q of pts) {
+      if (Number.isNaN(q[1])) {
+        if (out[out.length - 1].length) out.push([]);
+      } else {
+        out[out.length - 1].push(q);
+      }
+    }
+    return out.filter((seg) => seg.length);
+  }
+
+  // rampStep is the longest step between two changes of a ramp (a
+  // timeline's ramp changes its keys in equal steps of at most 10 ms).
+  const rampStep = 0.0105;
+
+  // bands groups the changes into single marks and ramps: three or more
+  // changes of the same keys, each within rampStep of the one before,
+  // are a ramp, drawn as one band from its first to its last (a ramp of
+  // 2 s is 200 changes).
+  function bands(marks) {
+    const out = [];
+    let i = 0;
+    while (i < marks.length) {
+      let j = i;
+      while (j + 1 < marks.length && marks[j + 1].keys === marks[i].keys && marks[j + 1].t - marks[j].t <= rampStep) j++;
+      if (j - i >= 2) {
+        out.push({ from: marks[i].t, to: marks[j].t });
+      } else {
+        for (let k = i; k <= j; k++) out.push({ from: marks[k].t, to: marks[k].t });
+      }
+      i = j + 1;
+    }
+    return out;
   }
 
   // niceStep is the report's: 1, 2, 2.5 or 5 times a power of ten.
@@ -214,7 +257,7 @@
     const svg = fig.querySelector("svg");
     const L = 56, R = 548, T = 10, B = 256;
     let ymax = 0;
-    for (const c of curves) for (const q of c.pts) ymax = Math.max(ymax, q[1] * c.scale);
+    for (const c of curves) for (const q of c.pts) if (!Number.isNaN(q[1])) ymax = Math.max(ymax, q[1] * c.scale);
     const yt = ticks(ymax > 0 ? ymax * 1.05 : 1, 5);
     const ytop = yt.ticks[yt.ticks.length - 1];
     const xt = ticks(xmax, 8);
@@ -230,7 +273,18 @@
       svg.append(el("line", { class: "grid", x1: X(t), x2: X(t), y1: T, y2: B }));
       svg.append(el("text", { x: X(t), y: B + 14, "text-anchor": "middle" }, num(t)));
     }
-    for (const t of st.marks) svg.append(el("line", { class: "mark", x1: X(t), x2: X(t), y1: T, y2: B }));
+    const defs = el("defs", {});
+    const hatch = el("pattern", { id: "hatch-" + p.id, patternUnits: "userSpaceOnUse", width: 6, height: 6, patternTransform: "rotate(45)" });
+    hatch.append(el("rect", { width: 6, height: 6, class: "ramp-fill" }), el("line", { x1: 0, y1: 0, x2: 0, y2: 6, class: "ramp-hatch" }));
+    defs.append(hatch);
+    svg.append(defs);
+    for (const b of bands(st.marks)) {
+      if (b.to > b.from) {
+        svg.append(el("rect", { class: "ramp", x: X(b.from), y: T, width: Math.max(X(b.to) - X(b.from), 1), height: B - T, fill: `url(#hatch-${p.id})` }));
+      } else {
+        svg.append(el("line", { class: "mark", x1: X(b.from), x2: X(b.from), y1: T, y2: B }));
+      }
+    }
     for (const pc of (st.status && st.status.pending) || []) {
       svg.append(el("line", { class: "pending", x1: X(pc.at_s), x2: X(pc.at_s), y1: T, y2: B }));
     }
@@ -242,16 +296,24 @@
     legend.replaceChildren();
     curves.forEach((c, i) => {
       const color = palette[i % palette.length];
-      const attrs = { class: "series", "data-name": c.label, stroke: color,
-        points: c.pts.map((q) => X(q[0]).toFixed(1) + "," + Y(q[1] * c.scale).toFixed(1)).join(" ") };
-      if (c.dash) attrs["stroke-dasharray"] = c.dash;
-      svg.append(el("polyline", attrs));
+      for (const seg of segments(c.pts)) {
+        const attrs = { class: "series", "data-name": c.label, stroke: color,
+          points: seg.map((q) => X(q[0]).toFixed(1) + "," + Y(q[1] * c.scale).toFixed(1)).join(" ") };
+        if (c.dash) attrs["stroke-dasharray"] = c.dash;
+        svg.append(el("polyline", attrs));
+      }
       const item = document.createElement("span");
       const swatch = document.createElement("i");
       swatch.style.background = color;
       item.append(swatch, c.label);
       legend.append(item);
     });
+    if (p.note) {
+      const note = document.createElement("p");
+      note.className = "note";
+      note.textContent = p.note;
+      legend.append(note);
+    }
   }
 
   function queueDraw() {
@@ -335,7 +397,7 @@
           if (r.ok) {
             err.textContent = "";
             input.value = "";
-            showLinks(r.data);
+            showLinks(r.data.links);
           } else {
             err.textContent = r.data.error;
           }
@@ -426,7 +488,7 @@
   async function pathAction(method, path, body) {
     const r = await api(method, path, body);
     $("path-err").textContent = r.ok ? "" : r.data.error;
-    if (r.ok && Array.isArray(r.data)) showLinks(r.data);
+    if (r.ok && r.data && Array.isArray(r.data.links)) showLinks(r.data.links);
     return r;
   }
 
@@ -468,13 +530,18 @@
       $("scenario").textContent = d.scenario + (d.variant ? " / " + d.variant : "");
       buildLinks(d.links);
       showLinks(d.links);
+      $("flow-reset-name").disabled = false;
+      $("flow-err").textContent = "";
+      showFlowChoices(d.flows);
+      $("flow-reset").disabled = !(d.flows || []).some((f) => f.type === "tcp");
       setState("running", "running");
       queueDraw();
     },
     sample(d) {
       if (d.time_s <= st.lastT) return; // seen before a reconnection
+      const prevT = st.lastT;
       st.lastT = d.time_s;
-      for (const r of d.rows) addRow(d.time_s, r.kind, r.name, r.value);
+      for (const r of d.rows) addRow(d.time_s, r.kind, r.name, r.value, prevT);
       if (st.status) {
         const left = Math.max(0, st.status.duration_s - d.time_s);
         setState("running", `running: ${num(d.time_s)} s of ${num(st.status.duration_s)} s` + (left ? "" : ", draining"));
@@ -484,7 +551,7 @@
     },
     change(d) {
       if (d.changes.length && st.changes.some((c) => c.time_s === d.time_s && c.key === d.changes[0].key)) return;
-      st.marks.push(d.time_s);
+      st.marks.push({ t: d.time_s, keys: d.changes.map((c) => c.key).join(" ") });
       st.changes.push(...d.changes);
       refresh();
     },
@@ -493,6 +560,9 @@
     },
     end() {
       st.ended = true;
+      // The flows stay listed, as they ended; none can be reset now.
+      $("flow-reset-name").disabled = $("flow-reset").disabled = true;
+      $("flow-err").textContent = "the run has ended";
       setState("ended", "the run has ended" + (st.finished ? "" : "; writing the results…"));
       queueDraw();
     },
