@@ -83,7 +83,7 @@ func TestExitCodesAndMessages(t *testing.T) {
 		want []string // in stderr
 	}{
 		{nil, 2, []string{"USAGE:", "netjam: no command given"}},
-		{[]string{"frobnicate"}, 2, []string{`netjam: "frobnicate" is not a command (the commands are run, shell, sweep, merge, ctl, validate, plot, version; netjam --help says more)`}},
+		{[]string{"frobnicate"}, 2, []string{`netjam: "frobnicate" is not a command (the commands are run, shell, sweep, merge, ctl, proxy, validate, plot, version; netjam --help says more)`}},
 		{[]string{"--log-level", "debug", "frobnicate", "x"}, 2, []string{`"frobnicate" is not a command`}},
 		{[]string{"run", "--duration", "5"}, 2, []string{`netjam: --duration: "5" is not a duration (missing unit; examples: 50ms, 250us, 1.5s)`}},
 		{[]string{"run", "--duration", "48h", "--out", dir}, 2, []string{`--duration: 48h0m0s is out of range (expected more than 0s, up to 24h)`}},
