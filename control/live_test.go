@@ -365,10 +365,12 @@ func TestScheduleAndReset(t *testing.T) {
 	for chg.Changes == nil || chg.Changes[0].Key != "link.uplink.loss" {
 		json.Unmarshal([]byte(next(t, ch, "change").data), &chg)
 	}
-	// Applied by a timer of the run's clock: at 1.5 s, and later only by
-	// the timer's own lateness, well under a sample interval.
-	if chg.TimeS < 1.5 || chg.TimeS > 1.6 {
-		t.Errorf("the scheduled change applied at %.4f s, want 1.5", chg.TimeS)
+	// Applied by a timer of the run's clock: never before 1.5 s, and
+	// later only by the timer's own lateness, which on the wall clock of a
+	// loaded machine reached 218 ms under the race detector; within the
+	// run, then. (The virtual clock's timeline tests have it exact.)
+	if chg.TimeS < 1.5 || chg.TimeS >= 3 {
+		t.Errorf("the scheduled change applied at %.4f s, want 1.5 (and before the run's end at 3 s)", chg.TimeS)
 	}
 	if code, b := tr.do(t, "POST", "/v1/reset", ""); code != 200 || !strings.Contains(string(b), `"delay_ms":5`) || strings.Contains(string(b), `"loss_ratio":1`) {
 		t.Errorf("POST /v1/reset: %d %s", code, b)
