@@ -375,7 +375,7 @@ func TestSetKeepsConnections(t *testing.T) {
 	for _, c := range []struct{ key, value, want string }{
 		{"uplink.queue", "{discipline: codel}", "netjam: Set uplink.queue: uplink: impair: the queue's discipline and its settings other than the limits cannot change while the direction runs"},
 		{"loss", "150%", "link.loss: 150% is out of range"},
-		{"mtu", "9000", "--set link.mtu: unknown key"},
+		{"mtu", "9000", "netjam: Set mtu: link.mtu: unknown key"},
 	} {
 		if err := p.Set(c.key, c.value); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Set(%s, %s): %v, want %q", c.key, c.value, err, c.want)
