@@ -417,9 +417,9 @@ func (p *Proxy) addToxic(body []byte) (*Toxic, error) {
 func (s *Server) check(t *Toxic, ts []*Toxic) error {
 	if _, err := s.base.With(pathSets(s.baseLink, ts)...); err != nil {
 		msg := err.Error()
-		// "--set link.downlink.loss.p: ..." is the toxic's "attributes.p: ...".
-		msg = strings.ReplaceAll(msg, "--set link."+t.dir.link()+"."+t.Type, "attributes")
+		// "link.downlink.loss.p: ..." is the toxic's "attributes.p: ...".
 		msg = strings.ReplaceAll(msg, "--set ", "")
+		msg = strings.ReplaceAll(msg, "link."+t.dir.link()+"."+t.Type, "attributes")
 		return errorf(400, "toxic %s: %s", t.Name, msg)
 	}
 	return nil
