@@ -16,6 +16,12 @@
 //   - the errors of a missing privilege (PrivilegeError), each naming
 //     what failed, what is needed and the ways to get it.
 //
+// All but the Device interface, TUNConfig and PrivilegeError is Linux's:
+// that code lives in _linux.go files, and on other systems (macOS,
+// Windows) the same names come from _other.go files and return one
+// error, a *NotLinuxError ("TUN mode needs Linux: ..."), as wireguard-go's
+// tun package does per platform (platform.go).
+//
 // It imports no gVisor and nothing of netjam but package netif, whose
 // GSO description, MTU bounds, address checks and TCPInfo it shares with
 // package stack (gVisor's hosts): the two do not import each other, and

@@ -8,12 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// KernelUDPConn is a kernel UDP socket that a flow measures with: its
-// receive buffer is large, and it counts what the kernel dropped at it.
-type KernelUDPConn struct {
-	*net.UDPConn
-}
-
 // kernelReceiveBuffer is what ListenKernelUDP asks for: seconds of a flow,
 // so that a loaded machine that reads late loses nothing the path
 // delivered. Without CAP_NET_ADMIN the kernel caps it at
