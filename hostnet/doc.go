@@ -1,9 +1,9 @@
 // Package hostnet is the machine's own networking, as netjam uses it:
 //
 //   - TUN devices: OpenTUN makes one (or attaches to a persistent one),
-//     configures it over netlink (netlink.go) and Close undoes exactly
+//     configures it over netlink (netlink_linux.go) and Close undoes exactly
 //     what it did; with offload, packets carry a virtio-net header and
-//     their GSO description (offload.go). The emulator sees a device
+//     their GSO description (offload_linux.go). The emulator sees a device
 //     only through the Device interface, which package hostnet/tuntest
 //     implements in memory for tests without root.
 //   - network namespaces (Netns), entered only on threads of their own

@@ -20,8 +20,8 @@ import (
 // kernel's addresses, MTU and routes on it. The device is made with
 // songgao/water and configured over netlink (vishvananda/netlink), never by
 // running ip(8). Whatever OpenTUN adds it remembers, and Close removes
-// exactly that. netlink.go configures the device and tears it down,
-// offload.go carries packets with their GSO description, privilege.go
+// exactly that. netlink_linux.go configures the device and tears it down,
+// offload_linux.go carries packets with their GSO description, privilege.go
 // says what a missing privilege needs.
 
 // TUN is an open TUN device: the kernel's end of TUN mode. Read returns
