@@ -6,22 +6,22 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 
-	"github.com/netjam/netjam/hostnet"
+	"github.com/netjam/netjam/emulator"
 )
 
 // A shell needs Linux (network namespaces): on other systems netjam shell
 // fails at its namespace first, and these are never reached.
 
-// ownSession returns hostnet's *NotLinuxError.
-func ownSession(*exec.Cmd) error {
-	_, err := hostnet.NewNetns()
-	return err
-}
+// notLinux is the error of confining a shell's command here.
+var notLinux = &emulator.NotLinuxError{Op: "confining a shell's command", GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}
+
+// ownSession returns a *emulator.NotLinuxError.
+func ownSession(*exec.Cmd) error { return notLinux }
 
 // runConfined reports that confining a command needs Linux.
 func runConfined([]string) int {
-	_, err := hostnet.NewNetns()
-	fmt.Fprintln(os.Stderr, "netjam: confining the command:", err)
+	fmt.Fprintln(os.Stderr, "netjam:", notLinux)
 	return exitCannotRun
 }
