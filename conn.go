@@ -95,8 +95,18 @@ type Stats struct {
 	Conns []ConnStats
 	// Relay counts what the path's far side relayed to real addresses,
 	// and what it could not (a refused connection is a dial error there).
-	Relay stack.RelayStats
+	Relay RelayStats
 }
+
+// RelayStats are the counters of a Path's far side, per protocol: the
+// connections (TCP) and sessions (UDP) it relayed to real addresses, those
+// it could not reach, and their bytes. It is the relay's own type, a plain
+// struct of counters (no gVisor type in it), named here so that a program
+// reads it with no other import.
+type RelayStats = stack.RelayStats
+
+// RelayCounters are one protocol's counters in RelayStats.
+type RelayCounters = stack.RelayCounters
 
 // ConnStats is one connection through a Path. The TCP fields are the near
 // stack's view: its retransmissions are what the path made it do.

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -371,7 +370,7 @@ func TestResultsStayInTheFolder(t *testing.T) {
 	os.Symlink(filepath.Join(elsewhere, "shadow"), filepath.Join(out, "summary.json"))
 	os.Symlink("../"+filepath.Base(elsewhere)+"/shadow", filepath.Join(out, "relative.json"))
 	os.Symlink("report.html", filepath.Join(out, "index.html"))
-	if err := syscall.Mkfifo(filepath.Join(out, "timeseries.csv"), 0o644); err != nil {
+	if err := mkfifo(filepath.Join(out, "timeseries.csv")); err != nil {
 		t.Fatal(err)
 	}
 	s.Finished(out)

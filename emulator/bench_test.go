@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,12 +17,6 @@ import (
 
 	"github.com/netjam/netjam/internal/testenv"
 )
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkLabCost measures what the rootless lab costs: CPU seconds per
 // emulated second for one TCP flow filling a bottleneck of each rate, and

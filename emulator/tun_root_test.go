@@ -23,8 +23,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/impair"
 
@@ -622,15 +620,7 @@ capture: [client]
 `, ns.Path())), Options{OutDir: openOut(t, dir), Attached: func(ctx context.Context) error {
 				var conn net.Conn
 				err := ns.Do(func() (err error) {
-					d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-						var serr error
-						if err := c.Control(func(fd uintptr) {
-							serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG, mss)
-						}); err != nil {
-							return err
-						}
-						return serr
-					}}
+					d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error { return setMSS(c, mss) }}
 					conn, err = d.DialContext(ctx, "tcp", "10.99.0.2:9")
 					return err
 				})

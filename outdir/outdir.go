@@ -475,15 +475,15 @@ func (d *Dir) check(f *os.File, name string) error {
 	if d.owner == nil {
 		return nil
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	uid, nlink, ok := fileOwner(fi)
 	switch {
 	case !ok:
 		return fmt.Errorf("%w: no owner to check", ErrNotOurs)
-	case st.Nlink > 1:
+	case nlink > 1:
 		// A hard link to another's file, which the user could not read.
-		return fmt.Errorf("%w: it has %d hard links", ErrNotOurs, st.Nlink)
-	case !ownedBy(fi, d.owner.UID) && !ownedBy(fi, os.Geteuid()):
-		return fmt.Errorf("%w: it belongs to uid %d", ErrNotOurs, st.Uid)
+		return fmt.Errorf("%w: it has %d hard links", ErrNotOurs, nlink)
+	case uid != d.owner.UID && uid != os.Geteuid():
+		return fmt.Errorf("%w: it belongs to uid %d", ErrNotOurs, uid)
 	}
 	return nil
 }
@@ -522,8 +522,8 @@ func kind(m fs.FileMode) string {
 
 // ownedBy reports whether fi's owner is uid.
 func ownedBy(fi fs.FileInfo, uid int) bool {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && int(st.Uid) == uid
+	owner, _, ok := fileOwner(fi)
+	return ok && owner == uid
 }
 
 // err is the error of op on name, with the file's whole path.

@@ -1,3 +1,8 @@
+//go:build unix
+
+// The tests make FIFOs, devices and symbolic links and check owners: they
+// need a Unix file system.
+
 package outdir_test
 
 import (

@@ -2,8 +2,10 @@ package outdir
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"runtime"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -56,4 +58,13 @@ func becomeUser(o *Owner) error {
 		return fmt.Errorf("taking the file-system ids %d:%d: got %d:%d (netjam needs root for them)", o.UID, o.GID, uid, gid)
 	}
 	return nil
+}
+
+// fileOwner returns the owner of fi and its count of hard links.
+func fileOwner(fi fs.FileInfo) (uid int, nlink uint64, ok bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0, false
+	}
+	return int(st.Uid), uint64(st.Nlink), true
 }

@@ -3,7 +3,6 @@ package scenario
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -11,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/stack"
 	"github.com/netjam/netjam/wifi"
 )
@@ -711,13 +711,10 @@ func defaultPeer(p netip.Prefix) (netip.Addr, bool) {
 }
 
 // kernelCongestionControls returns the congestion controls the machine's
-// kernel offers: what Options.CongestionControls gives when nil.
+// kernel offers: what Options.CongestionControls gives when nil. Off
+// Linux it fails with hostnet's "TUN mode needs Linux" error.
 func kernelCongestionControls() ([]string, error) {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
-	if err != nil {
-		return nil, err
-	}
-	return strings.Fields(string(b)), nil
+	return hostnet.KernelCongestionControls()
 }
 
 // KernelFlows reports whether any flow of s runs on the kernel's TCP/IP,

@@ -20,7 +20,7 @@ import (
 
 // These tests run the relay in memory, without root: a client Host wired
 // back to back to the relay's Host, and targets on the loopback interface.
-// tun_relay_test.go runs the same relay behind a real TUN device.
+// tun_relay_linux_test.go runs the same relay behind a real TUN device.
 
 var (
 	relayClientAddrs = []netip.Prefix{netip.MustParsePrefix("10.99.0.1/24"), netip.MustParsePrefix("fd99::1/64")}

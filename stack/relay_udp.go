@@ -365,7 +365,7 @@ func (u *udpSession) flush(b *udpBatch) {
 		return counts[i]
 	}
 	var bytes, done int // done: datagrams written or dropped
-	flags := syscall.MSG_DONTWAIT
+	flags := msgDontWait
 	for len(msgs) > 0 {
 		var k int
 		var err error
@@ -579,14 +579,14 @@ type batchWriter interface {
 }
 
 // batchWriterOf returns the batch writer of a UDP socket (or of a
-// connection that is one itself); nil for anything else (a test's Dial),
-// which is written one datagram at a time.
+// connection that is one itself); nil for anything else (a test's Dial)
+// and off Linux (no sendmmsg), which is written one datagram at a time.
 func batchWriterOf(c net.Conn) batchWriter {
 	if bw, ok := c.(batchWriter); ok {
 		return bw
 	}
 	uc, ok := c.(*net.UDPConn)
-	if !ok {
+	if !ok || !batchSyscalls {
 		return nil
 	}
 	if a, ok := uc.LocalAddr().(*net.UDPAddr); ok && a.IP.To4() == nil {

@@ -2,15 +2,12 @@ package stack
 
 import (
 	"errors"
-	"sync"
 	"syscall"
 	"time"
-	"unsafe"
 
 	csum "github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/checksum"
 	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/header"
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 
 	"github.com/netjam/netjam/netif"
 )
@@ -36,25 +33,6 @@ const (
 	// udpTTL is gVisor's default TTL and hop limit.
 	udpTTL = 64
 )
-
-// downBatch is what one recvmmsg reads into: udpDownSlots slots of
-// udpBuffer bytes, and their message headers.
-type downBatch struct {
-	arena []byte
-	iovs  [udpDownSlots]unix.Iovec
-	msgs  [udpDownSlots]unix.Mmsghdr
-}
-
-var downBatches = sync.Pool{New: func() any {
-	b := &downBatch{arena: make([]byte, udpDownSlots*udpBuffer)}
-	for i := range b.msgs {
-		b.iovs[i].Base = &b.arena[i*udpBuffer]
-		b.iovs[i].SetLen(udpBuffer)
-		b.msgs[i].Hdr.Iov = &b.iovs[i]
-		b.msgs[i].Hdr.SetIovlen(1)
-	}
-	return b
-}}
 
 // downHeader is the IP and UDP headers of a session's datagrams toward
 // the client, built once and completed per datagram; only the down
@@ -169,57 +147,6 @@ func (u *udpSession) readEach() error {
 		}
 		u.touch()
 		u.toClient((*bp)[:n])
-	}
-}
-
-// readBatches carries the target's datagrams, each read taking what the
-// socket holds, up to udpDownSlots. A batch's memory is taken for the
-// read and given back before the next wait; when the Budget has no room
-// for it, the session reads one datagram at a time into the buffer it
-// holds.
-func (u *udpSession) readBatches(rc syscall.RawConn) error {
-	r := u.r
-	own := r.udpB.Get().(*[]byte)
-	defer r.udpB.Put(own)
-	var one downBatch // the fallback: one slot, the session's own buffer
-	one.iovs[0].Base = &(*own)[0]
-	one.iovs[0].SetLen(len(*own))
-	one.msgs[0].Hdr.Iov = &one.iovs[0]
-	one.msgs[0].Hdr.SetIovlen(1)
-	var errno syscall.Errno
-	read := func(fd uintptr) bool {
-		b, slots := &one, 1
-		if r.budget.take((udpDownSlots - 1) * udpBuffer) {
-			b, slots = downBatches.Get().(*downBatch), udpDownSlots
-			defer func() {
-				downBatches.Put(b)
-				r.budget.give((udpDownSlots - 1) * udpBuffer)
-			}()
-		}
-		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.msgs[0])), uintptr(slots), unix.MSG_DONTWAIT, 0, 0)
-		switch {
-		case e == unix.EAGAIN || e == unix.EINTR:
-			return false // wait for the socket, holding no batch
-		case e == unix.ECONNREFUSED:
-			return true // an ICMP error from the target: keep the session
-		case e != 0:
-			errno = e
-			return true
-		}
-		u.touch()
-		for i := range int(n) {
-			u.toClient(unsafe.Slice(b.iovs[i].Base, b.msgs[i].Len))
-		}
-		return true
-	}
-	for {
-		u.waitForPath()
-		if err := rc.Read(read); err != nil {
-			return err
-		}
-		if errno != 0 {
-			return errno
-		}
 	}
 }
 

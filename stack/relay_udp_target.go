@@ -4,10 +4,8 @@ import (
 	"net"
 	"sync"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/net/ipv4"
-	"golang.org/x/sys/unix"
 )
 
 // The UDP session's socket toward its target: a host socket, the one
@@ -46,12 +44,7 @@ func newTargetConn(r *Relay, c net.Conn) *targetConn {
 	if sc, ok := c.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
 			t.rc = rc
-			rc.Control(func(fd uintptr) {
-				if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, targetReceiveBuffer) != nil {
-					unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, targetReceiveBuffer)
-				}
-				t.segMax = segmentMax(int(fd))
-			})
+			t.segMax = tuneTarget(c, rc)
 		}
 	}
 	return t
@@ -69,35 +62,10 @@ func (t *targetConn) Close() error {
 	return err
 }
 
-// The kernel's socket memory figures (SO_MEMINFO, linux/sock_diag.h): an
-// array of skMeminfoVars counters, the drops at index skMeminfoDrops.
-const (
-	skMeminfoDrops = 8
-	skMeminfoVars  = 9
-)
-
-// socketDrops returns how many datagrams the kernel dropped at the socket
-// (its receive buffer full, memory short, a bad checksum); 0 when the
-// kernel does not say.
-func socketDrops(rc syscall.RawConn) uint32 {
-	var info [skMeminfoVars]uint32
-	var drops uint32
-	rc.Control(func(fd uintptr) {
-		n := uint32(unsafe.Sizeof(info))
-		_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_MEMINFO,
-			uintptr(unsafe.Pointer(&info[0])), uintptr(unsafe.Pointer(&n)), 0)
-		if errno == 0 && n >= (skMeminfoDrops+1)*4 {
-			drops = info[skMeminfoDrops]
-		}
-	})
-	return drops
-}
-
 // UDP segmentation toward the target (UDP_SEGMENT, linux/udp.h): a
 // message of several datagrams of one size (the last may be shorter) that
 // the kernel sends as those datagrams.
 const (
-	udpSegment = 103 // UDP_SEGMENT
 	// udpSegments bounds the datagrams of one message: Linux's
 	// UDP_MAX_SEGMENTS before 6.14.
 	udpSegments = 64
@@ -108,22 +76,6 @@ const (
 	// and a 16-bit size, aligned.
 	segmentCmsgLen = 24
 )
-
-// segmentMax returns the largest datagram the socket segments: the path
-// MTU toward its target (IP_MTU, IPV6_MTU) less the headers, when the
-// kernel knows UDP_SEGMENT; 0 otherwise.
-func segmentMax(fd int) int {
-	if _, err := unix.GetsockoptInt(fd, unix.SOL_UDP, udpSegment); err != nil {
-		return 0
-	}
-	if mtu, err := unix.GetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_MTU); err == nil {
-		return mtu - 28
-	}
-	if mtu, err := unix.GetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_MTU); err == nil {
-		return mtu - 48
-	}
-	return 0
-}
 
 // group returns the batch's datagrams as messages, each consecutive run of
 // datagrams of one size up to segMax (the last may be shorter) one message
@@ -160,13 +112,4 @@ func (b *udpBatch) group(segMax int) ([]ipv4.Message, []int) {
 		i = j
 	}
 	return b.groups[:g], b.counts[:g]
-}
-
-// putSegmentCmsg writes the UDP_SEGMENT control message for datagrams of
-// size bytes into b.
-func putSegmentCmsg(b []byte, size int) {
-	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
-	h.Level, h.Type = unix.SOL_UDP, udpSegment
-	h.SetLen(unix.CmsgLen(2))
-	*(*uint16)(unsafe.Pointer(&b[unix.CmsgLen(0)])) = uint16(size)
 }

@@ -215,7 +215,7 @@ func (c *blockedTarget) WriteBatch(ms []xipv4.Message, flags int) (int, error) {
 	select {
 	case <-c.release:
 	default:
-		if flags&syscall.MSG_DONTWAIT != 0 {
+		if flags&msgDontWait != 0 {
 			return -1, os.NewSyscallError("sendmmsg", syscall.EAGAIN)
 		}
 		<-c.release

@@ -300,7 +300,9 @@ flows: [{name: probe, type: udp, interval: 10ms, duration: 10m}]
 	}()
 	waitForRunStart(t, out)
 	time.Sleep(300 * time.Millisecond) // let some datagrams through
-	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+	// SIGINT to this process (os.FindProcess never fails on Unix).
+	self, _ := os.FindProcess(os.Getpid())
+	if err := self.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
 	var r result

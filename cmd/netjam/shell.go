@@ -18,7 +18,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 
 	"github.com/netjam/netjam/control"
 	"github.com/netjam/netjam/emulator"
@@ -328,7 +327,7 @@ func (sr *shellRun) control(opts *emulator.Options) (closeControl func(), err er
 func (sr *shellRun) attached(ctx context.Context) error {
 	// The terminal's other signals, caught before COMMAND may send any.
 	term := make(chan os.Signal, 4)
-	signal.Notify(term, syscall.SIGQUIT, syscall.SIGWINCH, syscall.SIGTSTP)
+	signal.Notify(term, terminalSignals...)
 	defer signal.Stop(term)
 	cmd, err := sr.start()
 	if err != nil {
@@ -462,7 +461,7 @@ func waitCommand(cmd *exec.Cmd, sigs, term <-chan os.Signal, log *zap.Logger) in
 	toGroup := func(sig os.Signal) {
 		// The session's leader leads its first process group too; the
 		// group is gone only once all of it has ended.
-		unix.Kill(-cmd.Process.Pid, sig.(syscall.Signal))
+		signalGroup(cmd.Process.Pid, sig)
 	}
 	var killTimer <-chan time.Time
 	for {
@@ -470,7 +469,7 @@ func waitCommand(cmd *exec.Cmd, sigs, term <-chan os.Signal, log *zap.Logger) in
 		case err := <-waited:
 			return exitStatus(cmd, err)
 		case sig := <-term:
-			if sig != syscall.SIGTSTP {
+			if !isStop(sig) {
 				toGroup(sig)
 			}
 		case sig := <-sigs:

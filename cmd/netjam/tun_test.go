@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -32,32 +34,6 @@ import (
 // Tests of TUN mode and shells through the netjam process itself (the
 // test binary re-executed as netjam, see TestMain): exit statuses, and
 // that nothing netjam made outlives it, whatever ends it.
-
-// beNetjam, set in a child's environment, makes the test binary run as
-// netjam with the child's arguments.
-const beNetjam = "NETJAM_TEST_BE_NETJAM"
-
-// netjamProcess returns a command running netjam with args.
-func netjamProcess(t *testing.T, args ...string) *exec.Cmd {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe, args...)
-	cmd.Env = append(os.Environ(), beNetjam+"=1")
-	return cmd
-}
-
-// waitFor polls cond for up to 30 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
 
 // TestSignalsLeaveNothingBehind ends a TUN mode run with SIGTERM (netjam
 // cleans up and exits 1, interrupted) and with SIGKILL (the kernel

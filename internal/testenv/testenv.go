@@ -10,25 +10,27 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 // RequireEnv is the variable that turns skips into failures.
 const RequireEnv = "NETJAM_REQUIRE_TUN"
 
 // TUNPrivileged reports whether this process can make TUN devices and
-// network namespaces: it is root and /dev/net/tun exists.
+// network namespaces: it runs on Linux, is root and /dev/net/tun exists.
 func TUNPrivileged() bool {
 	_, err := os.Stat("/dev/net/tun")
-	return os.Geteuid() == 0 && err == nil
+	return runtime.GOOS == "linux" && os.Geteuid() == 0 && err == nil
 }
 
 // RequireTUN skips t (or fails it, see Missing) unless TUNPrivileged.
 func RequireTUN(t testing.TB) {
 	t.Helper()
+	if runtime.GOOS != "linux" {
+		Missing(t, "TUN mode needs Linux, and this is "+runtime.GOOS)
+	}
 	if os.Geteuid() != 0 {
 		Missing(t, "not running as root: TUN devices and network namespaces need CAP_NET_ADMIN and CAP_SYS_ADMIN (run: sudo go test ./...)")
 	}
@@ -67,18 +69,13 @@ var tunLockPath = filepath.Join(os.TempDir(), "netjam-test-dev-net-tun.lock")
 // lockTUNNode takes the lock on TUNNode's mode, shared or exclusive, for
 // the rest of t; the lock goes with the descriptor when t ends, or when
 // the process does.
-func lockTUNNode(t testing.TB, how int) {
+func lockTUNNode(t testing.TB, exclusive bool) {
 	t.Helper()
 	f, err := os.OpenFile(tunLockPath, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		t.Fatalf("lock on %s's mode: %v", TUNNode, err)
 	}
-	for {
-		err = unix.Flock(int(f.Fd()), how)
-		if err != unix.EINTR {
-			break
-		}
-	}
+	err = lockFile(f, exclusive)
 	if err != nil {
 		f.Close()
 		t.Fatalf("lock on %s's mode: %v", TUNNode, err)
@@ -92,7 +89,7 @@ func lockTUNNode(t testing.TB, how int) {
 // ask for. It needs root (RequireTUN first).
 func SetTUNMode(t testing.TB, mode os.FileMode) {
 	t.Helper()
-	lockTUNNode(t, unix.LOCK_EX)
+	lockTUNNode(t, true)
 	fi, err := os.Stat(TUNNode)
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +113,7 @@ func SetTUNMode(t testing.TB, mode os.FileMode) {
 func RequireTUNForAll(t testing.TB) {
 	t.Helper()
 	RequireTUN(t)
-	lockTUNNode(t, unix.LOCK_SH)
+	lockTUNNode(t, false)
 	fi, err := os.Stat(TUNNode)
 	if err != nil {
 		t.Fatal(err)

@@ -25,7 +25,7 @@ import (
 	"github.com/netjam/netjam/internal/testenv"
 )
 
-// The tests of this file and of tun_relay_test.go make real TUN devices,
+// The tests of this file and of stack/tun_relay_linux_test.go make real TUN devices,
 // each inside a network namespace of its own that ends with the test (the
 // kernel deletes a namespace's devices and routes with it), so nothing
 // they do can reach the machine's own network. They need root and
