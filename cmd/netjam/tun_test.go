@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -160,8 +161,15 @@ func TestShellConfinesTheCommand(t *testing.T) {
 	caps := func(eff, bnd string, nnp int) string {
 		return fmt.Sprintf("CapEff:\t%s\nCapBnd:\t%s\nCapAmb:\t0000000000000000\nNoNewPrivs:\t%d\nsession=1\n", eff, bnd, nnp)
 	}
-	// Root without sudo holds what the test holds.
-	status, _ := os.ReadFile("/proc/self/status")
+	// Root without sudo holds what the test holds: what this thread
+	// holds. (/proc/self is the main thread, which a test of output
+	// written under sudo may have left parked with the user's file-system
+	// ids and so without the file capabilities: outdir's goroutine with
+	// the user's ids, locked to its thread, ended there, and Go parks the
+	// main thread rather than end it.)
+	runtime.LockOSThread()
+	status, _ := os.ReadFile("/proc/thread-self/status")
+	runtime.UnlockOSThread()
 	rootCaps := regexp.MustCompile(`CapEff:\t(\w+)`).FindSubmatch(status)[1]
 	noSudo := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "SUDO_") })
 	for _, c := range []struct {
