@@ -21,6 +21,8 @@
 // ends with a congestion response only on an ACK past the probe, as Linux's.
 // (patches/0013): a DSACK counts for the reordering window from the start.
 // (patches/0014): a loss a tail loss probe repaired is counted as one.
+// (patches/0020): of segments sent at one instant, those earlier in
+// sequence than the one most recently delivered count as sent before it.
 
 package tcp
 
@@ -419,8 +421,15 @@ func (rc *rackControl) detectLoss(rcvTime tcpip.MonotonicTime) int {
 			continue
 		}
 
+		// Sent before the segment most recently delivered: earlier, or
+		// at the same instant and earlier in sequence (RFC 8985 6.2,
+		// RACK_sent_after; Linux's tcp_rack_sent_after). The test of the
+		// sequence was reversed: of segments sent together, as a burst
+		// on a coarse clock or the parts of one large segment (GSO) are,
+		// those after the one delivered were taken for sent before it,
+		// and a loss before it was never found, but by a timeout.
 		endSeq := seg.sequenceNumber.Add(seqnum.Size(seg.payloadSize()))
-		if seg.xmitTime.Before(rc.XmitTime) || (seg.xmitTime == rc.XmitTime && rc.EndSequence.LessThan(endSeq)) {
+		if seg.xmitTime.Before(rc.XmitTime) || (seg.xmitTime == rc.XmitTime && endSeq.LessThan(rc.EndSequence)) {
 			timeRemaining := seg.xmitTime.Sub(rcvTime) + rc.RTT + rc.ReoWnd
 			if timeRemaining <= 0 {
 				seg.lost = true

@@ -24,7 +24,9 @@
 // echo only with timestamps, and by this connection's DSACKs.
 // (patches/0017): a segment sent again counts as the segments it stands
 // for. (patches/0019): a timeout keeps what the receiver SACKed, unless it
-// reneged, and sends again only the rest, as Linux's.
+// reneged, and sends again only the rest, as Linux's. (patches/0021): a
+// large segment SACKed in part is split at the SACK's edges, and a split
+// segment's parts keep its SACK and loss marks, as Linux's.
 
 package tcp
 
@@ -740,8 +742,13 @@ func (s *sender) splitSeg(seg *segment, size int) {
 	if seg.payloadSize() <= size {
 		return
 	}
-	// Split this segment up.
+	// Split this segment up. Both parts keep what is known of it: SACKed
+	// (the receiver has all of it) and lost, as Linux's tcp_fragment
+	// copies the sacked flags. Without them a SACKed part, acknowledged
+	// later, counted for RACK as a segment delivered out of order
+	// (detectReorder).
 	nSeg := seg.clone()
+	nSeg.acked, nSeg.lost = seg.acked, seg.lost
 	nSeg.pkt.Data().TrimFront(size)
 	nSeg.sequenceNumber.UpdateForward(seqnum.Size(size))
 	s.writeList.InsertAfter(seg, nSeg)
@@ -1556,6 +1563,7 @@ func (s *sender) walkSACK(rcvdSeg *segment) bool {
 	seg := s.writeList.Front()
 	for _, sb := range sackBlocks {
 		for seg != nil && seg.sequenceNumber.LessThan(sb.End) && seg.xmitCount != 0 {
+			s.splitAtSACK(seg, sb)
 			if sb.Start.LessThanEq(seg.sequenceNumber) && !seg.acked {
 				s.rc.update(seg, rcvdSeg)
 				s.rc.detectReorder(seg)
@@ -1566,6 +1574,43 @@ func (s *sender) walkSACK(rcvdSeg *segment) bool {
 		}
 	}
 	return hasDSACK
+}
+
+// splitAtSACK splits seg, a segment sent, where sb's edges fall inside it,
+// so that each part is either SACKed by sb in full or not at all. A
+// segment of several MSS (sent as one GSO packet) is SACKed in part when
+// the receiver lacks one of the MSS-sized packets it was sent as; marked
+// SACKed as a whole (its start in sb) it counted what the receiver lacked
+// as delivered, and not marked (its start before sb) its SACKed part was
+// never marked and, acknowledged later, counted as delivered out of
+// order: RACK concluded that the path reorders, and from then on no
+// duplicate ACK began a recovery (detectLoss), so each later loss waited
+// for a timeout. As Linux's tcp_match_skb_to_sack, the edges are rounded
+// inward to whole MSS from the segment's start, so each part stands for
+// whole packets and the segments outstanding (pCount) add up as before.
+//
+// +checklocks:s.ep.mu
+func (s *sender) splitAtSACK(seg *segment, sb header.SACKBlock) {
+	mss := s.MaxPayloadSize
+	if mss <= 0 || seg.payloadSize() <= mss || seg.acked {
+		return
+	}
+	start := seg.sequenceNumber
+	end := start.Add(seqnum.Size(seg.payloadSize()))
+	if start.LessThan(sb.Start) && sb.Start.LessThan(end) {
+		// The head is not SACKed: split after it, rounded up.
+		head := (int(start.Size(sb.Start)) + mss - 1) / mss * mss
+		if head < seg.payloadSize() {
+			s.splitSeg(seg, head)
+		}
+		return
+	}
+	if sb.Start.LessThanEq(start) && sb.End.LessThan(end) {
+		// The tail is not SACKed: split before it, rounded down.
+		if head := int(start.Size(sb.End)) / mss * mss; head > 0 {
+			s.splitSeg(seg, head)
+		}
+	}
 }
 
 // checkDSACK checks if a DSACK is reported.
