@@ -11,6 +11,10 @@
 // WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 // See the License for the specific language governing permissions and
 // limitations under the License.
+//
+// Modified by netjam (third_party/gvisor/patches/0022): congestion
+// avoidance grows the window by one segment a window acknowledged, as
+// Linux's.
 
 package tcp
 
@@ -58,11 +62,18 @@ func (r *renoState) updateSlowStart(packetsAcked int) int {
 //
 // +checklocks:r.s.ep.mu
 func (r *renoState) updateCongestionAvoidance(packetsAcked int) {
-	// Consume the packets in congestion avoidance mode.
+	// Consume the packets in congestion avoidance mode: one segment more
+	// for each window's worth acknowledged, and what is acknowledged past
+	// whole windows counts toward the next (Linux's tcp_cong_avoid_ai).
+	// The count is reduced by the windows it completed, of the window it
+	// was counted against: taken modulo the window already grown, a count
+	// of one whole window stayed the window less one, and from then on
+	// every acknowledgment of a segment grew the window, as in slow start.
 	r.s.SndCAAckCount += packetsAcked
-	if r.s.SndCAAckCount >= r.s.SndCwnd {
-		r.s.SndCwnd += r.s.SndCAAckCount / r.s.SndCwnd
-		r.s.SndCAAckCount = r.s.SndCAAckCount % r.s.SndCwnd
+	if w := r.s.SndCwnd; r.s.SndCAAckCount >= w {
+		delta := r.s.SndCAAckCount / w
+		r.s.SndCAAckCount -= delta * w
+		r.s.SndCwnd += delta
 	}
 }
 
