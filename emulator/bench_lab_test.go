@@ -89,3 +89,55 @@ flows: [{name: bulk, type: tcp, cc: reno, duration: %v}]
 		fmt.Printf("ratio: netjam's lab with no rate: %.2f Gbit/s, %.1f times ooni/netem's (%.2f)\n", nj, nj/o, o)
 	}
 }
+
+// BenchmarkLossBesideOoniNetem runs gVisor's reno for 10 s across 10 ms
+// round trips and 5% loss each way in the lab, with no rate and with a
+// rate of 100 Mbit/s it never reaches, and ooni/netem's two netstack
+// hosts (gVisor's reno on both ends, its own link) across the same path
+// in the same sitting, one after another in each iteration, seeds 1 to
+// b.N for netjam. It reports each one's throughput as a multiple of
+// Mathis's bound for the path (MSS 1420 bytes: about 6.2 Mbit/s) and
+// netjam's over ooni/netem's: what a user who knows one tool sees in the
+// other (issue 42).
+//
+//	go test -run XXX -bench LossBesideOoniNetem -benchtime 5x ./emulator/
+func BenchmarkLossBesideOoniNetem(b *testing.B) {
+	const mathis = 1420 * 8 / 0.010 * 1.22 / 0.22360679774997896 // sqrt(0.05)
+	bin := ooniNetemPeer.binary(b)
+	sums := map[string]float64{}
+	i := 0
+	for b.Loop() {
+		i++
+		for _, rate := range []string{"", "rate: 100Mbps, "} {
+			r, _, _ := measuredRun(b, fmt.Sprintf(`
+seed: %d
+duration: 10s
+link: {%sdelay: 5ms, loss: 5%%}
+flows: [{name: bulk, type: tcp, cc: reno, duration: 10s}]
+`, i, rate))
+			name := "netjam-no-rate"
+			if rate != "" {
+				name = "netjam-100Mbps"
+			}
+			sums[name] += r.Flows[0].ThroughputBps
+		}
+		cmd := exec.Command(bin, "-rtt", "10ms", "-plr", "0.05", "-duration", "10s")
+		var errOut strings.Builder
+		cmd.Stderr = &errOut
+		out, err := cmd.Output()
+		if err != nil {
+			b.Fatalf("%s: %v: %s", bin, err, errOut.String())
+		}
+		var bytes, secs float64
+		if _, err := fmt.Sscan(string(out), &bytes, &secs); err != nil || secs <= 0 {
+			b.Fatalf("%s printed %q: %v", bin, out, err)
+		}
+		sums["ooni-netem"] += bytes * 8 / secs
+	}
+	n := float64(b.N)
+	for name, s := range sums {
+		b.ReportMetric(s/n/mathis, name+"-xMathis")
+	}
+	b.ReportMetric(sums["netjam-no-rate"]/sums["ooni-netem"], "no-rate/ooni")
+	b.ReportMetric(sums["netjam-100Mbps"]/sums["ooni-netem"], "100Mbps/ooni")
+}

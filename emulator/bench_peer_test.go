@@ -137,11 +137,14 @@ import (
 func main() {
 	rtt := flag.Duration("rtt", 2*time.Millisecond, "round-trip delay")
 	dur := flag.Duration("duration", 3*time.Second, "how long")
+	plr := flag.Float64("plr", 0, "packet loss rate each way")
 	flag.Parse()
 	log.SetLevel(log.ErrorLevel)
 	topo := netem.MustNewPPPTopology("10.0.0.2", "10.0.0.1", log.Log, &netem.LinkConfig{
 		LeftToRightDelay: *rtt / 2,
+		LeftToRightPLR:   *plr,
 		RightToLeftDelay: *rtt / 2,
+		RightToLeftPLR:   *plr,
 	})
 	defer topo.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), *dur)

@@ -23,6 +23,8 @@
 // (patches/0014): a loss a tail loss probe repaired is counted as one.
 // (patches/0020): of segments sent at one instant, those earlier in
 // sequence than the one most recently delivered count as sent before it.
+// (patches/0023): a retransmission SACKed counts for RACK whatever the
+// timestamp its SACK echoes, as Linux's.
 
 package tcp
 
@@ -107,23 +109,21 @@ func (rc *rackControl) update(seg *segment, ackSeg *segment) {
 	// detectLoss already uses ackSeg.rcvdTime; this keeps update consistent.
 	rtt := ackSeg.rcvdTime.Sub(seg.xmitTime)
 
-	// If the ACK is for a retransmitted packet, do not update if it is a
-	// spurious inference which is determined by below checks:
-	// 1. When Timestamping option is available, if the TSVal is less than
-	// the transmit time of the most recent retransmitted packet.
-	// 2. When RTT calculated for the packet is less than the smoothed RTT
-	// for the connection.
+	// If the ACK is for a retransmitted packet, do not update if it may
+	// be for an earlier transmission of it: when the RTT calculated for
+	// the packet is less than the least RTT of the connection.
 	// See: https://tools.ietf.org/html/draft-ietf-tcpm-rack-08#section-7.2
 	// step 2
-	if seg.xmitCount > 1 {
-		if ackSeg.parsedOptions.TS && ackSeg.parsedOptions.TSEcr != 0 {
-			if ackSeg.parsedOptions.TSEcr < rc.snd.ep.tsVal(seg.xmitTime) {
-				return
-			}
-		}
-		if rtt < rc.minRTT {
-			return
-		}
+	//
+	// The draft's other test, a timestamp echo older than the
+	// retransmission, is not made, as Linux's tcp_rack_advance does not
+	// make it: the echo is the receiver's TS.Recent, which moves only with
+	// data at the left edge of its window (RFC 7323 4.3), so while a hole
+	// is open every SACK echoes a timestamp older than any retransmission.
+	// With it, no retransmission SACKed during a recovery counted, and a
+	// lost retransmission was found only by the retransmission timeout.
+	if seg.xmitCount > 1 && rtt < rc.minRTT {
+		return
 	}
 
 	rc.RTT = rtt
