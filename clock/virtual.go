@@ -174,12 +174,62 @@ var driving sync.Mutex
 func (v *Virtual) Run(ctx context.Context) {
 	q := quietness{stats: &v.stats, mu: &v.mu}
 	defer v.stop()
+	defer oneProcessor()()
 	for ctx.Err() == nil {
 		if !v.step(ctx, &q) {
 			time.Sleep(idlePoll)
 		}
 	}
 }
+
+// oneProcessor has the process run Go code on one processor
+// (GOMAXPROCS 1) until every caller has called the function it returns,
+// which gives back the processors taken away. It takes away as many as
+// there were beyond one, and gives back as many, so that it composes with
+// preciseSlots, which adds one and takes it back.
+//
+// A virtual run's work is serial: Run fires one event and waits until
+// everything it set off is done. On more processors than one, Run's wait
+// only spun on one processor while the work ran on another, and each of
+// its yields (runtime.Gosched) woke an idle processor's thread to look
+// for work, which the runtime's counts show as running: they looked busy
+// until that thread gave up, and Run fell back to stack dumps, which stop
+// the world (hundreds to thousands a run). Every handoff of the work from
+// one goroutine to another woke a thread too. On one processor Run's
+// readings run only when the work has yielded the processor, a handoff is
+// a run queue's push, and the counts show no spinning thread: the three
+// variants of configs/bottleneck-coexistence.yaml took 4.8 to 5.9 s of
+// CPU time instead of 9.7 to 19.3 (netjam run, 4 runs before and 3 after,
+// load average 2.3 to 4 on two cores), with 2 to 7 stack dumps a variant
+// instead of 260 to 860, and wrote the same files.
+func oneProcessor() func() {
+	oneProcMu.Lock()
+	defer oneProcMu.Unlock()
+	if oneProcRuns == 0 {
+		oneProcTaken = runtime.GOMAXPROCS(0) - 1
+		if oneProcTaken > 0 {
+			runtime.GOMAXPROCS(1)
+		}
+	}
+	oneProcRuns++
+	return func() {
+		oneProcMu.Lock()
+		defer oneProcMu.Unlock()
+		oneProcRuns--
+		if oneProcRuns == 0 && oneProcTaken > 0 {
+			runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + oneProcTaken)
+		}
+	}
+}
+
+// oneProcRuns counts the Runs going on (two runs of a sweep take turns
+// in one process), oneProcTaken the processors the first took away;
+// oneProcMu guards both. Like driving, they belong to the process.
+var (
+	oneProcMu    sync.Mutex
+	oneProcRuns  int
+	oneProcTaken int
+)
 
 // stop lets every Settler go, now and later: nothing drives the clock.
 func (v *Virtual) stop() {

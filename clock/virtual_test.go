@@ -3,6 +3,7 @@ package clock_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -387,5 +388,46 @@ func TestVirtualRuntimeWaitBounded(t *testing.T) {
 	t.Logf("3 events in %v, %d given up", time.Since(start), st.GaveUp)
 	if st.GaveUp == 0 {
 		t.Error("time moved without giving up on a goroutine waiting for the runtime")
+	}
+}
+
+// A virtual run runs Go code on one processor, and gives the others back
+// when it ends; two runs at once (a sweep's) give them back when the last
+// ends.
+func TestVirtualRunsOnOneProcessor(t *testing.T) {
+	base := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(base)
+	runtime.GOMAXPROCS(3)
+	start := func() (procs <-chan int, stop func()) {
+		v := clock.NewVirtual()
+		ch := make(chan int, 1)
+		v.AfterFunc(time.Second, func() { ch <- runtime.GOMAXPROCS(0) })
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			v.Run(ctx)
+		}()
+		return ch, func() { cancel(); <-stopped }
+	}
+	a, stopA := start()
+	b, stopB := start()
+	for _, ch := range []<-chan int{a, b} {
+		select {
+		case n := <-ch:
+			if n != 1 {
+				t.Errorf("GOMAXPROCS %d during a virtual run, want 1", n)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the virtual run's timer did not fire in 20 s of wall time")
+		}
+	}
+	stopA()
+	if n := runtime.GOMAXPROCS(0); n != 1 {
+		t.Errorf("GOMAXPROCS %d with one run of two ended, want 1", n)
+	}
+	stopB()
+	if n := runtime.GOMAXPROCS(0); n != 3 {
+		t.Errorf("GOMAXPROCS %d after the runs, want 3 as before", n)
 	}
 }
