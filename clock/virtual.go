@@ -364,8 +364,8 @@ func (h *vtimers) Pop() any {
 // for a moment as it leaves a long call.
 //
 // A goroutine in a system call is busy (a capture writing its file: the
-// packet's work is not done), except os/signal's, which waits in one for
-// the whole process life. One that writes (or opens, closes, syncs a
+// packet's work is not done), except the runtime's own readers
+// (lifelongWaits), which wait in one for as long as they run. One that writes (or opens, closes, syncs a
 // file) stays busy however long the call takes. One that reads, receives,
 // accepts or polls (see waitingCall) and stays in that call longer than
 // syscallPatience is waiting on the outside world (a device, a pipe):
@@ -581,7 +581,7 @@ func (q *quietness) readDump(dump []byte) stackDump {
 			d.st = running
 		case runtimeWait(header, frames):
 			d.inRuntime = true
-		case bytes.Contains(header, []byte("[syscall")) && !bytes.HasPrefix(frames, []byte("os/signal.signal_recv")):
+		case bytes.Contains(header, []byte("[syscall")) && !lifelongWait(frames):
 			id := goroutineID(header)
 			switch {
 			case !waitingCall(frames):
@@ -596,6 +596,28 @@ func (q *quietness) readDump(dump []byte) stackDump {
 	}
 	q.stuck = still
 	return d
+}
+
+// lifelongWaits are the first frames of goroutines that wait in a system
+// call, as the runtime shows them, for as long as they run, and are never
+// the run's work: os/signal's receiver of signals, and runtime/pprof's
+// reader of CPU profile samples (go test -cpuprofile, pprof.StartCPUProfile),
+// which waits in the runtime for samples between its writes. Counted busy,
+// the reader kept time from moving at all: a profiled virtual run timed
+// out dialing its flows, at virtual time 0.
+var lifelongWaits = [][]byte{
+	[]byte("os/signal.signal_recv"), []byte("runtime/pprof.readProfile("),
+}
+
+// lifelongWait tells whether a goroutine in a system call, whose stack
+// frames are given, is one of lifelongWaits.
+func lifelongWait(frames []byte) bool {
+	for _, w := range lifelongWaits {
+		if bytes.HasPrefix(frames, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // runtimeWaits are the states of a goroutine the runtime stopped for a

@@ -3,7 +3,9 @@ package clock_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -358,6 +360,8 @@ func TestVirtualStackDumpStates(t *testing.T) {
 		{"goroutine 12 [chan receive, 2 minutes]:\nmain.wait()\n", "idle"},
 		{"goroutine 12 [syscall]:\nsyscall.Syscall(...)\nsyscall.write(...)\n", "running"},
 		{"goroutine 12 [syscall]:\nsyscall.Syscall(...)\nsyscall.read(...)\n", "in syscall"},
+		{"goroutine 21 [syscall]:\nruntime/pprof.readProfile()\n\t/usr/local/go/src/runtime/cpuprof.go:251 +0x4a\nruntime/pprof.profileWriter({0xd36340?, 0x2f2e70586730?})\n", "idle"},
+		{"goroutine 5 [syscall, 3 minutes]:\nos/signal.signal_recv()\n\t/usr/local/go/src/runtime/sigqueue.go:152 +0x29\nos/signal.loop()\n", "idle"},
 	} {
 		dump := caller + "\n" + waiting + "\n" + c.other
 		if c.want == "runtime" {
@@ -430,4 +434,18 @@ func TestVirtualRunsOnOneProcessor(t *testing.T) {
 	if n := runtime.GOMAXPROCS(0); n != 3 {
 		t.Errorf("GOMAXPROCS %d after the runs, want 3 as before", n)
 	}
+}
+
+// Time moves while Go's CPU profiler runs: its reader of samples waits in
+// the runtime, shown as a system call, and is no work of the run's.
+func TestVirtualUnderCPUProfile(t *testing.T) {
+	if err := pprof.StartCPUProfile(io.Discard); err != nil {
+		t.Skipf("a CPU profile is already being taken (go test -cpuprofile): %v", err)
+	}
+	defer pprof.StopCPUProfile()
+	time.Sleep(200 * time.Millisecond) // the reader waits for samples in its call
+	v := clock.NewVirtual()
+	start := time.Now()
+	runVirtual(t, v, ticks(v, 100))
+	t.Logf("100 events in %v, %d stack dumps, %d given up", time.Since(start), v.Stats().StackChecks, v.Stats().GaveUp)
 }
