@@ -198,9 +198,9 @@ func (v *Virtual) Run(ctx context.Context) {
 // one goroutine to another woke a thread too. On one processor Run's
 // readings run only when the work has yielded the processor, a handoff is
 // a run queue's push, and the counts show no spinning thread: the three
-// variants of configs/bottleneck-coexistence.yaml took 4.8 to 5.9 s of
-// CPU time instead of 9.7 to 19.3 (netjam run, 4 runs before and 3 after,
-// load average 2.3 to 4 on two cores), with 2 to 7 stack dumps a variant
+// variants of configs/bottleneck-coexistence.yaml took 4.8 to 6.6 s of
+// CPU time instead of 9.7 to 19.3 (netjam run, 4 runs before and 6 after,
+// load average 1.7 to 4 on two cores), with 2 to 70 stack dumps a variant
 // instead of 260 to 860, and wrote the same files.
 func oneProcessor() func() {
 	oneProcMu.Lock()
