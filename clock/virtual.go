@@ -174,12 +174,62 @@ var driving sync.Mutex
 func (v *Virtual) Run(ctx context.Context) {
 	q := quietness{stats: &v.stats, mu: &v.mu}
 	defer v.stop()
+	defer oneProcessor()()
 	for ctx.Err() == nil {
 		if !v.step(ctx, &q) {
 			time.Sleep(idlePoll)
 		}
 	}
 }
+
+// oneProcessor has the process run Go code on one processor
+// (GOMAXPROCS 1) until every caller has called the function it returns,
+// which gives back the processors taken away. It takes away as many as
+// there were beyond one, and gives back as many, so that it composes with
+// preciseSlots, which adds one and takes it back.
+//
+// A virtual run's work is serial: Run fires one event and waits until
+// everything it set off is done. On more processors than one, Run's wait
+// only spun on one processor while the work ran on another, and each of
+// its yields (runtime.Gosched) woke an idle processor's thread to look
+// for work, which the runtime's counts show as running: they looked busy
+// until that thread gave up, and Run fell back to stack dumps, which stop
+// the world (hundreds to thousands a run). Every handoff of the work from
+// one goroutine to another woke a thread too. On one processor Run's
+// readings run only when the work has yielded the processor, a handoff is
+// a run queue's push, and the counts show no spinning thread: the three
+// variants of configs/bottleneck-coexistence.yaml took 4.8 to 6.6 s of
+// CPU time instead of 9.7 to 19.3 (netjam run, 4 runs before and 6 after,
+// load average 1.7 to 4 on two cores), with 2 to 70 stack dumps a variant
+// instead of 260 to 860, and wrote the same files.
+func oneProcessor() func() {
+	oneProcMu.Lock()
+	defer oneProcMu.Unlock()
+	if oneProcRuns == 0 {
+		oneProcTaken = runtime.GOMAXPROCS(0) - 1
+		if oneProcTaken > 0 {
+			runtime.GOMAXPROCS(1)
+		}
+	}
+	oneProcRuns++
+	return func() {
+		oneProcMu.Lock()
+		defer oneProcMu.Unlock()
+		oneProcRuns--
+		if oneProcRuns == 0 && oneProcTaken > 0 {
+			runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + oneProcTaken)
+		}
+	}
+}
+
+// oneProcRuns counts the Runs going on (two runs of a sweep take turns
+// in one process), oneProcTaken the processors the first took away;
+// oneProcMu guards both. Like driving, they belong to the process.
+var (
+	oneProcMu    sync.Mutex
+	oneProcRuns  int
+	oneProcTaken int
+)
 
 // stop lets every Settler go, now and later: nothing drives the clock.
 func (v *Virtual) stop() {
@@ -314,8 +364,8 @@ func (h *vtimers) Pop() any {
 // for a moment as it leaves a long call.
 //
 // A goroutine in a system call is busy (a capture writing its file: the
-// packet's work is not done), except os/signal's, which waits in one for
-// the whole process life. One that writes (or opens, closes, syncs a
+// packet's work is not done), except the runtime's own readers
+// (lifelongWaits), which wait in one for as long as they run. One that writes (or opens, closes, syncs a
 // file) stays busy however long the call takes. One that reads, receives,
 // accepts or polls (see waitingCall) and stays in that call longer than
 // syscallPatience is waiting on the outside world (a device, a pipe):
@@ -531,7 +581,7 @@ func (q *quietness) readDump(dump []byte) stackDump {
 			d.st = running
 		case runtimeWait(header, frames):
 			d.inRuntime = true
-		case bytes.Contains(header, []byte("[syscall")) && !bytes.HasPrefix(frames, []byte("os/signal.signal_recv")):
+		case bytes.Contains(header, []byte("[syscall")) && !lifelongWait(frames):
 			id := goroutineID(header)
 			switch {
 			case !waitingCall(frames):
@@ -546,6 +596,28 @@ func (q *quietness) readDump(dump []byte) stackDump {
 	}
 	q.stuck = still
 	return d
+}
+
+// lifelongWaits are the first frames of goroutines that wait in a system
+// call, as the runtime shows them, for as long as they run, and are never
+// the run's work: os/signal's receiver of signals, and runtime/pprof's
+// reader of CPU profile samples (go test -cpuprofile, pprof.StartCPUProfile),
+// which waits in the runtime for samples between its writes. Counted busy,
+// the reader kept time from moving at all: a profiled virtual run timed
+// out dialing its flows, at virtual time 0.
+var lifelongWaits = [][]byte{
+	[]byte("os/signal.signal_recv"), []byte("runtime/pprof.readProfile("),
+}
+
+// lifelongWait tells whether a goroutine in a system call, whose stack
+// frames are given, is one of lifelongWaits.
+func lifelongWait(frames []byte) bool {
+	for _, w := range lifelongWaits {
+		if bytes.HasPrefix(frames, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // runtimeWaits are the states of a goroutine the runtime stopped for a

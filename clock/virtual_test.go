@@ -3,6 +3,9 @@ package clock_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -357,6 +360,8 @@ func TestVirtualStackDumpStates(t *testing.T) {
 		{"goroutine 12 [chan receive, 2 minutes]:\nmain.wait()\n", "idle"},
 		{"goroutine 12 [syscall]:\nsyscall.Syscall(...)\nsyscall.write(...)\n", "running"},
 		{"goroutine 12 [syscall]:\nsyscall.Syscall(...)\nsyscall.read(...)\n", "in syscall"},
+		{"goroutine 21 [syscall]:\nruntime/pprof.readProfile()\n\t/usr/local/go/src/runtime/cpuprof.go:251 +0x4a\nruntime/pprof.profileWriter({0xd36340?, 0x2f2e70586730?})\n", "idle"},
+		{"goroutine 5 [syscall, 3 minutes]:\nos/signal.signal_recv()\n\t/usr/local/go/src/runtime/sigqueue.go:152 +0x29\nos/signal.loop()\n", "idle"},
 	} {
 		dump := caller + "\n" + waiting + "\n" + c.other
 		if c.want == "runtime" {
@@ -388,4 +393,59 @@ func TestVirtualRuntimeWaitBounded(t *testing.T) {
 	if st.GaveUp == 0 {
 		t.Error("time moved without giving up on a goroutine waiting for the runtime")
 	}
+}
+
+// A virtual run runs Go code on one processor, and gives the others back
+// when it ends; two runs at once (a sweep's) give them back when the last
+// ends.
+func TestVirtualRunsOnOneProcessor(t *testing.T) {
+	base := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(base)
+	runtime.GOMAXPROCS(3)
+	start := func() (procs <-chan int, stop func()) {
+		v := clock.NewVirtual()
+		ch := make(chan int, 1)
+		v.AfterFunc(time.Second, func() { ch <- runtime.GOMAXPROCS(0) })
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			v.Run(ctx)
+		}()
+		return ch, func() { cancel(); <-stopped }
+	}
+	a, stopA := start()
+	b, stopB := start()
+	for _, ch := range []<-chan int{a, b} {
+		select {
+		case n := <-ch:
+			if n != 1 {
+				t.Errorf("GOMAXPROCS %d during a virtual run, want 1", n)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the virtual run's timer did not fire in 20 s of wall time")
+		}
+	}
+	stopA()
+	if n := runtime.GOMAXPROCS(0); n != 1 {
+		t.Errorf("GOMAXPROCS %d with one run of two ended, want 1", n)
+	}
+	stopB()
+	if n := runtime.GOMAXPROCS(0); n != 3 {
+		t.Errorf("GOMAXPROCS %d after the runs, want 3 as before", n)
+	}
+}
+
+// Time moves while Go's CPU profiler runs: its reader of samples waits in
+// the runtime, shown as a system call, and is no work of the run's.
+func TestVirtualUnderCPUProfile(t *testing.T) {
+	if err := pprof.StartCPUProfile(io.Discard); err != nil {
+		t.Skipf("a CPU profile is already being taken (go test -cpuprofile): %v", err)
+	}
+	defer pprof.StopCPUProfile()
+	time.Sleep(200 * time.Millisecond) // the reader waits for samples in its call
+	v := clock.NewVirtual()
+	start := time.Now()
+	runVirtual(t, v, ticks(v, 100))
+	t.Logf("100 events in %v, %d stack dumps, %d given up", time.Since(start), v.Stats().StackChecks, v.Stats().GaveUp)
 }
