@@ -64,21 +64,8 @@ flows: [{name: bulk, type: tcp, cc: reno, duration: %v}]
 		bin := ooniNetemPeer.binary(b)
 		var bps, cpu float64
 		for b.Loop() {
-			cmd := exec.Command(bin, "-rtt", "2ms", "-duration", "3s")
-			var errOut strings.Builder
-			cmd.Stderr = &errOut
-			w0 := time.Now()
-			out, err := cmd.Output()
-			if err != nil {
-				b.Fatalf("%s: %v: %s", bin, err, errOut.String())
-			}
-			var bytes, secs float64
-			if _, err := fmt.Sscan(string(out), &bytes, &secs); err != nil || secs <= 0 {
-				b.Fatalf("%s printed %q: %v", bin, out, err)
-			}
-			bps += bytes * 8 / secs
-			st := cmd.ProcessState
-			cpu += (st.UserTime() + st.SystemTime()).Seconds() / time.Since(w0).Seconds()
+			r, c := runOoniNetem(b, bin, "-rtt", "2ms", "-duration", "3s")
+			bps, cpu = bps+r, cpu+c
 		}
 		n := float64(b.N)
 		b.ReportMetric(bps/n/1e9, "Gbit/s")
@@ -121,18 +108,8 @@ flows: [{name: bulk, type: tcp, cc: reno, duration: 10s}]
 			}
 			sums[name] += r.Flows[0].ThroughputBps
 		}
-		cmd := exec.Command(bin, "-rtt", "10ms", "-plr", "0.05", "-duration", "10s")
-		var errOut strings.Builder
-		cmd.Stderr = &errOut
-		out, err := cmd.Output()
-		if err != nil {
-			b.Fatalf("%s: %v: %s", bin, err, errOut.String())
-		}
-		var bytes, secs float64
-		if _, err := fmt.Sscan(string(out), &bytes, &secs); err != nil || secs <= 0 {
-			b.Fatalf("%s printed %q: %v", bin, out, err)
-		}
-		sums["ooni-netem"] += bytes * 8 / secs
+		bps, _ := runOoniNetem(b, bin, "-rtt", "10ms", "-plr", "0.05", "-duration", "10s")
+		sums["ooni-netem"] += bps
 	}
 	n := float64(b.N)
 	for name, s := range sums {
@@ -140,4 +117,24 @@ flows: [{name: bulk, type: tcp, cc: reno, duration: 10s}]
 	}
 	b.ReportMetric(sums["netjam-no-rate"]/sums["ooni-netem"], "no-rate/ooni")
 	b.ReportMetric(sums["netjam-100Mbps"]/sums["ooni-netem"], "100Mbps/ooni")
+}
+
+// runOoniNetem runs the ooni/netem peer bin with args and returns the
+// throughput it measured, in bit/s, and the CPU seconds per second it
+// took.
+func runOoniNetem(b *testing.B, bin string, args ...string) (bps, cpu float64) {
+	cmd := exec.Command(bin, args...)
+	var errOut strings.Builder
+	cmd.Stderr = &errOut
+	w0 := time.Now()
+	out, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("%s: %v: %s", bin, err, errOut.String())
+	}
+	var bytes, secs float64
+	if _, err := fmt.Sscan(string(out), &bytes, &secs); err != nil || secs <= 0 {
+		b.Fatalf("%s printed %q: %v", bin, out, err)
+	}
+	st := cmd.ProcessState
+	return bytes * 8 / secs, (st.UserTime() + st.SystemTime()).Seconds() / time.Since(w0).Seconds()
 }
