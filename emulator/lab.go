@@ -337,7 +337,9 @@ func (l *lab) addEnd(b *pathBuilder, h hostSpec) (*endHost, error) {
 // the connections made while the path takes large segments whole (see
 // crossWhole): their TCP hands the path segments of up to 64 KiB, which
 // cross every node that takes them whole (a direction while no stage
-// decides per packet) and reach the receiving host whole. Should a live
+// decides per packet) and reach the receiving host whole while the path
+// loses nothing by chance (lab.takeWhole; split in front of it otherwise,
+// so that it acknowledges them as it would MTU-sized packets). Should a live
 // change make a node need MTU-sized packets, the graph splits them in
 // front of it, and the receiver then gets those packets one by one. What gVisor's receiver does with a
 // whole segment is what Linux does with a GRO packet: one ACK when it

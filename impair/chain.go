@@ -26,6 +26,7 @@ type Chain struct {
 	wall time.Time // when set (by Runner), the clock reading lateness is measured against
 
 	keep    atomic.Bool // GSO packets enter whole (Config.TakesSegments); Set may change it
+	loses   atomic.Bool // a stage drops or spoils packets by chance (Config.Loses); Set may change it
 	changes int         // how many times Set changed the chain
 	pending []Change    // scheduled changes in time order (SetAt)
 	// pub is stages for other goroutines (Stats, Drops, Stages): Set
@@ -62,6 +63,7 @@ func NewChain(cfg Config, deliver func(now time.Time, p *Packet)) (*Chain, error
 	}
 	c := &Chain{name: cfg.Name, deliver: deliver}
 	c.keep.Store(cfg.TakesSegments())
+	c.loses.Store(cfg.Loses())
 	c.cfg.Store(&cfg)
 	var stages []Stage
 	if cfg.Loss.Model != LossNone {
@@ -140,6 +142,10 @@ func (c *Chain) admit(t time.Time, p *Packet) {
 	c.io.in(p)
 	c.hops[0].Push(t, p)
 }
+
+// Loses reports whether a stage of the direction drops or spoils packets
+// by chance (Config.Loses); safe on any goroutine.
+func (c *Chain) Loses() bool { return c.loses.Load() }
 
 // TakesSegments reports whether GSO packets enter the direction whole
 // (Config.TakesSegments); when not, senders split them first

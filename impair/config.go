@@ -258,6 +258,11 @@ func (c *Config) TakesSegments() bool {
 		!c.Slot.enabled() && c.Delay.Jitter == 0 && c.Reorder.P == 0
 }
 
+// Loses reports whether a stage drops or spoils packets by chance: a loss
+// model, or corruption (which the receiver drops). A queue's drops are
+// not by chance: they follow the rate, which a receiver's ACKs clock.
+func (c *Config) Loses() bool { return c.Loss.Model != LossNone || c.Corrupt.P > 0 }
+
 // WholeRate is the slowest rate at which a direction takes GSO packets
 // whole (TakesSegments): two full-size Ethernet frames (1500 bytes) take
 // clock.Slack to serialize, so that the rate stage puts on the wire at

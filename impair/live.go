@@ -71,6 +71,7 @@ func (c *Chain) Set(cfg Config) error {
 	}
 	c.install(stages)
 	c.keep.Store(cfg.TakesSegments())
+	c.loses.Store(cfg.Loses())
 	c.cfg.Store(&cfg)
 	return nil
 }

@@ -48,6 +48,10 @@ func NewRunner(cfg Config, clk clock.Clock, deliver func(now time.Time, p *Packe
 // direction's.
 func (r *Runner) TakesSegments() bool { return r.chain.keep.Load() }
 
+// Loses reports whether the direction drops or spoils packets by chance
+// (Config.Loses); cheap and safe on any goroutine.
+func (r *Runner) Loses() bool { return r.chain.Loses() }
+
 // Send hands p to the direction, stamped with the clock's time. When the
 // input channel is full, or the Runner is closed, p is dropped and counted
 // (DropInput, DropFlushed). It reports whether p was accepted; either way
