@@ -628,7 +628,8 @@ flows: [{name: bulk, type: tcp, cc: reno, duration: 10s}]
 // path without a rate had 5 to 10 times the retransmission timeouts and
 // half the throughput of the one with 1 Gbit/s (seeds 1 to 4: 2.44 to
 // 3.53 Mbit/s and 15 to 23 timeouts, against 4.62 to 4.81 and 1 or 2);
-// after, 4.55 to 4.89 and 0 to 3. With loss each way, before the hosts
+// after, 4.64 to 4.89 and 0 to 2, within 0.02 of the rate's on each
+// seed. With loss each way, before the hosts
 // took large segments split on a lossy path (lab.takeWhole), each lost
 // ACK acknowledged a whole large segment: 4.97 to 6.07 Mbit/s against
 // 5.36 to 6.53; after, 5.33 to 6.70.
