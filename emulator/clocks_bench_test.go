@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -136,13 +135,8 @@ func spread(x []float64) (string, float64) {
 	if len(x) == 0 {
 		return "-", 0
 	}
-	s := slices.Clone(x)
-	slices.Sort(s)
-	med := s[len(s)/2]
-	if len(s)%2 == 0 {
-		med = (s[len(s)/2-1] + med) / 2
-	}
-	return fmt.Sprintf("%.3g / %.3g / %.3g", s[0], med, s[len(s)-1]), med
+	lo, med, hi := minMedMax(x)
+	return fmt.Sprintf("%.3g / %.3g / %.3g", lo, med, hi), med
 }
 
 // virtualVariants returns the variants of the scenario in data that the

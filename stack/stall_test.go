@@ -30,17 +30,23 @@ func TestLostFINIsSentAgain(t *testing.T) {
 		seeds = seeds[:1]
 	}
 	for _, seed := range seeds {
-		v := clock.NewVirtual()
-		ctx, cancel := context.WithCancel(context.Background())
-		go v.Run(ctx)
-		a, b, stop := lossyPair(t, seed, v)
-		err := finishes(ctx, v, a, b, 5<<20, 30*time.Second)
-		stop()
-		cancel()
-		if err != nil {
+		if err := lossyTransfer(t, seed); err != nil {
 			t.Errorf("seed %d: %v", seed, err)
 		}
 	}
+}
+
+// lossyTransfer sends 5 MiB over lossyPair's path of that seed on a
+// virtual clock of its own, and returns an error unless the receiver reads
+// them and the end of the stream within 30 s of that clock.
+func lossyTransfer(t *testing.T, seed uint64) error {
+	v := clock.NewVirtual()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go v.Run(ctx)
+	a, b, stop := lossyPair(t, seed, v)
+	defer stop()
+	return finishes(ctx, v, a, b, 5<<20, 30*time.Second)
 }
 
 // finishes sends n bytes from a to b over one connection and closes it,
@@ -125,14 +131,7 @@ func TestStallHunt(t *testing.T) {
 		t.Fatalf("NETJAM_HUNT_SEEDS=%q: want FROM-TO, such as 1-2000", spec)
 	}
 	for seed := from; seed <= to; seed++ {
-		v := clock.NewVirtual()
-		ctx, cancel := context.WithCancel(context.Background())
-		go v.Run(ctx)
-		a, b, stop := lossyPair(t, seed, v)
-		err := finishes(ctx, v, a, b, 5<<20, 30*time.Second)
-		stop()
-		cancel()
-		if err != nil {
+		if err := lossyTransfer(t, seed); err != nil {
 			t.Errorf("seed %d: %v", seed, err)
 		}
 	}
