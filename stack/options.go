@@ -172,10 +172,11 @@ func tcpSettings(s *stack.Stack, sack bool) []setting {
 	moderate := tcpip.TCPModerateReceiveBufferOption(true)
 	// Nagle on for new sockets, as on Linux (gVisor defaults to off). Bulk
 	// transfers do not notice (measured: same throughput within noise);
-	// small-write applications see the real
-	// coalescing they would see on Linux. gVisor has no delayed-ACK timer
-	// to interact with it: a receiver ACKs once per batch of segments it
-	// processes (at most 100), which is not configurable.
+	// small-write applications see the real coalescing they would see on
+	// Linux, and its meeting with the receiver's delayed ACK (netjam's
+	// gVisor acknowledges every second full-sized segment and delays a
+	// lone one by 40 ms, unless the application reads it first, as
+	// Linux's: third_party/gvisor/patches/0024).
 	nagle := tcpip.TCPDelayEnabled(true)
 	cc := tcpip.CongestionControlOption(defaultCC)
 	// Retransmission timer bounds, Linux's: 200 ms minimum, 120 s maximum.
@@ -222,6 +223,9 @@ func stackSettings(s *stack.Stack) []setting {
 //   - No limited transmit (RFC 3042) or early retransmit (RFC 5827): a
 //     loss in a window of fewer than four segments waits for RACK's tail
 //     loss probe (about 2 SRTT).
-//   - No delayed-ACK timer (see Nagle above).
+//   - Delayed ACKs as Linux's (every second full-sized segment, quickack
+//     mode at the start and after a pause, 40 ms for a lone segment), but
+//     a fixed delay (Linux adapts it between 40 and 200 ms) and no
+//     interactive ("pingpong") mode.
 //   - Accepted connections inherit neither the listener's congestion
 //     control nor its receive buffer lock; tcp.go sets both again.

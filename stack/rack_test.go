@@ -74,6 +74,9 @@ type dropPair struct {
 	isn      uint32
 	n, drops int
 	times    map[int]int // transmissions of each segment so far, by number
+	// upSeen and downSeen, when set, see each segment as it leaves its
+	// host (the sender's, and the receiver's), with dp.mu held.
+	upSeen, downSeen func(time.Time, tcpSeg)
 }
 
 func (dp *dropPair) sent() int    { dp.mu.Lock(); defer dp.mu.Unlock(); return dp.n }
@@ -101,6 +104,16 @@ func newDropPair(t *testing.T, clk clock.Clock, gso bool, path impair.Config, dr
 	up, down := runner("uplink", &dp.b), runner("downlink", &dp.a)
 	send := func(r *impair.Runner, p *impair.Packet) {
 		seg, ok := parseTCP(p.Data)
+		if ok {
+			dp.mu.Lock()
+			if r == up && dp.upSeen != nil {
+				dp.upSeen(clk.Now(), seg)
+			}
+			if r == down && dp.downSeen != nil {
+				dp.downSeen(clk.Now(), seg)
+			}
+			dp.mu.Unlock()
+		}
 		if ok && r == up && seg.flags&0x02 != 0 { // SYN
 			dp.mu.Lock()
 			dp.isn = seg.seq

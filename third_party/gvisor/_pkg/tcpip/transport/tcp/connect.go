@@ -18,6 +18,8 @@
 // segments it stands for in SegmentsSent, as Linux's segs_out.
 // (patches/0018): a retransmitted SYN or SYN-ACK carries a timestamp of
 // its own, so that its echo measures the round trip, not the timeout.
+// (patches/0024): the receiver acknowledges every second full-sized
+// segment and delays the ACK of a lone one, as Linux's.
 
 package tcp
 
@@ -1322,6 +1324,7 @@ func (e *Endpoint) handleSegmentsLocked() tcpip.Error {
 		if !cont {
 			return nil
 		}
+		e.rcv.ackCheck()
 	}
 
 	// The remote ACK-ing at least 1 byte is an indication that we have a
@@ -1333,11 +1336,6 @@ func (e *Endpoint) handleSegmentsLocked() tcpip.Error {
 	// from the retransmit queue, i.e. sender makes forward progress.
 	if sndUna.LessThan(e.snd.SndUna) {
 		e.route.ConfirmReachable()
-	}
-
-	// Send an ACK for all processed packets if needed.
-	if e.rcv.RcvNxt != e.snd.MaxSentAck {
-		e.snd.sendAck()
 	}
 
 	e.resetKeepaliveTimer(true /* receivedData */)

@@ -16,6 +16,8 @@
 // room in the send buffer is woken once a third of it is free, as on Linux.
 // Modified by netjam (third_party/gvisor/patches/0012): data received
 // again is reported in a DSACK block (RFC 2883), as Linux does.
+// (patches/0024): the receiver acknowledges every second full-sized
+// segment and delays the ACK of a lone one, as Linux's.
 
 package tcp
 
@@ -1224,6 +1226,7 @@ func (e *Endpoint) cleanupLocked() {
 		e.snd.probeTimer.cleanup()
 		e.snd.reorderTimer.cleanup()
 		e.snd.corkTimer.cleanup()
+		e.snd.ackTimer.cleanup()
 	}
 
 	if e.finWait2Timer != nil {
@@ -1519,6 +1522,20 @@ func (e *Endpoint) Read(dst io.Writer, opts tcpip.ReadOptions) (tcpip.ReadResult
 
 		if err != nil {
 			break
+		}
+	}
+
+	// Data less than a full-sized segment that the application has read
+	// in full is acknowledged now rather than when the delayed ACK timer
+	// fires, as Linux's tcp_cleanup_rbuf acknowledges a pushed segment:
+	// a sender waiting for the ACK (Nagle's algorithm) waits no longer
+	// than the reader took.
+	if !opts.Peek && done > 0 && e.rcv != nil && e.rcv.pushed && e.EndpointState().connected() {
+		e.rcvQueueMu.Lock()
+		empty := e.RcvBufUsed == 0
+		e.rcvQueueMu.Unlock()
+		if empty && e.snd.MaxSentAck != e.rcv.RcvNxt {
+			e.snd.sendAck()
 		}
 	}
 

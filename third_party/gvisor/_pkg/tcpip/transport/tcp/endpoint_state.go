@@ -11,6 +11,10 @@
 // WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 // See the License for the specific language governing permissions and
 // limitations under the License.
+//
+// Modified by netjam (third_party/gvisor/patches/0024): the receiver
+// acknowledges every second full-sized segment and delays the ACK of a
+// lone one, as Linux's.
 
 package tcp
 
@@ -188,6 +192,7 @@ func (e *Endpoint) Restore(s *stack.Stack) {
 		snd.reorderTimer.init(s.Clock(), timerHandler(e, e.snd.rc.reorderTimerExpired))
 		snd.probeTimer.init(s.Clock(), timerHandler(e, e.snd.probeTimerExpired))
 		snd.corkTimer.init(s.Clock(), timerHandler(e, e.snd.corkTimerExpired))
+		snd.ackTimer.init(s.Clock(), timerHandler(e, e.snd.ackTimerExpired))
 	}
 	e.ops.InitHandler(e, e.stack, GetTCPSendBufferLimits, GetTCPReceiveBufferLimits)
 	e.segmentQueue.thaw()

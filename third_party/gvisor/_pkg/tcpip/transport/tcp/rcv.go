@@ -14,12 +14,15 @@
 //
 // Modified by netjam (third_party/gvisor/patches/0012): data received again
 // below RcvNxt is reported to the sender in a DSACK block (noteDuplicate).
+// (patches/0024): the receiver acknowledges every second full-sized
+// segment and delays the ACK of a lone one, as Linux's.
 
 package tcp
 
 import (
 	"container/heap"
 	"math"
+	"time"
 
 	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip"
 	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/header"
@@ -52,7 +55,41 @@ type receiver struct {
 
 	// Time when the last ack was received.
 	lastRcvdAckTime tcpip.MonotonicTime
+
+	// rcvMSS is the size of the peer's full-sized segments as the
+	// receiver estimates it: the largest payload received, at most the MSS
+	// advertised (Linux's icsk_ack.rcv_mss). More than this much data
+	// unacknowledged is acknowledged at once.
+	rcvMSS seqnum.Size
+
+	// quickAcks is how many ACKs go out at once whatever the data they
+	// acknowledge (Linux's quickack mode): at the start of the data, and
+	// after a pause longer than the retransmission timeout.
+	quickAcks int
+
+	// lastDataTime is when the last segment carrying data in sequence
+	// arrived (zero before the first).
+	lastDataTime tcpip.MonotonicTime
+
+	// ackNow is set when the segment being handled must be acknowledged at
+	// once: it filled (part of) a hole in the sequence space (RFC 5681
+	// 4.2), or carried data received before.
+	ackNow bool
+
+	// pushed is set when data less than a full-sized segment arrived
+	// since the last ACK: the application reading it all sends the ACK
+	// (Linux's ICSK_ACK_PUSHED, tcp_cleanup_rbuf).
+	pushed bool
 }
+
+// delayedAckTimeout is how long the receiver waits for a second
+// full-sized segment before it acknowledges one on its own (Linux's
+// TCP_DELACK_MIN; RFC 5681 4.2 allows up to 500 ms).
+const delayedAckTimeout = 40 * time.Millisecond
+
+// maxQuickAcks is the most ACKs of quickack mode (Linux's
+// TCP_MAX_QUICKACKS).
+const maxQuickAcks = 16
 
 func newReceiver(ep *Endpoint, irs seqnum.Value, rcvWnd seqnum.Size, rcvWndScale uint8) *receiver {
 	return &receiver{
@@ -65,7 +102,17 @@ func newReceiver(ep *Endpoint, irs seqnum.Value, rcvWnd seqnum.Size, rcvWndScale
 		rcvWnd:          rcvWnd,
 		rcvWUP:          irs + 1,
 		lastRcvdAckTime: ep.stack.Clock().NowMonotonic(),
+		rcvMSS:          initialRcvMSS(ep.amss, rcvWnd),
 	}
+}
+
+// initialRcvMSS is the receiver's first estimate of the peer's segment
+// size, before any data: the MSS advertised, at most half the window and
+// the default MSS (Linux's tcp_initialize_rcv_mss).
+func initialRcvMSS(amss uint16, rcvWnd seqnum.Size) seqnum.Size {
+	mss := seqnum.Size(amss)
+	mss = min(mss, rcvWnd/2, header.TCPDefaultMSS)
+	return max(mss, header.TCPMinimumMSS)
 }
 
 // acceptable checks if the segment sequence number range is acceptable
@@ -218,6 +265,12 @@ func (r *receiver) consumeSegment(s *segment, segSeq seqnum.Value, segLen seqnum
 			segSeq.UpdateForward(diff)
 			s.sequenceNumber.UpdateForward(diff)
 			s.TrimFront(diff)
+		}
+
+		// Data that fills (part of) a hole is acknowledged at once
+		// (RFC 5681 4.2).
+		if r.pendingRcvdSegments.Len() > 0 {
+			r.ackNow = true
 		}
 
 		// Move segment to ready-to-deliver list. Wakeup any waiters.
@@ -526,6 +579,7 @@ func (r *receiver) handleRcvdSegment(s *segment) (drop bool, err tcpip.Error) {
 	// if required.
 	if segLen > 0 {
 		r.updateRTT(s.rcvdTime)
+		r.dataReceived(segLen, s.rcvdTime)
 	}
 
 	// By consuming the current segment, we may have filled a gap in the
@@ -638,4 +692,52 @@ func (r *receiver) noteDuplicate(segSeq seqnum.Value, segLen seqnum.Size) {
 	}
 	r.ep.dsack = header.SACKBlock{Start: segSeq, End: end}
 	r.ep.dsackPending = true
+	r.ackNow = true
+}
+
+// dataReceived updates the receiver's estimate of the peer's segment size
+// and its quickack mode for segLen bytes of data in sequence arriving at
+// now (Linux's tcp_measure_rcv_mss and tcp_event_data_recv).
+// +checklocks:r.ep.mu
+func (r *receiver) dataReceived(segLen seqnum.Size, now tcpip.MonotonicTime) {
+	if segLen >= r.rcvMSS {
+		r.rcvMSS = min(segLen, seqnum.Size(r.ep.amss))
+	} else {
+		r.pushed = true
+	}
+	if r.lastDataTime == (tcpip.MonotonicTime{}) || now.Sub(r.lastDataTime) > r.ep.snd.RTO {
+		// The first data, or the first after a pause: the sender is
+		// (re)starting its window, and its growth waits for ACKs.
+		quick := int(r.rcvWnd / (2 * r.rcvMSS))
+		if quick == 0 {
+			quick = 2
+		}
+		r.quickAcks = max(r.quickAcks, min(quick, maxQuickAcks))
+	}
+	r.lastDataTime = now
+}
+
+// ackCheck acknowledges the data received so far at once, or arms the
+// delayed ACK timer, once a segment has been handled. A receiver
+// acknowledges at least every second full-sized segment, and any other
+// data within delayedAckTimeout (RFC 5681 4.2; Linux's
+// __tcp_ack_snd_check), so its ACKs do not depend on how many segments
+// reach it at one time. An ACK is sent at once also in quickack mode,
+// for data that filled a hole or was received before, and for a segment
+// out of order, which handleRcvdSegment acknowledges itself.
+// +checklocks:r.ep.mu
+func (r *receiver) ackCheck() {
+	ackNow := r.ackNow
+	r.ackNow = false
+	snd := r.ep.snd
+	if snd.MaxSentAck == r.RcvNxt && !ackNow {
+		return
+	}
+	if ackNow || r.quickAcks > 0 || snd.MaxSentAck.Size(r.RcvNxt) > r.rcvMSS {
+		snd.sendAck()
+		return
+	}
+	if !snd.ackTimer.enabled() {
+		snd.ackTimer.enable(delayedAckTimeout)
+	}
 }

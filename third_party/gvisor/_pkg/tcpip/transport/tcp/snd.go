@@ -27,6 +27,8 @@
 // reneged, and sends again only the rest, as Linux's. (patches/0021): a
 // large segment SACKed in part is split at the SACK's edges, and a split
 // segment's parts keep its SACK and loss marks, as Linux's.
+// (patches/0024): the receiver acknowledges every second full-sized
+// segment and delays the ACK of a lone one, as Linux's.
 
 package tcp
 
@@ -219,6 +221,9 @@ type sender struct {
 	// option is enabled.
 	corkTimer timer `state:"nosave"`
 
+	// ackTimer sends the ACK the receiver delays (receiver.ackCheck).
+	ackTimer timer `state:"nosave"`
+
 	// isCwndLimited, maxPacketsOut and cwndUsageSeq track, for the window
 	// of data being sent, whether the congestion window limited what was
 	// sent, and if not, the most packets outstanding (Linux's
@@ -340,6 +345,7 @@ func initSender(ep *Endpoint, iss, irs seqnum.Value, sndWnd seqnum.Size, mss uin
 	ep.snd.reorderTimer.init(ep.snd.ep.stack.Clock(), timerHandler(ep.snd.ep, ep.snd.rc.reorderTimerExpired))
 	ep.snd.probeTimer.init(ep.snd.ep.stack.Clock(), timerHandler(ep.snd.ep, ep.snd.probeTimerExpired))
 	ep.snd.corkTimer.init(ep.snd.ep.stack.Clock(), timerHandler(ep.snd.ep, ep.snd.corkTimerExpired))
+	ep.snd.ackTimer.init(ep.snd.ep.stack.Clock(), timerHandler(ep.snd.ep, ep.snd.ackTimerExpired))
 
 	ep.snd.updateMaxPayloadSize(int(ep.snd.ep.route.MTU()), 0)
 	// Initialize SACK Scoreboard after updating max payload size as we use
@@ -2118,7 +2124,7 @@ func (s *sender) sendSegmentFromPacketBuffer(pkt *stack.PacketBuffer, flags head
 	rcvNxt, rcvWnd := s.ep.rcv.getSendParams()
 
 	// Remember the max sent ack.
-	s.MaxSentAck = rcvNxt
+	s.ackSent(rcvNxt)
 
 	// We need to clone the packet because sendRaw takes ownership of pkt,
 	// and pkt could be reprocessed later on (i.e retrasmission).
@@ -2139,9 +2145,34 @@ func (s *sender) sendEmptySegment(flags header.TCPFlags, seq seqnum.Value) tcpip
 	rcvNxt, rcvWnd := s.ep.rcv.getSendParams()
 
 	// Remember the max sent ack.
-	s.MaxSentAck = rcvNxt
+	s.ackSent(rcvNxt)
 
 	return s.ep.sendEmptyRaw(flags, seq, rcvNxt, rcvWnd)
+}
+
+// ackSent notes that a segment acknowledging rcvNxt is sent: a delayed
+// ACK is no longer due, and an ACK of new data is one of quickack mode's
+// (Linux's tcp_event_ack_sent).
+// +checklocks:s.ep.mu
+func (s *sender) ackSent(rcvNxt seqnum.Value) {
+	if s.MaxSentAck != rcvNxt && s.ep.rcv.quickAcks > 0 {
+		s.ep.rcv.quickAcks--
+	}
+	s.MaxSentAck = rcvNxt
+	s.ep.rcv.pushed = false
+	s.ackTimer.disable()
+}
+
+// ackTimerExpired sends the ACK the receiver delayed.
+// +checklocks:s.ep.mu
+func (s *sender) ackTimerExpired() tcpip.Error {
+	if s.ackTimer.isUninitialized() || !s.ackTimer.checkExpiration() {
+		return nil
+	}
+	if s.ep.EndpointState().connected() && s.MaxSentAck != s.ep.rcv.RcvNxt {
+		s.sendAck()
+	}
+	return nil
 }
 
 // maybeSendOutOfWindowAck sends an ACK if we are not being rate limited
