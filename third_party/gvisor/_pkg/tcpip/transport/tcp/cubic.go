@@ -16,6 +16,8 @@
 // loss, congestion avoidance grows the window by at least 5% a round trip,
 // as Linux's CUBIC does. (patches/0011): the state a loss changes can be
 // put back when the recovery turns out spurious (saveForUndo, undo).
+// (patches/0025): the window grows on the cubic curve by fractions of a
+// segment that add up across ACKs, as Linux's.
 
 package tcp
 
@@ -67,6 +69,11 @@ type cubicState struct {
 	// numCongestionEvents tracks the number of congestion events since last
 	// RTO.
 	numCongestionEvents int
+
+	// cwndFrac is the fraction of a segment by which ACKs have grown the
+	// window on the cubic curve and which the window, a whole number of
+	// segments, does not hold yet (Linux's snd_cwnd_cnt against cnt).
+	cwndFrac float64
 
 	// beforeLoss is the state saveForUndo noted, for undo.
 	beforeLoss struct {
@@ -282,6 +289,7 @@ func (c *cubicState) getCwnd(packetsAcked, sndCwnd int, srtt time.Duration) int 
 	// as well as Reno.
 	if c.WC < c.WEst && float64(sndCwnd) < c.WEst {
 		// TCP Friendly region of cubic.
+		c.cwndFrac = 0
 		return int(c.WEst)
 	}
 
@@ -292,7 +300,12 @@ func (c *cubicState) getCwnd(packetsAcked, sndCwnd int, srtt time.Duration) int 
 	wtRtt := c.cubicCwnd(tEst - c.K)
 	// As per 4.3 for each received ACK cwnd must be incremented
 	// by (w_cubic(t+RTT) - cwnd/cwnd.
-	cwnd := float64(sndCwnd)
+	//
+	// An ACK grows the window by less than a segment wherever the curve
+	// rises by less than a window a round trip (the concave part, near
+	// W_max, always): the fraction is kept for the next ACK rather than
+	// dropped, or the window would not follow the curve there at all.
+	cwnd := float64(sndCwnd) + c.cwndFrac
 	// RFC 9438 section 4.2 bounds the target at cwnd so an ACK does not
 	// reduce the congestion window.
 	if wtRtt < cwnd {
@@ -303,7 +316,9 @@ func (c *cubicState) getCwnd(packetsAcked, sndCwnd int, srtt time.Duration) int 
 		// See: https://tools.ietf.org/html/rfc8312#section-4.3
 		cwnd += (wtRtt - cwnd) / cwnd
 	}
-	return int(cwnd)
+	whole := math.Floor(cwnd)
+	c.cwndFrac = cwnd - whole
+	return int(whole)
 }
 
 // HandleLossDetected implements congestionControl.HandleLossDetected.
@@ -312,6 +327,7 @@ func (c *cubicState) getCwnd(packetsAcked, sndCwnd int, srtt time.Duration) int 
 func (c *cubicState) HandleLossDetected() {
 	// See: https://tools.ietf.org/html/rfc8312#section-4.5
 	c.numCongestionEvents++
+	c.cwndFrac = 0
 	c.T = c.s.ep.stack.Clock().NowMonotonic()
 	c.WLastMax = c.WMax
 	c.WMax = float64(c.s.SndCwnd)
@@ -327,6 +343,7 @@ func (c *cubicState) HandleRTOExpired() {
 	// See: https://tools.ietf.org/html/rfc8312#section-4.6
 	c.T = c.s.ep.stack.Clock().NowMonotonic()
 	c.numCongestionEvents = 0
+	c.cwndFrac = 0
 	c.WLastMax = c.WMax
 	c.WMax = float64(c.s.SndCwnd)
 
