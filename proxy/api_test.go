@@ -231,6 +231,40 @@ func TestStreamToxics(t *testing.T) {
 	}
 }
 
+// TestLimitDataOnOpenConnection: a limit_data added to a connection that
+// carried bytes already counts the bytes from when it was added, as
+// toxiproxy's does (its state is made when the toxic is added to the
+// connection); a change of its bytes keeps the count, as toxiproxy's
+// update keeps the state.
+func TestLimitDataOnOpenConnection(t *testing.T) {
+	_, api := startServer(t, proxy.Options{})
+	listen := freeAddr(t)
+	call(t, api, "POST", "/proxies", `{"name": "e", "listen": "`+listen+`", "upstream": "`+echoUpstream(t)+`"}`)
+	c, err := net.Dial("tcp", listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, eof := echo(t, c, 1000); got != 1000 || eof {
+		t.Fatalf("no toxic: %d of 1000 bytes came back (ended: %v)", got, eof)
+	}
+	if code, b := call(t, api, "POST", "/proxies/e/toxics", `{"name": "lim", "type": "limit_data", "attributes": {"bytes": 500}}`); code != 200 {
+		t.Fatal(code, b)
+	}
+	if got, eof := echo(t, c, 400); got != 400 || eof {
+		t.Fatalf("limit_data 500 added after 1000 bytes: %d of 400 more came back (ended: %v); want all, the limit counting from when it was added", got, eof)
+	}
+	if code, b := call(t, api, "PATCH", "/proxies/e/toxics/lim", `{"attributes": {"bytes": 700}}`); code != 200 {
+		t.Fatal(code, b)
+	}
+	if got, eof := echo(t, c, 200); got != 200 || eof {
+		t.Fatalf("limit_data changed to 700 after 400 of its bytes: %d of 200 more came back (ended: %v)", got, eof)
+	}
+	if got, eof := echo(t, c, 200); got != 100 || !eof {
+		t.Errorf("limit_data 700 after 600 of its bytes: %d of 200 more came back (ended: %v); want 100, then the end", got, eof)
+	}
+}
+
 // TestToxicity: a toxic of toxicity 0.5 acts on about half the
 // connections; those not chosen cross a path without it.
 func TestToxicity(t *testing.T) {

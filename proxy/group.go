@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"sync/atomic"
 
 	"go.uber.org/zap"
 
@@ -20,16 +19,14 @@ import (
 // toxicity 1 has one group, and one with a toxic of toxicity 0.5 two: the
 // connections with it, and those crossing a path without it.
 //
-// Its fields other than rules are guarded by the proxy's lock.
+// Its fields are guarded by the proxy's lock.
 type group struct {
 	b *emulator.Bench
 	// names are the toxics the group's connections drew, by name.
 	names map[string]bool
-	// toxics are those in force on its path and streams now (a copy
-	// each); rules, their stream rules, read by the connections' copy
-	// loops between two reads.
+	// toxics are those in force on its path and its connections'
+	// streams now (a copy each).
 	toxics []*Toxic
-	rules  atomic.Pointer[[2]streamRule]
 	// stale is set when the path refused a live change (a queue's
 	// discipline, say): the group keeps its connections and settings,
 	// takes no new connection, and closes with its last connection.
@@ -59,8 +56,6 @@ func (p *Proxy) newGroupLocked(ts []*Toxic) (*group, error) {
 	for _, t := range ts {
 		g.names[t.Name] = true
 	}
-	r := streamRules(ts)
-	g.rules.Store(&r)
 	p.groups = append(p.groups, g)
 	p.counts.paths.Add(1)
 	return g, nil

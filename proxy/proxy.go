@@ -246,6 +246,7 @@ func (p *Proxy) admit(ctx context.Context, rc net.Conn) *tcpConn {
 	}
 	g.conns++
 	c := newTCPConn(ctx, p, g, rc)
+	c.applyToxics(g.toxics, p.toxics, nil)
 	p.conns[c] = struct{}{}
 	return c
 }
@@ -342,12 +343,23 @@ func (p *Proxy) releaseLocked(g *group) *group {
 	return nil
 }
 
+// change is what happened to a toxic in a change of a proxy's toxics.
+type change uint8
+
+const (
+	// kept: each connection keeps its draw of the toxic, and its state.
+	kept change = iota
+	// updated: the toxic's toxicity is drawn again; its state is kept.
+	updated
+	// added: the toxic is drawn, and its state begins afresh.
+	added
+)
+
 // setToxics puts ts in force on every group, between two packets of each
 // direction, and on the connections' streams; what changed is recorded
-// as an event. changed names the toxics whose toxicity is drawn again
-// for each group (new, or their toxicity changed). Groups that refuse
-// the change turn stale. With p.mu held.
-func (p *Proxy) setToxicsLocked(ts []*Toxic, changed map[string]bool, what string) {
+// as an event. changes says what happened to which toxics (the others
+// are kept). Groups that refuse the change turn stale. With p.mu held.
+func (p *Proxy) setToxicsLocked(ts []*Toxic, changes map[string]change, what string) {
 	p.toxics = ts
 	p.eventLocked("toxics", what)
 	for _, g := range p.groups {
@@ -358,7 +370,7 @@ func (p *Proxy) setToxicsLocked(ts []*Toxic, changed map[string]bool, what strin
 		names := map[string]bool{}
 		for _, t := range ts {
 			has := g.names[t.Name]
-			if changed[t.Name] {
+			if changes[t.Name] != kept {
 				has = p.draw(t.Toxicity)
 			}
 			if has {
@@ -372,11 +384,15 @@ func (p *Proxy) setToxicsLocked(ts []*Toxic, changed map[string]bool, what strin
 			continue
 		}
 		g.names, g.toxics = names, in
-		r := streamRules(in)
-		g.rules.Store(&r)
+	}
+	fresh := map[string]bool{}
+	for name, ch := range changes {
+		if ch == added {
+			fresh[name] = true
+		}
 	}
 	for c := range p.conns {
-		c.refresh()
+		c.applyToxics(c.g.toxics, ts, fresh)
 	}
 }
 

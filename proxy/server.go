@@ -407,7 +407,7 @@ func (p *Proxy) addToxic(body []byte) (*Toxic, error) {
 	if err := p.srv.check(t, ts); err != nil {
 		return nil, err
 	}
-	p.setToxicsLocked(ts, map[string]bool{t.Name: true}, "added "+describe(t))
+	p.setToxicsLocked(ts, map[string]change{t.Name: added}, "added "+describe(t))
 	return t.clone(), nil
 }
 
@@ -443,11 +443,11 @@ func (p *Proxy) updateToxic(name string, body []byte) (*Toxic, error) {
 	if err := p.srv.check(t, ts); err != nil {
 		return nil, err
 	}
-	changed := map[string]bool{}
+	changes := map[string]change{}
 	if t.Toxicity != old.Toxicity {
-		changed[t.Name] = true // drawn again, as toxiproxy's update does
+		changes[t.Name] = updated // drawn again, as toxiproxy's update does
 	}
-	p.setToxicsLocked(ts, changed, "changed "+describe(t))
+	p.setToxicsLocked(ts, changes, "changed "+describe(t))
 	return t.clone(), nil
 }
 

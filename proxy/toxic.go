@@ -350,9 +350,10 @@ type streamRule struct {
 	// sliceSize ± sliceVariation with sliceDelay between them.
 	sliceSize, sliceVariation int
 	sliceDelay                time.Duration
-	// limit ends the connection once this many bytes went this way
-	// (limit_data; the smallest of several); -1: none.
-	limit int64
+	// limited: limit_data toxics end the connection once their bytes
+	// went this way, each counting from when it began on the connection
+	// (tcpConn.limits).
+	limited bool
 	// reset, when set, discards the direction's bytes and resets the
 	// connection resetAfter after the first of them (reset_peer).
 	reset      bool
@@ -366,7 +367,7 @@ type streamRule struct {
 
 // streamRules returns the rules of each direction for the toxics ts.
 func streamRules(ts []*Toxic) [2]streamRule {
-	r := [2]streamRule{{limit: -1}, {limit: -1}}
+	var r [2]streamRule
 	for _, t := range ts {
 		s := &r[t.dir]
 		switch t.Type {
@@ -378,9 +379,7 @@ func streamRules(ts []*Toxic) [2]streamRule {
 				s.sliceDelay = time.Duration(t.ints["delay"]) * time.Microsecond
 			}
 		case "limit_data":
-			if b := t.ints["bytes"]; s.limit < 0 || b < s.limit {
-				s.limit = b
-			}
+			s.limited = true
 		case "reset_peer":
 			if !s.reset {
 				s.reset, s.resetAfter = true, time.Duration(t.ints["timeout"])*time.Millisecond
