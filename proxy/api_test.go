@@ -294,6 +294,65 @@ func TestToxicity(t *testing.T) {
 	}
 }
 
+// TestToxicityOnOpenConnections: a stream toxic added while connections
+// are open is drawn for each of them (its toxicity), as toxiproxy draws
+// it for each connection, not once for their path; an update draws it
+// again for each. Stream toxics make no path of their own.
+func TestToxicityOnOpenConnections(t *testing.T) {
+	srv, api := startServer(t, proxy.Options{Sets: []string{"seed=1"}})
+	listen := freeAddr(t)
+	call(t, api, "POST", "/proxies", `{"name": "x", "listen": "`+listen+`", "upstream": "`+echoUpstream(t)+`"}`)
+	const n = 20
+	var conns []net.Conn
+	open := func() net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if got, eof := echo(t, c, 10); got != 10 || eof {
+			t.Fatalf("no toxic: %d of 10 bytes came back (ended: %v)", got, eof)
+		}
+		return c
+	}
+	for range n {
+		conns = append(conns, open())
+	}
+	// limit_data 0 ends a connection that has it at its next byte.
+	if code, b := call(t, api, "POST", "/proxies/x/toxics", `{"name": "cut", "type": "limit_data", "toxicity": 0.5, "attributes": {"bytes": 0}}`); code != 200 {
+		t.Fatal(code, b)
+	}
+	var spared []net.Conn
+	for _, c := range conns {
+		if got, eof := echo(t, c, 1); got == 1 && !eof {
+			spared = append(spared, c)
+		}
+	}
+	// Binomial(20, 0.5): 3..17 holds with probability 0.9997.
+	if cut := n - len(spared); cut < 3 || cut > n-3 {
+		t.Errorf("limit_data of toxicity 0.5 added to %d open connections ended %d of them", n, cut)
+	}
+	if code, b := call(t, api, "PATCH", "/proxies/x/toxics/cut", `{"toxicity": 1}`); code != 200 {
+		t.Fatal(code, b)
+	}
+	for i, c := range spared {
+		if got, eof := echo(t, c, 1); got != 0 || !eof {
+			t.Errorf("connection %d spared, then limit_data's toxicity changed to 1: %d byte came back (ended: %v)", i, got, eof)
+		}
+	}
+	// New connections draw it too, on the path the others cross.
+	if code, b := call(t, api, "PATCH", "/proxies/x/toxics/cut", `{"toxicity": 0.5, "attributes": {"bytes": 1000000}}`); code != 200 {
+		t.Fatal(code, b)
+	}
+	for range n {
+		open()
+	}
+	if st := srv.Proxy("x").Stats(); st.Paths != 1 {
+		t.Errorf("a stream toxic of toxicity 0.5: %d paths, want 1 (each connection draws it; they share the path)", st.Paths)
+	}
+}
+
 // TestUDP: a UDP proxy carries datagrams both ways across its path, and
 // its latency toxic delays them.
 func TestUDP(t *testing.T) {

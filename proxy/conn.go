@@ -27,6 +27,9 @@ type tcpConn struct {
 	end context.CancelFunc
 
 	opened time.Time
+	// has names the stream toxics the connection drew; guarded by the
+	// proxy's lock.
+	has map[string]bool
 
 	// rules are what the connection's toxics do to its streams now, read
 	// by the copy loops between two reads (applyToxics).

@@ -246,7 +246,7 @@ func (p *Proxy) admit(ctx context.Context, rc net.Conn) *tcpConn {
 	}
 	g.conns++
 	c := newTCPConn(ctx, p, g, rc)
-	c.applyToxics(g.toxics, p.toxics, nil)
+	p.applyLocked(c, nil, true)
 	p.conns[c] = struct{}{}
 	return c
 }
@@ -255,14 +255,15 @@ func (p *Proxy) admit(ctx context.Context, rc net.Conn) *tcpConn {
 // make one per combination drawn.
 const maxGroups = 16
 
-// groupForLocked draws the toxics of a new connection (each with its
-// toxicity) and returns the group of those, starting it if none has
-// them. Past maxGroups the connection takes the group whose toxics
-// differ least from those drawn.
+// groupForLocked draws the path's toxics of a new connection (each with
+// its toxicity; not the stream toxics, which each connection draws for
+// itself) and returns the group of those, starting it if none has them.
+// Past maxGroups the connection takes the group whose toxics differ
+// least from those drawn.
 func (p *Proxy) groupForLocked() (*group, error) {
 	var drawn []*Toxic
 	for _, t := range p.toxics {
-		if p.draw(t.Toxicity) {
+		if !t.onStream() && p.draw(t.Toxicity) {
 			drawn = append(drawn, t)
 		}
 	}
@@ -274,7 +275,7 @@ func (p *Proxy) groupForLocked() (*group, error) {
 		}
 		diff := 0
 		for _, t := range p.toxics {
-			if g.names[t.Name] != slices.Contains(drawn, t) {
+			if !t.onStream() && g.names[t.Name] != slices.Contains(drawn, t) {
 				diff++
 			}
 		}
@@ -358,7 +359,10 @@ const (
 // setToxics puts ts in force on every group, between two packets of each
 // direction, and on the connections' streams; what changed is recorded
 // as an event. changes says what happened to which toxics (the others
-// are kept). Groups that refuse the change turn stale. With p.mu held.
+// are kept). A toxic added or updated is drawn again (its toxicity), as
+// toxiproxy draws it for each connection: once for each group, whose
+// connections share its packets, and the stream toxics for each
+// connection. Groups that refuse the change turn stale. With p.mu held.
 func (p *Proxy) setToxicsLocked(ts []*Toxic, changes map[string]change, what string) {
 	p.toxics = ts
 	p.eventLocked("toxics", what)
@@ -369,6 +373,9 @@ func (p *Proxy) setToxicsLocked(ts []*Toxic, changes map[string]change, what str
 		var in []*Toxic
 		names := map[string]bool{}
 		for _, t := range ts {
+			if t.onStream() {
+				continue
+			}
 			has := g.names[t.Name]
 			if changes[t.Name] != kept {
 				has = p.draw(t.Toxicity)
@@ -385,15 +392,41 @@ func (p *Proxy) setToxicsLocked(ts []*Toxic, changes map[string]change, what str
 		}
 		g.names, g.toxics = names, in
 	}
-	fresh := map[string]bool{}
-	for name, ch := range changes {
+	for c := range p.conns {
+		p.applyLocked(c, changes, false)
+	}
+}
+
+// applyLocked puts the proxy's toxics in force on connection c: its
+// path's, and the stream toxics it drew. It draws those again where
+// changes says they were added or updated, every one when the connection
+// opens, and keeps its draws of the others.
+func (p *Proxy) applyLocked(c *tcpConn, changes map[string]change, opening bool) {
+	in := slices.Clone(c.g.toxics)
+	has := map[string]bool{}
+	var fresh map[string]bool
+	for _, t := range p.toxics {
+		if !t.onStream() {
+			continue
+		}
+		ch := changes[t.Name]
+		drawn := c.has[t.Name]
+		if opening || ch != kept {
+			drawn = p.draw(t.Toxicity)
+		}
+		if drawn {
+			has[t.Name] = true
+			in = append(in, t)
+		}
 		if ch == added {
-			fresh[name] = true
+			if fresh == nil {
+				fresh = map[string]bool{}
+			}
+			fresh[t.Name] = true
 		}
 	}
-	for c := range p.conns {
-		c.applyToxics(c.g.toxics, ts, fresh)
-	}
+	c.has = has
+	c.applyToxics(in, p.toxics, fresh)
 }
 
 // Events are what happened to a proxy, for GET /proxies/{proxy}/events:

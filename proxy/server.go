@@ -433,8 +433,7 @@ func (p *Proxy) updateToxic(name string, body []byte) (*Toxic, error) {
 	if i < 0 {
 		return nil, errorf(404, "toxic not found: %s", name)
 	}
-	old := p.toxics[i]
-	t, err := updateToxic(old, body, time.Now())
+	t, err := updateToxic(p.toxics[i], body, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -443,11 +442,8 @@ func (p *Proxy) updateToxic(name string, body []byte) (*Toxic, error) {
 	if err := p.srv.check(t, ts); err != nil {
 		return nil, err
 	}
-	changes := map[string]change{}
-	if t.Toxicity != old.Toxicity {
-		changes[t.Name] = updated // drawn again, as toxiproxy's update does
-	}
-	p.setToxicsLocked(ts, changes, "changed "+describe(t))
+	// Drawn again, whatever changed, as toxiproxy's update does.
+	p.setToxicsLocked(ts, map[string]change{t.Name: updated}, "changed "+describe(t))
 	return t.clone(), nil
 }
 

@@ -137,6 +137,10 @@ var refusedTypes = map[string]string{
 // streamTypes act on a TCP stream, not on packets: a UDP proxy refuses them.
 var streamTypes = []string{"slow_close", "slicer", "limit_data", "reset_peer"}
 
+// onStream reports whether t acts on its connections' streams only, not
+// on their path: each connection draws it for itself.
+func (t *Toxic) onStream() bool { return slices.Contains(streamTypes, t.Type) }
+
 // typeNames lists every toxic type, for messages.
 func typeNames() []string {
 	var out []string
