@@ -469,7 +469,7 @@ var schema = []section{
 		k("p14", "P14", state...),
 	}},
 	{path: "rate", hint: true, keys: []key{
-		k("bitrate", "Bitrate"), k("trace", "Trace"), k("trace_bytes", "Trace.Bytes"), k("packet_overhead", "PacketOverhead"),
+		k("bitrate", "Bitrate"), k("trace", "Trace"), k("trace_data", "Trace"), k("trace_bytes", "Trace.Bytes"), k("packet_overhead", "PacketOverhead"),
 		k("cell_size", "CellSize"), k("cell_overhead", "CellOverhead"),
 	}},
 	{path: "queue", hint: true, keys: []key{
