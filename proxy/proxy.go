@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -462,9 +463,16 @@ func (p *Proxy) Events() []Event {
 	return slices.Clone(p.events.events)
 }
 
+// maxDescribed bounds a toxic's JSON in an event: a trace's content may
+// be 256 KiB, and a proxy keeps 256 events.
+const maxDescribed = 512
+
 // describe says what a toxic is, for events.
 func describe(t *Toxic) string {
 	s := fmt.Sprintf("%s (%s, %s, toxicity %s)", t.Name, t.Type, t.Stream, strconv.FormatFloat(float64(t.Toxicity), 'g', -1, 32))
 	b, _ := t.MarshalJSON()
+	if len(b) > maxDescribed {
+		return fmt.Sprintf("%s %s... (%d bytes)", s, strings.ToValidUTF8(string(b[:maxDescribed]), ""), len(b))
+	}
 	return s + " " + string(b)
 }

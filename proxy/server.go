@@ -403,6 +403,13 @@ func (p *Proxy) addToxic(body []byte) (*Toxic, error) {
 	if len(p.toxics) >= maxToxics {
 		return nil, errorf(400, "toxic %s: proxy %s has %d toxics, the most a proxy holds", t.Name, p.name, maxToxics)
 	}
+	// One trace a direction: a second would replace the first's rate,
+	// and hold its content for nothing.
+	if t.Type == traceType {
+		if i := slices.IndexFunc(p.toxics, func(o *Toxic) bool { return o.Type == traceType && o.dir == t.dir }); i >= 0 {
+			return nil, errorf(400, "toxic %s: proxy %s has a trace %s already (%s): change it, or remove it first", t.Name, p.name, t.dir, p.toxics[i].Name)
+		}
+	}
 	ts := append(slices.Clone(p.toxics), t)
 	if err := p.srv.check(t, ts); err != nil {
 		return nil, err
@@ -419,7 +426,13 @@ func (s *Server) check(t *Toxic, ts []*Toxic) error {
 		msg := err.Error()
 		// "link.downlink.loss.p: ..." is the toxic's "attributes.p: ...".
 		msg = strings.ReplaceAll(msg, "--set ", "")
-		msg = strings.ReplaceAll(msg, "link."+t.dir.link()+"."+t.Type, "attributes")
+		key := "link." + t.dir.link() + "." + t.Type
+		if t.Type == traceType {
+			// A trace is the direction's rate, its data the trace_data.
+			key = "link." + t.dir.link() + ".rate"
+			msg = strings.ReplaceAll(msg, key+".trace_data", "attributes.data")
+		}
+		msg = strings.ReplaceAll(msg, key, "attributes")
 		return errorf(400, "toxic %s: %s", t.Name, msg)
 	}
 	return nil
