@@ -486,3 +486,30 @@ func TestUDP(t *testing.T) {
 		t.Errorf("slicer on udp: %d %s", code, b)
 	}
 }
+
+// TestScenarioTrace: a scenario whose rate is a trace file is every
+// path's starting point, under the toxics and after them.
+func TestScenarioTrace(t *testing.T) {
+	y := "link:\n  downlink:\n    rate: {trace: ../configs/traces/cellular-8s.down}\n"
+	_, api := startServer(t, proxy.Options{Scenario: []byte(y), ScenarioName: "trace.yaml"})
+	listen := freeAddr(t)
+	call(t, api, "POST", "/proxies", `{"name": "s", "listen": "`+listen+`", "upstream": "`+upstream(t)+`"}`)
+	url := "http://" + listen + "/"
+	fastest(t, url, 1)
+	if code, b := call(t, api, "POST", "/proxies/s/toxics", `{"type": "latency", "attributes": {"latency": 10}}`); code != 200 {
+		t.Fatal(code, b)
+	}
+	fastest(t, url, 1)
+	if code, b := call(t, api, "POST", "/proxies/s/toxics", `{"type": "bandwidth", "attributes": {"rate": 1000}}`); code != 200 {
+		t.Fatal(code, b)
+	}
+	fastest(t, url, 1)
+	if code, b := call(t, api, "DELETE", "/proxies/s/toxics/bandwidth_downstream", ""); code != 204 {
+		t.Fatal(code, b)
+	}
+	fastest(t, url, 1)
+	_, b := call(t, api, "GET", "/proxies/s/events", "")
+	if strings.Contains(b, `"stale"`) {
+		t.Errorf("a path refused a change: %s", b)
+	}
+}

@@ -424,7 +424,11 @@ func (d *decoder) trace(n *yaml.Node, path string) *impair.Trace {
 		return nil
 	}
 	if d.setsNameNoFiles && d.origins[n] == originSet {
-		d.errorf(n, path, "a change made while the run runs names no trace file (netjam would read it for whoever asks); put the trace in the scenario's timeline")
+		// A file the scenario was read with is read already.
+		if file := d.tracePath(n); d.known[file] != nil {
+			return &impair.Trace{Times: d.known[file], File: file}
+		}
+		d.errorf(n, path, "a change made while the run runs names no trace file (netjam would read it for whoever asks); put the trace in the scenario's timeline, or its content in trace_data")
 		return nil
 	}
 	file := d.tracePath(n)
