@@ -21,7 +21,7 @@ import (
 // nodeClientPackage is the release of toxiproxy's Node.js client
 // (toxiproxy-node-client on npm, the client toxiproxy's README lists for
 // Node.js) that TestNodeClient runs.
-const nodeClientPackage = "toxiproxy-node-client@4.0.0"
+const nodeClientPackage = "toxiproxy-node-client@4.1.0"
 
 // npmInstallTimeout bounds the client's install from the npm registry.
 const npmInstallTimeout = 3 * time.Minute
@@ -174,8 +174,8 @@ func TestNodeClient(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	cmd := exec.CommandContext(ctx, node, script, modules, api, up)
-	// axios, under the client, would take a proxy of the environment's
-	// for the API on loopback.
+	// The client reaches the API on loopback directly, whatever proxy
+	// the environment names.
 	cmd.Env = append(os.Environ(), "NO_PROXY=*", "no_proxy=*")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
