@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -81,7 +82,8 @@ func TestAPIShapes(t *testing.T) {
 			`{"error":"toxic x: attributes.p: 2 is out of range (expected 0% to 100%)","status":400}`},
 		{"POST", "/proxies/a/toxics", `{"name": "x", "type": "reorder", "stream": "upstream", "attributes": {"p": "5%"}}`, 400,
 			`~toxic x: attributes: reorder needs a delay in this direction to reorder against`},
-		{"POST", "/proxies/a/toxics", `{"name": "x", "type": "trace"}`, 400, `~a trace is a file netjam would read`},
+		{"POST", "/proxies/a/toxics", `{"name": "x", "type": "trace"}`, 400, `~toxic x: trace: missing attribute data, the trace's content`},
+		{"POST", "/proxies/a/toxics", `{"name": "x", "type": "wifi"}`, 400, `~invalid toxic type wifi: a Wi-Fi cell is not available`},
 		{"POST", "/proxies/a/toxics", `{"name": "ok", "type": "loss", "stream": "upstream", "attributes": {"model": "gemodel", "p": "1%", "r": "50%"}}`, 200,
 			`{"attributes":{"model":"gemodel","p":"1%","r":"50%"},"name":"ok","type":"loss","stream":"upstream","toxicity":1}`},
 		{"GET", "/proxies/a/toxics/ok", "", 200, `{"attributes":{"model":"gemodel","p":"1%","r":"50%"},"name":"ok","type":"loss","stream":"upstream","toxicity":1}`},
@@ -231,6 +233,40 @@ func TestStreamToxics(t *testing.T) {
 	}
 }
 
+// TestLimitDataOnOpenConnection: a limit_data added to a connection that
+// carried bytes already counts the bytes from when it was added, as
+// toxiproxy's does (its state is made when the toxic is added to the
+// connection); a change of its bytes keeps the count, as toxiproxy's
+// update keeps the state.
+func TestLimitDataOnOpenConnection(t *testing.T) {
+	_, api := startServer(t, proxy.Options{})
+	listen := freeAddr(t)
+	call(t, api, "POST", "/proxies", `{"name": "e", "listen": "`+listen+`", "upstream": "`+echoUpstream(t)+`"}`)
+	c, err := net.Dial("tcp", listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, eof := echo(t, c, 1000); got != 1000 || eof {
+		t.Fatalf("no toxic: %d of 1000 bytes came back (ended: %v)", got, eof)
+	}
+	if code, b := call(t, api, "POST", "/proxies/e/toxics", `{"name": "lim", "type": "limit_data", "attributes": {"bytes": 500}}`); code != 200 {
+		t.Fatal(code, b)
+	}
+	if got, eof := echo(t, c, 400); got != 400 || eof {
+		t.Fatalf("limit_data 500 added after 1000 bytes: %d of 400 more came back (ended: %v); want all, the limit counting from when it was added", got, eof)
+	}
+	if code, b := call(t, api, "PATCH", "/proxies/e/toxics/lim", `{"attributes": {"bytes": 700}}`); code != 200 {
+		t.Fatal(code, b)
+	}
+	if got, eof := echo(t, c, 200); got != 200 || eof {
+		t.Fatalf("limit_data changed to 700 after 400 of its bytes: %d of 200 more came back (ended: %v)", got, eof)
+	}
+	if got, eof := echo(t, c, 200); got != 100 || !eof {
+		t.Errorf("limit_data 700 after 600 of its bytes: %d of 200 more came back (ended: %v); want 100, then the end", got, eof)
+	}
+}
+
 // TestToxicity: a toxic of toxicity 0.5 acts on about half the
 // connections; those not chosen cross a path without it.
 func TestToxicity(t *testing.T) {
@@ -257,6 +293,138 @@ func TestToxicity(t *testing.T) {
 	_, b := call(t, api, "GET", "/proxies/x", "")
 	if json.Unmarshal([]byte(b), &p) != nil || len(p.Toxics) != 1 {
 		t.Errorf("proxy: %s", b)
+	}
+}
+
+// TestToxicityOnOpenConnections: a stream toxic added while connections
+// are open is drawn for each of them (its toxicity), as toxiproxy draws
+// it for each connection, not once for their path; an update draws it
+// again for each. Stream toxics make no path of their own.
+func TestToxicityOnOpenConnections(t *testing.T) {
+	srv, api := startServer(t, proxy.Options{Sets: []string{"seed=1"}})
+	listen := freeAddr(t)
+	call(t, api, "POST", "/proxies", `{"name": "x", "listen": "`+listen+`", "upstream": "`+echoUpstream(t)+`"}`)
+	const n = 20
+	var conns []net.Conn
+	open := func() net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if got, eof := echo(t, c, 10); got != 10 || eof {
+			t.Fatalf("no toxic: %d of 10 bytes came back (ended: %v)", got, eof)
+		}
+		return c
+	}
+	for range n {
+		conns = append(conns, open())
+	}
+	// limit_data 0 ends a connection that has it at its next byte.
+	if code, b := call(t, api, "POST", "/proxies/x/toxics", `{"name": "cut", "type": "limit_data", "toxicity": 0.5, "attributes": {"bytes": 0}}`); code != 200 {
+		t.Fatal(code, b)
+	}
+	var spared []net.Conn
+	for _, c := range conns {
+		if got, eof := echo(t, c, 1); got == 1 && !eof {
+			spared = append(spared, c)
+		}
+	}
+	// Binomial(20, 0.5): 3..17 holds with probability 0.9997.
+	if cut := n - len(spared); cut < 3 || cut > n-3 {
+		t.Errorf("limit_data of toxicity 0.5 added to %d open connections ended %d of them", n, cut)
+	}
+	if code, b := call(t, api, "PATCH", "/proxies/x/toxics/cut", `{"toxicity": 1}`); code != 200 {
+		t.Fatal(code, b)
+	}
+	for i, c := range spared {
+		if got, eof := echo(t, c, 1); got != 0 || !eof {
+			t.Errorf("connection %d spared, then limit_data's toxicity changed to 1: %d byte came back (ended: %v)", i, got, eof)
+		}
+	}
+	// New connections draw it too, on the path the others cross.
+	if code, b := call(t, api, "PATCH", "/proxies/x/toxics/cut", `{"toxicity": 0.5, "attributes": {"bytes": 1000000}}`); code != 200 {
+		t.Fatal(code, b)
+	}
+	for range n {
+		open()
+	}
+	if st := srv.Proxy("x").Stats(); st.Paths != 1 {
+		t.Errorf("a stream toxic of toxicity 0.5: %d paths, want 1 (each connection draws it; they share the path)", st.Paths)
+	}
+}
+
+// TestTraceToxic: a trace toxic's content comes in the request, checked
+// by the scenario's parser of trace files, and the direction's rate
+// follows it: one opportunity of 1504 bytes every 5 ms carries one
+// full-sized segment, 1448 bytes of payload, every 5 ms (289.6 KB/s), and
+// every 10 ms once the toxic changes.
+func TestTraceToxic(t *testing.T) {
+	srv, api := startServer(t, proxy.Options{})
+	listen := freeAddr(t)
+	call(t, api, "POST", "/proxies", `{"name": "tr", "listen": "`+listen+`", "upstream": "`+upstream(t)+`"}`)
+	// every returns a trace of 2000 opportunities, ms apart.
+	every := func(ms int) string {
+		var b strings.Builder
+		for i := 1; i <= 2000; i++ {
+			fmt.Fprintf(&b, "%d\n", i*ms)
+		}
+		return b.String()
+	}
+	quoted := func(s string) string {
+		b, _ := json.Marshal(s)
+		return string(b)
+	}
+	for _, tc := range []struct {
+		body, want string
+	}{
+		{`{"name": "t", "type": "trace", "attributes": {"data": "1\n3\n2\n"}}`,
+			`{"error":"toxic t: attributes.data: line 3: 2 ms comes after 3 ms: times must not decrease","status":400}`},
+		{`{"name": "t", "type": "trace", "attributes": {"data": ""}}`, `~toxic t: attributes.data: empty: expected a trace's content`},
+		{`{"name": "t", "type": "trace", "attributes": {"data": 5}}`, `~toxic t: attribute data: expected the trace's content, a string`},
+		{`{"name": "t", "type": "trace", "attributes": {"data": "5", "bitrate": "1Mbps"}}`,
+			`{"error":"toxic t: trace has no attribute \"bitrate\" (its attributes: data, trace_bytes, packet_overhead, cell_size, cell_overhead)","status":400}`},
+		{`{"name": "t", "type": "trace", "attributes": {"data": "5", "trace_bytes": 0}}`, `~toxic t: attributes.trace_bytes: 0 is out of range`},
+		{`{"name": "t", "type": "trace", "attributes": {"data": ` + quoted(strings.Repeat("5\n", 200_000)) + `}}`,
+			`{"error":"toxic t: attribute data: 400000 bytes, more than 262144: give a longer trace in the scenario file (link.rate.trace)","status":400}`},
+	} {
+		code, got := call(t, api, "POST", "/proxies/tr/toxics", tc.body)
+		ok := got == tc.want
+		if strings.HasPrefix(tc.want, "~") {
+			ok = strings.Contains(got, tc.want[1:])
+		}
+		if code != 400 || !ok {
+			t.Errorf("%.100s: %d %s\n\twant 400 %s", tc.body, code, got, tc.want)
+		}
+	}
+
+	data := every(5)
+	if code, b := call(t, api, "POST", "/proxies/tr/toxics", `{"name": "t", "type": "trace", "attributes": {"data": `+quoted(data)+`}}`); code != 200 {
+		t.Fatal(code, b)
+	}
+	if code, b := call(t, api, "POST", "/proxies/tr/toxics", `{"name": "t2", "type": "trace", "attributes": {"data": "5"}}`); code != 400 || !strings.Contains(b, "proxy tr has a trace downstream already (t)") {
+		t.Errorf("a second trace downstream: %d %s", code, b)
+	}
+	var tx struct {
+		Attributes struct{ Data string }
+	}
+	if _, b := call(t, api, "GET", "/proxies/tr/toxics/t", ""); json.Unmarshal([]byte(b), &tx) != nil || tx.Attributes.Data != data {
+		t.Errorf("the trace read back: %.200s", b)
+	}
+	if rate := downloadRate(t, listen, 300_000); rate < 0.95*289.6 || rate > 1.05*289.6 {
+		t.Errorf("a trace of an opportunity every 5 ms carried %.1f KB/s, want 289.6", rate)
+	}
+	if code, b := call(t, api, "PATCH", "/proxies/tr/toxics/t", `{"attributes": {"data": `+quoted(every(10))+`}}`); code != 200 {
+		t.Fatal(code, b)
+	}
+	if rate := downloadRate(t, listen, 150_000); rate < 0.95*144.8 || rate > 1.05*144.8 {
+		t.Errorf("the trace changed to an opportunity every 10 ms: %.1f KB/s, want 144.8", rate)
+	}
+	for _, e := range srv.Proxy("tr").Events() {
+		if len(e.Detail) > 1000 {
+			t.Errorf("an event of %d bytes: %.200s", len(e.Detail), e.Detail)
+		}
 	}
 }
 
@@ -316,5 +484,32 @@ func TestUDP(t *testing.T) {
 	}
 	if code, b := call(t, api, "POST", "/proxies/u/toxics", `{"type": "slicer"}`); code != 400 || !strings.Contains(b, "acts on a TCP stream") {
 		t.Errorf("slicer on udp: %d %s", code, b)
+	}
+}
+
+// TestScenarioTrace: a scenario whose rate is a trace file is every
+// path's starting point, under the toxics and after them.
+func TestScenarioTrace(t *testing.T) {
+	y := "link:\n  downlink:\n    rate: {trace: ../configs/traces/cellular-8s.down}\n"
+	_, api := startServer(t, proxy.Options{Scenario: []byte(y), ScenarioName: "trace.yaml"})
+	listen := freeAddr(t)
+	call(t, api, "POST", "/proxies", `{"name": "s", "listen": "`+listen+`", "upstream": "`+upstream(t)+`"}`)
+	url := "http://" + listen + "/"
+	fastest(t, url, 1)
+	if code, b := call(t, api, "POST", "/proxies/s/toxics", `{"type": "latency", "attributes": {"latency": 10}}`); code != 200 {
+		t.Fatal(code, b)
+	}
+	fastest(t, url, 1)
+	if code, b := call(t, api, "POST", "/proxies/s/toxics", `{"type": "bandwidth", "attributes": {"rate": 1000}}`); code != 200 {
+		t.Fatal(code, b)
+	}
+	fastest(t, url, 1)
+	if code, b := call(t, api, "DELETE", "/proxies/s/toxics/bandwidth_downstream", ""); code != 204 {
+		t.Fatal(code, b)
+	}
+	fastest(t, url, 1)
+	_, b := call(t, api, "GET", "/proxies/s/events", "")
+	if strings.Contains(b, `"stale"`) {
+		t.Errorf("a path refused a change: %s", b)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -153,8 +154,17 @@ func TestBandwidth(t *testing.T) {
 	if _, err := p.AddToxic("bw", "bandwidth", "downstream", 1, toxiproxy.Attributes{"rate": 100}); err != nil {
 		t.Fatal(err)
 	}
-	const n = 300_000
-	resp, err := client.Get("http://" + p.Listen + "/bytes?n=300000")
+	if rate := downloadRate(t, p.Listen, 300_000); rate < 95 || rate > 105 {
+		t.Errorf("bandwidth 100 KB/s carried %.1f KB/s", rate)
+	}
+}
+
+// downloadRate fetches n bytes through the proxy at listen and returns
+// the rate of the body in KB/s, from its first read to its last: the
+// handshake and the request do not count.
+func downloadRate(t *testing.T, listen string, n int) float64 {
+	t.Helper()
+	resp, err := client.Get("http://" + listen + "/bytes?n=" + strconv.Itoa(n))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,11 +190,9 @@ func TestBandwidth(t *testing.T) {
 	if sum(got) != sum(body(n)) {
 		t.Fatalf("body of %d bytes differs from the upstream's", len(got))
 	}
-	rate := float64(n-firstN) / elapsed.Seconds() / 1000 // KB/s
+	rate := float64(n-firstN) / elapsed.Seconds() / 1000
 	t.Logf("%d bytes at %.1f KB/s (%v)", n, rate, elapsed)
-	if rate < 95 || rate > 105 {
-		t.Errorf("bandwidth 100 KB/s carried %.1f KB/s", rate)
-	}
+	return rate
 }
 
 // TestTimeoutAndReset: timeout blackholes (nothing comes back; with a

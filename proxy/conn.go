@@ -5,8 +5,10 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/netjam/netjam/stack"
@@ -25,14 +27,34 @@ type tcpConn struct {
 	end context.CancelFunc
 
 	opened time.Time
+	// has names the stream toxics the connection drew; guarded by the
+	// proxy's lock.
+	has map[string]bool
 
-	mu sync.Mutex // guards nc, closed, timeout and resets
+	// rules are what the connection's toxics do to its streams now, read
+	// by the copy loops between two reads (applyToxics).
+	rules atomic.Pointer[[2]streamRule]
+
+	mu sync.Mutex // guards nc, closed, timeout, resets and limits
 	nc *stack.TCPConn
 	// closed is set by close: the sockets are closed, or being.
 	closed  bool
 	timeout *time.Timer    // closes the connection (timeout toxic)
 	resets  [2]*time.Timer // reset it (reset_peer), armed by the first bytes
-	passed  [2]int64       // bytes passed on each way, for limit_data
+	limits  []limitCount   // the state of each limit_data toxic of the proxy
+}
+
+// limitCount is a limit_data toxic's state on one connection: the bytes
+// it let through while in force there, counted from when it began on the
+// connection. This is toxiproxy's state of a stateful toxic, made when
+// the toxic is added to the connection (or the connection opens), kept
+// across the toxic's updates, gone with it.
+type limitCount struct {
+	name   string
+	dir    direction
+	bytes  int64 // the toxic's limit
+	passed int64
+	on     bool // the connection drew it (toxicity): it counts and limits
 }
 
 func newTCPConn(ctx context.Context, p *Proxy, g *group, rc net.Conn) *tcpConn {
@@ -52,9 +74,8 @@ func (c *tcpConn) run() {
 			port = uint16(n)
 		}
 	}
-	// The timers first: a timeout toxic's close ends a handshake its
-	// lost packets hold up.
-	c.refresh()
+	// The timers are armed already (admit): a timeout toxic's close
+	// ends a handshake its lost packets hold up.
 	nc, err := c.g.b.Client().DialTCP(c.ctx, virtualUpstream(port), stack.TCPOptions{})
 	if err != nil {
 		// Refused or unreachable upstream: the client's connection is
@@ -109,14 +130,14 @@ func (c *tcpConn) copy(d direction, dst, src net.Conn) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			c.p.counts.received[d].Add(uint64(n))
-			r := c.g.rules.Load()[d]
+			r := c.rules.Load()[d]
 			if !c.pass(d, dst, buf[:n], r, &slicer) {
 				return
 			}
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				c.endStream(d, dst, c.g.rules.Load()[d])
+				c.endStream(d, dst, c.rules.Load()[d])
 				return
 			}
 			// The peer reset, or the connection closed under us: pass
@@ -136,13 +157,13 @@ func (c *tcpConn) pass(d direction, dst net.Conn, data []byte, r streamRule, sli
 		return true
 	}
 	end := false
-	if r.limit >= 0 {
+	if r.limited {
 		c.mu.Lock()
-		left := r.limit - c.passed[d]
+		left := c.limitLeftLocked(d)
 		c.mu.Unlock()
-		if left <= int64(len(data)) {
-			c.p.counts.discarded[d].Add(uint64(len(data)) - uint64(max(left, 0)))
-			data, end = data[:max(left, 0)], true
+		if left >= 0 && left <= int64(len(data)) {
+			c.p.counts.discarded[d].Add(uint64(len(data)) - uint64(left))
+			data, end = data[:left], true
 		}
 	}
 	var err error
@@ -159,15 +180,67 @@ func (c *tcpConn) pass(d direction, dst net.Conn, data []byte, r streamRule, sli
 		return false
 	}
 	c.p.counts.sent[d].Add(uint64(len(data)))
-	c.mu.Lock()
-	c.passed[d] += int64(len(data))
-	c.mu.Unlock()
+	if r.limited {
+		// A limit_data added while these bytes were written counts them
+		// too: toxiproxy's counts the chunks that reach it after it is
+		// in the chain, which the same race decides.
+		c.mu.Lock()
+		for i := range c.limits {
+			if l := &c.limits[i]; l.on && l.dir == d {
+				l.passed += int64(len(data))
+			}
+		}
+		c.mu.Unlock()
+	}
 	if end {
 		// limit_data: the connection ends once its bytes went.
 		c.close(false)
 		return false
 	}
 	return true
+}
+
+// limitLeftLocked returns the bytes direction d may still pass before
+// one of its limit_data toxics ends the connection, -1 for no limit.
+func (c *tcpConn) limitLeftLocked(d direction) int64 {
+	left := int64(-1)
+	for _, l := range c.limits {
+		if l.on && l.dir == d {
+			if n := max(l.bytes-l.passed, 0); left < 0 || n < left {
+				left = n
+			}
+		}
+	}
+	return left
+}
+
+// applyToxics puts the toxics in (those of the proxy's toxics all that
+// the connection drew) in force on its streams, and arms or disarms its
+// timers. The state of each limit_data toxic is kept, and begins afresh
+// for the toxics fresh names (added since). With the proxy's lock held.
+func (c *tcpConn) applyToxics(in, all []*Toxic, fresh map[string]bool) {
+	r := streamRules(in)
+	c.mu.Lock()
+	var limits []limitCount
+	for _, t := range all {
+		if t.Type != "limit_data" {
+			continue
+		}
+		l := limitCount{name: t.Name, dir: t.dir}
+		if i := slices.IndexFunc(in, func(o *Toxic) bool { return o.Name == t.Name }); i >= 0 {
+			l.on, l.bytes = true, in[i].ints["bytes"]
+		}
+		if !fresh[t.Name] {
+			if i := slices.IndexFunc(c.limits, func(o limitCount) bool { return o.name == t.Name }); i >= 0 {
+				l.passed = c.limits[i].passed
+			}
+		}
+		limits = append(limits, l)
+	}
+	c.limits = limits
+	c.mu.Unlock()
+	c.rules.Store(&r)
+	c.refresh()
 }
 
 // endStream passes the end of direction d's stream on to dst, after
@@ -204,11 +277,11 @@ func (c *tcpConn) armReset(d direction, after time.Duration) {
 	})
 }
 
-// refresh arms or disarms the connection's timers for its group's rules
-// now: a timeout toxic's close (from when the toxic began, or the
-// connection opened if later), and the end of a reset no longer in force.
+// refresh arms or disarms the connection's timers for its rules now: a
+// timeout toxic's close (from when the toxic began, or the connection
+// opened if later), and the end of a reset no longer in force.
 func (c *tcpConn) refresh() {
-	r := c.g.rules.Load()
+	r := c.rules.Load()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

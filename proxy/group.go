@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"sync/atomic"
 
 	"go.uber.org/zap"
 
@@ -16,20 +15,21 @@ import (
 // it: two netstack hosts (emulator.Bench), the near one where the
 // proxy's connections to the upstream start, the far one relaying them to
 // the upstream's real address. A proxy's connections share a group when
-// they drew the same toxics (toxicity), so a proxy whose toxics all have
-// toxicity 1 has one group, and one with a toxic of toxicity 0.5 two: the
-// connections with it, and those crossing a path without it.
+// they drew the same toxics of the path (toxicity), so a proxy whose
+// toxics all have toxicity 1 has one group, and one with a latency of
+// toxicity 0.5 two: the connections with it, and those crossing a path
+// without it. Stream toxics, which each connection draws for itself,
+// make no group of their own.
 //
-// Its fields other than rules are guarded by the proxy's lock.
+// Its fields are guarded by the proxy's lock.
 type group struct {
 	b *emulator.Bench
-	// names are the toxics the group's connections drew, by name.
+	// names are the path's toxics the group's connections drew, by
+	// name.
 	names map[string]bool
-	// toxics are those in force on its path and streams now (a copy
-	// each); rules, their stream rules, read by the connections' copy
-	// loops between two reads.
+	// toxics are those in force on its path now (a copy each), timeout's
+	// close on its connections' streams too.
 	toxics []*Toxic
-	rules  atomic.Pointer[[2]streamRule]
 	// stale is set when the path refused a live change (a queue's
 	// discipline, say): the group keeps its connections and settings,
 	// takes no new connection, and closes with its last connection.
@@ -59,8 +59,6 @@ func (p *Proxy) newGroupLocked(ts []*Toxic) (*group, error) {
 	for _, t := range ts {
 		g.names[t.Name] = true
 	}
-	r := streamRules(ts)
-	g.rules.Store(&r)
 	p.groups = append(p.groups, g)
 	p.counts.paths.Add(1)
 	return g, nil

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/netjam/netjam/proxy"
 )
@@ -80,3 +81,49 @@ func freeAddr(t testing.TB) string {
 var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
 func sum(b []byte) [32]byte { return sha256.Sum256(b) }
+
+// echoUpstream is a TCP server on loopback that sends back what it
+// reads, on each connection.
+func echoUpstream(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				io.Copy(c, c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// echo writes n bytes on c and reads until n came back, the connection
+// ended (eof) or 5 s passed; it returns the bytes that came back.
+func echo(t testing.TB, c net.Conn, n int) (got int, eof bool) {
+	t.Helper()
+	if _, err := c.Write(make([]byte, n)); err != nil {
+		t.Fatalf("write %d bytes: %v", n, err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, n)
+	for got < n {
+		k, err := c.Read(buf[got:])
+		got += k
+		if err == io.EOF {
+			return got, true
+		}
+		if err != nil {
+			t.Fatalf("after %d of %d bytes echoed: %v", got, n, err)
+		}
+	}
+	return got, false
+}

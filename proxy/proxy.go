@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -246,6 +247,7 @@ func (p *Proxy) admit(ctx context.Context, rc net.Conn) *tcpConn {
 	}
 	g.conns++
 	c := newTCPConn(ctx, p, g, rc)
+	p.applyLocked(c, nil, true)
 	p.conns[c] = struct{}{}
 	return c
 }
@@ -254,14 +256,15 @@ func (p *Proxy) admit(ctx context.Context, rc net.Conn) *tcpConn {
 // make one per combination drawn.
 const maxGroups = 16
 
-// groupForLocked draws the toxics of a new connection (each with its
-// toxicity) and returns the group of those, starting it if none has
-// them. Past maxGroups the connection takes the group whose toxics
-// differ least from those drawn.
+// groupForLocked draws the path's toxics of a new connection (each with
+// its toxicity; not the stream toxics, which each connection draws for
+// itself) and returns the group of those, starting it if none has them.
+// Past maxGroups the connection takes the group whose toxics differ
+// least from those drawn.
 func (p *Proxy) groupForLocked() (*group, error) {
 	var drawn []*Toxic
 	for _, t := range p.toxics {
-		if p.draw(t.Toxicity) {
+		if !t.onStream() && p.draw(t.Toxicity) {
 			drawn = append(drawn, t)
 		}
 	}
@@ -273,7 +276,7 @@ func (p *Proxy) groupForLocked() (*group, error) {
 		}
 		diff := 0
 		for _, t := range p.toxics {
-			if g.names[t.Name] != slices.Contains(drawn, t) {
+			if !t.onStream() && g.names[t.Name] != slices.Contains(drawn, t) {
 				diff++
 			}
 		}
@@ -342,12 +345,26 @@ func (p *Proxy) releaseLocked(g *group) *group {
 	return nil
 }
 
+// change is what happened to a toxic in a change of a proxy's toxics.
+type change uint8
+
+const (
+	// kept: each connection keeps its draw of the toxic, and its state.
+	kept change = iota
+	// updated: the toxic's toxicity is drawn again; its state is kept.
+	updated
+	// added: the toxic is drawn, and its state begins afresh.
+	added
+)
+
 // setToxics puts ts in force on every group, between two packets of each
 // direction, and on the connections' streams; what changed is recorded
-// as an event. changed names the toxics whose toxicity is drawn again
-// for each group (new, or their toxicity changed). Groups that refuse
-// the change turn stale. With p.mu held.
-func (p *Proxy) setToxicsLocked(ts []*Toxic, changed map[string]bool, what string) {
+// as an event. changes says what happened to which toxics (the others
+// are kept). A toxic added or updated is drawn again (its toxicity), as
+// toxiproxy draws it for each connection: once for each group, whose
+// connections share its packets, and the stream toxics for each
+// connection. Groups that refuse the change turn stale. With p.mu held.
+func (p *Proxy) setToxicsLocked(ts []*Toxic, changes map[string]change, what string) {
 	p.toxics = ts
 	p.eventLocked("toxics", what)
 	for _, g := range p.groups {
@@ -357,8 +374,11 @@ func (p *Proxy) setToxicsLocked(ts []*Toxic, changed map[string]bool, what strin
 		var in []*Toxic
 		names := map[string]bool{}
 		for _, t := range ts {
+			if t.onStream() {
+				continue
+			}
 			has := g.names[t.Name]
-			if changed[t.Name] {
+			if changes[t.Name] != kept {
 				has = p.draw(t.Toxicity)
 			}
 			if has {
@@ -372,12 +392,42 @@ func (p *Proxy) setToxicsLocked(ts []*Toxic, changed map[string]bool, what strin
 			continue
 		}
 		g.names, g.toxics = names, in
-		r := streamRules(in)
-		g.rules.Store(&r)
 	}
 	for c := range p.conns {
-		c.refresh()
+		p.applyLocked(c, changes, false)
 	}
+}
+
+// applyLocked puts the proxy's toxics in force on connection c: its
+// path's, and the stream toxics it drew. It draws those again where
+// changes says they were added or updated, every one when the connection
+// opens, and keeps its draws of the others.
+func (p *Proxy) applyLocked(c *tcpConn, changes map[string]change, opening bool) {
+	in := slices.Clone(c.g.toxics)
+	has := map[string]bool{}
+	var fresh map[string]bool
+	for _, t := range p.toxics {
+		if !t.onStream() {
+			continue
+		}
+		ch := changes[t.Name]
+		drawn := c.has[t.Name]
+		if opening || ch != kept {
+			drawn = p.draw(t.Toxicity)
+		}
+		if drawn {
+			has[t.Name] = true
+			in = append(in, t)
+		}
+		if ch == added {
+			if fresh == nil {
+				fresh = map[string]bool{}
+			}
+			fresh[t.Name] = true
+		}
+	}
+	c.has = has
+	c.applyToxics(in, p.toxics, fresh)
 }
 
 // Events are what happened to a proxy, for GET /proxies/{proxy}/events:
@@ -413,9 +463,16 @@ func (p *Proxy) Events() []Event {
 	return slices.Clone(p.events.events)
 }
 
+// maxDescribed bounds a toxic's JSON in an event: a trace's content may
+// be 256 KiB, and a proxy keeps 256 events.
+const maxDescribed = 512
+
 // describe says what a toxic is, for events.
 func describe(t *Toxic) string {
 	s := fmt.Sprintf("%s (%s, %s, toxicity %s)", t.Name, t.Type, t.Stream, strconv.FormatFloat(float64(t.Toxicity), 'g', -1, 32))
 	b, _ := t.MarshalJSON()
+	if len(b) > maxDescribed {
+		return fmt.Sprintf("%s %s... (%d bytes)", s, strings.ToValidUTF8(string(b[:maxDescribed]), ""), len(b))
+	}
 	return s + " " + string(b)
 }

@@ -403,11 +403,18 @@ func (p *Proxy) addToxic(body []byte) (*Toxic, error) {
 	if len(p.toxics) >= maxToxics {
 		return nil, errorf(400, "toxic %s: proxy %s has %d toxics, the most a proxy holds", t.Name, p.name, maxToxics)
 	}
+	// One trace a direction: a second would replace the first's rate,
+	// and hold its content for nothing.
+	if t.Type == traceType {
+		if i := slices.IndexFunc(p.toxics, func(o *Toxic) bool { return o.Type == traceType && o.dir == t.dir }); i >= 0 {
+			return nil, errorf(400, "toxic %s: proxy %s has a trace %s already (%s): change it, or remove it first", t.Name, p.name, t.dir, p.toxics[i].Name)
+		}
+	}
 	ts := append(slices.Clone(p.toxics), t)
 	if err := p.srv.check(t, ts); err != nil {
 		return nil, err
 	}
-	p.setToxicsLocked(ts, map[string]bool{t.Name: true}, "added "+describe(t))
+	p.setToxicsLocked(ts, map[string]change{t.Name: added}, "added "+describe(t))
 	return t.clone(), nil
 }
 
@@ -419,7 +426,13 @@ func (s *Server) check(t *Toxic, ts []*Toxic) error {
 		msg := err.Error()
 		// "link.downlink.loss.p: ..." is the toxic's "attributes.p: ...".
 		msg = strings.ReplaceAll(msg, "--set ", "")
-		msg = strings.ReplaceAll(msg, "link."+t.dir.link()+"."+t.Type, "attributes")
+		key := "link." + t.dir.link() + "." + t.Type
+		if t.Type == traceType {
+			// A trace is the direction's rate, its data the trace_data.
+			key = "link." + t.dir.link() + ".rate"
+			msg = strings.ReplaceAll(msg, key+".trace_data", "attributes.data")
+		}
+		msg = strings.ReplaceAll(msg, key, "attributes")
 		return errorf(400, "toxic %s: %s", t.Name, msg)
 	}
 	return nil
@@ -433,8 +446,7 @@ func (p *Proxy) updateToxic(name string, body []byte) (*Toxic, error) {
 	if i < 0 {
 		return nil, errorf(404, "toxic not found: %s", name)
 	}
-	old := p.toxics[i]
-	t, err := updateToxic(old, body, time.Now())
+	t, err := updateToxic(p.toxics[i], body, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -443,11 +455,8 @@ func (p *Proxy) updateToxic(name string, body []byte) (*Toxic, error) {
 	if err := p.srv.check(t, ts); err != nil {
 		return nil, err
 	}
-	changed := map[string]bool{}
-	if t.Toxicity != old.Toxicity {
-		changed[t.Name] = true // drawn again, as toxiproxy's update does
-	}
-	p.setToxicsLocked(ts, changed, "changed "+describe(t))
+	// Drawn again, whatever changed, as toxiproxy's update does.
+	p.setToxicsLocked(ts, map[string]change{t.Name: updated}, "changed "+describe(t))
 	return t.clone(), nil
 }
 

@@ -130,12 +130,30 @@ var netjamTypes = []string{"corrupt", "delay", "duplicate", "loss", "queue", "ra
 
 // refusedTypes are netjam types that cannot be toxics, and why.
 var refusedTypes = map[string]string{
-	"trace": "a trace is a file netjam would read on an API client's word: give it in the scenario file (netjam proxy SCENARIO.yaml, link.rate.trace)",
-	"wifi":  "a Wi-Fi cell is not available in netjam proxy yet: its paths carry a link only",
+	"wifi": "a Wi-Fi cell is not available in netjam proxy yet: its paths carry a link only",
 }
+
+// traceType is netjam's trace toxic: the direction's rate follows a
+// trace whose content the toxic holds (its data attribute), as a
+// scenario's rate: {trace_data: ...} does. netjam reads no file on an
+// API client's word, so the content comes in the request.
+const traceType = "trace"
+
+// traceKeys are the attributes of a trace toxic: its content (data), and
+// the keys of a rate that go with a trace, checked by the scenario.
+var traceKeys = []string{"data", "trace_bytes", "packet_overhead", "cell_size", "cell_overhead"}
+
+// maxTraceData bounds a trace toxic's content: some 40000 delivery
+// opportunities (a minute of a 10 Mbit/s trace) of 6 bytes a line. A
+// longer trace belongs in the scenario file (link.rate.trace).
+const maxTraceData = 256 << 10
 
 // streamTypes act on a TCP stream, not on packets: a UDP proxy refuses them.
 var streamTypes = []string{"slow_close", "slicer", "limit_data", "reset_peer"}
+
+// onStream reports whether t acts on its connections' streams only, not
+// on their path: each connection draws it for itself.
+func (t *Toxic) onStream() bool { return slices.Contains(streamTypes, t.Type) }
 
 // typeNames lists every toxic type, for messages.
 func typeNames() []string {
@@ -144,6 +162,7 @@ func typeNames() []string {
 		out = append(out, t)
 	}
 	out = append(out, netjamTypes...)
+	out = append(out, traceType)
 	sort.Strings(out)
 	return out
 }
@@ -216,7 +235,7 @@ func newToxic(body []byte, udp bool, now time.Time) (*Toxic, error) {
 		for _, a := range toxiproxyTypes[t.Type] {
 			t.ints[a.name] = 0
 		}
-	case slices.Contains(netjamTypes, t.Type):
+	case slices.Contains(netjamTypes, t.Type) || t.Type == traceType:
 		t.raw = map[string]any{}
 	case refusedTypes[t.Type] != "":
 		return nil, errorf(400, "invalid toxic type %s: %s", t.Type, refusedTypes[t.Type])
@@ -231,7 +250,53 @@ func newToxic(body []byte, udp bool, now time.Time) (*Toxic, error) {
 	if err := setAttributes(t, in.Attributes); err != nil {
 		return nil, err
 	}
+	if err := checkTrace(t); err != nil {
+		return nil, err
+	}
 	return t, nil
+}
+
+// checkTrace checks what the scenario does not of a trace toxic's
+// attributes: their names, and that data, the trace's content, is there,
+// is text and is not too long for a request. The content itself is
+// checked by the scenario's parser of trace files (Server.check).
+func checkTrace(t *Toxic) error {
+	if t.Type != traceType {
+		return nil
+	}
+	keys := make([]string, 0, len(t.raw))
+	for k := range t.raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !slices.Contains(traceKeys, k) {
+			return errorf(400, "toxic %s: trace has no attribute %q (its attributes: %s)", t.Name, k, strings.Join(traceKeys, ", "))
+		}
+	}
+	data, ok := t.raw["data"].(string)
+	switch {
+	case t.raw["data"] == nil:
+		return errorf(400, "toxic %s: trace: missing attribute data, the trace's content as a trace file has it (mahimahi's format: one delivery time in ms per line)", t.Name)
+	case !ok:
+		return errorf(400, "toxic %s: attribute data: expected the trace's content, a string (one delivery time in ms per line), got %v", t.Name, t.raw["data"])
+	case len(data) > maxTraceData:
+		return errorf(400, "toxic %s: attribute data: %d bytes, more than %d: give a longer trace in the scenario file (link.rate.trace)", t.Name, len(data), maxTraceData)
+	}
+	return nil
+}
+
+// traceRate is the direction's rate a trace toxic's attributes make: its
+// data is the rate's trace_data.
+func traceRate(attrs map[string]any) map[string]any {
+	out := make(map[string]any, len(attrs))
+	for k, v := range attrs {
+		if k == "data" {
+			k = "trace_data"
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // maxName bounds the names of proxies and toxics.
@@ -275,6 +340,9 @@ func updateToxic(t *Toxic, body []byte, now time.Time) (*Toxic, error) {
 		}
 	}
 	if err := setAttributes(c, in.Attributes); err != nil {
+		return nil, err
+	}
+	if err := checkTrace(c); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -350,9 +418,10 @@ type streamRule struct {
 	// sliceSize ± sliceVariation with sliceDelay between them.
 	sliceSize, sliceVariation int
 	sliceDelay                time.Duration
-	// limit ends the connection once this many bytes went this way
-	// (limit_data; the smallest of several); -1: none.
-	limit int64
+	// limited: limit_data toxics end the connection once their bytes
+	// went this way, each counting from when it began on the connection
+	// (tcpConn.limits).
+	limited bool
 	// reset, when set, discards the direction's bytes and resets the
 	// connection resetAfter after the first of them (reset_peer).
 	reset      bool
@@ -366,7 +435,7 @@ type streamRule struct {
 
 // streamRules returns the rules of each direction for the toxics ts.
 func streamRules(ts []*Toxic) [2]streamRule {
-	r := [2]streamRule{{limit: -1}, {limit: -1}}
+	var r [2]streamRule
 	for _, t := range ts {
 		s := &r[t.dir]
 		switch t.Type {
@@ -378,9 +447,7 @@ func streamRules(ts []*Toxic) [2]streamRule {
 				s.sliceDelay = time.Duration(t.ints["delay"]) * time.Microsecond
 			}
 		case "limit_data":
-			if b := t.ints["bytes"]; s.limit < 0 || b < s.limit {
-				s.limit = b
-			}
+			s.limited = true
 		case "reset_peer":
 			if !s.reset {
 				s.reset, s.resetAfter = true, time.Duration(t.ints["timeout"])*time.Millisecond
@@ -407,7 +474,9 @@ var pathKeys = []string{"delay", "rate", "loss", "queue", "reorder", "duplicate"
 //   - bandwidth limits the rate to its KB/s of TCP payload (the least of several
 //     and the base's rate);
 //   - timeout loses every packet (loss 100%), whatever else sets the loss;
-//   - a netjam type sets its key to its attributes, the last added winning.
+//   - a netjam type sets its key to its attributes, the last added winning,
+//     and trace the rate (its data as the rate's trace_data), over a
+//     bandwidth's.
 func pathSets(base baseLink, ts []*Toxic) []string {
 	var out []string
 	for _, d := range []direction{upstream, downstream} {
@@ -447,8 +516,14 @@ func pathSets(base baseLink, ts []*Toxic) []string {
 		}
 		for _, t := range ts {
 			if t.dir == d && t.raw != nil {
-				b, _ := json.Marshal(t.raw)
-				vals[t.Type] = string(b)
+				key, attrs := t.Type, t.raw
+				if t.Type == traceType {
+					key, attrs = "rate", traceRate(t.raw)
+				}
+				// JSON is YAML: a trace's lines are "\n" in a
+				// double-quoted string.
+				b, _ := json.Marshal(attrs)
+				vals[key] = string(b)
 			}
 		}
 		if blackhole {

@@ -82,8 +82,10 @@ type decoder struct {
 	// MaxTimelineChanges of them), and each trace is read and held once.
 	// Its sub-decoders share it.
 	traces map[string][]time.Duration
-	// setsNameNoFiles is Options.setsNameNoFiles.
+	// setsNameNoFiles is Options.setsNameNoFiles, known its
+	// knownTraces.
 	setsNameNoFiles bool
+	known           map[string][]time.Duration
 }
 
 func newDecoder(file string, origins map[*yaml.Node]string) *decoder {

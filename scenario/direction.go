@@ -1,6 +1,8 @@
 package scenario
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"slices"
@@ -352,8 +354,8 @@ func (d *decoder) reorder(n *yaml.Node, path string) impair.ReorderConfig {
 	return v
 }
 
-// rate decodes `rate`: a rate or {bitrate or trace (and trace_bytes),
-// packet_overhead, cell_size, cell_overhead}.
+// rate decodes `rate`: a rate or {bitrate or trace or trace_data (and
+// trace_bytes), packet_overhead, cell_size, cell_overhead}.
 func (d *decoder) rate(n *yaml.Node, path string) impair.RateConfig {
 	var v impair.RateConfig
 	if n.Kind == yaml.ScalarNode {
@@ -364,20 +366,26 @@ func (d *decoder) rate(n *yaml.Node, path string) impair.RateConfig {
 	if !ok {
 		return v
 	}
-	switch b, t := f["bitrate"], f["trace"]; {
+	switch b, t, td := f["bitrate"], f["trace"], f["trace_data"]; {
 	case b != nil && t != nil:
 		d.errorf(t, join(path, "trace"), "a link's rate is a bitrate or a trace, not both")
+	case b != nil && td != nil:
+		d.errorf(td, join(path, "trace_data"), "a link's rate is a bitrate or a trace, not both")
+	case t != nil && td != nil:
+		d.errorf(td, join(path, "trace_data"), "a trace is a file (trace) or its content (trace_data), not both")
 	case b != nil:
 		v.Bitrate, _ = d.bitrate(b, join(path, "bitrate"))
 	case t != nil:
 		v.Trace = d.trace(t, join(path, "trace"))
+	case td != nil:
+		v.Trace = d.traceData(td, join(path, "trace_data"))
 	default:
 		d.errorf(n, path, "missing key bitrate (or trace)")
 	}
 	if x := f["trace_bytes"]; x != nil {
 		b, _ := d.integer(x, join(path, "trace_bytes"), 1, 65535)
 		switch {
-		case f["trace"] == nil:
+		case f["trace"] == nil && f["trace_data"] == nil:
 			d.errorf(x, join(path, "trace_bytes"), "needs a trace (it is what each of its delivery opportunities carries)")
 		case v.Trace != nil:
 			v.Trace.Bytes = int(b)
@@ -416,7 +424,11 @@ func (d *decoder) trace(n *yaml.Node, path string) *impair.Trace {
 		return nil
 	}
 	if d.setsNameNoFiles && d.origins[n] == originSet {
-		d.errorf(n, path, "a change made while the run runs names no trace file (netjam would read it for whoever asks); put the trace in the scenario's timeline")
+		// A file the scenario was read with is read already.
+		if file := d.tracePath(n); d.known[file] != nil {
+			return &impair.Trace{Times: d.known[file], File: file}
+		}
+		d.errorf(n, path, "a change made while the run runs names no trace file (netjam would read it for whoever asks); put the trace in the scenario's timeline, or its content in trace_data")
 		return nil
 	}
 	file := d.tracePath(n)
@@ -442,6 +454,37 @@ func (d *decoder) trace(n *yaml.Node, path string) *impair.Trace {
 	}
 	t.File = file
 	d.traces[file] = t.Times
+	return t
+}
+
+// traceData decodes a trace given inline, its content in a trace file's
+// format (impair.ParseTrace): the form for whoever may not name files
+// netjam would read (netjam proxy's trace toxic, a change through the
+// control API). Its File names it by its content's hash ("inline:" and 16
+// hex digits), so that a later change of the link that keeps the trace
+// keeps replaying it (impair.Trace.Same) rather than starting it again.
+func (d *decoder) traceData(n *yaml.Node, path string) *impair.Trace {
+	text, ok := d.text(n, path)
+	if !ok {
+		return nil
+	}
+	if strings.TrimSpace(text) == "" {
+		d.errorf(n, path, "empty: expected a trace's content (mahimahi's format: one delivery time in ms per line)")
+		return nil
+	}
+	sum := sha256.Sum256([]byte(text))
+	id := "inline:" + hex.EncodeToString(sum[:8])
+	if times, ok := d.traces[id]; ok {
+		// Decoded before: a timeline decodes the link once per change.
+		return &impair.Trace{Times: times, File: id}
+	}
+	t, err := impair.ParseTrace(strings.NewReader(text))
+	if err != nil {
+		d.errorf(n, path, "%v", err)
+		return nil
+	}
+	t.File = id
+	d.traces[id] = t.Times
 	return t
 }
 

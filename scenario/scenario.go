@@ -38,8 +38,13 @@ type Options struct {
 
 	// setsNameNoFiles refuses a trace file named by Sets (With: a change
 	// from the control API, whose client must not make netjam read and
-	// quote files it may not read itself).
+	// quote files it may not read itself), but those of knownTraces.
 	setsNameNoFiles bool
+	// knownTraces are the trace files the scenario With changes was read
+	// with (Scenario.traceFiles): read already, they are not read again,
+	// and Sets may name them (netjam proxy sets a path's rate back to the
+	// scenario's trace when a toxic is removed).
+	knownTraces map[string][]time.Duration
 	// sweep, when set, is the file's sweep, decoded already (Plan.At: a
 	// point's plan). Decoding it again for every point made checking a
 	// sweep take time in the square of its size.
@@ -328,6 +333,10 @@ func resolve(file string, root *yaml.Node, v *variant, sets []override, o Option
 	d := newDecoder(file, origins)
 	d.congestionControls = o.CongestionControls
 	d.setsNameNoFiles = o.setsNameNoFiles
+	d.known = o.knownTraces
+	for file, times := range o.knownTraces {
+		d.traces[file] = times
+	}
 	tree := clone(root, nil)
 	if v != nil {
 		origin := variantPrefix + v.name
@@ -375,6 +384,12 @@ func resolve(file string, root *yaml.Node, v *variant, sets []override, o Option
 		s.Variant = v.name
 	}
 	s.shadowed = shadowedSets(tree, sets, origins, v)
+	s.traceFiles = map[string][]time.Duration{}
+	for file, times := range d.traces {
+		if filepath.IsAbs(file) { // not an inline trace's name
+			s.traceFiles[file] = times
+		}
+	}
 	return s, d.errs
 }
 

@@ -51,7 +51,7 @@ func mustParse(t *testing.T, src string, sets ...string) *Scenario {
 // expect; TestLinkShorthand checks them.
 func exported(s *Scenario) Scenario {
 	c := *s
-	c.file, c.tree, c.shadowed = "", nil, nil
+	c.file, c.tree, c.shadowed, c.traceFiles = "", nil, nil, nil
 	if len(c.Links) == 1 && c.Links[0].Name == DefaultLink && c.Links[0].Uplink == c.Uplink && c.Links[0].Downlink == c.Downlink &&
 		len(c.Paths) == 1 && c.Paths[0].Name == DefaultPath {
 		c.Links, c.Paths = nil, nil
@@ -1226,6 +1226,45 @@ func TestTrace(t *testing.T) {
 	} {
 		f := write("s.yaml", "link: {rate: "+c.rate+"}\n")
 		_, err := Load(f, Options{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("rate %s: %v\nwant: %s", c.rate, err, c.want)
+		}
+	}
+}
+
+// TestTraceData: a trace given inline (trace_data) is read as a trace
+// file is, and named by its content's hash, so that a change through
+// With, which names no file, can give one, and a change that keeps it
+// keeps the same trace.
+func TestTraceData(t *testing.T) {
+	p, err := parse("link:\n  downlink:\n    rate:\n      trace_data: |\n        # comment\n        1\n        1\n        4\n      trace_bytes: 1500\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Runs[0]
+	r := s.Downlink.Rate
+	if r.Trace == nil || len(r.Trace.Times) != 3 || r.Trace.Times[2] != 4*time.Millisecond || r.Trace.Bytes != 1500 || !strings.HasPrefix(r.Trace.File, "inline:") || !r.Limited() {
+		t.Fatalf("rate %+v, want the 3 opportunities given, 1500 bytes each", r)
+	}
+	next, err := s.With(`link.uplink.rate={trace_data: "5\n10\n"}`, "link.downlink.loss=1%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := next.Uplink.Rate.Trace; u == nil || len(u.Times) != 2 || u.Same(r.Trace) {
+		t.Errorf("a change's inline trace: %+v", u)
+	}
+	if !next.Downlink.Rate.Trace.Same(r.Trace) {
+		t.Errorf("a change of the loss made the downlink's trace %q another than %q", next.Downlink.Rate.Trace.File, r.Trace.File)
+	}
+	for _, c := range []struct{ rate, want string }{
+		{`{trace_data: ""}`, "x.yaml:1: link.rate.trace_data: empty: expected a trace's content (mahimahi's format: one delivery time in ms per line)"},
+		{`{trace_data: "1\n3\n2\n"}`, "x.yaml:1: link.rate.trace_data: line 3: 2 ms comes after 3 ms: times must not decrease"},
+		{`{trace_data: "# only a comment\n"}`, "x.yaml:1: link.rate.trace_data: a trace needs at least one delivery opportunity"},
+		{`{trace_data: "5", trace: x.down}`, "x.yaml:1: link.rate.trace_data: a trace is a file (trace) or its content (trace_data), not both"},
+		{`{trace_data: "5", bitrate: 1Mbps}`, "x.yaml:1: link.rate.trace_data: a link's rate is a bitrate or a trace, not both"},
+		{`{trace_data: [1, 2]}`, "x.yaml:1: link.rate.trace_data: expected text, got"},
+	} {
+		_, err := parse("link: {rate: " + c.rate + "}\n")
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("rate %s: %v\nwant: %s", c.rate, err, c.want)
 		}

@@ -80,6 +80,10 @@ type Scenario struct {
 	// shadowed holds the warnings of shadowedSets for this run.
 	shadowed []string
 	tree     *yaml.Node // the resolved tree (a mapping) behind YAML
+	// traceFiles are the trace files the scenario was read with (its
+	// links', its timeline's, and those of the scenario With made it
+	// from), by absolute path: a change (With) may name them again.
+	traceFiles map[string][]time.Duration
 }
 
 // Flow is one traffic flow of a scenario: a TCP bulk transfer or a UDP
@@ -469,7 +473,7 @@ var schema = []section{
 		k("p14", "P14", state...),
 	}},
 	{path: "rate", hint: true, keys: []key{
-		k("bitrate", "Bitrate"), k("trace", "Trace"), k("trace_bytes", "Trace.Bytes"), k("packet_overhead", "PacketOverhead"),
+		k("bitrate", "Bitrate"), k("trace", "Trace"), k("trace_data", "Trace"), k("trace_bytes", "Trace.Bytes"), k("packet_overhead", "PacketOverhead"),
 		k("cell_size", "CellSize"), k("cell_overhead", "CellOverhead"),
 	}},
 	{path: "queue", hint: true, keys: []key{

@@ -356,7 +356,7 @@ func (s *Scenario) With(sets ...string) (*Scenario, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := Parse(s.file, y, Options{Sets: sets, setsNameNoFiles: true})
+	p, err := Parse(s.file, y, Options{Sets: sets, setsNameNoFiles: true, knownTraces: s.traceFiles})
 	var es Errors
 	if errors.As(err, &es) {
 		// A change's own keys are named as the change named them

@@ -269,6 +269,40 @@ func TestWithReadsNoFiles(t *testing.T) {
 	}
 }
 
+// TestWithNamesTheScenarioTraces: a change (With) may name again a trace
+// file the scenario was read with, from one change to the next, and it is
+// not read again: netjam proxy puts a path's rate back to the scenario's
+// trace when a toxic that changed it is removed.
+func TestWithNamesTheScenarioTraces(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "lte.down")
+	os.WriteFile(trace, []byte("1\n2\n"), 0o644)
+	other := filepath.Join(dir, "other.down")
+	os.WriteFile(other, []byte("1\n2\n"), 0o644)
+	file := filepath.Join(dir, "s.yaml")
+	os.WriteFile(file, []byte("link:\n  downlink: {rate: {trace: lte.down}}\n"), 0o644)
+	p, err := Load(file, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Runs[0]
+	os.Remove(trace) // read already: a change does not read it again
+	s, err = s.With("link.downlink.rate=5Mbps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := s.With("link.downlink.rate={trace: " + trace + "}")
+	if err != nil {
+		t.Fatalf("the scenario's trace again: %v", err)
+	}
+	if tr := back.Downlink.Rate.Trace; tr == nil || tr.File != trace || len(tr.Times) != 2 {
+		t.Errorf("the scenario's trace again: %+v", tr)
+	}
+	if _, err := s.With("link.downlink.rate={trace: " + other + "}"); err == nil || !strings.Contains(err.Error(), "names no trace file") {
+		t.Errorf("another trace file: %v, want a refusal", err)
+	}
+}
+
 // TestWithNamesTheKey: a change's error names its key as the change gave
 // it, not as a --set of the command line (it came from netjam ctl or the
 // API).

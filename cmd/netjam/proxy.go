@@ -27,9 +27,9 @@ func proxyCommand() *cli.Command {
 unchanged) until interrupted. Each proxy listens on its address and carries
 every connection to its upstream across an emulated path, so that latency,
 bandwidth and netjam's own toxics (loss, queue, reorder, duplicate,
-corrupt, delay, rate) act on the TCP segments. The scenario's link, when
-one is given, is every path's starting point; toxics change it. See
-docs/proxy.md.
+corrupt, delay, rate, and trace, a rate trace's content) act on the TCP
+segments. The scenario's link, when one is given, is every path's
+starting point; toxics change it. See docs/proxy.md.
 
 Examples:
    netjam proxy
