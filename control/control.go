@@ -9,7 +9,11 @@
 //	POST  /v1/reset    every key changed back to the scenario's value
 //	POST  /v1/stop     end the run as Ctrl-C would
 //	GET   /v1/events   Server-Sent Events: a sample of the time series each interval, each
-//	                   change of the path, the run's start and end, the results written
+//	                   change of the path, the run's start and end, the results written;
+//	                   ?after=SEQ: those after the run up to SEQ (the two below)
+//	GET   /v1/series   the run's time series from its start, in bounded memory (series.go)
+//	GET   /v1/timeline the run's start, changes (a ramp's as one), end and results, from
+//	                   its start (runlog.go)
 //	GET   /            the dashboard: a page that plots the events and changes the path
 //	                   (/?token=TOKEN, the URL netjam prints, sets its cookie)
 //	GET   /metrics     Prometheus metrics of the run: each direction's packets, bytes,
@@ -64,6 +68,7 @@ type Server struct {
 	// metrics serves /metrics on an address of its own (ServeMetrics).
 	metrics *http.Server
 	hub     *hub
+	slots   snapshotSlots // GET /v1/series and /v1/timeline's answers being made
 	done    chan struct{} // closed by Close: ends the event streams
 	reg     *prometheus.Registry
 	// gates are the listeners' (the API's, the metrics'), whose counts
@@ -205,7 +210,7 @@ var (
 // New returns a control endpoint that serves nothing yet: for
 // ServeMetrics alone.
 func New(stop func()) *Server {
-	s := &Server{stop: stop, hub: newHub(), done: make(chan struct{}), quit: make(chan struct{})}
+	s := &Server{stop: stop, hub: newHub(), slots: make(snapshotSlots, maxSnapshots), done: make(chan struct{}), quit: make(chan struct{})}
 	s.reg = prometheus.NewRegistry()
 	s.reg.MustRegister(newCollector(s))
 	return s
@@ -219,6 +224,8 @@ func (s *Server) mux() *http.ServeMux {
 	mux.HandleFunc("GET /v1/links/{name}", s.link)
 	mux.HandleFunc("PATCH /v1/links/{name}", s.setLink)
 	mux.HandleFunc("POST /v1/timeline", s.schedule)
+	mux.HandleFunc("GET /v1/timeline", s.timeline)
+	mux.HandleFunc("GET /v1/series", s.series)
 	mux.HandleFunc("POST /v1/reset", s.reset)
 	mux.HandleFunc("POST /v1/flows/{name}/reset", s.resetFlow)
 	mux.HandleFunc("POST /v1/stop", s.doStop)

@@ -57,7 +57,7 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 	if !stopped.Load() {
 		t.Error("POST /v1/stop did not stop the run")
 	}
-	for _, route := range []string{"GET /v1/timeline", "DELETE /v1/links", "GET /v2/status", "PUT /v1/stop"} {
+	for _, route := range []string{"DELETE /v1/timeline", "DELETE /v1/links", "GET /v2/status", "PUT /v1/stop"} {
 		method, path, _ := strings.Cut(route, " ")
 		req, _ := http.NewRequest(method, "http://netjam"+path, nil)
 		resp, err := client.Do(req)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,9 +20,11 @@ const (
 	// reconnects and starts again from the history) rather than holding
 	// the run back or growing without bound.
 	clientBuffer = 256
-	// historyLen is how many recent events a new client gets first, so
-	// that a page opened (or reloaded) mid-run has the last samples to
-	// plot: 30 s at the default interval.
+	// historyLen is how many recent events a new client gets first: a
+	// client that asks for those after one it has (?after=N,
+	// Last-Event-ID) gets those it missed while it fetched the run from
+	// its start (GET /v1/series) or reconnected; one that does not (curl,
+	// netjam ctl events), the last 30 s at the default interval.
 	historyLen = 300
 	// maxClients bounds the clients of the stream at once.
 	maxClients = 64
@@ -31,16 +35,28 @@ const (
 	defaultWriteTimeout = 10 * time.Second
 )
 
-// event is one Server-Sent Event, encoded once for every client.
-type event []byte
+// event is one Server-Sent Event, encoded once for every client, with
+// its number (seq): its SSE id.
+type event struct {
+	seq uint64
+	b   []byte
+}
 
 // hub hands the run's events to the clients of GET /v1/events. publish
 // never blocks: each client has a bounded buffer, and a client whose
 // buffer is full is dropped and counted (dropped), never waited for.
+// Each event has a number, one more than the last one's: a client that
+// has the run up to one (GET /v1/series and /v1/timeline, log) continues
+// after it (GET /v1/events?after=N, or the Last-Event-ID of a client
+// reconnecting), none missed or twice.
 type hub struct {
-	mu      sync.Mutex // guards clients and history
+	mu      sync.Mutex // guards clients, history and seq
 	clients map[*client]struct{}
 	history []event // the last historyLen events, oldest first
+	seq     uint64  // the last event's number
+	// log is the run from its start, fed each event under mu, so that
+	// it holds exactly the events up to its seq.
+	log *runLog
 	// dropped counts the clients dropped for falling behind; refused,
 	// those refused because maxClients were connected.
 	dropped, refused atomic.Uint64
@@ -57,7 +73,7 @@ type client struct {
 }
 
 func newHub() *hub {
-	return &hub{clients: map[*client]struct{}{}, keepAlive: defaultKeepAlive, writeTimeout: defaultWriteTimeout}
+	return &hub{clients: map[*client]struct{}{}, log: newRunLog(), keepAlive: defaultKeepAlive, writeTimeout: defaultWriteTimeout}
 }
 
 // publish sends v as an event of type typ to every client.
@@ -66,10 +82,12 @@ func (h *hub) publish(typ string, v any) {
 	if err != nil {
 		return // only our own types come here; they marshal
 	}
-	e := event(fmt.Appendf(nil, "event: %s\ndata: %s\n\n", typ, b))
 	h.published.Add(1)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.seq++
+	e := event{h.seq, fmt.Appendf(nil, "id: %d\nevent: %s\ndata: %s\n\n", h.seq, typ, b)}
+	h.log.observe(h.seq, typ, v)
 	if len(h.history) == historyLen {
 		copy(h.history, h.history[1:])
 		h.history = h.history[:historyLen-1]
@@ -87,8 +105,11 @@ func (h *hub) publish(typ string, v any) {
 }
 
 // subscribe adds a client, and returns it with the history it must send
-// first; nil when maxClients are connected.
-func (h *hub) subscribe() (*client, []event) {
+// first: the events after event after (0: all it holds); nil when
+// maxClients are connected. An after the hub never numbered (another
+// process's, on the same port before) gets all it holds: the client
+// sees the numbers start again.
+func (h *hub) subscribe(after uint64) (*client, []event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.clients) >= maxClients {
@@ -97,7 +118,29 @@ func (h *hub) subscribe() (*client, []event) {
 	}
 	c := &client{ch: make(chan event, clientBuffer), gone: make(chan struct{})}
 	h.clients[c] = struct{}{}
-	return c, append([]event(nil), h.history...)
+	if after > h.seq {
+		after = 0
+	}
+	i := sort.Search(len(h.history), func(i int) bool { return h.history[i].seq > after })
+	return c, append([]event(nil), h.history[i:]...)
+}
+
+// lastEventID is the event a client of GET /v1/events has the run up to: the
+// Last-Event-ID its EventSource sends when it reconnects, else ?after=N
+// (a page that fetched GET /v1/series and /v1/timeline up to N); 0: none.
+func lastEventID(r *http.Request) (uint64, error) {
+	v := r.Header.Get("Last-Event-ID")
+	if v == "" {
+		v = r.URL.Query().Get("after")
+	}
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("after %q: not an event's number (the seq of GET /v1/series or /v1/timeline)", v)
+	}
+	return n, nil
 }
 
 func (h *hub) unsubscribe(c *client) {
@@ -117,7 +160,12 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, done <-chan struct{}
 		writeError(w, http.StatusInternalServerError, fmt.Errorf("the connection cannot stream"))
 		return
 	}
-	c, history := h.subscribe()
+	from, err := lastEventID(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	c, history := h.subscribe(from)
 	if c == nil {
 		writeError(w, http.StatusServiceUnavailable, fmt.Errorf("more than %d clients of the event stream", maxClients))
 		return
@@ -135,7 +183,7 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, done <-chan struct{}
 	// A client dropped for falling behind reconnects after this long.
 	fmt.Fprint(w, "retry: 1000\n\n")
 	for _, e := range history {
-		if _, err := w.Write(e); err != nil {
+		if _, err := w.Write(e.b); err != nil {
 			return
 		}
 	}
@@ -150,12 +198,12 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, done <-chan struct{}
 			// A client that does not read is dropped by publish; its
 			// writes give up then too.
 			rc.SetWriteDeadline(time.Now().Add(h.writeTimeout))
-			if _, err := w.Write(e); err != nil {
+			if _, err := w.Write(e.b); err != nil {
 				return
 			}
 			// Write what is waiting with it, then flush once.
 			for n := len(c.ch); n > 0; n-- {
-				if _, err := w.Write(<-c.ch); err != nil {
+				if _, err := w.Write((<-c.ch).b); err != nil {
 					return
 				}
 			}
@@ -181,7 +229,7 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, done <-chan struct{}
 			// (the results written, say) goes first.
 			rc.SetWriteDeadline(time.Now().Add(time.Second))
 			for n := len(c.ch); n > 0; n-- {
-				if _, err := w.Write(<-c.ch); err != nil {
+				if _, err := w.Write((<-c.ch).b); err != nil {
 					return
 				}
 			}

@@ -252,8 +252,8 @@ func TestEventsStream(t *testing.T) {
 // others get every event.
 func TestSlowClientDropped(t *testing.T) {
 	h := newHub()
-	slow, _ := h.subscribe()
-	fast, _ := h.subscribe()
+	slow, _ := h.subscribe(0)
+	fast, _ := h.subscribe(0)
 	got := 0
 	for i := range clientBuffer + 10 {
 		h.publish("sample", i)
@@ -272,7 +272,7 @@ func TestSlowClientDropped(t *testing.T) {
 	if n := h.dropped.Load(); n != 1 || got != clientBuffer+10 {
 		t.Errorf("dropped %d clients (want 1); the reading one got %d events", n, got)
 	}
-	if c, hist := h.subscribe(); c == nil || len(hist) != clientBuffer+10 || !strings.Contains(string(hist[len(hist)-1]), fmt.Sprintf("data: %d\n", clientBuffer+9)) {
+	if c, hist := h.subscribe(0); c == nil || len(hist) != clientBuffer+10 || !strings.Contains(string(hist[len(hist)-1].b), fmt.Sprintf("data: %d\n", clientBuffer+9)) {
 		t.Errorf("a new client gets %d events of history", len(hist))
 	}
 }

@@ -505,3 +505,212 @@ timeline:
 		t.Errorf("the page's problems: %q", p)
 	}
 }
+
+// TestDashboardOpenedLateShowsTheWholeRun opens the page mid-run, after a
+// ramp of 300 changes has pushed the run's start out of the event
+// stream's last 300 events: the page takes the series and the timeline
+// from the run's start (GET /v1/series, GET /v1/timeline), so that its
+// throughput plot starts at the run's first sample (0.05 s) and the ramp
+// is one band from 1 s to 4 s (the stream's events alone began at about
+// 1.7 s). It then follows the stream to the run's end, without gaps or
+// duplicates: the page's points are the run's samples, each once, in
+// time order; and the page opened again after the run has them all too.
+func TestDashboardOpenedLateShowsTheWholeRun(t *testing.T) {
+	chromium(t) // skip before the run when there is none
+	tr := startRunAt(t, `name: late
+duration: 8s
+sample_interval: 50ms
+link: {delay: 5ms}
+flows:
+  - {name: probe, type: udp, rate: 1Mbps, packet_size: 1000, duration: 8s}
+timeline:
+  - {at: 1s, ramp: 3s, set: {link.delay: 30ms}}
+`, "127.0.0.1:0")
+	ctx, problems := browser(t, tr.base)
+	if err := chromedp.Do(ctx); err != nil { // Chromium started, no page yet
+		t.Fatal(err)
+	}
+	// After the ramp, while the run runs (unless Chromium took 8 s).
+	for {
+		code, b := tr.do(t, "GET", "/v1/status", "")
+		var st emulator.LiveStatus
+		if code != 200 || json.Unmarshal(b, &st) != nil || st.ElapsedS >= 4.5 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	probe := `#plot-throughput polyline.series[data-name="probe"]`
+	err := chromedp.Do(ctx, chromedp.Navigate(tr.base+"/"),
+		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector('`+probe+`') !== null`,
+				chromedp.WithPollingTimeout(30*time.Second)))
+			return err
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Times on the plot's x axis, from the positions of its first two ticks.
+	type plotState struct {
+		First, Last      float64 // the first and last point's times
+		Points           int
+		Increasing       bool
+		Ramps            int
+		RampFrom, RampTo float64
+		RampItems        int
+		State            string
+	}
+	measure := func() plotState {
+		t.Helper()
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[plotState](`(() => {
+			const svg = document.querySelector("#plot-throughput svg");
+			const ticks = [...svg.querySelectorAll("text")].filter((e) => e.getAttribute("y") === "270");
+			const [a, b] = ticks.map((e) => ({ t: +e.textContent, x: +e.getAttribute("x") }));
+			const time = (x) => a.t + (x - a.x) * (b.t - a.t) / (b.x - a.x);
+			const xs = [...svg.querySelectorAll('polyline.series[data-name="probe"]')].flatMap((p) => [...p.points].map((q) => q.x));
+			const ramps = [...svg.querySelectorAll("rect.ramp")];
+			const r = ramps[0];
+			return {
+				first: time(Math.min(...xs)), last: time(Math.max(...xs)), points: xs.length,
+				increasing: xs.every((x, i) => i === 0 || x > xs[i - 1]),
+				ramps: ramps.length,
+				rampFrom: r ? time(+r.getAttribute("x")) : -1,
+				rampTo: r ? time(+r.getAttribute("x") + +r.getAttribute("width")) : -1,
+				rampItems: document.querySelectorAll("#timeline li.ramp").length,
+				state: document.getElementById("state").dataset.state,
+			};
+		})()`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	got := measure()
+	t.Logf("opened at about %.1f s: points from %.2f s to %.2f s (%d), the ramp's band from %.2f s to %.2f s", got.Last, got.First, got.Last, got.Points, got.RampFrom, got.RampTo)
+	if got.First > 0.2 {
+		t.Errorf("opened late, the throughput plot starts at %.2f s, want the run's first sample (0.05 s)", got.First)
+	}
+	if got.Ramps != 1 || math.Abs(got.RampFrom-1) > 0.1 || math.Abs(got.RampTo-4) > 0.1 || got.RampItems != 1 {
+		t.Errorf("opened late, %d ramp bands, the first from %.2f s to %.2f s, %d ramps in the timeline list; want one from 1 s to 4 s",
+			got.Ramps, got.RampFrom, got.RampTo, got.RampItems)
+	}
+
+	// To the run's end: every sample once, in order.
+	tr.wait(t)
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("state").dataset.state === "ended"`, chromedp.WithPollingTimeout(20*time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, b := tr.do(t, "GET", "/v1/series", "")
+	var s SeriesSnapshot
+	if err := json.Unmarshal(b, &s); code != 200 || err != nil {
+		t.Fatalf("GET /v1/series: %d %v", code, err)
+	}
+	want := 0
+	for _, sr := range s.Series {
+		if sr.Kind == "throughput_bps" && sr.Name == "probe" {
+			for _, v := range sr.Mean {
+				if !math.IsNaN(v) {
+					want++
+				}
+			}
+		}
+	}
+	// The last sample may reach the page after the end; the page draws
+	// each one at once.
+	time.Sleep(500 * time.Millisecond)
+	end := measure()
+	if end.Points != want || !end.Increasing || s.Level != 0 {
+		t.Errorf("after the run the page has %d points of the probe's throughput (in time order: %v), the run's series %d (level %d)", end.Points, end.Increasing, want, s.Level)
+	}
+
+	// Opened again once the run has ended: the same, from the start.
+	err = chromedp.Do(ctx, chromedp.Navigate(tr.base+"/"),
+		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("state").dataset.state === "ended" && document.querySelector('`+probe+`') !== null`,
+				chromedp.WithPollingTimeout(30*time.Second)))
+			return err
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := measure()
+	if after.First > 0.2 || after.Points != want || !after.Increasing || after.Ramps != 1 || math.Abs(after.RampFrom-1) > 0.1 || after.RampItems != 1 {
+		t.Errorf("opened after the run: %d points from %.2f s (in time order: %v), %d ramp bands from %.2f s, %d in the list; want %d from 0.05 s, one ramp from 1 s",
+			after.Points, after.First, after.Increasing, after.Ramps, after.RampFrom, after.RampItems, want)
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page's problems: %q", p)
+	}
+}
+
+// TestDashboardPlotsMergedSeries: with the series store held to 16
+// points, a run of 80 samples is merged into points of 8: the page
+// opened after it draws each point once at the middle of its samples,
+// from the run's start, its mean as the line and its least to greatest
+// as a shaded band.
+func TestDashboardPlotsMergedSeries(t *testing.T) {
+	chromium(t) // skip before the run when there is none
+	seriesPoints = 16
+	t.Cleanup(func() { seriesPoints = maxSeriesPoints })
+	tr := startRunAt(t, `name: merged
+duration: 4s
+sample_interval: 50ms
+link: {delay: 5ms}
+flows:
+  - {name: probe, type: udp, rate: 1Mbps, packet_size: 1000, duration: 4s}
+`, "127.0.0.1:0")
+	tr.wait(t)
+	code, b := tr.do(t, "GET", "/v1/series", "")
+	var s SeriesSnapshot
+	if err := json.Unmarshal(b, &s); code != 200 || err != nil || s.Level < 2 || len(s.ToS) > 16 {
+		t.Fatalf("GET /v1/series: %d %v, level %d, %d points", code, err, s.Level, len(s.ToS))
+	}
+	want := 0
+	for _, sr := range s.Series {
+		if sr.Kind == "throughput_bps" && sr.Name == "probe" {
+			for _, v := range sr.Mean {
+				if !math.IsNaN(v) {
+					want++
+				}
+			}
+		}
+	}
+	ctx, problems := browser(t, tr.base)
+	probe := `#plot-throughput polyline.series[data-name="probe"]`
+	err := chromedp.Do(ctx, chromedp.Navigate(tr.base+"/"),
+		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("state").dataset.state === "ended" && document.querySelector('`+probe+`') !== null`,
+				chromedp.WithPollingTimeout(30*time.Second)))
+			return err
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type merged struct {
+		Points, Ranges int
+		First          float64
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[merged](`(() => {
+		const svg = document.querySelector("#plot-throughput svg");
+		const ticks = [...svg.querySelectorAll("text")].filter((e) => e.getAttribute("y") === "270");
+		const [a, b] = ticks.map((e) => ({ t: +e.textContent, x: +e.getAttribute("x") }));
+		const xs = [...svg.querySelectorAll('polyline.series[data-name="probe"]')].flatMap((p) => [...p.points].map((q) => q.x));
+		return {
+			points: xs.length,
+			ranges: svg.querySelectorAll('polygon.range[data-name="probe"]').length,
+			first: a.t + (Math.min(...xs) - a.x) * (b.t - a.t) / (b.x - a.x),
+		};
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first point merges the samples from 0.05 s to 2^level of them.
+	mid := (s.FromS[0] + s.ToS[0]) / 2
+	if got.Points != want || got.Ranges == 0 || math.Abs(got.First-mid) > 0.05 {
+		t.Errorf("the page has %d points (the series %d), %d shaded ranges, the first at %.3f s (want %.3f s, the middle of its samples)",
+			got.Points, want, got.Ranges, got.First, mid)
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page's problems: %q", p)
+	}
+}

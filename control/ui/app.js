@@ -1,13 +1,15 @@
-// netjam's dashboard: plots a run's event stream (GET /v1/events) as it
-// arrives and changes its path through the control API, so that every
-// change made here is recorded and replayable as any other. It loads
-// nothing but this endpoint's own files and talks to nothing else.
+// netjam's dashboard: plots a run from its start (GET /v1/series and GET
+// /v1/timeline, whenever the page is opened), then its event stream (GET
+// /v1/events) as it arrives, and changes its path through the control
+// API, so that every change made here is recorded and replayable as any
+// other. It loads nothing but this endpoint's own files and talks to
+// nothing else.
 "use strict";
 (() => {
   // The saved report's palette (report/render.go): Okabe and Ito's.
   const palette = ["#0072B2", "#D55E00", "#009E73", "#E69F00", "#CC79A7", "#56B4E9", "#000000"];
   const timeLabel = "time since the run's start (s)";
-  const maxPoints = 4000; // per curve; older points are thinned beyond
+  const maxPoints = 4000; // per curve; older points are merged in pairs beyond
   const $ = (id) => document.getElementById(id);
   const svgNS = "http://www.w3.org/2000/svg";
 
@@ -38,14 +40,25 @@
 
   const st = {
     status: null, // GET /v1/status
-    series: new Map(), // kind -> Map(name -> [[t, v], ...])
-    lastT: -1,
-    marks: [], // changes applied: { t: time, keys: their keys joined }
-    changes: [], // change events' entries, for the timeline
+    // kind -> Map(name -> [[t, mean, min, max], ...]): a point of GET
+    // /v1/series (the mean, least and greatest of the samples it
+    // merges) or a sample (all three its value); [t, NaN] is a gap.
+    series: new Map(),
+    seen: new Map(), // "kind|name" -> the time of the last sample it had a value in
+    lastT: -1, // the last sample's time
+    // The timeline: changes applied, a ramp's steps as one entry:
+    // { time_s, to_s, steps, changes }, as GET /v1/timeline has them.
+    entries: [],
+    omitted: null, // { n, from, to }: changes the endpoint did not keep
     last: new Map(), // "kind|name" -> the last sample's value
     ended: false,
     finished: false,
     drawQueued: false,
+    // The event stream's numbering: the last event taken in, and those
+    // GET /v1/series and GET /v1/timeline were up to.
+    seq: 0,
+    seriesSeq: 0,
+    timelineSeq: 0,
   };
 
   async function api(method, path, body) {
@@ -130,25 +143,62 @@
 
   // ---- the plots ----
 
-  // addRow adds a sample's row at time t; prevT is the time of the
-  // sample before it. A series that had no row then (a UDP flow's delay
-  // while nothing arrived) gets a gap, [t, NaN], which the plot leaves
-  // blank rather than draw a straight line across.
-  function addRow(t, kind, name, value, prevT) {
+  // addPoint adds a point of a series at x: the mean, least and
+  // greatest of its samples, the last of which was at time at; prevT is
+  // the time of the sample before the point's first. A series that had
+  // no value then (a UDP flow's delay while nothing arrived) gets a gap,
+  // [x, NaN], which the plot leaves blank rather than draw a straight
+  // line across.
+  function addPoint(kind, name, x, mean, lo, hi, at, prevT) {
     let byName = st.series.get(kind);
     if (!byName) st.series.set(kind, (byName = new Map()));
     let pts = byName.get(name);
     if (!pts) byName.set(name, (pts = []));
-    if (pts.length && prevT >= 0 && pts[pts.length - 1][0] < prevT - 1e-9) pts.push([t, NaN]);
-    pts.push([t, value]);
-    if (pts.length > maxPoints) {
-      // Keep every other point of the older half, and its gaps: bounded
-      // memory, the recent past at full resolution.
-      const half = pts.length >> 1;
-      const thinned = pts.slice(0, half).filter((q, i) => i % 2 === 0 || Number.isNaN(q[1]));
-      byName.set(name, thinned.concat(pts.slice(half)));
-    }
+    const key = kind + "|" + name;
+    if (pts.length && prevT >= 0 && st.seen.get(key) < prevT - 1e-9) pts.push([x, NaN]);
+    pts.push([x, mean, lo, hi]);
+    st.seen.set(key, at);
+    if (pts.length > maxPoints) byName.set(name, thin(pts));
+  }
+
+  // addRow adds a sample's row at time t; prevT is the time of the
+  // sample before it.
+  function addRow(t, kind, name, value, prevT) {
+    addPoint(kind, name, t, value, value, value, t, prevT);
     st.last.set(kind + "|" + name, value);
+  }
+
+  // thin merges the older half's points in pairs (mean of the two, their
+  // least and greatest), keeping its gaps: bounded memory, the recent
+  // past at full resolution.
+  function thin(pts) {
+    const half = pts.length >> 1;
+    const out = [];
+    for (let i = 0; i < half; i++) {
+      const a = pts[i], b = pts[i + 1];
+      if (i + 1 < half && !Number.isNaN(a[1]) && !Number.isNaN(b[1])) {
+        out.push([(a[0] + b[0]) / 2, (a[1] + b[1]) / 2, Math.min(a[2], b[2]), Math.max(a[3], b[3])]);
+        i++;
+      } else {
+        out.push(a);
+      }
+    }
+    return out.concat(pts.slice(half));
+  }
+
+  // loadSeries plots GET /v1/series's answer: the run's series from its
+  // start, each point at the middle of its samples' times.
+  function loadSeries(s) {
+    const n = s.to_s.length;
+    for (const sr of s.series) {
+      for (let i = 0; i < n; i++) {
+        if (sr.mean[i] === null) continue;
+        const prevT = i > 0 ? s.to_s[i - 1] : -1;
+        addPoint(sr.kind, sr.name, (s.from_s[i] + s.to_s[i]) / 2, sr.mean[i], sr.min[i], sr.max[i], s.to_s[i], prevT);
+      }
+      st.last.set(sr.kind + "|" + sr.name, sr.last);
+    }
+    if (n) st.lastT = s.to_s[n - 1];
   }
 
   // segments splits a series at its gaps.
@@ -165,27 +215,43 @@
   }
 
   // rampStep is the longest step between two changes of a ramp (a
-  // timeline's ramp changes its keys in equal steps of at most 10 ms).
+  // timeline's ramp changes its keys in equal steps of at most 10 ms),
+  // as the endpoint's GET /v1/timeline has it.
   const rampStep = 0.0105;
 
-  // bands groups the changes into single marks and ramps: three or more
-  // changes of the same keys, each within rampStep of the one before,
-  // are a ramp, drawn as one band from its first to its last (a ramp of
-  // 2 s is 200 changes).
-  function bands(marks) {
-    const out = [];
-    let i = 0;
-    while (i < marks.length) {
-      let j = i;
-      while (j + 1 < marks.length && marks[j + 1].keys === marks[i].keys && marks[j + 1].t - marks[j].t <= rampStep) j++;
-      if (j - i >= 2) {
-        out.push({ from: marks[i].t, to: marks[j].t });
-      } else {
-        for (let k = i; k <= j; k++) out.push({ from: marks[k].t, to: marks[k].t });
+  const keysOf = (chs) => chs.map((c) => c.key).join(" ");
+  // rampable: changes that may be a ramp's step (applied, not a reset).
+  const rampable = (chs) => chs.every((c) => !c.error && c.key !== "reset");
+  // stepped is a ramp's changes with chs as its last step.
+  const stepped = (e, chs) => e.changes.map((c, i) => Object.assign({}, c, { new: chs[i].new }));
+
+  // addChange adds a change event's changes at time to the timeline, as
+  // GET /v1/timeline does: three or more changes of the same keys, each
+  // within rampStep of the one before, are one ramp entry (a ramp of 2 s
+  // is 200 changes), drawn as one band from its first to its last.
+  function addChange(time, chs) {
+    const n = st.entries.length;
+    const keys = keysOf(chs);
+    if (n && rampable(chs)) {
+      const b = st.entries[n - 1], a = st.entries[n - 2];
+      if (b.steps >= 3 && keysOf(b.changes) === keys && time - b.to_s <= rampStep) {
+        Object.assign(b, { to_s: time, steps: b.steps + 1, changes: stepped(b, chs) });
+        return;
       }
-      i = j + 1;
+      if (a && a.steps === 1 && b.steps === 1 && rampable(a.changes) && rampable(b.changes) &&
+          keysOf(a.changes) === keys && keysOf(b.changes) === keys &&
+          b.time_s - a.time_s <= rampStep && time - b.time_s <= rampStep) {
+        st.entries.splice(n - 2, 2, { time_s: a.time_s, to_s: time, steps: 3, changes: stepped(a, chs) });
+        return;
+      }
     }
-    return out;
+    st.entries.push({ time_s: time, to_s: time, steps: 1, changes: chs });
+  }
+
+  // bands are the timeline's entries as the plots mark them: a ramp as a
+  // band from its first step to its last, a change as a line.
+  function bands(entries) {
+    return entries.map((e) => ({ from: e.time_s, to: e.steps >= 3 ? e.to_s : e.time_s }));
   }
 
   // niceStep is the report's: 1, 2, 2.5 or 5 times a power of ten.
@@ -257,7 +323,7 @@
     const svg = fig.querySelector("svg");
     const L = 56, R = 548, T = 10, B = 256;
     let ymax = 0;
-    for (const c of curves) for (const q of c.pts) if (!Number.isNaN(q[1])) ymax = Math.max(ymax, q[1] * c.scale);
+    for (const c of curves) for (const q of c.pts) if (!Number.isNaN(q[1])) ymax = Math.max(ymax, q[3] * c.scale);
     const yt = ticks(ymax > 0 ? ymax * 1.05 : 1, 5);
     const ytop = yt.ticks[yt.ticks.length - 1];
     const xt = ticks(xmax, 8);
@@ -278,7 +344,7 @@
     hatch.append(el("rect", { width: 6, height: 6, class: "ramp-fill" }), el("line", { x1: 0, y1: 0, x2: 0, y2: 6, class: "ramp-hatch" }));
     defs.append(hatch);
     svg.append(defs);
-    for (const b of bands(st.marks)) {
+    for (const b of bands(st.entries)) {
       if (b.to > b.from) {
         svg.append(el("rect", { class: "ramp", x: X(b.from), y: T, width: Math.max(X(b.to) - X(b.from), 1), height: B - T, fill: `url(#hatch-${p.id})` }));
       } else {
@@ -297,6 +363,12 @@
     curves.forEach((c, i) => {
       const color = palette[i % palette.length];
       for (const seg of segments(c.pts)) {
+        // Where points merge samples, their least to greatest, shaded.
+        if (seg.some((q) => q[2] !== q[3])) {
+          const edge = (q, k) => X(q[0]).toFixed(1) + "," + Y(q[k] * c.scale).toFixed(1);
+          const around = seg.map((q) => edge(q, 3)).concat(seg.slice().reverse().map((q) => edge(q, 2)));
+          svg.append(el("polygon", { class: "range", "data-name": c.label, fill: color, points: around.join(" ") }));
+        }
         const attrs = { class: "series", "data-name": c.label, stroke: color,
           points: seg.map((q) => X(q[0]).toFixed(1) + "," + Y(q[1] * c.scale).toFixed(1)).join(" ") };
         if (c.dash) attrs["stroke-dasharray"] = c.dash;
@@ -446,11 +518,24 @@
   function showTimeline() {
     const ol = $("timeline");
     ol.replaceChildren();
-    for (const c of st.changes) {
+    const item = (text, cls) => {
       const li = document.createElement("li");
-      li.textContent = `${num(c.time_s)} s: ${c.key} ${c.old || "(default)"} → ${c.new || "(default)"}` + (c.error ? ` refused: ${c.error}` : "");
-      if (c.error) li.className = "error";
+      li.textContent = text;
+      if (cls) li.className = cls;
       ol.append(li);
+    };
+    const change = (c) => `${c.key} ${c.old || "(default)"} → ${c.new || "(default)"}`;
+    let omittedShown = !st.omitted;
+    for (const e of st.entries) {
+      if (!omittedShown && e.time_s >= st.omitted.to) {
+        item(`… ${st.omitted.n} changes from ${num(st.omitted.from)} s to ${num(st.omitted.to)} s not kept by the endpoint …`, "omitted");
+        omittedShown = true;
+      }
+      if (e.steps >= 3) {
+        item(`${num(e.time_s)}–${num(e.to_s)} s: ramp of ${e.steps} steps: ` + e.changes.map(change).join(", "), "ramp");
+        continue;
+      }
+      for (const c of e.changes) item(`${num(c.time_s)} s: ${change(c)}` + (c.error ? ` refused: ${c.error}` : ""), c.error ? "error" : "");
     }
     for (const p of (st.status && st.status.pending) || []) {
       const li = document.createElement("li");
@@ -521,9 +606,10 @@
     run(d) {
       st.status = d;
       st.series.clear();
+      st.seen.clear();
       st.last.clear();
-      st.marks = [];
-      st.changes = [];
+      st.entries = [];
+      st.omitted = null;
       st.lastT = -1;
       st.ended = false;
       $("plots").replaceChildren();
@@ -550,9 +636,7 @@
       queueDraw();
     },
     change(d) {
-      if (d.changes.length && st.changes.some((c) => c.time_s === d.time_s && c.key === d.changes[0].key)) return;
-      st.marks.push({ t: d.time_s, keys: d.changes.map((c) => c.key).join(" ") });
-      st.changes.push(...d.changes);
+      addChange(d.time_s, d.changes);
       refresh();
     },
     scheduled() {
@@ -578,20 +662,87 @@
     },
   };
 
+  // The page takes the run from its start (GET /v1/series and GET
+  // /v1/timeline), then the event stream after the event those were up
+  // to (?after=N): each event has a number, one more than the last; one
+  // that is not (events the stream no longer held, another netjam on
+  // the port) has the page take the run from its start again.
   let source = null;
-  function start() {
+  let loads = 0; // the load under way: a later one supersedes it
+
+  // loadRun takes the run from its start and opens the event stream.
+  async function loadRun() {
+    const mine = ++loads;
     if (source) source.close();
-    refresh();
-    source = new EventSource("/v1/events");
-    for (const [type, f] of Object.entries(handlers)) {
-      source.addEventListener(type, (ev) => f(JSON.parse(ev.data)));
+    source = null;
+    let s, tl;
+    for (let tries = 0; ; tries++) {
+      [s, tl] = await Promise.all([api("GET", "/v1/series"), api("GET", "/v1/timeline")]);
+      if (mine !== loads) return;
+      if (!s.ok || !tl.ok) {
+        if (s.status !== 401 && tl.status !== 401) {
+          setState("lost", "the endpoint does not answer; trying again…");
+          setTimeout(() => mine === loads && loadRun(), 1000);
+        }
+        return;
+      }
+      // A run that started between the two: take both again.
+      if (s.data.run_seq === tl.data.run_seq || tries >= 3) break;
     }
-    source.onopen = () => {
+    takeTimeline(tl.data);
+    loadSeries(s.data);
+    st.seriesSeq = s.data.seq;
+    st.timelineSeq = tl.data.seq;
+    st.seq = Math.min(s.data.seq, tl.data.seq);
+    showAchieved();
+    showTimeline();
+    queueDraw();
+    refresh();
+    follow(mine);
+  }
+
+  // takeTimeline takes GET /v1/timeline's answer: the run's status as it
+  // started, its changes, its end and its results.
+  function takeTimeline(tl) {
+    if (tl.run) {
+      handlers.run(tl.run);
+    } else {
+      st.series.clear();
+      st.seen.clear();
+      st.entries = [];
+      $("plots").replaceChildren();
+      setState("waiting", "waiting for a run");
+    }
+    st.entries = tl.changes.map((e) => Object.assign({}, e));
+    st.omitted = tl.omitted ? { n: tl.omitted, from: tl.omitted_from_s, to: tl.omitted_to_s } : null;
+    if (tl.end_s !== undefined) handlers.end({ time_s: tl.end_s });
+    if (tl.report) handlers.finished({ report: tl.report });
+  }
+
+  // follow opens the event stream after the event st.seq, for load mine.
+  function follow(mine) {
+    const es = new EventSource("/v1/events?after=" + st.seq);
+    source = es;
+    for (const [type, f] of Object.entries(handlers)) {
+      es.addEventListener(type, (ev) => {
+        if (source !== es || mine !== loads) return;
+        const id = Number(ev.lastEventId);
+        if (id !== st.seq + 1) {
+          loadRun(); // events missed: the run from its start again
+          return;
+        }
+        st.seq = id;
+        // What GET /v1/series or /v1/timeline had already.
+        if (type === "sample" ? id <= st.seriesSeq : id <= st.timelineSeq) return;
+        f(JSON.parse(ev.data));
+      });
+    }
+    es.onopen = () => {
       if (!st.ended && st.status) setState("running", "running");
     };
-    source.onerror = () => {
+    es.onerror = () => {
       if (st.finished) {
-        source.close();
+        es.close();
         setState("ended", "the run has ended; netjam no longer serves this page");
       } else if (!st.ended) {
         setState("lost", "the event stream was cut; reconnecting…");
@@ -602,7 +753,7 @@
   // begin starts the page once GET /v1/status answered r.
   function begin(r) {
     if (r.status === 409) setState("waiting", "waiting for a run");
-    start();
+    loadRun();
   }
   api("GET", "/v1/status").then((r) => {
     if (r.status !== 401) {
