@@ -2,9 +2,7 @@ package stack
 
 import (
 	"context"
-	"io"
 	"math"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -33,44 +31,7 @@ func TestCubicReturnsToTheWindowOfTheLossInK(t *testing.T) {
 	go v.Run(ctx)
 	const oneWay = 50 * time.Millisecond
 	dp := newDropPair(t, v, false, impair.Config{Delay: impair.DelayConfig{Time: oneWay}}, func(seg, n int) bool { return seg == 300 && n == 1 })
-	ctx, stop := clock.WithTimeout(ctx, v, 60*time.Second)
-	defer stop()
-	l, err := dp.b.ListenTCP(5001, TCPOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		c, err := l.Accept(ctx)
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		go func() { <-ctx.Done(); c.Close() }()
-		io.Copy(io.Discard, c)
-	}()
-	c, err := dp.a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 5001), TCPOptions{CC: "cubic"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	go func() {
-		buf := payload(64<<10, 1)
-		for ctx.Err() == nil {
-			if _, err := c.Write(buf); err != nil {
-				return
-			}
-		}
-	}()
-	sleep := func(d time.Duration) {
-		tm := v.NewTimer(d)
-		defer tm.Stop()
-		select {
-		case <-tm.C():
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		}
-	}
+	c, sleep := bulkSend(ctx, t, v, dp, "cubic", 60*time.Second)
 	// The window the loss finds (the most before the recovery), and the
 	// end of the recovery.
 	var wmax uint32

@@ -246,44 +246,7 @@ func TestRenoGrowsByASegmentARoundTrip(t *testing.T) {
 	// each on its own, as over any link slower than the hosts.
 	path := impair.Config{Delay: impair.DelayConfig{Time: 10 * time.Millisecond}, Rate: impair.RateConfig{Bitrate: 100e6}}
 	dp := newDropPair(t, v, false, path, func(seg, n int) bool { return seg == 40 && n == 1 })
-	ctx, stop := clock.WithTimeout(ctx, v, 10*time.Second)
-	defer stop()
-	l, err := dp.b.ListenTCP(5001, TCPOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		c, err := l.Accept(ctx)
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		go func() { <-ctx.Done(); c.Close() }()
-		io.Copy(io.Discard, c)
-	}()
-	c, err := dp.a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 5001), TCPOptions{CC: "reno"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	go func() {
-		buf := payload(64<<10, 1)
-		for ctx.Err() == nil {
-			if _, err := c.Write(buf); err != nil {
-				return
-			}
-		}
-	}()
-	sleep := func(d time.Duration) {
-		tm := v.NewTimer(d)
-		defer tm.Stop()
-		select {
-		case <-tm.C():
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		}
-	}
+	c, sleep := bulkSend(ctx, t, v, dp, "reno", 10*time.Second)
 	// The recovery is over within a few round trips of the loss.
 	sleep(200 * time.Millisecond)
 	before := c.Info()
@@ -332,4 +295,51 @@ func TestRACKFindsALostRetransmission(t *testing.T) {
 	if info.Timeouts > 0 {
 		t.Errorf("the lost retransmission was repaired by a retransmission timeout (%d), not by RACK", info.Timeouts)
 	}
+}
+
+// bulkSend opens a connection from dp.a to dp.b with congestion control
+// cc and keeps it busy for at most limit of v's time (or until ctx ends),
+// b reading everything; it returns the sending end and a sleep on v that
+// fails the test if limit passes first.
+func bulkSend(ctx context.Context, t *testing.T, v *clock.Virtual, dp *dropPair, cc string, limit time.Duration) (*TCPConn, func(time.Duration)) {
+	t.Helper()
+	ctx, stop := clock.WithTimeout(ctx, v, limit)
+	t.Cleanup(stop)
+	l, err := dp.b.ListenTCP(5001, TCPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		c, err := l.Accept(ctx)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		go func() { <-ctx.Done(); c.Close() }()
+		io.Copy(io.Discard, c)
+	}()
+	c, err := dp.a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 5001), TCPOptions{CC: cc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	go func() {
+		buf := payload(64<<10, 1)
+		for ctx.Err() == nil {
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	sleep := func(d time.Duration) {
+		tm := v.NewTimer(d)
+		defer tm.Stop()
+		select {
+		case <-tm.C():
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		}
+	}
+	return c, sleep
 }
