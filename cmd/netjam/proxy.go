@@ -37,7 +37,7 @@ Examples:
    netjam proxy
    netjam proxy --config configs/proxy.json
    netjam proxy configs/proxy/mobile.yaml --listen 127.0.0.1:8475
-   netjam proxy --ui                             # the dashboard at http://127.0.0.1:8474/ui/
+   netjam proxy --ui    # the dashboard at http://127.0.0.1:8474/ui/
    toxiproxy-cli create -l 127.0.0.1:26379 -u 127.0.0.1:6379 redis
    toxiproxy-cli toxic add -t latency -a latency=100 redis
    curl -s -X POST 127.0.0.1:8474/proxies/redis/toxics -d '{"type":"loss","attributes":{"p":"5%"}}'`,
