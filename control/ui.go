@@ -26,3 +26,10 @@ func uiHandler() http.Handler {
 		http.StripPrefix("/ui/", files).ServeHTTP(w, r)
 	})
 }
+
+// UIFiles are the dashboard's files (index.html, app.js, style.css):
+// netjam proxy's dashboard takes its style from them.
+func UIFiles() fs.FS {
+	sub, _ := fs.Sub(uiFiles, "ui")
+	return sub
+}

@@ -226,7 +226,11 @@ func (s *Server) Handler(g Guard) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(404, "%s %s: the API has no such path", r.Method, r.URL.Path))
 	})
-	return &guarded{g: g, next: mux}
+	gd := &guarded{g: g, next: mux}
+	if s.opts.UI {
+		gd.ui = s.uiHandler()
+	}
+	return gd
 }
 
 // guarded refuses what a browser's page could send (toxiproxy refuses
@@ -236,12 +240,19 @@ func (s *Server) Handler(g Guard) http.Handler {
 type guarded struct {
 	g    Guard
 	next http.Handler
+	// ui, when not nil, is the dashboard (Options.UI): its paths are
+	// open to the browser's page of the same origin (serveUI).
+	ui http.Handler
 }
 
 func (gd *guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
+	if gd.ui != nil && isUIPath(r.URL.Path) {
+		gd.serveUI(w, r)
+		return
+	}
 	if strings.HasPrefix(r.UserAgent(), "Mozilla/") {
 		writeError(w, errorf(403, "User agent not allowed: the API takes no requests from browsers"))
 		return
@@ -250,20 +261,32 @@ func (gd *guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(403, "a request from %s: the API takes no requests from web pages", o))
 		return
 	}
-	if gd.g.Token == "" {
-		host, _, err := net.SplitHostPort(r.Host)
-		if err != nil {
-			host = r.Host
-		}
-		if !loopbackHost(host) {
-			writeError(w, errorf(403, "host %q: an API without a token answers to a loopback name or address only", r.Host))
-			return
-		}
-	} else if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+gd.g.Token)) != 1 {
+	if err := gd.checkHost(r); err != nil {
+		writeError(w, err)
+		return
+	}
+	if gd.g.Token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+gd.g.Token)) != 1 {
 		writeError(w, errorf(401, "missing or wrong token (Authorization: Bearer TOKEN)"))
 		return
 	}
 	gd.next.ServeHTTP(w, r)
+}
+
+// checkHost refuses, on an API without a token, a request whose Host
+// is not a loopback name: an address a browser resolved by DNS
+// rebinding.
+func (gd *guarded) checkHost(r *http.Request) error {
+	if gd.g.Token != "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host = r.Host
+	}
+	if !loopbackHost(host) {
+		return errorf(403, "host %q: an API without a token answers to a loopback name or address only", r.Host)
+	}
+	return nil
 }
 
 func asAPIError(err error) *apiError {

@@ -38,6 +38,9 @@ type Options struct {
 	// DefaultMaxConns). Past them a create is refused (400) and a
 	// connection reset, counted.
 	MaxProxies, MaxConns int
+	// UI serves the dashboard, a page that lists the proxies and their
+	// toxics, at /ui/ of the API's listener (netjam proxy --ui).
+	UI bool
 	// Log is the logger; nil: none.
 	Log *zap.Logger
 }

@@ -29,18 +29,22 @@ every connection to its upstream across an emulated path, so that latency,
 bandwidth and netjam's own toxics (loss, queue, reorder, duplicate,
 corrupt, delay, rate, and trace, a rate trace's content) act on the TCP
 segments. The scenario's link, when one is given, is every path's
-starting point; toxics change it. See docs/proxy.md.
+starting point; toxics change it. With --ui, a dashboard at /ui/ of the
+API's address lists the proxies and their toxics, live (it only reads;
+the API stays closed to browsers). See docs/proxy.md.
 
 Examples:
    netjam proxy
    netjam proxy --config configs/proxy.json
    netjam proxy configs/proxy/mobile.yaml --listen 127.0.0.1:8475
+   netjam proxy --ui    # the dashboard at http://127.0.0.1:8474/ui/
    toxiproxy-cli create -l 127.0.0.1:26379 -u 127.0.0.1:6379 redis
    toxiproxy-cli toxic add -t latency -a latency=100 redis
    curl -s -X POST 127.0.0.1:8474/proxies/redis/toxics -d '{"type":"loss","attributes":{"p":"5%"}}'`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8474", Usage: "serve the API at `HOST:PORT`; an address other than loopback needs --token"},
 			&cli.StringFlag{Name: "token", Usage: "a `FILE` holding the token every API request must carry (Authorization: Bearer); toxiproxy's clients send none, so use them on loopback"},
+			&cli.BoolFlag{Name: "ui", Usage: "serve the dashboard at /ui/ of the API's address: a page that lists the proxies (connections, bytes, drops) and their toxics, live; with --token it asks for the token"},
 			&cli.StringFlag{Name: "config", Usage: "create the proxies of toxiproxy's JSON config `FILE` (a list of {name, listen, upstream, enabled}) at start"},
 			&cli.StringSliceFlag{Name: "set", Usage: "override a key of the scenario: KEY=VALUE (repeatable)"},
 			seedFlag(),
@@ -62,7 +66,7 @@ func proxyAction(c *cli.Context) error {
 	}
 	defer log.Sync()
 	o := proxy.Options{Version: versionString(), Sets: c.StringSlice("set"), Log: log.Named("proxy"),
-		MaxProxies: c.Int("max-proxies"), MaxConns: c.Int("max-conns")}
+		MaxProxies: c.Int("max-proxies"), MaxConns: c.Int("max-conns"), UI: c.Bool("ui")}
 	if o.MaxProxies < 1 || o.MaxConns < 1 {
 		return cli.Exit("--max-proxies and --max-conns: at least 1", exitBadUsage)
 	}
@@ -105,6 +109,9 @@ func proxyAction(c *cli.Context) error {
 	}
 	hs := srv.Serve(ln, g)
 	fmt.Fprintf(c.App.Writer, "netjam proxy: toxiproxy API on http://%s (seed %d); Ctrl-C stops\n", ln.Addr(), srv.Seed())
+	if o.UI {
+		fmt.Fprintf(c.App.Writer, "netjam proxy: dashboard at http://%s/ui/\n", ln.Addr())
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	<-ctx.Done()

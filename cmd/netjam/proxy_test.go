@@ -223,3 +223,51 @@ func TestProxyBadUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyUIFlag: netjam proxy --ui prints the dashboard's URL after the
+// API's, and a browser gets its page there; without --ui the page is a
+// browser's request to the API, refused.
+func TestProxyUIFlag(t *testing.T) {
+	get := func(u string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", u, nil)
+		req.Header.Set("User-Agent", "Mozilla/5.0 (X11; Linux x86_64)")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 200 && !strings.Contains(string(b), `src="/ui/proxies.js"`) {
+			t.Errorf("GET %s: %.200s, want the dashboard's page", u, b)
+		}
+		return resp.StatusCode
+	}
+	if code := get("http://" + startProxy(t) + "/ui/"); code != http.StatusForbidden {
+		t.Errorf("without --ui, GET /ui/: %d, want 403", code)
+	}
+
+	cmd := netjamProcess(t, "proxy", "--listen", "127.0.0.1:0", "--ui")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}()
+	r := bufio.NewReader(out)
+	first, _ := r.ReadString('\n')
+	second, _ := r.ReadString('\n')
+	api := regexp.MustCompile(`http://(\S+)`).FindStringSubmatch(first)
+	if api == nil || second != "netjam proxy: dashboard at http://"+api[1]+"/ui/\n" {
+		t.Fatalf("netjam proxy --ui printed %q, %q", first, second)
+	}
+	if code := get("http://" + api[1] + "/ui/"); code != 200 {
+		t.Errorf("with --ui, GET /ui/: %d, want 200", code)
+	}
+}
