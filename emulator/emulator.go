@@ -16,7 +16,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -69,6 +71,14 @@ type Options struct {
 	// is interrupted. Attached's error becomes the run's.
 	Attached func(ctx context.Context) error
 
+	// ConfineNode, when not nil, is applied to the command of a node
+	// (scenario.Node.Run) before it starts: netjam shell under sudo runs
+	// it as the invoking user, without capabilities. NodeOutput takes
+	// its output, each line after the node's name ("server| ..."); nil:
+	// os.Stderr.
+	ConfineNode func(cmd *exec.Cmd) error
+	NodeOutput  io.Writer
+
 	// Live, when not nil, is handed each run once its flows started: a
 	// control endpoint's handle on it (see Live), valid until it ends.
 	Live func(*Live)
@@ -81,6 +91,10 @@ type Options struct {
 	// openTUN opens TUN devices; nil means OpenTUN, or hostnet.OpenTUN.
 	// Tests replace it with an in-memory device.
 	openTUN openDevice
+	// openNodeTUN and nodeNetns, when not nil, open a node's device and
+	// make its namespace (tests: an in-memory device, no namespace).
+	openNodeTUN openDevice
+	nodeNetns   func() (*hostnet.Netns, error)
 	// relayDial, when not nil, replaces the relay's dialer (tests).
 	relayDial func(ctx context.Context, network, address string) (net.Conn, error)
 }
@@ -351,7 +365,7 @@ func buildRun(s *scenario.Scenario, o Options) (*run, error) {
 		r.log = r.log.With(zap.String("variant", s.Variant))
 	}
 	var err error
-	r.l, err = newLab(s, o.Clock, r.log, o.OutDir, labHooks{open: o.deviceOpener(), dial: o.relayDial})
+	r.l, err = newLab(s, o.Clock, r.log, o.OutDir, labHooks{open: o.deviceOpener(), dial: o.relayDial, openNode: o.openNodeTUN, nodeNetns: o.nodeNetns})
 	return r, err
 }
 
@@ -377,6 +391,9 @@ func (o Options) deviceOpener() openDevice {
 func (r *run) start(ctx context.Context) error {
 	s, o := r.s, r.o
 	r.l.start(ctx)
+	if err := r.l.startNode(o); err != nil {
+		return err
+	}
 	fields := []zap.Field{zap.Duration("duration", s.Duration), zap.Int("flows", len(s.Flows))}
 	for i, lr := range r.l.path.Links {
 		l := linkAt(s, i)
@@ -432,7 +449,7 @@ func (r *run) start(ctx context.Context) error {
 // the flows are done; in TUN mode without either, after the duration.
 func (r *run) wait(ctx context.Context) {
 	if r.l.tun != nil && r.o.Attached != nil {
-		r.attachedErr = r.o.Attached(ctx)
+		r.attachedErr = r.o.Attached(context.WithValue(ctx, etcKey{}, r.l.nodesEtc()))
 	}
 	r.flowsWG.Wait()
 	if r.l.tun != nil && len(r.fls) == 0 && r.o.Attached == nil {
@@ -633,6 +650,11 @@ func (r *run) failures(ctx context.Context) error {
 	}
 	if r.attachedErr != nil {
 		failed = append(failed, r.attachedErr)
+	}
+	if t := r.l.tun; t != nil && t.node != nil {
+		if err := t.node.err(); err != nil {
+			failed = append(failed, err)
+		}
 	}
 	return errors.Join(failed...)
 }

@@ -101,7 +101,11 @@ func (sh *Shell) Prepare(o *Options, command, env []string) {
 // rootless shell, the namespaces' first process turning into it (cmd is
 // then ignored, what Prepare was given runs). It returns the process to
 // wait for.
-func (sh *Shell) Start(cmd *exec.Cmd) (*exec.Cmd, error) {
+//
+// etc, when not "", is a folder of files the command sees in /etc
+// (NodesEtc: the run's nodes' names); a rootless shell, which has no
+// nodes, takes none.
+func (sh *Shell) Start(cmd *exec.Cmd, etc string) (*exec.Cmd, error) {
 	if sh.Rootless() {
 		if sh.rootless == nil {
 			return nil, errors.New("rootless shell: the device was never opened")
@@ -110,7 +114,7 @@ func (sh *Shell) Start(cmd *exec.Cmd) (*exec.Cmd, error) {
 		sh.started = err == nil
 		return sh.rootless.Cmd(), err
 	}
-	err := sh.ns.Do(cmd.Start)
+	err := sh.ns.Start(cmd, etc)
 	sh.started = err == nil
 	return cmd, err
 }

@@ -274,7 +274,7 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir *outd
 			return fail(err)
 		}
 	}
-	if l.tun != nil {
+	if l.tun != nil && l.tun.node == nil {
 		return l, l.startPeer(s, hooks)
 	}
 	return l, nil
@@ -630,7 +630,7 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 		if err != nil {
 			return nil, nil, err
 		}
-		return newTCPFlow(ctx, f, clk, ln, l.warnStall(f.Name), func() (net.Conn, func() netif.TCPInfo, error) {
+		return newTCPFlow(ctx, f, clk, stackListener{ln}, l.warnStall(f.Name), func() (net.Conn, func() netif.TCPInfo, error) {
 			c, err := from.DialTCPFrom(ctx, dialPort(i), dst, o)
 			if err != nil {
 				return nil, nil, err
@@ -691,17 +691,18 @@ func untilEnd(start time.Duration, d *time.Duration, run time.Duration) {
 // how to read its TCP state. With acceptedSends the roles swap: what ln
 // accepts sends (a kernel flow down: the peer sends to the kernel,
 // which dials).
-func newTCPFlow(ctx context.Context, f scenario.Flow, clk clock.Clock, ln *stack.TCPListener, onStall func(flows.Stall),
+func newTCPFlow(ctx context.Context, f scenario.Flow, clk clock.Clock, ln tcpAcceptor, onStall func(flows.Stall),
 	dial func() (net.Conn, func() netif.TCPInfo, error), acceptedSends bool) (flows.Flow, []closer, error) {
 	defer ln.Close()
 	type accepted struct {
-		c   *stack.TCPConn
-		err error
+		c    net.Conn
+		info func() netif.TCPInfo
+		err  error
 	}
 	ach := make(chan accepted, 1)
 	go func() {
-		c, err := ln.Accept(ctx)
-		ach <- accepted{c, err}
+		c, info, err := ln.accept(ctx)
+		ach <- accepted{c, info, err}
 	}()
 	// The handshake's time, lost SYNs included: on the path's clock, from
 	// the dial (the first SYN) to the connection established.
@@ -722,9 +723,9 @@ func newTCPFlow(ctx context.Context, f scenario.Flow, clk clock.Clock, ln *stack
 	}
 	spec := f.TCP
 	spec.Connect, spec.OnStall = connect, onStall
-	recv := net.Conn(a.c)
+	recv := a.c
 	if acceptedSends {
-		send, recv, info = a.c, send, a.c.Info
+		send, recv, info = a.c, send, a.info
 	}
 	fl, err := flows.NewTCPBulk(spec, clk, send, recv,
 		func() flows.TCPInfo {
@@ -739,6 +740,24 @@ func newTCPFlow(ctx context.Context, f scenario.Flow, clk clock.Clock, ln *stack
 		return nil, nil, err
 	}
 	return fl, []closer{send, recv}, nil
+}
+
+// tcpAcceptor is the server-side end of a TCP flow: it accepts the
+// flow's one connection, with a reader of its TCP_INFO.
+type tcpAcceptor interface {
+	accept(ctx context.Context) (net.Conn, func() netif.TCPInfo, error)
+	Close() error
+}
+
+// stackListener accepts a netstack host's connection.
+type stackListener struct{ *stack.TCPListener }
+
+func (l stackListener) accept(ctx context.Context) (net.Conn, func() netif.TCPInfo, error) {
+	c, err := l.Accept(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, c.Info, nil
 }
 
 // warnStall returns the function that logs a stall of the named flow as

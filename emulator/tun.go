@@ -8,9 +8,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -49,7 +46,11 @@ type openDevice func(cfg hostnet.TUNConfig) (hostnet.Device, error)
 // how the relay dials.
 type labHooks struct {
 	open openDevice
-	dial func(ctx context.Context, network, address string) (net.Conn, error)
+	// openNode opens a node's device, nodeNetns makes its namespace;
+	// nil: hostnet's.
+	openNode  openDevice
+	nodeNetns func() (*hostnet.Netns, error)
+	dial      func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 func openTUN(cfg hostnet.TUNConfig) (hostnet.Device, error) {
@@ -63,12 +64,10 @@ func openTUN(cfg hostnet.TUNConfig) (hostnet.Device, error) {
 // tunEnd is TUN mode's part of a lab.
 type tunEnd struct {
 	cfg *scenario.TUN
-	dev hostnet.Device
-	ns  *hostnet.Netns // the device's namespace; nil: netjam's own
+	// devEnd is the device of the kernel on the client side: its inbox
+	// is the one every client-side end of the kernel writes through.
+	devEnd
 	mtu int
-	// in is the device's inbox: every client-side end of the kernel
-	// writes through it.
-	in *topology.Queue
 	// kernels are the client-side endpoints, all writing into dev: one
 	// per Wi-Fi station the kernel sits behind (in the order of
 	// cfg.Stations), or one wired endpoint.
@@ -92,36 +91,9 @@ type tunEnd struct {
 	pathAddrs map[string]netip.Addr
 	routes    []netip.Prefix
 
-	writer   *topology.Device // the device's write side
-	readDone chan struct{}    // closed when the read loop ends; nil before start
-	closing  atomic.Bool      // stopTUN has begun: the read loop stops pausing
-
-	malformed atomic.Uint64 // packets from the device that are not IPv4 or IPv6
-	shed      atomic.Uint64 // packets read while the uplink's input was full
-
-	dropsMu     sync.Mutex // orders reading the device's drops with its close
-	kernelDrops uint64     // the device's drops when last read; guarded by dropsMu
-	devClosed   bool       // stopTUN has read the drops a last time; guarded by dropsMu
-}
-
-// deviceDrops returns the packets the kernel dropped at the device's
-// queue so far: read from the device while it is open (a request to the
-// kernel: for the summary and a scrape of the metrics, not the packet
-// path), then the last count read before it closed.
-func (t *tunEnd) deviceDrops() uint64 { return t.readDeviceDrops(false) }
-
-// readDeviceDrops is deviceDrops; last reads the device a last time, before
-// its close, and never again.
-func (t *tunEnd) readDeviceDrops(last bool) uint64 {
-	t.dropsMu.Lock()
-	defer t.dropsMu.Unlock()
-	if !t.devClosed {
-		if n, ok := t.dev.Dropped(); ok {
-			t.kernelDrops = max(t.kernelDrops, n)
-		}
-		t.devClosed = last
-	}
-	return t.kernelDrops
+	// node is the scenario's node, which takes the peer's place (its
+	// kernel owns the peer's addresses); nil: the peer, a netstack host.
+	node *nodeEnd
 }
 
 // buildTUN adds TUN mode's part of s to the path: the device (opened
@@ -151,7 +123,13 @@ func (l *lab) buildTUN(b *pathBuilder, s *scenario.Scenario, hooks labHooks) err
 	}
 	dq := l.deviceEnd(b)
 	l.kernelEnds(b, dq)
-	l.peerEnds(b)
+	if len(s.Nodes) > 0 {
+		if err := l.nodeEnds(b, hooks); err != nil {
+			return err
+		}
+	} else {
+		l.peerEnds(b)
+	}
 	l.log.Info("TUN device", zap.String("device", t.dev.Name()), zap.Stringers("kernel", addrs),
 		zap.Stringers("peer", t.peerAddrs), zap.Int("mtu", t.mtu), zap.String("netns", c.Device.Netns), zap.Strings("stations", c.Stations),
 		zap.Stringers("routes", t.routes))
@@ -221,17 +199,9 @@ func (t *tunEnd) open(open openDevice) ([]netip.Prefix, error) {
 	return cfg.Addrs, err
 }
 
-// deviceEnd adds the device's inbox and the device behind it (see
-// topology.Device for what it takes), and returns the inbox.
-func (l *lab) deviceEnd(b *pathBuilder) topology.ID {
-	t := l.tun
-	t.in = topology.NewQueue("device inbox", inboxLen, inboxBytes, putWait)
-	l.lives = append(l.lives, t.in)
-	t.writer = topology.NewDevice("device", t.dev)
-	q := b.g.Add(t.in.Node())
-	b.g.Link(q, b.g.Add(t.writer.Node()))
-	return q
-}
+// deviceEnd adds the device's inbox and the device behind it, and
+// returns the inbox.
+func (l *lab) deviceEnd(b *pathBuilder) topology.ID { return l.tun.inbox(l, b, "device") }
 
 // kernelEnds adds the kernel's endpoints on the client side: what the
 // read loop reads enters the uplink (or the medium, as its station's),
@@ -335,82 +305,38 @@ func (t *tunEnd) pathForwards() []stack.Forward {
 	return fws
 }
 
-// startTUN starts the device's read loop.
+// startTUN starts the devices' read loops: the kernel's packets enter
+// the uplink (or the medium, as its station's), with no shedding behind
+// a cell, which keeps its own queues; a node's enter the downlink.
 func (l *lab) startTUN() {
 	t := l.tun
-	t.readDone = make(chan struct{})
-	go func() {
-		defer close(t.readDone)
-		// The read buffer is a pooled packet as large as a segment
-		// with offload can be. A large segment goes into the path in
-		// it, and the next read gets a new one; anything else is
-		// copied into a pooled packet of its size, so that an ACK
-		// does not hold 64 KiB while it crosses the path.
-		src := t.kernels[0].tx
-		buf := src.ReadBuffer()
-		defer func() { buf.Release() }()
-		for {
-			n, g, err := t.dev.ReadPacket(buf.Data)
-			if err != nil {
-				return
-			}
-			if l.shedding() {
-				continue
-			}
-			if l.fromKernel(buf, n, g) {
-				buf = src.ReadBuffer()
-			}
-		}
-	}()
-}
-
-// shedPause is how long the read loop leaves the device unread, at a
-// time, while the uplink's input is full.
-const shedPause = 50 * time.Microsecond
-
-// shedding drops the packet just read, counted as shed, when the
-// uplink's input is full: the path behind it is held up by backpressure
-// (a host, the relay's sockets, fell behind), and the packet would be
-// dropped at the uplink's input after its copy. Then it leaves the
-// device unread until the input has room, so that the kernel drops at
-// the device's queue (kernel_drops), which costs netjam nothing: when
-// more arrives than the machine carries, the load is shed at the
-// entrance before any work is done on it, and the cores go to the
-// packets already inside (no receive livelock). With Wi-Fi stations the
-// first stage is the medium, which keeps its own queues: nothing is shed
-// here.
-func (l *lab) shedding() bool {
-	t := l.tun
-	if len(t.cfg.Stations) > 0 || !l.path.Up.Full() {
-		return false
+	var full func() bool
+	if len(t.cfg.Stations) == 0 {
+		full = l.path.Up.Full
 	}
-	t.shed.Add(1)
-	for l.path.Up.Full() && !t.closing.Load() {
-		time.Sleep(shedPause)
+	t.startReading(t.kernels[0].tx, full, l.fromKernel)
+	if t.node != nil {
+		t.node.startReading(t.peer.tx, l.path.Down.Full, func(buf *impair.Packet, n int, g netif.GSO) bool {
+			return t.peer.tx.Take(l.clk.Now(), buf, n, g)
+		})
 	}
-	return true
 }
 
 // maxGSOPacket is the largest packet a device with offload hands over.
 const maxGSOPacket = 65535
 
 // fromKernel puts a packet the kernel sent, the first n bytes of buf (a
-// buffer of the read loop's), into the path at its endpoint: onto the
-// medium when the device is a Wi-Fi station, into the uplink otherwise
-// (a large TCP segment whole: the graph splits it, on the read loop's
-// goroutine, where the next node takes MTU-sized packets only). What is
-// not a well-formed IPv4 or IPv6 packet is dropped and counted. It
-// reports whether buf went into the path (topology.Source.Take).
+// buffer of the read loop's, well-formed), into the path at its
+// endpoint: onto the medium when the device is a Wi-Fi station, into the
+// uplink otherwise (a large TCP segment whole: the graph splits it, on
+// the read loop's goroutine, where the next node takes MTU-sized packets
+// only). It reports whether buf went into the path
+// (topology.Source.Take).
 func (l *lab) fromKernel(buf *impair.Packet, n int, g netif.GSO) bool {
 	t := l.tun
-	b := buf.Data[:n]
-	if !wellFormed(b) {
-		t.malformed.Add(1)
-		return false
-	}
 	k := t.kernels[0]
 	if len(t.kernels) > 1 {
-		if e := t.fromStation[srcAddr(b)]; e != nil {
+		if e := t.fromStation[srcAddr(buf.Data[:n])]; e != nil {
 			k = e
 		}
 	}
@@ -446,21 +372,19 @@ func wellFormed(b []byte) bool {
 	return false
 }
 
-// stopTUN closes the device, which ends the read loop, and waits for it.
-// It runs before the path closes, so that the loop never sends into a
+// stopTUN closes the devices, which ends their read loops, and waits for
+// them. It runs before the path closes, so that no loop sends into a
 // closed direction.
 func (l *lab) stopTUN() error {
 	t := l.tun
-	if t == nil || t.dev == nil {
+	if t == nil {
 		return nil
 	}
-	t.closing.Store(true)
-	t.readDeviceDrops(true) // the device goes with Close
-	err := t.dev.Close()
-	if t.readDone != nil {
-		<-t.readDone
+	var errs []error
+	if t.node != nil {
+		errs = append(errs, t.node.close(l.log))
 	}
-	return err
+	return errors.Join(append(errs, t.close())...)
 }
 
 // TUNSummary is what TUN mode saw.
@@ -473,27 +397,14 @@ type TUNSummary struct {
 	// Stations pairs each Wi-Fi station the kernel sits behind with its
 	// addresses ("sta1 10.99.0.1").
 	Stations []string `json:"stations,omitempty"`
-	// Malformed counts what the device delivered that was not an IPv4
-	// or IPv6 packet; WriteErrors what it refused to take.
-	Malformed   uint64 `json:"malformed"`
-	WriteErrors uint64 `json:"write_errors"`
-	// Writes counts the writes into the device, and WrittenPackets the
-	// MTU-sized packets they carried: segments of one connection that
-	// left the path together are written as one large segment.
-	Writes         uint64 `json:"writes"`
-	WrittenPackets uint64 `json:"packets_written"`
-	// Shed counts the packets netjam read from the device and dropped
-	// at once because the uplink's input was full (what is behind it
-	// could not keep up): netjam's own drops, shed at the entrance
-	// before any work was done on them. Each is followed by a pause in
-	// reading, during which the kernel drops at the device's queue
-	// (KernelDrops).
-	Shed uint64 `json:"shed"`
-	// KernelDrops counts the packets the kernel dropped at the device's
-	// queue because netjam's read loop fell behind (tx_dropped; 0 when
-	// it cannot be read, in a rootless shell).
-	KernelDrops uint64           `json:"kernel_drops"`
-	Relay       stack.RelayStats `json:"relay"`
+	// DeviceStats are the device's counters (the first direction is
+	// the uplink).
+	DeviceStats
+	// Node is the scenario's node, in the peer's place; nil without
+	// one. Relay, PeerTCP, PeerChecksumErrors and PeerMalformed are then
+	// zero: nothing terminates the kernel's connections in netjam.
+	Node  *NodeSummary     `json:"node,omitempty"`
+	Relay stack.RelayStats `json:"relay"`
 	// PeerTCP sums the peer's TCP connections: those it relays and those
 	// of the kernel's flows. What the peer sends toward the kernel
 	// (iperf3 -R, a download through a forward) is its TCP's, so its
@@ -514,8 +425,10 @@ func (l *lab) tunSummary() *TUNSummary {
 	if t == nil || t.dev == nil {
 		return nil
 	}
-	ts := &TUNSummary{Device: t.dev.Name(), Malformed: t.malformed.Load(), WriteErrors: t.writer.WriteErrors(), KernelDrops: t.deviceDrops(), Shed: t.shed.Load()}
-	ts.Writes, ts.WrittenPackets = t.writer.Writes()
+	ts := &TUNSummary{Device: t.dev.Name(), DeviceStats: t.stats()}
+	if t.node != nil {
+		ts.Node = t.node.summary()
+	}
 	for _, a := range t.cfg.Device.Addrs {
 		ts.Kernel = append(ts.Kernel, a.String())
 	}
@@ -587,6 +500,9 @@ func (c abortOnClose) Close() error { return c.Abort() }
 // way.
 func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port uint16, clk clock.Clock) (flows.Flow, []closer, error) {
 	t := l.tun
+	if t.node != nil {
+		return l.newNodeFlow(ctx, i, f, port, clk)
+	}
 	peer := t.peer.host
 	// The flow's kernel end sends from its station's address, to the
 	// peer's address on its path.
@@ -610,7 +526,7 @@ func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port ui
 		if err != nil {
 			return nil, nil, err
 		}
-		return newTCPFlow(ctx, f, clk, ln, l.warnStall(f.Name), func() (net.Conn, func() netif.TCPInfo, error) {
+		return newTCPFlow(ctx, f, clk, stackListener{ln}, l.warnStall(f.Name), func() (net.Conn, func() netif.TCPInfo, error) {
 			var c *hostnet.KernelTCPConn
 			err := t.ns.Do(func() error {
 				var err error

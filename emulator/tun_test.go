@@ -376,13 +376,13 @@ func TestTUNShedsWhileTheUplinkIsFull(t *testing.T) {
 	l := &lab{tun: &tunEnd{cfg: &scenario.TUN{}}, path: &Path{Up: up}}
 	pool := impair.NewPool(2048)
 	for range 2 {
-		if l.shedding() {
+		if l.tun.shedding(up.Full) {
 			t.Fatal("shed while the uplink had room")
 		}
 		up.Send(pool.Get(100))
 	}
 	done := make(chan bool)
-	go func() { done <- l.shedding() }()
+	go func() { done <- l.tun.shedding(up.Full) }()
 	select {
 	case <-done:
 		t.Fatal("the read loop went on reading while the uplink was full")

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 
 	"github.com/vishvananda/netlink"
@@ -128,4 +130,64 @@ func onThread(f func()) {
 		f()
 	}()
 	<-done
+}
+
+// Start starts cmd in the namespace, as Do(cmd.Start) does; with etc
+// (a folder: "" for none), in a mount namespace of its own where each
+// file of etc is bind-mounted over the file of its name in /etc (hosts,
+// resolv.conf), as `ip netns exec` does with /etc/netns/NAME. A file
+// whose namesake /etc does not have is left out. The mount namespace is
+// made on the discarded thread, every mount in it a slave of the host's
+// (what the host mounts later reaches it; nothing mounted in it reaches
+// the host), so the files are seen by cmd and its children only. Making
+// it needs CAP_SYS_ADMIN in the namespace's owning user namespace.
+func (n *Netns) Start(cmd *exec.Cmd, etc string) error {
+	if etc == "" {
+		return n.Do(cmd.Start)
+	}
+	files, err := os.ReadDir(etc)
+	if err != nil {
+		return fmt.Errorf("files for the command's /etc: %w", err)
+	}
+	onThread(func() {
+		if err = privateEtc(etc, files); err != nil {
+			return
+		}
+		if n != nil {
+			if err = netns.Set(n.h); err != nil {
+				err = fmt.Errorf("entering network namespace %s: %w", n.path, err)
+				return
+			}
+		}
+		err = cmd.Start()
+	})
+	return err
+}
+
+// privateEtc moves the calling thread into a new mount namespace where
+// each regular file of dir (files) is mounted over its namesake in /etc.
+func privateEtc(dir string, files []os.DirEntry) error {
+	// A thread shares its file system attributes with the process's
+	// other threads; unsharing the mount namespace unshares them too,
+	// for this thread alone.
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("the command's /etc: making a mount namespace: %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return fmt.Errorf("the command's /etc: making the mounts private: %w", err)
+	}
+	for _, f := range files {
+		if !f.Type().IsRegular() {
+			continue
+		}
+		target := filepath.Join("/etc", f.Name())
+		err := unix.Mount(filepath.Join(dir, f.Name()), target, "", unix.MS_BIND, "")
+		if errors.Is(err, unix.ENOENT) {
+			continue // /etc has no such file (or it is a dangling link)
+		}
+		if err != nil {
+			return fmt.Errorf("the command's /etc: mounting over %s: %w", target, err)
+		}
+	}
+	return nil
 }

@@ -2,6 +2,8 @@
 
 package hostnet
 
+import "os/exec"
+
 // Netns is a Linux network namespace; on this system there is none:
 // NewNetns and OpenNetns return a *NotLinuxError. A nil *Netns is the
 // caller's own network, as on Linux. See netns_linux.go.
@@ -27,3 +29,12 @@ func (n *Netns) Do(f func() error) error {
 
 // Close does nothing.
 func (n *Netns) Close() error { return nil }
+
+// Start starts cmd for a nil Netns without etc, and returns a
+// *NotLinuxError otherwise.
+func (n *Netns) Start(cmd *exec.Cmd, etc string) error {
+	if n == nil && etc == "" {
+		return cmd.Start()
+	}
+	return notLinux("starting a command in a network namespace")
+}

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/songgao/water"
@@ -52,6 +53,9 @@ type TUN struct {
 
 	once     sync.Once
 	closeErr error
+	// closed is set as Close begins: a write that fails after it
+	// reports os.ErrClosed.
+	closed atomic.Bool
 }
 
 // OpenTUN creates the TUN device cfg describes (or attaches to the
@@ -337,6 +341,9 @@ func (t *TUN) writev(io *ioState, withHdr bool, pkt [][]byte) (int, error) {
 	}
 	io.n = n
 	if err := t.raw.Write(io.writeFn); err != nil {
+		if t.closed.Load() {
+			err = &os.PathError{Op: "writev", Path: t.name, Err: os.ErrClosed}
+		}
 		return 0, err
 	}
 	if io.errno != 0 {
@@ -358,6 +365,7 @@ func (t *TUN) writev(io *ioState, withHdr bool, pkt [][]byte) (int, error) {
 // hold and only makes a few netlink requests, so it is safe to call from
 // the goroutine that handles SIGINT or SIGTERM.
 func (t *TUN) Close() error {
+	t.closed.Store(true)
 	t.once.Do(func() { t.closeErr = t.teardown() })
 	return t.closeErr
 }

@@ -124,6 +124,16 @@ type tunInfo struct {
 	} `json:"peer_tcp"`
 	PeerChecksumErrors uint64 `json:"peer_checksum_errors"`
 	PeerMalformed      uint64 `json:"peer_malformed"`
+	Node               *struct {
+		Name          string   `json:"name"`
+		Addresses     []string `json:"addresses"`
+		Malformed     uint64   `json:"malformed"`
+		KernelDrops   uint64   `json:"kernel_drops"`
+		Shed          uint64   `json:"shed"`
+		Run           string   `json:"run"`
+		ExitStatus    *int     `json:"exit_status"`
+		EndedByNetjam bool     `json:"ended_by_netjam"`
+	} `json:"node"`
 }
 
 // relayInfo is what the relay counted for one protocol.

@@ -239,11 +239,29 @@ func byReason(m map[string]uint64) string {
 	return " (" + formatDrops(m) + ")"
 }
 
+// nodeCommand says how a node's command ended: "" without one.
+func nodeCommand(run string, status *int, byNetjam bool) string {
+	switch {
+	case run == "":
+		return ""
+	case status == nil:
+		return fmt.Sprintf("; its command %q was still running", run)
+	case byNetjam:
+		return fmt.Sprintf("; its command %q ended with the run (status %d)", run, *status)
+	}
+	return fmt.Sprintf("; its command %q exited with status %d", run, *status)
+}
+
 // printNotes writes the lines below the tables: TUN mode's device and
 // relay, each flow that stalled, each run that was skipped.
 func printNotes(w io.Writer, runs []runInfo) {
 	for _, r := range runs {
-		if t := r.TUN; t != nil {
+		if t := r.TUN; t != nil && t.Node != nil {
+			n := t.Node
+			fmt.Fprintf(w, "\nvariant %s: TUN %s, kernel %s; node %s at %s in the peer's place, kernel to kernel (netjam terminated nothing)%s; %d packets shed by netjam at the client's device and %d at the node's (the path behind it full), %d and %d dropped by the kernels before netjam read them, %d and %d malformed\n",
+				dash(r.Variant), t.Device, strings.Join(t.Kernel, " "), n.Name, strings.Join(n.Addresses, " "), nodeCommand(n.Run, n.ExitStatus, n.EndedByNetjam),
+				t.Shed, n.Shed, t.KernelDrops, n.KernelDrops, t.Malformed, n.Malformed)
+		} else if t != nil {
 			rt, ru := t.Relay.TCP, t.Relay.UDP
 			pt := t.PeerTCP
 			fmt.Fprintf(w, "\nvariant %s: TUN %s, kernel %s, peer %s; relay TCP %d relayed, %d served, %d refused, %d reset by an end, %d failed; UDP %d relayed, %d served, %d refused, %d datagrams dropped%s; the peer's TCP sent %d segments, %d of them again, and timed out %d time(s); %d packets shed by netjam at the device (the path behind it full), %d dropped by the kernel before netjam read them, %d malformed; the peer dropped %d packets for a bad checksum and %d malformed\n",

@@ -378,6 +378,9 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 	if n := f["tun"]; n != nil {
 		s.TUN = d.tun(n, s.MTU, mtuOK, s.WiFi)
 	}
+	if n := f["nodes"]; n != nil {
+		s.Nodes = d.nodes(n, s.TUN, f["tun"])
+	}
 	if n := f["flows"]; n != nil {
 		s.Flows = d.flows(n, s.MTU, mtuOK, s.Duration, s.WiFi, s.TUN)
 	}

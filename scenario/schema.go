@@ -70,7 +70,11 @@ type Scenario struct {
 	Capture *Capture
 	// TUN, when not nil, puts the kernel on the client side of the path
 	// through a TUN device (TUN mode).
-	TUN   *TUN
+	TUN *TUN
+	// Nodes are the machines at the far end of the TUN device's path,
+	// each with a kernel of its own (see Node); nil: the peer, netjam's
+	// netstack host, ends the path.
+	Nodes []Node
 	Flows []Flow
 	// Expect are the figures the run must reach; checked after it.
 	Expect  []Expectation
@@ -416,8 +420,8 @@ var schema = []section{
 		k("name", "Name"), k("description", "Description"), k("seed", "Seed, SeedSet"), k("duration", "Duration"),
 		k("mtu", "MTU"), k("sample_interval", "SampleInterval"), k("clock", "Clock"), k("capture", "Capture"), k("link", "Uplink, Downlink, Links, Paths"),
 		k("links", "Links, Uplink, Downlink"), k("paths", "Paths"),
-		k("timeline", "Timeline"), k("wifi", "WiFi"), k("tun", "TUN"), k("flows", "Flows"), k("expect", "Expect"),
-		k("variants", ""), k("sweep", ""), // a Plan's Runs and Sweep
+		k("timeline", "Timeline"), k("wifi", "WiFi"), k("tun", "TUN"), k("nodes", "Nodes"), k("flows", "Flows"),
+		k("expect", "Expect"), k("variants", ""), k("sweep", ""), // a Plan's Runs and Sweep
 	}},
 	{path: "link", hint: true, keys: append(slices.Clone(directionSchema), k("uplink", "Uplink"), k("downlink", "Downlink"))},
 	{path: "links[]", hint: true, keys: append([]key{k("name", "Name")},
@@ -450,6 +454,7 @@ var schema = []section{
 		k("duration", "TCP.Duration, UDP.Duration"),
 		k("path", "Path"),
 	}},
+	{path: "nodes[]", hint: true, keys: []key{k("name", "Name"), k("stack", "Stack"), k("run", "Run"), k("env", "Env"), k("dir", "Dir")}},
 	{path: "variants[]", hint: true, keys: []key{k("name", ""), k("set", "")}},
 	{path: "link.uplink", hint: true, keys: directionSchema},
 	{path: "link.downlink", hint: true, keys: directionSchema},
@@ -559,6 +564,7 @@ var (
 	wifiKeys        = keysOf("wifi")
 	stationKeys     = keysOf("wifi.stations[]")
 	flowKeys        = keysOf("flows[]")
+	nodeKeys        = keysOf("nodes[]")
 	tcpOnlyKeys     = keysFor("flows[]", "tcp")
 	udpOnlyKeys     = keysFor("flows[]", "udp")
 	delayKeys       = keysOf("delay")

@@ -1,6 +1,8 @@
 package topology
 
 import (
+	"errors"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +38,9 @@ type Device struct {
 	uso    bool     // dev takes UDP runs
 	vec    [][]byte // Push's and PushBatch's own: no allocation per packet
 	errors atomic.Uint64
+	// closed counts the packets that reached the device after it was
+	// closed, at the run's end (not errors: nothing was there to take them).
+	closed atomic.Uint64
 	// writes counts the writes into the device, packets the MTU-sized
 	// packets they carried (a merged segment's each).
 	writes, packets atomic.Uint64
@@ -56,8 +61,12 @@ func (d *Device) Node() Node {
 	return Node{Name: d.name, In: d, Accepts: acc}
 }
 
-// WriteErrors returns how many packets the device refused.
+// WriteErrors returns how many packets the device refused while open.
 func (d *Device) WriteErrors() uint64 { return d.errors.Load() }
+
+// AfterClose returns how many packets reached the device once it was
+// closed: those still crossing the path when the run ended.
+func (d *Device) AfterClose() uint64 { return d.closed.Load() }
 
 // Writes returns how many writes the device took and how many MTU-sized
 // packets they carried: their ratio is how well segments merged.
@@ -119,9 +128,12 @@ func (d *Device) PushBatch(ps []*impair.Packet) {
 // write writes d.vec, a packet that stands for segs MTU-sized ones, and
 // counts it.
 func (d *Device) write(g netif.GSO, segs int) {
-	if _, err := d.dev.WritePacket(d.vec, g); err != nil {
+	switch _, err := d.dev.WritePacket(d.vec, g); {
+	case errors.Is(err, os.ErrClosed):
+		d.closed.Add(1)
+	case err != nil:
 		d.errors.Add(1)
-	} else {
+	default:
 		d.writes.Add(1)
 		d.packets.Add(uint64(segs))
 	}

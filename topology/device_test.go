@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net/netip"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -25,6 +27,7 @@ type fakeDevice struct {
 	lens    []int
 	data    [][]byte // each write's packet, its slices joined
 	refuse  bool
+	closed  bool
 }
 
 func (d *fakeDevice) Offload() bool { return d.offload }
@@ -32,6 +35,9 @@ func (d *fakeDevice) Offload() bool { return d.offload }
 func (d *fakeDevice) WritePacket(pkt [][]byte, g netif.GSO) (int, error) {
 	if d.refuse {
 		return 0, errors.New("refused")
+	}
+	if d.closed {
+		return 0, fmt.Errorf("write netjam0: %w", os.ErrClosed)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -45,6 +51,27 @@ func (d *fakeDevice) writes() ([][]byte, []netif.GSO) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return slices.Clone(d.data), slices.Clone(d.gso)
+}
+
+// TestDeviceCountsWritesAfterCloseApart: a packet refused by a device
+// that was closed (the run's end, packets still on the path) is counted
+// apart from a write the open device refused.
+func TestDeviceCountsWritesAfterCloseApart(t *testing.T) {
+	pool := impair.NewPool(1500)
+	d := &fakeDevice{refuse: true}
+	dev := topology.NewDevice("device", d)
+	pkt := func() *impair.Packet {
+		p := pool.Get(28)
+		copy(p.Data, []byte{0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0, 1, 0, 7, 0, 8, 0, 0})
+		return p
+	}
+	dev.Push(time.Time{}, pkt())
+	d.refuse, d.closed = false, true
+	dev.Push(time.Time{}, pkt())
+	dev.Push(time.Time{}, pkt())
+	if e, c := dev.WriteErrors(), dev.AfterClose(); e != 1 || c != 2 {
+		t.Errorf("write errors %d, after close %d; want 1 and 2", e, c)
+	}
 }
 
 // A device with offload gets merged segments, its checksum left to the

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
 
 	"github.com/netjam/netjam/outdir"
 )
@@ -279,4 +280,16 @@ func outputError(err error, owner *outdir.Owner) error {
 		msg += fmt.Sprintf(" (under sudo netjam writes as the user who ran it, uid %d: give a folder that user may write into)", owner.UID)
 	}
 	return cli.Exit(msg, exitFailed)
+}
+
+// confineNode returns the emulator's ConfineNode: a node's command runs
+// as a shell's does (confine), under sudo as the invoking user.
+func confineNode(log *zap.Logger, asRoot bool, caps []string) func(cmd *exec.Cmd) error {
+	return func(cmd *exec.Cmd) error {
+		who, err := confine(cmd, asRoot, caps, os.Getenv)
+		if err == nil {
+			log.Info("a node's command runs as "+who, zap.Strings("command", cmd.Args))
+		}
+		return err
+	}
 }

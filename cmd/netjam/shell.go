@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -68,6 +69,7 @@ Examples:
 			&cli.StringSliceFlag{Name: "set", Usage: "override a scenario key by its dotted path: KEY=VALUE (repeatable); VALUE is YAML"},
 			seedFlag(),
 			&cli.StringFlag{Name: "variant", Usage: "the variant to run, when the scenario has variants"},
+			&cli.StringSliceFlag{Name: "node", Usage: "run `NAME=CMD` in a node of its own at the far end of the path, in the peer's place (its kernel ends the connections; COMMAND finds it by NAME); CMD runs with /bin/sh -c, starts first and ends when COMMAND ends (repeatable; a scenario's node of that name gets CMD)"},
 			&cli.StringFlag{Name: "out", Usage: "write the run's results into this folder, as netjam run does (summary.json, timeseries.csv, plots, report.html, netjam.log)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no table when COMMAND ends"},
 			&cli.BoolFlag{Name: "as-root", Usage: "run COMMAND as root (under sudo it runs as the invoking user), with only the capabilities of --cap"},
@@ -132,7 +134,8 @@ func doShell(c *cli.Context) error {
 
 	// The output folder is the run's, as in netjam run: the scenario's
 	// captures go there.
-	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString(), OutDir: sr.dir}
+	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString(), OutDir: sr.dir,
+		ConfineNode: confineNode(log, c.Bool("as-root"), c.StringSlice("cap"))}
 	sr.env = shellEnv(s)
 	if c.IsSet("control") {
 		closeControl, err := sr.control(&opts)
@@ -256,6 +259,8 @@ func (sr *shellRun) namespace() error {
 		return cli.Exit("--as-root and --cap: only for a shell run as root (a rootless shell's command is root of its own user namespace, with no power outside it)", exitBadUsage)
 	case sh.Rootless() && sr.s.KernelFlows():
 		return cli.Exit("kernel flows in netjam shell need root: their sockets would live in the command's user namespace, which netjam cannot enter", exitBadUsage)
+	case sh.Rootless() && len(sr.s.Nodes) > 0:
+		return cli.Exit("nodes (--node, or nodes: in the scenario) need root so far: netjam makes each node's network namespace, which takes CAP_SYS_ADMIN; run netjam shell with sudo", exitBadUsage)
 	}
 	sr.sh, sr.why = sh, why
 	sr.s.TUN.Device.Netns = sh.Netns()
@@ -329,7 +334,7 @@ func (sr *shellRun) attached(ctx context.Context) error {
 	term := make(chan os.Signal, 4)
 	signal.Notify(term, terminalSignals...)
 	defer signal.Stop(term)
-	cmd, err := sr.start()
+	cmd, err := sr.start(emulator.NodesEtc(ctx))
 	if err != nil {
 		return err
 	}
@@ -339,10 +344,10 @@ func (sr *shellRun) attached(ctx context.Context) error {
 
 // start starts COMMAND: the namespaces' first process becoming it in a
 // rootless shell, or a process of netjam's, confined, in the namespace.
-func (sr *shellRun) start() (*exec.Cmd, error) {
+func (sr *shellRun) start(etc string) (*exec.Cmd, error) {
 	command := sr.command
 	if sr.sh.Rootless() {
-		cmd, err := sr.sh.Start(nil)
+		cmd, err := sr.sh.Start(nil, "")
 		if err != nil {
 			return nil, fmt.Errorf("starting %s: %w", command[0], err)
 		}
@@ -356,7 +361,7 @@ func (sr *shellRun) start() (*exec.Cmd, error) {
 		return nil, err
 	}
 	sr.log.Info("the command runs as "+who, zap.Strings("command", command))
-	if _, err := sr.sh.Start(cmd); err != nil {
+	if _, err := sr.sh.Start(cmd, etc); err != nil {
 		return nil, commandError(command[0], err)
 	}
 	return cmd, nil
@@ -413,6 +418,16 @@ func shellScenario(c *cli.Context, files []string) (*scenario.Scenario, error) {
 	if plan.Runs[0].TUN == nil {
 		// Defaults for the device, under what the user set.
 		o.Sets = append([]string{"tun={}"}, o.Sets...)
+		if plan, err = load(o); err != nil {
+			return nil, cli.Exit(err, exitBadUsage)
+		}
+	}
+	if c.IsSet("node") {
+		set, err := nodeSet(c.StringSlice("node"), plan.Runs[0].Nodes)
+		if err != nil {
+			return nil, cli.Exit(err, exitBadUsage)
+		}
+		o.Sets = append(o.Sets, set)
 		if plan, err = load(o); err != nil {
 			return nil, cli.Exit(err, exitBadUsage)
 		}
@@ -540,4 +555,46 @@ func exitCodeOf(err error) int {
 		return exitBadUsage
 	}
 	return exitFailed
+}
+
+// nodeSet turns the shell's --node NAME=CMD flags into a --set of the
+// scenario's nodes: those of the file (have), a flag's CMD replacing the
+// run of the node it names, then the flags' new nodes, in order. The
+// scenario checks the result as it checks a file's nodes.
+func nodeSet(flags []string, have []scenario.Node) (string, error) {
+	type node struct {
+		Name string            `json:"name"`
+		Run  string            `json:"run,omitempty"`
+		Env  map[string]string `json:"env,omitempty"`
+		Dir  string            `json:"dir,omitempty"`
+	}
+	var nodes []node
+	for _, n := range have {
+		nd := node{Name: n.Name, Run: n.Run, Dir: n.Dir}
+		for _, kv := range n.Env {
+			k, v, _ := strings.Cut(kv, "=")
+			if nd.Env == nil {
+				nd.Env = map[string]string{}
+			}
+			nd.Env[k] = v
+		}
+		nodes = append(nodes, nd)
+	}
+	for _, f := range flags {
+		name, run, ok := strings.Cut(f, "=")
+		if !ok || name == "" || strings.TrimSpace(run) == "" {
+			return "", fmt.Errorf("--node %q: expected NAME=COMMAND, like --node server='iperf3 -s'", f)
+		}
+		i := slices.IndexFunc(nodes, func(n node) bool { return strings.EqualFold(n.Name, name) })
+		if i < 0 {
+			nodes = append(nodes, node{Name: name})
+			i = len(nodes) - 1
+		}
+		nodes[i].Run = run
+	}
+	b, err := json.Marshal(nodes)
+	if err != nil {
+		return "", err
+	}
+	return "nodes=" + string(b), nil
 }

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netjam/netjam/internal/testenv"
+)
+
+// TestShellNodeIperf3Download: netjam shell --node server='iperf3 -s'
+// -- iperf3 -c server -R -C bbr downloads from the node's kernel, which
+// sends with BBR: the client finds the node by name, and starts once the
+// node's server listens.
+func TestShellNodeIperf3Download(t *testing.T) {
+	testenv.RequireTUN(t)
+	testenv.RequireTool(t, "iperf3", "iperf3")
+	cmd := netjamProcess(t, "shell", "-q", "--set", "link.delay=10ms", "--set", "link.rate=20Mbps",
+		"--node", "server=iperf3 -s", "--", "iperf3", "-c", "server", "-R", "-C", "bbr", "-t", "2", "-J")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("netjam shell --node: %v\n%s\n%s", err, out, stderr.Bytes())
+	}
+	var r struct {
+		End struct {
+			SumReceived struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+			CC string `json:"sender_tcp_congestion"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("iperf3's report: %v\n%s", err, out)
+	}
+	if r.End.CC != "bbr" || r.End.SumReceived.BitsPerSecond < 10e6 {
+		t.Errorf("the download: sender %q at %.2f Mbit/s; want bbr, most of 20 Mbit/s", r.End.CC, r.End.SumReceived.BitsPerSecond/1e6)
+	}
+	if !strings.Contains(stderr.String(), "server| Accepted connection from 10.99.0.1") {
+		t.Errorf("the node's output, each line after its name, is not on netjam's stderr:\n%s", stderr.Bytes())
+	}
+}
+
+// TestShellNodeExitAndNames: COMMAND's exit status is netjam's, the node's
+// command ends with it (SIGTERM, well before its own end), and every
+// node's name resolves on both sides; under sudo the node's command runs
+// as the invoking user.
+func TestShellNodeExitAndNames(t *testing.T) {
+	testenv.RequireTUN(t)
+	cmd := netjamProcess(t, "shell", "-q", "--node", "server=id -u; getent hosts client server; exec sleep 60",
+		"--", "sh", "-c", "getent hosts client server; exit 3")
+	cmd.Env = append(cmd.Env, "SUDO_UID=65534", "SUDO_GID=65534", "SUDO_USER=nobody")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	start := time.Now()
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("exit %v, want the command's 3\n%s\n%s", err, out, stderr.Bytes())
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("netjam took %v: the node's sleep 60 outlived the command", took)
+	}
+	names := "10.99.0.1       client\n10.99.0.2       server\n"
+	if string(out) != names {
+		t.Errorf("the client's getent: %q, want %q", out, names)
+	}
+	e := stderr.String()
+	if !strings.Contains(e, "server| 65534\n") || !strings.Contains(e, "server| 10.99.0.1       client\nserver| 10.99.0.2       server\n") {
+		t.Errorf("the node's output (uid, then its getent):\n%s", e)
+	}
+}
+
+// TestShellNodeBadUsage: mistakes in --node exit 2 before anything runs.
+func TestShellNodeBadUsage(t *testing.T) {
+	for _, c := range []struct {
+		node, want string
+	}{
+		{"server", `--node "server": expected NAME=COMMAND, like --node server='iperf3 -s'`},
+		{"=iperf3 -s", `--node "=iperf3 -s": expected NAME=COMMAND`},
+		{"client=true", `nodes[0].name: "client" names the TUN device's side`},
+		{"a_b=true", `"a_b" is not a valid node name`},
+	} {
+		code, _, stderr := netjam(t, "shell", "--node", c.node, "--", "true")
+		if code != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("--node %q: exit %d, %q; want 2 and %q", c.node, code, stderr, c.want)
+		}
+	}
+}

@@ -1,0 +1,499 @@
+package emulator
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/hostnet"
+	"github.com/netjam/netjam/netif"
+	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/topology"
+)
+
+// A node takes the peer's place at the far end of the path: a network
+// namespace of netjam's with a TUN device holding the peer's addresses,
+// whose kernel ends the client's connections. Both ends are kernels, and
+// netjam forwards IP packets between them, terminating nothing:
+//
+//	kernel -> device -> read loop -> [cell ->] uplink -> node's inbox -> node's device -> node's kernel
+//	kernel <- device <- inbox <- [cell <-] downlink <- read loop <- node's device <- node's kernel
+//
+// The node's device is read and written as the client's is (devEnd):
+// large segments cross whole where the path allows, the node's read loop
+// sheds at a full downlink. Its command runs in its namespace, with a
+// hosts file that names every node, and ends with the run.
+type nodeEnd struct {
+	devEnd
+	cfg   scenario.Node
+	addrs []netip.Prefix // its device's addresses: the peer's
+
+	// etc is a folder of files the node's command sees in /etc (a hosts
+	// file naming every node, a resolv.conf), removed when the lab closes.
+	etc string
+
+	cmd      *exec.Cmd
+	out      *prefixWriter
+	waited   chan struct{} // closed when cmd has ended
+	waitErr  error         // cmd's end; read after waited is closed
+	ended    bool          // netjam ended cmd (the run was over)
+	endedMu  sync.Mutex    // guards ended
+	startErr error
+}
+
+// nodeStopGrace is how long a node's command has after SIGTERM, when
+// the run ends, before it is killed.
+const nodeStopGrace = 5 * time.Second
+
+// nodeReadyWait bounds how long the run waits for a node's command to
+// listen before it goes on (see waitListening).
+const nodeReadyWait = 5 * time.Second
+
+// nodeEnds adds the node's ends to the graph in the peer's place: its
+// device's inbox takes what the uplink delivers to the peer's addresses;
+// what its device's read loop reads enters the downlink.
+func (l *lab) nodeEnds(b *pathBuilder, hooks labHooks) error {
+	t := l.tun
+	n := &nodeEnd{cfg: l.s.Nodes[0], addrs: t.peerAddrs}
+	t.node = n
+	newNetns := hooks.nodeNetns
+	if newNetns == nil {
+		newNetns = hostnet.NewNetns
+	}
+	var err error
+	if n.ns, err = newNetns(); err != nil {
+		return fmt.Errorf("node %s: %w", n.cfg.Name, err)
+	}
+	cfg := hostnet.TUNConfig{Name: t.cfg.Device.Name, Addrs: n.addrs, MTU: t.mtu, Offload: t.cfg.Device.Offload, Netns: n.ns.Path()}
+	for _, a := range n.addrs {
+		cfg.Routes = append(cfg.Routes, netip.PrefixFrom(netip.IPv6Unspecified(), 0))
+		if a.Addr().Is4() {
+			cfg.Routes[len(cfg.Routes)-1] = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+		}
+	}
+	open := hooks.openNode
+	if open == nil {
+		open = openTUN
+	}
+	if n.dev, err = open(cfg); err != nil {
+		return fmt.Errorf("node %s: %w", n.cfg.Name, err)
+	}
+	if err := n.writeEtc(l.s, t); err != nil {
+		return err
+	}
+	p := &endHost{name: n.cfg.Name, v4: t.peerAddr, sack: true,
+		tx: topology.NewSource(n.cfg.Name+" tx", topology.Emits{GSO: true, Partial: true}, l.pool, l.bigPool)}
+	for _, a := range n.addrs {
+		p.addrs = append(p.addrs, a.Addr())
+	}
+	t.peer = p
+	l.servers = append(l.servers, p)
+	q := n.inbox(l, b, "node "+n.cfg.Name)
+	p.in = n.in
+	b.wire(b.g.Add(p.tx.Node()), b.down, l.capServer, "node tx")
+	b.route(b.toServer, l.routers[0], hostPrefixes(p.addrs), q, l.capServer, "node rx")
+	l.log.Info("node", zap.String("name", n.cfg.Name), zap.String("device", n.dev.Name()), zap.Stringers("addresses", n.addrs),
+		zap.String("netns", n.ns.Path()), zap.String("run", n.cfg.Run))
+	return nil
+}
+
+// hostsFile returns the hosts file of a scenario's nodes: localhost, the
+// client side's addresses (ClientNode) and the node's.
+func hostsFile(s *scenario.Scenario, t *tunEnd) []byte {
+	var b bytes.Buffer
+	b.WriteString("# made by netjam for the nodes of scenario " + s.Name + "\n")
+	b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
+	for _, a := range t.cfg.Device.Addrs {
+		fmt.Fprintf(&b, "%s\t%s\n", a.Addr(), scenario.ClientNode)
+	}
+	for _, a := range t.node.addrs {
+		fmt.Fprintf(&b, "%s\t%s\n", a.Addr(), t.node.cfg.Name)
+	}
+	return b.Bytes()
+}
+
+// resolvConf is the nodes' resolv.conf: no DNS server is on a path of
+// nodes (none answers unless a node runs one), so a name that is not in
+// the hosts file fails at once (nothing listens on the node's own
+// loopback) rather than after the resolver's timeouts.
+const resolvConf = "# made by netjam: the nodes' names are in /etc/hosts; no DNS server is on the path\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n"
+
+// writeEtc writes the files of the nodes' /etc into a new folder of its
+// own, which only its owner may change.
+func (n *nodeEnd) writeEtc(s *scenario.Scenario, t *tunEnd) error {
+	dir, err := os.MkdirTemp("", "netjam-nodes-")
+	if err != nil {
+		return fmt.Errorf("the nodes' /etc files: %w", err)
+	}
+	n.etc = dir
+	// Readable by the commands, whoever they run as.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return fmt.Errorf("the nodes' /etc files: %w", err)
+	}
+	for name, b := range map[string][]byte{"hosts": hostsFile(s, t), "resolv.conf": []byte(resolvConf)} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			return fmt.Errorf("the nodes' /etc files: %w", err)
+		}
+	}
+	return nil
+}
+
+// etcKey is the context key of the nodes' /etc files (NodesEtc).
+type etcKey struct{}
+
+// NodesEtc returns, in Options.Attached's context, the folder of files a
+// command Attached starts in the client's namespace (netjam shell's)
+// should see in /etc (hostnet.Netns.Start): a hosts file naming the
+// run's nodes, a resolv.conf; "" when the run has no node. The folder is
+// there while Attached runs.
+func NodesEtc(ctx context.Context) string {
+	s, _ := ctx.Value(etcKey{}).(string)
+	return s
+}
+
+// nodesEtc is the nodes' /etc folder, "" without a node.
+func (l *lab) nodesEtc() string {
+	if l.tun == nil || l.tun.node == nil {
+		return ""
+	}
+	return l.tun.node.etc
+}
+
+// startNode starts the node's command, if it has one, in its namespace
+// and waits until it listens (see waitListening). A command that cannot
+// be started fails the run.
+func (l *lab) startNode(o Options) error {
+	t := l.tun
+	if t == nil || t.node == nil || t.node.cfg.Run == "" {
+		return nil
+	}
+	n := t.node
+	cmd := exec.Command("/bin/sh", "-c", n.cfg.Run)
+	cmd.Env = append(os.Environ(), "NETJAM_NODE="+n.cfg.Name)
+	cmd.Env = append(cmd.Env, n.cfg.Env...)
+	cmd.Dir = n.cfg.Dir
+	w := o.NodeOutput
+	if w == nil {
+		w = os.Stderr
+	}
+	n.out = &prefixWriter{w: w, prefix: n.cfg.Name + "| "}
+	cmd.Stdout, cmd.Stderr = n.out, n.out
+	if o.ConfineNode != nil {
+		if err := o.ConfineNode(cmd); err != nil {
+			return fmt.Errorf("node %s: %w", n.cfg.Name, err)
+		}
+	}
+	ownGroup(cmd)
+	if err := n.ns.Start(cmd, n.etc); err != nil {
+		return fmt.Errorf("node %s: starting %q: %w", n.cfg.Name, n.cfg.Run, err)
+	}
+	n.cmd, n.waited = cmd, make(chan struct{})
+	go func() {
+		n.waitErr = cmd.Wait()
+		close(n.waited)
+	}()
+	l.log.Info("node command started", zap.String("node", n.cfg.Name), zap.Int("pid", cmd.Process.Pid), zap.String("run", n.cfg.Run))
+	if !waitListening(cmd.Process.Pid, n.waited, nodeReadyWait) {
+		l.log.Warn("the node's command did not listen within the wait; going on", zap.String("node", n.cfg.Name), zap.Duration("wait", nodeReadyWait))
+	}
+	return nil
+}
+
+// waitListening waits until the process pid has a listening TCP socket
+// or a UDP socket in its network namespace (a server ready for its
+// clients), until it ends (ended is closed), or for at most wait. It
+// reports whether the process listens.
+func waitListening(pid int, ended <-chan struct{}, wait time.Duration) bool {
+	deadline := time.Now().Add(wait)
+	for {
+		if listening(pid) {
+			return true
+		}
+		select {
+		case <-ended:
+			return false
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+// listening reports whether the network namespace of process pid has a
+// TCP socket listening or a UDP socket bound, from the kernel's tables.
+func listening(pid int) bool {
+	for _, table := range []string{"tcp", "tcp6", "udp", "udp6"} {
+		b, err := readBounded(fmt.Sprintf("/proc/%d/net/%s", pid, table), 1<<20)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		for _, line := range lines[min(1, len(lines)):] {
+			f := strings.Fields(line)
+			if len(f) < 4 {
+				continue
+			}
+			if strings.HasPrefix(table, "udp") || f[3] == "0A" { // TCP_LISTEN
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// readBounded reads at most max bytes of the file at path.
+func readBounded(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, max))
+}
+
+// stopNode ends the node's command, if it still runs: SIGTERM to its
+// process group, then SIGKILL after nodeStopGrace.
+func (n *nodeEnd) stopNode(log *zap.Logger) {
+	if n.cmd == nil {
+		return
+	}
+	select {
+	case <-n.waited:
+		return
+	default:
+	}
+	n.endedMu.Lock()
+	n.ended = true
+	n.endedMu.Unlock()
+	terminateGroup(n.cmd)
+	select {
+	case <-n.waited:
+	case <-time.After(nodeStopGrace):
+		log.Warn("the node's command did not end after SIGTERM: killing it", zap.String("node", n.cfg.Name), zap.Duration("grace", nodeStopGrace))
+		killGroup(n.cmd)
+		<-n.waited
+	}
+}
+
+// close ends the node's command and closes its device, its namespace and
+// its hosts file's folder.
+func (n *nodeEnd) close(log *zap.Logger) error {
+	n.stopNode(log)
+	if n.out != nil {
+		n.out.Flush()
+	}
+	err := n.devEnd.close()
+	n.ns.Close()
+	if n.etc != "" {
+		os.RemoveAll(n.etc)
+	}
+	return err
+}
+
+// err returns the node command's failure: an exit status other than 0
+// (or a signal) when it ended on its own, before the run did; nil when
+// it succeeded, never ran, or netjam ended it.
+func (n *nodeEnd) err() error {
+	if n.cmd == nil {
+		return nil
+	}
+	select {
+	case <-n.waited:
+	default:
+		return nil
+	}
+	n.endedMu.Lock()
+	defer n.endedMu.Unlock()
+	if n.ended || n.waitErr == nil {
+		return nil
+	}
+	return fmt.Errorf("node %s: %q: %w", n.cfg.Name, n.cfg.Run, n.waitErr)
+}
+
+// NodeSummary is what a node's device and command did.
+type NodeSummary struct {
+	Name      string   `json:"name"`
+	Device    string   `json:"device"`
+	Addresses []string `json:"addresses"`
+	// DeviceStats are the node's device's counters (its first
+	// direction is the downlink).
+	DeviceStats
+	// Run is the node's command; ExitStatus its exit status once it
+	// ended (128+N for a signal N, as shells say; nil while it runs or
+	// without one); EndedByNetjam, whether the run's end ended it.
+	Run           string `json:"run,omitempty"`
+	ExitStatus    *int   `json:"exit_status,omitempty"`
+	EndedByNetjam bool   `json:"ended_by_netjam,omitempty"`
+}
+
+func (n *nodeEnd) summary() *NodeSummary {
+	ns := &NodeSummary{Name: n.cfg.Name, Device: n.dev.Name(), DeviceStats: n.stats(), Run: n.cfg.Run}
+	for _, a := range n.addrs {
+		ns.Addresses = append(ns.Addresses, a.String())
+	}
+	if n.cmd != nil {
+		select {
+		case <-n.waited:
+			st := exitStatus(n.cmd.ProcessState)
+			ns.ExitStatus = &st
+			n.endedMu.Lock()
+			ns.EndedByNetjam = n.ended
+			n.endedMu.Unlock()
+		default:
+		}
+	}
+	return ns
+}
+
+// prefixWriter writes each line of a node command's output with the
+// node's name before it, whole lines at a time, so that two commands'
+// lines do not mix; a line longer than maxPrefixLine is cut into lines
+// of that length.
+type prefixWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	prefix string
+	line   []byte
+}
+
+const maxPrefixLine = 4096
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(b)
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			take := min(len(b), maxPrefixLine-len(p.line))
+			p.line = append(p.line, b[:take]...)
+			b = b[take:]
+			if len(p.line) == maxPrefixLine {
+				p.flushLocked()
+			}
+			continue
+		}
+		p.line = append(p.line, b[:i]...)
+		b = b[i+1:]
+		p.flushLocked()
+	}
+	return n, nil
+}
+
+// Flush writes what is left of the last line.
+func (p *prefixWriter) Flush() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.line) > 0 {
+		p.flushLocked()
+	}
+}
+
+func (p *prefixWriter) flushLocked() {
+	out := make([]byte, 0, len(p.prefix)+len(p.line)+1)
+	out = append(append(append(out, p.prefix...), p.line...), '\n')
+	p.w.Write(out) //nolint:errcheck // a node's output is best effort
+	p.line = p.line[:0]
+}
+
+// kernelListener accepts a kernel's connection (in the namespace the
+// listener was made in).
+type kernelListener struct{ *net.TCPListener }
+
+func (l kernelListener) accept(ctx context.Context) (net.Conn, func() netif.TCPInfo, error) {
+	stop := context.AfterFunc(ctx, func() { l.Close() })
+	defer stop()
+	c, err := l.AcceptTCP()
+	if err != nil {
+		return nil, nil, err
+	}
+	kc := &hostnet.KernelTCPConn{TCPConn: c}
+	return abortOnClose{kc}, kc.Info, nil
+}
+
+// newNodeFlow connects a kernel flow to the node: kernel to kernel, the
+// client's socket in the device's namespace, the node's in the node's.
+// The sender's congestion control is the flow's: the client kernel's up,
+// the node kernel's down.
+func (l *lab) newNodeFlow(ctx context.Context, i int, f scenario.Flow, port uint16, clk clock.Clock) (flows.Flow, []closer, error) {
+	t, n := l.tun, l.tun.node
+	local := t.kernelAddrs[max(0, t.cfg.Station(f.Station))]
+	to := t.peerOn(l.s.FlowPath(f))
+	down := f.Direction == "down"
+	if f.Type == "tcp" {
+		opts := hostnet.KernelTCPOptions{SendBuffer: f.SendBuffer, ReceiveBuffer: f.ReceiveBuffer}
+		nodeOpts, clientOpts := opts, opts
+		clientOpts.Local = local
+		if down {
+			nodeOpts.CC = f.CC
+		} else {
+			clientOpts.CC = f.CC
+		}
+		var ln *net.TCPListener
+		err := n.ns.Do(func() error {
+			var err error
+			ln, err = hostnet.ListenKernelTCP(netip.AddrPortFrom(to, port), nodeOpts)
+			return err
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("flow %s: listening in node %s: %w", f.Name, n.cfg.Name, err)
+		}
+		return newTCPFlow(ctx, f, clk, kernelListener{ln}, l.warnStall(f.Name), func() (net.Conn, func() netif.TCPInfo, error) {
+			var c *hostnet.KernelTCPConn
+			err := t.ns.Do(func() error {
+				var err error
+				c, err = hostnet.DialKernelTCP(ctx, netip.AddrPortFrom(to, port), clientOpts)
+				return err
+			})
+			if err != nil {
+				return nil, nil, err
+			}
+			return abortOnClose{c}, c.Info, nil
+		}, down)
+	}
+	// UDP: the sender's socket in one namespace, the receiver's in the
+	// other.
+	sendNS, recvNS := t.ns, n.ns
+	from, dst := local, to
+	if down {
+		sendNS, recvNS, from, dst = n.ns, t.ns, to, local
+	}
+	var recv net.PacketConn
+	err := recvNS.Do(func() error {
+		c, err := hostnet.ListenKernelUDP(netip.AddrPortFrom(dst, port))
+		if err == nil {
+			recv = c
+		}
+		return err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("flow %s: %w", f.Name, err)
+	}
+	var send net.Conn
+	err = sendNS.Do(func() error {
+		c, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(from, 0)), net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, port)))
+		if err == nil {
+			send = c
+		}
+		return err
+	})
+	if err != nil {
+		recv.Close()
+		return nil, nil, fmt.Errorf("flow %s: %w", f.Name, err)
+	}
+	return newUDPFlow(i, f, clk, send, recv)
+}

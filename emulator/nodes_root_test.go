@@ -1,0 +1,129 @@
+package emulator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/netjam/netjam/hostnet"
+	"github.com/netjam/netjam/internal/testenv"
+)
+
+// Tests of nodes over real TUN devices: the client's device in a
+// namespace of the test's, the node's in one netjam makes, real programs
+// on both sides. They need root and /dev/net/tun, as the TUN tests do.
+
+// lockedBuffer is a strings.Builder safe for the node's output writer
+// and the test together.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// runWithHosts runs a program in ns with the run's hosts file (see
+// NodesEtc) and returns its standard output.
+func runWithHosts(ctx context.Context, ns *hostnet.Netns, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	cmd.WaitDelay = 5 * time.Second
+	if err := ns.Start(cmd, NodesEtc(ctx)); err != nil {
+		return "", err
+	}
+	if err := cmd.Wait(); err != nil {
+		return out.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, errOut.String())
+	}
+	return out.String(), nil
+}
+
+// TestNodeIperf3DownloadSentByTheNodesKernel downloads with iperf3 -R
+// from a node across 10 Mbit/s and 10 ms each way: the sender is the
+// node's kernel with the congestion control the client asked for (bbr,
+// then cubic), as ss -ti in the node shows and iperf3 reports; the
+// client finds the node by name; netjam terminated nothing (no relay,
+// no peer TCP); the download fills the rate.
+func TestNodeIperf3DownloadSentByTheNodesKernel(t *testing.T) {
+	ns := testNetns(t)
+	testenv.RequireTool(t, "iperf3", "iperf3")
+	testenv.RequireTool(t, "ss", "iproute2")
+	avail, _ := hostnet.KernelCongestionControls()
+	for _, cc := range []string{"bbr", "cubic"} {
+		t.Run(cc, func(t *testing.T) {
+			if !slices.Contains(avail, cc) {
+				testenv.Missing(t, fmt.Sprintf("the kernel does not offer %s (modprobe tcp_%s)", cc, cc))
+			}
+			var nodeOut lockedBuffer
+			var report string
+			y := fmt.Sprintf(`
+duration: 60s
+link: {rate: 10Mbps, delay: 10ms, queue: 1000}
+tun: {netns: %s}
+nodes:
+  - name: server
+    run: iperf3 -s -1 & sleep 2.5; ss -tin state established; wait
+`, ns.Path())
+			sum, err := Run(context.Background(), mustPlan(t, y), Options{NodeOutput: &nodeOut, Attached: func(ctx context.Context) error {
+				var err error
+				report, err = runWithHosts(ctx, ns, "iperf3", "-c", "server", "-R", "-C", cc, "-t", "4", "-J")
+				return err
+			}})
+			if err != nil {
+				t.Fatalf("run: %v\nnode's output:\n%s", err, nodeOut.String())
+			}
+			var r struct {
+				End struct {
+					SumReceived struct {
+						BitsPerSecond float64 `json:"bits_per_second"`
+					} `json:"sum_received"`
+					CC string `json:"sender_tcp_congestion"`
+				} `json:"end"`
+			}
+			if err := json.Unmarshal([]byte(report), &r); err != nil {
+				t.Fatalf("iperf3 report: %v\n%s", err, report)
+			}
+			out := nodeOut.String()
+			t.Logf("%s: %.2f Mbit/s received; the node's ss -ti:\n%s", r.End.CC, r.End.SumReceived.BitsPerSecond/1e6, out)
+			// The data connection's line: its congestion control is
+			// the node's kernel's, and it has sent.
+			if !strings.Contains(out, " "+cc+" ") || !strings.Contains(out, "bytes_sent:") {
+				t.Errorf("ss -ti in the node shows no %s connection that sent", cc)
+			}
+			if r.End.CC != cc {
+				t.Errorf("iperf3 reports the sender's congestion control %q, want %s", r.End.CC, cc)
+			}
+			// 10 Mbit/s of IP less TCP/IP headers (1448 of 1500 bytes
+			// carry data) is 9.65; slow start and the last RTT's
+			// drain take a little of 4 s.
+			if got := r.End.SumReceived.BitsPerSecond / 1e6; got < 0.9*9.65 || got > 10 {
+				t.Errorf("received %.2f Mbit/s, want at least 90%% of 9.65 and no more than the rate", got)
+			}
+			ts := sum.Runs[0].TUN
+			if ts.Relay.TCP.Served+ts.Relay.TCP.Relayed+ts.Relay.UDP.Served != 0 || ts.PeerTCP.SegmentsReceived != 0 {
+				t.Errorf("netjam terminated something: relay %+v, peer TCP %+v", ts.Relay, ts.PeerTCP)
+			}
+			// iperf3 -s -1 ends after its test, or netjam ends it
+			// when the client's command ends first.
+			if n := ts.Node; n == nil || n.ExitStatus == nil || !n.EndedByNetjam && *n.ExitStatus != 0 || n.WriteErrors+ts.WriteErrors != 0 {
+				t.Errorf("node: %+v, want its command ended (by itself with status 0, or by netjam), no write errors", n)
+			}
+		})
+	}
+}

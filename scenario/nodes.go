@@ -1,0 +1,189 @@
+package scenario
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Node is a machine at the far end of the TUN device's path whose own
+// kernel ends its connections: a network namespace of netjam's with a TUN
+// device netjam serves, holding the peer's addresses (TUN.Peer and the
+// paths' own, see the emulator), and optionally a command run in it.
+// netjam forwards IP packets between the TUN device's kernel (the node
+// named ClientNode) and the node through the path, terminating nothing:
+// any protocol, and either end's own congestion control.
+type Node struct {
+	// Name is the node's host name in every node's hosts file: letters,
+	// digits and '-', as a DNS label (not ClientNode).
+	Name string
+	// Stack is StackKernel, the only kind of node so far (a netstack
+	// node is the peer of a scenario without nodes).
+	Stack string
+	// Run is a command line run with /bin/sh -c in the node once the
+	// path is up, and ended when the run ends; "" runs nothing.
+	Run string
+	// Env is added to Run's environment, KEY=VALUE, sorted by key.
+	Env []string
+	// Dir is Run's working directory, an absolute path; "" keeps
+	// netjam's.
+	Dir string
+}
+
+// ClientNode is the name of the TUN device's side in the nodes' hosts
+// files: the namespace netjam shell runs its command in.
+const ClientNode = "client"
+
+// maxScenarioNodes is how many nodes a scenario may have so far: one, which takes
+// the peer's place.
+const maxScenarioNodes = 1
+
+// maxNodeName is the longest node name: a DNS label's.
+const maxNodeName = 63
+
+// validNodeName is the form of a node's name: a DNS label (RFC 1123).
+var validNodeName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`)
+
+// validEnvKey is the form of an environment variable's name in a node's env.
+var validEnvKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+var (
+	nodeStacks = []string{StackKernel}
+)
+
+// nodes decodes the nodes list, n, of a scenario whose TUN section is t
+// (tn its node; nil without one).
+func (d *decoder) nodes(n *yaml.Node, t *TUN, tn *yaml.Node) []Node {
+	if n.Kind != yaml.SequenceNode {
+		d.errorf(n, "nodes", "expected a list of nodes, got %s", describe(n))
+		return nil
+	}
+	if t == nil {
+		d.errorf(n, "nodes", "nodes sit at the far end of the TUN device's path: add a tun section (tun: {} for every default)")
+		return nil
+	}
+	if len(n.Content) > maxScenarioNodes {
+		d.errorf(n.Content[maxScenarioNodes], "nodes", "a scenario has at most %d node so far, which takes the peer's place (networks of several nodes are not built yet)", maxScenarioNodes)
+	}
+	d.nodesReplacePeer(tn)
+	var out []Node
+	names := map[string]int{}
+	for i, item := range n.Content {
+		path := fmt.Sprintf("nodes[%d]", i)
+		f, ok := d.fields(item, path, "a mapping of node keys", nodeKeys)
+		if !ok {
+			continue
+		}
+		nd := Node{Stack: StackKernel}
+		path = d.nodeName(item, f["name"], path, names, &nd)
+		if v := f["stack"]; v != nil {
+			if s, ok := d.text(v, join(path, "stack")); ok && s == StackNetstack {
+				d.errorf(v, join(path, "stack"), "a netstack node is the peer: a scenario without nodes has one (tun.peer); a node's stack is kernel")
+			} else if ok {
+				nd.Stack, _ = d.oneOf(v, join(path, "stack"), "stack", nodeStacks)
+			}
+		}
+		if v := f["run"]; v != nil {
+			if r, ok := d.text(v, join(path, "run")); ok {
+				if strings.TrimSpace(r) == "" {
+					d.errorf(v, join(path, "run"), "an empty command (leave run out for none)")
+				}
+				nd.Run = r
+			}
+		}
+		if v := f["dir"]; v != nil {
+			if dir, ok := d.text(v, join(path, "dir")); ok {
+				if !filepath.IsAbs(dir) {
+					d.errorf(v, join(path, "dir"), "%s is not an absolute path", quote(dir))
+				}
+				nd.Dir = filepath.Clean(dir)
+			}
+		}
+		if v := f["env"]; v != nil {
+			nd.Env = d.nodeEnv(v, join(path, "env"))
+		}
+		out = append(out, nd)
+	}
+	return out
+}
+
+// nodeName decodes a node's name, v, unique among names (each with its
+// line), and returns the node's path: nodes.NAME once it has a valid one.
+func (d *decoder) nodeName(item, v *yaml.Node, path string, names map[string]int, nd *Node) string {
+	if v == nil {
+		d.errorf(item, path, "a node needs a name")
+		return path
+	}
+	name, ok := d.text(v, join(path, "name"))
+	if !ok {
+		return path
+	}
+	switch line, dup := names[strings.ToLower(name)]; {
+	case len(name) > maxNodeName:
+		d.errorf(v, join(path, "name"), "%s is not a valid node name (at most %d characters: it is a host name)", quote(name), maxNodeName)
+	case !validNodeName.MatchString(name):
+		d.errorf(v, join(path, "name"), "%s is not a valid node name (use letters, digits and '-', not first or last: it is a host name)", quote(name))
+	case strings.EqualFold(name, ClientNode):
+		d.errorf(v, join(path, "name"), "%s names the TUN device's side, where netjam shell's command runs; choose another name", quote(name))
+	case dup:
+		d.errorf(v, join(path, "name"), "%s names two nodes (first at line %d)", quote(name), line)
+	default:
+		names[strings.ToLower(name)] = v.Line
+		nd.Name, path = name, "nodes."+name
+	}
+	return path
+}
+
+// nodeEnv decodes a node's env, a mapping of variable names to text.
+func (d *decoder) nodeEnv(n *yaml.Node, path string) []string {
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, path, "expected a mapping of variables to values, like {GODEBUG: http2debug=1}, got %s", describe(n))
+		return nil
+	}
+	var env []string
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if !validEnvKey.MatchString(k.Value) {
+			d.errorf(k, path, "%s is not a variable name (letters, digits and '_', not a digit first)", quote(k.Value))
+			continue
+		}
+		if val, ok := d.text(v, join(path, k.Value)); ok {
+			if strings.ContainsRune(val, 0) {
+				d.errorf(v, join(path, k.Value), "a value holds a NUL byte")
+				continue
+			}
+			env = append(env, k.Value+"="+val)
+		}
+	}
+	slices.Sort(env)
+	return env
+}
+
+// nodesReplacePeer refuses the tun keys of the peer's relay beside nodes
+// (tn is the tun mapping): the node takes the peer's place, and has no
+// relay.
+func (d *decoder) nodesReplacePeer(tn *yaml.Node) {
+	if tn == nil || tn.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 0; i+1 < len(tn.Content); i += 2 {
+		switch k := tn.Content[i]; k.Value {
+		case "forward", "transparent", "services", "udp_idle", "tcp_idle":
+			d.errorf(k, "tun."+k.Value, "the node takes the peer's place, and the peer's relay goes with it: remove tun.%s (a node reaches no real server; run it in the node)", k.Value)
+		}
+	}
+}
+
+// Node returns the node named name, or nil.
+func (s *Scenario) Node(name string) *Node {
+	for i := range s.Nodes {
+		if strings.EqualFold(s.Nodes[i].Name, name) {
+			return &s.Nodes[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,56 @@
+package scenario
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestNodes(t *testing.T) {
+	s := mustParse(t, `
+tun: {}
+nodes:
+  - name: server
+    run: iperf3 -s -1
+    env: {B: "2", A: x=y}
+    dir: /srv/../tmp
+`)
+	want := []Node{{Name: "server", Stack: StackKernel, Run: "iperf3 -s -1", Env: []string{"A=x=y", "B=2"}, Dir: "/tmp"}}
+	if !reflect.DeepEqual(s.Nodes, want) {
+		t.Errorf("nodes:\n got %+v\nwant %+v", s.Nodes, want)
+	}
+	if n := s.Node("SERVER"); n == nil || n.Name != "server" {
+		t.Errorf("Node(SERVER) = %v, want server's", n)
+	}
+	if s := mustParse(t, "tun: {}\nnodes: [{name: s1, stack: kernel}]\n"); len(s.Nodes) != 1 || s.Nodes[0].Run != "" {
+		t.Errorf("a node without run: %+v", s.Nodes)
+	}
+}
+
+func TestNodeErrors(t *testing.T) {
+	tests := []struct{ src, want string }{
+		{"nodes: [{name: a}]\n", "x.yaml:1: nodes: nodes sit at the far end of the TUN device's path: add a tun section (tun: {} for every default)"},
+		{"tun: {}\nnodes: {name: a}\n", "x.yaml:2: nodes: expected a list of nodes, got a mapping"},
+		{"tun: {}\nnodes: [a]\n", `x.yaml:2: nodes[0]: expected a mapping of node keys, got the string "a"`},
+		{"tun: {}\nnodes: [{run: x}]\n", "x.yaml:2: nodes[0]: a node needs a name"},
+		{"tun: {}\nnodes: [{name: a_b}]\n", `x.yaml:2: nodes[0].name: "a_b" is not a valid node name (use letters, digits and '-', not first or last: it is a host name)`},
+		{"tun: {}\nnodes: [{name: -a}]\n", `x.yaml:2: nodes[0].name: "-a" is not a valid node name (use letters, digits and '-', not first or last: it is a host name)`},
+		{"tun: {}\nnodes: [{name: Client}]\n", `x.yaml:2: nodes[0].name: "Client" names the TUN device's side, where netjam shell's command runs; choose another name`},
+		{"tun: {}\nnodes: [{name: a}, {name: A}]\n", `x.yaml:2: nodes: a scenario has at most 1 node so far, which takes the peer's place (networks of several nodes are not built yet)` + "\n" +
+			`x.yaml:2: nodes[1].name: "A" names two nodes (first at line 2)`},
+		{"tun: {}\nnodes: [{name: a, stack: netstack}]\n", "x.yaml:2: nodes.a.stack: a netstack node is the peer: a scenario without nodes has one (tun.peer); a node's stack is kernel"},
+		{"tun: {}\nnodes: [{name: a, stack: gvisor}]\n", `x.yaml:2: nodes.a.stack: "gvisor" is not a stack (expected one of: kernel)`},
+		{"tun: {}\nnodes: [{name: a, run: ' '}]\n", "x.yaml:2: nodes.a.run: an empty command (leave run out for none)"},
+		{"tun: {}\nnodes: [{name: a, dir: srv}]\n", `x.yaml:2: nodes.a.dir: "srv" is not an absolute path`},
+		{"tun: {}\nnodes: [{name: a, env: [A=1]}]\n", "x.yaml:2: nodes.a.env: expected a mapping of variables to values, like {GODEBUG: http2debug=1}, got a list"},
+		{"tun: {}\nnodes: [{name: a, env: {1A: x}}]\n", `x.yaml:2: nodes.a.env: "1A" is not a variable name (letters, digits and '_', not a digit first)`},
+		{"tun: {}\nnodes: [{name: a, dns: x}]\n", `x.yaml:2: nodes[0].dns: unknown key; did you mean "env"?`},
+		{"tun: {services: false}\nnodes: [{name: a}]\n", "x.yaml:1: tun.services: the node takes the peer's place, and the peer's relay goes with it: remove tun.services (a node reaches no real server; run it in the node)"},
+		{"tun: {forward: [{proto: tcp, listen: 80, to: 127.0.0.1:80}]}\nnodes: [{name: a}]\n", "x.yaml:1: tun.forward: the node takes the peer's place, and the peer's relay goes with it: remove tun.forward (a node reaches no real server; run it in the node)"},
+	}
+	for _, tt := range tests {
+		_, err := parse(tt.src)
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("Parse(%q):\n got %v\nwant %s", tt.src, err, tt.want)
+		}
+	}
+}
