@@ -127,3 +127,61 @@ nodes:
 		})
 	}
 }
+
+// TestNodeKernelFlowsFillTheSeedPath runs kernel flows kernel to kernel
+// on the seeds' path (10 Mbit/s, 10 ms each way, 1000-packet droptail
+// queue), both directions: Reno and CUBIC fill at least 95% of what the
+// rate carries as payload, and fill the queue (their RTT grows far past
+// 20 ms: 1.2 s for Reno, 0.19 s for CUBIC within 5 s); BBR fills it too
+// with no loss and its RTT within three times the path's 20 ms (35 and
+// 50 ms measured: BBR keeps up to its cwnd gain of 2 BDPs in flight, one
+// of them queued), the seed-004 shape. Down, the sender is the node's
+// kernel, with the flow's congestion control.
+func TestNodeKernelFlowsFillTheSeedPath(t *testing.T) {
+	ns := testNetns(t)
+	avail, _ := hostnet.KernelCongestionControls()
+	var variants []string
+	for _, cc := range []string{"reno", "cubic", "bbr"} {
+		if !slices.Contains(avail, cc) {
+			continue
+		}
+		for _, dir := range []string{"up", "down"} {
+			variants = append(variants, fmt.Sprintf("  - {name: %s-%s, set: {flows.bulk.cc: %s, flows.bulk.direction: %s}}", cc, dir, cc, dir))
+		}
+	}
+	sum := runTUNIn(t, fmt.Sprintf(`
+duration: 60s
+link: {rate: 10Mbps, delay: 10ms, queue: 1000}
+tun: {netns: %s}
+nodes: [{name: server}]
+flows:
+  - {name: bulk, type: tcp, stack: kernel, duration: 5s}
+variants:
+%s
+`, ns.Path(), strings.Join(variants, "\n")), nil)
+	// 1448 of each 1500 bytes on the wire are payload.
+	const payload = 10e6 * 1448 / 1500
+	for _, r := range sum.Runs {
+		f := flowByName(t, r, "bulk")
+		cc, _, _ := strings.Cut(r.Variant, "-")
+		drops := r.Links[0].Drops["queue"] + r.Links[1].Drops["queue"]
+		t.Logf("%s: %.2f Mbit/s (%.1f%% of the payload rate), srtt p50 %.1f ms, %d retransmissions, %d queue drops",
+			r.Variant, f.ThroughputBps/1e6, 100*f.ThroughputBps/payload, f.RTTMs.P50, f.Retransmissions, drops)
+		if f.ThroughputBps < 0.95*payload {
+			t.Errorf("%s: %.2f Mbit/s, want at least 95%% of %.2f", r.Variant, f.ThroughputBps/1e6, payload/1e6)
+		}
+		switch cc {
+		case "bbr":
+			if f.RTTMs.P50 > 60 || drops != 0 {
+				t.Errorf("%s: srtt p50 %.1f ms, %d queue drops; want within 3 times the path's 20 ms, and none", r.Variant, f.RTTMs.P50, drops)
+			}
+		default:
+			if f.RTTMs.P50 < 100 {
+				t.Errorf("%s: srtt p50 %.1f ms; a loss-based flow fills the 1000-packet queue (up to 1.2 s)", r.Variant, f.RTTMs.P50)
+			}
+		}
+		if ts := r.TUN; ts.Node == nil || ts.PeerTCP.SegmentsSent != 0 {
+			t.Errorf("%s: node %+v, peer TCP %+v: want the node's kernel at the far end and no peer", r.Variant, ts.Node, ts.PeerTCP)
+		}
+	}
+}

@@ -382,7 +382,7 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 		s.Nodes = d.nodes(n, s.TUN, f["tun"])
 	}
 	if n := f["flows"]; n != nil {
-		s.Flows = d.flows(n, s.MTU, mtuOK, s.Duration, s.WiFi, s.TUN)
+		s.Flows = d.flows(n, s.MTU, mtuOK, s.Duration, s.WiFi, s.TUN, len(s.Nodes) > 0)
 	}
 	if n := f["clock"]; n != nil {
 		s.Clock = d.clock(n, s.TUN)

@@ -28,8 +28,9 @@ var (
 
 // flows decodes the flows list. mtu bounds UDP datagrams (it is valid when
 // mtuOK); duration is the run's, which a flow's start must precede; w is
-// the Wi-Fi cell and t the TUN device, nil without one.
-func (d *decoder) flows(n *yaml.Node, mtu int, mtuOK bool, duration time.Duration, w *wifi.Config, t *TUN) []Flow {
+// the Wi-Fi cell and t the TUN device, nil without one; node is whether a
+// node's kernel, not the peer, ends kernel flows.
+func (d *decoder) flows(n *yaml.Node, mtu int, mtuOK bool, duration time.Duration, w *wifi.Config, t *TUN, node bool) []Flow {
 	if n.Kind != yaml.SequenceNode {
 		d.errorf(n, "flows", "expected a list of flows, got %s", describe(n))
 		return nil
@@ -50,7 +51,7 @@ func (d *decoder) flows(n *yaml.Node, mtu int, mtuOK bool, duration time.Duratio
 		switch fl.Type {
 		case "tcp":
 			d.wrongType(f, path, "tcp", udpOnlyKeys)
-			d.tcpFlow(item, f, path, &fl)
+			d.tcpFlow(item, f, path, &fl, node)
 		case "udp":
 			d.wrongType(f, path, "udp", tcpOnlyKeys)
 			d.udpFlow(item, f, path, &fl, udpPayload(mtu, fl, t), mtuOK)
@@ -205,13 +206,15 @@ func (d *decoder) wrongType(f map[string]*yaml.Node, path, typ string, keys []st
 	}
 }
 
-func (d *decoder) tcpFlow(item *yaml.Node, f map[string]*yaml.Node, path string, fl *Flow) {
+// tcpFlow decodes a TCP flow's keys; node is whether a node's kernel ends
+// kernel flows (and sends those down).
+func (d *decoder) tcpFlow(item *yaml.Node, f map[string]*yaml.Node, path string, fl *Flow, node bool) {
 	if v := f["cc"]; v != nil {
 		switch fl.Stack {
 		case StackNetstack:
 			fl.CC, _ = d.oneOf(v, join(path, "cc"), "congestion control of netstack TCP", NetstackCC)
 		case StackKernel:
-			if dir := f["direction"]; dir != nil && dir.Value == "down" {
+			if dir := f["direction"]; dir != nil && dir.Value == "down" && !node {
 				// The peer sends, to the kernel's receiver.
 				fl.CC, _ = d.oneOf(v, join(path, "cc"), "congestion control of the peer's netstack, which sends a kernel flow down", NetstackCC)
 				break

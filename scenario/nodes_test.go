@@ -24,6 +24,12 @@ nodes:
 	if s := mustParse(t, "tun: {}\nnodes: [{name: s1, stack: kernel}]\n"); len(s.Nodes) != 1 || s.Nodes[0].Run != "" {
 		t.Errorf("a node without run: %+v", s.Nodes)
 	}
+	// A kernel flow down is sent by the node's kernel, with any of the
+	// kernel's congestion controls (the peer's netstack has two).
+	s = mustParse(t, "tun: {}\nnodes: [{name: s1}]\nflows: [{name: k, type: tcp, stack: kernel, direction: down, cc: bbr, size: 1MB}]\n")
+	if s.Flows[0].CC != "bbr" {
+		t.Errorf("a kernel flow down to a node: cc %q, want bbr", s.Flows[0].CC)
+	}
 }
 
 func TestNodeErrors(t *testing.T) {
