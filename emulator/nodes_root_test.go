@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -183,5 +184,44 @@ variants:
 		if ts := r.TUN; ts.Node == nil || ts.PeerTCP.SegmentsSent != 0 {
 			t.Errorf("%s: node %+v, peer TCP %+v: want the node's kernel at the far end and no peer", r.Variant, ts.Node, ts.PeerTCP)
 		}
+	}
+}
+
+// TestNodeECNReachesTheKernels: with ECN on in both namespaces
+// (net.ipv4.tcp_ecn=1) and a CoDel queue that marks (ecn: true), a
+// download from the node's kernel negotiates ECN, CoDel marks CE instead
+// of dropping, and the node's kernel sees the echoes (ss -ti: ecn,
+// ecnseen): the marks pass through netjam to a kernel untouched.
+func TestNodeECNReachesTheKernels(t *testing.T) {
+	ns := testNetns(t)
+	testenv.RequireTool(t, "iperf3", "iperf3")
+	testenv.RequireTool(t, "ss", "iproute2")
+	if _, err := runIn(context.Background(), ns, "sysctl", "-qw", "net.ipv4.tcp_ecn=1"); err != nil {
+		t.Skipf("cannot turn ECN on in the namespace: %v", err)
+	}
+	var nodeOut lockedBuffer
+	y := fmt.Sprintf(`
+duration: 60s
+link: {rate: 10Mbps, delay: 10ms, queue: {limit: 1000, discipline: codel, ecn: true}}
+tun: {netns: %s}
+nodes:
+  - name: server
+    run: sysctl -qw net.ipv4.tcp_ecn=1; iperf3 -s -1 & sleep 3; ss -tin state established; wait
+`, ns.Path())
+	sum, err := Run(context.Background(), mustPlan(t, y), Options{NodeOutput: &nodeOut, Attached: func(ctx context.Context) error {
+		_, err := runWithHosts(ctx, ns, "iperf3", "-c", "server", "-R", "-C", "cubic", "-t", "4")
+		return err
+	}})
+	if err != nil {
+		t.Fatalf("run: %v\nnode's output:\n%s", err, nodeOut.String())
+	}
+	down := sum.Runs[0].Links[1]
+	out := nodeOut.String()
+	t.Logf("downlink: %d packets marked CE, %d queue drops; the node's ss -ti:\n%s", down.ECNMarked, down.Drops["queue"], out)
+	if down.ECNMarked == 0 || down.Drops["queue"] != 0 {
+		t.Errorf("the downlink's CoDel marked %d packets and dropped %d: want marks, no drops", down.ECNMarked, down.Drops["queue"])
+	}
+	if !regexp.MustCompile(`\bcubic\b.*\bdelivered_ce:[1-9]`).MatchString(out) {
+		t.Errorf("the node's sender counted no delivery marked CE (ss -ti: delivered_ce)")
 	}
 }

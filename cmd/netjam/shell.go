@@ -61,8 +61,20 @@ root's capabilities could leave the namespace (nsenter) and change the
 host. --as-root keeps root with every capability dropped but those
 --cap names (--as-root --cap net_raw,net_bind_service).
 
+With --node NAME=CMD, a node takes the peer's place: a namespace of its
+own with a TUN device holding the peer's addresses, where CMD runs (with
+/bin/sh -c, as COMMAND runs, under sudo as the invoking user). netjam
+forwards packets between COMMAND's kernel and the node's and terminates
+nothing: a download is sent by the node's kernel, with its congestion
+control. Both sides resolve "client" and NAME through a hosts file of
+their own. CMD starts first; COMMAND starts once CMD listens (or after
+5 s), and CMD gets SIGTERM when COMMAND ends. Its output goes to netjam's
+standard error, each line after "NAME| ". Nodes need root (see
+docs/nodes.md).
+
 Examples:
    sudo netjam shell --set link.delay=50ms -- ping -c 5 10.99.0.2
+   sudo netjam shell --node server='iperf3 -s' -- iperf3 -c server -R -C bbr
    sudo netjam shell configs/tun-iperf3.yaml -- iperf3 -c 10.99.0.2 -C bbr
    sudo netjam shell my.yaml --variant lossy -- bash`,
 		Flags: []cli.Flag{
