@@ -391,7 +391,7 @@ func (o Options) deviceOpener() openDevice {
 func (r *run) start(ctx context.Context) error {
 	s, o := r.s, r.o
 	r.l.start(ctx)
-	if err := r.l.startNode(o); err != nil {
+	if err := r.l.startNodes(o); err != nil {
 		return err
 	}
 	fields := []zap.Field{zap.Duration("duration", s.Duration), zap.Int("flows", len(s.Flows))}
@@ -651,8 +651,8 @@ func (r *run) failures(ctx context.Context) error {
 	if r.attachedErr != nil {
 		failed = append(failed, r.attachedErr)
 	}
-	if t := r.l.tun; t != nil && t.node != nil {
-		if err := t.node.err(); err != nil {
+	if t := r.l.tun; t != nil {
+		if err := t.nodesErr(); err != nil {
 			failed = append(failed, err)
 		}
 	}

@@ -274,7 +274,7 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir *outd
 			return fail(err)
 		}
 	}
-	if l.tun != nil && l.tun.node == nil {
+	if l.tun != nil && len(l.tun.nodes) == 0 {
 		return l, l.startPeer(s, hooks)
 	}
 	return l, nil

@@ -93,8 +93,9 @@ func newPathBuilder(l *lab, s *scenario.Scenario) (*pathBuilder, error) {
 	l.path.Up, l.path.Down = l.path.Links[0].Up, l.path.Links[0].Down
 	l.routers = [2]*topology.Router{topology.NewRouter("to-server"), topology.NewRouter("to-client")}
 	b.toServer, b.toClient = b.g.Add(l.routers[0].Node()), b.g.Add(l.routers[1].Node())
-	b.up = b.paths(s, "paths", false, upIn, upOut, b.toServer)
-	b.down = b.paths(s, "replies", true, downIn, downOut, b.toClient)
+	paths := append(slices.Clip(s.Paths), nodePaths(s)...)
+	b.up = b.paths(s, paths, "paths", false, upIn, upOut, b.toServer)
+	b.down = b.paths(s, paths, "replies", true, downIn, downOut, b.toClient)
 	if s.WiFi != nil {
 		cfg := *s.WiFi // the scenario's cell, with the run's seed
 		cfg.Seed = s.Seed
@@ -142,13 +143,14 @@ func (b *pathBuilder) tap(cw *capture.Writer, dir string, id topology.ID, in boo
 	return t
 }
 
-// paths links the directions of one way along every path of s (ins:
+// paths links the directions of one way along every path of paths (s's
+// and its nodes'; ins:
 // where each link's direction is entered, outs: where it is left, by
 // link name), and returns the node the way's packets enter by: a router
 // choosing their path (named name), or the one path's first direction.
 // Uplinks (back false) go along each path's via to end; downlinks (back)
 // go the other way, and their routers choose by source.
-func (b *pathBuilder) paths(s *scenario.Scenario, name string, back bool, ins, outs map[string]topology.ID, end topology.ID) topology.ID {
+func (b *pathBuilder) paths(s *scenario.Scenario, paths []scenario.Path, name string, back bool, ins, outs map[string]topology.ID, end topology.ID) topology.ID {
 	via := func(p scenario.Path) []string {
 		v := slices.Clone(p.Via)
 		if back {
@@ -163,7 +165,7 @@ func (b *pathBuilder) paths(s *scenario.Scenario, name string, back bool, ins, o
 	hop := func(from topology.ID, label string, next func(p scenario.Path) (topology.ID, bool)) topology.ID {
 		var rs []topology.Route
 		var tos []topology.ID
-		for _, p := range s.Paths {
+		for _, p := range paths {
 			to, ok := next(p)
 			if !ok {
 				continue

@@ -3,6 +3,7 @@ package emulator
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -39,36 +41,61 @@ import (
 type nodeEnd struct {
 	devEnd
 	cfg   scenario.Node
-	addrs []netip.Prefix // its device's addresses: the peer's
+	addrs []netip.Prefix // its device's addresses: the first node's the peer's
+	end   *endHost       // its ends in the graph
 
-	// etc is a folder of files the node's command sees in /etc (a hosts
-	// file naming every node, a resolv.conf), removed when the lab closes.
-	etc string
-
-	cmd      *exec.Cmd
-	out      *prefixWriter
-	waited   chan struct{} // closed when cmd has ended
-	waitErr  error         // cmd's end; read after waited is closed
-	ended    bool          // netjam ended cmd (the run was over)
-	endedMu  sync.Mutex    // guards ended
-	startErr error
+	cmd     *exec.Cmd
+	out     *prefixWriter
+	waited  chan struct{} // closed when cmd has ended
+	waitErr error         // cmd's end; read after waited is closed
+	ended   bool          // netjam ended cmd (the run was over)
+	endedMu sync.Mutex    // guards ended
 }
 
 // nodeStopGrace is how long a node's command has after SIGTERM, when
 // the run ends, before it is killed.
 const nodeStopGrace = 5 * time.Second
 
-// nodeReadyWait bounds how long the run waits for a node's command to
-// listen before it goes on (see waitListening).
+// nodeReadyWait bounds how long the run waits for the nodes' commands to
+// open a socket before it goes on (see waitReady).
 const nodeReadyWait = 5 * time.Second
 
-// nodeEnds adds the node's ends to the graph in the peer's place: its
-// device's inbox takes what the uplink delivers to the peer's addresses;
-// what its device's read loop reads enters the downlink.
+// nodeEnds adds every node's ends to the graph, the first in the peer's
+// place: each device's inbox takes what the uplink delivers to its
+// addresses; what its read loop reads enters the downlink. With several
+// nodes, what reaches the client's side for a node turns round at the
+// hub and crosses the uplink to it.
 func (l *lab) nodeEnds(b *pathBuilder, hooks labHooks) error {
 	t := l.tun
-	n := &nodeEnd{cfg: l.s.Nodes[0], addrs: t.peerAddrs}
-	t.node = n
+	for i, cfg := range l.s.Nodes {
+		n := &nodeEnd{cfg: cfg}
+		if i == 0 {
+			n.addrs = t.peerAddrs
+		} else {
+			for j, a := range cfg.Addrs {
+				n.addrs = append(n.addrs, netip.PrefixFrom(a, t.cfg.Device.Addrs[j].Bits()))
+			}
+		}
+		t.nodes = append(t.nodes, n)
+		if err := l.openNode(n, hooks); err != nil {
+			return err
+		}
+		l.nodeEnd(b, n)
+	}
+	t.peer = t.nodes[0].end
+	if err := t.writeEtc(l.s); err != nil {
+		return err
+	}
+	if len(t.nodes) > 1 {
+		l.hub(b)
+	}
+	return nil
+}
+
+// openNode makes node n's namespace and opens its device there, with a
+// default route for each family into it.
+func (l *lab) openNode(n *nodeEnd, hooks labHooks) error {
+	t := l.tun
 	newNetns := hooks.nodeNetns
 	if newNetns == nil {
 		newNetns = hostnet.NewNetns
@@ -79,9 +106,12 @@ func (l *lab) nodeEnds(b *pathBuilder, hooks labHooks) error {
 	}
 	cfg := hostnet.TUNConfig{Name: t.cfg.Device.Name, Addrs: n.addrs, MTU: t.mtu, Offload: t.cfg.Device.Offload, Netns: n.ns.Path()}
 	for _, a := range n.addrs {
-		cfg.Routes = append(cfg.Routes, netip.PrefixFrom(netip.IPv6Unspecified(), 0))
+		def := netip.PrefixFrom(netip.IPv6Unspecified(), 0)
 		if a.Addr().Is4() {
-			cfg.Routes[len(cfg.Routes)-1] = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+			def = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+		}
+		if !slices.Contains(cfg.Routes, def) {
+			cfg.Routes = append(cfg.Routes, def)
 		}
 	}
 	open := hooks.openNode
@@ -91,27 +121,66 @@ func (l *lab) nodeEnds(b *pathBuilder, hooks labHooks) error {
 	if n.dev, err = open(cfg); err != nil {
 		return fmt.Errorf("node %s: %w", n.cfg.Name, err)
 	}
-	if err := n.writeEtc(l.s, t); err != nil {
-		return err
-	}
-	p := &endHost{name: n.cfg.Name, v4: t.peerAddr, sack: true,
-		tx: topology.NewSource(n.cfg.Name+" tx", topology.Emits{GSO: true, Partial: true}, l.pool, l.bigPool)}
-	for _, a := range n.addrs {
-		p.addrs = append(p.addrs, a.Addr())
-	}
-	t.peer = p
-	l.servers = append(l.servers, p)
-	q := n.inbox(l, b, "node "+n.cfg.Name)
-	p.in = n.in
-	b.wire(b.g.Add(p.tx.Node()), b.down, l.capServer, "node tx")
-	b.route(b.toServer, l.routers[0], hostPrefixes(p.addrs), q, l.capServer, "node rx")
 	l.log.Info("node", zap.String("name", n.cfg.Name), zap.String("device", n.dev.Name()), zap.Stringers("addresses", n.addrs),
-		zap.String("netns", n.ns.Path()), zap.String("run", n.cfg.Run))
+		zap.String("netns", n.ns.Path()), zap.String("link", n.cfg.Link), zap.String("run", n.cfg.Run))
 	return nil
 }
 
+// nodeEnd adds node n's ends: its sends enter the downlink, what the
+// uplink has for its addresses reaches its device's inbox.
+func (l *lab) nodeEnd(b *pathBuilder, n *nodeEnd) {
+	e := &endHost{name: n.cfg.Name, sack: true,
+		tx: topology.NewSource(n.cfg.Name+" tx", topology.Emits{GSO: true, Partial: true}, l.pool, l.bigPool)}
+	for _, a := range n.addrs {
+		e.addrs = append(e.addrs, a.Addr())
+	}
+	e.v4 = e.addrs[0]
+	n.end = e
+	l.servers = append(l.servers, e)
+	q := n.inbox(l, b, "node "+n.cfg.Name)
+	e.in = n.in
+	b.wire(b.g.Add(e.tx.Node()), b.down, l.capServer, n.cfg.Name+" tx")
+	b.route(b.toServer, l.routers[0], hostPrefixes(e.addrs), q, l.capServer, n.cfg.Name+" rx")
+}
+
+// hub turns round, on the client's side, what one node sends another:
+// the to-client router hands what it has for a node's address to the
+// hub, whose source puts it into the uplink (the paths' router chooses
+// the node's link), as a switch in the middle of a star would. The hub
+// is a sink and a source, not an edge, so the graph has no cycle; it
+// adds no goroutine: the packet goes on on the downlink's, until the
+// uplink takes it.
+func (l *lab) hub(b *pathBuilder) {
+	src := topology.NewSource("hub", topology.Emits{GSO: true, Partial: true}, l.pool, l.bigPool)
+	b.g.Link(b.g.Add(src.Node()), b.up)
+	in := b.g.Add(topology.Node{Name: "hub in", In: topology.SinkFunc(src.Push), Accepts: topology.Accepts{GSO: topology.Yes, Partial: true}})
+	var prefixes []netip.Prefix
+	for _, n := range l.tun.nodes {
+		prefixes = append(prefixes, hostPrefixes(n.end.addrs)...)
+	}
+	b.route(b.toClient, l.routers[1], prefixes, in, nil, "hub")
+}
+
+// nodePaths are the paths of the nodes that name a link (nodes[].link):
+// one per address, matching it, across that link alone. The lab routes
+// by them as by the scenario's paths (the uplink's router by destination,
+// the downlink's by source), and reports them nowhere.
+func nodePaths(s *scenario.Scenario) []scenario.Path {
+	var ps []scenario.Path
+	for _, n := range s.Nodes {
+		if n.Link == "" {
+			continue
+		}
+		for _, a := range n.Addrs {
+			ps = append(ps, scenario.Path{Name: "node " + n.Name, Via: []string{n.Link},
+				Match: &scenario.Match{Dst: netip.PrefixFrom(a, a.BitLen())}})
+		}
+	}
+	return ps
+}
+
 // hostsFile returns the hosts file of a scenario's nodes: localhost, the
-// client side's addresses (ClientNode) and the node's.
+// client side's addresses (ClientNode) and each node's.
 func hostsFile(s *scenario.Scenario, t *tunEnd) []byte {
 	var b bytes.Buffer
 	b.WriteString("# made by netjam for the nodes of scenario " + s.Name + "\n")
@@ -119,8 +188,10 @@ func hostsFile(s *scenario.Scenario, t *tunEnd) []byte {
 	for _, a := range t.cfg.Device.Addrs {
 		fmt.Fprintf(&b, "%s\t%s\n", a.Addr(), scenario.ClientNode)
 	}
-	for _, a := range t.node.addrs {
-		fmt.Fprintf(&b, "%s\t%s\n", a.Addr(), t.node.cfg.Name)
+	for _, n := range t.nodes {
+		for _, a := range n.addrs {
+			fmt.Fprintf(&b, "%s\t%s\n", a.Addr(), n.cfg.Name)
+		}
 	}
 	return b.Bytes()
 }
@@ -133,12 +204,12 @@ const resolvConf = "# made by netjam: the nodes' names are in /etc/hosts; no DNS
 
 // writeEtc writes the files of the nodes' /etc into a new folder of its
 // own, which only its owner may change.
-func (n *nodeEnd) writeEtc(s *scenario.Scenario, t *tunEnd) error {
+func (t *tunEnd) writeEtc(s *scenario.Scenario) error {
 	dir, err := os.MkdirTemp("", "netjam-nodes-")
 	if err != nil {
 		return fmt.Errorf("the nodes' /etc files: %w", err)
 	}
-	n.etc = dir
+	t.etc = dir
 	// Readable by the commands, whoever they run as.
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return fmt.Errorf("the nodes' /etc files: %w", err)
@@ -166,21 +237,41 @@ func NodesEtc(ctx context.Context) string {
 
 // nodesEtc is the nodes' /etc folder, "" without a node.
 func (l *lab) nodesEtc() string {
-	if l.tun == nil || l.tun.node == nil {
+	if l.tun == nil {
 		return ""
 	}
-	return l.tun.node.etc
+	return l.tun.etc
 }
 
-// startNode starts the node's command, if it has one, in its namespace
-// and waits until it listens (see waitListening). A command that cannot
-// be started fails the run.
-func (l *lab) startNode(o Options) error {
-	t := l.tun
-	if t == nil || t.node == nil || t.node.cfg.Run == "" {
+// startNodes starts every node's command, in the scenario's order, then
+// waits, for at most nodeReadyWait in all, until each has a socket in its
+// namespace (a server listens, a client connects) or has ended: the
+// run's flows and netjam shell's command start once the nodes are ready
+// for them. A command that cannot be started fails the run.
+func (l *lab) startNodes(o Options) error {
+	if l.tun == nil {
 		return nil
 	}
-	n := t.node
+	deadline := time.Now().Add(nodeReadyWait)
+	for _, n := range l.tun.nodes {
+		if err := l.startNode(o, n); err != nil {
+			return err
+		}
+	}
+	for _, n := range l.tun.nodes {
+		if n.cmd != nil && !waitReady(n.cmd.Process.Pid, n.waited, deadline) {
+			l.log.Warn("the node's command opened no socket within the wait; going on", zap.String("node", n.cfg.Name), zap.Duration("wait", nodeReadyWait))
+		}
+	}
+	return nil
+}
+
+// startNode starts node n's command, if it has one, in its namespace.
+func (l *lab) startNode(o Options, n *nodeEnd) error {
+	if n.cfg.Run == "" {
+		return nil
+	}
+	etc := l.tun.etc
 	cmd := exec.Command("/bin/sh", "-c", n.cfg.Run)
 	cmd.Env = append(os.Environ(), "NETJAM_NODE="+n.cfg.Name)
 	cmd.Env = append(cmd.Env, n.cfg.Env...)
@@ -197,7 +288,7 @@ func (l *lab) startNode(o Options) error {
 		}
 	}
 	ownGroup(cmd)
-	if err := n.ns.Start(cmd, n.etc); err != nil {
+	if err := n.ns.Start(cmd, etc); err != nil {
 		return fmt.Errorf("node %s: starting %q: %w", n.cfg.Name, n.cfg.Run, err)
 	}
 	n.cmd, n.waited = cmd, make(chan struct{})
@@ -206,20 +297,15 @@ func (l *lab) startNode(o Options) error {
 		close(n.waited)
 	}()
 	l.log.Info("node command started", zap.String("node", n.cfg.Name), zap.Int("pid", cmd.Process.Pid), zap.String("run", n.cfg.Run))
-	if !waitListening(cmd.Process.Pid, n.waited, nodeReadyWait) {
-		l.log.Warn("the node's command did not listen within the wait; going on", zap.String("node", n.cfg.Name), zap.Duration("wait", nodeReadyWait))
-	}
 	return nil
 }
 
-// waitListening waits until the process pid has a listening TCP socket
-// or a UDP socket in its network namespace (a server ready for its
-// clients), until it ends (ended is closed), or for at most wait. It
-// reports whether the process listens.
-func waitListening(pid int, ended <-chan struct{}, wait time.Duration) bool {
-	deadline := time.Now().Add(wait)
+// waitReady waits until the network namespace of process pid has a
+// socket (see hasSocket), until the process ends (ended is closed), or
+// until deadline. It reports whether the socket came.
+func waitReady(pid int, ended <-chan struct{}, deadline time.Time) bool {
 	for {
-		if listening(pid) {
+		if hasSocket(pid) {
 			return true
 		}
 		select {
@@ -233,23 +319,22 @@ func waitListening(pid int, ended <-chan struct{}, wait time.Duration) bool {
 	}
 }
 
-// listening reports whether the network namespace of process pid has a
-// TCP socket listening or a UDP socket bound, from the kernel's tables.
-func listening(pid int) bool {
-	for _, table := range []string{"tcp", "tcp6", "udp", "udp6"} {
-		b, err := readBounded(fmt.Sprintf("/proc/%d/net/%s", pid, table), 1<<20)
+// socketTables are the kernel's socket tables of a namespace, in
+// /proc/PID/net.
+var socketTables = []string{"tcp", "tcp6", "udp", "udp6", "raw", "raw6", "icmp", "icmp6"}
+
+// hasSocket reports whether the network namespace of process pid has a
+// socket: a node's command is ready for the others once it has one, a
+// server listening or bound, a client connecting or pinging.
+func hasSocket(pid int) bool {
+	for _, table := range socketTables {
+		b, err := readBounded(fmt.Sprintf("/proc/%d/net/%s", pid, table), 64<<10)
 		if err != nil {
 			continue
 		}
-		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-		for _, line := range lines[min(1, len(lines)):] {
-			f := strings.Fields(line)
-			if len(f) < 4 {
-				continue
-			}
-			if strings.HasPrefix(table, "udp") || f[3] == "0A" { // TCP_LISTEN
-				return true
-			}
+		// A header line, then one line per socket.
+		if lines := strings.Count(strings.TrimSpace(string(b)), "\n"); lines > 0 {
+			return true
 		}
 	}
 	return false
@@ -265,6 +350,25 @@ func readBounded(path string, max int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, max))
 }
 
+// terminate sends SIGTERM to the node command's process group, if it
+// still runs, and marks it ended by netjam.
+func (n *nodeEnd) terminate() {
+	if n.cmd == nil {
+		return
+	}
+	select {
+	case <-n.waited:
+		return
+	default:
+	}
+	n.endedMu.Lock()
+	defer n.endedMu.Unlock()
+	if !n.ended {
+		n.ended = true
+		terminateGroup(n.cmd)
+	}
+}
+
 // stopNode ends the node's command, if it still runs: SIGTERM to its
 // process group, then SIGKILL after nodeStopGrace.
 func (n *nodeEnd) stopNode(log *zap.Logger) {
@@ -276,10 +380,7 @@ func (n *nodeEnd) stopNode(log *zap.Logger) {
 		return
 	default:
 	}
-	n.endedMu.Lock()
-	n.ended = true
-	n.endedMu.Unlock()
-	terminateGroup(n.cmd)
+	n.terminate()
 	select {
 	case <-n.waited:
 	case <-time.After(nodeStopGrace):
@@ -289,8 +390,8 @@ func (n *nodeEnd) stopNode(log *zap.Logger) {
 	}
 }
 
-// close ends the node's command and closes its device, its namespace and
-// its hosts file's folder.
+// close ends the node's command and closes its device and its
+// namespace.
 func (n *nodeEnd) close(log *zap.Logger) error {
 	n.stopNode(log)
 	if n.out != nil {
@@ -298,10 +399,33 @@ func (n *nodeEnd) close(log *zap.Logger) error {
 	}
 	err := n.devEnd.close()
 	n.ns.Close()
-	if n.etc != "" {
-		os.RemoveAll(n.etc)
-	}
 	return err
+}
+
+// closeNodes ends every node's command (SIGTERM to all first, so that
+// they end together) and closes the nodes and their /etc folder.
+func (t *tunEnd) closeNodes(log *zap.Logger) error {
+	for _, n := range t.nodes {
+		n.terminate()
+	}
+	var errs []error
+	for _, n := range t.nodes {
+		errs = append(errs, n.close(log))
+	}
+	if t.etc != "" {
+		os.RemoveAll(t.etc)
+	}
+	return errors.Join(errs...)
+}
+
+// nodesErr returns the first node command's failure (see nodeEnd.err).
+func (t *tunEnd) nodesErr() error {
+	for _, n := range t.nodes {
+		if err := n.err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // err returns the node command's failure: an exit status other than 0
@@ -430,7 +554,7 @@ func (l kernelListener) accept(ctx context.Context) (net.Conn, func() netif.TCPI
 // The sender's congestion control is the flow's: the client kernel's up,
 // the node kernel's down.
 func (l *lab) newNodeFlow(ctx context.Context, i int, f scenario.Flow, port uint16, clk clock.Clock) (flows.Flow, []closer, error) {
-	t, n := l.tun, l.tun.node
+	t, n := l.tun, l.tun.nodes[0]
 	local := t.kernelAddrs[max(0, t.cfg.Station(f.Station))]
 	to := t.peerOn(l.s.FlowPath(f))
 	down := f.Direction == "down"

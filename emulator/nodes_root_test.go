@@ -122,7 +122,10 @@ nodes:
 			}
 			// iperf3 -s -1 ends after its test, or netjam ends it
 			// when the client's command ends first.
-			if n := ts.Node; n == nil || n.ExitStatus == nil || !n.EndedByNetjam && *n.ExitStatus != 0 || n.WriteErrors+ts.WriteErrors != 0 {
+			if len(ts.Nodes) != 1 {
+				t.Fatalf("nodes %+v, want one", ts.Nodes)
+			}
+			if n := ts.Nodes[0]; n.ExitStatus == nil || !n.EndedByNetjam && *n.ExitStatus != 0 || n.WriteErrors+ts.WriteErrors != 0 {
 				t.Errorf("node: %+v, want its command ended (by itself with status 0, or by netjam), no write errors", n)
 			}
 		})
@@ -181,8 +184,8 @@ variants:
 				t.Errorf("%s: srtt p50 %.1f ms; a loss-based flow fills the 1000-packet queue (up to 1.2 s)", r.Variant, f.RTTMs.P50)
 			}
 		}
-		if ts := r.TUN; ts.Node == nil || ts.PeerTCP.SegmentsSent != 0 {
-			t.Errorf("%s: node %+v, peer TCP %+v: want the node's kernel at the far end and no peer", r.Variant, ts.Node, ts.PeerTCP)
+		if ts := r.TUN; len(ts.Nodes) != 1 || ts.PeerTCP.SegmentsSent != 0 {
+			t.Errorf("%s: nodes %+v, peer TCP %+v: want the node's kernel at the far end and no peer", r.Variant, ts.Nodes, ts.PeerTCP)
 		}
 	}
 }
@@ -223,5 +226,70 @@ nodes:
 	}
 	if !regexp.MustCompile(`\bcubic\b.*\bdelivered_ce:[1-9]`).MatchString(out) {
 		t.Errorf("the node's sender counted no delivery marked CE (ss -ti: delivered_ce)")
+	}
+}
+
+// pingRTTs returns the min and avg RTT ping printed after "label:" in
+// out, as "label: rtt min/avg/max/mdev = ..." lines.
+func pingRTTs(t *testing.T, out, label string) (minMs, avgMs float64) {
+	t.Helper()
+	m := regexp.MustCompile(regexp.QuoteMeta(label) + `: rtt min/avg/max/mdev = ([0-9.]+)/([0-9.]+)/`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no ping summary for %s in:\n%s", label, out)
+	}
+	fmt.Sscan(m[1], &minMs)
+	fmt.Sscan(m[2], &avgMs)
+	return minMs, avgMs
+}
+
+// TestNodesStar runs three nodes, each behind a link of its own (5, 10
+// and 20 ms each way): ping between two nodes crosses both their links
+// (the hub on the client's side turns it round), ping from the client
+// crosses one, and every name resolves in every node.
+func TestNodesStar(t *testing.T) {
+	ns := testNetns(t)
+	ping := testenv.RequireTool(t, "ping", "iputils-ping")
+	var nodeOut lockedBuffer
+	const pings = "-n -q -c 5 -i 0.2 -W 5"
+	y := fmt.Sprintf(`
+duration: 60s
+links:
+  - {name: la, delay: 5ms}
+  - {name: lb, delay: 10ms}
+  - {name: lc, delay: 20ms}
+tun: {netns: %s}
+nodes:
+  - {name: a, link: la, run: "sleep 0.5; %[2]s %[3]s b | sed -n 's/^rtt/a-b: rtt/p'; %[2]s %[3]s c | sed -n 's/^rtt/a-c: rtt/p'"}
+  - {name: b, link: lb, run: sleep 30}
+  - {name: c, link: lc, run: sleep 30}
+`, ns.Path(), ping, pings)
+	var client string
+	_, err := Run(context.Background(), mustPlan(t, y), Options{NodeOutput: &nodeOut, Attached: func(ctx context.Context) error {
+		out, err := runWithHosts(ctx, ns, "sh", "-c", fmt.Sprintf("%s %s c | sed -n 's/^rtt/client-c: rtt/p'; getent hosts a b c", ping, pings))
+		client = out
+		// Until a's pings are done.
+		for !strings.Contains(nodeOut.String(), "a-c: rtt") && ctx.Err() == nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+		return err
+	}})
+	if err != nil {
+		t.Fatalf("run: %v\nnodes' output:\n%s", err, nodeOut.String())
+	}
+	out := nodeOut.String()
+	t.Logf("client:\n%s\nnodes:\n%s", client, out)
+	// The path's delays are a floor a busy machine cannot lower; the
+	// fastest of five is near it.
+	for _, c := range []struct {
+		out, label string
+		want       float64
+	}{{out, "a-b", 30}, {out, "a-c", 50}, {client, "client-c", 40}} {
+		minMs, _ := pingRTTs(t, c.out, c.label)
+		if minMs < c.want || minMs > c.want+5 {
+			t.Errorf("%s: fastest RTT %.2f ms, want %.0f ms (at most 5 more)", c.label, minMs, c.want)
+		}
+	}
+	if !strings.Contains(client, "10.99.0.2       a") || !strings.Contains(client, "10.99.0.3       b") || !strings.Contains(client, "10.99.0.4       c") {
+		t.Errorf("the client's names: %q", client)
 	}
 }

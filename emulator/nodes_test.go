@@ -40,17 +40,18 @@ func TestNodeForwardsKernelToKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts := sum.Runs[0].TUN
-	if ts == nil || ts.Node == nil {
-		t.Fatalf("no node in the TUN summary: %+v", ts)
+	if ts == nil || len(ts.Nodes) != 1 {
+		t.Fatalf("not one node in the TUN summary: %+v", ts)
 	}
+	node := ts.Nodes[0]
 	if ts.Relay.TCP.Served+ts.Relay.TCP.Relayed+ts.Relay.UDP.Served != 0 || ts.PeerTCP.SegmentsReceived != 0 {
 		t.Errorf("netjam terminated something: relay %+v, peer TCP %+v", ts.Relay, ts.PeerTCP)
 	}
-	if ts.Writes == 0 || ts.Node.Writes == 0 {
-		t.Errorf("writes into the client's device %d, into the node's %d: want both", ts.Writes, ts.Node.Writes)
+	if ts.Writes == 0 || node.Writes == 0 {
+		t.Errorf("writes into the client's device %d, into the node's %d: want both", ts.Writes, node.Writes)
 	}
-	if ts.Node.Name != "server" || strings.Join(ts.Node.Addresses, ",") != "10.99.0.2/24" {
-		t.Errorf("node %q at %v, want server at 10.99.0.2/24", ts.Node.Name, ts.Node.Addresses)
+	if node.Name != "server" || strings.Join(node.Addresses, ",") != "10.99.0.2/24" {
+		t.Errorf("node %q at %v, want server at 10.99.0.2/24", node.Name, node.Addresses)
 	}
 }
 

@@ -91,9 +91,12 @@ type tunEnd struct {
 	pathAddrs map[string]netip.Addr
 	routes    []netip.Prefix
 
-	// node is the scenario's node, which takes the peer's place (its
-	// kernel owns the peer's addresses); nil: the peer, a netstack host.
-	node *nodeEnd
+	// nodes are the scenario's nodes, the first in the peer's place
+	// (its kernel owns the peer's addresses); none: the peer, a netstack
+	// host. etc is the folder of the files they (and the client's
+	// command) see in /etc, removed when the lab closes.
+	nodes []*nodeEnd
+	etc   string
 }
 
 // buildTUN adds TUN mode's part of s to the path: the device (opened
@@ -315,9 +318,10 @@ func (l *lab) startTUN() {
 		full = l.path.Up.Full
 	}
 	t.startReading(t.kernels[0].tx, full, l.fromKernel)
-	if t.node != nil {
-		t.node.startReading(t.peer.tx, l.path.Down.Full, func(buf *impair.Packet, n int, g netif.GSO) bool {
-			return t.peer.tx.Take(l.clk.Now(), buf, n, g)
+	for _, n := range t.nodes {
+		tx := n.end.tx
+		n.startReading(tx, l.path.Down.Full, func(buf *impair.Packet, size int, g netif.GSO) bool {
+			return tx.Take(l.clk.Now(), buf, size, g)
 		})
 	}
 }
@@ -381,8 +385,8 @@ func (l *lab) stopTUN() error {
 		return nil
 	}
 	var errs []error
-	if t.node != nil {
-		errs = append(errs, t.node.close(l.log))
+	if len(t.nodes) > 0 {
+		errs = append(errs, t.closeNodes(l.log))
 	}
 	return errors.Join(append(errs, t.close())...)
 }
@@ -400,10 +404,10 @@ type TUNSummary struct {
 	// DeviceStats are the device's counters (the first direction is
 	// the uplink).
 	DeviceStats
-	// Node is the scenario's node, in the peer's place; nil without
-	// one. Relay, PeerTCP, PeerChecksumErrors and PeerMalformed are then
-	// zero: nothing terminates the kernel's connections in netjam.
-	Node  *NodeSummary     `json:"node,omitempty"`
+	// Nodes are the scenario's nodes, the first in the peer's place.
+	// With nodes, Relay, PeerTCP, PeerChecksumErrors and PeerMalformed
+	// are zero: nothing terminates the kernel's connections in netjam.
+	Nodes []NodeSummary    `json:"nodes,omitempty"`
 	Relay stack.RelayStats `json:"relay"`
 	// PeerTCP sums the peer's TCP connections: those it relays and those
 	// of the kernel's flows. What the peer sends toward the kernel
@@ -426,8 +430,8 @@ func (l *lab) tunSummary() *TUNSummary {
 		return nil
 	}
 	ts := &TUNSummary{Device: t.dev.Name(), DeviceStats: t.stats()}
-	if t.node != nil {
-		ts.Node = t.node.summary()
+	for _, n := range t.nodes {
+		ts.Nodes = append(ts.Nodes, *n.summary())
 	}
 	for _, a := range t.cfg.Device.Addrs {
 		ts.Kernel = append(ts.Kernel, a.String())
@@ -500,7 +504,7 @@ func (c abortOnClose) Close() error { return c.Abort() }
 // way.
 func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port uint16, clk clock.Clock) (flows.Flow, []closer, error) {
 	t := l.tun
-	if t.node != nil {
+	if len(t.nodes) > 0 {
 		return l.newNodeFlow(ctx, i, f, port, clk)
 	}
 	peer := t.peer.host

@@ -124,7 +124,7 @@ type tunInfo struct {
 	} `json:"peer_tcp"`
 	PeerChecksumErrors uint64 `json:"peer_checksum_errors"`
 	PeerMalformed      uint64 `json:"peer_malformed"`
-	Node               *struct {
+	Nodes              []struct {
 		Name          string   `json:"name"`
 		Addresses     []string `json:"addresses"`
 		Malformed     uint64   `json:"malformed"`
@@ -133,7 +133,7 @@ type tunInfo struct {
 		Run           string   `json:"run"`
 		ExitStatus    *int     `json:"exit_status"`
 		EndedByNetjam bool     `json:"ended_by_netjam"`
-	} `json:"node"`
+	} `json:"nodes"`
 }
 
 // relayInfo is what the relay counted for one protocol.

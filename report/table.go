@@ -256,11 +256,17 @@ func nodeCommand(run string, status *int, byNetjam bool) string {
 // relay, each flow that stalled, each run that was skipped.
 func printNotes(w io.Writer, runs []runInfo) {
 	for _, r := range runs {
-		if t := r.TUN; t != nil && t.Node != nil {
-			n := t.Node
-			fmt.Fprintf(w, "\nvariant %s: TUN %s, kernel %s; node %s at %s in the peer's place, kernel to kernel (netjam terminated nothing)%s; %d packets shed by netjam at the client's device and %d at the node's (the path behind it full), %d and %d dropped by the kernels before netjam read them, %d and %d malformed\n",
-				dash(r.Variant), t.Device, strings.Join(t.Kernel, " "), n.Name, strings.Join(n.Addresses, " "), nodeCommand(n.Run, n.ExitStatus, n.EndedByNetjam),
-				t.Shed, n.Shed, t.KernelDrops, n.KernelDrops, t.Malformed, n.Malformed)
+		if t := r.TUN; t != nil && len(t.Nodes) > 0 {
+			fmt.Fprintf(w, "\nvariant %s: TUN %s, kernel %s, %d packets shed by netjam at its device (the path behind it full), %d dropped by the kernel before netjam read them, %d malformed; kernel to kernel (netjam terminated nothing):\n",
+				dash(r.Variant), t.Device, strings.Join(t.Kernel, " "), t.Shed, t.KernelDrops, t.Malformed)
+			for i, n := range t.Nodes {
+				place := ""
+				if i == 0 {
+					place = " in the peer's place"
+				}
+				fmt.Fprintf(w, "  node %s at %s%s%s; %d packets shed at its device, %d dropped by its kernel, %d malformed\n",
+					n.Name, strings.Join(n.Addresses, " "), place, nodeCommand(n.Run, n.ExitStatus, n.EndedByNetjam), n.Shed, n.KernelDrops, n.Malformed)
+			}
 		} else if t != nil {
 			rt, ru := t.Relay.TCP, t.Relay.UDP
 			pt := t.PeerTCP

@@ -395,6 +395,7 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 		d.virtualRates(f["clock"], s)
 	}
 	d.forwardPaths(f["tun"], s.TUN, s.Paths)
+	d.nodeLinks(f["nodes"], s.Links)
 	if n := f["expect"]; n != nil {
 		s.Expect = d.expect(n, s.Flows, s.Links)
 	}

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -12,11 +13,16 @@ import (
 
 // Node is a machine at the far end of the TUN device's path whose own
 // kernel ends its connections: a network namespace of netjam's with a TUN
-// device netjam serves, holding the peer's addresses (TUN.Peer and the
-// paths' own, see the emulator), and optionally a command run in it.
-// netjam forwards IP packets between the TUN device's kernel (the node
-// named ClientNode) and the node through the path, terminating nothing:
-// any protocol, and either end's own congestion control.
+// device netjam serves, and optionally a command run in it. The first
+// node takes the peer's place and its addresses (TUN.Peer and the paths'
+// own, see the emulator); each further one has addresses of its own in
+// the device's networks. netjam forwards IP packets between the TUN
+// device's kernel (the node named ClientNode) and the nodes, and between
+// nodes, terminating nothing: any protocol, and either end's own
+// congestion control. Between two nodes a packet crosses the first's
+// link back to the client's side, where a hub turns it round, and the
+// second's link out (a star: the delay between two nodes is the sum of
+// their links').
 type Node struct {
 	// Name is the node's host name in every node's hosts file: letters,
 	// digits and '-', as a DNS label (not ClientNode).
@@ -32,15 +38,25 @@ type Node struct {
 	// Dir is Run's working directory, an absolute path; "" keeps
 	// netjam's.
 	Dir string
+	// Addrs are the node's addresses, one per address of the TUN device,
+	// in its order: the first node's are TUN.Peer; each further node
+	// takes the next free host address of each of the device's networks
+	// (after the stations', see TUN.StationAddrs).
+	Addrs []netip.Addr
+	// Link is the link of the scenario's links list that joins the node
+	// to the client's side: what is for its addresses crosses it (its
+	// uplink) and what it sends crosses it back (its downlink); "" for
+	// the default path.
+	Link string
 }
 
 // ClientNode is the name of the TUN device's side in the nodes' hosts
 // files: the namespace netjam shell runs its command in.
 const ClientNode = "client"
 
-// maxScenarioNodes is how many nodes a scenario may have so far: one, which takes
-// the peer's place.
-const maxScenarioNodes = 1
+// maxScenarioNodes bounds the nodes of a scenario: each has a namespace,
+// a TUN device, a read loop and an inbox.
+const maxScenarioNodes = 64
 
 // maxNodeName is the longest node name: a DNS label's.
 const maxNodeName = 63
@@ -67,7 +83,7 @@ func (d *decoder) nodes(n *yaml.Node, t *TUN, tn *yaml.Node) []Node {
 		return nil
 	}
 	if len(n.Content) > maxScenarioNodes {
-		d.errorf(n.Content[maxScenarioNodes], "nodes", "a scenario has at most %d node so far, which takes the peer's place (networks of several nodes are not built yet)", maxScenarioNodes)
+		d.errorf(n.Content[maxScenarioNodes], "nodes", "a scenario has at most %d nodes", maxScenarioNodes)
 	}
 	d.nodesReplacePeer(tn)
 	var out []Node
@@ -106,9 +122,73 @@ func (d *decoder) nodes(n *yaml.Node, t *TUN, tn *yaml.Node) []Node {
 		if v := f["env"]; v != nil {
 			nd.Env = d.nodeEnv(v, join(path, "env"))
 		}
+		if v := f["link"]; v != nil {
+			nd.Link, _ = d.text(v, join(path, "link"))
+		}
 		out = append(out, nd)
 	}
+	d.nodeAddrs(n, t, out)
 	return out
+}
+
+// nodeAddrs gives each node its addresses: the first the peer's, each
+// further one the next free host address of each of the device's
+// networks, after the kernel's, the peers' and the stations'.
+func (d *decoder) nodeAddrs(n *yaml.Node, t *TUN, nodes []Node) {
+	used := map[netip.Addr]bool{}
+	for _, p := range t.Peer {
+		used[p] = true
+	}
+	for _, sa := range t.StationAddrs {
+		for _, a := range sa {
+			used[a] = true
+		}
+	}
+	next := make([]netip.Addr, len(t.Device.Addrs))
+	for i, p := range t.Device.Addrs {
+		used[p.Addr()] = true
+		next[i] = p.Addr()
+	}
+	for k := range nodes {
+		if k == 0 {
+			nodes[k].Addrs = slices.Clone(t.Peer)
+			continue
+		}
+		for i, p := range t.Device.Addrs {
+			a := next[i].Next()
+			for a.IsValid() && p.Contains(a) && (used[a] || !hostOf(p, a)) {
+				a = a.Next()
+			}
+			if !a.IsValid() || !p.Contains(a) {
+				d.errorf(n, "nodes", "no address is left in %v for node %s: give tun.address a larger network", p.Masked(), nodes[k].Name)
+				return
+			}
+			used[a], next[i] = true, a
+			nodes[k].Addrs = append(nodes[k].Addrs, a)
+		}
+	}
+}
+
+// nodeLinks checks the link each node of n names (nodes[].link): one of
+// the scenario's links.
+func (d *decoder) nodeLinks(n *yaml.Node, links []Link) {
+	if n == nil || n.Kind != yaml.SequenceNode {
+		return
+	}
+	var names []string
+	for _, l := range links {
+		names = append(names, l.Name)
+	}
+	for i, item := range n.Content {
+		if item.Kind != yaml.MappingNode {
+			continue
+		}
+		for j := 0; j+1 < len(item.Content); j += 2 {
+			if item.Content[j].Value == "link" {
+				d.oneOf(item.Content[j+1], fmt.Sprintf("nodes[%d].link", i), "link", names)
+			}
+		}
+	}
 }
 
 // nodeName decodes a node's name, v, unique among names (each with its

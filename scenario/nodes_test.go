@@ -1,7 +1,9 @@
 package scenario
 
 import (
+	"net/netip"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -14,7 +16,7 @@ nodes:
     env: {B: "2", A: x=y}
     dir: /srv/../tmp
 `)
-	want := []Node{{Name: "server", Stack: StackKernel, Run: "iperf3 -s -1", Env: []string{"A=x=y", "B=2"}, Dir: "/tmp"}}
+	want := []Node{{Name: "server", Stack: StackKernel, Run: "iperf3 -s -1", Env: []string{"A=x=y", "B=2"}, Dir: "/tmp", Addrs: addrs("10.99.0.2")}}
 	if !reflect.DeepEqual(s.Nodes, want) {
 		t.Errorf("nodes:\n got %+v\nwant %+v", s.Nodes, want)
 	}
@@ -23,6 +25,21 @@ nodes:
 	}
 	if s := mustParse(t, "tun: {}\nnodes: [{name: s1, stack: kernel}]\n"); len(s.Nodes) != 1 || s.Nodes[0].Run != "" {
 		t.Errorf("a node without run: %+v", s.Nodes)
+	}
+	// Further nodes take the next free addresses, after the stations'.
+	s = mustParse(t, `
+wifi: {stations: [{name: a}, {name: b}]}
+tun: {address: [10.99.0.1/24, fd99::1/64], station: [a, b]}
+links: [{name: l1}, {name: l2}]
+nodes: [{name: n1}, {name: n2, link: l2}, {name: n3, link: l1}]
+`)
+	for i, want := range [][]netip.Addr{addrs("10.99.0.2", "fd99::2"), addrs("10.99.0.4", "fd99::4"), addrs("10.99.0.5", "fd99::5")} {
+		if got := s.Nodes[i].Addrs; !slices.Equal(got, want) {
+			t.Errorf("node %d: addresses %v, want %v", i, got, want)
+		}
+	}
+	if s.Nodes[0].Link != "" || s.Nodes[1].Link != "l2" || s.Nodes[2].Link != "l1" {
+		t.Errorf("links %q %q %q, want none, l2, l1", s.Nodes[0].Link, s.Nodes[1].Link, s.Nodes[2].Link)
 	}
 	// A kernel flow down is sent by the node's kernel, with any of the
 	// kernel's congestion controls (the peer's netstack has two).
@@ -41,8 +58,9 @@ func TestNodeErrors(t *testing.T) {
 		{"tun: {}\nnodes: [{name: a_b}]\n", `x.yaml:2: nodes[0].name: "a_b" is not a valid node name (use letters, digits and '-', not first or last: it is a host name)`},
 		{"tun: {}\nnodes: [{name: -a}]\n", `x.yaml:2: nodes[0].name: "-a" is not a valid node name (use letters, digits and '-', not first or last: it is a host name)`},
 		{"tun: {}\nnodes: [{name: Client}]\n", `x.yaml:2: nodes[0].name: "Client" names the TUN device's side, where netjam shell's command runs; choose another name`},
-		{"tun: {}\nnodes: [{name: a}, {name: A}]\n", `x.yaml:2: nodes: a scenario has at most 1 node so far, which takes the peer's place (networks of several nodes are not built yet)` + "\n" +
-			`x.yaml:2: nodes[1].name: "A" names two nodes (first at line 2)`},
+		{"tun: {}\nnodes: [{name: a}, {name: A}]\n", `x.yaml:2: nodes[1].name: "A" names two nodes (first at line 2)`},
+		{"tun: {address: 10.99.0.1/30}\nnodes: [{name: a}, {name: b}]\n", "x.yaml:2: nodes: no address is left in 10.99.0.0/30 for node b: give tun.address a larger network"},
+		{"tun: {}\nlinks: [{name: l1}]\nnodes: [{name: a, link: l2}]\n", `x.yaml:3: nodes[0].link: "l2" is not a link; did you mean "l1"?`},
 		{"tun: {}\nnodes: [{name: a, stack: netstack}]\n", "x.yaml:2: nodes.a.stack: a netstack node is the peer: a scenario without nodes has one (tun.peer); a node's stack is kernel"},
 		{"tun: {}\nnodes: [{name: a, stack: gvisor}]\n", `x.yaml:2: nodes.a.stack: "gvisor" is not a stack (expected one of: kernel)`},
 		{"tun: {}\nnodes: [{name: a, run: ' '}]\n", "x.yaml:2: nodes.a.run: an empty command (leave run out for none)"},

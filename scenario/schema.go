@@ -454,7 +454,7 @@ var schema = []section{
 		k("duration", "TCP.Duration, UDP.Duration"),
 		k("path", "Path"),
 	}},
-	{path: "nodes[]", hint: true, keys: []key{k("name", "Name"), k("stack", "Stack"), k("run", "Run"), k("env", "Env"), k("dir", "Dir")}},
+	{path: "nodes[]", hint: true, keys: []key{k("name", "Name"), k("stack", "Stack"), k("run", "Run"), k("env", "Env"), k("dir", "Dir"), k("link", "Link")}},
 	{path: "variants[]", hint: true, keys: []key{k("name", ""), k("set", "")}},
 	{path: "link.uplink", hint: true, keys: directionSchema},
 	{path: "link.downlink", hint: true, keys: directionSchema},
