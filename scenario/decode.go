@@ -404,7 +404,7 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 	}
 	if n := f["timeline"]; n != nil {
 		if d.count == linkBefore {
-			s.Timeline = d.timeline(n, root, s.Duration, s.MTU, mtuOK, s.Links, s.Flows)
+			s.Timeline = d.timeline(n, root, s.Duration, s.MTU, mtuOK, s.Links, s.Flows, s.Nodes)
 		}
 	}
 	return s

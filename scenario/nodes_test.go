@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"fmt"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -70,6 +71,47 @@ func TestNodeErrors(t *testing.T) {
 		{"tun: {}\nnodes: [{name: a, dns: x}]\n", `x.yaml:2: nodes[0].dns: unknown key; did you mean "env"?`},
 		{"tun: {services: false}\nnodes: [{name: a}]\n", "x.yaml:1: tun.services: the node takes the peer's place, and the peer's relay goes with it: remove tun.services (a node reaches no real server; run it in the node)"},
 		{"tun: {forward: [{proto: tcp, listen: 80, to: 127.0.0.1:80}]}\nnodes: [{name: a}]\n", "x.yaml:1: tun.forward: the node takes the peer's place, and the peer's relay goes with it: remove tun.forward (a node reaches no real server; run it in the node)"},
+	}
+	for _, tt := range tests {
+		_, err := parse(tt.src)
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("Parse(%q):\n got %v\nwant %s", tt.src, err, tt.want)
+		}
+	}
+}
+
+func TestTimelinePartition(t *testing.T) {
+	s := mustParse(t, `
+duration: 30s
+tun: {}
+nodes: [{name: a}, {name: b}, {name: c}]
+timeline:
+  - {at: 2s, partition: [[a], [b, c]]}
+  - {at: 5s, heal: true}
+  - {at: 10s, for: 3s, partition: {from: [a, client], to: [c]}}
+`)
+	var got []string
+	for _, p := range s.Timeline {
+		got = append(got, fmt.Sprintf("%v %v", p.At, p.Partition))
+	}
+	want := []string{"2s [a] | [b c]", "5s healed", "10s [a client] -> [c]", "13s healed"}
+	if !slices.Equal(got, want) {
+		t.Errorf("timeline %q, want %q", got, want)
+	}
+}
+
+func TestTimelinePartitionErrors(t *testing.T) {
+	const base = "tun: {}\nnodes: [{name: a}, {name: b}]\ntimeline:\n"
+	tests := []struct{ src, want string }{
+		{"timeline: [{at: 1s, partition: [[a], [b]]}]\n", "x.yaml:1: timeline[0].partition: a partition splits the scenario's nodes: add nodes"},
+		{base + "  - {at: 1s, partition: [[a]]}\n", "x.yaml:4: timeline[0].partition: a partition needs at least two groups, like [[a], [b, c]]"},
+		{base + "  - {at: 1s, partition: [[a], [x]]}\n", `x.yaml:4: timeline[0].partition[1]: "x" is not a node (expected one of: client, a, b)`},
+		{base + "  - {at: 1s, partition: [[a], [a, b]]}\n", `x.yaml:4: timeline[0].partition[1]: "a" is in two groups (first at line 4)`},
+		{base + "  - {at: 1s, partition: [a, b]}\n", "x.yaml:4: timeline[0].partition: expected groups, each a list of node names, like [[a], [b, c]]"},
+		{base + "  - {at: 1s, partition: {from: [a]}}\n", "x.yaml:4: timeline[0].partition: missing key to (a one-way partition drops what from sends to)"},
+		{base + "  - {at: 1s, partition: [[a], [b]], ramp: 1s}\n", "x.yaml:4: timeline[0].ramp: a partition entry has no ramp (give it an entry of its own)"},
+		{base + "  - {at: 1s, heal: true, for: 1s}\n", "x.yaml:4: timeline[0].for: a heal entry has no for (give it an entry of its own)"},
+		{base + "  - {at: 1s, heal: false}\n", "x.yaml:4: timeline[0].heal: heal: false changes nothing; leave the entry out"},
 	}
 	for _, tt := range tests {
 		_, err := parse(tt.src)

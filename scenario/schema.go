@@ -281,6 +281,9 @@ type TimelinePoint struct {
 	// RST both ways (reset: {flow: NAME}), by name; the link does not
 	// change for them.
 	Resets []string
+	// Partition, when not nil, is the partition among the nodes from
+	// then on (partition: ..., heal: true; no groups: healed).
+	Partition *Partition
 }
 
 // KeyChange is one key's change at a TimelinePoint, for events.jsonl and
@@ -492,7 +495,7 @@ var schema = []section{
 	{path: "duplicate", hint: true, keys: chanceSchema},
 	{path: "corrupt", hint: true, keys: chanceSchema},
 	// Compiled into TimelinePoints, not decoded field by field.
-	{path: "timeline[]", keys: []key{k("at", ""), k("every", ""), k("from", ""), k("for", ""), k("ramp", ""), k("set", ""), k("reset", "")}},
+	{path: "timeline[]", keys: []key{k("at", ""), k("every", ""), k("from", ""), k("for", ""), k("ramp", ""), k("set", ""), k("reset", ""), k("partition", ""), k("heal", "")}},
 	{path: "timeline[].reset", keys: []key{k("flow", "")}},
 	{path: "sweep", keys: []key{k("grid", "Axes"), k("seeds", "Seeds")}},
 }

@@ -57,6 +57,9 @@ type tlEvent struct {
 	// reset, instead of a key, names the TCP flow whose connection the
 	// event ends.
 	reset string
+	// partition, instead of a key, is the partition from then on (no
+	// groups: healed).
+	partition *Partition
 }
 
 type tlHeap []*tlEvent
@@ -83,7 +86,7 @@ type window struct {
 }
 
 // timeline decodes and compiles the timeline n against the link in root.
-func (d *decoder) timeline(n *yaml.Node, root *yaml.Node, dur time.Duration, mtu int, mtuOK bool, base []Link, fls []Flow) []TimelinePoint {
+func (d *decoder) timeline(n *yaml.Node, root *yaml.Node, dur time.Duration, mtu int, mtuOK bool, base []Link, fls []Flow, nodes []Node) []TimelinePoint {
 	if n.Kind != yaml.SequenceNode {
 		d.errorf(n, "timeline", "expected a list of changes like {at: 10s, set: {link.loss: 5%%}}, got %s", describe(n))
 		return nil
@@ -99,6 +102,12 @@ func (d *decoder) timeline(n *yaml.Node, root *yaml.Node, dur time.Duration, mtu
 		e, ok := d.timelineEntry(item, f, path)
 		if rn := f["reset"]; rn != nil {
 			if !d.timelineReset(b, e, ok, f, path, dur, fls) {
+				return nil
+			}
+			continue
+		}
+		if f["partition"] != nil || f["heal"] != nil {
+			if !d.timelinePartition(b, e, ok, f, path, dur, nodes) {
 				return nil
 			}
 			continue
@@ -487,11 +496,11 @@ func (d *decoder) compile(h tlHeap, root *yaml.Node, mtu int, mtuOK bool, state 
 	var points []TimelinePoint
 	for h.Len() > 0 {
 		at := h[0].at
-		changes, resets, last, ok := c.apply(&h, at, state)
+		changes, resets, partition, last, ok := c.apply(&h, at, state)
 		if !ok {
 			return nil
 		}
-		if len(changes) == 0 && len(resets) == 0 {
+		if len(changes) == 0 && len(resets) == 0 && partition == nil {
 			continue
 		}
 		next := state
@@ -504,7 +513,7 @@ func (d *decoder) compile(h tlHeap, root *yaml.Node, mtu int, mtuOK bool, state 
 			}
 		}
 		points = append(points, TimelinePoint{At: at, Changes: changes, Uplink: next[0].Uplink, Downlink: next[0].Downlink,
-			Links: next, Resets: resets})
+			Links: next, Resets: resets, Partition: partition})
 		state = next
 		if len(points) > MaxTimelineChanges {
 			d.tooManyChanges(last.at0, last.entry)
@@ -560,11 +569,13 @@ func newTLCompiler(d *decoder, root *yaml.Node, mtu int, mtuOK bool) *tlCompiler
 }
 
 // apply runs the events at time at, state being the link in force, and
-// returns the changes they make, the flows they reset, and the last
-// change; false when it made an error.
-func (c *tlCompiler) apply(h *tlHeap, at time.Duration, state []Link) ([]KeyChange, []string, *tlEvent, bool) {
+// returns the changes they make, the flows they reset, the partition
+// from then on (nil: unchanged; of two at one time, the later entry's)
+// and the last change; false when it made an error.
+func (c *tlCompiler) apply(h *tlHeap, at time.Duration, state []Link) ([]KeyChange, []string, *Partition, *tlEvent, bool) {
 	var changes []KeyChange
 	var resets []string
+	var partition *Partition
 	var last *tlEvent
 	for h.Len() > 0 && (*h)[0].at == at {
 		e := heap.Pop(h).(*tlEvent)
@@ -574,16 +585,20 @@ func (c *tlCompiler) apply(h *tlHeap, at time.Duration, state []Link) ([]KeyChan
 			}
 			continue
 		}
+		if e.partition != nil {
+			partition = e.partition
+			continue
+		}
 		last = e
 		if e.ramp > 0 {
 			if !c.startRamp(h, e, state, at) {
-				return nil, nil, nil, false
+				return nil, nil, nil, nil, false
 			}
 			continue
 		}
 		changes = append(changes, c.set(e))
 	}
-	return changes, resets, last, true
+	return changes, resets, partition, last, true
 }
 
 // startRamp makes the steps of the ramp e starts at time at, from state.
