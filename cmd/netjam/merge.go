@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/netjam/netjam/report"
+	"github.com/netjam/netjam/sweep"
 )
 
 func mergeCommand() *cli.Command {
@@ -44,7 +45,7 @@ Examples:
 			if c.NArg() == 0 {
 				return cli.Exit("merge takes the folders of a sweep", exitBadUsage)
 			}
-			res, err := report.Merge(c.Args().Slice())
+			res, err := sweep.Merge(c.Args().Slice())
 			if errors.Is(err, report.ErrNotRun) {
 				return cli.Exit(err, exitBadUsage)
 			}
@@ -60,7 +61,7 @@ Examples:
 				return err
 			}
 			defer dir.Close()
-			names, err := report.WriteSweepReport(dir, res, versionString())
+			names, err := sweep.WriteReport(dir, res, versionString())
 			if err != nil {
 				return cli.Exit(fmt.Sprintf("merge: %v", err), exitFailed)
 			}
@@ -80,7 +81,7 @@ const maxRerunLines = 10
 
 // missingMessage says which runs of res are missing, by shard when the
 // folders are shards, and the commands that run them again.
-func missingMessage(res *report.SweepResult) string {
+func missingMessage(res *sweep.Result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d of the sweep's %d runs missing:", res.MissingCount(), res.Runs)
 	text := res.MissingText()
@@ -102,7 +103,7 @@ func missingMessage(res *report.SweepResult) string {
 		b.WriteString("\n  " + c)
 	}
 	if more := len(res.Rerun) - maxRerunLines; more > 0 {
-		fmt.Fprintf(&b, "\n  and %d more (%s lists them all under rerun)", more, report.SweepJSONFile)
+		fmt.Fprintf(&b, "\n  and %d more (%s lists them all under rerun)", more, sweep.JSONFile)
 	}
 	return b.String()
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/report"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/sweep"
 )
 
 func sweepCommand() *cli.Command {
@@ -82,7 +83,7 @@ Examples:
 // sweepRun is one run of a sweep: a point of the grid and a variant, and
 // what its sweep-run.json says of it once it finished.
 type sweepRun struct {
-	report.SweepRun
+	sweep.Run
 	point   scenario.Point
 	variant int
 }
@@ -127,7 +128,7 @@ func doSweep(c *cli.Context) error {
 	if err := checkFolder(dir, sp); err != nil {
 		return err
 	}
-	if err := writeJSON(dir, report.SweepPlanFile, sp); err != nil {
+	if err := writeJSON(dir, sweep.PlanFile, sp); err != nil {
 		return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
 	}
 	log, closeLog, err := sweepLogger(c, dir)
@@ -143,7 +144,7 @@ func doSweep(c *cli.Context) error {
 
 	var todo []sweepRun
 	for _, r := range mine {
-		if _, err := dir.Stat(filepath.Join(r.ID, report.SweepRunFile)); err == nil {
+		if _, err := dir.Stat(filepath.Join(r.ID, sweep.RunFile)); err == nil {
 			continue // done before an interruption
 		}
 		todo = append(todo, r)
@@ -174,10 +175,10 @@ func doSweep(c *cli.Context) error {
 
 // sweepPlanOf is what sweep-plan.json says of plan's sweep, of total runs,
 // as shard of shards.
-func sweepPlanOf(plan *scenario.Plan, total, shard, shards int) report.SweepPlan {
-	sp := report.SweepPlan{Scenario: plan.Name, Seeds: plan.Sweep.Seeds, Runs: total}
+func sweepPlanOf(plan *scenario.Plan, total, shard, shards int) sweep.Plan {
+	sp := sweep.Plan{Scenario: plan.Name, Seeds: plan.Sweep.Seeds, Runs: total}
 	for _, a := range plan.Sweep.Axes {
-		sp.Axes = append(sp.Axes, report.SweepAxis{Key: a.Key, Values: a.Values})
+		sp.Axes = append(sp.Axes, sweep.Axis{Key: a.Key, Values: a.Values})
 	}
 	for _, s := range plan.Runs {
 		if s.Variant != "" {
@@ -218,18 +219,18 @@ func sweepArgs(c *cli.Context) []string {
 // whose folder has a sweep-run.json is taken as done, so another sweep's
 // run of the same name would be taken for this one's, and another shard's
 // runs would be there twice when the folders are merged.
-func checkFolder(dir *outdir.Dir, sp report.SweepPlan) error {
-	b, err := dir.ReadFileMax(report.SweepPlanFile, report.MaxSweepFileSize)
+func checkFolder(dir *outdir.Dir, sp sweep.Plan) error {
+	b, err := dir.ReadFileMax(sweep.PlanFile, sweep.MaxFileSize)
 	if err != nil {
 		return nil // none yet (or unreadable: written anew)
 	}
-	var old report.SweepPlan
+	var old sweep.Plan
 	if json.Unmarshal(b, &old) != nil {
 		return nil
 	}
 	if !old.SameSweep(sp) {
 		return cli.Exit(fmt.Sprintf("%s holds the runs of another sweep (%s, %d runs; its %s says so): give this one another --out, or move that one away",
-			dir.Path(), old.Scenario, old.Runs, report.SweepPlanFile), exitBadUsage)
+			dir.Path(), old.Scenario, old.Runs, sweep.PlanFile), exitBadUsage)
 	}
 	whole := func(s string) string { // shard 0 of 1 is the whole sweep
 		if s == "0/1" {
@@ -251,7 +252,7 @@ func checkFolder(dir *outdir.Dir, sp report.SweepPlan) error {
 		keep = fmt.Sprintf("keep its number of shards, %s (--shard I/%s, or %s=%s for --shard auto)", n, n, shardsEnv, n)
 	}
 	return cli.Exit(fmt.Sprintf("%s holds %s of this sweep (its %s says so), and this is %s: its runs would be there twice when the folders are merged; %s, or give another --out",
-		dir.Path(), name(old.Shard), report.SweepPlanFile, name(sp.Shard), keep), exitBadUsage)
+		dir.Path(), name(old.Shard), sweep.PlanFile, name(sp.Shard), keep), exitBadUsage)
 }
 
 // sweepLogger logs into out's netjam.log (added to, for a sweep run
@@ -425,7 +426,7 @@ func sweepRuns(c *cli.Context) (*scenario.Plan, []sweepRun, error) {
 				id = append(id, "variant="+s.Variant)
 			}
 			id = append(id, "seed="+strconv.FormatUint(pt.Seed, 10))
-			runs = append(runs, sweepRun{SweepRun: report.SweepRun{Index: len(runs), ID: strings.Join(id, ","), Params: params,
+			runs = append(runs, sweepRun{Run: sweep.Run{Index: len(runs), ID: strings.Join(id, ","), Params: params,
 				Seed: pt.Seed, Variant: s.Variant, Scenario: plan.Name}, point: pt, variant: v})
 		}
 	}
@@ -496,7 +497,7 @@ func runSweepPoint(ctx context.Context, c *cli.Context, plan *scenario.Plan, r s
 	for _, u := range emulator.ExpectationFailures(sum) {
 		unmet = append(unmet, r.ID+": "+u)
 	}
-	return unmet, writeJSON(dir, report.SweepRunFile, r.SweepRun)
+	return unmet, writeJSON(dir, sweep.RunFile, r.Run)
 }
 
 // writeJSON writes v as the file name of dir atomically: a reader sees

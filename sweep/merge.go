@@ -1,4 +1,4 @@
-package report
+package sweep
 
 import (
 	"encoding/csv"
@@ -16,144 +16,16 @@ import (
 
 	"github.com/netjam/netjam/internal/sweepcap"
 	"github.com/netjam/netjam/outdir"
+	"github.com/netjam/netjam/report"
 )
 
-// The files of a sweep (netjam sweep): SweepPlanFile in its output folder,
-// SweepRunFile in the folder of each run once it finished; netjam merge
-// writes SweepJSONFile and SweepCSVFile.
-const (
-	SweepPlanFile = "sweep-plan.json"
-	SweepRunFile  = "sweep-run.json"
-	SweepJSONFile = "sweep.json"
-	SweepCSVFile  = "sweep.csv"
-)
+// maxDepth bounds how deep Merge looks for runs below a folder.
+const maxDepth = 3
 
-// SweepPlan is a sweep as a whole: what sweep-plan.json holds.
-type SweepPlan struct {
-	Scenario string      `json:"scenario"`
-	Axes     []SweepAxis `json:"axes"`
-	Seeds    []uint64    `json:"seeds"`
-	Variants []string    `json:"variants,omitempty"`
-	// Runs is the number of runs of the whole sweep, every shard's.
-	Runs int `json:"runs"`
-	// Shard is "I/N" when the folder holds one shard's runs.
-	Shard string `json:"shard,omitempty"`
-
-	// What follows says how the folder's runs were started, for the
-	// commands that run missing ones again (netjam merge prints them). It
-	// is not part of the sweep: the folders of its shards may differ in it.
-
-	// Batch is the batch engine whose task index --shard auto took as the
-	// shard: "slurm" (SLURM_ARRAY_TASK_ID) or "kubernetes"
-	// (JOB_COMPLETION_INDEX); "" when the shard was given.
-	Batch string `json:"batch,omitempty"`
-	// Args are netjam sweep's arguments that make the sweep's runs: the
-	// scenario file, then --grid, --seeds, --set, --duration and --clock.
-	Args []string `json:"args,omitempty"`
-	// Out is the output folder as netjam sweep was given it (--out), Dir
-	// the working directory it ran in (in a Slurm task, the folder the
-	// array was submitted from).
-	Out string `json:"out,omitempty"`
-	Dir string `json:"dir,omitempty"`
-}
-
-// sweep is p without what one folder of the sweep says of itself (its
-// shard and how it was started): what every folder of the sweep shares.
-func (p SweepPlan) sweep() SweepPlan {
-	p.Shard, p.Batch, p.Args, p.Out, p.Dir = "", "", nil, "", ""
-	return p
-}
-
-// SameSweep reports whether p and q are plans of one sweep (its shards,
-// or the whole), whatever their shards and however they were started.
-func (p SweepPlan) SameSweep(q SweepPlan) bool {
-	return samePlan(p.sweep(), q.sweep())
-}
-
-// SweepAxis is one swept key and its values (YAML, as --set takes them).
-type SweepAxis struct {
-	Key    string   `json:"key"`
-	Values []string `json:"values"`
-}
-
-// SweepRun is one finished run of a sweep: what sweep-run.json holds.
-type SweepRun struct {
-	Index    int               `json:"index"` // its place among all the sweep's runs
-	ID       string            `json:"id"`    // its folder's name
-	Params   map[string]string `json:"params"`
-	Seed     uint64            `json:"seed"`
-	Variant  string            `json:"variant,omitempty"`
-	Scenario string            `json:"scenario"`
-}
-
-// SweepResult is a merged sweep: every finished run found, with its
-// figures, in the sweep's order.
-type SweepResult struct {
-	SweepPlan
-	// Columns are the figures' names, as paths in a run of summary.json
-	// (flows.bulk.throughput_bps), in the order of sweep.csv.
-	Columns []string `json:"columns"`
-	// Found is how many runs were found; Missing names the runs of the
-	// plan that were not (a shard not run, or not finished), as ranges of
-	// indexes.
-	Found   int        `json:"found"`
-	Missing []RunRange `json:"missing,omitempty"`
-	// Shards is N when every folder merged held a shard I/N of the sweep;
-	// MissingShards are the shards I of N whose folders were not among
-	// them (a shard that holds no run, I past the last run, is not
-	// missing), ShardsMissingRuns every shard of N that lacks runs, with
-	// them. 0 and none otherwise.
-	Shards            int            `json:"shards,omitempty"`
-	MissingShards     []int          `json:"missing_shards,omitempty"`
-	ShardsMissingRuns []ShardMissing `json:"shards_missing_runs,omitempty"`
-	// Rerun are the shell commands that run the missing runs again, made
-	// from what the folders' sweep-plan.json say of how they were started
-	// (see SweepPlan.Batch); none when they do not say.
-	Rerun   []string         `json:"rerun,omitempty"`
-	Results []SweepRunResult `json:"results"`
-}
-
-// ShardMissing is a shard of a sweep that lacks runs.
-type ShardMissing struct {
-	Shard int `json:"shard"`
-	// Batch is the engine that ran the shard's folder, or, for a shard
-	// whose folder was not merged, the other shards' (SweepPlan.Batch).
-	// The engine's task index is the shard.
-	Batch string `json:"batch,omitempty"`
-	// Folder is the shard's folder, "" when it was not among those merged.
-	Folder string `json:"folder,omitempty"`
-	// Runs are the indexes of its runs not found.
-	Runs []int `json:"runs"`
-}
-
-// RunRange is the runs of a sweep from index First to Last, both included.
-type RunRange struct {
-	First int `json:"first"`
-	Last  int `json:"last"`
-}
-
-// String writes r as "3-5", or "9" for one run.
-func (r RunRange) String() string {
-	if r.First == r.Last {
-		return strconv.Itoa(r.First)
-	}
-	return strconv.Itoa(r.First) + "-" + strconv.Itoa(r.Last)
-}
-
-// SweepRunResult is one run and its figures.
-type SweepRunResult struct {
-	SweepRun
-	Dir     string             `json:"dir"`
-	Figures map[string]float64 `json:"figures"`
-}
-
-// maxSweepDepth bounds how deep Merge looks for runs below a folder.
-const maxSweepDepth = 3
-
-// MaxSweepFileSize bounds sweep-plan.json and sweep-run.json: the plan
+// MaxFileSize bounds sweep-plan.json and sweep-run.json: the plan
 // holds the sweep's values, from a scenario file of at most 1 MiB or the
 // command line, which JSON's escapes may make up to 6 times longer.
-const MaxSweepFileSize = 16 << 20
+const MaxFileSize = 16 << 20
 
 // Merge gathers the finished runs of one sweep from dirs: the output
 // folders of netjam sweep, whole or its shards, or folders that hold
@@ -161,8 +33,8 @@ const MaxSweepFileSize = 16 << 20
 // variants); a run found twice is an error. A plan is checked before its
 // runs are counted: its runs must be what its axes, seeds and variants
 // make, at most sweepcap.Max, and every run's index one of them.
-func Merge(dirs []string) (*SweepResult, error) {
-	var res SweepResult
+func Merge(dirs []string) (*Result, error) {
+	var res Result
 	var planFrom string
 	byIndex := map[int]string{}
 	shards := map[string]bool{} // the plans' shards, "I/N"; "" for a whole sweep
@@ -171,7 +43,7 @@ func Merge(dirs []string) (*SweepResult, error) {
 		st, err := os.Stat(dir)
 		if err != nil || !st.IsDir() {
 			if err == nil || errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("%w: %s is not a folder", ErrNotRun, dir)
+				return nil, fmt.Errorf("%w: %s is not a folder", report.ErrNotRun, dir)
 			}
 			return nil, err
 		}
@@ -181,15 +53,15 @@ func Merge(dirs []string) (*SweepResult, error) {
 				return err
 			}
 			if d.IsDir() {
-				if strings.Count(path, string(filepath.Separator))-root > maxSweepDepth {
+				if strings.Count(path, string(filepath.Separator))-root > maxDepth {
 					return filepath.SkipDir
 				}
 				return nil
 			}
 			switch d.Name() {
-			case SweepPlanFile:
-				var p SweepPlan
-				if err := readJSON(path, MaxSweepFileSize, &p); err != nil {
+			case PlanFile:
+				var p Plan
+				if err := readJSON(path, MaxFileSize, &p); err != nil {
 					return err
 				}
 				if err := p.check(path); err != nil {
@@ -199,11 +71,11 @@ func Merge(dirs []string) (*SweepResult, error) {
 				folders = append(folders, folderPlan{filepath.Dir(path), p})
 				p = p.sweep()
 				if planFrom == "" {
-					res.SweepPlan, planFrom = p, path
-				} else if !samePlan(res.SweepPlan, p) {
+					res.Plan, planFrom = p, path
+				} else if !samePlan(res.Plan, p) {
 					return fmt.Errorf("%s and %s are different sweeps", planFrom, path)
 				}
-			case SweepRunFile:
+			case RunFile:
 				r, err := readSweepRun(path)
 				if err != nil {
 					return err
@@ -224,13 +96,13 @@ func Merge(dirs []string) (*SweepResult, error) {
 		}
 	}
 	if planFrom == "" {
-		return nil, fmt.Errorf("%w: no %s in %s (expected the output folders of netjam sweep)", ErrNotRun, SweepPlanFile, strings.Join(dirs, ", "))
+		return nil, fmt.Errorf("%w: no %s in %s (expected the output folders of netjam sweep)", report.ErrNotRun, PlanFile, strings.Join(dirs, ", "))
 	}
 	sort.Slice(res.Results, func(i, j int) bool { return res.Results[i].Index < res.Results[j].Index })
 	res.Found = len(res.Results)
 	for _, r := range res.Results {
 		if r.Index < 0 || r.Index >= res.Runs {
-			return nil, fmt.Errorf("%s: index %d is not a run of the sweep (0 to %d)", filepath.Join(r.Dir, SweepRunFile), r.Index, res.Runs-1)
+			return nil, fmt.Errorf("%s: index %d is not a run of the sweep (0 to %d)", filepath.Join(r.Dir, RunFile), r.Index, res.Runs-1)
 		}
 	}
 	for i := range res.Runs {
@@ -263,7 +135,7 @@ func Merge(dirs []string) (*SweepResult, error) {
 // writes: its runs are not what its axes, seeds and variants make, or
 // more than sweepcap.Max, or its shard is not I/N. A plan that claimed
 // 50,000,000 runs had merge list them all as missing (43 s, 4.8 GB).
-func (p *SweepPlan) check(path string) error {
+func (p *Plan) check(path string) error {
 	values := make([]int, len(p.Axes))
 	for i, a := range p.Axes {
 		values[i] = len(a.Values)
@@ -321,7 +193,7 @@ func missingShards(found map[string]bool, runs int) (int, []int) {
 const maxMissingRanges = 10
 
 // MissingCount returns the number of runs of the sweep not found.
-func (r *SweepResult) MissingCount() int {
+func (r *Result) MissingCount() int {
 	n := 0
 	for _, m := range r.Missing {
 		n += m.Last - m.First + 1
@@ -336,7 +208,7 @@ func (r *SweepResult) MissingCount() int {
 // 10", at most maxMissingRanges shards and runs each. Otherwise the runs
 // as ranges of indexes ("runs 3-5, 9, 12-40"), at most maxMissingRanges
 // of them. "" when none is missing.
-func (r *SweepResult) MissingText() string {
+func (r *Result) MissingText() string {
 	if len(r.ShardsMissingRuns) > 0 {
 		lines := make([]string, 0, maxMissingRanges+1)
 		for _, m := range r.ShardsMissingRuns[:min(len(r.ShardsMissingRuns), maxMissingRanges)] {
@@ -366,7 +238,7 @@ func (r *SweepResult) MissingText() string {
 			lines = append(lines, b.String())
 		}
 		if more := len(r.ShardsMissingRuns) - maxMissingRanges; more > 0 {
-			lines = append(lines, fmt.Sprintf("and %d more %s (%s lists them all)", more, plural(more, "shard"), SweepJSONFile))
+			lines = append(lines, fmt.Sprintf("and %d more %s (%s lists them all)", more, plural(more, "shard"), JSONFile))
 		}
 		return strings.Join(lines, "\n")
 	}
@@ -382,7 +254,7 @@ func (r *SweepResult) MissingText() string {
 		b.WriteString(m.String())
 	}
 	if more := len(r.Missing) - maxMissingRanges; more > 0 {
-		fmt.Fprintf(&b, ", and %d more %s (%s lists them all)", more, plural(more, "range"), SweepJSONFile)
+		fmt.Fprintf(&b, ", and %d more %s (%s lists them all)", more, plural(more, "range"), JSONFile)
 	}
 	return b.String()
 }
@@ -392,13 +264,6 @@ func plural(n int, s string) string {
 		return s
 	}
 	return s + "s"
-}
-
-// samePlan reports whether two folders hold runs of one sweep.
-func samePlan(a, b SweepPlan) bool {
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
-	return string(ja) == string(jb)
 }
 
 // readJSON decodes the JSON file at path, of at most max bytes
@@ -441,75 +306,25 @@ func readFile(path string, max int64) ([]byte, error) {
 
 // readSweepRun reads a run's sweep-run.json and the figures of its
 // summary.json.
-func readSweepRun(path string) (SweepRunResult, error) {
-	r := SweepRunResult{Dir: filepath.Dir(path)}
-	if err := readJSON(path, MaxSweepFileSize, &r.SweepRun); err != nil {
+func readSweepRun(path string) (RunResult, error) {
+	r := RunResult{Dir: filepath.Dir(path)}
+	if err := readJSON(path, MaxFileSize, &r.Run); err != nil {
 		return r, err
 	}
-	var sum summary
-	if err := readJSON(filepath.Join(r.Dir, SummaryFile), maxSummarySize, &sum); err != nil {
+	sumPath := filepath.Join(r.Dir, report.SummaryFile)
+	b, err := readFile(sumPath, report.MaxSummarySize)
+	if err != nil {
 		return r, err
 	}
-	if len(sum.Runs) != 1 {
-		return r, fmt.Errorf("%s: %d runs, expected the one of a sweep's run", filepath.Join(r.Dir, SummaryFile), len(sum.Runs))
+	figures, err := report.RunFigures(b)
+	if err != nil {
+		return r, fmt.Errorf("%s: %w", sumPath, err)
 	}
-	r.Figures = figuresOf(sum.Runs[0])
+	if len(figures) != 1 {
+		return r, fmt.Errorf("%s: %d runs, expected the one of a sweep's run", sumPath, len(figures))
+	}
+	r.Figures = figures[0]
 	return r, nil
-}
-
-// figuresOf picks a run's figures for a sweep's table, named by their
-// path in summary.json.
-func figuresOf(ri runInfo) map[string]float64 {
-	m := map[string]float64{"duration_s": ri.DurationS}
-	if ri.Fairness != nil {
-		m["fairness"] = *ri.Fairness
-	}
-	for _, f := range ri.Flows {
-		p := "flows." + f.Name + "."
-		m[p+"throughput_bps"] = f.ThroughputBps
-		switch f.Type {
-		case typeTCP:
-			if f.CompletionS > 0 {
-				m[p+"completion_s"] = f.CompletionS
-			}
-			m[p+"bytes_received"] = float64(f.BytesReceived)
-			m[p+"retransmissions"] = float64(f.Retransmissions)
-			m[p+"timeouts"] = float64(f.Timeouts)
-			if f.RTTMs.Count > 0 {
-				m[p+"rtt_ms.p50"] = f.RTTMs.P50
-			}
-		case typeUDP:
-			m[p+"packets_sent"] = float64(f.PacketsSent)
-			m[p+"packets_received"] = float64(f.PacketsReceived)
-			m[p+"loss_ratio"] = f.LossRatio
-			m[p+"jitter_ms"] = f.JitterMs
-			if f.DelayMs.Count > 0 {
-				m[p+"delay_ms.p50"] = f.DelayMs.P50
-				m[p+"delay_ms.p95"] = f.DelayMs.P95
-			}
-		}
-	}
-	for _, l := range ri.Links {
-		p := "links." + l.Name + "."
-		m[p+"packets_out"] = float64(l.PacketsOut)
-		m[p+"achieved.loss_ratio"] = l.Achieved.LossRatio
-		var drops uint64
-		for _, n := range l.Drops {
-			drops += n
-		}
-		m[p+"drops"] = float64(drops)
-		if l.QueueDelayMs.Count > 0 {
-			m[p+"queue_delay_ms.p95"] = l.QueueDelayMs.P95
-		}
-	}
-	for _, e := range ri.Expectations {
-		if e.Pass {
-			m["expect."+e.Expect] = 1
-		} else {
-			m["expect."+e.Expect] = 0
-		}
-	}
-	return m
 }
 
 // columnOrder orders figure names: the run's own first, then flows, links
@@ -536,15 +351,15 @@ func columnOrder(cols map[string]bool) []string {
 	return out
 }
 
-// WriteSweep writes sweep.json and sweep.csv of res into the folder d: one row per
+// WriteTable writes sweep.json and sweep.csv of res into the folder d: one row per
 // run, its parameters as columns, then its figures (empty where a run has
 // no such figure).
-func WriteSweep(d *outdir.Dir, res *SweepResult) error {
+func WriteTable(d *outdir.Dir, res *Result) error {
 	b, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := d.WriteFile(SweepJSONFile, append(b, '\n')); err != nil {
+	if err := d.WriteFile(JSONFile, append(b, '\n')); err != nil {
 		return err
 	}
 	var sb strings.Builder
@@ -575,5 +390,5 @@ func WriteSweep(d *outdir.Dir, res *SweepResult) error {
 	if err := w.Error(); err != nil {
 		return err
 	}
-	return d.WriteFile(SweepCSVFile, []byte(sb.String()))
+	return d.WriteFile(CSVFile, []byte(sb.String()))
 }

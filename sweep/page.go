@@ -1,4 +1,4 @@
-package report
+package sweep
 
 import (
 	"bytes"
@@ -18,10 +18,11 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/netjam/netjam/outdir"
+	"github.com/netjam/netjam/report"
 )
 
-// SweepHTMLFile is the merged sweep's page.
-const SweepHTMLFile = "sweep.html"
+// HTMLFile is the merged sweep's page.
+const HTMLFile = "sweep.html"
 
 // sweepFigureSuffixes are the figures a sweep draws, by the end of their
 // column's name, with their axis label and scale; a count's axis has
@@ -48,13 +49,13 @@ var sweepFigureSuffixes = []struct {
 // gets.
 const sweepYTicks = 6
 
-// WriteSweepReport writes sweep.json, sweep.csv, one plot per figure (PNG
+// WriteReport writes sweep.json, sweep.csv, one plot per figure (PNG
 // and SVG) and sweep.html into the folder d, and returns the files' names.
-func WriteSweepReport(d *outdir.Dir, res *SweepResult, version string) ([]string, error) {
-	if err := WriteSweep(d, res); err != nil {
+func WriteReport(d *outdir.Dir, res *Result, version string) ([]string, error) {
+	if err := WriteTable(d, res); err != nil {
 		return nil, err
 	}
-	names := []string{SweepJSONFile, SweepCSVFile}
+	names := []string{JSONFile, CSVFile}
 	page := sweepPage{Res: res, Version: version}
 	for _, col := range res.Columns {
 		fig, note, ok := sweepFigure(res, col)
@@ -64,37 +65,32 @@ func WriteSweepReport(d *outdir.Dir, res *SweepResult, version string) ([]string
 			}
 			continue
 		}
-		base := "sweep-" + fileSafe(col)
-		var pngBytes []byte
-		for _, ext := range []string{formatPNG, formatSVG} {
-			var buf bytes.Buffer
-			wt, err := fig.WriterTo(widthPx*px, heightPx*px, ext)
-			if err == nil {
-				_, err = wt.WriteTo(&buf)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("drawing %s: %w", col, err)
-			}
-			if err := d.WriteFile(base+"."+ext, buf.Bytes()); err != nil {
+		base := "sweep-" + report.FileSafe(col)
+		pngImage, svgImage, err := report.Images(fig)
+		if err != nil {
+			return nil, fmt.Errorf("drawing %s: %w", col, err)
+		}
+		for _, f := range []struct {
+			ext string
+			b   []byte
+		}{{"png", pngImage}, {"svg", svgImage}} {
+			if err := d.WriteFile(base+"."+f.ext, f.b); err != nil {
 				return nil, err
 			}
-			names = append(names, base+"."+ext)
-			if ext == formatPNG {
-				pngBytes = buf.Bytes()
-			}
+			names = append(names, base+"."+f.ext)
 		}
-		b := pngBytes
-		page.Figures = append(page.Figures, figureData{Name: base, Title: fig.Title.Text, SVG: base + "." + formatSVG, Note: note,
-			Src: template.HTMLAttr(`src="data:image/png;base64,` + base64.StdEncoding.EncodeToString(b) + `"`), W: widthPx, H: heightPx})
+		page.Figures = append(page.Figures, figure{Name: base, Title: fig.Title.Text, SVG: base + ".svg", Note: note,
+			Src: template.HTMLAttr(`src="data:image/png;base64,` + base64.StdEncoding.EncodeToString(pngImage) + `"`),
+			W:   report.FigureWidthPx, H: report.FigureHeightPx})
 	}
 	var buf bytes.Buffer
 	if err := sweepTemplate.Execute(&buf, page); err != nil {
 		return nil, err
 	}
-	if err := d.WriteFile(SweepHTMLFile, buf.Bytes()); err != nil {
+	if err := d.WriteFile(HTMLFile, buf.Bytes()); err != nil {
 		return nil, err
 	}
-	return append(names, SweepHTMLFile), nil
+	return append(names, HTMLFile), nil
 }
 
 // xValue reads a swept value as a number for the x axis: its number and
@@ -124,7 +120,7 @@ func xValue(v string) (x float64, unit string, ok bool) {
 // completion time) are left out, and note says how many; a figure left
 // with at most one point where the sweep has several values of its key
 // is not drawn (ok false), and note says why, for the page.
-func sweepFigure(res *SweepResult, col string) (p *plot.Plot, note string, ok bool) {
+func sweepFigure(res *Result, col string) (p *plot.Plot, note string, ok bool) {
 	var label, absent string
 	var scale float64
 	var count bool
@@ -193,12 +189,12 @@ func sweepFigure(res *SweepResult, col string) (p *plot.Plot, note string, ok bo
 			pts = append(pts, plotter.XY{X: xs[xi], Y: mean})
 			errs = append(errs, struct{ Low, High float64 }{half, half})
 		}
-		clr := palette[i%len(palette)]
+		clr := report.LineColour(i)
 		ln, sc, err := plotter.NewLinePoints(pts)
 		if err != nil {
 			continue
 		}
-		ln.Color, ln.Width, ln.Dashes = clr, vg.Points(1.6), dashes[(i/len(palette))%len(dashes)]
+		ln.Color, ln.Width, ln.Dashes = clr, vg.Points(1.6), report.LineDashes(i)
 		sc.Color, sc.Shape = clr, draw.CircleGlyph{}
 		eb := &plotter.YErrorBars{XYs: pts, YErrors: errs, LineStyle: draw.LineStyle{Color: clr, Width: vg.Points(1)}, CapWidth: vg.Points(6)}
 		p.Add(ln, sc, eb)
@@ -217,7 +213,7 @@ func sweepFigure(res *SweepResult, col string) (p *plot.Plot, note string, ok bo
 	}
 	// Confidence intervals of few seeds reach below zero; the figures do not.
 	p.Y.Min = 0
-	p.Y.Tick.Marker = niceTicks{n: sweepYTicks, integer: count}
+	p.Y.Tick.Marker = report.Ticks(sweepYTicks, count)
 	p.Legend.Top = true
 	p.Legend.Left = false
 	return p, note, true
@@ -265,7 +261,7 @@ type sweepLine struct {
 
 // sweepLines gathers column col of res (a figure of flow) into lines, in
 // the order the sweep met them, values scaled.
-func sweepLines(res *SweepResult, col, flow string, scale float64) []*sweepLine {
+func sweepLines(res *Result, col, flow string, scale float64) []*sweepLine {
 	xa := res.Axes[0]
 	lines := map[string]*sweepLine{}
 	for _, r := range res.Results {
@@ -339,11 +335,21 @@ func meanCI(ys []float64) (mean, half float64) {
 // shortKey is a swept key's last part, for legends.
 func shortKey(k string) string { return k[strings.LastIndex(k, ".")+1:] }
 
+// figure is a figure of sweep.html.
+type figure struct {
+	Name, Title string
+	Src         template.HTMLAttr // src="data:image/png;base64,..."
+	SVG         string            // the SVG file beside the page
+	W, H        int
+	// Note, when not empty, says what the figure leaves out.
+	Note string
+}
+
 // sweepPage is what sweep.html shows.
 type sweepPage struct {
-	Res     *SweepResult
+	Res     *Result
 	Version string
-	Figures []figureData
+	Figures []figure
 	// Omitted say which figures were not drawn, and why.
 	Omitted []string
 }
