@@ -9,6 +9,8 @@ package sweep
 import (
 	"encoding/json"
 	"strconv"
+
+	"github.com/netjam/netjam/scenario"
 )
 
 // The files of a sweep (netjam sweep): PlanFile in its output folder,
@@ -69,7 +71,8 @@ type Axis struct {
 	Values []string `json:"values"`
 }
 
-// Run is one finished run of a sweep: what sweep-run.json holds.
+// Run is one run of a sweep: what its sweep-run.json holds once it
+// finished.
 type Run struct {
 	Index    int               `json:"index"` // its place among all the sweep's runs
 	ID       string            `json:"id"`    // its folder's name
@@ -77,6 +80,10 @@ type Run struct {
 	Seed     uint64            `json:"seed"`
 	Variant  string            `json:"variant,omitempty"`
 	Scenario string            `json:"scenario"`
+
+	// The run's point of the grid and variant (of Runs, to run it).
+	point   scenario.Point
+	variant int
 }
 
 // Result is a merged sweep: every finished run found, with its

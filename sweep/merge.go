@@ -148,15 +148,15 @@ func (p *Plan) check(path string) error {
 		return fmt.Errorf(`%s: "runs" is %d, but its axes, seeds and variants make %d`, path, p.Runs, n)
 	}
 	if p.Shard != "" {
-		if _, _, ok := parseShard(p.Shard); !ok {
+		if _, _, ok := parsePlanShard(p.Shard); !ok {
 			return fmt.Errorf(`%s: "shard" is %q, expected I/N (0 <= I < N)`, path, p.Shard)
 		}
 	}
 	return nil
 }
 
-// parseShard reads a plan's shard, "I/N".
-func parseShard(s string) (i, n int, ok bool) {
+// parsePlanShard reads a plan's shard, "I/N".
+func parsePlanShard(s string) (i, n int, ok bool) {
 	a, b, ok := strings.Cut(s, "/")
 	i, err1 := strconv.Atoi(a)
 	n, err2 := strconv.Atoi(b)
@@ -173,7 +173,7 @@ func missingShards(found map[string]bool, runs int) (int, []int) {
 	n := 0
 	have := map[int]bool{}
 	for s := range found {
-		i, m, ok := parseShard(s)
+		i, m, ok := parsePlanShard(s)
 		if !ok || n != 0 && m != n {
 			return 0, nil // a whole sweep, or shards of two counts: any run may be anywhere
 		}
@@ -255,6 +255,39 @@ func (r *Result) MissingText() string {
 	}
 	if more := len(r.Missing) - maxMissingRanges; more > 0 {
 		fmt.Fprintf(&b, ", and %d more %s (%s lists them all)", more, plural(more, "range"), JSONFile)
+	}
+	return b.String()
+}
+
+// maxRerunLines bounds the commands merge prints; sweep.json has them all.
+const maxRerunLines = 10
+
+// MissingMessage says which runs of res are missing, by shard when the
+// folders are shards, and the commands that run them again (at most
+// maxRerunLines): what netjam merge ends with.
+func (res *Result) MissingMessage() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of the sweep's %d runs missing:", res.MissingCount(), res.Runs)
+	text := res.MissingText()
+	if len(res.ShardsMissingRuns) > 0 {
+		b.WriteString("\n  " + strings.ReplaceAll(text, "\n", "\n  "))
+	} else {
+		b.WriteString(" " + text)
+	}
+	switch {
+	case len(res.Rerun) == 0 && len(res.ShardsMissingRuns) == 0:
+		b.WriteString("; run the shards that hold them, or the sweep again to resume")
+		return b.String()
+	case len(res.Rerun) == 0:
+		b.WriteString("\nrun those shards again (finished runs are not run again), then merge again")
+		return b.String()
+	}
+	b.WriteString("\nrun them again (finished runs are not run again), then merge again:")
+	for _, c := range res.Rerun[:min(len(res.Rerun), maxRerunLines)] {
+		b.WriteString("\n  " + c)
+	}
+	if more := len(res.Rerun) - maxRerunLines; more > 0 {
+		fmt.Fprintf(&b, "\n  and %d more (%s lists them all under rerun)", more, JSONFile)
 	}
 	return b.String()
 }

@@ -18,7 +18,7 @@ type folderPlan struct {
 
 // shardOf returns the shard index of a plan's "I/N", -1 for a whole sweep.
 func (f folderPlan) shardOf() int {
-	i, _, ok := parseShard(f.plan.Shard)
+	i, _, ok := parsePlanShard(f.plan.Shard)
 	if !ok {
 		return -1
 	}
