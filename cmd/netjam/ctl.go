@@ -1,20 +1,18 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -392,7 +390,7 @@ func doCtl(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit("ctl: "+err.Error(), exitBadUsage)
 	}
-	method, path, body, err := ctlRequest(c, verb)
+	call, err := ctlCall(c, verb)
 	if err != nil {
 		return err
 	}
@@ -402,10 +400,11 @@ func doCtl(c *cli.Context) error {
 			return err
 		}
 	}
+	client := control.Client{Addr: addr, Token: token}
 	if verb == "events" {
-		return streamEvents(c, addr, token)
+		return streamEvents(c, client)
 	}
-	out, code, err := call(addr, token, method, path, body)
+	code, out, err := client.Do(call)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("ctl: %s: %v", addr, err), exitFailed)
 	}
@@ -414,12 +413,12 @@ func doCtl(c *cli.Context) error {
 	case http.StatusBadRequest, http.StatusNotFound:
 		// A bad key or value, a link or flow the run has not: bad usage,
 		// as run --set's.
-		return cli.Exit(fmt.Sprintf("ctl %s: %s", verb, apiError(out)), exitBadUsage)
+		return cli.Exit(fmt.Sprintf("ctl %s: %s", verb, control.ErrorMessage(out)), exitBadUsage)
 	default:
-		return cli.Exit(fmt.Sprintf("ctl %s: %s%s", verb, apiError(out), tokenHint(code, token)), exitFailed)
+		return cli.Exit(fmt.Sprintf("ctl %s: %s%s", verb, control.ErrorMessage(out), tokenHint(code, token)), exitFailed)
 	}
 	if !asJSON {
-		return printCtl(c.App.Writer, verb, out, bytes.Contains(body, []byte(`"for":`)))
+		return call.Print(c.App.Writer, out)
 	}
 	var pretty bytes.Buffer
 	if json.Indent(&pretty, out, "", "  ") == nil {
@@ -430,47 +429,59 @@ func doCtl(c *cli.Context) error {
 	return nil
 }
 
-// ctlRequest is the request of ctl's verb.
-func ctlRequest(c *cli.Context, verb string) (method, path string, body []byte, err error) {
+// ctlOutputJSON reports whether ctl prints the API's JSON (--json, -o
+// json), checking -o's value.
+func ctlOutputJSON(json bool, output string) (bool, error) {
+	switch output {
+	case "", "text":
+		return json, nil
+	case "json":
+		return true, nil
+	}
+	return false, fmt.Errorf("-o %s: not an output format (text or json)", output)
+}
+
+// ctlCall is the call of the API that ctl's verb makes.
+func ctlCall(c *cli.Context, verb string) (control.Call, error) {
 	if c.IsSet("at") && verb != "schedule" {
-		return "", "", nil, cli.Exit(fmt.Sprintf("ctl %s: --at is for schedule", verb), exitBadUsage)
+		return control.Call{}, cli.Exit(fmt.Sprintf("ctl %s: --at is for schedule", verb), exitBadUsage)
 	}
 	if c.IsSet("flow") && verb != "reset" {
-		return "", "", nil, cli.Exit(fmt.Sprintf("ctl %s: --flow is for reset", verb), exitBadUsage)
+		return control.Call{}, cli.Exit(fmt.Sprintf("ctl %s: --flow is for reset", verb), exitBadUsage)
 	}
 	if c.IsSet("for") && verb != "set" {
-		return "", "", nil, cli.Exit(fmt.Sprintf("ctl %s: --for is for set", verb), exitBadUsage)
+		return control.Call{}, cli.Exit(fmt.Sprintf("ctl %s: --for is for set", verb), exitBadUsage)
 	}
 	switch verb {
 	case "status", "stop", "reset", "events":
 		if c.NArg() > 1 {
-			return "", "", nil, cli.Exit(fmt.Sprintf("ctl %s takes no arguments, got %s", verb, strings.Join(c.Args().Tail(), " ")), exitBadUsage)
+			return control.Call{}, cli.Exit(fmt.Sprintf("ctl %s takes no arguments, got %s", verb, strings.Join(c.Args().Tail(), " ")), exitBadUsage)
 		}
 	}
 	switch verb {
 	case "status":
-		return http.MethodGet, "/v1/status", nil, nil
+		return control.StatusCall(), nil
 	case "get":
 		switch c.NArg() {
 		case 1:
-			return http.MethodGet, "/v1/links", nil, nil
+			return control.LinksCall(""), nil
 		case 2:
-			return http.MethodGet, "/v1/links/" + url.PathEscape(c.Args().Get(1)), nil, nil
+			return control.LinksCall(c.Args().Get(1)), nil
 		}
-		return "", "", nil, cli.Exit("ctl get: at most one link: get [uplink|downlink|NAME|NAME.uplink|NAME.downlink]", exitBadUsage)
+		return control.Call{}, cli.Exit("ctl get: at most one link: get [uplink|downlink|NAME|NAME.uplink|NAME.downlink]", exitBadUsage)
 	case "stop":
-		return http.MethodPost, "/v1/stop", nil, nil
+		return control.StopCall(), nil
 	case "reset":
 		// reset --flow NAME: that flow's connection; reset: the keys.
 		if !c.IsSet("flow") {
-			return http.MethodPost, "/v1/reset", nil, nil
+			return control.ResetCall(), nil
 		}
 		if c.String("flow") == "" {
-			return "", "", nil, cli.Exit("ctl reset: --flow NAME names the TCP flow whose connection to end", exitBadUsage)
+			return control.Call{}, cli.Exit("ctl reset: --flow NAME names the TCP flow whose connection to end", exitBadUsage)
 		}
-		return http.MethodPost, "/v1/flows/" + url.PathEscape(c.String("flow")) + "/reset", nil, nil
+		return control.ResetFlowCall(c.String("flow")), nil
 	case "events":
-		return http.MethodGet, "/v1/events", nil, nil
+		return control.EventsCall(), nil
 	case "set", "schedule":
 		args, at, dur := c.Args().Tail(), c.String("at"), c.String("for")
 		// urfave/cli stops at the verb: --at or --for after it is ours
@@ -490,25 +501,23 @@ func ctlRequest(c *cli.Context, verb string) (method, path string, body []byte, 
 		what := map[string]string{"schedule": "TIME (from the run's start, such as 5s)", "set": "DURATION (such as 5s)"}[verb]
 		switch {
 		case given && *flag == "":
-			return "", "", nil, cli.Exit(fmt.Sprintf("ctl %s: %s needs a %s", verb, name, what), exitBadUsage)
+			return control.Call{}, cli.Exit(fmt.Sprintf("ctl %s: %s needs a %s", verb, name, what), exitBadUsage)
 		case given && strings.Contains(*flag, "="):
-			return "", "", nil, cli.Exit(fmt.Sprintf("ctl %s: %s needs a %s, got %s (%s 5s KEY=VALUE...)", verb, name, what, *flag, name), exitBadUsage)
+			return control.Call{}, cli.Exit(fmt.Sprintf("ctl %s: %s needs a %s, got %s (%s 5s KEY=VALUE...)", verb, name, what, *flag, name), exitBadUsage)
 		}
 		set, err := keyValues(verb, args)
 		if err != nil {
-			return "", "", nil, err
+			return control.Call{}, err
 		}
 		if verb == "set" {
-			body, _ = json.Marshal(control.SetRequest{Set: set, For: dur})
-			return http.MethodPatch, "/v1/links", body, nil
+			return control.SetCall(set, dur), nil
 		}
 		if at == "" {
-			return "", "", nil, cli.Exit("ctl schedule: when? give --at TIME (from the run's start, such as 5s)", exitBadUsage)
+			return control.Call{}, cli.Exit("ctl schedule: when? give --at TIME (from the run's start, such as 5s)", exitBadUsage)
 		}
-		body, _ = json.Marshal(control.ScheduleRequest{At: at, Set: set})
-		return http.MethodPost, "/v1/timeline", body, nil
+		return control.ScheduleCall(at, set), nil
 	}
-	return "", "", nil, cli.Exit(fmt.Sprintf("ctl: %q is not something ctl does (%s)", verb, ctlVerbs), exitBadUsage)
+	return control.Call{}, cli.Exit(fmt.Sprintf("ctl: %q is not something ctl does (%s)", verb, ctlVerbs), exitBadUsage)
 }
 
 // keyValues reads set's and schedule's KEY=VALUE arguments.
@@ -527,48 +536,19 @@ func keyValues(verb string, args []string) (map[string]string, error) {
 	return set, nil
 }
 
-// apiError is the message of an error body of the API.
-func apiError(body []byte) string {
-	var e struct{ Error string }
-	if json.Unmarshal(body, &e) != nil || e.Error == "" {
-		return strings.TrimSpace(string(body))
-	}
-	return e.Error
-}
-
 // streamEvents prints the event stream, an event a line (its type, then
 // its data), until the endpoint closes it (netjam ended) or ctl is
 // interrupted.
-func streamEvents(c *cli.Context, addr, token string) error {
-	tr, base := transport(addr)
-	defer tr.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(c.Context, http.MethodGet, base+"/v1/events", nil)
-	if err != nil {
-		return cli.Exit(fmt.Sprintf("ctl events: %v", err), exitFailed)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		return cli.Exit(fmt.Sprintf("ctl: %s: %v", addr, err), exitFailed)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-		return cli.Exit("ctl events: "+apiError(b)+tokenHint(resp.StatusCode, token), exitFailed)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	typ := ""
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			typ = line[len("event: "):]
-		case strings.HasPrefix(line, "data: "):
-			fmt.Fprintf(c.App.Writer, "%s %s\n", typ, line[len("data: "):])
-		}
+func streamEvents(c *cli.Context, client control.Client) error {
+	err := client.Events(c.Context, func(typ, data string) {
+		fmt.Fprintf(c.App.Writer, "%s %s\n", typ, data)
+	})
+	var se *control.StatusError
+	switch {
+	case errors.As(err, &se):
+		return cli.Exit("ctl events: "+se.Message+tokenHint(se.Code, client.Token), exitFailed)
+	case err != nil:
+		return cli.Exit(fmt.Sprintf("ctl: %s: %v", client.Addr, err), exitFailed)
 	}
 	return nil
 }
@@ -582,41 +562,4 @@ func tokenHint(code int, token string) string {
 		return " (give --control-token FILE: a run given no token writes it into control.token in its output folder; or set " + controlTokenEnv + ")"
 	}
 	return " (the token given is not this endpoint's: a run makes a new one each time)"
-}
-
-// transport is the HTTP transport to the control endpoint at addr, and
-// the start of its URLs (http://HOST:PORT, https://HOST:PORT).
-func transport(addr string) (*http.Transport, string) {
-	tr := &http.Transport{}
-	if sock, ok := strings.CutPrefix(addr, "unix:"); ok {
-		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		}
-		return tr, "http://netjam"
-	}
-	if strings.HasPrefix(addr, "https://") || strings.HasPrefix(addr, "http://") {
-		return tr, strings.TrimSuffix(addr, "/")
-	}
-	return tr, "http://" + addr
-}
-
-// call makes one request to the control endpoint at addr.
-func call(addr, token, method, path string, body []byte) ([]byte, int, error) {
-	tr, base := transport(addr)
-	defer tr.CloseIdleConnections()
-	req, err := http.NewRequest(method, base+path, bytes.NewReader(body))
-	if err != nil {
-		return nil, 0, err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := (&http.Client{Transport: tr, Timeout: 30 * time.Second}).Do(req)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	return b, resp.StatusCode, err
 }
