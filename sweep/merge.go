@@ -34,70 +34,16 @@ const MaxFileSize = 16 << 20
 // runs are counted: its runs must be what its axes, seeds and variants
 // make, at most sweepcap.Max, and every run's index one of them.
 func Merge(dirs []string) (*Result, error) {
-	var res Result
-	var planFrom string
-	byIndex := map[int]string{}
-	shards := map[string]bool{} // the plans' shards, "I/N"; "" for a whole sweep
-	var folders []folderPlan    // every plan found, as written
+	g := &gathering{dirs: dirs, byIndex: map[int]string{}, shards: map[string]bool{}}
 	for _, dir := range dirs {
-		st, err := os.Stat(dir)
-		if err != nil || !st.IsDir() {
-			if err == nil || errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("%w: %s is not a folder", report.ErrNotRun, dir)
-			}
-			return nil, err
-		}
-		root := strings.Count(filepath.Clean(dir), string(filepath.Separator))
-		err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() {
-				if strings.Count(path, string(filepath.Separator))-root > maxDepth {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			switch d.Name() {
-			case PlanFile:
-				var p Plan
-				if err := readJSON(path, MaxFileSize, &p); err != nil {
-					return err
-				}
-				if err := p.check(path); err != nil {
-					return err
-				}
-				shards[p.Shard] = true
-				folders = append(folders, folderPlan{filepath.Dir(path), p})
-				p = p.sweep()
-				if planFrom == "" {
-					res.Plan, planFrom = p, path
-				} else if !samePlan(res.Plan, p) {
-					return fmt.Errorf("%s and %s are different sweeps", planFrom, path)
-				}
-			case RunFile:
-				r, err := readSweepRun(path)
-				if err != nil {
-					return err
-				}
-				if prev, dup := byIndex[r.Index]; dup {
-					return fmt.Errorf("run %s is in two folders: %s and %s", r.ID, prev, r.Dir)
-				}
-				byIndex[r.Index] = r.Dir
-				res.Results = append(res.Results, r)
-				if len(res.Results) > sweepcap.Max {
-					return fmt.Errorf("more than %d runs below %s: a sweep has at most %d", sweepcap.Max, strings.Join(dirs, ", "), sweepcap.Max)
-				}
-			}
-			return nil
-		})
-		if err != nil {
+		if err := g.walk(dir); err != nil {
 			return nil, err
 		}
 	}
-	if planFrom == "" {
+	if g.planFrom == "" {
 		return nil, fmt.Errorf("%w: no %s in %s (expected the output folders of netjam sweep)", report.ErrNotRun, PlanFile, strings.Join(dirs, ", "))
 	}
+	res := &g.res
 	sort.Slice(res.Results, func(i, j int) bool { return res.Results[i].Index < res.Results[j].Index })
 	res.Found = len(res.Results)
 	for _, r := range res.Results {
@@ -105,19 +51,10 @@ func Merge(dirs []string) (*Result, error) {
 			return nil, fmt.Errorf("%s: index %d is not a run of the sweep (0 to %d)", filepath.Join(r.Dir, RunFile), r.Index, res.Runs-1)
 		}
 	}
-	for i := range res.Runs {
-		if _, ok := byIndex[i]; ok {
-			continue
-		}
-		if n := len(res.Missing); n > 0 && res.Missing[n-1].Last == i-1 {
-			res.Missing[n-1].Last = i
-		} else {
-			res.Missing = append(res.Missing, RunRange{i, i})
-		}
-	}
-	res.Shards, res.MissingShards = missingShards(shards, res.Runs)
-	res.ShardsMissingRuns = shardsMissingRuns(res, folders)
-	res.Rerun = rerun(res, folders)
+	res.Missing = missingRanges(res.Runs, g.byIndex)
+	res.Shards, res.MissingShards = missingShards(g.shards, res.Runs)
+	res.ShardsMissingRuns = shardsMissingRuns(*res, g.folders)
+	res.Rerun = rerun(*res, g.folders)
 	cols := map[string]bool{}
 	for _, r := range res.Results {
 		if r.Scenario != res.Scenario {
@@ -128,7 +65,100 @@ func Merge(dirs []string) (*Result, error) {
 		}
 	}
 	res.Columns = columnOrder(cols)
-	return &res, nil
+	return res, nil
+}
+
+// gathering is what Merge found so far below the folders dirs.
+type gathering struct {
+	dirs     []string
+	res      Result          // the first plan's sweep, and the runs found
+	planFrom string          // the path of the first plan found
+	byIndex  map[int]string  // the folder of each run found, by index
+	shards   map[string]bool // the plans' shards, "I/N"; "" for a whole sweep
+	folders  []folderPlan    // every plan found, as written
+}
+
+// walk gathers the plans and runs below dir, at most maxDepth down.
+func (g *gathering) walk(dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil || !st.IsDir() {
+		if err == nil || errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: %s is not a folder", report.ErrNotRun, dir)
+		}
+		return err
+	}
+	root := strings.Count(filepath.Clean(dir), string(filepath.Separator))
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && strings.Count(path, string(filepath.Separator))-root > maxDepth:
+			return filepath.SkipDir
+		case d.IsDir():
+			return nil
+		case d.Name() == PlanFile:
+			return g.addPlan(path)
+		case d.Name() == RunFile:
+			return g.addRun(path)
+		}
+		return nil
+	})
+}
+
+// addPlan reads the plan at path, which must be of the same sweep as the
+// others.
+func (g *gathering) addPlan(path string) error {
+	var p Plan
+	if err := readJSON(path, MaxFileSize, &p); err != nil {
+		return err
+	}
+	if err := p.check(path); err != nil {
+		return err
+	}
+	g.shards[p.Shard] = true
+	g.folders = append(g.folders, folderPlan{filepath.Dir(path), p})
+	p = p.sweep()
+	if g.planFrom == "" {
+		g.res.Plan, g.planFrom = p, path
+	} else if !samePlan(g.res.Plan, p) {
+		return fmt.Errorf("%s and %s are different sweeps", g.planFrom, path)
+	}
+	return nil
+}
+
+// addRun reads the finished run whose sweep-run.json is at path: one of
+// an index not found before, and at most sweepcap.Max of them.
+func (g *gathering) addRun(path string) error {
+	r, err := readSweepRun(path)
+	if err != nil {
+		return err
+	}
+	if prev, dup := g.byIndex[r.Index]; dup {
+		return fmt.Errorf("run %s is in two folders: %s and %s", r.ID, prev, r.Dir)
+	}
+	g.byIndex[r.Index] = r.Dir
+	g.res.Results = append(g.res.Results, r)
+	if len(g.res.Results) > sweepcap.Max {
+		return fmt.Errorf("more than %d runs below %s: a sweep has at most %d", sweepcap.Max, strings.Join(g.dirs, ", "), sweepcap.Max)
+	}
+	return nil
+}
+
+// missingRanges returns the indexes of a sweep of runs runs not in found,
+// as ranges.
+func missingRanges(runs int, found map[int]string) []RunRange {
+	var out []RunRange
+	for i := range runs {
+		if _, ok := found[i]; ok {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1].Last == i-1 {
+			out[n-1].Last = i
+		} else {
+			out = append(out, RunRange{i, i})
+		}
+	}
+	return out
 }
 
 // check returns why the plan read from path is not one netjam sweep

@@ -28,12 +28,7 @@ const HTMLFile = "sweep.html"
 // column's name, with their axis label and scale; a count's axis has
 // whole numbers only (no "0.5 retransmissions"). absent says why a run
 // may have no value of the figure.
-var sweepFigureSuffixes = []struct {
-	suffix, label string
-	scale         float64
-	count         bool
-	absent        string
-}{
+var sweepFigureSuffixes = []figureKind{
 	{".throughput_bps", "throughput (Mbit/s)", 1e-6, false, ""},
 	{".completion_s", "completion time (s)", 1, false,
 		"a flow has a completion time only when it completed before the run ended (a flow bounded by a duration rarely does: give it a size, or the run a longer duration than the flow)"},
@@ -43,6 +38,25 @@ var sweepFigureSuffixes = []struct {
 	{".loss_ratio", "datagrams lost (%)", 100, false, ""},
 	{".delay_ms.p95", "one-way delay, p95 (ms)", 1, false, "a flow none of whose datagrams arrived has none"},
 	{".jitter_ms", "jitter (ms)", 1, false, ""},
+}
+
+// figureKind is a figure a sweep draws: see sweepFigureSuffixes.
+type figureKind struct {
+	suffix, label string
+	scale         float64
+	count         bool
+	absent        string
+}
+
+// kindOf returns the figure that column col of a sweep is, if it draws
+// one: a flow's.
+func kindOf(col string) (kind figureKind, ok bool) {
+	for _, f := range sweepFigureSuffixes {
+		if strings.HasSuffix(col, f.suffix) && strings.HasPrefix(col, "flows.") {
+			kind, ok = f, true
+		}
+	}
+	return kind, ok
 }
 
 // sweepYTicks are about how many labelled ticks a sweep figure's y axis
@@ -121,22 +135,24 @@ func xValue(v string) (x float64, unit string, ok bool) {
 // with at most one point where the sweep has several values of its key
 // is not drawn (ok false), and note says why, for the page.
 func sweepFigure(res *Result, col string) (p *plot.Plot, note string, ok bool) {
-	var label, absent string
-	var scale float64
-	var count bool
-	for _, f := range sweepFigureSuffixes {
-		if strings.HasSuffix(col, f.suffix) && strings.HasPrefix(col, "flows.") {
-			label, scale, count, absent = f.label, f.scale, f.count, f.absent
-		}
-	}
-	if label == "" || len(res.Axes) == 0 {
+	kind, ok := kindOf(col)
+	if !ok || len(res.Axes) == 0 {
 		return nil, "", false
 	}
-	xa := res.Axes[0]
-	xs, unit, numeric := xPositions(xa.Values)
 	flow := strings.TrimPrefix(col, "flows.")
 	flow = flow[:strings.Index(flow, ".")]
-	ordered := sweepLines(res, col, flow, scale)
+	lines := sweepLines(res, col, flow, kind.scale)
+	if note, ok = gapNote(res, col, flow, kind, lines); !ok {
+		return nil, note, false
+	}
+	return drawFigure(res, col, flow, kind, lines), note, true
+}
+
+// gapNote says, for the page, how many runs with flow have no value of
+// column col, and why a run may have none; ok is false, and the note
+// says why, when the lines leave too few points to draw: none, or one
+// where the first key has several values.
+func gapNote(res *Result, col, flow string, kind figureKind, lines []*sweepLine) (note string, ok bool) {
 	have, of, points := 0, 0, 0
 	for _, r := range res.Results {
 		if _, ok := r.Figures[col]; ok {
@@ -146,77 +162,92 @@ func sweepFigure(res *Result, col string) (p *plot.Plot, note string, ok bool) {
 			of++
 		}
 	}
-	for _, l := range ordered {
+	for _, l := range lines {
 		points += len(l.byX)
 	}
 	if have < of {
-		note = fmt.Sprintf("%d of the %d runs with flow %s have no %s", of-have, of, flow, label)
-		if absent != "" {
-			note += ": " + absent
+		note = fmt.Sprintf("%d of the %d runs with flow %s have no %s", of-have, of, flow, kind.label)
+		if kind.absent != "" {
+			note += ": " + kind.absent
 		}
 	}
+	xa := res.Axes[0]
 	if points == 0 || points == 1 && len(xa.Values) > 1 {
 		if note == "" {
-			note = fmt.Sprintf("no run has a %s of flow %s", label, flow)
+			note = fmt.Sprintf("no run has a %s of flow %s", kind.label, flow)
 		}
-		return nil, fmt.Sprintf("Not drawn: %s against %s, %d point(s) to draw; %s.", label, xa.Key, points, note), false
+		return fmt.Sprintf("Not drawn: %s against %s, %d point(s) to draw; %s.", kind.label, xa.Key, points, note), false
 	}
 	if note != "" {
 		note = "Drawn from the " + strconv.Itoa(have) + " runs that have it; " + note + "."
 	}
+	return note, true
+}
 
-	p = plot.New()
-	p.Title.Text = fmt.Sprintf("%s: %s against %s (mean and 95%% CI over %d seed(s))", flow, label, xa.Key, len(res.Seeds))
+// drawFigure draws lines, column col of flow, against the first key.
+func drawFigure(res *Result, col, flow string, kind figureKind, lines []*sweepLine) *plot.Plot {
+	xa := res.Axes[0]
+	xs, unit, numeric := xPositions(xa.Values)
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s: %s against %s (mean and 95%% CI over %d seed(s))", flow, kind.label, xa.Key, len(res.Seeds))
 	p.X.Label.Text = xa.Key
 	if unit != "" {
 		p.X.Label.Text += " (" + unit + ")"
 	}
-	p.Y.Label.Text = label
+	p.Y.Label.Text = kind.label
 	p.Add(plotter.NewGrid())
 	if !numeric {
 		p.NominalX(xa.Values...)
 	}
 	mathis := strings.HasSuffix(col, ".throughput_bps") && unit == "%" && strings.HasSuffix(xa.Key, "loss")
-	for i, l := range ordered {
-		var pts plotter.XYs
-		var errs plotter.YErrors
-		for xi := range xa.Values {
-			ys := l.byX[xi]
-			if len(ys) == 0 {
-				continue
-			}
-			mean, half := meanCI(ys)
-			pts = append(pts, plotter.XY{X: xs[xi], Y: mean})
-			errs = append(errs, struct{ Low, High float64 }{half, half})
-		}
-		clr := report.LineColour(i)
-		ln, sc, err := plotter.NewLinePoints(pts)
-		if err != nil {
-			continue
-		}
-		ln.Color, ln.Width, ln.Dashes = clr, vg.Points(1.6), report.LineDashes(i)
-		sc.Color, sc.Shape = clr, draw.CircleGlyph{}
-		eb := &plotter.YErrorBars{XYs: pts, YErrors: errs, LineStyle: draw.LineStyle{Color: clr, Width: vg.Points(1)}, CapWidth: vg.Points(6)}
-		p.Add(ln, sc, eb)
+	for i, l := range lines {
 		name := l.name
 		if name == "" {
 			name = flow
 		}
-		p.Legend.Add(name, ln, sc)
-		if mathis && len(l.rtts) > 0 {
-			if m := mathisLine(xs, stat.Mean(l.rtts, nil), scale); m != nil {
-				m.Color, m.Width, m.Dashes = clr, vg.Points(1), []vg.Length{vg.Points(2), vg.Points(3)}
-				p.Add(m)
-				p.Legend.Add(name+": Mathis, MSS 1460 B / RTT "+strconv.FormatFloat(stat.Mean(l.rtts, nil), 'f', 0, 64)+" ms · 1.22/√p", m)
-			}
-		}
+		drawLine(p, i, name, l, xs, kind.scale, mathis)
 	}
 	// Confidence intervals of few seeds reach below zero; the figures do not.
 	p.Y.Min = 0
-	p.Y.Tick.Marker = report.Ticks(sweepYTicks, count)
+	p.Y.Tick.Marker = report.Ticks(sweepYTicks, kind.count)
 	p.Legend.Top = true
 	p.Legend.Left = false
-	return p, note, true
+	return p
+}
+
+// drawLine draws line l, the i-th, named name: its mean at each x of xs
+// that has values, with the 95% confidence interval; with mathis, the
+// Mathis model beside it, at the line's mean RTT, in the figure's scale.
+func drawLine(p *plot.Plot, i int, name string, l *sweepLine, xs []float64, scale float64, mathis bool) {
+	var pts plotter.XYs
+	var errs plotter.YErrors
+	for xi := range xs {
+		ys := l.byX[xi]
+		if len(ys) == 0 {
+			continue
+		}
+		mean, half := meanCI(ys)
+		pts = append(pts, plotter.XY{X: xs[xi], Y: mean})
+		errs = append(errs, struct{ Low, High float64 }{half, half})
+	}
+	clr := report.LineColour(i)
+	ln, sc, err := plotter.NewLinePoints(pts)
+	if err != nil {
+		return
+	}
+	ln.Color, ln.Width, ln.Dashes = clr, vg.Points(1.6), report.LineDashes(i)
+	sc.Color, sc.Shape = clr, draw.CircleGlyph{}
+	eb := &plotter.YErrorBars{XYs: pts, YErrors: errs, LineStyle: draw.LineStyle{Color: clr, Width: vg.Points(1)}, CapWidth: vg.Points(6)}
+	p.Add(ln, sc, eb)
+	p.Legend.Add(name, ln, sc)
+	if !mathis || len(l.rtts) == 0 {
+		return
+	}
+	if m := mathisLine(xs, stat.Mean(l.rtts, nil), scale); m != nil {
+		m.Color, m.Width, m.Dashes = clr, vg.Points(1), []vg.Length{vg.Points(2), vg.Points(3)}
+		p.Add(m)
+		p.Legend.Add(name+": Mathis, MSS 1460 B / RTT "+strconv.FormatFloat(stat.Mean(l.rtts, nil), 'f', 0, 64)+" ms · 1.22/√p", m)
+	}
 }
 
 // hasFlow reports whether a run's figures have any of flow's.
