@@ -72,86 +72,122 @@ const Slack = 10 * time.Microsecond
 // uses, a nanosleep of 10 us returned after about 65 us and cost 23 us
 // of CPU; the links' lateness_ms shows it, p50 about 0.04 ms).
 func Drive[T any](ctx context.Context, clk Clock, m Model[T]) {
-	_, precise := clk.(Real)
-	var ps *preciseSleeper
-	if precise {
-		ps = newPreciseSleeper(clk)
-		defer ps.close()
+	d := &driver[T]{clk: clk, m: m, timer: clk.NewTimer(time.Hour)}
+	d.timer.Stop()
+	if _, d.precise = clk.(Real); d.precise {
+		d.ps = newPreciseSleeper(clk)
+		defer d.ps.close()
 	}
-	timer := clk.NewTimer(time.Hour)
-	timer.Stop()
-	var armedAt time.Time
-	armed := false
-	arm := func(now, wake time.Time) {
-		if !armed || !wake.Equal(armedAt) {
-			timer.Reset(wake.Sub(now))
-			armed, armedAt = true, wake
-		}
+	defer d.timer.Stop()
+	for d.runDue(ctx) && d.wait(ctx) {
+		// until ctx ends
 	}
-	drain := func() {
-		for range DriveBatch {
-			select {
-			case a := <-m.In:
-				m.Arrive(a)
-			default:
-				return
-			}
-		}
-	}
+}
+
+// driver is one Drive of a model: its clock, its one timer, and the
+// precise sleeper of a Real clock's (nil otherwise).
+type driver[T any] struct {
+	clk     Clock
+	m       Model[T]
+	precise bool
+	ps      *preciseSleeper
+	timer   Timer
+	armed   bool      // the timer is set,
+	armedAt time.Time // for this time
+}
+
+// runDue runs the model up to now, and, with a precise clock, the events
+// that fall due within Coarse, until its next event is further away (the
+// timer is then set for it) or it has none. It returns false when ctx
+// ended meanwhile.
+func (d *driver[T]) runDue(ctx context.Context) bool {
 	for {
-		for {
-			now := clk.Now()
-			t, ok := m.Advance(now)
-			if !ok {
-				switch {
-				case m.Refresh > 0:
-					arm(now, now.Add(m.Refresh))
-				case armed:
-					timer.Stop()
-					armed = false
-				}
-				break
-			}
-			d := t.Sub(now)
-			if precise && d <= Coarse {
-				ps.sleep(max(d, Slack))
-				drain()
-				// A model with events always due (a Wi-Fi cell with
-				// full queues) never leaves this loop: look at ctx
-				// here too, or Drive runs until the model is idle.
-				select {
-				case <-ctx.Done():
-					timer.Stop()
-					return
-				case f := <-m.Control:
-					f()
-				default:
-				}
-				continue
-			}
-			wake := t
-			if precise {
-				wake = t.Add(-Coarse) // then sleep the rest precisely
-			}
-			arm(now, wake)
-			break
+		now := d.clk.Now()
+		t, ok := d.m.Advance(now)
+		if !ok {
+			d.noEvent(now)
+			return true
 		}
-		ps.idle() // any thread may wake it now (see pinPrecise)
+		until := t.Sub(now)
+		if !d.precise || until > Coarse {
+			d.armFor(now, t)
+			return true
+		}
+		d.ps.sleep(max(until, Slack))
+		d.drain()
+		// A model with events always due (a Wi-Fi cell with full
+		// queues) never leaves this loop: look at ctx here too, or
+		// Drive runs until the model is idle.
 		select {
 		case <-ctx.Done():
-			timer.Stop()
-			return
-		case a := <-m.In:
-			m.Arrive(a)
-			drain()
-		case <-timer.C():
-			armed = false
-		case <-ps.lingered():
-			ps.giveSlot()
-		case f := <-m.Control:
+			return false
+		case f := <-d.m.Control:
 			f()
+		default:
 		}
 	}
+}
+
+// noEvent sets the timer of a model without an event: its Refresh from
+// now, else none.
+func (d *driver[T]) noEvent(now time.Time) {
+	switch {
+	case d.m.Refresh > 0:
+		d.arm(now, now.Add(d.m.Refresh))
+	case d.armed:
+		d.timer.Stop()
+		d.armed = false
+	}
+}
+
+// armFor sets the timer for the event at t: at t, or with a precise clock
+// Coarse before it, the rest slept precisely.
+func (d *driver[T]) armFor(now, t time.Time) {
+	if d.precise {
+		t = t.Add(-Coarse)
+	}
+	d.arm(now, t)
+}
+
+// arm sets the timer to fire at wake, unless it is set for wake already.
+func (d *driver[T]) arm(now, wake time.Time) {
+	if !d.armed || !wake.Equal(d.armedAt) {
+		d.timer.Reset(wake.Sub(now))
+		d.armed, d.armedAt = true, wake
+	}
+}
+
+// drain takes the arrivals queued, at most DriveBatch of them.
+func (d *driver[T]) drain() {
+	for range DriveBatch {
+		select {
+		case a := <-d.m.In:
+			d.m.Arrive(a)
+		default:
+			return
+		}
+	}
+}
+
+// wait waits for the timer, an arrival, a change or the end of the
+// precise sleeper's linger, and takes it; it returns false when ctx ended
+// instead.
+func (d *driver[T]) wait(ctx context.Context) bool {
+	d.ps.idle() // any thread may wake it now (see pinPrecise)
+	select {
+	case <-ctx.Done():
+		return false
+	case a := <-d.m.In:
+		d.m.Arrive(a)
+		d.drain()
+	case <-d.timer.C():
+		d.armed = false
+	case <-d.ps.lingered():
+		d.ps.giveSlot()
+	case f := <-d.m.Control:
+		f()
+	}
+	return true
 }
 
 // preciseSleeper is a precise Drive's hold on its thread and its extra

@@ -441,29 +441,17 @@ const slowReading = 100 * time.Microsecond
 const syscallPatience = 200 * time.Millisecond
 
 // wait returns when the process is idle (true) or ctx is done (false).
+// It reads the runtime's counts of goroutines, cheaply, until they are
+// quiet three times in a row, and lets a stack dump decide when they were
+// busy too long or are not to be trusted alone (see unsure).
 func (q *quietness) wait(ctx context.Context, held *atomic.Int64) bool {
-	if q.samples[0].Name == "" {
-		q.samples[0].Name = "/sched/goroutines/runnable:goroutines"
-		q.samples[1].Name = "/sched/goroutines/running:goroutines"
-		q.samples[2].Name = "/sched/goroutines/not-in-go:goroutines"
-	}
-	ok, busy := 0, 0
-	var inSyscallSince, inRuntimeSince time.Time
+	q.nameSamples()
+	var n readings
+	var p patience
 	for {
-		t0 := time.Now()
-		readCounts(q.samples[:])
-		nRunnable, nRunning, nonGo := q.samples[0].Value.Uint64(), q.samples[1].Value.Uint64(), q.samples[2].Value.Uint64()
-		if nonGo > q.nonGoBase || time.Since(t0) > slowReading {
-			q.unsure = true
-		}
-		quiet := held.Load() == 0 && nRunnable == 0 && nRunning <= 1 && nonGo <= q.nonGoBase
-		if quiet {
-			ok++
-		} else {
-			ok, busy = 0, busy+1
-		}
+		quiet := q.read(held)
 		switch {
-		case quiet && ok < 3, !quiet && busy%slowAfter != 0 && (len(q.stuck) == 0 || busy%stuckDump != 0):
+		case !n.add(quiet, len(q.stuck) > 0):
 			runtime.Gosched()
 			continue
 		case quiet && !q.unsure:
@@ -475,54 +463,129 @@ func (q *quietness) wait(ctx context.Context, held *atomic.Int64) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		d := q.stacks()
-		if held.Load() != 0 {
-			d.st = running
+		d := q.dump(held)
+		n.ok = 0
+		isIdle, yield := q.judge(d, &p)
+		if isIdle {
+			q.rebase()
+			return true
 		}
-		q.mu.Lock()
-		q.stats.StackChecks++
-		q.mu.Unlock()
-		ok = 0
-		if !d.inRuntime {
-			inRuntimeSince = time.Time{} // the 200 ms are of one stretch
-		} else if d.st != running {
-			// Busy while the runtime holds a goroutine, but not for
-			// ever: a wait of the program's that looks like one (a
-			// semaphore parked on without sync's frames) would
-			// otherwise stop the clock for good.
-			if inRuntimeSince.IsZero() {
-				inRuntimeSince = time.Now()
-			}
-			if time.Since(inRuntimeSince) <= syscallPatience {
-				q.unsure = true // quiet readings next are confirmed by a dump
-				runtime.Gosched()
-				continue
-			}
-			q.mu.Lock()
-			q.stats.GaveUp++
-			q.mu.Unlock()
-		}
-		switch {
-		case d.st == idle:
-		case d.st == inSyscall && inSyscallSince.IsZero():
-			inSyscallSince = time.Now()
-			continue
-		case d.st == inSyscall && time.Since(inSyscallSince) > syscallPatience:
-			q.mu.Lock()
-			q.stats.GaveUp++
-			q.mu.Unlock()
-			for _, id := range d.waiting {
-				q.stuck[id] = true
-			}
-		default:
+		if yield {
 			runtime.Gosched()
-			continue
 		}
-		metrics.Read(q.samples[:])
-		q.nonGoBase = q.samples[2].Value.Uint64() - min(q.samples[2].Value.Uint64(), uint64(len(q.stuck)))
-		q.unsure = false
-		return true
 	}
+}
+
+// nameSamples names the counts read, once.
+func (q *quietness) nameSamples() {
+	if q.samples[0].Name == "" {
+		q.samples[0].Name = "/sched/goroutines/runnable:goroutines"
+		q.samples[1].Name = "/sched/goroutines/running:goroutines"
+		q.samples[2].Name = "/sched/goroutines/not-in-go:goroutines"
+	}
+}
+
+// read reads the runtime's counts once and reports whether they are
+// quiet: nothing held, nothing runnable, nothing running but this
+// goroutine, and no more goroutines in system calls than when the process
+// was last found idle. A reading that saw more in system calls, or was
+// slow, makes the quiet ones next unsure.
+func (q *quietness) read(held *atomic.Int64) bool {
+	t0 := time.Now()
+	readCounts(q.samples[:])
+	nRunnable, nRunning, nonGo := q.samples[0].Value.Uint64(), q.samples[1].Value.Uint64(), q.samples[2].Value.Uint64()
+	if nonGo > q.nonGoBase || time.Since(t0) > slowReading {
+		q.unsure = true
+	}
+	return held.Load() == 0 && nRunnable == 0 && nRunning <= 1 && nonGo <= q.nonGoBase
+}
+
+// readings counts the readings of one wait: the quiet ones in a row, and
+// the busy ones.
+type readings struct{ ok, busy int }
+
+// add counts a reading, and reports whether it is time to decide: after
+// three quiet readings in a row, or every slowAfter busy ones (every
+// stuckDump while goroutines given up on are in their calls).
+func (n *readings) add(quiet, stuck bool) bool {
+	if quiet {
+		n.ok++
+		return n.ok >= 3
+	}
+	n.ok, n.busy = 0, n.busy+1
+	return n.busy%slowAfter == 0 || stuck && n.busy%stuckDump == 0
+}
+
+// dump takes a stack dump, counted in the stats; a goroutine held (Hold)
+// counts as running.
+func (q *quietness) dump(held *atomic.Int64) stackDump {
+	d := q.stacks()
+	if held.Load() != 0 {
+		d.st = running
+	}
+	q.mu.Lock()
+	q.stats.StackChecks++
+	q.mu.Unlock()
+	return d
+}
+
+// patience is when one wait's stack dumps started to find goroutines
+// waiting in system calls, and waiting for the runtime (zero: not now).
+type patience struct {
+	inSyscallSince, inRuntimeSince time.Time
+}
+
+// judge says what the stack dump d decides: the process is idle, or
+// another reading follows (after letting others run, with yield). A
+// goroutine waiting in a system call, or for the runtime, counts as busy
+// for syscallPatience of wall time, then is given up on.
+func (q *quietness) judge(d stackDump, p *patience) (isIdle, yield bool) {
+	if !d.inRuntime {
+		p.inRuntimeSince = time.Time{} // the 200 ms are of one stretch
+	} else if d.st != running {
+		// Busy while the runtime holds a goroutine, but not for
+		// ever: a wait of the program's that looks like one (a
+		// semaphore parked on without sync's frames) would
+		// otherwise stop the clock for good.
+		if p.inRuntimeSince.IsZero() {
+			p.inRuntimeSince = time.Now()
+		}
+		if time.Since(p.inRuntimeSince) <= syscallPatience {
+			q.unsure = true // quiet readings next are confirmed by a dump
+			return false, true
+		}
+		q.gaveUp()
+	}
+	switch {
+	case d.st == idle:
+		return true, false
+	case d.st == inSyscall && p.inSyscallSince.IsZero():
+		p.inSyscallSince = time.Now()
+		return false, false
+	case d.st == inSyscall && time.Since(p.inSyscallSince) > syscallPatience:
+		q.gaveUp()
+		for _, id := range d.waiting {
+			q.stuck[id] = true
+		}
+		return true, false
+	}
+	return false, true
+}
+
+// gaveUp counts a wait given up on.
+func (q *quietness) gaveUp() {
+	q.mu.Lock()
+	q.stats.GaveUp++
+	q.mu.Unlock()
+}
+
+// rebase, once the process is found idle, takes its goroutines in system
+// calls (but those given up on) as the base readings compare with, and
+// trusts quiet readings again.
+func (q *quietness) rebase() {
+	metrics.Read(q.samples[:])
+	q.nonGoBase = q.samples[2].Value.Uint64() - min(q.samples[2].Value.Uint64(), uint64(len(q.stuck)))
+	q.unsure = false
 }
 
 // stackState is what a stack dump says of the goroutines but the caller.

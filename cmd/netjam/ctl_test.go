@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/netjam/netjam/control"
 	"github.com/netjam/netjam/internal/testenv"
 )
 
@@ -70,7 +71,7 @@ flows: [{name: probe, type: udp, interval: 5ms, count: 600}]
 	}
 	// The metrics, as Prometheus scrapes them: well-formed (promtool),
 	// with the change in them.
-	metrics, mcode, err := call("unix:"+sock, "", "GET", "/metrics", nil)
+	mcode, metrics, err := control.Client{Addr: "unix:" + sock}.Do(control.Call{Method: "GET", Path: "/metrics"})
 	if err != nil || mcode != 200 || !strings.Contains(string(metrics), `netjam_link_configured_loss_ratio{direction="uplink"} 1`) ||
 		!strings.Contains(string(metrics), `netjam_flow_received_packets_total{flow="probe"}`) {
 		t.Errorf("/metrics: %d, %v\n%s", mcode, err, metrics)

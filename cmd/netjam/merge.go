@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/netjam/netjam/report"
+	"github.com/netjam/netjam/sweep"
 )
 
 func mergeCommand() *cli.Command {
@@ -44,7 +44,7 @@ Examples:
 			if c.NArg() == 0 {
 				return cli.Exit("merge takes the folders of a sweep", exitBadUsage)
 			}
-			res, err := report.Merge(c.Args().Slice())
+			res, err := sweep.Merge(c.Args().Slice())
 			if errors.Is(err, report.ErrNotRun) {
 				return cli.Exit(err, exitBadUsage)
 			}
@@ -60,7 +60,7 @@ Examples:
 				return err
 			}
 			defer dir.Close()
-			names, err := report.WriteSweepReport(dir, res, versionString())
+			names, err := sweep.WriteReport(dir, res, versionString())
 			if err != nil {
 				return cli.Exit(fmt.Sprintf("merge: %v", err), exitFailed)
 			}
@@ -68,41 +68,9 @@ Examples:
 				fmt.Fprintln(c.App.Writer, filepath.Join(out, n))
 			}
 			if n := res.MissingCount(); n > 0 {
-				return cli.Exit(missingMessage(res), exitFailed)
+				return cli.Exit(res.MissingMessage(), exitFailed)
 			}
 			return nil
 		},
 	}
-}
-
-// maxRerunLines bounds the commands merge prints; sweep.json has them all.
-const maxRerunLines = 10
-
-// missingMessage says which runs of res are missing, by shard when the
-// folders are shards, and the commands that run them again.
-func missingMessage(res *report.SweepResult) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d of the sweep's %d runs missing:", res.MissingCount(), res.Runs)
-	text := res.MissingText()
-	if len(res.ShardsMissingRuns) > 0 {
-		b.WriteString("\n  " + strings.ReplaceAll(text, "\n", "\n  "))
-	} else {
-		b.WriteString(" " + text)
-	}
-	switch {
-	case len(res.Rerun) == 0 && len(res.ShardsMissingRuns) == 0:
-		b.WriteString("; run the shards that hold them, or the sweep again to resume")
-		return b.String()
-	case len(res.Rerun) == 0:
-		b.WriteString("\nrun those shards again (finished runs are not run again), then merge again")
-		return b.String()
-	}
-	b.WriteString("\nrun them again (finished runs are not run again), then merge again:")
-	for _, c := range res.Rerun[:min(len(res.Rerun), maxRerunLines)] {
-		b.WriteString("\n  " + c)
-	}
-	if more := len(res.Rerun) - maxRerunLines; more > 0 {
-		fmt.Fprintf(&b, "\n  and %d more (%s lists them all under rerun)", more, report.SweepJSONFile)
-	}
-	return b.String()
 }

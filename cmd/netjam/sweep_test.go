@@ -8,7 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"unicode/utf8"
+
+	"github.com/netjam/netjam/sweep"
 )
 
 // sweepYAML is a 2x2x3 sweep of UDP flows on the virtual clock: a run
@@ -215,16 +216,13 @@ func TestSweepLongValues(t *testing.T) {
 	for _, e := range ents {
 		if e.IsDir() {
 			runs++
-			if len(e.Name()) > maxRunName {
+			if len(e.Name()) > sweep.MaxRunName {
 				t.Errorf("a run's folder name of %d bytes: %s", len(e.Name()), e.Name())
 			}
 		}
 	}
 	if runs != 4 { // the file's 2x2 grid, at one point of the three long axes
 		t.Errorf("%d run folders, want 4", runs)
-	}
-	if a, b := fitName(strings.Repeat("é", 200)), fitName(strings.Repeat("é", 200)); a != b || len(a) > maxRunName || !utf8.ValidString(a) {
-		t.Errorf("fitName: %q and %q", a, b)
 	}
 }
 
@@ -259,50 +257,6 @@ func TestMergeRefuses(t *testing.T) {
 				t.Errorf("exit %d, want %d\ngot  %swant %s%s", code, c.code, stderr, want, stdout)
 			}
 		})
-	}
-}
-
-// TestAutoShard: --shard auto's shard is the task's index and the number
-// of shards NETJAM_SHARDS, whatever the submission's count of tasks: a
-// Slurm task submitted again alone ran the whole sweep as shard 0 of 1
-// (ID - MIN of COUNT), a strided array (--array=0-7:2) failed, a listed one
-// from 1 ran shard 2 into the folder of shard 3.
-func TestAutoShard(t *testing.T) {
-	for _, c := range []struct {
-		env          string // NAME=VALUE ...
-		shard, of    int
-		batch, error string
-	}{
-		{env: "SLURM_ARRAY_TASK_ID=5 SLURM_ARRAY_TASK_COUNT=1 SLURM_ARRAY_TASK_MIN=5 NETJAM_SHARDS=8", shard: 5, of: 8, batch: "slurm"},
-		{env: "SLURM_ARRAY_TASK_ID=6 SLURM_ARRAY_TASK_COUNT=4 SLURM_ARRAY_TASK_MIN=0 NETJAM_SHARDS=8", shard: 6, of: 8, batch: "slurm"},
-		{env: "SLURM_ARRAY_TASK_ID=3 SLURM_ARRAY_TASK_COUNT=3 SLURM_ARRAY_TASK_MIN=1 NETJAM_SHARDS=8", shard: 3, of: 8, batch: "slurm"},
-		{env: "SLURM_ARRAY_TASK_ID=0 NETJAM_SHARDS=1", shard: 0, of: 1, batch: "slurm"},
-		{env: "JOB_COMPLETION_INDEX=2 NETJAM_SHARDS=4", shard: 2, of: 4, batch: "kubernetes"},
-		{env: "JOB_COMPLETION_INDEX=2 JOB_COMPLETIONS=4", shard: 2, of: 4, batch: "kubernetes"}, // older manifests
-		{env: "SLURM_ARRAY_TASK_ID=8 SLURM_ARRAY_TASK_COUNT=8 NETJAM_SHARDS=8",
-			error: "--shard auto: SLURM_ARRAY_TASK_ID is 8, but the sweep's shards are 0 to 7 (NETJAM_SHARDS=8): a task's index is its shard, so submit indexes 0 to 7 only (sbatch --array=0-7, or some of them)"},
-		{env: "JOB_COMPLETION_INDEX=4 NETJAM_SHARDS=4",
-			error: "--shard auto: JOB_COMPLETION_INDEX is 4, but the sweep's shards are 0 to 3 (NETJAM_SHARDS=4): a task's index is its shard, so the Job's completions must be 4"},
-		{env: "SLURM_ARRAY_TASK_ID=3 SLURM_ARRAY_TASK_COUNT=8",
-			error: "--shard auto: SLURM_ARRAY_TASK_ID is 3, but NETJAM_SHARDS, the sweep's number of shards, is not set: set it in the task's environment (deploy/ does); the array's own count of tasks is not the sweep's (a task submitted again is an array of one)"},
-		{env: "SLURM_ARRAY_TASK_ID=3 NETJAM_SHARDS=eight", error: `--shard auto: NETJAM_SHARDS is "eight", not a number`},
-		{env: "SLURM_ARRAY_TASK_ID=x NETJAM_SHARDS=8", error: `--shard auto: SLURM_ARRAY_TASK_ID is "x", not a number`},
-		{env: "SLURM_ARRAY_TASK_ID=0 NETJAM_SHARDS=0", error: "--shard auto: NETJAM_SHARDS=0: a sweep has 1 shard or more"},
-		{env: "JOB_COMPLETION_INDEX=2", error: "--shard auto: JOB_COMPLETION_INDEX is 2, but NETJAM_SHARDS, the sweep's number of shards, is not set"},
-		{env: "NETJAM_SHARDS=8", error: "--shard auto: neither JOB_COMPLETION_INDEX (Kubernetes Indexed Job) nor SLURM_ARRAY_TASK_ID (Slurm job array) is set"},
-	} {
-		env := map[string]string{}
-		for _, kv := range strings.Fields(c.env) {
-			k, v, _ := strings.Cut(kv, "=")
-			env[k] = v
-		}
-		shard, of, batch, err := autoShard(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-		switch {
-		case c.error != "" && (err == nil || !strings.HasPrefix(err.Error(), c.error)):
-			t.Errorf("%s: %v, want %s", c.env, err, c.error)
-		case c.error == "" && (err != nil || shard != c.shard || of != c.of || batch != c.batch):
-			t.Errorf("%s: shard %d/%d of %q, %v; want %d/%d of %s", c.env, shard, of, batch, err, c.shard, c.of, c.batch)
-		}
 	}
 }
 

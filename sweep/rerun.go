@@ -1,4 +1,4 @@
-package report
+package sweep
 
 import (
 	"fmt"
@@ -13,12 +13,12 @@ import (
 // folderPlan is one folder's sweep-plan.json, as written, and where it is.
 type folderPlan struct {
 	dir  string
-	plan SweepPlan
+	plan Plan
 }
 
 // shardOf returns the shard index of a plan's "I/N", -1 for a whole sweep.
 func (f folderPlan) shardOf() int {
-	i, _, ok := parseShard(f.plan.Shard)
+	i, _, ok := parsePlanShard(f.plan.Shard)
 	if !ok {
 		return -1
 	}
@@ -29,7 +29,7 @@ func (f folderPlan) shardOf() int {
 // res.Shards that holds them (the run of index i is shard i modulo N's),
 // each with the folder it was found in and its batch engine; the shards
 // in order. None unless every folder is a shard of one N.
-func shardsMissingRuns(res SweepResult, folders []folderPlan) []ShardMissing {
+func shardsMissingRuns(res Result, folders []folderPlan) []ShardMissing {
 	n := res.Shards
 	if n == 0 || len(res.Missing) == 0 {
 		return nil
@@ -77,7 +77,7 @@ func firstShard(folders []folderPlan) folderPlan {
 // say how it was started (written by an older netjam), or the folders are
 // not a whole sweep or shards of one N, or a command would hold a control
 // character.
-func rerun(res SweepResult, folders []folderPlan) []string {
+func rerun(res Result, folders []folderPlan) []string {
 	if res.MissingCount() == 0 || len(folders) == 0 {
 		return nil
 	}

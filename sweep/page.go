@@ -1,4 +1,4 @@
-package report
+package sweep
 
 import (
 	"bytes"
@@ -18,21 +18,17 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/netjam/netjam/outdir"
+	"github.com/netjam/netjam/report"
 )
 
-// SweepHTMLFile is the merged sweep's page.
-const SweepHTMLFile = "sweep.html"
+// HTMLFile is the merged sweep's page.
+const HTMLFile = "sweep.html"
 
 // sweepFigureSuffixes are the figures a sweep draws, by the end of their
 // column's name, with their axis label and scale; a count's axis has
 // whole numbers only (no "0.5 retransmissions"). absent says why a run
 // may have no value of the figure.
-var sweepFigureSuffixes = []struct {
-	suffix, label string
-	scale         float64
-	count         bool
-	absent        string
-}{
+var sweepFigureSuffixes = []figureKind{
 	{".throughput_bps", "throughput (Mbit/s)", 1e-6, false, ""},
 	{".completion_s", "completion time (s)", 1, false,
 		"a flow has a completion time only when it completed before the run ended (a flow bounded by a duration rarely does: give it a size, or the run a longer duration than the flow)"},
@@ -44,17 +40,36 @@ var sweepFigureSuffixes = []struct {
 	{".jitter_ms", "jitter (ms)", 1, false, ""},
 }
 
+// figureKind is a figure a sweep draws: see sweepFigureSuffixes.
+type figureKind struct {
+	suffix, label string
+	scale         float64
+	count         bool
+	absent        string
+}
+
+// kindOf returns the figure that column col of a sweep is, if it draws
+// one: a flow's.
+func kindOf(col string) (kind figureKind, ok bool) {
+	for _, f := range sweepFigureSuffixes {
+		if strings.HasSuffix(col, f.suffix) && strings.HasPrefix(col, "flows.") {
+			kind, ok = f, true
+		}
+	}
+	return kind, ok
+}
+
 // sweepYTicks are about how many labelled ticks a sweep figure's y axis
 // gets.
 const sweepYTicks = 6
 
-// WriteSweepReport writes sweep.json, sweep.csv, one plot per figure (PNG
+// WriteReport writes sweep.json, sweep.csv, one plot per figure (PNG
 // and SVG) and sweep.html into the folder d, and returns the files' names.
-func WriteSweepReport(d *outdir.Dir, res *SweepResult, version string) ([]string, error) {
-	if err := WriteSweep(d, res); err != nil {
+func WriteReport(d *outdir.Dir, res *Result, version string) ([]string, error) {
+	if err := WriteTable(d, res); err != nil {
 		return nil, err
 	}
-	names := []string{SweepJSONFile, SweepCSVFile}
+	names := []string{JSONFile, CSVFile}
 	page := sweepPage{Res: res, Version: version}
 	for _, col := range res.Columns {
 		fig, note, ok := sweepFigure(res, col)
@@ -64,37 +79,32 @@ func WriteSweepReport(d *outdir.Dir, res *SweepResult, version string) ([]string
 			}
 			continue
 		}
-		base := "sweep-" + fileSafe(col)
-		var pngBytes []byte
-		for _, ext := range []string{formatPNG, formatSVG} {
-			var buf bytes.Buffer
-			wt, err := fig.WriterTo(widthPx*px, heightPx*px, ext)
-			if err == nil {
-				_, err = wt.WriteTo(&buf)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("drawing %s: %w", col, err)
-			}
-			if err := d.WriteFile(base+"."+ext, buf.Bytes()); err != nil {
+		base := "sweep-" + report.FileSafe(col)
+		pngImage, svgImage, err := report.Images(fig)
+		if err != nil {
+			return nil, fmt.Errorf("drawing %s: %w", col, err)
+		}
+		for _, f := range []struct {
+			ext string
+			b   []byte
+		}{{"png", pngImage}, {"svg", svgImage}} {
+			if err := d.WriteFile(base+"."+f.ext, f.b); err != nil {
 				return nil, err
 			}
-			names = append(names, base+"."+ext)
-			if ext == formatPNG {
-				pngBytes = buf.Bytes()
-			}
+			names = append(names, base+"."+f.ext)
 		}
-		b := pngBytes
-		page.Figures = append(page.Figures, figureData{Name: base, Title: fig.Title.Text, SVG: base + "." + formatSVG, Note: note,
-			Src: template.HTMLAttr(`src="data:image/png;base64,` + base64.StdEncoding.EncodeToString(b) + `"`), W: widthPx, H: heightPx})
+		page.Figures = append(page.Figures, figure{Name: base, Title: fig.Title.Text, SVG: base + ".svg", Note: note,
+			Src: template.HTMLAttr(`src="data:image/png;base64,` + base64.StdEncoding.EncodeToString(pngImage) + `"`),
+			W:   report.FigureWidthPx, H: report.FigureHeightPx})
 	}
 	var buf bytes.Buffer
 	if err := sweepTemplate.Execute(&buf, page); err != nil {
 		return nil, err
 	}
-	if err := d.WriteFile(SweepHTMLFile, buf.Bytes()); err != nil {
+	if err := d.WriteFile(HTMLFile, buf.Bytes()); err != nil {
 		return nil, err
 	}
-	return append(names, SweepHTMLFile), nil
+	return append(names, HTMLFile), nil
 }
 
 // xValue reads a swept value as a number for the x axis: its number and
@@ -124,23 +134,25 @@ func xValue(v string) (x float64, unit string, ok bool) {
 // completion time) are left out, and note says how many; a figure left
 // with at most one point where the sweep has several values of its key
 // is not drawn (ok false), and note says why, for the page.
-func sweepFigure(res *SweepResult, col string) (p *plot.Plot, note string, ok bool) {
-	var label, absent string
-	var scale float64
-	var count bool
-	for _, f := range sweepFigureSuffixes {
-		if strings.HasSuffix(col, f.suffix) && strings.HasPrefix(col, "flows.") {
-			label, scale, count, absent = f.label, f.scale, f.count, f.absent
-		}
-	}
-	if label == "" || len(res.Axes) == 0 {
+func sweepFigure(res *Result, col string) (p *plot.Plot, note string, ok bool) {
+	kind, ok := kindOf(col)
+	if !ok || len(res.Axes) == 0 {
 		return nil, "", false
 	}
-	xa := res.Axes[0]
-	xs, unit, numeric := xPositions(xa.Values)
 	flow := strings.TrimPrefix(col, "flows.")
 	flow = flow[:strings.Index(flow, ".")]
-	ordered := sweepLines(res, col, flow, scale)
+	lines := sweepLines(res, col, flow, kind.scale)
+	if note, ok = gapNote(res, col, flow, kind, lines); !ok {
+		return nil, note, false
+	}
+	return drawFigure(res, col, flow, kind, lines), note, true
+}
+
+// gapNote says, for the page, how many runs with flow have no value of
+// column col, and why a run may have none; ok is false, and the note
+// says why, when the lines leave too few points to draw: none, or one
+// where the first key has several values.
+func gapNote(res *Result, col, flow string, kind figureKind, lines []*sweepLine) (note string, ok bool) {
 	have, of, points := 0, 0, 0
 	for _, r := range res.Results {
 		if _, ok := r.Figures[col]; ok {
@@ -150,77 +162,92 @@ func sweepFigure(res *SweepResult, col string) (p *plot.Plot, note string, ok bo
 			of++
 		}
 	}
-	for _, l := range ordered {
+	for _, l := range lines {
 		points += len(l.byX)
 	}
 	if have < of {
-		note = fmt.Sprintf("%d of the %d runs with flow %s have no %s", of-have, of, flow, label)
-		if absent != "" {
-			note += ": " + absent
+		note = fmt.Sprintf("%d of the %d runs with flow %s have no %s", of-have, of, flow, kind.label)
+		if kind.absent != "" {
+			note += ": " + kind.absent
 		}
 	}
+	xa := res.Axes[0]
 	if points == 0 || points == 1 && len(xa.Values) > 1 {
 		if note == "" {
-			note = fmt.Sprintf("no run has a %s of flow %s", label, flow)
+			note = fmt.Sprintf("no run has a %s of flow %s", kind.label, flow)
 		}
-		return nil, fmt.Sprintf("Not drawn: %s against %s, %d point(s) to draw; %s.", label, xa.Key, points, note), false
+		return fmt.Sprintf("Not drawn: %s against %s, %d point(s) to draw; %s.", kind.label, xa.Key, points, note), false
 	}
 	if note != "" {
 		note = "Drawn from the " + strconv.Itoa(have) + " runs that have it; " + note + "."
 	}
+	return note, true
+}
 
-	p = plot.New()
-	p.Title.Text = fmt.Sprintf("%s: %s against %s (mean and 95%% CI over %d seed(s))", flow, label, xa.Key, len(res.Seeds))
+// drawFigure draws lines, column col of flow, against the first key.
+func drawFigure(res *Result, col, flow string, kind figureKind, lines []*sweepLine) *plot.Plot {
+	xa := res.Axes[0]
+	xs, unit, numeric := xPositions(xa.Values)
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s: %s against %s (mean and 95%% CI over %d seed(s))", flow, kind.label, xa.Key, len(res.Seeds))
 	p.X.Label.Text = xa.Key
 	if unit != "" {
 		p.X.Label.Text += " (" + unit + ")"
 	}
-	p.Y.Label.Text = label
+	p.Y.Label.Text = kind.label
 	p.Add(plotter.NewGrid())
 	if !numeric {
 		p.NominalX(xa.Values...)
 	}
 	mathis := strings.HasSuffix(col, ".throughput_bps") && unit == "%" && strings.HasSuffix(xa.Key, "loss")
-	for i, l := range ordered {
-		var pts plotter.XYs
-		var errs plotter.YErrors
-		for xi := range xa.Values {
-			ys := l.byX[xi]
-			if len(ys) == 0 {
-				continue
-			}
-			mean, half := meanCI(ys)
-			pts = append(pts, plotter.XY{X: xs[xi], Y: mean})
-			errs = append(errs, struct{ Low, High float64 }{half, half})
-		}
-		clr := palette[i%len(palette)]
-		ln, sc, err := plotter.NewLinePoints(pts)
-		if err != nil {
-			continue
-		}
-		ln.Color, ln.Width, ln.Dashes = clr, vg.Points(1.6), dashes[(i/len(palette))%len(dashes)]
-		sc.Color, sc.Shape = clr, draw.CircleGlyph{}
-		eb := &plotter.YErrorBars{XYs: pts, YErrors: errs, LineStyle: draw.LineStyle{Color: clr, Width: vg.Points(1)}, CapWidth: vg.Points(6)}
-		p.Add(ln, sc, eb)
+	for i, l := range lines {
 		name := l.name
 		if name == "" {
 			name = flow
 		}
-		p.Legend.Add(name, ln, sc)
-		if mathis && len(l.rtts) > 0 {
-			if m := mathisLine(xs, stat.Mean(l.rtts, nil), scale); m != nil {
-				m.Color, m.Width, m.Dashes = clr, vg.Points(1), []vg.Length{vg.Points(2), vg.Points(3)}
-				p.Add(m)
-				p.Legend.Add(name+": Mathis, MSS 1460 B / RTT "+strconv.FormatFloat(stat.Mean(l.rtts, nil), 'f', 0, 64)+" ms · 1.22/√p", m)
-			}
-		}
+		drawLine(p, i, name, l, xs, kind.scale, mathis)
 	}
 	// Confidence intervals of few seeds reach below zero; the figures do not.
 	p.Y.Min = 0
-	p.Y.Tick.Marker = niceTicks{n: sweepYTicks, integer: count}
+	p.Y.Tick.Marker = report.Ticks(sweepYTicks, kind.count)
 	p.Legend.Top = true
 	p.Legend.Left = false
-	return p, note, true
+	return p
+}
+
+// drawLine draws line l, the i-th, named name: its mean at each x of xs
+// that has values, with the 95% confidence interval; with mathis, the
+// Mathis model beside it, at the line's mean RTT, in the figure's scale.
+func drawLine(p *plot.Plot, i int, name string, l *sweepLine, xs []float64, scale float64, mathis bool) {
+	var pts plotter.XYs
+	var errs plotter.YErrors
+	for xi := range xs {
+		ys := l.byX[xi]
+		if len(ys) == 0 {
+			continue
+		}
+		mean, half := meanCI(ys)
+		pts = append(pts, plotter.XY{X: xs[xi], Y: mean})
+		errs = append(errs, struct{ Low, High float64 }{half, half})
+	}
+	clr := report.LineColour(i)
+	ln, sc, err := plotter.NewLinePoints(pts)
+	if err != nil {
+		return
+	}
+	ln.Color, ln.Width, ln.Dashes = clr, vg.Points(1.6), report.LineDashes(i)
+	sc.Color, sc.Shape = clr, draw.CircleGlyph{}
+	eb := &plotter.YErrorBars{XYs: pts, YErrors: errs, LineStyle: draw.LineStyle{Color: clr, Width: vg.Points(1)}, CapWidth: vg.Points(6)}
+	p.Add(ln, sc, eb)
+	p.Legend.Add(name, ln, sc)
+	if !mathis || len(l.rtts) == 0 {
+		return
+	}
+	if m := mathisLine(xs, stat.Mean(l.rtts, nil), scale); m != nil {
+		m.Color, m.Width, m.Dashes = clr, vg.Points(1), []vg.Length{vg.Points(2), vg.Points(3)}
+		p.Add(m)
+		p.Legend.Add(name+": Mathis, MSS 1460 B / RTT "+strconv.FormatFloat(stat.Mean(l.rtts, nil), 'f', 0, 64)+" ms · 1.22/√p", m)
+	}
 }
 
 // hasFlow reports whether a run's figures have any of flow's.
@@ -265,7 +292,7 @@ type sweepLine struct {
 
 // sweepLines gathers column col of res (a figure of flow) into lines, in
 // the order the sweep met them, values scaled.
-func sweepLines(res *SweepResult, col, flow string, scale float64) []*sweepLine {
+func sweepLines(res *Result, col, flow string, scale float64) []*sweepLine {
 	xa := res.Axes[0]
 	lines := map[string]*sweepLine{}
 	for _, r := range res.Results {
@@ -339,11 +366,21 @@ func meanCI(ys []float64) (mean, half float64) {
 // shortKey is a swept key's last part, for legends.
 func shortKey(k string) string { return k[strings.LastIndex(k, ".")+1:] }
 
+// figure is a figure of sweep.html.
+type figure struct {
+	Name, Title string
+	Src         template.HTMLAttr // src="data:image/png;base64,..."
+	SVG         string            // the SVG file beside the page
+	W, H        int
+	// Note, when not empty, says what the figure leaves out.
+	Note string
+}
+
 // sweepPage is what sweep.html shows.
 type sweepPage struct {
-	Res     *SweepResult
+	Res     *Result
 	Version string
-	Figures []figureData
+	Figures []figure
 	// Omitted say which figures were not drawn, and why.
 	Omitted []string
 }

@@ -1,90 +1,17 @@
-package report
+package sweep
 
 import (
 	"fmt"
-	"image/png"
-	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/netjam/netjam/outdir"
+	"github.com/netjam/netjam/report"
 )
-
-func TestMeanCI(t *testing.T) {
-	mean, half := meanCI([]float64{1, 2, 3})
-	// Student's t for 2 degrees of freedom at 97.5%: 4.302653; s = 1.
-	if mean != 2 || math.Abs(half-4.302653/math.Sqrt(3)) > 1e-5 {
-		t.Errorf("meanCI(1, 2, 3) = %v ± %v, want 2 ± %v", mean, half, 4.302653/math.Sqrt(3))
-	}
-	if _, half := meanCI([]float64{5}); half != 0 {
-		t.Errorf("one value: ± %v, want 0", half)
-	}
-}
-
-func TestXPositions(t *testing.T) {
-	if xs, unit, ok := xPositions([]string{"0.5%", "1%", "5%"}); !ok || unit != "%" || xs[2] != 5 {
-		t.Errorf("percentages: %v %q %v", xs, unit, ok)
-	}
-	if xs, _, ok := xPositions([]string{"reno", "cubic"}); ok || xs[1] != 1 {
-		t.Errorf("names: %v %v", xs, ok)
-	}
-	if _, _, ok := xPositions([]string{"10ms", "1s"}); ok {
-		t.Error("two units placed on one numeric axis")
-	}
-}
-
-// TestWriteSweepReport draws a small sweep: a figure per flow figure, as
-// PNG and SVG, in sweep.html, with a line per value of the second key and
-// the Mathis model beside TCP throughput against loss.
-func TestWriteSweepReport(t *testing.T) {
-	res := &SweepResult{SweepPlan: SweepPlan{Scenario: "s", Seeds: []uint64{1, 2},
-		Axes: []SweepAxis{{Key: "link.loss", Values: []string{"1%", "2%"}}, {Key: "flows.bulk.cc", Values: []string{"reno", "cubic"}}}, Runs: 8}}
-	i := 0
-	for _, loss := range []string{"1%", "2%"} {
-		for _, cc := range []string{"reno", "cubic"} {
-			for seed := uint64(1); seed <= 2; seed++ {
-				res.Results = append(res.Results, SweepRunResult{
-					SweepRun: SweepRun{Index: i, ID: "r", Params: map[string]string{"link.loss": loss, "flows.bulk.cc": cc}, Seed: seed, Scenario: "s"},
-					Figures:  map[string]float64{"flows.bulk.throughput_bps": 4e6 + float64(seed)*1e5, "flows.bulk.rtt_ms.p50": 30, "flows.bulk.retransmissions": 10}})
-				i++
-			}
-		}
-	}
-	res.Columns = []string{"flows.bulk.retransmissions", "flows.bulk.rtt_ms.p50", "flows.bulk.throughput_bps"}
-	res.Found = len(res.Results)
-	dir := t.TempDir()
-	names, err := WriteSweepReport(openDir(t, dir), res, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"sweep.json", "sweep.csv", "sweep-flows.bulk.retransmissions.png", "sweep-flows.bulk.throughput_bps.svg", "sweep.html"}
-	for _, w := range want {
-		if _, err := os.Stat(filepath.Join(dir, w)); err != nil {
-			t.Errorf("%s: %v (wrote %v)", w, err, names)
-		}
-	}
-	f, err := os.Open(filepath.Join(dir, "sweep-flows.bulk.throughput_bps.png"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := png.Decode(f); err != nil {
-		t.Errorf("the throughput plot: %v", err)
-	}
-	svg, _ := os.ReadFile(filepath.Join(dir, "sweep-flows.bulk.throughput_bps.svg"))
-	for _, w := range []string{"cc=reno", "cc=cubic", "Mathis", "link.loss (%)"} {
-		if !strings.Contains(string(svg), w) {
-			t.Errorf("the throughput plot lacks %q", w)
-		}
-	}
-	page, _ := os.ReadFile(filepath.Join(dir, "sweep.html"))
-	if n := strings.Count(string(page), "<figure"); n != 3 {
-		t.Errorf("sweep.html has %d figures, want 3", n)
-	}
-}
 
 // sweepFolder writes a sweep's output folder into dir: its plan (JSON
 // text) and a finished run (sweep-run.json, summary.json) of each index
@@ -94,14 +21,14 @@ func sweepFolder(t *testing.T, dir, plan string, runs ...int) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, SweepPlanFile), []byte(plan), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, PlanFile), []byte(plan), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, i := range runs {
 		run := filepath.Join(dir, "r"+strconv.Itoa(i))
 		os.Mkdir(run, 0o755)
-		os.WriteFile(filepath.Join(run, SweepRunFile), fmt.Appendf(nil, `{"index": %d, "id": "r%d", "scenario": "s"}`, i, i), 0o644)
-		os.WriteFile(filepath.Join(run, SummaryFile), []byte(`{"runs": [{"duration_s": 1}]}`), 0o644)
+		os.WriteFile(filepath.Join(run, RunFile), fmt.Appendf(nil, `{"index": %d, "id": "r%d", "scenario": "s"}`, i, i), 0o644)
+		os.WriteFile(filepath.Join(run, report.SummaryFile), []byte(`{"runs": [{"duration_s": 1}]}`), 0o644)
 	}
 }
 
@@ -163,11 +90,11 @@ func TestMergeChecks(t *testing.T) {
 		}, err: `sweep-plan.json: "shard" is "3/3", expected I/N (0 <= I < N)`},
 		{name: "a plan too big", build: func(t *testing.T, dir string) {
 			sweepFolder(t, dir, "")
-			os.Truncate(filepath.Join(dir, SweepPlanFile), MaxSweepFileSize+1) // sparse: it is not read
+			os.Truncate(filepath.Join(dir, PlanFile), MaxFileSize+1) // sparse: it is not read
 		}, err: "sweep-plan.json: more than 16777216 bytes (16 MiB): netjam writes none that big"},
 		{name: "a summary too big", build: func(t *testing.T, dir string) {
 			sweepFolder(t, dir, plan(2, 1, `, "runs": 2`), 0, 1)
-			os.Truncate(filepath.Join(dir, "r1", SummaryFile), maxSummarySize+1)
+			os.Truncate(filepath.Join(dir, "r1", report.SummaryFile), report.MaxSummarySize+1)
 		}, err: "r1/summary.json: more than 67108864 bytes (64 MiB): netjam writes none that big"},
 		{name: "a run past the plan", build: func(t *testing.T, dir string) {
 			sweepFolder(t, dir, plan(2, 1, `, "runs": 2`), 0, 1, 5)
@@ -282,54 +209,19 @@ func TestMergeRerun(t *testing.T) {
 				t.Errorf("Rerun:\ngot  %q\nwant %q", res.Rerun, c.rerun)
 			}
 			if res.Batch != "" || res.Args != nil || res.Dir != "" || res.Out != "" || res.Shard != "" {
-				t.Errorf("the merged plan keeps one folder's own fields: %+v", res.SweepPlan)
+				t.Errorf("the merged plan keeps one folder's own fields: %+v", res.Plan)
 			}
 		})
 	}
 }
 
-// TestSweepFigureGaps: a figure only some runs have (a flow bounded by a
-// duration completes in few of them) is drawn from those and says so, or,
-// left with one point, is not drawn and the page says why; a count's axis
-// has whole numbers only.
-func TestSweepFigureGaps(t *testing.T) {
-	res := &SweepResult{SweepPlan: SweepPlan{Scenario: "s", Seeds: []uint64{1, 2},
-		Axes: []SweepAxis{{Key: "link.loss", Values: []string{"1%", "2%", "3%"}}}, Runs: 6}}
-	for i, loss := range []string{"1%", "1%", "2%", "2%", "3%", "3%"} {
-		f := map[string]float64{"flows.bulk.throughput_bps": 4e6, "flows.bulk.retransmissions": float64(i / 2 % 2)}
-		if i == 0 {
-			f["flows.bulk.completion_s"] = 9.5 // the one run whose flow completed
-		}
-		res.Results = append(res.Results, SweepRunResult{
-			SweepRun: SweepRun{Index: i, ID: "r", Params: map[string]string{"link.loss": loss}, Seed: uint64(1 + i%2), Scenario: "s"},
-			Figures:  f})
-	}
-	res.Columns = []string{"flows.bulk.completion_s", "flows.bulk.retransmissions", "flows.bulk.throughput_bps"}
-	res.Found = len(res.Results)
-	dir := t.TempDir()
-	if _, err := WriteSweepReport(openDir(t, dir), res, "test"); err != nil {
+// openDir opens the folder dir for a test, closed when it ends.
+func openDir(t testing.TB, dir string) *outdir.Dir {
+	t.Helper()
+	d, err := outdir.Open(dir, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "sweep-flows.bulk.completion_s.png")); err == nil {
-		t.Error("a completion-time plot of one point is drawn")
-	}
-	page, _ := os.ReadFile(filepath.Join(dir, "sweep.html"))
-	if want := "Not drawn: completion time (s) against link.loss, 1 point(s) to draw; 5 of the 6 runs with flow bulk have no completion time (s): a flow has a completion time only when it completed before the run ended"; !strings.Contains(string(page), want) {
-		t.Errorf("sweep.html does not say why the completion time is not drawn:\n%s", page)
-	}
-	if n := strings.Count(string(page), "<figure"); n != 2 {
-		t.Errorf("sweep.html has %d figures, want 2", n)
-	}
-	svg, _ := os.ReadFile(filepath.Join(dir, "sweep-flows.bulk.retransmissions.svg"))
-	labels := regexp.MustCompile(`>([0-9.]+)</text>`).FindAllStringSubmatch(string(svg), -1)
-	var ys []string
-	for _, l := range labels {
-		ys = append(ys, l[1])
-		if strings.Contains(l[1], ".") {
-			t.Errorf("the retransmissions plot has a tick %s: a count's ticks are whole", l[1])
-		}
-	}
-	if len(ys) == 0 {
-		t.Errorf("no tick labels found in the SVG")
-	}
+	t.Cleanup(func() { d.Close() })
+	return d
 }

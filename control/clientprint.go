@@ -1,4 +1,4 @@
-package main
+package control
 
 import (
 	"encoding/json"
@@ -11,19 +11,19 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/netjam/netjam/control"
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/flows"
 )
 
-// printCtl prints the API's answer body to ctl's verb for a person: a
-// line per setting changed (set, reset), a short table (status, get), as
-// kubectl and toxiproxy-cli print theirs; -o json prints the answer
-// itself. forGiven says set had --for.
-func printCtl(w io.Writer, verb string, body []byte, forGiven bool) error {
+// Print prints the answer body to call for a person, as netjam ctl does:
+// a line per setting changed (set, reset), a short table (status, get),
+// as kubectl and toxiproxy-cli print theirs. An answer of another shape
+// (another netjam's) is printed as it came.
+func (call Call) Print(w io.Writer, body []byte) error {
+	verb, forGiven := call.verb, call.until
 	switch verb {
 	case "set", "reset":
-		var ch control.Changed
+		var ch Changed
 		if json.Unmarshal(body, &ch) == nil && ch.Links != nil {
 			printChanged(w, verb, ch, forGiven)
 			return nil
@@ -69,7 +69,7 @@ func printCtl(w io.Writer, verb string, body []byte, forGiven bool) error {
 
 // printChanged prints a change's settings, one a line: "uplink rate
 // 10Mbps → 2Mbps at 4.12 s".
-func printChanged(w io.Writer, verb string, ch control.Changed, forGiven bool) {
+func printChanged(w io.Writer, verb string, ch Changed, forGiven bool) {
 	if len(ch.Changes) == 0 {
 		if verb == "reset" {
 			fmt.Fprintf(w, "nothing to reset at %s s: no key was changed\n", seconds(ch.TimeS))
@@ -203,16 +203,4 @@ func orDash(ok bool, s string) string {
 		return s
 	}
 	return "-"
-}
-
-// ctlOutputJSON reports whether ctl prints the API's JSON (--json, -o
-// json), checking -o's value.
-func ctlOutputJSON(json bool, output string) (bool, error) {
-	switch output {
-	case "", "text":
-		return json, nil
-	case "json":
-		return true, nil
-	}
-	return false, fmt.Errorf("-o %s: not an output format (text or json)", output)
 }
