@@ -30,6 +30,58 @@ import (
 //
 // go test ./proxy -run '^$' -bench AgainstToxiproxy -count 5 -benchtime 1x
 func BenchmarkAgainstToxiproxy(b *testing.B) {
+	source, echo := sourceServer(b), echoServer(b)
+	againstToxiproxy(b, func(b *testing.B, api string, pid int) {
+		src := createProxy(b, api, "src", source)
+		ech := createProxy(b, api, "echo", echo)
+		for b.Loop() {
+			b.ReportMetric(throughput(b, src, 64<<20), "MB/s")
+			p50, p99 := addedLatency(b, ech, echo, 2000)
+			b.ReportMetric(p50, "p50-added-µs")
+			b.ReportMetric(p99, "p99-added-µs")
+			post(b, api+"/proxies/src/toxics", `{"type": "latency", "attributes": {"latency": 10}}`)
+			b.ReportMetric(throughput(b, src, 16<<20), "MB/s-latency10ms")
+			remove(api + "/proxies/src/toxics/latency_downstream")
+			b.ReportMetric(memoryWith(b, pid, ech, 1000), "MiB-1000conns")
+		}
+	})
+}
+
+// BenchmarkLatencyToxicAgainstToxiproxy measures how exact a latency
+// toxic is, in netjam proxy and in toxiproxy-server, alternating them as
+// BenchmarkAgainstToxiproxy does: the round trip of 1 byte through the
+// proxy over one connection with a latency toxic of 20 ms (jitter 0)
+// downstream, less the direct round trip and less the 20 ms asked, p50
+// and p99 of 1000 (µs). What remains is what the proxy adds beyond the
+// toxic's delay: its own cost, and how late it passes the delayed bytes
+// on. Its own cost is measured first, in the same conditions: the round
+// trip with no toxic, less the direct one, p50 and p99 of 2000 (µs).
+//
+// go test ./proxy -run '^$' -bench LatencyToxicAgainstToxiproxy -count 5 -benchtime 1x
+func BenchmarkLatencyToxicAgainstToxiproxy(b *testing.B) {
+	const asked = 20 * time.Millisecond
+	echo := echoServer(b)
+	againstToxiproxy(b, func(b *testing.B, api string, _ int) {
+		ech := createProxy(b, api, "echo", echo)
+		for b.Loop() {
+			p50, p99 := addedLatency(b, ech, echo, 2000)
+			b.ReportMetric(p50, "p50-added-µs")
+			b.ReportMetric(p99, "p99-added-µs")
+			post(b, api+"/proxies/echo/toxics", fmt.Sprintf(`{"type": "latency", "attributes": {"latency": %d, "jitter": 0}}`, asked.Milliseconds()))
+			p50, p99 = addedLatency(b, ech, echo, 1000)
+			b.ReportMetric(p50-float64(asked.Microseconds()), "p50-over-20ms-µs")
+			b.ReportMetric(p99-float64(asked.Microseconds()), "p99-over-20ms-µs")
+			remove(api + "/proxies/echo/toxics/latency_downstream")
+		}
+	})
+}
+
+// againstToxiproxy builds netjam and toxiproxy-server (v2.5.0, from the
+// module proxy; skipped when it cannot) and runs measure on each, as the
+// sub-benchmarks toxiproxy and netjam, each server in its own process on
+// loopback, started afresh for each: with -count N they alternate. api is
+// the server's API, pid its process.
+func againstToxiproxy(b *testing.B, measure func(b *testing.B, api string, pid int)) {
 	dir := b.TempDir()
 	netjamBin := filepath.Join(dir, "netjam")
 	if out, err := exec.Command("go", "build", "-o", netjamBin, "../cmd/netjam").CombinedOutput(); err != nil {
@@ -40,7 +92,6 @@ func BenchmarkAgainstToxiproxy(b *testing.B) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		b.Skipf("cannot build toxiproxy-server: %v\n%s", err, out)
 	}
-	source, echo := sourceServer(b), echoServer(b)
 	for _, name := range []string{"toxiproxy", "netjam"} {
 		b.Run(name, func(b *testing.B) {
 			port := strings.TrimPrefix(freeAddr(b), "127.0.0.1:")
@@ -59,22 +110,16 @@ func BenchmarkAgainstToxiproxy(b *testing.B) {
 			}()
 			api := "http://127.0.0.1:" + port
 			waitAPI(b, api)
-			src := createProxy(b, api, "src", source)
-			ech := createProxy(b, api, "echo", echo)
-			for b.Loop() {
-				b.ReportMetric(throughput(b, src, 64<<20), "MB/s")
-				p50, p99 := addedLatency(b, ech, echo, 2000)
-				b.ReportMetric(p50, "p50-added-µs")
-				b.ReportMetric(p99, "p99-added-µs")
-				post(b, api+"/proxies/src/toxics", `{"type": "latency", "attributes": {"latency": 10}}`)
-				b.ReportMetric(throughput(b, src, 16<<20), "MB/s-latency10ms")
-				req, _ := http.NewRequest("DELETE", api+"/proxies/src/toxics/latency_downstream", nil)
-				if resp, err := http.DefaultClient.Do(req); err == nil {
-					resp.Body.Close()
-				}
-				b.ReportMetric(memoryWith(b, server.Process.Pid, ech, 1000), "MiB-1000conns")
-			}
+			measure(b, api, server.Process.Pid)
 		})
+	}
+}
+
+// remove sends DELETE url, whatever comes back.
+func remove(url string) {
+	req, _ := http.NewRequest("DELETE", url, nil)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
 	}
 }
 
