@@ -47,6 +47,10 @@ var (
 	// notDirectly must not import these packages themselves: the command
 	// line reaches devices and hosts through the emulator's API.
 	notDirectly = map[string][]string{"cmd/netjam": {"stack", "hostnet"}}
+	// testOnly are imported by tests only: no package of the module's
+	// binary may depend on them (a browser driver in netjam).
+	testOnly = []string{module + "internal/browsertest", "github.com/chromedp/"}
+	binary   = "cmd/netjam"
 )
 
 // TestImportRules fails when a package of the module breaks an import
@@ -81,7 +85,7 @@ func TestViolations(t *testing.T) {
 		{ImportPath: module + "impair", Deps: []string{"time", gvisor + "_pkg/buffer"}},
 		{ImportPath: module + "topology", Deps: []string{module + "stack", gvisor + "_pkg/tcpip"}},
 		{ImportPath: module + "wifi", Deps: []string{module + "impair", "time"}},
-		{ImportPath: module + "cmd/netjam", Imports: []string{module + "emulator", module + "hostnet"}, Deps: []string{module + "stack"}},
+		{ImportPath: module + "cmd/netjam", Imports: []string{module + "emulator", module + "hostnet"}, Deps: []string{module + "stack", "github.com/chromedp/chromedp"}},
 		{ImportPath: module + "a", Error: &listError{[]string{"a", "b", "a"}, "import cycle not allowed"}},
 		{ImportPath: module + "b", DepsErrors: []*listError{{nil, "import cycle not allowed"}}},
 	}
@@ -89,6 +93,7 @@ func TestViolations(t *testing.T) {
 		module + "impair depends on " + gvisor + "_pkg/buffer (no gVisor in impair)",
 		module + "topology depends on " + gvisor + "_pkg/tcpip (no gVisor in topology)",
 		module + "cmd/netjam imports " + module + "hostnet (it goes through the emulator)",
+		module + "cmd/netjam depends on github.com/chromedp/chromedp (tests only)",
 		module + "a: import cycle not allowed: a -> b -> a",
 		module + "b: import cycle not allowed",
 	}
@@ -131,6 +136,13 @@ func violations(pkgs []pkg) []string {
 		for _, banned := range notDirectly[name] {
 			if slices.Contains(p.Imports, module+banned) {
 				out = append(out, fmt.Sprintf("%s imports %s%s (it goes through the emulator)", p.ImportPath, module, banned))
+			}
+		}
+		if name == binary {
+			for _, d := range p.Deps {
+				if slices.ContainsFunc(testOnly, func(prefix string) bool { return strings.HasPrefix(d, prefix) }) {
+					out = append(out, fmt.Sprintf("%s depends on %s (tests only)", p.ImportPath, d))
+				}
 			}
 		}
 		if p.Error != nil {
