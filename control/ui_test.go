@@ -7,11 +7,9 @@ import (
 	"math"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,87 +18,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/internal/browsertest"
 )
-
-// chromium returns the Chromium to drive: $NETJAM_CHROMIUM, else the
-// first of chromium, chromium-browser, google-chrome in PATH. Without one
-// the test is skipped, unless NETJAM_REQUIRE_BROWSER=1 (CI).
-func chromium(t *testing.T) string {
-	if p := os.Getenv("NETJAM_CHROMIUM"); p != "" {
-		return p
-	}
-	for _, n := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(n); err == nil {
-			return p
-		}
-	}
-	msg := "no Chromium found (set NETJAM_CHROMIUM, or install the chromium package) to test the dashboard in a browser"
-	if os.Getenv("NETJAM_REQUIRE_BROWSER") == "1" {
-		t.Fatal(msg + "; NETJAM_REQUIRE_BROWSER=1 requires it")
-	}
-	t.Skip(msg)
-	return ""
-}
-
-// browser starts a headless Chromium of its own for the test, and returns
-// its context; the test's end closes it (chromedp kills the process it
-// started, and only that one). Every console error or warning, uncaught
-// exception, and request to anywhere but base is recorded into problems.
-func browser(t *testing.T, base string) (context.Context, func() []string) {
-	bin := chromium(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.WindowSize(1400, 1000),
-		chromedp.UserDataDir(t.TempDir()))
-	if os.Geteuid() == 0 {
-		opts = append(opts, chromedp.NoSandbox) // Chromium refuses to run as root with its sandbox
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	var mu sync.Mutex
-	var problems []string
-	add := func(format string, a ...any) {
-		mu.Lock()
-		problems = append(problems, fmt.Sprintf(format, a...))
-		mu.Unlock()
-	}
-	messages := chromedp.Console(bctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for m, err := range messages {
-			if err != nil {
-				return
-			}
-			// A 4xx answer is logged by the network; the page's bad
-			// input gets one on purpose, and shows its message.
-			if (m.IsException() || m.Type == "error" || m.Type == "warning") && m.Source != "network" {
-				add("console %s", m)
-			}
-		}
-	}()
-	err := chromedp.Listen(bctx, func(ev any) {
-		if ev, ok := ev.(*network.EventRequestWillBeSent); ok {
-			if u := ev.Request.URL; !strings.HasPrefix(u, base+"/") && !strings.HasPrefix(u, "data:") {
-				add("a request leaving the endpoint: %s", u)
-			}
-		}
-	})
-	t.Cleanup(func() {
-		cancelBrowser()
-		cancelAlloc()
-		cancel()
-		wg.Wait()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bctx, func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]string(nil), problems...)
-	}
-}
 
 // TestDashboardInBrowser drives the dashboard in a real headless Chromium
 // while a run runs: the page loads with no console error and no request
@@ -111,7 +30,7 @@ func browser(t *testing.T, base string) (context.Context, func() []string) {
 // the run's end shows a link to the report. With NETJAM_UPDATE_DOCS=1 a
 // screenshot of the page mid-run goes to docs/dashboard.png.
 func TestDashboardInBrowser(t *testing.T) {
-	chromium(t) // skip before the run when there is none
+	browsertest.Chromium(t) // skip before the run when there is none
 	// Long enough for Chromium to start and the page to load on a
 	// loaded machine (or under the race detector) before the steps
 	// below; the test stops the run once they are done.
@@ -129,7 +48,7 @@ flows:
   - {name: bulk, type: tcp, direction: down, duration: DUR}
 `, "DUR", duration), "127.0.0.1:0")
 	samples := tr.events(t)
-	ctx, problems := browser(t, tr.base)
+	ctx, problems := browsertest.Start(t, tr.base)
 	start := time.Now()
 	if err := chromedp.Do(ctx, chromedp.Navigate(tr.base+"/"), chromedp.WaitVisible(chromedp.CSS("#in-uplink-rate"))); err != nil {
 		t.Fatal(err)
@@ -314,7 +233,7 @@ func rowValue(rows []emulator.SeriesRow, kind, name string) (float64, bool) {
 // (the page's script cannot read it) and SameSite=Strict, holding a value
 // derived from the token rather than the token.
 func TestDashboardAsksForToken(t *testing.T) {
-	chromium(t)
+	browsertest.Chromium(t)
 	ln, err := Listen("127.0.0.1:0", ListenOptions{HasToken: true})
 	if err != nil {
 		t.Fatal(err)
@@ -322,7 +241,7 @@ func TestDashboardAsksForToken(t *testing.T) {
 	s := Serve(ln, Endpoint{Token: "s3cret"}, func() {})
 	defer s.Close()
 	base := "http://" + ln.Addr().String()
-	ctx, problems := browser(t, base)
+	ctx, problems := browsertest.Start(t, base)
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),
 		chromedp.SendKeys(chromedp.CSS("#token"), "nope\r")); err != nil {
 		t.Fatal(err)
@@ -401,7 +320,7 @@ func TestDashboardAsksForToken(t *testing.T) {
 // link's directions (eu.uplink, ...), and a value typed into one changes
 // that link alone (links.eu.uplink.delay).
 func TestDashboardLinksList(t *testing.T) {
-	chromium(t) // skip before the run when there is none
+	browsertest.Chromium(t) // skip before the run when there is none
 	tr := startRunAt(t, `name: dashboard
 duration: 60s
 sample_interval: 200ms
@@ -414,7 +333,7 @@ paths:
 flows:
   - {name: probe, type: udp, rate: 1Mbps, packet_size: 1000, duration: 60s, path: to-eu}
 `, "127.0.0.1:0")
-	ctx, problems := browser(t, tr.base)
+	ctx, problems := browsertest.Start(t, tr.base)
 	in := `input[data-key="links.eu.uplink.delay"]`
 	err := chromedp.Do(ctx, chromedp.Navigate(tr.base+"/"), chromedp.WaitVisible(chromedp.CSS(in)),
 		chromedp.SendKeys(chromedp.CSS(in), "30ms\r"),
@@ -449,7 +368,7 @@ flows:
 // Connections list still names the TCP flow, which can no longer be
 // reset.
 func TestDashboardOpenedAfterTheRun(t *testing.T) {
-	chromium(t) // skip before the run when there is none
+	browsertest.Chromium(t) // skip before the run when there is none
 	tr := startRunAt(t, `name: dashboard
 duration: 4s
 sample_interval: 100ms
@@ -462,7 +381,7 @@ timeline:
   - {at: 2s, for: 1s, set: {link.loss: 100%}}
 `, "127.0.0.1:0")
 	tr.wait(t)
-	ctx, problems := browser(t, tr.base)
+	ctx, problems := browsertest.Start(t, tr.base)
 	type pageState struct {
 		Ramps, Marks, DelaySegments int
 		Note                        string
@@ -516,7 +435,7 @@ timeline:
 // duplicates: the page's points are the run's samples, each once, in
 // time order; and the page opened again after the run has them all too.
 func TestDashboardOpenedLateShowsTheWholeRun(t *testing.T) {
-	chromium(t) // skip before the run when there is none
+	browsertest.Chromium(t) // skip before the run when there is none
 	tr := startRunAt(t, `name: late
 duration: 8s
 sample_interval: 50ms
@@ -526,7 +445,7 @@ flows:
 timeline:
   - {at: 1s, ramp: 3s, set: {link.delay: 30ms}}
 `, "127.0.0.1:0")
-	ctx, problems := browser(t, tr.base)
+	ctx, problems := browsertest.Start(t, tr.base)
 	if err := chromedp.Do(ctx); err != nil { // Chromium started, no page yet
 		t.Fatal(err)
 	}
@@ -649,7 +568,7 @@ timeline:
 // from the run's start, its mean as the line and its least to greatest
 // as a shaded band.
 func TestDashboardPlotsMergedSeries(t *testing.T) {
-	chromium(t) // skip before the run when there is none
+	browsertest.Chromium(t) // skip before the run when there is none
 	seriesPoints = 16
 	t.Cleanup(func() { seriesPoints = maxSeriesPoints })
 	tr := startRunAt(t, `name: merged
@@ -675,7 +594,7 @@ flows:
 			}
 		}
 	}
-	ctx, problems := browser(t, tr.base)
+	ctx, problems := browsertest.Start(t, tr.base)
 	probe := `#plot-throughput polyline.series[data-name="probe"]`
 	err := chromedp.Do(ctx, chromedp.Navigate(tr.base+"/"),
 		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {

@@ -22,8 +22,9 @@ import (
 // what reaches it to real sockets: every destination in the Bench's
 // prefixes (BenchPrefixes) through Dial, which maps it to a real address.
 //
-// Only a scenario's path applies: its link, mtu and seed. Flows, Wi-Fi,
-// TUN mode and captures are refused.
+// Only a scenario's path applies: its link, mtu and seed, and its Wi-Fi
+// cell when BenchOptions.WiFi allows one. Flows, TUN mode and captures
+// are refused.
 type Bench struct {
 	l      *lab
 	mu     sync.Mutex // guards s, the settings in force, and orders Sets
@@ -54,6 +55,11 @@ type BenchOptions struct {
 	RelayBudget int64
 	// Log is the logger; nil means none.
 	Log *zap.Logger
+	// WiFi allows the scenario's wifi cell: the client host is then its
+	// first station, behind the medium, and the server host behind the
+	// access point's link. The other stations have no host: they contend
+	// with their saturate backlog (an idle station is only a name).
+	WiFi bool
 }
 
 // NewBench builds and starts the path of s and its two hosts.
@@ -61,8 +67,10 @@ func NewBench(s *scenario.Scenario, o BenchOptions) (*Bench, error) {
 	switch {
 	case len(s.Flows) > 0:
 		return nil, errors.New("a bench carries the program's own traffic: the scenario must have no flows")
-	case s.WiFi != nil || s.TUN != nil || s.Capture != nil:
-		return nil, errors.New("a bench has a path only: the scenario must have no wifi, tun or capture section")
+	case s.WiFi != nil && !o.WiFi:
+		return nil, errors.New("a bench has a path only: the scenario must have no wifi section")
+	case s.TUN != nil || s.Capture != nil:
+		return nil, errors.New("a bench has a path only: the scenario must have no tun or capture section")
 	case o.Dial == nil:
 		return nil, errors.New("a bench needs a Dial")
 	}
@@ -74,9 +82,12 @@ func NewBench(s *scenario.Scenario, o BenchOptions) (*Bench, error) {
 		s.Seed, s.SeedSet = NewSeed(), true
 	}
 	clk := clock.Real{}
+	clientSpec := hostSpec{name: "client", sack: true}
+	if s.WiFi != nil {
+		clientSpec.station = s.WiFi.Stations[0].Name
+	}
 	l, err := newLab(s, clk, log, nil, labHooks{},
-		hostSpec{name: "client", sack: true},
-		hostSpec{name: "server", server: true, sack: true, transparent: true, catchAll: true})
+		clientSpec, hostSpec{name: "server", server: true, sack: true, transparent: true, catchAll: true})
 	if err != nil {
 		return nil, err
 	}

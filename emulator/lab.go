@@ -217,9 +217,10 @@ func planHosts(s *scenario.Scenario) []hostSpec {
 }
 
 // newLab builds the path, the Wi-Fi cell and the hosts the flows of s
-// need, and the extra hosts (a Bench's). Nothing runs until start; close
+// need, or hosts when given (a Bench's: its own, and no host for a
+// station it does not sit behind). Nothing runs until start; close
 // releases everything, also after a failed newLab.
-func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir *outdir.Dir, hooks labHooks, extra ...hostSpec) (*lab, error) {
+func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir *outdir.Dir, hooks labHooks, hosts ...hostSpec) (*lab, error) {
 	if len(s.Links) == 0 {
 		// Not from scenario.Parse: its link is the one.
 		c := *s
@@ -250,7 +251,10 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir *outd
 	if err != nil {
 		return fail(err)
 	}
-	specs := append(planHosts(s), extra...)
+	specs := hosts
+	if len(specs) == 0 {
+		specs = planHosts(s)
+	}
 	ends := make([]*endHost, len(specs))
 	for i, h := range specs {
 		if ends[i], err = l.addEnd(b, h); err != nil {

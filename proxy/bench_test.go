@@ -16,11 +16,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/netjam/netjam/clock"
 )
 
 // BenchmarkAgainstToxiproxy compares netjam proxy with toxiproxy-server
 // (v2.5.0, built from the module proxy in the same run), each in its own
-// process, on loopback, alternating them for -count runs:
+// process, on loopback, alternating them for -count runs (see
+// eachServer); each metric's unit begins with the server's name:
 //
 //	throughput: 64 MB from an upstream through the proxy, no toxics and
 //	  with latency 10 ms downstream (MB/s);
@@ -28,11 +31,118 @@ import (
 //	  connection, less the direct one, p50 and p99 of 2000 (µs);
 //	memory: the server's resident set with 1000 connections open (MiB).
 //
-// go test ./proxy -run '^$' -bench AgainstToxiproxy -count 5 -benchtime 1x
+// go test ./proxy -run '^$' -bench '^BenchmarkAgainstToxiproxy$' -count 5 -benchtime 1x
 func BenchmarkAgainstToxiproxy(b *testing.B) {
+	bins := buildServers(b)
+	source, echo := sourceServer(b), echoServer(b)
+	for b.Loop() {
+		eachServer(b, bins, func(s *server) {
+			src := createProxy(b, s.api, "src", source)
+			ech := createProxy(b, s.api, "echo", echo)
+			s.report(throughput(b, src, 64<<20), "MB/s")
+			p50, p99 := addedLatency(b, ech, echo, 2000)
+			s.report(p50, "p50-added-µs")
+			s.report(p99, "p99-added-µs")
+			post(b, s.api+"/proxies/src/toxics", `{"type": "latency", "attributes": {"latency": 10}}`)
+			s.report(throughput(b, src, 16<<20), "MB/s-latency10ms")
+			remove(s.api + "/proxies/src/toxics/latency_downstream")
+			s.report(memoryWith(b, s.pid, ech, 1000), "MiB-1000conns")
+		})
+	}
+}
+
+// BenchmarkLatencyToxicAgainstToxiproxy measures how exact a latency
+// toxic is, in netjam proxy and in toxiproxy-server, alternating them as
+// BenchmarkAgainstToxiproxy does: the round trip of 1 byte through the
+// proxy over one connection with a latency toxic of 20 ms (jitter 0)
+// downstream, less the direct round trip and less the 20 ms asked, p50
+// and p99 of 1000 (µs). What remains is what the proxy adds beyond the
+// toxic's delay: its own cost, and how late it passes the delayed bytes
+// on. Its own cost is measured first, in the same conditions: the round
+// trip with no toxic, less the direct one, p50 and p99 of 2000 (µs).
+//
+// The floor, measured after the two: the same with no proxy, to an echo
+// that answers 20 ms after each byte (a nanosleep in its goroutine),
+// less 20 ms and the direct round trip: what the machine's wake-ups (the
+// echo's, the client's) add to a 20 ms wait whoever waits.
+//
+// go test ./proxy -run '^$' -bench LatencyToxicAgainstToxiproxy -count 5 -benchtime 1x
+func BenchmarkLatencyToxicAgainstToxiproxy(b *testing.B) {
+	const asked = 20 * time.Millisecond
+	bins := buildServers(b)
+	echo, late := echoServer(b), delayedEchoServer(b, asked)
+	over := func(us float64) float64 { return us - float64(asked.Microseconds()) }
+	for b.Loop() {
+		eachServer(b, bins, func(s *server) {
+			ech := createProxy(b, s.api, "echo", echo)
+			p50, p99 := addedLatency(b, ech, echo, 2000)
+			s.report(p50, "p50-added-µs")
+			s.report(p99, "p99-added-µs")
+			post(b, s.api+"/proxies/echo/toxics", fmt.Sprintf(`{"type": "latency", "attributes": {"latency": %d, "jitter": 0}}`, asked.Milliseconds()))
+			p50, p99 = addedLatency(b, ech, echo, 1000)
+			s.report(over(p50), "p50-over-20ms-µs")
+			s.report(over(p99), "p99-over-20ms-µs")
+		})
+		p50, p99 := addedLatency(b, late, echo, 1000)
+		b.ReportMetric(over(p50), "floor-p50-over-20ms-µs")
+		b.ReportMetric(over(p99), "floor-p99-over-20ms-µs")
+	}
+}
+
+// delayedEchoServer is an echo server that sends each read back d after
+// it came, slept with nanosleep(2) (clock.PreciseSleep): a delay as exact
+// as this process can make it.
+func delayedEchoServer(b *testing.B, d time.Duration) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 64)
+				for {
+					n, err := c.Read(buf)
+					if err != nil {
+						return
+					}
+					clock.PreciseSleep(d)
+					if _, err := c.Write(buf[:n]); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// server is a proxy server a benchmark measures: toxiproxy or netjam.
+type server struct {
+	b    *testing.B
+	name string
+	api  string // its API's URL
+	pid  int
+}
+
+// report reports a metric of the server: its unit begins with its name.
+func (s *server) report(v float64, unit string) { s.b.ReportMetric(v, s.name+"-"+unit) }
+
+// servers are the binaries of the servers measured, by name.
+type servers map[string]string
+
+// buildServers builds netjam, and toxiproxy-server v2.5.0 from the module
+// proxy (the benchmark is skipped when it cannot).
+func buildServers(b *testing.B) servers {
 	dir := b.TempDir()
-	netjamBin := filepath.Join(dir, "netjam")
-	if out, err := exec.Command("go", "build", "-o", netjamBin, "../cmd/netjam").CombinedOutput(); err != nil {
+	bins := servers{"netjam": filepath.Join(dir, "netjam"), "toxiproxy": filepath.Join(dir, "server")}
+	if out, err := exec.Command("go", "build", "-o", bins["netjam"], "../cmd/netjam").CombinedOutput(); err != nil {
 		b.Fatalf("build netjam: %v\n%s", err, out)
 	}
 	cmd := exec.Command("go", "install", "github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0")
@@ -40,41 +150,48 @@ func BenchmarkAgainstToxiproxy(b *testing.B) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		b.Skipf("cannot build toxiproxy-server: %v\n%s", err, out)
 	}
-	source, echo := sourceServer(b), echoServer(b)
+	return bins
+}
+
+// eachServer starts each server in turn, toxiproxy then netjam, in its
+// own process on loopback, and runs measure on it. Called once in each
+// iteration of a benchmark without sub-benchmarks, which -count repeats
+// whole, the two alternate: sub-benchmarks, one a server, would each be
+// repeated in a row (toxiproxy 5 times, then netjam 5 times), and a busy
+// spell of the machine would fall on one of them.
+func eachServer(b *testing.B, bins servers, measure func(s *server)) {
 	for _, name := range []string{"toxiproxy", "netjam"} {
-		b.Run(name, func(b *testing.B) {
-			port := strings.TrimPrefix(freeAddr(b), "127.0.0.1:")
-			var server *exec.Cmd
-			if name == "netjam" {
-				server = exec.Command(netjamBin, "--log-level", "error", "proxy", "--listen", "127.0.0.1:"+port)
-			} else {
-				server = exec.Command(filepath.Join(dir, "server"), "-host", "127.0.0.1", "-port", port)
-			}
-			if err := server.Start(); err != nil {
-				b.Fatal(err)
-			}
-			defer func() {
-				server.Process.Signal(syscall.SIGTERM)
-				server.Wait()
-			}()
-			api := "http://127.0.0.1:" + port
-			waitAPI(b, api)
-			src := createProxy(b, api, "src", source)
-			ech := createProxy(b, api, "echo", echo)
-			for b.Loop() {
-				b.ReportMetric(throughput(b, src, 64<<20), "MB/s")
-				p50, p99 := addedLatency(b, ech, echo, 2000)
-				b.ReportMetric(p50, "p50-added-µs")
-				b.ReportMetric(p99, "p99-added-µs")
-				post(b, api+"/proxies/src/toxics", `{"type": "latency", "attributes": {"latency": 10}}`)
-				b.ReportMetric(throughput(b, src, 16<<20), "MB/s-latency10ms")
-				req, _ := http.NewRequest("DELETE", api+"/proxies/src/toxics/latency_downstream", nil)
-				if resp, err := http.DefaultClient.Do(req); err == nil {
-					resp.Body.Close()
-				}
-				b.ReportMetric(memoryWith(b, server.Process.Pid, ech, 1000), "MiB-1000conns")
-			}
+		port := strings.TrimPrefix(freeAddr(b), "127.0.0.1:")
+		cmd := exec.Command(bins[name], "-host", "127.0.0.1", "-port", port)
+		if name == "netjam" {
+			cmd = exec.Command(bins[name], "--log-level", "error", "proxy", "--listen", "127.0.0.1:"+port)
+		}
+		runServer(b, cmd, func(pid int) {
+			s := &server{b: b, name: name, api: "http://127.0.0.1:" + port, pid: pid}
+			waitAPI(b, s.api)
+			measure(s)
 		})
+	}
+}
+
+// runServer starts cmd, runs f with its process id, and stops it (also
+// when f fails the benchmark).
+func runServer(b *testing.B, cmd *exec.Cmd, f func(pid int)) {
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}()
+	f(cmd.Process.Pid)
+}
+
+// remove sends DELETE url, whatever comes back.
+func remove(url string) {
+	req, _ := http.NewRequest("DELETE", url, nil)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
 	}
 }
 

@@ -1,10 +1,13 @@
 package proxy_test
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -375,5 +378,163 @@ func TestLiveChange(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if d := roundTrip(); d >= 150*time.Millisecond {
 		t.Errorf("latency removed on an open connection: %v", d)
+	}
+}
+
+// TestWiFi: netjam's wifi toxic puts the path behind an 802.11 cell, the
+// scenario's wifi keys its attributes, the client its first station. An
+// 802.11g cell at 54 Mbit/s carries TCP at what its DCF leaves, below the
+// 30.5 Mbit/s one saturated station gets (Bianchi; docs/scenario.md):
+// 3680 KB/s of TCP payload (1448 bytes of 1500). Three stations with a
+// saturated uplink take most of the medium: the access point, which sends
+// the answer, wins about one transmission in four. At 6 Mbit/s the cell
+// carries less than 750 KB/s. Each change applies to new connections,
+// each on a new path.
+func TestWiFi(t *testing.T) {
+	srv, api := startServer(t, proxy.Options{})
+	tc := toxiproxy.NewClient(api)
+	p, err := tc.CreateProxy("w", "127.0.0.1:0", upstream(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + p.Listen + "/"
+	if _, err := p.AddToxic("cell", "wifi", "", 1, toxiproxy.Attributes{"standard": "802.11g", "rate": "54Mbps"}); err != nil {
+		t.Fatal(err)
+	}
+	alone, aloneRTT := downloadRate(t, p.Listen, 2_000_000), fastest(t, url, 5)
+	if alone > 3680 || alone < 1500 {
+		t.Errorf("802.11g at 54 Mbit/s, one station: %.0f KB/s, want 1500 to 3680", alone)
+	}
+	sat := map[string]any{"saturate": 1500}
+	if _, err := p.UpdateToxic("cell", 1, toxiproxy.Attributes{"stations": []any{map[string]any{}, sat, sat, sat}}); err != nil {
+		t.Fatal(err)
+	}
+	contended, contendedRTT := downloadRate(t, p.Listen, 1_000_000), fastest(t, url, 5)
+	t.Logf("one station: %.0f KB/s, GET %v; with three saturated stations: %.0f KB/s, GET %v", alone, aloneRTT, contended, contendedRTT)
+	if contended > alone/2 || contendedRTT < 2*aloneRTT {
+		t.Errorf("three saturated stations: %.0f KB/s and a GET in %v, alone %.0f KB/s and %v: want less than half the rate, twice the time",
+			contended, contendedRTT, alone, aloneRTT)
+	}
+	// "stations": null takes the key out: one station again.
+	if _, err := p.UpdateToxic("cell", 1, toxiproxy.Attributes{"stations": nil, "rate": "6Mbps"}); err != nil {
+		t.Fatal(err)
+	}
+	if slow := downloadRate(t, p.Listen, 500_000); slow > 750 || slow < 300 {
+		t.Errorf("802.11g at 6 Mbit/s: %.0f KB/s, want 300 to 750", slow)
+	}
+	if _, err := p.AddToxic("cell2", "wifi", "", 1, nil); err == nil || !strings.Contains(err.Error(), "has a wifi toxic already (cell)") {
+		t.Errorf("a second wifi toxic: %v", err)
+	}
+	if err := p.RemoveToxic("cell"); err != nil {
+		t.Fatal(err)
+	}
+	if clean := downloadRate(t, p.Listen, 2_000_000); clean < 3*alone {
+		t.Errorf("the cell removed: %.0f KB/s", clean)
+	}
+	if st := srv.Proxy("w").Stats(); st.Paths != 1 {
+		t.Errorf("%d paths: want the one of the last change, the others closed", st.Paths)
+	}
+}
+
+// TestWiFiOnOpenConnections: a cell cannot change while it runs, so a
+// connection open when a wifi toxic is added keeps its path without the
+// cell, and still takes the other toxics' changes (a latency); new
+// connections cross the cell. The path closes with its last connection.
+func TestWiFiOnOpenConnections(t *testing.T) {
+	srv, api := startServer(t, proxy.Options{})
+	tc := toxiproxy.NewClient(api)
+	p, err := tc.CreateProxy("w", "127.0.0.1:0", upstream(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", p.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	open := keptAlive(t, c)
+	if _, err := p.AddToxic("cell", "wifi", "", 1, toxiproxy.Attributes{"standard": "802.11b"}); err != nil {
+		t.Fatal(err)
+	}
+	// 802.11b's 11 Mbit/s carries less than 1375 KB/s.
+	if rate := downloadRate(t, p.Listen, 300_000); rate > 1375 {
+		t.Errorf("a new connection through an 802.11b cell: %.0f KB/s", rate)
+	}
+	if rate, _ := open(1_000_000); rate < 5000 {
+		t.Errorf("the connection open before the cell: %.0f KB/s, want its path's, without the cell", rate)
+	}
+	if _, err := p.AddToxic("lat", "latency", "downstream", 1, toxiproxy.Attributes{"latency": 100}); err != nil {
+		t.Fatal(err)
+	}
+	if _, took := open(10); took < 100*time.Millisecond {
+		t.Errorf("latency added: the open connection's request took %v", took)
+	}
+	evs := srv.Proxy("w").Events()
+	if !slices.ContainsFunc(evs, func(e proxy.Event) bool {
+		return e.Type == "stale" && strings.Contains(e.Detail, "keeps its Wi-Fi cell for its 1 open connections")
+	}) {
+		t.Errorf("events %+v: want the path kept for the open connection", evs)
+	}
+	c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.Proxy("w").Stats().Paths != 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := srv.Proxy("w").Stats().Paths; n != 1 {
+		t.Errorf("the open connection closed: %d paths, want 1", n)
+	}
+}
+
+// keptAlive returns a function that GETs n bytes on c, kept open across
+// requests, and returns the answer's rate in KB/s (from the request on)
+// and the time it took.
+func keptAlive(t *testing.T, c net.Conn) func(n int) (float64, time.Duration) {
+	br := bufio.NewReader(c)
+	return func(n int) (float64, time.Duration) {
+		t.Helper()
+		start := time.Now()
+		if _, err := fmt.Fprintf(c, "GET /bytes?n=%d HTTP/1.1\r\nHost: x\r\n\r\n", n); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || sum(b) != sum(body(n)) {
+			t.Fatalf("%d bytes came (%v), differing from the upstream's", len(b), err)
+		}
+		took := time.Since(start)
+		return float64(n) / took.Seconds() / 1000, took
+	}
+}
+
+// TestScenarioWiFi: a scenario's wifi section is every path's cell; a
+// wifi toxic replaces it, and when the toxic is removed it holds again.
+func TestScenarioWiFi(t *testing.T) {
+	y := "wifi: {standard: 802.11b, stations: [{name: phone}]}\n"
+	_, api := startServer(t, proxy.Options{Scenario: []byte(y), ScenarioName: "wifi.yaml"})
+	tc := toxiproxy.NewClient(api)
+	p, err := tc.CreateProxy("w", "127.0.0.1:0", upstream(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 802.11b's 11 Mbit/s: less than 1375 KB/s; 802.11g's 54: more.
+	if rate := downloadRate(t, p.Listen, 300_000); rate > 1375 {
+		t.Errorf("the scenario's 802.11b cell: %.0f KB/s", rate)
+	}
+	if _, err := p.AddToxic("cell", "wifi", "", 1, toxiproxy.Attributes{"standard": "802.11g"}); err != nil {
+		t.Fatal(err)
+	}
+	if rate := downloadRate(t, p.Listen, 1_000_000); rate < 1500 {
+		t.Errorf("an 802.11g toxic over the scenario's 802.11b cell: %.0f KB/s", rate)
+	}
+	if err := p.RemoveToxic("cell"); err != nil {
+		t.Fatal(err)
+	}
+	if rate := downloadRate(t, p.Listen, 300_000); rate > 1375 {
+		t.Errorf("the toxic removed: %.0f KB/s, want the scenario's 802.11b cell again", rate)
 	}
 }

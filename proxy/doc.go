@@ -5,7 +5,9 @@
 // the client's bytes and the upstream's replies cross the path as TCP
 // segments: a latency toxic delays packets, a bandwidth toxic is a rate
 // with a queue, netjam's own toxics (loss, queue, reorder, duplicate,
-// corrupt, ...) are a scenario's link keys.
+// corrupt, ...) are a scenario's link keys, and wifi a scenario's Wi-Fi
+// cell, the client its station (a cell is built with its path: a change
+// applies to new connections).
 //
 // toxiproxy's toxics that act on the stream itself (slow_close, slicer,
 // limit_data, reset_peer, timeout's close) keep toxiproxy's meaning and

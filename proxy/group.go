@@ -30,11 +30,16 @@ type group struct {
 	// toxics are those in force on its path now (a copy each), timeout's
 	// close on its connections' streams too.
 	toxics []*Toxic
-	// stale is set when the path refused a live change (a queue's
-	// discipline, say): the group keeps its connections and settings,
-	// takes no new connection, and closes with its last connection.
-	stale bool
-	conns int
+	// cell is the Wi-Fi cell its path was built with (cellSet's
+	// wifi=...): a running path keeps its cell.
+	cell string
+	// stale is set when the path cannot take a change: the group keeps
+	// its connections, takes no new connection, and closes with its last
+	// connection. A group whose cell differs from the toxics' still takes
+	// their other changes; a frozen one, whose path refused a live change
+	// (a queue's discipline, say), keeps all its settings.
+	stale, frozen bool
+	conns         int
 }
 
 // virtualUpstream is the address the near host dials for every
@@ -47,15 +52,16 @@ func virtualUpstream(port uint16) netip.AddrPort {
 
 // newGroup starts the path of the toxics ts (those a connection drew).
 func (p *Proxy) newGroupLocked(ts []*Toxic) (*group, error) {
-	s, err := p.srv.base.With(pathSets(p.srv.baseLink, ts)...)
+	cell := cellSet(p.srv.baseLink, ts)
+	s, err := p.srv.base.With(append(pathSets(p.srv.baseLink, ts), cell)...)
 	if err != nil {
 		return nil, err
 	}
-	b, err := emulator.NewBench(s, emulator.BenchOptions{Dial: p.dialUpstream, RelayBudget: relayBudget, Log: p.log.Named("path")})
+	b, err := emulator.NewBench(s, emulator.BenchOptions{Dial: p.dialUpstream, RelayBudget: relayBudget, Log: p.log.Named("path"), WiFi: true})
 	if err != nil {
 		return nil, err
 	}
-	g := &group{b: b, names: map[string]bool{}, toxics: ts}
+	g := &group{b: b, names: map[string]bool{}, toxics: ts, cell: cell}
 	for _, t := range ts {
 		g.names[t.Name] = true
 	}

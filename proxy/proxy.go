@@ -363,39 +363,93 @@ const (
 // are kept). A toxic added or updated is drawn again (its toxicity), as
 // toxiproxy draws it for each connection: once for each group, whose
 // connections share its packets, and the stream toxics for each
-// connection. Groups that refuse the change turn stale. With p.mu held.
+// connection. A group whose Wi-Fi cell the change would alter keeps its
+// cell, takes the rest and turns stale; one whose path refuses the
+// change keeps everything (frozen). Stale groups that no connection
+// crosses are closed. With p.mu held.
 func (p *Proxy) setToxicsLocked(ts []*Toxic, changes map[string]change, what string) {
 	p.toxics = ts
 	p.eventLocked("toxics", what)
 	for _, g := range p.groups {
-		if g.stale {
+		if g.frozen {
 			continue
 		}
-		var in []*Toxic
-		names := map[string]bool{}
-		for _, t := range ts {
-			if t.onStream() {
-				continue
+		in, names := p.drawLocked(g, ts, changes)
+		if cellSet(p.srv.baseLink, in) != g.cell {
+			in = keepCell(g, in, names)
+			if !g.stale && g.conns > 0 {
+				p.eventLocked("stale", fmt.Sprintf("a path keeps its Wi-Fi cell for its %d open connections (a cell cannot change while it runs), with the other toxics' changes; new connections get a new path", g.conns))
 			}
-			has := g.names[t.Name]
-			if changes[t.Name] != kept {
-				has = p.draw(t.Toxicity)
-			}
-			if has {
-				in = append(in, t.clone())
-				names[t.Name] = true
-			}
+			g.stale = true
 		}
 		if err := g.b.Set(pathSets(p.srv.baseLink, in)...); err != nil {
-			g.stale = true
+			g.stale, g.frozen = true, true
 			p.eventLocked("stale", "a path kept its settings for its open connections and takes no new ones: "+err.Error())
 			continue
 		}
 		g.names, g.toxics = names, in
 	}
+	p.closeIdleStaleLocked()
 	for c := range p.conns {
 		p.applyLocked(c, changes, false)
 	}
+}
+
+// drawLocked returns the path toxics of ts group g has after a change
+// (changes), a copy each, and their names: those added or updated drawn
+// again, the others as g drew them.
+func (p *Proxy) drawLocked(g *group, ts []*Toxic, changes map[string]change) ([]*Toxic, map[string]bool) {
+	var in []*Toxic
+	names := map[string]bool{}
+	for _, t := range ts {
+		if t.onStream() {
+			continue
+		}
+		has := g.names[t.Name]
+		if changes[t.Name] != kept {
+			has = p.draw(t.Toxicity)
+		}
+		if has {
+			in = append(in, t.clone())
+			names[t.Name] = true
+		}
+	}
+	return in, names
+}
+
+// keepCell returns in with g's wifi toxic in force (or none) in place of
+// the one in has, names changed to match.
+func keepCell(g *group, in []*Toxic, names map[string]bool) []*Toxic {
+	in = slices.DeleteFunc(in, func(t *Toxic) bool {
+		if t.Type == wifiType {
+			delete(names, t.Name)
+			return true
+		}
+		return false
+	})
+	for _, t := range g.toxics {
+		if t.Type == wifiType {
+			in = append(in, t)
+			names[t.Name] = true
+		}
+	}
+	return in
+}
+
+// closeIdleStaleLocked closes the stale groups no connection crosses:
+// none would join them. closeGroup takes p.mu, held here.
+func (p *Proxy) closeIdleStaleLocked() {
+	p.groups = slices.DeleteFunc(p.groups, func(g *group) bool {
+		if !g.stale || g.conns > 0 {
+			return false
+		}
+		p.closing.Add(1)
+		go func() {
+			defer p.closing.Done()
+			p.closeGroup(g)
+		}()
+		return true
+	})
 }
 
 // applyLocked puts the proxy's toxics in force on connection c: its

@@ -68,8 +68,9 @@ type Server struct {
 	closed  bool
 }
 
-// New checks the options and the scenario (a path only: no flows, Wi-Fi,
-// TUN or capture, one link) and returns a Server with no proxy.
+// New checks the options and the scenario (a path only: no flows, TUN or
+// capture, one link, and a Wi-Fi cell at most) and returns a Server with
+// no proxy.
 func New(o Options) (*Server, error) {
 	if o.MaxProxies <= 0 {
 		o.MaxProxies = DefaultMaxProxies
@@ -111,10 +112,11 @@ func New(o Options) (*Server, error) {
 			srv.baseLink.values[key] = s.Value(key)
 		}
 	}
+	srv.baseLink.values["wifi"] = s.Value("wifi")
 	// A path of the scenario once, to report now what would refuse it.
 	b, err := emulator.NewBench(s, emulator.BenchOptions{Dial: func(ctx context.Context, network, address string) (net.Conn, error) {
 		return nil, errors.New("unused")
-	}})
+	}, WiFi: true})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o.ScenarioName, err)
 	}
@@ -413,6 +415,12 @@ func (p *Proxy) addToxic(body []byte) (*Toxic, error) {
 			return nil, errorf(400, "toxic %s: proxy %s has a trace %s already (%s): change it, or remove it first", t.Name, p.name, t.dir, p.toxics[i].Name)
 		}
 	}
+	// One cell a proxy: its path crosses one.
+	if t.Type == wifiType {
+		if i := slices.IndexFunc(p.toxics, func(o *Toxic) bool { return o.Type == wifiType }); i >= 0 {
+			return nil, errorf(400, "toxic %s: proxy %s has a wifi toxic already (%s): its path crosses one cell; change it, or remove it first", t.Name, p.name, p.toxics[i].Name)
+		}
+	}
 	ts := append(slices.Clone(p.toxics), t)
 	if err := p.srv.check(t, ts); err != nil {
 		return nil, err
@@ -425,12 +433,15 @@ func (p *Proxy) addToxic(body []byte) (*Toxic, error) {
 // scenario: netjam's own toxics are scenario keys, whose messages say
 // what is wrong.
 func (s *Server) check(t *Toxic, ts []*Toxic) error {
-	if _, err := s.base.With(pathSets(s.baseLink, ts)...); err != nil {
+	if _, err := s.base.With(append(pathSets(s.baseLink, ts), cellSet(s.baseLink, ts))...); err != nil {
 		msg := err.Error()
 		// "link.downlink.loss.p: ..." is the toxic's "attributes.p: ...".
 		msg = strings.ReplaceAll(msg, "--set ", "")
 		key := "link." + t.dir.link() + "." + t.Type
-		if t.Type == traceType {
+		switch t.Type {
+		case wifiType:
+			key = "wifi"
+		case traceType:
 			// A trace is the direction's rate, its data the trace_data.
 			key = "link." + t.dir.link() + ".rate"
 			msg = strings.ReplaceAll(msg, key+".trace_data", "attributes.data")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -128,10 +129,12 @@ var toxiproxyTypes = map[string][]attribute{
 // attributes that key's mapping.
 var netjamTypes = []string{"corrupt", "delay", "duplicate", "loss", "queue", "rate", "reorder"}
 
-// refusedTypes are netjam types that cannot be toxics, and why.
-var refusedTypes = map[string]string{
-	"wifi": "a Wi-Fi cell is not available in netjam proxy yet: its paths carry a link only",
-}
+// wifiType is netjam's Wi-Fi toxic: the path crosses an 802.11 cell, the
+// proxy's client side its first station and the upstream's side behind
+// its access point, as a scenario's wifi section puts a station's host
+// (its attributes that section's keys). A cell carries both directions
+// of the path, so its stream is downstream, the default, only.
+const wifiType = "wifi"
 
 // traceType is netjam's trace toxic: the direction's rate follows a
 // trace whose content the toxic holds (its data attribute), as a
@@ -162,7 +165,7 @@ func typeNames() []string {
 		out = append(out, t)
 	}
 	out = append(out, netjamTypes...)
-	out = append(out, traceType)
+	out = append(out, traceType, wifiType)
 	sort.Strings(out)
 	return out
 }
@@ -235,14 +238,15 @@ func newToxic(body []byte, udp bool, now time.Time) (*Toxic, error) {
 		for _, a := range toxiproxyTypes[t.Type] {
 			t.ints[a.name] = 0
 		}
-	case slices.Contains(netjamTypes, t.Type) || t.Type == traceType:
+	case slices.Contains(netjamTypes, t.Type) || t.Type == traceType || t.Type == wifiType:
 		t.raw = map[string]any{}
-	case refusedTypes[t.Type] != "":
-		return nil, errorf(400, "invalid toxic type %s: %s", t.Type, refusedTypes[t.Type])
 	case t.Type == "":
 		return nil, errorf(400, "invalid toxic type: missing field type (one of %s)", strings.Join(typeNames(), ", "))
 	default:
 		return nil, errorf(400, "invalid toxic type %q (one of %s)", t.Type, strings.Join(typeNames(), ", "))
+	}
+	if t.Type == wifiType && t.dir != downstream {
+		return nil, errorf(400, "toxic %s: a Wi-Fi cell carries both streams of the path (the client is its station, the upstream behind its access point): give stream downstream, the default, or none", t.Name)
 	}
 	if udp && slices.Contains(streamTypes, t.Type) {
 		return nil, errorf(400, "toxic %s: %s acts on a TCP stream, and this proxy is udp", t.Name, t.Type)
@@ -515,7 +519,7 @@ func pathSets(base baseLink, ts []*Toxic) []string {
 			vals["rate"] = fmt.Sprintf("{bitrate: %dbps, packet_overhead: -%d}", bps, headerBytes)
 		}
 		for _, t := range ts {
-			if t.dir == d && t.raw != nil {
+			if t.dir == d && t.raw != nil && t.Type != wifiType {
 				key, attrs := t.Type, t.raw
 				if t.Type == traceType {
 					key, attrs = "rate", traceRate(t.raw)
@@ -544,6 +548,30 @@ func pathSets(base baseLink, ts []*Toxic) []string {
 	return out
 }
 
+// cellSet returns the path's Wi-Fi cell for the toxics ts over the base
+// scenario, as --set's KEY=VALUE: the wifi section of ts's wifi toxic
+// (one a proxy), its attributes with one station when they name none,
+// else the base's cell, or none. A cell is built with its path: Bench.Set
+// cannot change it, so it is a key of a new path only (newGroupLocked).
+func cellSet(base baseLink, ts []*Toxic) string {
+	for _, t := range ts {
+		if t.Type != wifiType {
+			continue
+		}
+		attrs := t.raw
+		if attrs["stations"] == nil {
+			attrs = maps.Clone(attrs)
+			attrs["stations"] = []any{map[string]any{}}
+		}
+		b, _ := json.Marshal(attrs)
+		return "wifi=" + string(b)
+	}
+	if v := base.values["wifi"]; v != "" {
+		return "wifi=" + v
+	}
+	return "wifi=null"
+}
+
 // headerBytes is the bytes of IPv4 and TCP headers, with the timestamp
 // option, in a full-sized segment; see pathSets.
 const headerBytes = 20 + 20 + 12
@@ -555,6 +583,7 @@ type baseLink struct {
 		bitrate       uint64
 	}
 	// values are the base's own value of each key of pathKeys in each
-	// direction (link.uplink.delay, ...), "" where it sets none.
+	// direction (link.uplink.delay, ...), and of wifi, "" where it sets
+	// none.
 	values map[string]string
 }

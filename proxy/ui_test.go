@@ -1,109 +1,19 @@
 package proxy_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"github.com/netjam/netjam/internal/browsertest"
 	"github.com/netjam/netjam/proxy"
 )
-
-// chromium returns the Chromium to drive, as control's dashboard tests
-// find it: $NETJAM_CHROMIUM, else chromium, chromium-browser or
-// google-chrome in PATH. Without one the test is skipped, unless
-// NETJAM_REQUIRE_BROWSER=1 (CI).
-func chromium(t *testing.T) string {
-	if p := os.Getenv("NETJAM_CHROMIUM"); p != "" {
-		return p
-	}
-	for _, n := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(n); err == nil {
-			return p
-		}
-	}
-	msg := "no Chromium found (set NETJAM_CHROMIUM, or install the chromium package) to test the dashboard in a browser"
-	if os.Getenv("NETJAM_REQUIRE_BROWSER") == "1" {
-		t.Fatal(msg + "; NETJAM_REQUIRE_BROWSER=1 requires it")
-	}
-	t.Skip(msg)
-	return ""
-}
-
-// browser starts a headless Chromium of its own for the test and returns
-// its context; the test's end closes it (chromedp kills the process it
-// started, and only that one). Every console error or warning, uncaught
-// exception, JavaScript dialog (alert), and request to anywhere but base
-// is recorded into problems.
-func browser(t *testing.T, base string) (context.Context, func() []string) {
-	bin := chromium(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.WindowSize(1400, 1000),
-		chromedp.UserDataDir(t.TempDir()))
-	if os.Geteuid() == 0 {
-		opts = append(opts, chromedp.NoSandbox) // Chromium refuses to run as root with its sandbox
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	var mu sync.Mutex
-	var problems []string
-	add := func(format string, a ...any) {
-		mu.Lock()
-		problems = append(problems, fmt.Sprintf(format, a...))
-		mu.Unlock()
-	}
-	messages := chromedp.Console(bctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for m, err := range messages {
-			if err != nil {
-				return
-			}
-			// A 4xx answer is logged by the network; the test asks
-			// for one on purpose.
-			if (m.IsException() || m.Type == "error" || m.Type == "warning") && m.Source != "network" {
-				add("console %s", m)
-			}
-		}
-	}()
-	err := chromedp.Listen(bctx, func(ev any) {
-		switch ev := ev.(type) {
-		case *network.EventRequestWillBeSent:
-			if u := ev.Request.URL; !strings.HasPrefix(u, base+"/") && !strings.HasPrefix(u, "data:") {
-				add("a request leaving the server: %s", u)
-			}
-		case *page.EventJavascriptDialogOpening:
-			add("a dialog opened: %q", ev.Message)
-		}
-	})
-	t.Cleanup(func() {
-		cancelBrowser()
-		cancelAlloc()
-		cancel()
-		wg.Wait()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bctx, func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]string(nil), problems...)
-	}
-}
 
 // TestProxyDashboardInBrowser drives netjam proxy's dashboard in a real
 // headless Chromium: a proxy and a toxic made through the API, both with
@@ -112,7 +22,7 @@ func browser(t *testing.T, base string) (context.Context, func() []string) {
 // change of the toxic through the API is shown within the polls; the
 // page's browser still cannot call the API itself.
 func TestProxyDashboardInBrowser(t *testing.T) {
-	chromium(t)
+	browsertest.Chromium(t)
 	_, api := startServer(t, proxy.Options{UI: true})
 	up := upstream(t)
 	const name, toxic = `<img src=x onerror=alert(1)>`, `<svg onload=alert(2)>`
@@ -137,7 +47,7 @@ func TestProxyDashboardInBrowser(t *testing.T) {
 	r.Body.Close()
 
 	base := "http://" + api
-	ctx, problems := browser(t, base)
+	ctx, problems := browsertest.Start(t, base)
 	js := func(v string) string { b, _ := json.Marshal(v); return string(b) }
 	// shows is true once the proxy's box has the toxic with attributes
 	// holding want.

@@ -27,11 +27,12 @@ func proxyCommand() *cli.Command {
 unchanged) until interrupted. Each proxy listens on its address and carries
 every connection to its upstream across an emulated path, so that latency,
 bandwidth and netjam's own toxics (loss, queue, reorder, duplicate,
-corrupt, delay, rate, and trace, a rate trace's content) act on the TCP
-segments. The scenario's link, when one is given, is every path's
-starting point; toxics change it. With --ui, a dashboard at /ui/ of the
-API's address lists the proxies and their toxics, live (it only reads;
-the API stays closed to browsers). See docs/proxy.md.
+corrupt, delay, rate, trace, a rate trace's content, and wifi, an 802.11
+cell the client is a station of) act on the TCP segments. The scenario's
+link and Wi-Fi cell, when one is given, are every path's starting point;
+toxics change them. With --ui, a dashboard at /ui/ of the API's address
+lists the proxies and their toxics, live (it only reads; the API stays
+closed to browsers). See docs/proxy.md.
 
 Examples:
    netjam proxy

@@ -52,6 +52,10 @@ var (
 		"cmd/netjam": {[]string{"stack", "hostnet"}, "it goes through the emulator"},
 		"sweep":      {[]string{"emulator", "stack", "hostnet"}, "the command line gives it how to run a run"},
 	}
+	// testOnly are imported by tests only: no package of the module's
+	// binary may depend on them (a browser driver in netjam).
+	testOnly = []string{module + "internal/browsertest", "github.com/chromedp/"}
+	binary   = "cmd/netjam"
 )
 
 // banned is what a package must not import, and why.
@@ -92,7 +96,7 @@ func TestViolations(t *testing.T) {
 		{ImportPath: module + "impair", Deps: []string{"time", gvisor + "_pkg/buffer"}},
 		{ImportPath: module + "topology", Deps: []string{module + "stack", gvisor + "_pkg/tcpip"}},
 		{ImportPath: module + "wifi", Deps: []string{module + "impair", "time"}},
-		{ImportPath: module + "cmd/netjam", Imports: []string{module + "emulator", module + "hostnet"}, Deps: []string{module + "stack"}},
+		{ImportPath: module + "cmd/netjam", Imports: []string{module + "emulator", module + "hostnet"}, Deps: []string{module + "stack", "github.com/chromedp/chromedp"}},
 		{ImportPath: module + "sweep", Imports: []string{module + "scenario", module + "emulator"}},
 		{ImportPath: module + "a", Error: &listError{[]string{"a", "b", "a"}, "import cycle not allowed"}},
 		{ImportPath: module + "b", DepsErrors: []*listError{{nil, "import cycle not allowed"}}},
@@ -101,6 +105,7 @@ func TestViolations(t *testing.T) {
 		module + "impair depends on " + gvisor + "_pkg/buffer (no gVisor in impair)",
 		module + "topology depends on " + gvisor + "_pkg/tcpip (no gVisor in topology)",
 		module + "cmd/netjam imports " + module + "hostnet (it goes through the emulator)",
+		module + "cmd/netjam depends on github.com/chromedp/chromedp (tests only)",
 		module + "sweep imports " + module + "emulator (the command line gives it how to run a run)",
 		module + "a: import cycle not allowed: a -> b -> a",
 		module + "b: import cycle not allowed",
@@ -145,6 +150,13 @@ func violations(pkgs []pkg) []string {
 		for _, b := range rule.pkgs {
 			if slices.Contains(p.Imports, module+b) {
 				out = append(out, fmt.Sprintf("%s imports %s%s (%s)", p.ImportPath, module, b, rule.why))
+			}
+		}
+		if name == binary {
+			for _, d := range p.Deps {
+				if slices.ContainsFunc(testOnly, func(prefix string) bool { return strings.HasPrefix(d, prefix) }) {
+					out = append(out, fmt.Sprintf("%s depends on %s (tests only)", p.ImportPath, d))
+				}
 			}
 		}
 		if p.Error != nil {
