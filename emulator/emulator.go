@@ -410,6 +410,7 @@ func (r *run) start(ctx context.Context) error {
 		return fmt.Errorf("timeline: %w", err)
 	}
 	r.tl.scheduleResets(o.Clock, s, r.fls)
+	r.tl.schedulePartitions(o.Clock, s, r.l.partition)
 	r.series = flows.NewSeries(s.Variant, r.begin)
 	if o.OutDir != nil {
 		r.series.SpillTo(o.OutDir)
@@ -449,6 +450,7 @@ func (r *run) start(ctx context.Context) error {
 // the flows are done; in TUN mode without either, after the duration.
 func (r *run) wait(ctx context.Context) {
 	if r.l.tun != nil && r.o.Attached != nil {
+		r.l.waitNodes()
 		r.attachedErr = r.o.Attached(context.WithValue(ctx, etcKey{}, r.l.nodesEtc()))
 	}
 	r.flowsWG.Wait()

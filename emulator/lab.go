@@ -78,6 +78,9 @@ type lab struct {
 
 	// tun is TUN mode's part; nil without a tun section.
 	tun *tunEnd
+	// partition filters the paths' entries by the nodes' partition; nil
+	// without nodes.
+	partition *partition
 }
 
 // endHost is a host at one end of the path: a netstack host, or the

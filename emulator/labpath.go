@@ -96,6 +96,7 @@ func newPathBuilder(l *lab, s *scenario.Scenario) (*pathBuilder, error) {
 	paths := append(slices.Clip(s.Paths), nodePaths(s)...)
 	b.up = b.paths(s, paths, "paths", false, upIn, upOut, b.toServer)
 	b.down = b.paths(s, paths, "replies", true, downIn, downOut, b.toClient)
+	b.partitionEntries(s)
 	if s.WiFi != nil {
 		cfg := *s.WiFi // the scenario's cell, with the run's seed
 		cfg.Seed = s.Seed

@@ -46,6 +46,7 @@ type nodeEnd struct {
 
 	cmd     *exec.Cmd
 	out     *prefixWriter
+	started time.Time     // when cmd started
 	waited  chan struct{} // closed when cmd has ended
 	waitErr error         // cmd's end; read after waited is closed
 	ended   bool          // netjam ended cmd (the run was over)
@@ -83,6 +84,7 @@ func (l *lab) nodeEnds(b *pathBuilder, hooks labHooks) error {
 		l.nodeEnd(b, n)
 	}
 	t.peer = t.nodes[0].end
+	l.partitionNames()
 	if err := t.writeEtc(l.s); err != nil {
 		return err
 	}
@@ -90,6 +92,21 @@ func (l *lab) nodeEnds(b *pathBuilder, hooks labHooks) error {
 		l.hub(b)
 	}
 	return nil
+}
+
+// partitionNames gives the partition each name's addresses: the client
+// side's kernel (every station's) and each node's.
+func (l *lab) partitionNames() {
+	t, pt := l.tun, l.partition
+	for _, a := range t.cfg.Device.Addrs {
+		pt.addrs[scenario.ClientNode] = append(pt.addrs[scenario.ClientNode], a.Addr())
+	}
+	for _, sa := range t.cfg.StationAddrs {
+		pt.addrs[scenario.ClientNode] = append(pt.addrs[scenario.ClientNode], sa...)
+	}
+	for _, n := range t.nodes {
+		pt.addrs[n.cfg.Name] = n.end.addrs
+	}
 }
 
 // openNode makes node n's namespace and opens its device there, with a
@@ -243,27 +260,35 @@ func (l *lab) nodesEtc() string {
 	return l.tun.etc
 }
 
-// startNodes starts every node's command, in the scenario's order, then
-// waits, for at most nodeReadyWait in all, until each has a socket in its
-// namespace (a server listens, a client connects) or has ended: the
-// run's flows and netjam shell's command start once the nodes are ready
-// for them. A command that cannot be started fails the run.
+// startNodes starts every node's command, in the scenario's order, as
+// the run starts (before its flows connect and its timeline begins). A
+// command that cannot be started fails the run.
 func (l *lab) startNodes(o Options) error {
 	if l.tun == nil {
 		return nil
 	}
-	deadline := time.Now().Add(nodeReadyWait)
 	for _, n := range l.tun.nodes {
 		if err := l.startNode(o, n); err != nil {
 			return err
 		}
+		n.started = time.Now()
+	}
+	return nil
+}
+
+// waitNodes waits until each node's command has a socket in its
+// namespace (a server listens, a client connects) or has ended, for at
+// most nodeReadyWait from its start: netjam shell's command starts once
+// the nodes are ready for it.
+func (l *lab) waitNodes() {
+	if l.tun == nil {
+		return
 	}
 	for _, n := range l.tun.nodes {
-		if n.cmd != nil && !waitReady(n.cmd.Process.Pid, n.waited, deadline) {
+		if n.cmd != nil && !waitReady(n.cmd.Process.Pid, n.waited, n.started.Add(nodeReadyWait)) {
 			l.log.Warn("the node's command opened no socket within the wait; going on", zap.String("node", n.cfg.Name), zap.Duration("wait", nodeReadyWait))
 		}
 	}
-	return nil
 }
 
 // startNode starts node n's command, if it has one, in its namespace.

@@ -293,3 +293,63 @@ nodes:
 		t.Errorf("the client's names: %q", client)
 	}
 }
+
+// TestNodesPartition partitions three nodes on the timeline, [[a], [b,
+// c]] from 1 s to 3 s: a's pings to b are lost while it holds (about
+// half of 4 s) and answered before and after; b and c, in one group, and
+// the client, in none, lose nothing; the drops are counted and the
+// changes recorded.
+func TestNodesPartition(t *testing.T) {
+	ns := testNetns(t)
+	ping := testenv.RequireTool(t, "ping", "iputils-ping")
+	var nodeOut lockedBuffer
+	const pings = "-n -q -c 40 -i 0.1 -W 1"
+	y := fmt.Sprintf(`
+duration: 60s
+link: {delay: 1ms}
+tun: {netns: %s}
+nodes:
+  - {name: a, run: "%[2]s %[3]s b | sed -n 's/^\\([0-9]*\\) packets transmitted, \\([0-9]*\\) received.*/a-b: \\1 sent \\2 received/p'"}
+  - {name: b, run: "%[2]s %[3]s c | sed -n 's/^\\([0-9]*\\) packets transmitted, \\([0-9]*\\) received.*/b-c: \\1 sent \\2 received/p'"}
+  - {name: c, run: sleep 30}
+timeline:
+  - {at: 1s, for: 2s, partition: [[a], [b, c]]}
+`, ns.Path(), ping, pings)
+	var client string
+	sum, err := Run(context.Background(), mustPlan(t, y), Options{NodeOutput: &nodeOut, Attached: func(ctx context.Context) error {
+		out, err := runWithHosts(ctx, ns, "sh", "-c", fmt.Sprintf("%s %s a | grep transmitted", ping, pings))
+		client = out
+		for strings.Count(nodeOut.String(), "received") < 2 && ctx.Err() == nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+		return err
+	}})
+	if err != nil {
+		t.Fatalf("run: %v\nnodes' output:\n%s", err, nodeOut.String())
+	}
+	out := nodeOut.String()
+	r := sum.Runs[0]
+	t.Logf("client: %s\nnodes:\n%s\npartition drops %d, events %+v", client, out, r.TUN.PartitionDrops, r.Timeline)
+	var sent, received int
+	if _, err := fmt.Sscanf(out[strings.Index(out, "a-b: "):], "a-b: %d sent %d received", &sent, &received); err != nil {
+		t.Fatalf("a's pings: %v", err)
+	}
+	// 2 s of 4 partitioned: 20 of 40 lost, give or take the machine's
+	// timing of the first ping and the partition's edges.
+	if lost := sent - received; lost < 15 || lost > 25 {
+		t.Errorf("a's pings to b: %d of %d lost, want about 20 (the 2 s of the partition)", lost, sent)
+	}
+	if !strings.Contains(out, "b-c: 40 sent 40 received") || !strings.Contains(client, "40 packets transmitted, 40 received") {
+		t.Errorf("b to c or the client to a lost pings: %q, %q", out, client)
+	}
+	if r.TUN.PartitionDrops == 0 {
+		t.Error("no partition drops counted")
+	}
+	var keys []string
+	for _, e := range r.Timeline {
+		keys = append(keys, e.Key+" "+e.New)
+	}
+	if want := []string{"partition [a] | [b c]", "partition healed"}; !slices.Equal(keys, want) {
+		t.Errorf("timeline events %q, want %q", keys, want)
+	}
+}

@@ -407,8 +407,11 @@ type TUNSummary struct {
 	// Nodes are the scenario's nodes, the first in the peer's place.
 	// With nodes, Relay, PeerTCP, PeerChecksumErrors and PeerMalformed
 	// are zero: nothing terminates the kernel's connections in netjam.
-	Nodes []NodeSummary    `json:"nodes,omitempty"`
-	Relay stack.RelayStats `json:"relay"`
+	Nodes []NodeSummary `json:"nodes,omitempty"`
+	// PartitionDrops counts the packets dropped between the groups of
+	// the timeline's partitions (their segments, for a large one).
+	PartitionDrops uint64           `json:"partition_drops,omitempty"`
+	Relay          stack.RelayStats `json:"relay"`
 	// PeerTCP sums the peer's TCP connections: those it relays and those
 	// of the kernel's flows. What the peer sends toward the kernel
 	// (iperf3 -R, a download through a forward) is its TCP's, so its
@@ -432,6 +435,9 @@ func (l *lab) tunSummary() *TUNSummary {
 	ts := &TUNSummary{Device: t.dev.Name(), DeviceStats: t.stats()}
 	for _, n := range t.nodes {
 		ts.Nodes = append(ts.Nodes, *n.summary())
+	}
+	if l.partition != nil {
+		ts.PartitionDrops = l.partition.drops.Load()
 	}
 	for _, a := range t.cfg.Device.Addrs {
 		ts.Kernel = append(ts.Kernel, a.String())

@@ -124,6 +124,7 @@ type tunInfo struct {
 	} `json:"peer_tcp"`
 	PeerChecksumErrors uint64 `json:"peer_checksum_errors"`
 	PeerMalformed      uint64 `json:"peer_malformed"`
+	PartitionDrops     uint64 `json:"partition_drops"`
 	Nodes              []struct {
 		Name          string   `json:"name"`
 		Addresses     []string `json:"addresses"`

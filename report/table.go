@@ -257,8 +257,12 @@ func nodeCommand(run string, status *int, byNetjam bool) string {
 func printNotes(w io.Writer, runs []runInfo) {
 	for _, r := range runs {
 		if t := r.TUN; t != nil && len(t.Nodes) > 0 {
-			fmt.Fprintf(w, "\nvariant %s: TUN %s, kernel %s, %d packets shed by netjam at its device (the path behind it full), %d dropped by the kernel before netjam read them, %d malformed; kernel to kernel (netjam terminated nothing):\n",
-				dash(r.Variant), t.Device, strings.Join(t.Kernel, " "), t.Shed, t.KernelDrops, t.Malformed)
+			parted := ""
+			if t.PartitionDrops > 0 {
+				parted = fmt.Sprintf("; %d packets dropped between the groups of a partition", t.PartitionDrops)
+			}
+			fmt.Fprintf(w, "\nvariant %s: TUN %s, kernel %s, %d packets shed by netjam at its device (the path behind it full), %d dropped by the kernel before netjam read them, %d malformed; kernel to kernel (netjam terminated nothing)%s:\n",
+				dash(r.Variant), t.Device, strings.Join(t.Kernel, " "), t.Shed, t.KernelDrops, t.Malformed, parted)
 			for i, n := range t.Nodes {
 				place := ""
 				if i == 0 {
