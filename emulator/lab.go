@@ -79,8 +79,10 @@ type lab struct {
 	// tun is TUN mode's part; nil without a tun section.
 	tun *tunEnd
 	// partition filters the paths' entries by the nodes' partition; nil
-	// without nodes.
+	// without nodes. hops are the routers in front of the links, with
+	// nodes.
 	partition *partition
+	hops      []hopEnd
 }
 
 // endHost is a host at one end of the path: a netstack host, or the

@@ -93,6 +93,9 @@ func newPathBuilder(l *lab, s *scenario.Scenario) (*pathBuilder, error) {
 	l.path.Up, l.path.Down = l.path.Links[0].Up, l.path.Links[0].Down
 	l.routers = [2]*topology.Router{topology.NewRouter("to-server"), topology.NewRouter("to-client")}
 	b.toServer, b.toClient = b.g.Add(l.routers[0].Node()), b.g.Add(l.routers[1].Node())
+	if err := b.hops(s, upIn, downIn); err != nil {
+		return nil, err
+	}
 	paths := append(slices.Clip(s.Paths), nodePaths(s)...)
 	b.up = b.paths(s, paths, "paths", false, upIn, upOut, b.toServer)
 	b.down = b.paths(s, paths, "replies", true, downIn, downOut, b.toClient)

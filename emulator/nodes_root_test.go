@@ -353,3 +353,51 @@ timeline:
 		t.Errorf("timeline events %q, want %q", keys, want)
 	}
 }
+
+// TestNodesRouteAsRouters: netjam answers as the routers in front of
+// each link would. ping with DF across a 1400-byte link gets
+// "fragmentation needed" with the link's MTU from the router in front of
+// it, and tracepath finds the path MTU; traceroute from one node to
+// another shows two routers (one in front of each link) and then the
+// node.
+func TestNodesRouteAsRouters(t *testing.T) {
+	ns := testNetns(t)
+	ping := testenv.RequireTool(t, "ping", "iputils-ping")
+	testenv.RequireTool(t, "tracepath", "iputils-tracepath")
+	traceroute := testenv.RequireTool(t, "traceroute", "traceroute")
+	var nodeOut lockedBuffer
+	y := fmt.Sprintf(`
+duration: 60s
+links:
+  - {name: la, delay: 5ms, mtu: 1400}
+  - {name: lb, delay: 10ms}
+tun: {netns: %s}
+nodes:
+  - {name: a, link: la, run: "%s -n -q 1 -w 1 b"}
+  - {name: b, link: lb, run: sleep 30}
+`, ns.Path(), traceroute)
+	var client string
+	sum, err := Run(context.Background(), mustPlan(t, y), Options{NodeOutput: &nodeOut, Attached: func(ctx context.Context) error {
+		out, err := runWithHosts(ctx, ns, "sh", "-c", ping+" -n -c 1 -M do -s 1472 -W 2 a; tracepath -n a")
+		client = out
+		for !strings.Contains(nodeOut.String(), " 10.99.0.3 ") && ctx.Err() == nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+		return err
+	}})
+	// ping exits 1 when no reply came: the run's error is the client's.
+	if err != nil && !strings.Contains(err.Error(), "exit status 1") {
+		t.Fatalf("run: %v", err)
+	}
+	out := nodeOut.String()
+	t.Logf("client:\n%s\nnode a:\n%s\nrouters: %+v", client, out, sum.Runs[0].TUN.Routers)
+	if !strings.Contains(client, "From 10.99.0.254 icmp_seq=1 Frag needed and DF set (mtu = 1400)") {
+		t.Errorf("ping -M do -s 1472 across the 1400-byte link: no fragmentation needed from the router in front of it")
+	}
+	if !regexp.MustCompile(`(?m)Resume: pmtu 1400`).MatchString(client) {
+		t.Errorf("tracepath did not find the path MTU of 1400")
+	}
+	if !regexp.MustCompile(`(?s) 1  10\.99\.0\.253 .* 2  10\.99\.0\.252 .* 3  10\.99\.0\.3 `).MatchString(out) {
+		t.Errorf("traceroute from a to b: want the router before la's downlink, the one before lb's uplink, then b")
+	}
+}

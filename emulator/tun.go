@@ -410,8 +410,11 @@ type TUNSummary struct {
 	Nodes []NodeSummary `json:"nodes,omitempty"`
 	// PartitionDrops counts the packets dropped between the groups of
 	// the timeline's partitions (their segments, for a large one).
-	PartitionDrops uint64           `json:"partition_drops,omitempty"`
-	Relay          stack.RelayStats `json:"relay"`
+	PartitionDrops uint64 `json:"partition_drops,omitempty"`
+	// Routers are the routers in front of each link's directions, with
+	// nodes (see topology.Hop).
+	Routers []RouterSummary  `json:"routers,omitempty"`
+	Relay   stack.RelayStats `json:"relay"`
 	// PeerTCP sums the peer's TCP connections: those it relays and those
 	// of the kernel's flows. What the peer sends toward the kernel
 	// (iperf3 -R, a download through a forward) is its TCP's, so its
@@ -439,6 +442,7 @@ func (l *lab) tunSummary() *TUNSummary {
 	if l.partition != nil {
 		ts.PartitionDrops = l.partition.drops.Load()
 	}
+	ts.Routers = l.hopSummaries()
 	for _, a := range t.cfg.Device.Addrs {
 		ts.Kernel = append(ts.Kernel, a.String())
 	}

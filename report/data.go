@@ -125,6 +125,12 @@ type tunInfo struct {
 	PeerChecksumErrors uint64 `json:"peer_checksum_errors"`
 	PeerMalformed      uint64 `json:"peer_malformed"`
 	PartitionDrops     uint64 `json:"partition_drops"`
+	Routers            []struct {
+		Expired    uint64 `json:"ttl_expired"`
+		TooBig     uint64 `json:"too_big"`
+		Fragmented uint64 `json:"fragmented"`
+		ErrorsSent uint64 `json:"icmp_errors_sent"`
+	} `json:"routers"`
 	Nodes              []struct {
 		Name          string   `json:"name"`
 		Addresses     []string `json:"addresses"`

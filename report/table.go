@@ -261,6 +261,13 @@ func printNotes(w io.Writer, runs []runInfo) {
 			if t.PartitionDrops > 0 {
 				parted = fmt.Sprintf("; %d packets dropped between the groups of a partition", t.PartitionDrops)
 			}
+			var expired, tooBig, frag, sent uint64
+			for _, h := range t.Routers {
+				expired, tooBig, frag, sent = expired+h.Expired, tooBig+h.TooBig, frag+h.Fragmented, sent+h.ErrorsSent
+			}
+			if expired+tooBig+frag > 0 {
+				parted += fmt.Sprintf("; the routers in front of the links dropped %d packets whose TTL ran out and %d too big for a link, fragmented %d, and sent %d ICMP errors", expired, tooBig, frag, sent)
+			}
 			fmt.Fprintf(w, "\nvariant %s: TUN %s, kernel %s, %d packets shed by netjam at its device (the path behind it full), %d dropped by the kernel before netjam read them, %d malformed; kernel to kernel (netjam terminated nothing)%s:\n",
 				dash(r.Variant), t.Device, strings.Join(t.Kernel, " "), t.Shed, t.KernelDrops, t.Malformed, parted)
 			for i, n := range t.Nodes {

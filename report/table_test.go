@@ -66,14 +66,14 @@ variant s: skipped: TUN mode needs root
 // relay and TCP, which it did not have.
 func TestPrintTableNode(t *testing.T) {
 	sum := `{"scenario": "x", "runs": [{"variant": "", "flows": [], "links": [],
-	   "tun": {"device": "netjam0", "kernel_addresses": ["10.99.0.1/24"], "peer_addresses": ["10.99.0.2"], "shed": 1, "kernel_drops": 2, "malformed": 3, "partition_drops": 7,
+	   "tun": {"device": "netjam0", "kernel_addresses": ["10.99.0.1/24"], "peer_addresses": ["10.99.0.2"], "shed": 1, "kernel_drops": 2, "malformed": 3, "partition_drops": 7, "routers": [{"ttl_expired": 2, "too_big": 1, "icmp_errors_sent": 3}, {"fragmented": 4}],
 	     "nodes": [{"name": "server", "addresses": ["10.99.0.2/24"], "shed": 4, "kernel_drops": 5, "malformed": 6, "run": "iperf3 -s", "exit_status": 143, "ended_by_netjam": true},
 	       {"name": "n2", "addresses": ["10.99.0.3/24"], "run": "false", "exit_status": 1}]}}]}`
 	var b strings.Builder
 	if err := PrintTable(&b, []byte(sum)); err != nil {
 		t.Fatal(err)
 	}
-	want := `variant -: TUN netjam0, kernel 10.99.0.1/24, 1 packets shed by netjam at its device (the path behind it full), 2 dropped by the kernel before netjam read them, 3 malformed; kernel to kernel (netjam terminated nothing); 7 packets dropped between the groups of a partition:
+	want := `variant -: TUN netjam0, kernel 10.99.0.1/24, 1 packets shed by netjam at its device (the path behind it full), 2 dropped by the kernel before netjam read them, 3 malformed; kernel to kernel (netjam terminated nothing); 7 packets dropped between the groups of a partition; the routers in front of the links dropped 2 packets whose TTL ran out and 1 too big for a link, fragmented 4, and sent 3 ICMP errors:
   node server at 10.99.0.2/24 in the peer's place; its command "iperf3 -s" ended with the run (status 143); 4 packets shed at its device, 5 dropped by its kernel, 6 malformed
   node n2 at 10.99.0.3/24; its command "false" exited with status 1; 0 packets shed at its device, 0 dropped by its kernel, 0 malformed
 `

@@ -148,6 +148,11 @@ type Flow struct {
 type Link struct {
 	Name             string
 	Uplink, Downlink impair.Config
+	// MTU is the largest packet the link carries, in [576, the
+	// scenario's mtu]; 0: the scenario's. Only a scenario with nodes,
+	// where netjam routes, acts on a smaller one: its routers answer
+	// larger packets with ICMP (see the emulator's hops).
+	MTU int
 }
 
 // Path is a route across the scenario's links. The client side's packets
@@ -427,7 +432,7 @@ var schema = []section{
 		k("expect", "Expect"), k("variants", ""), k("sweep", ""), // a Plan's Runs and Sweep
 	}},
 	{path: "link", hint: true, keys: append(slices.Clone(directionSchema), k("uplink", "Uplink"), k("downlink", "Downlink"))},
-	{path: "links[]", hint: true, keys: append([]key{k("name", "Name")},
+	{path: "links[]", hint: true, keys: append([]key{k("name", "Name"), k("mtu", "MTU")},
 		append(slices.Clone(directionSchema), k("uplink", "Uplink"), k("downlink", "Downlink"))...)},
 	{path: "paths[]", hint: true, keys: []key{k("name", "Name"), k("via", "Via"), k("match", "Match")}},
 	{path: "capture", hint: true, keys: []key{

@@ -435,6 +435,8 @@ func liveKeyProblem(key string) string {
 	switch rest[0] {
 	case "name":
 		return "a link's name cannot change while the run runs"
+	case "mtu":
+		return "a link's MTU cannot change while the run runs"
 	case "slot":
 		return "slots cannot change while the run runs"
 	case "inflight_limit":

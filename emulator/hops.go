@@ -1,0 +1,142 @@
+package emulator
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/topology"
+)
+
+// With nodes netjam routes between kernels, and answers as routers do: a
+// hop (topology.Hop) in front of each direction of each link decrements
+// the TTL, answers an expired one with ICMP "time exceeded" (traceroute
+// sees it) and a packet larger than the link's MTU with "fragmentation
+// needed" or "packet too big" (path MTU discovery works). The hop in
+// front of a link's uplink stands on the client's side of the link, so
+// its errors go back through the to-client router (to the client's
+// kernel, or through the hub and its link to a node that sent); the one
+// in front of a downlink stands on the server side, so its errors go
+// through the to-server router. Each hop has an address of its own, from
+// the top of the device's networks down: 10.99.0.254 in front of the
+// first link's uplink, .253 its downlink, .252 the second link's uplink,
+// and so on.
+
+// hops puts a hop in front of each link direction's entry (ins and
+// outs: the uplinks' and downlinks' entries by link, changed to the
+// hops) when s has nodes.
+func (b *pathBuilder) hops(s *scenario.Scenario, upIn, downIn map[string]topology.ID) error {
+	if len(s.Nodes) == 0 || s.TUN == nil {
+		return nil
+	}
+	used := usedAddrs(s)
+	for i, ls := range s.Links {
+		for j, ins := range []map[string]topology.ID{upIn, downIn} {
+			addrs, err := hopAddrs(s.TUN.Device.Addrs, 2*i+j, used)
+			if err != nil {
+				return err
+			}
+			name := "router before " + directionName(s, ls.Name, j == 0)
+			h := topology.NewHop(name, ls.MTU, addrs, b.l.pool)
+			id := b.g.Add(h.Node())
+			b.g.Link(id, ins[ls.Name])
+			ins[ls.Name] = id
+			back := b.toClient
+			if j == 1 {
+				back = b.toServer
+			}
+			b.g.Link(b.g.Add(h.Errors()), back)
+			b.l.hops = append(b.l.hops, hopEnd{name: name, addrs: addrs, hop: h})
+		}
+	}
+	return nil
+}
+
+// hopEnd is a hop of the lab and its addresses.
+type hopEnd struct {
+	name  string
+	addrs []netip.Addr
+	hop   *topology.Hop
+}
+
+// usedAddrs are the addresses of the device's networks that the kernel,
+// its stations and the nodes hold.
+func usedAddrs(s *scenario.Scenario) map[netip.Addr]bool {
+	used := map[netip.Addr]bool{}
+	for _, a := range s.TUN.Device.Addrs {
+		used[a.Addr()] = true
+	}
+	for _, a := range s.TUN.Peer {
+		used[a] = true
+	}
+	for _, sa := range s.TUN.StationAddrs {
+		for _, a := range sa {
+			used[a] = true
+		}
+	}
+	for _, n := range s.Nodes {
+		for _, a := range n.Addrs {
+			used[a] = true
+		}
+	}
+	return used
+}
+
+// hopAddrs returns hop k's address in each of nets: the k-th host address
+// from the top of the network (the last is k = 0), refused when the
+// kernel, a station or a node holds it.
+func hopAddrs(nets []netip.Prefix, k int, used map[netip.Addr]bool) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, p := range nets {
+		a := lastAddr(p.Masked())
+		if a.Is4() {
+			a = a.Prev() // the broadcast address is no host's
+		}
+		for range k {
+			a = a.Prev()
+		}
+		if !a.IsValid() || !p.Contains(a) || used[a] || a == p.Masked().Addr() {
+			return nil, fmt.Errorf("no address is left in %v for the routers in front of the links: give tun.address a larger network", p.Masked())
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// lastAddr returns the last address of network p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Addr().AsSlice()
+	for i := range b {
+		bits := p.Bits() - 8*i
+		switch {
+		case bits <= 0:
+			b[i] = 0xff
+		case bits < 8:
+			b[i] |= 0xff >> bits
+		}
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// hopSummaries returns what each hop counted.
+func (l *lab) hopSummaries() []RouterSummary {
+	var out []RouterSummary
+	for _, h := range l.hops {
+		rs := RouterSummary{Name: h.name, HopStats: h.hop.Stats()}
+		for _, a := range h.addrs {
+			rs.Addresses = append(rs.Addresses, a.String())
+		}
+		out = append(out, rs)
+	}
+	return out
+}
+
+// RouterSummary is what a router in front of a link did (see
+// topology.Hop): packets whose TTL expired, too big for the link,
+// fragmented, and the ICMP errors sent.
+type RouterSummary struct {
+	Name      string   `json:"name"`
+	Addresses []string `json:"addresses"`
+	topology.HopStats
+}
