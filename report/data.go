@@ -131,7 +131,7 @@ type tunInfo struct {
 		Fragmented uint64 `json:"fragmented"`
 		ErrorsSent uint64 `json:"icmp_errors_sent"`
 	} `json:"routers"`
-	Nodes              []struct {
+	Nodes []struct {
 		Name          string   `json:"name"`
 		Addresses     []string `json:"addresses"`
 		Malformed     uint64   `json:"malformed"`
