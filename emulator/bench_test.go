@@ -160,36 +160,12 @@ func BenchmarkTUNIperf3(b *testing.B) {
 	}
 	for _, m := range iperf3Modes {
 		b.Run("veth/"+m.name, func(b *testing.B) {
-			client, server := vethPair(b)
-			bin := testenv.RequireTool(b, "iperf3", "iperf3")
-			srv := exec.Command(bin, "-s", "-B", "10.98.0.2")
-			if err := server.Do(srv.Start); err != nil {
-				b.Fatal(err)
-			}
-			defer func() {
-				srv.Process.Kill()
-				srv.Wait()
-			}()
+			client := vethIperf3(b)
 			var bps float64
 			for b.Loop() {
-				var out string
-				var err error
-				for range 50 { // until the server listens
-					out, err = runIn(context.Background(), client, "iperf3", append([]string{"-c", "10.98.0.2", "-t", secs, "-J"}, m.args...)...)
-					if err == nil && !strings.Contains(out, `"error":`) {
-						break
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				var r iperf3Result
-				if err := json.Unmarshal([]byte(out), &r); err != nil {
-					b.Fatalf("iperf3: %v\n%s", err, out)
-				}
+				r := iperf3Veth(b, client, secs, m.args)
 				if r.bps(m.udp) == 0 {
-					b.Fatalf("iperf3 measured nothing:\n%s", out)
+					b.Fatal("iperf3 measured nothing")
 				}
 				bps += r.bps(m.udp)
 			}
@@ -221,6 +197,45 @@ func logRatios(got map[string]float64) {
 			fmt.Println("ratio:", line)
 		}
 	}
+}
+
+// vethIperf3 returns the client's namespace of a veth pair (vethPair)
+// whose other end runs iperf3 -s on 10.98.0.2, ended with the benchmark.
+func vethIperf3(b *testing.B) *hostnet.Netns {
+	client, server := vethPair(b)
+	bin := testenv.RequireTool(b, "iperf3", "iperf3")
+	srv := exec.Command(bin, "-s", "-B", "10.98.0.2")
+	if err := server.Do(srv.Start); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		srv.Process.Kill()
+		srv.Wait()
+	})
+	return client
+}
+
+// iperf3Veth runs iperf3 with args for secs from client to the server of
+// vethIperf3, once it listens, and returns its report.
+func iperf3Veth(b *testing.B, client *hostnet.Netns, secs string, args []string) iperf3Result {
+	b.Helper()
+	var out string
+	var err error
+	for range 50 { // until the server listens
+		out, err = runIn(context.Background(), client, "iperf3", append([]string{"-c", "10.98.0.2", "-t", secs, "-J"}, args...)...)
+		if err == nil && !strings.Contains(out, `"error":`) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	var r iperf3Result
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		b.Fatalf("iperf3: %v\n%s", err, out)
+	}
+	return r
 }
 
 // vethPair returns two namespaces joined by a veth pair: 10.98.0.1/24 in

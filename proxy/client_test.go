@@ -460,8 +460,11 @@ func TestWiFiOnOpenConnections(t *testing.T) {
 	if rate := downloadRate(t, p.Listen, 300_000); rate > 1375 {
 		t.Errorf("a new connection through an 802.11b cell: %.0f KB/s", rate)
 	}
-	if rate, _ := open(1_000_000); rate < 5000 {
-		t.Errorf("the connection open before the cell: %.0f KB/s, want its path's, without the cell", rate)
+	// Without the cell it goes faster than the cell could ever carry;
+	// how much faster is the machine's (4870 KB/s under the race
+	// detector on a busy CI machine, about 20000 idle).
+	if rate, _ := open(1_000_000); rate < 1.5*1375 {
+		t.Errorf("the connection open before the cell: %.0f KB/s, want its path's, more than the cell carries", rate)
 	}
 	if _, err := p.AddToxic("lat", "latency", "downstream", 1, toxiproxy.Attributes{"latency": 100}); err != nil {
 		t.Fatal(err)
