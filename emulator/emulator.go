@@ -83,6 +83,12 @@ type Options struct {
 	// control endpoint's handle on it (see Live), valid until it ends.
 	Live func(*Live)
 
+	// OpenNode, when not nil, starts each node rootless: the first
+	// process of a user and network namespace of its own makes the
+	// node's device and becomes its command (hostnet.StartRootlessCommand;
+	// netjam shell without root sets it).
+	OpenNode func(cfg hostnet.TUNConfig, c hostnet.RootlessCommand) (*hostnet.TUN, *hostnet.Rootless, error)
+
 	// OpenTUN, when not nil, replaces hostnet.OpenTUN: it gets the device
 	// TUN mode wants and returns it open and configured (netjam shell
 	// without root has it made in a user namespace; see cmd/netjam).
@@ -365,7 +371,8 @@ func buildRun(s *scenario.Scenario, o Options) (*run, error) {
 		r.log = r.log.With(zap.String("variant", s.Variant))
 	}
 	var err error
-	r.l, err = newLab(s, o.Clock, r.log, o.OutDir, labHooks{open: o.deviceOpener(), dial: o.relayDial, openNode: o.openNodeTUN, nodeNetns: o.nodeNetns})
+	r.l, err = newLab(s, o.Clock, r.log, o.OutDir, labHooks{open: o.deviceOpener(), dial: o.relayDial, openNode: o.openNodeTUN, nodeNetns: o.nodeNetns,
+		rootlessNode: o.OpenNode, nodeOutput: o.NodeOutput})
 	return r, err
 }
 

@@ -95,6 +95,10 @@ func (sh *Shell) Prepare(o *Options, command, env []string) {
 		sh.rootless = r
 		return t, err
 	}
+	o.OpenNode = func(cfg hostnet.TUNConfig, c hostnet.RootlessCommand) (*hostnet.TUN, *hostnet.Rootless, error) {
+		r, t, err := hostnet.StartRootlessCommand(cfg, c)
+		return t, r, err
+	}
 }
 
 // Start starts the command: cmd, started inside the namespace, or, for a
@@ -103,14 +107,13 @@ func (sh *Shell) Prepare(o *Options, command, env []string) {
 // wait for.
 //
 // etc, when not "", is a folder of files the command sees in /etc
-// (NodesEtc: the run's nodes' names); a rootless shell, which has no
-// nodes, takes none.
+// (NodesEtc: the run's nodes' names).
 func (sh *Shell) Start(cmd *exec.Cmd, etc string) (*exec.Cmd, error) {
 	if sh.Rootless() {
 		if sh.rootless == nil {
 			return nil, errors.New("rootless shell: the device was never opened")
 		}
-		err := sh.rootless.Start()
+		err := sh.rootless.Start(etc)
 		sh.started = err == nil
 		return sh.rootless.Cmd(), err
 	}

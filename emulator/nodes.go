@@ -47,6 +47,9 @@ type nodeEnd struct {
 	cmd     *exec.Cmd
 	out     *prefixWriter
 	started time.Time     // when cmd started
+	// rootless holds the node's namespaces' first process, rootless;
+	// nil: the namespace is netjam's (ns).
+	rootless *hostnet.Rootless
 	waited  chan struct{} // closed when cmd has ended
 	waitErr error         // cmd's end; read after waited is closed
 	ended   bool          // netjam ended cmd (the run was over)
@@ -110,18 +113,13 @@ func (l *lab) partitionNames() {
 }
 
 // openNode makes node n's namespace and opens its device there, with a
-// default route for each family into it.
+// default route for each family into it. Rootless (hooks.rootlessNode),
+// the namespaces are a user and a network namespace of their own, whose
+// first process makes the device and later becomes the command (or holds
+// them, without one), as a rootless shell's.
 func (l *lab) openNode(n *nodeEnd, hooks labHooks) error {
 	t := l.tun
-	newNetns := hooks.nodeNetns
-	if newNetns == nil {
-		newNetns = hostnet.NewNetns
-	}
-	var err error
-	if n.ns, err = newNetns(); err != nil {
-		return fmt.Errorf("node %s: %w", n.cfg.Name, err)
-	}
-	cfg := hostnet.TUNConfig{Name: t.cfg.Device.Name, Addrs: n.addrs, MTU: t.mtu, Offload: t.cfg.Device.Offload, Netns: n.ns.Path()}
+	cfg := hostnet.TUNConfig{Name: t.cfg.Device.Name, Addrs: n.addrs, MTU: t.mtu, Offload: t.cfg.Device.Offload}
 	for _, a := range n.addrs {
 		def := netip.PrefixFrom(netip.IPv6Unspecified(), 0)
 		if a.Addr().Is4() {
@@ -131,6 +129,30 @@ func (l *lab) openNode(n *nodeEnd, hooks labHooks) error {
 			cfg.Routes = append(cfg.Routes, def)
 		}
 	}
+	if hooks.rootlessNode != nil {
+		c := hostnet.RootlessCommand{Env: nodeEnv(n.cfg), Dir: n.cfg.Dir}
+		if n.cfg.Run != "" {
+			c.Args = []string{"/bin/sh", "-c", n.cfg.Run}
+		}
+		n.out = nodeOutput(hooks.nodeOutput, n.cfg.Name)
+		c.Stdout, c.Stderr = n.out, n.out
+		var err error
+		if n.dev, n.rootless, err = hooks.rootlessNode(cfg, c); err != nil {
+			return fmt.Errorf("node %s: %w", n.cfg.Name, err)
+		}
+		l.log.Info("node", zap.String("name", n.cfg.Name), zap.String("device", n.dev.Name()), zap.Stringers("addresses", n.addrs),
+			zap.Bool("rootless", true), zap.String("link", n.cfg.Link), zap.String("run", n.cfg.Run))
+		return nil
+	}
+	newNetns := hooks.nodeNetns
+	if newNetns == nil {
+		newNetns = hostnet.NewNetns
+	}
+	var err error
+	if n.ns, err = newNetns(); err != nil {
+		return fmt.Errorf("node %s: %w", n.cfg.Name, err)
+	}
+	cfg.Netns = n.ns.Path()
 	open := hooks.openNode
 	if open == nil {
 		open = openTUN
@@ -286,7 +308,7 @@ func (l *lab) waitNodes() {
 	}
 	for _, n := range l.tun.nodes {
 		if n.cmd != nil && !waitReady(n.cmd.Process.Pid, n.waited, n.started.Add(nodeReadyWait)) {
-			l.log.Warn("the node's command opened no socket within the wait; going on", zap.String("node", n.cfg.Name), zap.Duration("wait", nodeReadyWait))
+			l.log.Warn("waited for the node's command to open a socket (a server listening, a client connecting) and went on without", zap.String("node", n.cfg.Name), zap.Duration("wait", nodeReadyWait))
 		}
 	}
 }
@@ -297,15 +319,19 @@ func (l *lab) startNode(o Options, n *nodeEnd) error {
 		return nil
 	}
 	etc := l.tun.etc
-	cmd := exec.Command("/bin/sh", "-c", n.cfg.Run)
-	cmd.Env = append(os.Environ(), "NETJAM_NODE="+n.cfg.Name)
-	cmd.Env = append(cmd.Env, n.cfg.Env...)
-	cmd.Dir = n.cfg.Dir
-	w := o.NodeOutput
-	if w == nil {
-		w = os.Stderr
+	if n.rootless != nil {
+		// The namespaces' first process becomes the command.
+		if err := n.rootless.Start(etc); err != nil {
+			return fmt.Errorf("node %s: starting %q: %w", n.cfg.Name, n.cfg.Run, err)
+		}
+		n.watch(n.rootless.Cmd())
+		l.log.Info("node command started", zap.String("node", n.cfg.Name), zap.Int("pid", n.cmd.Process.Pid), zap.String("run", n.cfg.Run), zap.Bool("rootless", true))
+		return nil
 	}
-	n.out = &prefixWriter{w: w, prefix: n.cfg.Name + "| "}
+	cmd := exec.Command("/bin/sh", "-c", n.cfg.Run)
+	cmd.Env = append(os.Environ(), nodeEnv(n.cfg)...)
+	cmd.Dir = n.cfg.Dir
+	n.out = nodeOutput(o.NodeOutput, n.cfg.Name)
 	cmd.Stdout, cmd.Stderr = n.out, n.out
 	if o.ConfineNode != nil {
 		if err := o.ConfineNode(cmd); err != nil {
@@ -316,13 +342,32 @@ func (l *lab) startNode(o Options, n *nodeEnd) error {
 	if err := n.ns.Start(cmd, etc); err != nil {
 		return fmt.Errorf("node %s: starting %q: %w", n.cfg.Name, n.cfg.Run, err)
 	}
+	n.watch(cmd)
+	l.log.Info("node command started", zap.String("node", n.cfg.Name), zap.Int("pid", cmd.Process.Pid), zap.String("run", n.cfg.Run))
+	return nil
+}
+
+// watch makes cmd, started, the node's command, and waits for it.
+func (n *nodeEnd) watch(cmd *exec.Cmd) {
 	n.cmd, n.waited = cmd, make(chan struct{})
 	go func() {
 		n.waitErr = cmd.Wait()
 		close(n.waited)
 	}()
-	l.log.Info("node command started", zap.String("node", n.cfg.Name), zap.Int("pid", cmd.Process.Pid), zap.String("run", n.cfg.Run))
-	return nil
+}
+
+// nodeEnv is what a node's command gets added to netjam's environment.
+func nodeEnv(cfg scenario.Node) []string {
+	return append([]string{"NETJAM_NODE=" + cfg.Name}, cfg.Env...)
+}
+
+// nodeOutput returns the writer of node name's output: each line to w
+// (nil: os.Stderr) after the name.
+func nodeOutput(w io.Writer, name string) *prefixWriter {
+	if w == nil {
+		w = os.Stderr
+	}
+	return &prefixWriter{w: w, prefix: name + "| "}
 }
 
 // waitReady waits until the network namespace of process pid has a
@@ -419,6 +464,9 @@ func (n *nodeEnd) stopNode(log *zap.Logger) {
 // namespace.
 func (n *nodeEnd) close(log *zap.Logger) error {
 	n.stopNode(log)
+	if n.rootless != nil && n.cmd == nil {
+		n.rootless.Kill() // never started, or holding the namespaces
+	}
 	if n.out != nil {
 		n.out.Flush()
 	}

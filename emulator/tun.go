@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"slices"
@@ -50,6 +51,10 @@ type labHooks struct {
 	// nil: hostnet's.
 	openNode  openDevice
 	nodeNetns func() (*hostnet.Netns, error)
+	// rootlessNode, when not nil, starts a node's namespaces rootless
+	// (Options.OpenNode); nodeOutput takes the nodes' output.
+	rootlessNode func(hostnet.TUNConfig, hostnet.RootlessCommand) (*hostnet.TUN, *hostnet.Rootless, error)
+	nodeOutput   io.Writer
 	dial      func(ctx context.Context, network, address string) (net.Conn, error)
 }
 

@@ -30,6 +30,7 @@ const rootlessReplyMax = 4096
 type nsInit struct {
 	TUN     TUNConfig
 	Command []string
+	Dir     string
 }
 
 // nsReply is the first process's answer: the device's name and whether
@@ -92,6 +93,7 @@ func UserNetns() *syscall.SysProcAttr {
 type Rootless struct {
 	cmd  *exec.Cmd
 	sock *os.File
+	hold bool // no command: the process holds the namespaces until sock closes
 }
 
 // StartRootless starts the first process of new user and network
@@ -99,18 +101,23 @@ type Rootless struct {
 // device cfg describes and returns it; the process becomes command, with
 // env added to netjam's environment, when Start is called.
 func StartRootless(cfg TUNConfig, command, env []string) (*Rootless, *TUN, error) {
+	return StartRootlessCommand(cfg, RootlessCommand{Args: command, Env: env, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+}
+
+// StartRootlessCommand is StartRootless for the command c.
+func StartRootlessCommand(cfg TUNConfig, c RootlessCommand) (*Rootless, *TUN, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("rootless shell: socketpair: %w", err)
 	}
 	ours, theirs := os.NewFile(uintptr(fds[0]), "netjam-shell"), os.NewFile(uintptr(fds[1]), "netjam-shell-ns")
 	defer theirs.Close()
-	r, err := startInit(cfg, command, env, theirs)
+	r, err := startInit(cfg, c, theirs)
 	if err != nil {
 		ours.Close()
 		return nil, nil, err
 	}
-	r.sock = ours
+	r.sock, r.hold = ours, len(c.Args) == 0
 	t, err := r.receive(fds[0], cfg)
 	if err != nil {
 		r.Kill()
@@ -122,8 +129,8 @@ func StartRootless(cfg TUNConfig, command, env []string) (*Rootless, *TUN, error
 
 // startInit starts the namespaces' first process with theirs as its
 // descriptor 3.
-func startInit(cfg TUNConfig, command, env []string, theirs *os.File) (*Rootless, error) {
-	conf, err := json.Marshal(nsInit{TUN: cfg, Command: command})
+func startInit(cfg TUNConfig, c RootlessCommand, theirs *os.File) (*Rootless, error) {
+	conf, err := json.Marshal(nsInit{TUN: cfg, Command: c.Args, Dir: c.Dir})
 	if err != nil {
 		return nil, err
 	}
@@ -132,8 +139,8 @@ func startInit(cfg TUNConfig, command, env []string, theirs *os.File) (*Rootless
 		return nil, err
 	}
 	cmd := exec.Command(exe, RootlessInitArg)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(append(os.Environ(), env...), rootlessInitEnv+"="+string(conf))
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Stdin, c.Stdout, c.Stderr
+	cmd.Env = append(append(os.Environ(), c.Env...), rootlessInitEnv+"="+string(conf))
 	cmd.ExtraFiles = []*os.File{theirs} // fd 3
 	cmd.SysProcAttr = UserNetns()
 	// The command leads a session of its own, without the terminal as
@@ -183,9 +190,16 @@ func (r *Rootless) receive(fd int, cfg TUNConfig) (*TUN, error) {
 // command: wait for it as for the command.
 func (r *Rootless) Cmd() *exec.Cmd { return r.cmd }
 
-// Start lets the first process become the command.
-func (r *Rootless) Start() error {
-	_, err := r.sock.Write([]byte{1})
+// Start lets the first process become the command; with etc (a folder:
+// "" for none), in a mount namespace of its own where each file of etc
+// is mounted over its namesake in /etc, as Netns.Start does. A process
+// that holds its namespaces (no command) keeps the socket open, and ends
+// when netjam closes it (Kill, or netjam's end).
+func (r *Rootless) Start(etc string) error {
+	_, err := r.sock.Write(append([]byte{1}, etc...))
+	if r.hold {
+		return err
+	}
 	r.sock.Close()
 	return err
 }
@@ -195,6 +209,7 @@ func (r *Rootless) Start() error {
 func (r *Rootless) Kill() {
 	r.cmd.Process.Kill()
 	r.cmd.Wait()
+	r.sock.Close()
 }
 
 // RootlessInit is the namespaces' first process (netjam started with
@@ -216,28 +231,39 @@ func RootlessInit() int {
 		return RootlessFailed
 	}
 	var conf nsInit
-	if err := json.Unmarshal([]byte(os.Getenv(rootlessInitEnv)), &conf); err != nil || len(conf.Command) == 0 {
+	if err := json.Unmarshal([]byte(os.Getenv(rootlessInitEnv)), &conf); err != nil {
 		return fail(fmt.Errorf("rootless shell: bad configuration: %v", err))
 	}
 	os.Unsetenv(rootlessInitEnv)
 	if err := LoopbackUp(); err != nil {
 		return fail(fmt.Errorf("rootless shell: loopback: %w", err))
 	}
-	path, err := exec.LookPath(conf.Command[0])
-	if err != nil {
-		return fail(err)
+	var path string
+	if len(conf.Command) > 0 {
+		var err error
+		if path, err = exec.LookPath(conf.Command[0]); err != nil {
+			return fail(err)
+		}
 	}
 	t, err := OpenTUN(conf.TUN)
 	if err != nil {
 		return fail(err)
 	}
 	reply(nsReply{Name: t.Name(), TSO: t.Offload()}, int(t.File().Fd()))
-	// netjam's go: the path is up. EOF means netjam is gone.
-	var b [1]byte
-	if n, _ := sock.Read(b[:]); n != 1 {
+	// netjam's go: the path is up, with the folder of the command's
+	// /etc files after it. EOF means netjam is gone.
+	var b [4097]byte
+	n, _ := sock.Read(b[:])
+	if n < 1 || b[0] != 1 {
 		return RootlessFailed
 	}
+	if len(conf.Command) == 0 {
+		// Hold the namespaces until netjam closes the socket.
+		sock.Read(b[:])
+		return 0
+	}
 	sock.Close()
+	etc := string(b[1:n])
 	// Nothing the command runs gains privileges by exec: a set-user-ID
 	// program of the host would not anyway (its owner, root, has no uid
 	// in this namespace), but one of the user's own, or file
@@ -245,6 +271,22 @@ func RootlessInit() int {
 	// It is the thread's, which exec makes the process's: the goroutine
 	// stays on it.
 	runtime.LockOSThread()
+	if etc != "" {
+		files, err := os.ReadDir(etc)
+		if err == nil {
+			err = privateEtc(etc, files)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "netjam: %v\n", err)
+			return RootlessNoExec
+		}
+	}
+	if conf.Dir != "" {
+		if err := os.Chdir(conf.Dir); err != nil {
+			fmt.Fprintf(os.Stderr, "netjam: %v\n", err)
+			return RootlessNoExec
+		}
+	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		fmt.Fprintf(os.Stderr, "netjam: PR_SET_NO_NEW_PRIVS: %v\n", err)
 		return RootlessNoExec

@@ -27,8 +27,13 @@ func StartRootless(TUNConfig, []string, []string) (*Rootless, *TUN, error) {
 // Cmd returns nil.
 func (r *Rootless) Cmd() *exec.Cmd { return nil }
 
+// StartRootlessCommand returns a *NotLinuxError.
+func StartRootlessCommand(TUNConfig, RootlessCommand) (*Rootless, *TUN, error) {
+	return nil, nil, notLinux("a rootless shell (user and network namespaces)")
+}
+
 // Start returns a *NotLinuxError.
-func (r *Rootless) Start() error { return notLinux("a rootless shell (user and network namespaces)") }
+func (r *Rootless) Start(string) error { return notLinux("a rootless shell (user and network namespaces)") }
 
 // Kill does nothing.
 func (r *Rootless) Kill() {}

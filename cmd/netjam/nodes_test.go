@@ -92,3 +92,33 @@ func TestShellNodeBadUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestShellNodeRootless runs netjam shell with a node as an unprivileged
+// user: the node, like the shell's command, is a user and network
+// namespace of its own (its command root there), both resolve each
+// other's names, the client pings the node across the path, and nothing
+// of theirs outlives netjam.
+func TestShellNodeRootless(t *testing.T) {
+	testenv.RequireTUNForAll(t) // to become nobody and open /dev/net/tun
+	testenv.RequireUserns(t)
+	cmd, _ := asNobody(t, "shell", "-q", "--set", "link.delay=5ms",
+		"--node", "server=id -u; getent hosts client; exec sleep 30",
+		"--", "sh", "-c", "getent hosts server; ping -n -c 3 -i 0.2 server | grep -o 'time=[0-9.]*'; exit 4")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 4 {
+		t.Fatalf("rootless shell with a node: %v, want the command's exit status 4\n%s%s", err, out, stderr.Bytes())
+	}
+	t.Logf("client:\n%s\nstderr:\n%s", out, stderr.Bytes())
+	if got := string(out); !strings.HasPrefix(got, "10.99.0.2       server\n") || strings.Count(got, "time=") != 3 {
+		t.Errorf("the client's output %q: want the node's name resolved and 3 pings answered", got)
+	}
+	if e := stderr.String(); !strings.Contains(e, "server| 0\n") || !strings.Contains(e, "server| 10.99.0.1       client\n") {
+		t.Errorf("the node's output: want uid 0 (of its user namespace) and the client's name resolved:\n%s", e)
+	}
+	if out, _ := exec.Command("pgrep", "-u", "65534").Output(); len(out) > 0 {
+		t.Errorf("processes of nobody left after netjam: %s", out)
+	}
+}

@@ -69,8 +69,8 @@ nothing: a download is sent by the node's kernel, with its congestion
 control. Both sides resolve "client" and NAME through a hosts file of
 their own. CMD starts first; COMMAND starts once CMD listens (or after
 5 s), and CMD gets SIGTERM when COMMAND ends. Its output goes to netjam's
-standard error, each line after "NAME| ". Nodes need root (see
-docs/nodes.md).
+standard error, each line after "NAME| ". Without root each node is a
+user namespace of its own, as COMMAND is (see docs/nodes.md).
 
 Examples:
    sudo netjam shell --set link.delay=50ms -- ping -c 5 10.99.0.2
@@ -271,8 +271,6 @@ func (sr *shellRun) namespace() error {
 		return cli.Exit("--as-root and --cap: only for a shell run as root (a rootless shell's command is root of its own user namespace, with no power outside it)", exitBadUsage)
 	case sh.Rootless() && sr.s.KernelFlows():
 		return cli.Exit("kernel flows in netjam shell need root: their sockets would live in the command's user namespace, which netjam cannot enter", exitBadUsage)
-	case sh.Rootless() && len(sr.s.Nodes) > 0:
-		return cli.Exit("nodes (--node, or nodes: in the scenario) need root so far: netjam makes each node's network namespace, which takes CAP_SYS_ADMIN; run netjam shell with sudo", exitBadUsage)
 	}
 	sr.sh, sr.why = sh, why
 	sr.s.TUN.Device.Netns = sh.Netns()
@@ -359,7 +357,7 @@ func (sr *shellRun) attached(ctx context.Context) error {
 func (sr *shellRun) start(etc string) (*exec.Cmd, error) {
 	command := sr.command
 	if sr.sh.Rootless() {
-		cmd, err := sr.sh.Start(nil, "")
+		cmd, err := sr.sh.Start(nil, etc)
 		if err != nil {
 			return nil, fmt.Errorf("starting %s: %w", command[0], err)
 		}
