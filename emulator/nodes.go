@@ -46,14 +46,14 @@ type nodeEnd struct {
 
 	cmd     *exec.Cmd
 	out     *prefixWriter
-	started time.Time     // when cmd started
+	started time.Time // when cmd started
 	// rootless holds the node's namespaces' first process, rootless;
 	// nil: the namespace is netjam's (ns).
 	rootless *hostnet.Rootless
-	waited  chan struct{} // closed when cmd has ended
-	waitErr error         // cmd's end; read after waited is closed
-	ended   bool          // netjam ended cmd (the run was over)
-	endedMu sync.Mutex    // guards ended
+	waited   chan struct{} // closed when cmd has ended
+	waitErr  error         // cmd's end; read after waited is closed
+	ended    bool          // netjam ended cmd (the run was over)
+	endedMu  sync.Mutex    // guards ended
 }
 
 // nodeStopGrace is how long a node's command has after SIGTERM, when

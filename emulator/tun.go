@@ -55,7 +55,7 @@ type labHooks struct {
 	// (Options.OpenNode); nodeOutput takes the nodes' output.
 	rootlessNode func(hostnet.TUNConfig, hostnet.RootlessCommand) (*hostnet.TUN, *hostnet.Rootless, error)
 	nodeOutput   io.Writer
-	dial      func(ctx context.Context, network, address string) (net.Conn, error)
+	dial         func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 func openTUN(cfg hostnet.TUNConfig) (hostnet.Device, error) {

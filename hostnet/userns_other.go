@@ -33,7 +33,9 @@ func StartRootlessCommand(TUNConfig, RootlessCommand) (*Rootless, *TUN, error) {
 }
 
 // Start returns a *NotLinuxError.
-func (r *Rootless) Start(string) error { return notLinux("a rootless shell (user and network namespaces)") }
+func (r *Rootless) Start(string) error {
+	return notLinux("a rootless shell (user and network namespaces)")
+}
 
 // Kill does nothing.
 func (r *Rootless) Kill() {}
