@@ -630,6 +630,11 @@ func (l *lab) newNodeFlow(ctx context.Context, i int, f scenario.Flow, port uint
 	t, n := l.tun, l.tun.nodes[0]
 	local := t.kernelAddrs[max(0, t.cfg.Station(f.Station))]
 	to := t.peerOn(l.s.FlowPath(f))
+	if f.Node != "" {
+		i := slices.IndexFunc(t.nodes, func(n *nodeEnd) bool { return n.cfg.Name == f.Node })
+		n = t.nodes[i]
+		to = n.end.addrLike(local)
+	}
 	down := f.Direction == "down"
 	if f.Type == "tcp" {
 		opts := hostnet.KernelTCPOptions{SendBuffer: f.SendBuffer, ReceiveBuffer: f.ReceiveBuffer}

@@ -401,3 +401,33 @@ nodes:
 		t.Errorf("traceroute from a to b: want the router before la's downlink, the one before lb's uplink, then b")
 	}
 }
+
+// TestNodesKernelFlowToEachNode runs a kernel flow to each of two nodes
+// behind links of 5 and 20 ms each way (flows[].node): each one's RTT is
+// its node's link's (the smallest srtt sample at least the link's
+// round trip, and below the other's), and its data reach that node.
+func TestNodesKernelFlowToEachNode(t *testing.T) {
+	ns := testNetns(t)
+	sum := runTUNIn(t, fmt.Sprintf(`
+duration: 60s
+links:
+  - {name: near, delay: 5ms, rate: 20Mbps}
+  - {name: far, delay: 20ms, rate: 20Mbps}
+tun: {netns: %s}
+nodes: [{name: a, link: near}, {name: b, link: far}]
+flows:
+  - {name: to-a, type: tcp, stack: kernel, size: 1MB}
+  - {name: to-b, type: tcp, stack: kernel, node: b, direction: down, cc: bbr, size: 1MB}
+`, ns.Path()), nil)
+	r := sum.Runs[0]
+	a, b := flowByName(t, r, "to-a"), flowByName(t, r, "to-b")
+	t.Logf("to a: srtt min %.1f p50 %.1f ms; to b: min %.1f p50 %.1f ms", a.RTTMs.Min, a.RTTMs.P50, b.RTTMs.Min, b.RTTMs.P50)
+	if a.BytesReceived != 1e6 || b.BytesReceived != 1e6 || a.RTTMs.Min < 10 || a.RTTMs.Min >= 40 || b.RTTMs.Min < 40 {
+		t.Errorf("to a: %d bytes, srtt min %.1f ms (want 10 to 40); to b: %d bytes, %.1f ms (want 40+)", a.BytesReceived, a.RTTMs.Min, b.BytesReceived, b.RTTMs.Min)
+	}
+	for _, l := range r.Links {
+		if l.PacketsOut == 0 {
+			t.Errorf("link %s carried nothing", l.Name)
+		}
+	}
+}

@@ -396,6 +396,7 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 	}
 	d.forwardPaths(f["tun"], s.TUN, s.Paths)
 	d.nodeLinks(f["nodes"], s.Links)
+	d.flowNodes(f["flows"], s.Flows, s.Nodes)
 	if n := f["expect"]; n != nil {
 		s.Expect = d.expect(n, s.Flows, s.Links)
 	}

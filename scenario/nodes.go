@@ -258,6 +258,39 @@ func (d *decoder) nodesReplacePeer(tn *yaml.Node) {
 	}
 }
 
+// flowNodes checks the node each flow of n names (flows[].node): one of
+// the scenario's nodes, for a kernel flow, without a path.
+func (d *decoder) flowNodes(n *yaml.Node, fls []Flow, nodes []Node) {
+	if n == nil || n.Kind != yaml.SequenceNode {
+		return
+	}
+	var names []string
+	for _, nd := range nodes {
+		names = append(names, nd.Name)
+	}
+	for _, item := range n.Content {
+		v, nn := lookup(item, "node"), lookup(item, "name")
+		if v == nil || isNull(v) || nn == nil {
+			continue
+		}
+		i := slices.IndexFunc(fls, func(f Flow) bool { return f.Name == nn.Value })
+		if i < 0 {
+			continue // the flow has other errors
+		}
+		at := "flows." + fls[i].Name + ".node"
+		switch {
+		case len(nodes) == 0:
+			d.errorf(v, at, "the scenario has no nodes")
+		case fls[i].Stack != StackKernel:
+			d.errorf(v, at, "a netstack flow runs between netjam's own hosts; a flow to a node is stack: kernel")
+		case lookup(item, "path") != nil:
+			d.errorf(v, at, "a flow to a node crosses that node's link; leave path out")
+		default:
+			fls[i].Node, _ = d.oneOf(v, at, "node", names)
+		}
+	}
+}
+
 // Node returns the node named name, or nil.
 func (s *Scenario) Node(name string) *Node {
 	for i := range s.Nodes {

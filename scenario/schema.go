@@ -110,6 +110,9 @@ type Flow struct {
 	// required when the scenario has a wifi cell, and only then. A kernel
 	// flow's is the TUN's station, and no netstack flow's is.
 	Station string
+	// Node is the node a kernel flow runs to, with nodes (its far end
+	// is that node's kernel); "" the first node. Not with Path.
+	Node string
 
 	// TCP is a tcp flow's transfer. The file sets Size (bytes to send; 0:
 	// send for Duration), Start (after the run's start) and Duration
@@ -460,7 +463,7 @@ var schema = []section{
 		k("rate", "UDP.Rate", udpFlows...), k("interval", "UDP.Interval", udpFlows...),
 		k("packet_size", "UDP.PacketSize", udpFlows...), k("count", "UDP.Count", udpFlows...),
 		k("duration", "TCP.Duration, UDP.Duration"),
-		k("path", "Path"),
+		k("path", "Path"), k("node", "Node"),
 	}},
 	{path: "nodes[]", hint: true, keys: []key{k("name", "Name"), k("stack", "Stack"), k("run", "Run"), k("env", "Env"), k("dir", "Dir"), k("link", "Link")}},
 	{path: "variants[]", hint: true, keys: []key{k("name", ""), k("set", "")}},
