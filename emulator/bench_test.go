@@ -71,6 +71,8 @@ type iperf3Result struct {
 			BitsPerSecond float64 `json:"bits_per_second"`
 			LostPercent   float64 `json:"lost_percent"`
 		} `json:"sum"`
+		// CC is the sender's congestion control, as iperf3 reports it.
+		CC string `json:"sender_tcp_congestion"`
 		// Streams' sender side, when the sender is iperf3's own
 		// (the kernel's TCP): what its window and round trip were.
 		Streams []struct {

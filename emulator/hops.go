@@ -88,7 +88,7 @@ func usedAddrs(s *scenario.Scenario) map[netip.Addr]bool {
 func hopAddrs(nets []netip.Prefix, k int, used map[netip.Addr]bool) ([]netip.Addr, error) {
 	var out []netip.Addr
 	for _, p := range nets {
-		a := lastAddr(p.Masked())
+		a := scenario.LastAddr(p.Masked())
 		if a.Is4() {
 			a = a.Prev() // the broadcast address is no host's
 		}
@@ -101,22 +101,6 @@ func hopAddrs(nets []netip.Prefix, k int, used map[netip.Addr]bool) ([]netip.Add
 		out = append(out, a)
 	}
 	return out, nil
-}
-
-// lastAddr returns the last address of network p.
-func lastAddr(p netip.Prefix) netip.Addr {
-	b := p.Addr().AsSlice()
-	for i := range b {
-		bits := p.Bits() - 8*i
-		switch {
-		case bits <= 0:
-			b[i] = 0xff
-		case bits < 8:
-			b[i] |= 0xff >> bits
-		}
-	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
 }
 
 // hopSummaries returns what each hop counted.

@@ -420,16 +420,25 @@ func readBounded(path string, max int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, max))
 }
 
-// terminate sends SIGTERM to the node command's process group, if it
-// still runs, and marks it ended by netjam.
-func (n *nodeEnd) terminate() {
+// running reports whether the node's command was started and has not
+// ended.
+func (n *nodeEnd) running() bool {
 	if n.cmd == nil {
-		return
+		return false
 	}
 	select {
 	case <-n.waited:
-		return
+		return false
 	default:
+		return true
+	}
+}
+
+// terminate sends SIGTERM to the node command's process group, if it
+// still runs, and marks it ended by netjam.
+func (n *nodeEnd) terminate() {
+	if !n.running() {
+		return
 	}
 	n.endedMu.Lock()
 	defer n.endedMu.Unlock()
@@ -442,13 +451,8 @@ func (n *nodeEnd) terminate() {
 // stopNode ends the node's command, if it still runs: SIGTERM to its
 // process group, then SIGKILL after nodeStopGrace.
 func (n *nodeEnd) stopNode(log *zap.Logger) {
-	if n.cmd == nil {
+	if !n.running() {
 		return
-	}
-	select {
-	case <-n.waited:
-		return
-	default:
 	}
 	n.terminate()
 	select {
@@ -654,18 +658,7 @@ func (l *lab) newNodeFlow(ctx context.Context, i int, f scenario.Flow, port uint
 		if err != nil {
 			return nil, nil, fmt.Errorf("flow %s: listening in node %s: %w", f.Name, n.cfg.Name, err)
 		}
-		return newTCPFlow(ctx, f, clk, kernelListener{ln}, l.warnStall(f.Name), func() (net.Conn, func() netif.TCPInfo, error) {
-			var c *hostnet.KernelTCPConn
-			err := t.ns.Do(func() error {
-				var err error
-				c, err = hostnet.DialKernelTCP(ctx, netip.AddrPortFrom(to, port), clientOpts)
-				return err
-			})
-			if err != nil {
-				return nil, nil, err
-			}
-			return abortOnClose{c}, c.Info, nil
-		}, down)
+		return newTCPFlow(ctx, f, clk, kernelListener{ln}, l.warnStall(f.Name), t.kernelDialer(ctx, netip.AddrPortFrom(to, port), clientOpts), down)
 	}
 	// UDP: the sender's socket in one namespace, the receiver's in the
 	// other.

@@ -89,14 +89,7 @@ nodes:
 			if err != nil {
 				t.Fatalf("run: %v\nnode's output:\n%s", err, nodeOut.String())
 			}
-			var r struct {
-				End struct {
-					SumReceived struct {
-						BitsPerSecond float64 `json:"bits_per_second"`
-					} `json:"sum_received"`
-					CC string `json:"sender_tcp_congestion"`
-				} `json:"end"`
-			}
+			var r iperf3Result
 			if err := json.Unmarshal([]byte(report), &r); err != nil {
 				t.Fatalf("iperf3 report: %v\n%s", err, report)
 			}

@@ -510,6 +510,24 @@ type abortOnClose struct{ *hostnet.KernelTCPConn }
 
 func (c abortOnClose) Close() error { return c.Abort() }
 
+// kernelDialer returns the dial of a kernel flow's client end: a
+// connection of the kernel's TCP to addr from the device's namespace,
+// reset when closed, with its TCP_INFO.
+func (t *tunEnd) kernelDialer(ctx context.Context, addr netip.AddrPort, o hostnet.KernelTCPOptions) func() (net.Conn, func() netif.TCPInfo, error) {
+	return func() (net.Conn, func() netif.TCPInfo, error) {
+		var c *hostnet.KernelTCPConn
+		err := t.ns.Do(func() error {
+			var err error
+			c, err = hostnet.DialKernelTCP(ctx, addr, o)
+			return err
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return abortOnClose{c}, c.Info, nil
+	}
+}
+
 // newKernelFlow connects a flow of the kernel across the path: the
 // kernel's socket (in the device's namespace) on the client side, a
 // socket of the peer host on the server side. The kernel dials. A TCP
@@ -545,18 +563,7 @@ func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port ui
 		if err != nil {
 			return nil, nil, err
 		}
-		return newTCPFlow(ctx, f, clk, stackListener{ln}, l.warnStall(f.Name), func() (net.Conn, func() netif.TCPInfo, error) {
-			var c *hostnet.KernelTCPConn
-			err := t.ns.Do(func() error {
-				var err error
-				c, err = hostnet.DialKernelTCP(ctx, netip.AddrPortFrom(to, port), kernelOpts)
-				return err
-			})
-			if err != nil {
-				return nil, nil, err
-			}
-			return abortOnClose{c}, c.Info, nil
-		}, down)
+		return newTCPFlow(ctx, f, clk, stackListener{ln}, l.warnStall(f.Name), t.kernelDialer(ctx, netip.AddrPortFrom(to, port), kernelOpts), down)
 	default: // udp
 		var send net.Conn
 		var recv net.PacketConn

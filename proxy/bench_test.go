@@ -93,34 +93,20 @@ func BenchmarkLatencyToxicAgainstToxiproxy(b *testing.B) {
 // it came, slept with nanosleep(2) (clock.PreciseSleep): a delay as exact
 // as this process can make it.
 func delayedEchoServer(b *testing.B, d time.Duration) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ln.Close() })
-	go func() {
+	return tcpServer(b, func(c net.Conn) {
+		defer c.Close()
+		buf := make([]byte, 64)
 		for {
-			c, err := ln.Accept()
+			n, err := c.Read(buf)
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 64)
-				for {
-					n, err := c.Read(buf)
-					if err != nil {
-						return
-					}
-					clock.PreciseSleep(d)
-					if _, err := c.Write(buf[:n]); err != nil {
-						return
-					}
-				}
-			}()
+			clock.PreciseSleep(d)
+			if _, err := c.Write(buf[:n]); err != nil {
+				return
+			}
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 // server is a proxy server a benchmark measures: toxiproxy or netjam.
@@ -228,58 +214,25 @@ func createProxy(b *testing.B, api, name, upstream string) string {
 // sourceServer writes what its client asks for: a decimal count and a
 // newline, then that many bytes.
 func sourceServer(b *testing.B) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ln.Close() })
 	chunk := bytes.Repeat([]byte{'x'}, 64<<10)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
+	return tcpServer(b, func(c net.Conn) {
+		defer c.Close()
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			return
+		}
+		n, _ := strconv.Atoi(strings.TrimSpace(line))
+		for n > 0 {
+			k := min(n, len(chunk))
+			if _, err := c.Write(chunk[:k]); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				line, err := bufio.NewReader(c).ReadString('\n')
-				if err != nil {
-					return
-				}
-				n, _ := strconv.Atoi(strings.TrimSpace(line))
-				for n > 0 {
-					k := min(n, len(chunk))
-					if _, err := c.Write(chunk[:k]); err != nil {
-						return
-					}
-					n -= k
-				}
-			}()
+			n -= k
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
-func echoServer(b *testing.B) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				io.Copy(c, c)
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
+func echoServer(b *testing.B) string { return echoUpstream(b) }
 
 // throughput downloads n bytes through the proxy at addr, in MB/s.
 func throughput(b *testing.B, addr string, n int) float64 {

@@ -82,9 +82,10 @@ var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
 func sum(b []byte) [32]byte { return sha256.Sum256(b) }
 
-// echoUpstream is a TCP server on loopback that sends back what it
-// reads, on each connection.
-func echoUpstream(t testing.TB) string {
+// tcpServer is a TCP server on loopback that serves each connection
+// with serve (which closes it), until the test ends; it returns its
+// address.
+func tcpServer(t testing.TB, serve func(c net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -97,13 +98,19 @@ func echoUpstream(t testing.TB) string {
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				io.Copy(c, c)
-			}()
+			go serve(c)
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// echoUpstream is a TCP server on loopback that sends back what it
+// reads, on each connection.
+func echoUpstream(t testing.TB) string {
+	return tcpServer(t, func(c net.Conn) {
+		defer c.Close()
+		io.Copy(c, c)
+	})
 }
 
 // echo writes n bytes on c and reads until n came back, the connection

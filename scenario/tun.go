@@ -676,14 +676,15 @@ func reservedName(p netip.Prefix, a netip.Addr) string {
 	switch a {
 	case p.Masked().Addr():
 		return "network"
-	case lastAddr(p):
+	case LastAddr(p):
 		return "broadcast"
 	}
 	return ""
 }
 
-// lastAddr returns the last address of network p.
-func lastAddr(p netip.Prefix) netip.Addr {
+// LastAddr returns the last address of network p (an IPv4 network's
+// broadcast address).
+func LastAddr(p netip.Prefix) netip.Addr {
 	b := p.Masked().Addr().AsSlice()
 	for i := range b {
 		bits := p.Bits() - 8*i // of this byte in the prefix

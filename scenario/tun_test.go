@@ -563,8 +563,8 @@ func TestDefaultPeer(t *testing.T) {
 		"10.99.0.1/8":  "10.255.255.255",
 		"fd99::1/120":  "fd99::ff",
 	} {
-		if got := lastAddr(netip.MustParsePrefix(p)).String(); got != want {
-			t.Errorf("lastAddr(%s) = %s, want %s", p, got, want)
+		if got := LastAddr(netip.MustParsePrefix(p)).String(); got != want {
+			t.Errorf("LastAddr(%s) = %s, want %s", p, got, want)
 		}
 	}
 }
