@@ -25,6 +25,7 @@ type collector struct {
 
 	tunKernelDrops, tunShed, tunMalformed, tunRelay, tunRelayDropped *prometheus.Desc
 	peerSegments, peerRetrans, peerTimeouts, peerDrops               *prometheus.Desc
+	nodeDrops, partitionDrops, routerPackets                         *prometheus.Desc
 
 	eventsPublished, eventClientsDropped *prometheus.Desc
 	connsClosed, overloaded              *prometheus.Desc
@@ -85,6 +86,9 @@ func newCollector(s *Server) *collector {
 		peerSegments:    d("netjam_tun_peer_tcp_segments_sent_total", "Segments the TUN peer's TCP sent toward the kernel, all its connections.", nil, nil),
 		peerRetrans:     d("netjam_tun_peer_tcp_retransmissions_total", "Segments the TUN peer's TCP retransmitted across the path (in iperf3 -R, the sender across the path).", nil, nil),
 		peerTimeouts:    d("netjam_tun_peer_tcp_timeouts_total", "Retransmission timeouts of the TUN peer's TCP.", nil, nil),
+		nodeDrops:       d("netjam_tun_node_drops_total", "Packets lost at a node's TUN device, by reason: kernel (the node's kernel dropped them at the device's queue before netjam read them), shed (netjam dropped them at once, the downlink's input full) or malformed (not IPv4 or IPv6).", []string{"node", "reason"}, nil),
+		partitionDrops:  d("netjam_tun_partition_drops_total", "Packets dropped between the groups of the timeline's partitions among nodes.", nil, nil),
+		routerPackets:   d("netjam_tun_router_packets_total", "What a router in front of a link did with nodes, by outcome: ttl_expired and too_big (dropped), fragmented, icmp_sent and icmp_limited (errors sent, and held back by the rate limit).", []string{"router", "outcome"}, nil),
 		peerDrops:       d("netjam_tun_peer_drops_total", "Packets the TUN peer dropped on arrival, by reason: checksum (a TCP or UDP checksum that did not hold: a corrupt stage's work) or malformed.", []string{"reason"}, nil),
 
 		eventsPublished:     d("netjam_control_events_total", "Events published on the control endpoint's event stream.", nil, nil),
@@ -177,6 +181,31 @@ func (c *collector) collectTUN(ch chan<- prometheus.Metric, t *emulator.TUNSumma
 	counter(c.peerTimeouts, t.PeerTCP.Timeouts)
 	counter(c.peerDrops, t.PeerChecksumErrors, "checksum")
 	counter(c.peerDrops, t.PeerMalformed, "malformed")
+	c.collectNodes(ch, t)
+}
+
+// collectNodes collects the nodes' counters, when the run has nodes: each
+// node's device's drops, the partition's and the routers'.
+func (c *collector) collectNodes(ch chan<- prometheus.Metric, t *emulator.TUNSummary) {
+	if len(t.Nodes) == 0 {
+		return
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	for _, n := range t.Nodes {
+		counter(c.nodeDrops, n.KernelDrops, n.Name, "kernel")
+		counter(c.nodeDrops, n.Shed, n.Name, "shed")
+		counter(c.nodeDrops, n.Malformed, n.Name, "malformed")
+	}
+	counter(c.partitionDrops, t.PartitionDrops)
+	for _, r := range t.Routers {
+		counter(c.routerPackets, r.Expired, r.Name, "ttl_expired")
+		counter(c.routerPackets, r.TooBig, r.Name, "too_big")
+		counter(c.routerPackets, r.Fragmented, r.Name, "fragmented")
+		counter(c.routerPackets, r.ErrorsSent, r.Name, "icmp_sent")
+		counter(c.routerPackets, r.ErrorsLimited, r.Name, "icmp_limited")
+	}
 }
 
 // collectFlow collects f's metrics: its counters so far from f, the

@@ -42,3 +42,33 @@ flows: [{name: bulk, type: tcp, stack: kernel, duration: 4s}]
 	tr.wait(t)
 	promtoolCheck(t, m)
 }
+
+// TestMetricsOfNodes: with nodes /metrics has each node's device drops,
+// the partition's drops (the client cut off from node a for 1 s of a
+// kernel flow to it) and the routers' outcomes. Needs root.
+func TestMetricsOfNodes(t *testing.T) {
+	testenv.RequireTUN(t)
+	ns, err := hostnet.NewNetns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	tr := startRun(t, fmt.Sprintf(`name: nodes
+duration: 4s
+link: {rate: 20Mbps, delay: 5ms}
+tun: {netns: %s}
+nodes: [{name: a}, {name: b}]
+flows: [{name: bulk, type: tcp, stack: kernel, duration: 4s}]
+timeline:
+  - {at: 1s, for: 1s, partition: [[client], [a]]}
+`, ns.Path()))
+	m := scrapeUntil(t, tr, 4*time.Second, []minMetric{
+		{`netjam_tun_node_drops_total{node="a",reason="kernel"}`, 0},
+		{`netjam_tun_node_drops_total{node="b",reason="shed"}`, 0},
+		{`netjam_tun_partition_drops_total`, 1},
+		{`netjam_tun_router_packets_total{outcome="ttl_expired",router="router before uplink"}`, 0},
+		{`netjam_tun_router_packets_total{outcome="icmp_sent",router="router before downlink"}`, 0},
+	})
+	tr.wait(t)
+	promtoolCheck(t, m)
+}
