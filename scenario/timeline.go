@@ -421,7 +421,7 @@ func LiveKeyProblem(key string) string { return liveKeyProblem(key) }
 
 // liveKeyProblem says why key cannot change while a run runs, or "".
 func liveKeyProblem(key string) string {
-	_, after, ok := linkKey(key)
+	link, after, ok := linkKey(key)
 	if !ok {
 		return "only the links' keys (link.loss, link.uplink.rate, links.NAME.delay, ...) change while the run runs"
 	}
@@ -436,7 +436,9 @@ func liveKeyProblem(key string) string {
 	case "name":
 		return "a link's name cannot change while the run runs"
 	case "mtu":
-		return "a link's MTU cannot change while the run runs"
+		if link != "link" { // the links list's items have an mtu; link has none
+			return "a link's MTU cannot change while the run runs"
+		}
 	case "slot":
 		return "slots cannot change while the run runs"
 	case "inflight_limit":

@@ -121,6 +121,7 @@ func TestTimelineErrors(t *testing.T) {
 		{"link: {delay: {time: 5ms, allow_reorder: true}}\ntimeline:\n  - {at: 1s, set: {link.delay: 10ms}}", `x.yaml:4: timeline[0]: the uplink's allow_reorder cannot change while the run runs (at 1s)`},
 		{"timeline:\n  - {at: 1s, set: {link.uplink.slot: {min: 1ms, max: 2ms}}}", `x.yaml:3: timeline[0].set.link.uplink.slot: slots cannot change while the run runs`},
 		{"timeline:\n  - {at: 1s, set: {mtu: 1400}}", `x.yaml:3: timeline[0].set.mtu: only the links' keys (link.loss, link.uplink.rate, links.NAME.delay, ...) change while the run runs`},
+		{"links: [{name: a, mtu: 1400}]\ntimeline:\n  - {at: 1s, set: {links.a.mtu: 1300}}", `x.yaml:4: timeline[0].set.links.a.mtu: a link's MTU cannot change while the run runs`},
 		// A trace may come in at run time (a handover), but its file
 		// must be there; a ramp does not start from one.
 		{"timeline:\n  - {at: 1s, set: {link.rate.trace: x.trace}}", `x.yaml:3: link.rate.trace: cannot read the trace: open ` + filepath.Join(wd, "x.trace") + `: no such file or directory (in the link the timeline makes at 1s, timeline[0])`},
