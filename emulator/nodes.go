@@ -319,6 +319,16 @@ func (l *lab) startNode(o Options, n *nodeEnd) error {
 		return nil
 	}
 	etc := l.tun.etc
+	// Said plainly: a missing folder fails the command's start as if
+	// /bin/sh were missing.
+	if dir := n.cfg.Dir; dir != "" {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			if err == nil {
+				err = errors.New("not a folder")
+			}
+			return fmt.Errorf("node %s: the folder of %q, %s: %w", n.cfg.Name, n.cfg.Run, dir, err)
+		}
+	}
 	if n.rootless != nil {
 		// The namespaces' first process becomes the command.
 		if err := n.rootless.Start(etc); err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/hostnet"
+	"github.com/netjam/netjam/internal/testenv"
 	"github.com/netjam/netjam/stack"
 )
 
@@ -111,5 +112,47 @@ func TestPrefixWriter(t *testing.T) {
 	want := "server| one\nserver| two\nserver| \nserver| three\nserver| " + strings.Repeat("x", maxPrefixLine) + "\nserver| x\n"
 	if got := b.String(); got != want {
 		t.Errorf("got %q...", got[:min(len(got), 80)])
+	}
+}
+
+// runFakeNodes runs plan y with in-memory devices for the client and its
+// nodes (no namespace: their commands run in the test's, and a mount
+// namespace of their own for the hosts file needs root), attached waiting
+// for wait.
+func runFakeNodes(t *testing.T, y string, wait time.Duration) (*Summary, error) {
+	t.Helper()
+	testenv.RequireTUN(t)
+	ready, nodeReady := make(chan *fakeKernel, 1), make(chan *fakeKernel, 8)
+	o := Options{
+		openTUN: fakeTUN(t, ready), openNodeTUN: fakeTUN(t, nodeReady),
+		nodeNetns:  func() (*hostnet.Netns, error) { return nil, nil },
+		NodeOutput: io.Discard,
+		Attached: func(ctx context.Context) error {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+			}
+			return nil
+		},
+	}
+	return Run(context.Background(), mustPlan(t, y), o)
+}
+
+// TestNodeCommandFailsTheRun: a node's command that exits non-zero on its
+// own fails the run, named; one that netjam ends at the run's end does
+// not.
+func TestNodeCommandFailsTheRun(t *testing.T) {
+	_, err := runFakeNodes(t, "tun: {}\nnodes: [{name: s, run: 'exit 3'}, {name: t, run: 'exec sleep 30'}]\n", time.Second)
+	if err == nil || !strings.Contains(err.Error(), `node s: "exit 3": exit status 3`) || strings.Contains(err.Error(), "node t") {
+		t.Errorf("run: %v, want node s's failure alone", err)
+	}
+}
+
+// TestNodeCommandThatCannotStart: a node's command that cannot start
+// (its folder is missing) fails the run before anything else runs.
+func TestNodeCommandThatCannotStart(t *testing.T) {
+	_, err := runFakeNodes(t, "tun: {}\nnodes: [{name: s, run: 'true', dir: /nonexistent-netjam}]\n", time.Second)
+	if err == nil || !strings.Contains(err.Error(), `node s: the folder of "true", /nonexistent-netjam: stat /nonexistent-netjam: no such file or directory`) {
+		t.Errorf("run: %v, want node s's start refused, naming the folder", err)
 	}
 }
