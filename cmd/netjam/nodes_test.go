@@ -6,7 +6,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -122,5 +124,58 @@ func TestShellNodeRootless(t *testing.T) {
 	}
 	if out, _ := exec.Command("pgrep", "-u", "65534").Output(); len(out) > 0 {
 		t.Errorf("processes of nobody left after netjam: %s", out)
+	}
+}
+
+// TestRunNodesRootless runs a scenario with two nodes as an unprivileged
+// user: netjam runs again as root of a user namespace of its own, makes
+// the nodes there, and a kernel flow reaches the second node, sent by its
+// kernel with BBR, while the first node's command pings it by name.
+func TestRunNodesRootless(t *testing.T) {
+	testenv.RequireTUNForAll(t) // to become nobody and open /dev/net/tun
+	testenv.RequireUserns(t)
+	cmd, dir := asNobody(t, "run", "-q", "--out", "out", "nodes.yaml")
+	os.WriteFile(filepath.Join(dir, "nodes.yaml"), []byte(`name: rootless-nodes
+duration: 20s
+link: {delay: 5ms}
+tun: {}
+nodes:
+  - {name: a, run: ping -n -q -c 3 -i 0.2 b}
+  - {name: b}
+flows:
+  - {name: bulk, type: tcp, stack: kernel, node: b, direction: down, cc: bbr, duration: 2s}
+`), 0o644)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("rootless run with nodes: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "a| 3 packets transmitted, 3 received") {
+		t.Errorf("node a's pings to b: %s", out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "out", "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum struct {
+		Runs []struct {
+			Flows []struct {
+				CC            string `json:"cc"`
+				BytesReceived uint64 `json:"bytes_received"`
+			}
+			TUN struct {
+				Nodes []struct {
+					Name       string `json:"name"`
+					ExitStatus *int   `json:"exit_status"`
+				} `json:"nodes"`
+			} `json:"tun"`
+		}
+	}
+	if err := json.Unmarshal(b, &sum); err != nil || len(sum.Runs) != 1 {
+		t.Fatalf("summary: %v\n%s", err, b)
+	}
+	r := sum.Runs[0]
+	if len(r.Flows) != 1 || r.Flows[0].BytesReceived == 0 || r.Flows[0].CC != "bbr" || len(r.TUN.Nodes) != 2 ||
+		r.TUN.Nodes[0].ExitStatus == nil || *r.TUN.Nodes[0].ExitStatus != 0 {
+		t.Errorf("rootless run with nodes: %+v", r)
 	}
 }
