@@ -71,6 +71,16 @@ func ResetFlowCall(flow string) Call {
 	return Call{Method: http.MethodPost, Path: "/v1/flows/" + url.PathEscape(flow) + "/reset", verb: "reset"}
 }
 
+// PartitionCall partitions the run's nodes into groups now, one way from
+// the first group to the second when oneWay (POST /v1/partition).
+func PartitionCall(groups [][]string, oneWay bool) Call {
+	body, _ := json.Marshal(PartitionRequest{Groups: groups, OneWay: oneWay})
+	return Call{Method: http.MethodPost, Path: "/v1/partition", Body: body, verb: "partition"}
+}
+
+// HealCall ends the partition in force (POST /v1/heal).
+func HealCall() Call { return Call{Method: http.MethodPost, Path: "/v1/heal", verb: "heal"} }
+
 // StopCall ends the run as Ctrl-C would (POST /v1/stop).
 func StopCall() Call { return Call{Method: http.MethodPost, Path: "/v1/stop", verb: "stop"} }
 

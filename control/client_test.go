@@ -109,6 +109,8 @@ func TestPrintOtherShapes(t *testing.T) {
 		{StopCall(), `[1, 2]`, `[1, 2]`},
 		{SetCall(map[string]string{"link.loss": "1%"}, ""), `{"other": true}`, `{"other": true}`},
 		{LinksCall(""), `"links"`, `"links"`},
+		{PartitionCall([][]string{{"a"}, {"b"}}, false), `{"time_s": 1.5, "old": "healed", "new": "[a] | [b]"}`, "partition healed → [a] | [b] at 1.50 s\n"},
+		{HealCall(), `{"time_s": 3, "old": "[a] -> [b]", "new": "healed"}`, "partition [a] -> [b] → healed at 3.00 s\n"},
 	} {
 		var b bytes.Buffer
 		if err := c.call.Print(&b, []byte(c.body)); err != nil || b.String() != c.want {

@@ -55,6 +55,12 @@ func (call Call) Print(w io.Writer, body []byte) error {
 		}
 		printLinks(w, links)
 		return nil
+	case "partition", "heal":
+		var p emulator.Partitioned
+		if json.Unmarshal(body, &p) == nil && p.New != "" {
+			fmt.Fprintf(w, "partition %s → %s at %.2f s\n", p.Old, p.New, p.TimeS)
+			return nil
+		}
 	case "stop":
 		var s struct{ Status string }
 		if json.Unmarshal(body, &s) == nil && s.Status != "" {

@@ -7,6 +7,9 @@
 //	PATCH /v1/links    {"set": {"link.uplink.loss": "5%"}}: change the path now, with --set's keys
 //	POST  /v1/timeline {"at": "5s", "set": {...}}: the same change at a time of the run ahead
 //	POST  /v1/reset    every key changed back to the scenario's value
+//	POST  /v1/partition {"groups": [["a"], ["b", "c"]], "one_way": false}: partition the
+//	                   run's nodes now, as a timeline's partition entry does
+//	POST  /v1/heal     end the partition in force
 //	POST  /v1/stop     end the run as Ctrl-C would
 //	GET   /v1/events   Server-Sent Events: a sample of the time series each interval, each
 //	                   change of the path, the run's start and end, the results written;
@@ -227,6 +230,8 @@ func (s *Server) mux() *http.ServeMux {
 	mux.HandleFunc("GET /v1/timeline", s.timeline)
 	mux.HandleFunc("GET /v1/series", s.series)
 	mux.HandleFunc("POST /v1/reset", s.reset)
+	mux.HandleFunc("POST /v1/partition", s.partition)
+	mux.HandleFunc("POST /v1/heal", s.heal)
 	mux.HandleFunc("POST /v1/flows/{name}/reset", s.resetFlow)
 	mux.HandleFunc("POST /v1/stop", s.doStop)
 	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) { s.hub.serve(w, r, s.done) })
@@ -603,6 +608,50 @@ func (s *Server) schedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.status(w, r)
+}
+
+// PartitionRequest is POST /v1/partition's body: groups of the run's
+// nodes' names (and "client", the TUN device's side); with OneWay, two
+// groups, the first's packets to the second dropped.
+type PartitionRequest struct {
+	Groups [][]string `json:"groups"`
+	OneWay bool       `json:"one_way"`
+}
+
+// partition partitions the run's nodes now.
+func (s *Server) partition(w http.ResponseWriter, r *http.Request) {
+	lv := s.current(w)
+	if lv == nil {
+		return
+	}
+	var req PartitionRequest
+	if !decode(w, r, &req, `{"groups": [["a"], ["b", "c"]]}`) {
+		return
+	}
+	if len(req.Groups) == 0 {
+		writeError(w, http.StatusBadRequest, errors.New(`body: no groups (expected {"groups": [["a"], ["b", "c"]]}; POST /v1/heal ends a partition)`))
+		return
+	}
+	done, err := lv.Partition(&scenario.Partition{Groups: req.Groups, OneWay: req.OneWay})
+	if err != nil {
+		writeError(w, errorCode(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, done)
+}
+
+// heal ends the partition in force.
+func (s *Server) heal(w http.ResponseWriter, r *http.Request) {
+	lv := s.current(w)
+	if lv == nil {
+		return
+	}
+	done, err := lv.Partition(nil)
+	if err != nil {
+		writeError(w, errorCode(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, done)
 }
 
 func (s *Server) reset(w http.ResponseWriter, r *http.Request) {

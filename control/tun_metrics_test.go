@@ -2,6 +2,9 @@ package control
 
 import (
 	"fmt"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,4 +74,52 @@ timeline:
 	})
 	tr.wait(t)
 	promtoolCheck(t, m)
+}
+
+// TestLivePartition partitions a run's nodes through the API while a
+// kernel flow runs to node a: the partition cuts it off from the client,
+// counted; heal ends it; both are recorded in the timeline and in the
+// resolved scenario; a bad group is refused with the scenario's message.
+// Needs root.
+func TestLivePartition(t *testing.T) {
+	testenv.RequireTUN(t)
+	ns, err := hostnet.NewNetns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	tr := startRun(t, fmt.Sprintf(`name: live-partition
+duration: 3s
+link: {rate: 20Mbps, delay: 5ms}
+tun: {netns: %s}
+nodes: [{name: a}, {name: b}]
+flows: [{name: bulk, type: tcp, stack: kernel, duration: 3s}]
+`, ns.Path()))
+	if code, body := tr.do(t, "POST", "/v1/partition", `{"groups": [["a"], ["x"]]}`); code != 400 || !strings.Contains(string(body), `\"x\" is not a node (expected one of: client, a, b)`) {
+		t.Errorf("a bad group: %d %s", code, body)
+	}
+	code, body := tr.do(t, "POST", "/v1/partition", `{"groups": [["client"], ["a", "b"]]}`)
+	if code != 200 || !strings.Contains(string(body), `"old":"healed","new":"[client] | [a b]"`) {
+		t.Fatalf("partition: %d %s", code, body)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if code, body := tr.do(t, "POST", "/v1/heal", ""); code != 200 || !strings.Contains(string(body), `"old":"[client] | [a b]","new":"healed"`) {
+		t.Errorf("heal: %d %s", code, body)
+	}
+	sum := tr.wait(t)
+	r := sum.Runs[0]
+	if r.TUN.PartitionDrops == 0 {
+		t.Error("no packets dropped while the client was cut off from a")
+	}
+	var keys []string
+	for _, e := range r.Timeline {
+		keys = append(keys, e.Key+" "+e.New)
+	}
+	if !slices.Equal(keys, []string{"partition [client] | [a b]", "partition healed"}) {
+		t.Errorf("timeline %q", keys)
+	}
+	y, err := tr.plan.Runs[0].YAML()
+	if err != nil || !regexp.MustCompile(`partition: \[\[client\], \[a, b\]\]\}`).Match(y) || !strings.Contains(string(y), "heal: true") {
+		t.Errorf("the resolved scenario (%v):\n%s", err, y)
+	}
 }

@@ -432,6 +432,7 @@ func (r *run) start(ctx context.Context) error {
 		r.lv = newLive(o.Clock, r.begin, r.l.path, r.fls, r.tl, cancel, s)
 		r.lv.cell = r.l.cell
 		r.lv.tun = r.l.tunSummary
+		r.lv.partition = r.l.partition
 		r.lv.own = func(ls []LinkSummary) { r.l.addDeliveryCounts(r.l.s, ls) }
 		r.smp.live = r.lv
 	}

@@ -33,6 +33,8 @@ type Live struct {
 	stop  context.CancelFunc
 	cell  *wifi.Runner // nil without a Wi-Fi cell
 	tun   func() *TUNSummary
+	// partition is the nodes' partition; nil without nodes.
+	partition *partition
 	// own adds to a run's link summaries what netjam itself dropped or
 	// waited for at the receivers' inboxes (lab.addDeliveryCounts); nil
 	// in a Live made without a lab.
@@ -500,6 +502,48 @@ func (lv *Live) Reset() (Applied, error) {
 		return Applied{}, err
 	}
 	return lv.setLocked(changes, sets)
+}
+
+// Partition makes p the partition among the run's nodes from now on (no
+// groups: heals), checked as a timeline entry's (scenario.CheckPartition),
+// and records the change in the timeline and the resolved scenario.
+func (lv *Live) Partition(p *scenario.Partition) (Partitioned, error) {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	if err := lv.canChangeLocked(); err != nil {
+		return Partitioned{}, err
+	}
+	if lv.partition == nil {
+		return Partitioned{}, errors.New("a partition splits nodes, and this run has none (nodes: in the scenario, or netjam shell --node)")
+	}
+	if p == nil {
+		p = &scenario.Partition{}
+	}
+	if len(p.Groups) > 0 {
+		var err error
+		if p, err = lv.s.CheckPartition(p); err != nil {
+			return Partitioned{}, err
+		}
+	}
+	at := lv.clk.Now()
+	old := lv.partition.current()
+	lv.partition.set(p)
+	ch := scenario.KeyChange{Key: "partition", Old: old.String(), New: p.String()}
+	lv.tl.record(at, []scenario.KeyChange{ch}, nil)
+	lv.made++
+	if err := lv.orig.AddTimelinePartition(at.Sub(lv.start), p); err != nil {
+		return Partitioned{}, err
+	}
+	return Partitioned{TimeS: at.Sub(lv.start).Seconds(), Old: ch.Old, New: ch.New}, nil
+}
+
+// Partitioned is a partition made while the run runs: when, and the
+// partition before and after it as events.jsonl writes them ("[a] | [b
+// c]", "[a] -> [b]", "healed").
+type Partitioned struct {
+	TimeS float64 `json:"time_s"`
+	Old   string  `json:"old"`
+	New   string  `json:"new"`
 }
 
 // ResetFlow ends the connection of TCP flow name now with a RST both

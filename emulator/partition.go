@@ -38,8 +38,9 @@ func (t *partitionTable) blocks(src, dst netip.Addr) bool {
 
 // partition is the lab's partition: its table and the filters reading it.
 type partition struct {
-	table atomic.Pointer[partitionTable] // nil: none
-	drops atomic.Uint64                  // packets dropped between groups
+	table atomic.Pointer[partitionTable]     // nil: none
+	cur   atomic.Pointer[scenario.Partition] // what table holds, for its name; nil: none
+	drops atomic.Uint64                      // packets dropped between groups
 	// addrs are each name's addresses: the nodes' and the client's.
 	addrs map[string][]netip.Addr
 }
@@ -48,8 +49,10 @@ type partition struct {
 func (pt *partition) set(p *scenario.Partition) {
 	if p == nil || len(p.Groups) == 0 {
 		pt.table.Store(nil)
+		pt.cur.Store(nil)
 		return
 	}
+	pt.cur.Store(p)
 	t := &partitionTable{group: map[netip.Addr]int{}, oneWay: p.OneWay}
 	for i, g := range p.Groups {
 		for _, name := range g {
@@ -60,6 +63,9 @@ func (pt *partition) set(p *scenario.Partition) {
 	}
 	pt.table.Store(t)
 }
+
+// current returns the partition in force; nil: none.
+func (pt *partition) current() *scenario.Partition { return pt.cur.Load() }
 
 // filter returns a filter node reading pt, named name.
 func (pt *partition) filter(name string) topology.Node {
@@ -104,14 +110,13 @@ func (tl *timeline) schedulePartitions(clk clock.Clock, s *scenario.Scenario, pt
 	if pt == nil {
 		return
 	}
-	var was *scenario.Partition
 	for _, p := range s.Timeline {
 		if p.Partition == nil || p.At >= s.Duration {
 			continue
 		}
-		at, old, next := tl.start.Add(p.At), was.String(), p.Partition
-		was = next
+		at, next := tl.start.Add(p.At), p.Partition
 		tl.resets = append(tl.resets, clk.AfterFunc(at.Sub(clk.Now()), func() {
+			old := pt.current().String()
 			pt.set(next)
 			tl.record(at, []scenario.KeyChange{{Key: "partition", Old: old, New: next.String()}}, nil)
 		}))

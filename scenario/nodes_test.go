@@ -5,7 +5,9 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestNodes(t *testing.T) {
@@ -118,5 +120,38 @@ func TestTimelinePartitionErrors(t *testing.T) {
 		if err == nil || err.Error() != tt.want {
 			t.Errorf("Parse(%q):\n got %v\nwant %s", tt.src, err, tt.want)
 		}
+	}
+}
+
+func TestCheckPartition(t *testing.T) {
+	s := mustParse(t, "tun: {}\nnodes: [{name: a}, {name: b}]\n")
+	if p, err := s.CheckPartition(&Partition{Groups: [][]string{{"a"}, {"b", "client"}}}); err != nil || p.String() != "[a] | [b client]" {
+		t.Errorf("a partition: %v, %v", p, err)
+	}
+	if p, err := s.CheckPartition(&Partition{Groups: [][]string{{"a"}, {"b"}}, OneWay: true}); err != nil || p.String() != "[a] -> [b]" {
+		t.Errorf("one way: %v, %v", p, err)
+	}
+	for _, c := range []struct {
+		p    Partition
+		want string
+	}{
+		{Partition{Groups: [][]string{{"a"}, {"x"}}}, `partition[1]: "x" is not a node (expected one of: client, a, b)`},
+		{Partition{Groups: [][]string{{"a"}}}, "partition: a partition needs at least two groups, like [[a], [b, c]]"},
+		{Partition{Groups: [][]string{{"a"}, {"b"}, {"client"}}, OneWay: true}, "partition: a one-way partition has two groups: from, then to"},
+	} {
+		if _, err := s.CheckPartition(&c.p); err == nil || err.Error() != c.want {
+			t.Errorf("%+v: %v, want %s", c.p, err, c.want)
+		}
+	}
+	// As run: the changes made live are timeline entries.
+	if err := s.AddTimelinePartition(1500*time.Millisecond, &Partition{Groups: [][]string{{"a"}, {"b"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddTimelinePartition(3*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	y, err := s.YAML()
+	if err != nil || !strings.Contains(string(y), "- {at: 1.5s, partition: [[a], [b]]}") || !strings.Contains(string(y), "- {at: 3s, heal: true}") {
+		t.Errorf("as run: %v\n%s", err, y)
 	}
 }

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -155,4 +156,57 @@ func (d *decoder) partition(n *yaml.Node, path string, nodes []Node) *Partition 
 	}
 	p.Groups = slices.DeleteFunc(p.Groups, func(g []string) bool { return len(g) == 0 })
 	return p
+}
+
+// partitionNode is p as a timeline entry writes it: a list of groups, or
+// {from, to} when one way.
+func partitionNode(p *Partition) *yaml.Node {
+	group := func(g []string) *yaml.Node {
+		n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Style: yaml.FlowStyle}
+		for _, name := range g {
+			n.Content = append(n.Content, stringNode(name))
+		}
+		return n
+	}
+	if p.OneWay && len(p.Groups) == 2 {
+		return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: yaml.FlowStyle,
+			Content: []*yaml.Node{stringNode("from"), group(p.Groups[0]), stringNode("to"), group(p.Groups[1])}}
+	}
+	n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Style: yaml.FlowStyle}
+	for _, g := range p.Groups {
+		n.Content = append(n.Content, group(g))
+	}
+	return n
+}
+
+// CheckPartition reports whether p is a partition of s's nodes, as a
+// timeline entry's would be checked (a change made while the run runs),
+// with the same messages; it returns p as the timeline has it. One way,
+// p has two groups: from, then to.
+func (s *Scenario) CheckPartition(p *Partition) (*Partition, error) {
+	d := newDecoder("", nil)
+	if p.OneWay && len(p.Groups) != 2 {
+		return nil, errors.New("partition: a one-way partition has two groups: from, then to")
+	}
+	out := d.partition(partitionNode(p), "partition", s.Nodes)
+	if len(d.errs) > 0 {
+		return nil, d.errs
+	}
+	return out, nil
+}
+
+// AddTimelinePartition appends to s's tree a timeline entry at at making
+// p the partition (no groups: heal: true), so that the scenario as run
+// records a change made while it ran.
+func (s *Scenario) AddTimelinePartition(at time.Duration, p *Partition) error {
+	if s.tree == nil {
+		return errors.New("scenario: AddTimelinePartition needs a Scenario returned by Parse or Load")
+	}
+	key, value := stringNode("heal"), &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"}
+	if p != nil && len(p.Groups) > 0 {
+		key, value = stringNode("partition"), partitionNode(p)
+	}
+	s.addTimelineEntry(&yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: yaml.FlowStyle,
+		Content: []*yaml.Node{stringNode("at"), stringNode(at.String()), key, value}})
+	return nil
 }

@@ -19,7 +19,7 @@ func ctlCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "ctl",
 		Usage:     "look at and change a running netjam (one started with --control)",
-		ArgsUsage: "status | get [LINK] | set KEY=VALUE... | schedule --at TIME KEY=VALUE... | reset [--flow NAME] | events | stop",
+		ArgsUsage: "status | get [LINK] | set KEY=VALUE... | schedule --at TIME KEY=VALUE... | reset [--flow NAME] | partition [--one-way] GROUP GROUP... | heal | events | stop",
 		Description: `Talks to the control API of a netjam run or shell started with --control,
 at --control or $NETJAM_CONTROL (netjam shell --control sets it for its
 command): unix:PATH, HOST:PORT, or https://HOST:PORT for an endpoint
@@ -44,6 +44,13 @@ command).
    reset                  every key changed back to the scenario's value
    reset --flow NAME      end TCP flow NAME's connection with a RST both ways, as a
                           timeline's reset entry does (recorded the same way)
+   partition [--one-way] GROUP GROUP...
+                          partition the run's nodes now, as a timeline's partition
+                          entry does: each GROUP is names joined by commas (a,b),
+                          the nodes' and client; nothing crosses between groups (with
+                          --one-way, two groups: nothing goes from the first to the
+                          second); recorded as a timeline entry
+   heal                   end the partition in force
    events                 the run's events as they happen, one a line: its type, then
                           its JSON (a sample each interval, each change, the end)
    stop                   end the run as Ctrl-C would
@@ -62,6 +69,8 @@ Examples:
    netjam ctl --control unix:/tmp/nj.sock schedule --at 20s link.delay=200ms
    netjam ctl --control unix:/tmp/nj.sock reset
    netjam ctl --control unix:/tmp/nj.sock reset --flow bulk   # its connection ends with a RST both ways
+   netjam ctl --control unix:/tmp/nj.sock partition a b,c     # a cut off from b and c
+   netjam ctl --control unix:/tmp/nj.sock heal
    netjam ctl --control unix:/tmp/nj.sock status
    netjam ctl --control unix:/tmp/nj.sock get -o json
    netjam run my.yaml --control 127.0.0.1:8080 --out results/mine &
@@ -82,7 +91,7 @@ Examples:
 }
 
 // ctlVerbNames are ctl's verbs; ctlVerbs, each with its arguments.
-var ctlVerbNames = []string{"status", "get", "set", "schedule", "reset", "events", "stop"}
+var ctlVerbNames = []string{"status", "get", "set", "schedule", "reset", "partition", "heal", "events", "stop"}
 
 // ctlVerbs are what netjam ctl does.
 const ctlVerbs = "status, get [LINK], set [--for DURATION] KEY=VALUE..., schedule --at TIME KEY=VALUE..., reset [--flow NAME], events or stop"
@@ -161,6 +170,33 @@ func ctlOutputJSON(json bool, output string) (bool, error) {
 	return false, fmt.Errorf("-o %s: not an output format (text or json)", output)
 }
 
+// partitionCall is ctl partition's call: args are the groups, each names
+// joined by commas, and --one-way anywhere (urfave/cli stops at the verb).
+func partitionCall(args []string) (control.Call, error) {
+	oneWay := false
+	var groups [][]string
+	for _, a := range args {
+		if a == "--one-way" {
+			oneWay = true
+			continue
+		}
+		var g []string
+		for _, name := range strings.Split(a, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				g = append(g, name)
+			}
+		}
+		if len(g) == 0 {
+			return control.Call{}, cli.Exit(fmt.Sprintf("ctl partition: %q is not a group (names joined by commas, like b,c)", a), exitBadUsage)
+		}
+		groups = append(groups, g)
+	}
+	if len(groups) < 2 {
+		return control.Call{}, cli.Exit("ctl partition: at least two groups, like partition a b,c (names joined by commas)", exitBadUsage)
+	}
+	return control.PartitionCall(groups, oneWay), nil
+}
+
 // ctlCall is the call of the API that ctl's verb makes.
 func ctlCall(c *cli.Context, verb string) (control.Call, error) {
 	if c.IsSet("at") && verb != "schedule" {
@@ -173,7 +209,7 @@ func ctlCall(c *cli.Context, verb string) (control.Call, error) {
 		return control.Call{}, cli.Exit(fmt.Sprintf("ctl %s: --for is for set", verb), exitBadUsage)
 	}
 	switch verb {
-	case "status", "stop", "reset", "events":
+	case "status", "stop", "reset", "events", "heal":
 		if c.NArg() > 1 {
 			return control.Call{}, cli.Exit(fmt.Sprintf("ctl %s takes no arguments, got %s", verb, strings.Join(c.Args().Tail(), " ")), exitBadUsage)
 		}
@@ -202,6 +238,10 @@ func ctlCall(c *cli.Context, verb string) (control.Call, error) {
 		return control.ResetFlowCall(c.String("flow")), nil
 	case "events":
 		return control.EventsCall(), nil
+	case "heal":
+		return control.HealCall(), nil
+	case "partition":
+		return partitionCall(c.Args().Tail())
 	case "set", "schedule":
 		args, at, dur := c.Args().Tail(), c.String("at"), c.String("for")
 		// urfave/cli stops at the verb: --at or --for after it is ours

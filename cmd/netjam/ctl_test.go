@@ -471,6 +471,9 @@ func TestCtlUsage(t *testing.T) {
 		{[]string{"set", "--for=", "link.loss=1%"}, "ctl set: --for needs a DURATION"},
 		{[]string{"set", "--for"}, "ctl set: --for needs a value"},
 		{[]string{"reset", "--flow"}, "ctl reset: --flow needs a value"},
+		{[]string{"heal", "now"}, "ctl heal takes no arguments, got now"},
+		{[]string{"partition", "a"}, "ctl partition: at least two groups, like partition a b,c (names joined by commas)"},
+		{[]string{"partition", "a", ","}, `ctl partition: "," is not a group (names joined by commas, like b,c)`},
 		// A token file is bounded: it could be a device that never ends.
 		{[]string{"--control-token", big, "status"}, "netjam: --control-token: " + big + " is more than 4096 bytes: a token file holds one token\n"},
 	} {
