@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/netif"
-	"github.com/netjam/netjam/stack"
 )
 
 // conn is a connection made through a Path: the near stack's connection,
@@ -103,10 +103,10 @@ type Stats struct {
 // it could not reach, and their bytes. It is the relay's own type, a plain
 // struct of counters (no gVisor type in it), named here so that a program
 // reads it with no other import.
-type RelayStats = stack.RelayStats
+type RelayStats = hostcfg.RelayStats
 
 // RelayCounters are one protocol's counters in RelayStats.
-type RelayCounters = stack.RelayCounters
+type RelayCounters = hostcfg.RelayCounters
 
 // ConnStats is one connection through a Path. The TCP fields are the near
 // stack's view: its retransmissions are what the path made it do.

@@ -5,8 +5,8 @@ import (
 
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/impair"
-	"github.com/netjam/netjam/stack"
 )
 
 // collector exports the run in progress as Prometheus metrics, read from
@@ -161,7 +161,7 @@ func (c *collector) collectTUN(ch chan<- prometheus.Metric, t *emulator.TUNSumma
 	counter(c.tunMalformed, t.Malformed)
 	for _, p := range [...]struct {
 		proto string
-		r     stack.RelayCounters
+		r     hostcfg.RelayCounters
 	}{{"tcp", t.Relay.TCP}, {"udp", t.Relay.UDP}} {
 		proto, r := p.proto, p.r
 		counter(c.tunRelay, r.Relayed, proto, "relayed")

@@ -560,7 +560,7 @@ func (r *run) flowSummary(i int, f flows.Flow) flows.FlowSummary {
 	if fs.Type == flows.TypeTCP {
 		fs.CC = r.s.Flows[i].CC
 		if fs.CC == "" {
-			fs.CC = "cubic" // the host default, see stack.TCPOptions
+			fs.CC = "cubic" // the host default, see hostcfg.TCPOptions
 		}
 	}
 	if u := fs.UDPSummary; u != nil && u.ReceiverDrops > 0 {

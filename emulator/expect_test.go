@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/scenario"
-	"github.com/netjam/netjam/stack"
 	"github.com/netjam/netjam/stats"
 )
 
@@ -25,7 +25,7 @@ func TestExpectations(t *testing.T) {
 		},
 		Links:    []LinkSummary{{Name: "uplink", Drops: map[string]uint64{"loss": 12}}, {Name: "downlink", Drops: map[string]uint64{}}},
 		Fairness: &fair,
-		Hosts:    []HostSummary{{Name: "client0", TCP: stack.TCPStats{Retransmits: 51, Timeouts: 2}}, {Name: "server0", ChecksumErrors: 3}},
+		Hosts:    []HostSummary{{Name: "client0", TCP: hostcfg.TCPStats{Retransmits: 51, Timeouts: 2}}, {Name: "server0", ChecksumErrors: 3}},
 	}
 	for _, c := range []struct {
 		expect, figure, got, err string

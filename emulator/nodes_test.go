@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/hostnet"
-	"github.com/netjam/netjam/stack"
 )
 
 // TestNodeForwardsKernelToKernel runs a node's wiring without root: two
@@ -58,7 +58,7 @@ func TestNodeForwardsKernelToKernel(t *testing.T) {
 // echoAcross has the node's kernel echo what the client's sends it, and
 // checks the round trip took both delays.
 func echoAcross(ctx context.Context, k, node *fakeKernel) error {
-	ln, err := node.host.ListenTCP(5000, stack.TCPOptions{})
+	ln, err := node.host.ListenTCP(5000, hostcfg.TCPOptions{})
 	if err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func echoAcross(ctx context.Context, k, node *fakeKernel) error {
 		defer c.Close()
 		io.Copy(c, c)
 	}()
-	c, err := k.host.DialTCP(ctx, netip.AddrPortFrom(netip.MustParseAddr("10.99.0.2"), 5000), stack.TCPOptions{})
+	c, err := k.host.DialTCP(ctx, netip.AddrPortFrom(netip.MustParseAddr("10.99.0.2"), 5000), hostcfg.TCPOptions{})
 	if err != nil {
 		return fmt.Errorf("dial the node: %w", err)
 	}

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/scenario"
-	"github.com/netjam/netjam/stack"
 	"github.com/netjam/netjam/stats"
 	"github.com/netjam/netjam/wifi"
 )
@@ -77,10 +77,10 @@ type RunSummary struct {
 // parse (Malformed); and its TCP's counters, all its connections summed,
 // counted as on the wire (as TUN mode's peer_tcp).
 type HostSummary struct {
-	Name           string         `json:"name"`
-	ChecksumErrors uint64         `json:"checksum_errors"`
-	Malformed      uint64         `json:"malformed"`
-	TCP            stack.TCPStats `json:"tcp"`
+	Name           string           `json:"name"`
+	ChecksumErrors uint64           `json:"checksum_errors"`
+	Malformed      uint64           `json:"malformed"`
+	TCP            hostcfg.TCPStats `json:"tcp"`
 }
 
 // PathSummary is one path of a run: its links, what it takes, and the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/netif"
@@ -298,7 +299,7 @@ func (l *lab) startPeer(s *scenario.Scenario, hooks labHooks) error {
 // pathForwards returns the relay's forwards, those that name a path
 // (tun.forward[].path) bound to the peer's address on it: the path's own
 // (pathPeers), or for a path without one, the peer's.
-func (t *tunEnd) pathForwards() []stack.Forward {
+func (t *tunEnd) pathForwards() []hostcfg.Forward {
 	fws := slices.Clone(t.cfg.Relay.Forwards)
 	for i, name := range t.cfg.ForwardPaths {
 		if name == "" || i >= len(fws) {
@@ -418,14 +419,14 @@ type TUNSummary struct {
 	PartitionDrops uint64 `json:"partition_drops,omitempty"`
 	// Routers are the routers in front of each link's directions, with
 	// nodes (see topology.Hop).
-	Routers []RouterSummary  `json:"routers,omitempty"`
-	Relay   stack.RelayStats `json:"relay"`
+	Routers []RouterSummary    `json:"routers,omitempty"`
+	Relay   hostcfg.RelayStats `json:"relay"`
 	// PeerTCP sums the peer's TCP connections: those it relays and those
 	// of the kernel's flows. What the peer sends toward the kernel
 	// (iperf3 -R, a download through a forward) is its TCP's, so its
 	// retransmissions and timeouts are here and in no tool's report
 	// behind the device: iperf3 -R counts the target's.
-	PeerTCP stack.TCPStats `json:"peer_tcp"`
+	PeerTCP hostcfg.TCPStats `json:"peer_tcp"`
 	// PeerChecksumErrors and PeerMalformed count the packets the peer
 	// dropped on arrival: a TCP or UDP checksum that did not hold (a
 	// corrupt stage's work, or the kernel's side's), or headers that do
@@ -552,7 +553,7 @@ func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port ui
 	case f.Type == "tcp":
 		// Both ends take the flow's buffers; the congestion control
 		// is the sender's: the kernel's up, the peer's down.
-		peerOpts := stack.TCPOptions{SendBuffer: f.SendBuffer, ReceiveBuffer: f.ReceiveBuffer}
+		peerOpts := hostcfg.TCPOptions{SendBuffer: f.SendBuffer, ReceiveBuffer: f.ReceiveBuffer}
 		kernelOpts := hostnet.KernelTCPOptions{SendBuffer: f.SendBuffer, ReceiveBuffer: f.ReceiveBuffer, Local: local}
 		if down {
 			peerOpts.CC = f.CC
