@@ -10,9 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/netif"
+	"github.com/netjam/netjam/summary"
 )
 
 // conn is a connection made through a Path: the near stack's connection,
@@ -89,7 +89,7 @@ type Stats struct {
 	// Uplink (from the program's side to the real network) and Downlink:
 	// their configuration and counters (packets, bytes, drops by reason,
 	// the delay they added).
-	Uplink, Downlink emulator.LinkSummary
+	Uplink, Downlink summary.LinkSummary
 	// Conns are the connections made with DialContext and accepted from
 	// Listen that are still open, oldest first.
 	Conns []ConnStats

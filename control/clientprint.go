@@ -13,6 +13,7 @@ import (
 
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/summary"
 )
 
 // Print prints the answer body to call for a person, as netjam ctl does:
@@ -45,13 +46,13 @@ func (call Call) Print(w io.Writer, body []byte) error {
 		printPending(w, st.Pending)
 		return nil
 	case "get":
-		var links []emulator.LinkSummary
+		var links []summary.LinkSummary
 		if json.Unmarshal(body, &links) != nil {
-			var one emulator.LinkSummary
+			var one summary.LinkSummary
 			if err := json.Unmarshal(body, &one); err != nil {
 				break
 			}
-			links = []emulator.LinkSummary{one}
+			links = []summary.LinkSummary{one}
 		}
 		printLinks(w, links)
 		return nil
@@ -146,7 +147,7 @@ func printStatus(w io.Writer, st emulator.LiveStatus) {
 }
 
 // printLinks prints each direction's settings in force and counters.
-func printLinks(w io.Writer, links []emulator.LinkSummary) {
+func printLinks(w io.Writer, links []summary.LinkSummary) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "LINK\tSETTINGS\tPACKETS IN\tOUT\tDROPS\tDELAY P50")
 	for _, l := range links {

@@ -56,6 +56,7 @@ import (
 
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/summary"
 )
 
 // Server is a control endpoint. The run it controls changes as the
@@ -420,9 +421,9 @@ func (s *Server) setLink(w http.ResponseWriter, r *http.Request) {
 // linkNamed finds name among lv's links: a direction (uplink, downlink;
 // eu.uplink with a links list), or a link (link, the shorthand's; eu),
 // and returns its directions and the prefix of its keys; or answers 404.
-func linkNamed(w http.ResponseWriter, lv *emulator.Live, name string) ([]emulator.LinkSummary, string, bool) {
+func linkNamed(w http.ResponseWriter, lv *emulator.Live, name string) ([]summary.LinkSummary, string, bool) {
 	var names []string
-	var of []emulator.LinkSummary
+	var of []summary.LinkSummary
 	for _, l := range lv.Links() {
 		link, _, inList := strings.Cut(l.Name, ".")
 		if !inList {
@@ -430,9 +431,9 @@ func linkNamed(w http.ResponseWriter, lv *emulator.Live, name string) ([]emulato
 		}
 		switch {
 		case l.Name == name && inList:
-			return []emulator.LinkSummary{l}, "links." + name + ".", true
+			return []summary.LinkSummary{l}, "links." + name + ".", true
 		case l.Name == name:
-			return []emulator.LinkSummary{l}, "link." + name + ".", true
+			return []summary.LinkSummary{l}, "link." + name + ".", true
 		case link == name:
 			of = append(of, l)
 		}
@@ -520,7 +521,7 @@ func (s *Server) setKeys(w http.ResponseWriter, r *http.Request, prefix string) 
 // /v1/links has them.
 type Changed struct {
 	emulator.Applied
-	Links []emulator.LinkSummary `json:"links"`
+	Links []summary.LinkSummary `json:"links"`
 }
 
 // decode reads r's JSON body into v, strictly; on an error it answers 400

@@ -25,6 +25,7 @@ import (
 	"github.com/netjam/netjam/internal/testenv"
 	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/summary"
 )
 
 // testRun is a scenario running with a control endpoint on a unix socket.
@@ -35,7 +36,7 @@ type testRun struct {
 	dir    string
 	plan   *scenario.Plan
 	done   chan struct{}
-	sum    *emulator.Summary
+	sum    *summary.Summary
 	err    error
 }
 
@@ -113,7 +114,7 @@ func (tr *testRun) do(t *testing.T, method, path, body string) (int, []byte) {
 }
 
 // wait waits for the run's end, and returns its summary.
-func (tr *testRun) wait(t *testing.T) *emulator.Summary {
+func (tr *testRun) wait(t *testing.T) *summary.Summary {
 	t.Helper()
 	select {
 	case <-tr.done:
@@ -296,10 +297,10 @@ func TestParallelPatches(t *testing.T) {
 	}
 	wg.Wait()
 	_, b := tr.do(t, "GET", "/v1/links", "")
-	var links []emulator.LinkSummary
+	var links []summary.LinkSummary
 	json.Unmarshal(b, &links)
 	sum := tr.wait(t)
-	var tl []emulator.TimelineEvent
+	var tl []summary.TimelineEvent
 	for _, e := range sum.Runs[0].Timeline {
 		if e.Key == "link.uplink.delay" {
 			tl = append(tl, e)

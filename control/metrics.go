@@ -7,6 +7,7 @@ import (
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/summary"
 )
 
 // collector exports the run in progress as Prometheus metrics, read from
@@ -152,7 +153,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 
 // collectTUN collects TUN mode's counters: the device's and netjam's own
 // drops at the entrance, the relay's outcomes and the peer's TCP.
-func (c *collector) collectTUN(ch chan<- prometheus.Metric, t *emulator.TUNSummary) {
+func (c *collector) collectTUN(ch chan<- prometheus.Metric, t *summary.TUNSummary) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
@@ -186,7 +187,7 @@ func (c *collector) collectTUN(ch chan<- prometheus.Metric, t *emulator.TUNSumma
 
 // collectNodes collects the nodes' counters, when the run has nodes: each
 // node's device's drops, the partition's and the routers'.
-func (c *collector) collectNodes(ch chan<- prometheus.Metric, t *emulator.TUNSummary) {
+func (c *collector) collectNodes(ch chan<- prometheus.Metric, t *summary.TUNSummary) {
 	if len(t.Nodes) == 0 {
 		return
 	}
@@ -238,7 +239,7 @@ func quantiles(p50, p95, p99, scale float64) map[float64]float64 {
 	return map[float64]float64{0.5: p50 * scale, 0.95: p95 * scale, 0.99: p99 * scale}
 }
 
-func (c *collector) collectLink(ch chan<- prometheus.Metric, l emulator.LinkSummary) {
+func (c *collector) collectLink(ch chan<- prometheus.Metric, l summary.LinkSummary) {
 	d := l.Name
 	ch <- prometheus.MustNewConstMetric(c.packets, prometheus.CounterValue, float64(l.PacketsIn), d, "in")
 	ch <- prometheus.MustNewConstMetric(c.packets, prometheus.CounterValue, float64(l.PacketsOut), d, "out")

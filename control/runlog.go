@@ -9,6 +9,7 @@ import (
 
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/summary"
 )
 
 // Limits of what a run keeps from its start for a page opened late, beside
@@ -142,10 +143,10 @@ func (l *runLog) timelineSnapshot() TimelineSnapshot {
 // changes of the same keys, each within a ramp's step of the one before,
 // from TimeS to ToS, each key's Old its first step's and New its last's.
 type TimelineEntry struct {
-	TimeS   float64                  `json:"time_s"`
-	ToS     float64                  `json:"to_s"`
-	Steps   int                      `json:"steps"`
-	Changes []emulator.TimelineEvent `json:"changes"`
+	TimeS   float64                 `json:"time_s"`
+	ToS     float64                 `json:"to_s"`
+	Steps   int                     `json:"steps"`
+	Changes []summary.TimelineEvent `json:"changes"`
 }
 
 // changeLog keeps a run's changes from its start, a ramp's steps as one
@@ -159,7 +160,7 @@ type changeLog struct {
 
 // add takes in one change event's changes (one point of the timeline,
 // one change made through the API).
-func (l *changeLog) add(evs []emulator.TimelineEvent) {
+func (l *changeLog) add(evs []summary.TimelineEvent) {
 	if len(evs) == 0 {
 		return
 	}
@@ -189,7 +190,7 @@ func (l *changeLog) add(evs []emulator.TimelineEvent) {
 // startsRamp reports whether the last two entries, single changes of
 // evs's keys each within a ramp's step of the one before, and evs at t
 // are the first three steps of a ramp.
-func (l *changeLog) startsRamp(t float64, evs []emulator.TimelineEvent) bool {
+func (l *changeLog) startsRamp(t float64, evs []summary.TimelineEvent) bool {
 	n := len(l.entries)
 	a, b := l.entries[n-2], l.entries[n-1]
 	return a.Steps == 1 && b.Steps == 1 && rampable(a.Changes) && rampable(b.Changes) &&
@@ -199,8 +200,8 @@ func (l *changeLog) startsRamp(t float64, evs []emulator.TimelineEvent) bool {
 
 // extend makes evs at t e's last step. Its changes are copied, never
 // changed in place: a snapshot may hold them.
-func (e *TimelineEntry) extend(t float64, evs []emulator.TimelineEvent) {
-	c := append([]emulator.TimelineEvent(nil), e.Changes...)
+func (e *TimelineEntry) extend(t float64, evs []summary.TimelineEvent) {
+	c := append([]summary.TimelineEvent(nil), e.Changes...)
 	for i := range c {
 		c[i].New = evs[i].New
 	}
@@ -222,7 +223,7 @@ func (l *changeLog) omit() {
 
 // rampable reports whether evs may be a ramp's step: changes of keys
 // that applied (not refused, not a connection's reset).
-func rampable(evs []emulator.TimelineEvent) bool {
+func rampable(evs []summary.TimelineEvent) bool {
 	for _, e := range evs {
 		if e.Error != "" || e.Key == "reset" {
 			return false
@@ -232,7 +233,7 @@ func rampable(evs []emulator.TimelineEvent) bool {
 }
 
 // sameKeys reports whether a and b change the same keys, in order.
-func sameKeys(a, b []emulator.TimelineEvent) bool {
+func sameKeys(a, b []summary.TimelineEvent) bool {
 	if len(a) != len(b) {
 		return false
 	}

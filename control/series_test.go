@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/summary"
 )
 
 // checkBudget fails t unless s holds what its budget allows: the bytes it
@@ -171,7 +172,7 @@ func TestSeriesStoreAggregates(t *testing.T) {
 func TestSeriesTimelineSummarizesRamps(t *testing.T) {
 	var l changeLog
 	change := func(at float64, key, old, new, err string) {
-		l.add([]emulator.TimelineEvent{{TimeS: at, Key: key, Old: old, New: new, Error: err}})
+		l.add([]summary.TimelineEvent{{TimeS: at, Key: key, Old: old, New: new, Error: err}})
 	}
 	change(0.5, "link.loss", "", "1%", "")
 	for i := range 100 { // a ramp of 1 s: 100 steps of 10 ms
@@ -200,7 +201,7 @@ func TestSeriesTimelineSummarizesRamps(t *testing.T) {
 
 	var b changeLog
 	for i := range maxTimelineEntries + 10 {
-		b.add([]emulator.TimelineEvent{{TimeS: float64(i), Key: "link.loss", New: "1%"}})
+		b.add([]summary.TimelineEvent{{TimeS: float64(i), Key: "link.loss", New: "1%"}})
 	}
 	half := maxTimelineEntries / 2
 	if len(b.entries) != maxTimelineEntries || b.omitted != 10 || b.omittedFrom != float64(half) || b.omittedTo != float64(half+9) ||
@@ -230,7 +231,7 @@ timeline:
 		rows []emulator.SeriesRow
 	}
 	var samples []sample
-	var changes []emulator.TimelineEvent
+	var changes []summary.TimelineEvent
 	for e := range stream {
 		var ev emulator.LiveEvent
 		json.Unmarshal([]byte(e.data), &ev)

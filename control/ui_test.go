@@ -19,6 +19,7 @@ import (
 
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/internal/browsertest"
+	"github.com/netjam/netjam/summary"
 )
 
 // TestDashboardInBrowser drives the dashboard in a real headless Chromium
@@ -207,7 +208,7 @@ flows:
 func uplinkRate(t *testing.T, tr *testRun) uint64 {
 	t.Helper()
 	_, b := tr.do(t, "GET", "/v1/links", "")
-	var links []emulator.LinkSummary
+	var links []summary.LinkSummary
 	if err := json.Unmarshal(b, &links); err != nil || len(links) != 2 {
 		t.Fatalf("GET /v1/links: %v %s", err, b)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/stack"
+	"github.com/netjam/netjam/summary"
 )
 
 // A Bench is a lab without flows of its own, for a program that brings its
@@ -135,7 +136,7 @@ func hostAddr(i int, server, v6 bool) netip.Addr {
 
 // Links returns the path's two directions as summary.json has them: what
 // each was configured to do and its counters so far.
-func (b *Bench) Links() []LinkSummary {
+func (b *Bench) Links() []summary.LinkSummary {
 	b.mu.Lock()
 	s := b.s
 	b.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/summary"
 	"github.com/netjam/netjam/wifi"
 )
 
@@ -32,11 +33,11 @@ type Live struct {
 	tl    *timeline
 	stop  context.CancelFunc
 	cell  *wifi.Runner // nil without a Wi-Fi cell
-	tun   func() *TUNSummary
+	tun   func() *summary.TUNSummary
 	// own adds to a run's link summaries what netjam itself dropped or
 	// waited for at the receivers' inboxes (lab.addDeliveryCounts); nil
 	// in a Live made without a lab.
-	own func([]LinkSummary)
+	own func([]summary.LinkSummary)
 
 	mu sync.Mutex // orders changes; guards s, seen, orig, ended, changed and pending
 	s  *scenario.Scenario
@@ -100,7 +101,7 @@ type LiveEvent struct {
 	// configured_loss_ratio).
 	Rows []SeriesRow `json:"rows,omitempty"`
 	// Changes are a change's keys, as events.jsonl has them.
-	Changes []TimelineEvent `json:"changes,omitempty"`
+	Changes []summary.TimelineEvent `json:"changes,omitempty"`
 	// Set is a scheduled change's, --set's form, to apply at TimeS.
 	Set []string `json:"set,omitempty"`
 }
@@ -188,7 +189,7 @@ func lossRatio(prev, now [2]uint64) (float64, bool) {
 
 // changedEvents hands changes as the timeline records them to the
 // watcher.
-func (lv *Live) changedEvents(evs []TimelineEvent) {
+func (lv *Live) changedEvents(evs []summary.TimelineEvent) {
 	if len(evs) > 0 {
 		lv.emit(LiveEvent{Type: "change", TimeS: evs[0].TimeS, Changes: evs})
 	}
@@ -209,13 +210,13 @@ var maxLiveChanges = scenario.MaxTimelineChanges
 
 // LiveStatus is a run's state now.
 type LiveStatus struct {
-	Scenario        string        `json:"scenario"`
-	Variant         string        `json:"variant,omitempty"`
-	ElapsedS        float64       `json:"elapsed_s"`
-	DurationS       float64       `json:"duration_s"`
-	SampleIntervalS float64       `json:"sample_interval_s"`
-	Flows           []LiveFlow    `json:"flows"`
-	Links           []LinkSummary `json:"links"`
+	Scenario        string                `json:"scenario"`
+	Variant         string                `json:"variant,omitempty"`
+	ElapsedS        float64               `json:"elapsed_s"`
+	DurationS       float64               `json:"duration_s"`
+	SampleIntervalS float64               `json:"sample_interval_s"`
+	Flows           []LiveFlow            `json:"flows"`
+	Links           []summary.LinkSummary `json:"links"`
 	// Pending are the changes scheduled ahead, in time order.
 	Pending []PendingChange `json:"pending,omitempty"`
 }
@@ -282,7 +283,7 @@ func (lv *Live) WiFi() *wifi.Stats {
 // TUN returns TUN mode's counters so far, as summary.json's tun has them
 // at the end (the device's drops read from the kernel at each call); nil
 // without TUN mode.
-func (lv *Live) TUN() *TUNSummary {
+func (lv *Live) TUN() *summary.TUNSummary {
 	if lv.tun == nil {
 		return nil
 	}
@@ -291,7 +292,7 @@ func (lv *Live) TUN() *TUNSummary {
 
 // Links returns the path's directions (each link's two) as summary.json
 // has them: the settings in force (after the changes made through Live) and the counters.
-func (lv *Live) Links() []LinkSummary {
+func (lv *Live) Links() []summary.LinkSummary {
 	lv.mu.Lock()
 	s := lv.s
 	lv.mu.Unlock()
@@ -308,8 +309,8 @@ func (lv *Live) Links() []LinkSummary {
 // the new one. A change that set what was in force already has no
 // Changes.
 type Applied struct {
-	TimeS   float64         `json:"time_s"`
-	Changes []SettingChange `json:"changed"`
+	TimeS   float64                 `json:"time_s"`
+	Changes []summary.SettingChange `json:"changed"`
 	// BackAtS is, for SetFor, the time of the run the keys go back at;
 	// 0 when the run ends first.
 	BackAtS float64 `json:"back_at_s,omitempty"`
@@ -680,8 +681,8 @@ func linkAt(s *scenario.Scenario, i int) scenario.Link {
 
 // summaries returns every direction of p as summary.json has it, with
 // the settings of s: each link's uplink, then its downlink.
-func (p *Path) summaries(s *scenario.Scenario) []LinkSummary {
-	var out []LinkSummary
+func (p *Path) summaries(s *scenario.Scenario) []summary.LinkSummary {
+	var out []summary.LinkSummary
 	for i, lr := range p.Links {
 		l := linkAt(s, i)
 		out = append(out, linkSummary(l.Uplink, lr.Up.Stats()), linkSummary(l.Downlink, lr.Down.Stats()))
@@ -691,8 +692,8 @@ func (p *Path) summaries(s *scenario.Scenario) []LinkSummary {
 
 // settingChanges are the settings of each of p's directions that differ
 // between cur's links and next's, each link's uplink then its downlink.
-func (p *Path) settingChanges(cur, next *scenario.Scenario) []SettingChange {
-	var out []SettingChange
+func (p *Path) settingChanges(cur, next *scenario.Scenario) []summary.SettingChange {
+	var out []summary.SettingChange
 	for i, lr := range p.Links {
 		before, after := linkAt(cur, i), linkAt(next, i)
 		out = append(out, settingChanges(lr.Up.Chain().Name(), before.Uplink, after.Uplink)...)

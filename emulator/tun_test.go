@@ -23,6 +23,7 @@ import (
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/stack"
+	"github.com/netjam/netjam/summary"
 )
 
 // fakeKernel is a TUN mode run whose kernel is a netstack host behind an
@@ -53,7 +54,7 @@ func fakeTUN(t testing.TB, ready chan<- *fakeKernel) openDevice {
 // runTUN runs plan y in TUN mode over a fakeKernel; attached runs with
 // the kernel once the path is up.
 func runTUN(t *testing.T, y string, dial func(ctx context.Context, network, address string) (net.Conn, error),
-	attached func(ctx context.Context, k *fakeKernel) error) (*Summary, error) {
+	attached func(ctx context.Context, k *fakeKernel) error) (*summary.Summary, error) {
 	t.Helper()
 	ready := make(chan *fakeKernel, 1)
 	o := Options{openTUN: fakeTUN(t, ready), relayDial: dial, Attached: func(ctx context.Context) error {

@@ -42,7 +42,7 @@ const (
 )
 
 // summary is the part of summary.json the report shows. It mirrors
-// emulator.Summary field by field (same JSON names) but is decoded
+// summary.Summary field by field (same JSON names) but is decoded
 // leniently: fields the report does not know are ignored, so an older
 // report reads a newer run.
 type summary struct {
@@ -76,7 +76,7 @@ type runInfo struct {
 	// Hosts are the lab's hosts and what each dropped on arrival.
 	Hosts []hostInfo `json:"hosts"`
 	// CouldNotKeepUp are the signs that the machine, not the path,
-	// shaped the run (emulator.OwnLimit): the report's banner.
+	// shaped the run (summary.OwnLimit): the report's banner.
 	CouldNotKeepUp []ownLimitInfo `json:"could_not_keep_up"`
 }
 

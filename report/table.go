@@ -15,7 +15,7 @@ import (
 // line per run for TUN mode, for each stalled flow and for a skipped run.
 
 // PrintTable writes the tables of a run's summary: summaryJSON is the
-// content of its summary.json (an emulator.Summary, marshalled). It is
+// content of its summary.json (a summary.Summary, marshalled). It is
 // decoded as leniently as Plot and HTML read the file.
 func PrintTable(w io.Writer, summaryJSON []byte) error {
 	var sum summary
@@ -221,7 +221,7 @@ func printLinks(w io.Writer, runs []runInfo) error {
 
 // ifAny formats n with format (", netjam's own %d") when it is not 0,
 // and is "" otherwise: the marks of the link table's drops column for
-// what netjam itself dropped or held back (see emulator.LinkSummary's
+// what netjam itself dropped or held back (see summary.LinkSummary's
 // DeliveryDrops, InputWaits and DeliveryWaits).
 func ifAny(format string, n uint64) string {
 	if n == 0 {

@@ -24,6 +24,7 @@ import (
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/summary"
 )
 
 func shellCommand() *cli.Command {
@@ -379,7 +380,7 @@ func (sr *shellRun) start(etc string) (*exec.Cmd, error) {
 
 // finish writes the outputs (--out) and the table once COMMAND has
 // ended, and turns the run's outcome into netjam's: COMMAND's status.
-func (sr *shellRun) finish(sum *emulator.Summary, runErr error) error {
+func (sr *shellRun) finish(sum *summary.Summary, runErr error) error {
 	c := sr.c
 	if sr.dir != nil && sum != nil {
 		// COMMAND has ended: Ctrl-C is netjam's again, and ends it at
