@@ -11,7 +11,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/summary"
 )
@@ -35,7 +34,7 @@ func (call Call) Print(w io.Writer, body []byte) error {
 			return nil
 		}
 	case "schedule", "status":
-		var st emulator.LiveStatus
+		var st summary.LiveStatus
 		if err := json.Unmarshal(body, &st); err != nil {
 			break
 		}
@@ -108,7 +107,7 @@ func printReset(w io.Writer, fls []flows.FlowSummary) {
 }
 
 // printPending prints the changes scheduled ahead.
-func printPending(w io.Writer, pending []emulator.PendingChange) {
+func printPending(w io.Writer, pending []summary.PendingChange) {
 	if len(pending) == 0 {
 		fmt.Fprintln(w, "nothing pending")
 		return
@@ -123,7 +122,7 @@ func printPending(w io.Writer, pending []emulator.PendingChange) {
 
 // printStatus prints the run now: where it is, its flows, its links, what
 // is pending.
-func printStatus(w io.Writer, st emulator.LiveStatus) {
+func printStatus(w io.Writer, st summary.LiveStatus) {
 	name := st.Scenario
 	if st.Variant != "" {
 		name += " (" + st.Variant + ")"

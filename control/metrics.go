@@ -3,7 +3,6 @@ package control
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/impair"
@@ -211,7 +210,7 @@ func (c *collector) collectNodes(ch chan<- prometheus.Metric, t *summary.TUNSumm
 
 // collectFlow collects f's metrics: its counters so far from f, the
 // latest TCP info from now.
-func (c *collector) collectFlow(ch chan<- prometheus.Metric, f flows.FlowSummary, now emulator.LiveFlow) {
+func (c *collector) collectFlow(ch chan<- prometheus.Metric, f flows.FlowSummary, now summary.LiveFlow) {
 	ch <- prometheus.MustNewConstMetric(c.flowBytes, prometheus.CounterValue, float64(now.BytesReceived), f.Name, f.Type)
 	switch {
 	case f.TCPSummary != nil:

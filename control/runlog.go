@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/summary"
 )
@@ -41,7 +40,7 @@ type runLog struct {
 	mu     sync.Mutex
 	seq    uint64 // the last event taken in
 	runSeq uint64 // the run event's of the run it holds; 0: none yet
-	run    *emulator.LiveStatus
+	run    *summary.LiveStatus
 	series *seriesStore
 	tl     changeLog
 	endS   float64 // the run's end, when ended
@@ -59,20 +58,20 @@ func (l *runLog) observe(seq uint64, typ string, v any) {
 	switch typ {
 	case "run":
 		// A new run (the next variant of a plan): the last one's go.
-		st, _ := v.(emulator.LiveStatus)
+		st, _ := v.(summary.LiveStatus)
 		l.runSeq, l.run, l.series, l.tl = seq, &st, newSeriesStore(), changeLog{}
 		l.endS, l.ended, l.report = 0, false, ""
 		l.series.interval = st.SampleIntervalS
 	case "sample":
-		if e, ok := v.(emulator.LiveEvent); ok {
+		if e, ok := v.(summary.LiveEvent); ok {
 			l.series.add(e.TimeS, e.Rows)
 		}
 	case "change":
-		if e, ok := v.(emulator.LiveEvent); ok {
+		if e, ok := v.(summary.LiveEvent); ok {
 			l.tl.add(e.Changes)
 		}
 	case "end":
-		if e, ok := v.(emulator.LiveEvent); ok {
+		if e, ok := v.(summary.LiveEvent); ok {
 			l.ended, l.endS = true, e.TimeS
 		}
 	case "finished":
@@ -103,7 +102,7 @@ type TimelineSnapshot struct {
 	RunSeq uint64 `json:"run_seq"`
 	// Run is the run's status as it started (its run event); null
 	// before any run.
-	Run *emulator.LiveStatus `json:"run"`
+	Run *summary.LiveStatus `json:"run"`
 	// Changes are the changes applied, in order, a ramp's steps as one.
 	Changes []TimelineEntry `json:"changes"`
 	// ChangesTaken counts the change events taken in, a ramp's steps

@@ -180,7 +180,7 @@ func doRun(c *cli.Context) error {
 	defer stopRun()
 	if srv != nil {
 		defer srv.Close()
-		opts.Live = srv.Attach
+		opts.Live = attach(srv)
 	}
 	sum, runErr := emulator.Run(ctx, plan, opts)
 	if err := writeOutputs(dir, plan, sum, written); err != nil {

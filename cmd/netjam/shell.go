@@ -328,7 +328,7 @@ func (sr *shellRun) control(opts *emulator.Options) (closeControl func(), err er
 		}
 		fmt.Fprintf(sr.c.App.ErrWriter, "netjam: control API at %s%s\nnetjam: dashboard at %s\n", ep.addr(), where, ep.dashboard())
 	}
-	opts.Live = ep.srv.Attach
+	opts.Live = attach(ep.srv)
 	sr.env = append(sr.env, controlEnv+"="+ep.addr())
 	if ep.token != "" {
 		sr.env = append(sr.env, controlTokenEnv+"="+ep.token)
