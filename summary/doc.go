@@ -4,4 +4,8 @@
 // answers with. The emulator fills them; the report, a sweep's merge and
 // the control API read them, each without linking the emulator (which
 // links gVisor): internal/layering keeps this package free of it.
+//
+// A field's JSON name is the file's format, which scripts, older reports
+// and sweeps read: schema_test.go pins every name and type
+// (testdata/schema.txt), so that a rename is a decision, not an accident.
 package summary
