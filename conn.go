@@ -10,9 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/netif"
-	"github.com/netjam/netjam/stack"
+	"github.com/netjam/netjam/summary"
 )
 
 // conn is a connection made through a Path: the near stack's connection,
@@ -89,7 +89,7 @@ type Stats struct {
 	// Uplink (from the program's side to the real network) and Downlink:
 	// their configuration and counters (packets, bytes, drops by reason,
 	// the delay they added).
-	Uplink, Downlink emulator.LinkSummary
+	Uplink, Downlink summary.LinkSummary
 	// Conns are the connections made with DialContext and accepted from
 	// Listen that are still open, oldest first.
 	Conns []ConnStats
@@ -103,10 +103,10 @@ type Stats struct {
 // it could not reach, and their bytes. It is the relay's own type, a plain
 // struct of counters (no gVisor type in it), named here so that a program
 // reads it with no other import.
-type RelayStats = stack.RelayStats
+type RelayStats = hostcfg.RelayStats
 
 // RelayCounters are one protocol's counters in RelayStats.
-type RelayCounters = stack.RelayCounters
+type RelayCounters = hostcfg.RelayCounters
 
 // ConnStats is one connection through a Path. The TCP fields are the near
 // stack's view: its retransmissions are what the path made it do.

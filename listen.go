@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/stack"
 )
 
@@ -31,7 +32,7 @@ func (p *Path) Listen(network, address string) (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	inner, err := p.b.Client().ListenTCP(port, stack.TCPOptions{})
+	inner, err := p.b.Client().ListenTCP(port, hostcfg.TCPOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +149,7 @@ func (l *listener) relay() {
 // between it and the real connection rc until both are done.
 func (l *listener) carry(rc net.Conn) {
 	defer rc.Close()
-	fc, err := l.p.b.Server().DialTCP(l.p.ctx, l.target, stack.TCPOptions{})
+	fc, err := l.p.b.Server().DialTCP(l.p.ctx, l.target, hostcfg.TCPOptions{})
 	if err != nil {
 		return
 	}

@@ -40,9 +40,9 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/netif"
 	"github.com/netjam/netjam/scenario"
-	"github.com/netjam/netjam/stack"
 )
 
 // Link is an emulated path's impairment, applied to each direction; Up
@@ -240,7 +240,7 @@ func (p *Path) DialContext(ctx context.Context, network, address string) (net.Co
 	var c net.Conn
 	var info func() netif.TCPInfo
 	if tcp {
-		tc, err := p.b.Client().DialTCP(ctx, vaddr, stack.TCPOptions{})
+		tc, err := p.b.Client().DialTCP(ctx, vaddr, hostcfg.TCPOptions{})
 		if err != nil {
 			return nil, p.dialError(network, raddr, err)
 		}

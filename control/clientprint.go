@@ -11,8 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/summary"
 )
 
 // Print prints the answer body to call for a person, as netjam ctl does:
@@ -34,7 +34,7 @@ func (call Call) Print(w io.Writer, body []byte) error {
 			return nil
 		}
 	case "schedule", "status":
-		var st emulator.LiveStatus
+		var st summary.LiveStatus
 		if err := json.Unmarshal(body, &st); err != nil {
 			break
 		}
@@ -45,18 +45,18 @@ func (call Call) Print(w io.Writer, body []byte) error {
 		printPending(w, st.Pending)
 		return nil
 	case "get":
-		var links []emulator.LinkSummary
+		var links []summary.LinkSummary
 		if json.Unmarshal(body, &links) != nil {
-			var one emulator.LinkSummary
+			var one summary.LinkSummary
 			if err := json.Unmarshal(body, &one); err != nil {
 				break
 			}
-			links = []emulator.LinkSummary{one}
+			links = []summary.LinkSummary{one}
 		}
 		printLinks(w, links)
 		return nil
 	case "partition", "heal":
-		var p emulator.Partitioned
+		var p summary.Partitioned
 		if json.Unmarshal(body, &p) == nil && p.New != "" {
 			fmt.Fprintf(w, "partition %s → %s at %.2f s\n", p.Old, p.New, p.TimeS)
 			return nil
@@ -113,7 +113,7 @@ func printReset(w io.Writer, fls []flows.FlowSummary) {
 }
 
 // printPending prints the changes scheduled ahead.
-func printPending(w io.Writer, pending []emulator.PendingChange) {
+func printPending(w io.Writer, pending []summary.PendingChange) {
 	if len(pending) == 0 {
 		fmt.Fprintln(w, "nothing pending")
 		return
@@ -128,7 +128,7 @@ func printPending(w io.Writer, pending []emulator.PendingChange) {
 
 // printStatus prints the run now: where it is, its flows, its links, what
 // is pending.
-func printStatus(w io.Writer, st emulator.LiveStatus) {
+func printStatus(w io.Writer, st summary.LiveStatus) {
 	name := st.Scenario
 	if st.Variant != "" {
 		name += " (" + st.Variant + ")"
@@ -152,7 +152,7 @@ func printStatus(w io.Writer, st emulator.LiveStatus) {
 }
 
 // printLinks prints each direction's settings in force and counters.
-func printLinks(w io.Writer, links []emulator.LinkSummary) {
+func printLinks(w io.Writer, links []summary.LinkSummary) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "LINK\tSETTINGS\tPACKETS IN\tOUT\tDROPS\tDELAY P50")
 	for _, l := range links {

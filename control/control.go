@@ -57,8 +57,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/summary"
+	"github.com/netjam/netjam/wifi"
 )
 
 // Server is a control endpoint. The run it controls changes as the
@@ -79,7 +81,7 @@ type Server struct {
 	gates []*gate
 
 	mu   sync.Mutex
-	live *emulator.Live
+	live Run
 	// results is the run's output folder once its results are written
 	// (Finished), opened as a root: what is served from it stays in it.
 	results    *os.Root
@@ -285,9 +287,31 @@ func (s *Server) Metrics() http.Handler {
 	return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
 }
 
+// Run is a run in progress as the endpoint controls it (emulator.Live):
+// what it measured so far, and changes to its path. The endpoint names
+// only the run's vocabulary (package summary), so that it links neither
+// the emulator nor gVisor.
+type Run interface {
+	Status() (summary.LiveStatus, error)
+	Links() []summary.LinkSummary
+	Flows() []flows.FlowSummary
+	TUN() *summary.TUNSummary // nil without TUN mode
+	WiFi() *wifi.Stats        // nil without a Wi-Fi cell
+	Set(sets ...string) (summary.Applied, error)
+	SetFor(d time.Duration, sets ...string) (summary.Applied, error)
+	Schedule(at time.Duration, sets ...string) error
+	Reset() (summary.Applied, error)
+	ResetFlow(name string) error
+	// Partition makes p the partition among the run's nodes (nil:
+	// heals).
+	Partition(p *scenario.Partition) (summary.Partitioned, error)
+	// Watch makes f receive the run's events; f must not block.
+	Watch(f func(summary.LiveEvent))
+}
+
 // Attach makes live the run the endpoint controls (nil: none), and
 // streams its events.
-func (s *Server) Attach(live *emulator.Live) {
+func (s *Server) Attach(live Run) {
 	s.mu.Lock()
 	s.live = live
 	s.mu.Unlock()
@@ -297,7 +321,7 @@ func (s *Server) Attach(live *emulator.Live) {
 	if st, err := live.Status(); err == nil {
 		s.hub.publish("run", st)
 	}
-	live.Watch(func(e emulator.LiveEvent) { s.hub.publish(e.Type, e) })
+	live.Watch(func(e summary.LiveEvent) { s.hub.publish(e.Type, e) })
 }
 
 // Finished tells the event stream's clients that the results are
@@ -351,7 +375,7 @@ func (s *Server) Close() error {
 	return errors.Join(errs...)
 }
 
-func (s *Server) current(w http.ResponseWriter) *emulator.Live {
+func (s *Server) current(w http.ResponseWriter) Run {
 	s.mu.Lock()
 	lv := s.live
 	s.mu.Unlock()
@@ -425,9 +449,9 @@ func (s *Server) setLink(w http.ResponseWriter, r *http.Request) {
 // linkNamed finds name among lv's links: a direction (uplink, downlink;
 // eu.uplink with a links list), or a link (link, the shorthand's; eu),
 // and returns its directions and the prefix of its keys; or answers 404.
-func linkNamed(w http.ResponseWriter, lv *emulator.Live, name string) ([]emulator.LinkSummary, string, bool) {
+func linkNamed(w http.ResponseWriter, lv Run, name string) ([]summary.LinkSummary, string, bool) {
 	var names []string
-	var of []emulator.LinkSummary
+	var of []summary.LinkSummary
 	for _, l := range lv.Links() {
 		link, _, inList := strings.Cut(l.Name, ".")
 		if !inList {
@@ -435,9 +459,9 @@ func linkNamed(w http.ResponseWriter, lv *emulator.Live, name string) ([]emulato
 		}
 		switch {
 		case l.Name == name && inList:
-			return []emulator.LinkSummary{l}, "links." + name + ".", true
+			return []summary.LinkSummary{l}, "links." + name + ".", true
 		case l.Name == name:
-			return []emulator.LinkSummary{l}, "link." + name + ".", true
+			return []summary.LinkSummary{l}, "link." + name + ".", true
 		case link == name:
 			of = append(of, l)
 		}
@@ -500,7 +524,7 @@ func (s *Server) setKeys(w http.ResponseWriter, r *http.Request, prefix string) 
 		s.status(w, r)
 		return
 	}
-	var applied emulator.Applied
+	var applied summary.Applied
 	if req.For != "" {
 		d, perr := scenario.ParseDuration(req.For)
 		if perr != nil {
@@ -524,8 +548,8 @@ func (s *Server) setKeys(w http.ResponseWriter, r *http.Request, prefix string) 
 // (a change "for" a while), and every direction after it, as GET
 // /v1/links has them.
 type Changed struct {
-	emulator.Applied
-	Links []emulator.LinkSummary `json:"links"`
+	summary.Applied
+	Links []summary.LinkSummary `json:"links"`
 }
 
 // decode reads r's JSON body into v, strictly; on an error it answers 400
@@ -570,9 +594,9 @@ func sets(m map[string]string) []string {
 // past the changes a run may make, 400 for what the request got wrong.
 func errorCode(err error) int {
 	switch {
-	case errors.Is(err, emulator.ErrRunEnded):
+	case errors.Is(err, summary.ErrRunEnded):
 		return http.StatusConflict
-	case errors.Is(err, emulator.ErrTooManyChanges):
+	case errors.Is(err, summary.ErrTooManyChanges):
 		return http.StatusTooManyRequests
 	}
 	return http.StatusBadRequest

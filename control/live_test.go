@@ -25,7 +25,11 @@ import (
 	"github.com/netjam/netjam/internal/testenv"
 	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/summary"
 )
+
+// The endpoint controls the emulator's runs.
+var _ Run = (*emulator.Live)(nil)
 
 // testRun is a scenario running with a control endpoint on a unix socket.
 type testRun struct {
@@ -35,7 +39,7 @@ type testRun struct {
 	dir    string
 	plan   *scenario.Plan
 	done   chan struct{}
-	sum    *emulator.Summary
+	sum    *summary.Summary
 	err    error
 }
 
@@ -79,7 +83,7 @@ func startRunAt(t *testing.T, src, addr string) *testRun {
 	}
 	go func() {
 		defer close(tr.done)
-		tr.sum, tr.err = emulator.Run(ctx, plan, emulator.Options{OutDir: out, Live: tr.srv.Attach})
+		tr.sum, tr.err = emulator.Run(ctx, plan, emulator.Options{OutDir: out, Live: func(lv *emulator.Live) { tr.srv.Attach(lv) }})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -113,7 +117,7 @@ func (tr *testRun) do(t *testing.T, method, path, body string) (int, []byte) {
 }
 
 // wait waits for the run's end, and returns its summary.
-func (tr *testRun) wait(t *testing.T) *emulator.Summary {
+func (tr *testRun) wait(t *testing.T) *summary.Summary {
 	t.Helper()
 	select {
 	case <-tr.done:
@@ -203,23 +207,23 @@ flows: [{name: probe, type: udp, rate: 1Mbps, packet_size: 1000, duration: %s}]
 func TestEventsStream(t *testing.T) {
 	tr := startRun(t, fmt.Sprintf(udpRun, "3s", "3s"))
 	ch := tr.events(t)
-	var st emulator.LiveStatus
+	var st summary.LiveStatus
 	if err := json.Unmarshal([]byte(next(t, ch, "run").data), &st); err != nil || st.Scenario != "live" || st.SampleIntervalS != 0.1 {
 		t.Errorf("the run event: %v %+v", err, st)
 	}
-	var smp emulator.LiveEvent
-	for !slices.ContainsFunc(smp.Rows, func(r emulator.SeriesRow) bool { return r.Kind == "throughput_bps" && r.Value > 0 }) {
+	var smp summary.LiveEvent
+	for !slices.ContainsFunc(smp.Rows, func(r summary.SeriesRow) bool { return r.Kind == "throughput_bps" && r.Value > 0 }) {
 		if err := json.Unmarshal([]byte(next(t, ch, "sample").data), &smp); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if !slices.Contains(smp.Rows, emulator.SeriesRow{Kind: "configured_rate_bps", Name: "uplink", Value: 20e6}) {
+	if !slices.Contains(smp.Rows, summary.SeriesRow{Kind: "configured_rate_bps", Name: "uplink", Value: 20e6}) {
 		t.Errorf("a sample without the uplink's configured rate: %+v", smp.Rows)
 	}
 	if code, b := tr.do(t, "PATCH", "/v1/links", `{"set": {"link.uplink.loss": "3%"}}`); code != 200 {
 		t.Fatalf("PATCH: %d %s", code, b)
 	}
-	var chg emulator.LiveEvent
+	var chg summary.LiveEvent
 	json.Unmarshal([]byte(next(t, ch, "change").data), &chg)
 	if len(chg.Changes) != 1 || chg.Changes[0].Key != "link.uplink.loss" || chg.Changes[0].New != "3%" || chg.TimeS <= 0 {
 		t.Errorf("the change event: %+v", chg)
@@ -227,7 +231,7 @@ func TestEventsStream(t *testing.T) {
 	// The flow's loss over each interval: 3% of its 12.5 datagrams per
 	// interval, so some interval of the rest of the run has one lost.
 	for lost := false; !lost; {
-		var e emulator.LiveEvent
+		var e summary.LiveEvent
 		json.Unmarshal([]byte(next(t, ch, "sample").data), &e)
 		v, ok := rowValue(e.Rows, "loss_ratio", "probe")
 		lost = ok && v > 0
@@ -296,10 +300,10 @@ func TestParallelPatches(t *testing.T) {
 	}
 	wg.Wait()
 	_, b := tr.do(t, "GET", "/v1/links", "")
-	var links []emulator.LinkSummary
+	var links []summary.LinkSummary
 	json.Unmarshal(b, &links)
 	sum := tr.wait(t)
-	var tl []emulator.TimelineEvent
+	var tl []summary.TimelineEvent
 	for _, e := range sum.Runs[0].Timeline {
 		if e.Key == "link.uplink.delay" {
 			tl = append(tl, e)
@@ -361,7 +365,7 @@ func TestScheduleAndReset(t *testing.T) {
 		t.Fatalf("PATCH: %d %s", code, b)
 	}
 	next(t, ch, "scheduled")
-	var chg emulator.LiveEvent
+	var chg summary.LiveEvent
 	for chg.Changes == nil || chg.Changes[0].Key != "link.uplink.loss" {
 		json.Unmarshal([]byte(next(t, ch, "change").data), &chg)
 	}

@@ -3,10 +3,10 @@ package control
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/impair"
-	"github.com/netjam/netjam/stack"
+	"github.com/netjam/netjam/summary"
 )
 
 // collector exports the run in progress as Prometheus metrics, read from
@@ -152,7 +152,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 
 // collectTUN collects TUN mode's counters: the device's and netjam's own
 // drops at the entrance, the relay's outcomes and the peer's TCP.
-func (c *collector) collectTUN(ch chan<- prometheus.Metric, t *emulator.TUNSummary) {
+func (c *collector) collectTUN(ch chan<- prometheus.Metric, t *summary.TUNSummary) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
@@ -161,7 +161,7 @@ func (c *collector) collectTUN(ch chan<- prometheus.Metric, t *emulator.TUNSumma
 	counter(c.tunMalformed, t.Malformed)
 	for _, p := range [...]struct {
 		proto string
-		r     stack.RelayCounters
+		r     hostcfg.RelayCounters
 	}{{"tcp", t.Relay.TCP}, {"udp", t.Relay.UDP}} {
 		proto, r := p.proto, p.r
 		counter(c.tunRelay, r.Relayed, proto, "relayed")
@@ -186,7 +186,7 @@ func (c *collector) collectTUN(ch chan<- prometheus.Metric, t *emulator.TUNSumma
 
 // collectNodes collects the nodes' counters, when the run has nodes: each
 // node's device's drops, the partition's and the routers'.
-func (c *collector) collectNodes(ch chan<- prometheus.Metric, t *emulator.TUNSummary) {
+func (c *collector) collectNodes(ch chan<- prometheus.Metric, t *summary.TUNSummary) {
 	if len(t.Nodes) == 0 {
 		return
 	}
@@ -210,7 +210,7 @@ func (c *collector) collectNodes(ch chan<- prometheus.Metric, t *emulator.TUNSum
 
 // collectFlow collects f's metrics: its counters so far from f, the
 // latest TCP info from now.
-func (c *collector) collectFlow(ch chan<- prometheus.Metric, f flows.FlowSummary, now emulator.LiveFlow) {
+func (c *collector) collectFlow(ch chan<- prometheus.Metric, f flows.FlowSummary, now summary.LiveFlow) {
 	ch <- prometheus.MustNewConstMetric(c.flowBytes, prometheus.CounterValue, float64(now.BytesReceived), f.Name, f.Type)
 	switch {
 	case f.TCPSummary != nil:
@@ -238,7 +238,7 @@ func quantiles(p50, p95, p99, scale float64) map[float64]float64 {
 	return map[float64]float64{0.5: p50 * scale, 0.95: p95 * scale, 0.99: p99 * scale}
 }
 
-func (c *collector) collectLink(ch chan<- prometheus.Metric, l emulator.LinkSummary) {
+func (c *collector) collectLink(ch chan<- prometheus.Metric, l summary.LinkSummary) {
 	d := l.Name
 	ch <- prometheus.MustNewConstMetric(c.packets, prometheus.CounterValue, float64(l.PacketsIn), d, "in")
 	ch <- prometheus.MustNewConstMetric(c.packets, prometheus.CounterValue, float64(l.PacketsOut), d, "out")

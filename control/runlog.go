@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/summary"
 )
 
 // Limits of what a run keeps from its start for a page opened late, beside
@@ -40,7 +40,7 @@ type runLog struct {
 	mu     sync.Mutex
 	seq    uint64 // the last event taken in
 	runSeq uint64 // the run event's of the run it holds; 0: none yet
-	run    *emulator.LiveStatus
+	run    *summary.LiveStatus
 	series *seriesStore
 	tl     changeLog
 	endS   float64 // the run's end, when ended
@@ -58,20 +58,20 @@ func (l *runLog) observe(seq uint64, typ string, v any) {
 	switch typ {
 	case "run":
 		// A new run (the next variant of a plan): the last one's go.
-		st, _ := v.(emulator.LiveStatus)
+		st, _ := v.(summary.LiveStatus)
 		l.runSeq, l.run, l.series, l.tl = seq, &st, newSeriesStore(), changeLog{}
 		l.endS, l.ended, l.report = 0, false, ""
 		l.series.interval = st.SampleIntervalS
 	case "sample":
-		if e, ok := v.(emulator.LiveEvent); ok {
+		if e, ok := v.(summary.LiveEvent); ok {
 			l.series.add(e.TimeS, e.Rows)
 		}
 	case "change":
-		if e, ok := v.(emulator.LiveEvent); ok {
+		if e, ok := v.(summary.LiveEvent); ok {
 			l.tl.add(e.Changes)
 		}
 	case "end":
-		if e, ok := v.(emulator.LiveEvent); ok {
+		if e, ok := v.(summary.LiveEvent); ok {
 			l.ended, l.endS = true, e.TimeS
 		}
 	case "finished":
@@ -102,7 +102,7 @@ type TimelineSnapshot struct {
 	RunSeq uint64 `json:"run_seq"`
 	// Run is the run's status as it started (its run event); null
 	// before any run.
-	Run *emulator.LiveStatus `json:"run"`
+	Run *summary.LiveStatus `json:"run"`
 	// Changes are the changes applied, in order, a ramp's steps as one.
 	Changes []TimelineEntry `json:"changes"`
 	// ChangesTaken counts the change events taken in, a ramp's steps
@@ -142,10 +142,10 @@ func (l *runLog) timelineSnapshot() TimelineSnapshot {
 // changes of the same keys, each within a ramp's step of the one before,
 // from TimeS to ToS, each key's Old its first step's and New its last's.
 type TimelineEntry struct {
-	TimeS   float64                  `json:"time_s"`
-	ToS     float64                  `json:"to_s"`
-	Steps   int                      `json:"steps"`
-	Changes []emulator.TimelineEvent `json:"changes"`
+	TimeS   float64                 `json:"time_s"`
+	ToS     float64                 `json:"to_s"`
+	Steps   int                     `json:"steps"`
+	Changes []summary.TimelineEvent `json:"changes"`
 }
 
 // changeLog keeps a run's changes from its start, a ramp's steps as one
@@ -159,7 +159,7 @@ type changeLog struct {
 
 // add takes in one change event's changes (one point of the timeline,
 // one change made through the API).
-func (l *changeLog) add(evs []emulator.TimelineEvent) {
+func (l *changeLog) add(evs []summary.TimelineEvent) {
 	if len(evs) == 0 {
 		return
 	}
@@ -189,7 +189,7 @@ func (l *changeLog) add(evs []emulator.TimelineEvent) {
 // startsRamp reports whether the last two entries, single changes of
 // evs's keys each within a ramp's step of the one before, and evs at t
 // are the first three steps of a ramp.
-func (l *changeLog) startsRamp(t float64, evs []emulator.TimelineEvent) bool {
+func (l *changeLog) startsRamp(t float64, evs []summary.TimelineEvent) bool {
 	n := len(l.entries)
 	a, b := l.entries[n-2], l.entries[n-1]
 	return a.Steps == 1 && b.Steps == 1 && rampable(a.Changes) && rampable(b.Changes) &&
@@ -199,8 +199,8 @@ func (l *changeLog) startsRamp(t float64, evs []emulator.TimelineEvent) bool {
 
 // extend makes evs at t e's last step. Its changes are copied, never
 // changed in place: a snapshot may hold them.
-func (e *TimelineEntry) extend(t float64, evs []emulator.TimelineEvent) {
-	c := append([]emulator.TimelineEvent(nil), e.Changes...)
+func (e *TimelineEntry) extend(t float64, evs []summary.TimelineEvent) {
+	c := append([]summary.TimelineEvent(nil), e.Changes...)
 	for i := range c {
 		c[i].New = evs[i].New
 	}
@@ -222,7 +222,7 @@ func (l *changeLog) omit() {
 
 // rampable reports whether evs may be a ramp's step: changes of keys
 // that applied (not refused, not a connection's reset).
-func rampable(evs []emulator.TimelineEvent) bool {
+func rampable(evs []summary.TimelineEvent) bool {
 	for _, e := range evs {
 		if e.Error != "" || e.Key == "reset" {
 			return false
@@ -232,7 +232,7 @@ func rampable(evs []emulator.TimelineEvent) bool {
 }
 
 // sameKeys reports whether a and b change the same keys, in order.
-func sameKeys(a, b []emulator.TimelineEvent) bool {
+func sameKeys(a, b []summary.TimelineEvent) bool {
 	if len(a) != len(b) {
 		return false
 	}

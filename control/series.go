@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"unsafe"
 
-	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/summary"
 )
 
 // Limits of the series a run keeps from its start (GET /v1/series), for a
@@ -108,7 +108,7 @@ func (s *seriesStore) limit(ncols, names int) int {
 }
 
 // add takes in the sample at time t (from the run's start): its rows.
-func (s *seriesStore) add(t float64, rows []emulator.SeriesRow) {
+func (s *seriesStore) add(t float64, rows []summary.SeriesRow) {
 	s.samples++
 	cols := s.scratch[:0]
 	for _, r := range rows {
@@ -129,7 +129,7 @@ func (s *seriesStore) add(t float64, rows []emulator.SeriesRow) {
 
 // column returns the index of r's series, made if new; -1 when r is not
 // kept (counted).
-func (s *seriesStore) column(r emulator.SeriesRow) int {
+func (s *seriesStore) column(r summary.SeriesRow) int {
 	if math.IsNaN(r.Value) || math.IsInf(r.Value, 0) {
 		s.rowsDropped++
 		return -1

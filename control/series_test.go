@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/summary"
 )
 
 // checkBudget fails t unless s holds what its budget allows: the bytes it
@@ -46,7 +46,7 @@ func TestSeriesStoreBoundedForALongRun(t *testing.T) {
 	for k := range 24 {
 		names = append(names, fmt.Sprintf("flow-%d", k))
 	}
-	rows := make([]emulator.SeriesRow, 0, 24)
+	rows := make([]summary.SeriesRow, 0, 24)
 	const samples = 200000
 	for i := range samples {
 		rows = rows[:0]
@@ -54,7 +54,7 @@ func TestSeriesStoreBoundedForALongRun(t *testing.T) {
 			if k >= 12 && i < k*1000 { // series appearing later
 				continue
 			}
-			rows = append(rows, emulator.SeriesRow{Kind: "throughput_bps", Name: name, Value: float64(i % 1000)})
+			rows = append(rows, summary.SeriesRow{Kind: "throughput_bps", Name: name, Value: float64(i % 1000)})
 		}
 		s.add(float64(i)/10, rows)
 		if i%4096 == 0 || i == samples-1 {
@@ -80,9 +80,9 @@ func TestSeriesStoreBoundedForALongRun(t *testing.T) {
 
 	// Many series: each takes its share of every point.
 	wide := newSeriesStore()
-	many := make([]emulator.SeriesRow, 600)
+	many := make([]summary.SeriesRow, 600)
 	for i := range many {
-		many[i] = emulator.SeriesRow{Kind: "link_bps", Name: fmt.Sprintf("link-%d.uplink", i), Value: 1}
+		many[i] = summary.SeriesRow{Kind: "link_bps", Name: fmt.Sprintf("link-%d.uplink", i), Value: 1}
 	}
 	for i := range 3000 {
 		wide.add(float64(i), many)
@@ -107,15 +107,15 @@ func TestSeriesStoreAggregates(t *testing.T) {
 	// 2i; "late" from sample 700 on, its value 1 or 3.
 	const samples = 1000
 	for i := range samples {
-		rows := []emulator.SeriesRow{{Kind: "k", Name: "ramp", Value: float64(i)}}
+		rows := []summary.SeriesRow{{Kind: "k", Name: "ramp", Value: float64(i)}}
 		if i%2 == 0 {
-			rows = append(rows, emulator.SeriesRow{Kind: "k", Name: "even", Value: float64(2 * i)})
+			rows = append(rows, summary.SeriesRow{Kind: "k", Name: "even", Value: float64(2 * i)})
 		}
 		if i >= 700 {
-			rows = append(rows, emulator.SeriesRow{Kind: "k", Name: "late", Value: float64(1 + 2*(i%2))})
+			rows = append(rows, summary.SeriesRow{Kind: "k", Name: "late", Value: float64(1 + 2*(i%2))})
 		}
 		if i == 500 {
-			rows = append(rows, emulator.SeriesRow{Kind: "k", Name: "ramp", Value: math.NaN()})
+			rows = append(rows, summary.SeriesRow{Kind: "k", Name: "ramp", Value: math.NaN()})
 		}
 		s.add(float64(i), rows)
 	}
@@ -171,7 +171,7 @@ func TestSeriesStoreAggregates(t *testing.T) {
 func TestSeriesTimelineSummarizesRamps(t *testing.T) {
 	var l changeLog
 	change := func(at float64, key, old, new, err string) {
-		l.add([]emulator.TimelineEvent{{TimeS: at, Key: key, Old: old, New: new, Error: err}})
+		l.add([]summary.TimelineEvent{{TimeS: at, Key: key, Old: old, New: new, Error: err}})
 	}
 	change(0.5, "link.loss", "", "1%", "")
 	for i := range 100 { // a ramp of 1 s: 100 steps of 10 ms
@@ -200,7 +200,7 @@ func TestSeriesTimelineSummarizesRamps(t *testing.T) {
 
 	var b changeLog
 	for i := range maxTimelineEntries + 10 {
-		b.add([]emulator.TimelineEvent{{TimeS: float64(i), Key: "link.loss", New: "1%"}})
+		b.add([]summary.TimelineEvent{{TimeS: float64(i), Key: "link.loss", New: "1%"}})
 	}
 	half := maxTimelineEntries / 2
 	if len(b.entries) != maxTimelineEntries || b.omitted != 10 || b.omittedFrom != float64(half) || b.omittedTo != float64(half+9) ||
@@ -227,12 +227,12 @@ timeline:
 	tr.wait(t)
 	type sample struct {
 		t    float64
-		rows []emulator.SeriesRow
+		rows []summary.SeriesRow
 	}
 	var samples []sample
-	var changes []emulator.TimelineEvent
+	var changes []summary.TimelineEvent
 	for e := range stream {
-		var ev emulator.LiveEvent
+		var ev summary.LiveEvent
 		json.Unmarshal([]byte(e.data), &ev)
 		switch e.typ {
 		case "sample":

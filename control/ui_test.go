@@ -17,8 +17,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
-	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/internal/browsertest"
+	"github.com/netjam/netjam/summary"
 )
 
 // TestDashboardInBrowser drives the dashboard in a real headless Chromium
@@ -90,7 +90,7 @@ flows:
 	var window []string
 	for t0 := 0.0; changedAt < 0 || t0 < 2 || len(rates) < 5; {
 		e := next(t, samples, "sample")
-		var ev emulator.LiveEvent
+		var ev summary.LiveEvent
 		json.Unmarshal([]byte(e.data), &ev)
 		v, _ := rowValue(ev.Rows, "link_bps", "uplink")
 		seen[v] = true
@@ -115,7 +115,7 @@ flows:
 	for timeout := time.After(5 * time.Second); err == nil && !seen[pageBps]; {
 		select {
 		case e := <-samples:
-			var ev emulator.LiveEvent
+			var ev summary.LiveEvent
 			json.Unmarshal([]byte(e.data), &ev)
 			if v, ok := rowValue(ev.Rows, "link_bps", "uplink"); ok {
 				seen[v] = true
@@ -146,7 +146,7 @@ flows:
 	if os.Getenv("NETJAM_UPDATE_DOCS") == "1" {
 		for {
 			_, b := tr.do(t, "GET", "/v1/status", "")
-			var st emulator.LiveStatus
+			var st summary.LiveStatus
 			if json.Unmarshal(b, &st) != nil || st.ElapsedS > 12 {
 				break
 			}
@@ -169,7 +169,7 @@ flows:
 		t.Errorf("resetting bulk from the page: %v", err)
 	}
 	for {
-		var chg emulator.LiveEvent
+		var chg summary.LiveEvent
 		json.Unmarshal([]byte(next(t, samples, "change").data), &chg)
 		if len(chg.Changes) > 0 && chg.Changes[0].Key == "reset" {
 			break
@@ -207,7 +207,7 @@ flows:
 func uplinkRate(t *testing.T, tr *testRun) uint64 {
 	t.Helper()
 	_, b := tr.do(t, "GET", "/v1/links", "")
-	var links []emulator.LinkSummary
+	var links []summary.LinkSummary
 	if err := json.Unmarshal(b, &links); err != nil || len(links) != 2 {
 		t.Fatalf("GET /v1/links: %v %s", err, b)
 	}
@@ -215,7 +215,7 @@ func uplinkRate(t *testing.T, tr *testRun) uint64 {
 }
 
 // rowValue is the value of kind for name among a sample's rows.
-func rowValue(rows []emulator.SeriesRow, kind, name string) (float64, bool) {
+func rowValue(rows []summary.SeriesRow, kind, name string) (float64, bool) {
 	for _, r := range rows {
 		if r.Kind == kind && r.Name == name {
 			return r.Value, true
@@ -452,7 +452,7 @@ timeline:
 	// After the ramp, while the run runs (unless Chromium took 8 s).
 	for {
 		code, b := tr.do(t, "GET", "/v1/status", "")
-		var st emulator.LiveStatus
+		var st summary.LiveStatus
 		if code != 200 || json.Unmarshal(b, &st) != nil || st.ElapsedS >= 4.5 {
 			break
 		}

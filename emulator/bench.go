@@ -11,8 +11,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/stack"
+	"github.com/netjam/netjam/summary"
 )
 
 // A Bench is a lab without flows of its own, for a program that brings its
@@ -47,11 +49,11 @@ type BenchOptions struct {
 	// net.Dialer.DialContext does (network "tcp" or "udp"); the Bench's
 	// owner maps the destination to the real address. It must honour ctx.
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
-	// DialTimeout bounds Dial; 0 means stack.DefaultDialTimeout.
+	// DialTimeout bounds Dial; 0 means hostcfg.DefaultDialTimeout.
 	DialTimeout time.Duration
 	// RelayBudget bounds the buffers of the server host's relayed
-	// connections (stack.RelayConfig.Budget); 0 means
-	// stack.DefaultBudget, about 910 relayed TCP connections at once.
+	// connections (hostcfg.RelayConfig.Budget); 0 means
+	// hostcfg.DefaultBudget, about 910 relayed TCP connections at once.
 	RelayBudget int64
 	// Log is the logger; nil means none.
 	Log *zap.Logger
@@ -100,7 +102,7 @@ func NewBench(s *scenario.Scenario, o BenchOptions) (*Bench, error) {
 	b.client, b.server = client.host, server.host
 	ctx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
-	b.relay, err = b.server.StartRelay(ctx, stack.RelayConfig{Transparent: true, Allow: BenchPrefixes,
+	b.relay, err = b.server.StartRelay(ctx, hostcfg.RelayConfig{Transparent: true, Allow: BenchPrefixes,
 		Dial: o.Dial, DialTimeout: o.DialTimeout, Budget: o.RelayBudget, Log: log.Named("relay")})
 	if err != nil {
 		cancel()
@@ -134,7 +136,7 @@ func hostAddr(i int, server, v6 bool) netip.Addr {
 
 // Links returns the path's two directions as summary.json has them: what
 // each was configured to do and its counters so far.
-func (b *Bench) Links() []LinkSummary {
+func (b *Bench) Links() []summary.LinkSummary {
 	b.mu.Lock()
 	s := b.s
 	b.mu.Unlock()
@@ -145,7 +147,7 @@ func (b *Bench) Links() []LinkSummary {
 }
 
 // Relay returns the server host's relay counters.
-func (b *Bench) Relay() stack.RelayStats { return b.relay.Stats() }
+func (b *Bench) Relay() hostcfg.RelayStats { return b.relay.Stats() }
 
 // Close stops the path and releases the hosts and the relay, with every
 // connection they carry. Safe to call more than once.

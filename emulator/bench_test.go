@@ -14,6 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/netjam/netjam/hostnet"
+	"github.com/netjam/netjam/summary"
 
 	"github.com/netjam/netjam/internal/testenv"
 )
@@ -49,7 +50,7 @@ flows: [{name: bulk, type: tcp, duration: %v}]
 
 // measuredRun runs the scenario y on the wall clock and returns its run
 // with the CPU time and the wall time it took.
-func measuredRun(b *testing.B, y string) (r RunSummary, cpu, wall time.Duration) {
+func measuredRun(b *testing.B, y string) (r summary.RunSummary, cpu, wall time.Duration) {
 	p := mustPlan(b, y)
 	c0, w0 := cpuTime(), time.Now()
 	sum, err := Run(context.Background(), p, Options{})

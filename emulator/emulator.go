@@ -32,6 +32,7 @@ import (
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/summary"
 )
 
 // Options are how a plan is run, as opposed to what it runs.
@@ -154,14 +155,14 @@ func NewSeed() uint64 {
 // the others; Run returns all their errors joined. A cancelled ctx ends the
 // current runs early (their partial results are kept) and skips the rest;
 // Run then returns ctx's error along with the summary so far.
-func Run(ctx context.Context, plan *scenario.Plan, o Options) (*Summary, error) {
+func Run(ctx context.Context, plan *scenario.Plan, o Options) (*summary.Summary, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
-	sum := &Summary{Scenario: plan.Name, Version: o.Version}
+	sum := &summary.Summary{Scenario: plan.Name, Version: o.Version}
 	if err := CheckExpectations(plan); err != nil {
 		return sum, err
 	}
@@ -215,20 +216,20 @@ start:
 		}()
 	}
 	wg.Wait()
-	return sum, sum.add(ctx, results)
+	return sum, addResults(ctx, sum, results)
 }
 
 // runResult is what one run of a plan gave.
 type runResult struct {
-	rs     *RunSummary
+	rs     *summary.RunSummary
 	series *flows.Series
 	err    error
 }
 
-// add adds the runs' results to the summary and returns their errors
+// addResults adds the runs' results to sum and returns their errors
 // joined, with ctx's. A failed run does not stop the others: each variant
 // is reported, and the errors of all come back together.
-func (sum *Summary) add(ctx context.Context, results []runResult) error {
+func addResults(ctx context.Context, sum *summary.Summary, results []runResult) error {
 	var errs []error
 	for _, r := range results {
 		if r.rs != nil {
@@ -237,7 +238,7 @@ func (sum *Summary) add(ctx context.Context, results []runResult) error {
 			}
 			sum.Runs = append(sum.Runs, *r.rs)
 			if r.series != nil {
-				sum.series = append(sum.series, r.series)
+				sum.Series = append(sum.Series, r.series)
 			}
 		}
 		if r.err != nil && !errors.Is(r.err, context.Canceled) {
@@ -301,7 +302,7 @@ const drainGrace = 750 * time.Millisecond
 // runOne runs one scenario: one variant of a plan, through the phases of
 // a run. Its partial summary is returned along with an error, so that
 // what was measured is reported.
-func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, *flows.Series, error) {
+func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*summary.RunSummary, *flows.Series, error) {
 	r, err := buildRun(s, o)
 	if err != nil {
 		if IsPrivilege(err) {
@@ -309,7 +310,7 @@ func runOne(ctx context.Context, s *scenario.Scenario, o Options) (*RunSummary, 
 			// Said once, at the end, by the caller; the table and
 			// summary.json say which runs were skipped.
 			r.log.Debug("run skipped: TUN mode needs privileges", zap.Error(err))
-			return &RunSummary{Variant: s.Variant, Seed: s.Seed, Skipped: privilegeReason(err)}, nil, fmt.Errorf("run %s: %w", runName(s), err)
+			return &summary.RunSummary{Variant: s.Variant, Seed: s.Seed, Skipped: privilegeReason(err)}, nil, fmt.Errorf("run %s: %w", runName(s), err)
 		}
 		return nil, nil, fmt.Errorf("run %s: %w", runName(s), err)
 	}
@@ -433,7 +434,7 @@ func (r *run) start(ctx context.Context) error {
 		r.lv.cell = r.l.cell
 		r.lv.tun = r.l.tunSummary
 		r.lv.partition = r.l.partition
-		r.lv.own = func(ls []LinkSummary) { r.l.addDeliveryCounts(r.l.s, ls) }
+		r.lv.own = func(ls []summary.LinkSummary) { r.l.addDeliveryCounts(r.l.s, ls) }
 		r.smp.live = r.lv
 	}
 	r.smp.start(runCtx)
@@ -507,9 +508,9 @@ func (r *run) close() {
 }
 
 // collect returns the run's summary, and logs what netjam itself lost.
-func (r *run) collect() *RunSummary {
+func (r *run) collect() *summary.RunSummary {
 	s, l := r.s, r.l
-	rs := &RunSummary{
+	rs := &summary.RunSummary{
 		Variant:   s.Variant,
 		Seed:      s.Seed,
 		DurationS: r.elapsed.Seconds(),
@@ -532,7 +533,7 @@ func (r *run) collect() *RunSummary {
 	rs.CouldNotKeepUp = r.warnOwnDrops(rs.Links)
 	for _, f := range rs.Flows {
 		if u := f.UDPSummary; u != nil && u.ReceiverDrops > 0 {
-			rs.CouldNotKeepUp = append(rs.CouldNotKeepUp, OwnLimit{Where: f.Name, What: "receiver_drops", Value: float64(u.ReceiverDrops),
+			rs.CouldNotKeepUp = append(rs.CouldNotKeepUp, summary.OwnLimit{Where: f.Name, What: "receiver_drops", Value: float64(u.ReceiverDrops),
 				Message: fmt.Sprintf("flow %s: %d datagrams crossed the path and were dropped by the receiving socket, its buffer full (not counted as lost)", f.Name, u.ReceiverDrops)})
 		}
 	}
@@ -561,7 +562,7 @@ func (r *run) flowSummary(i int, f flows.Flow) flows.FlowSummary {
 	if fs.Type == flows.TypeTCP {
 		fs.CC = r.s.Flows[i].CC
 		if fs.CC == "" {
-			fs.CC = "cubic" // the host default, see stack.TCPOptions
+			fs.CC = "cubic" // the host default, see hostcfg.TCPOptions
 		}
 	}
 	if u := fs.UDPSummary; u != nil && u.ReceiverDrops > 0 {
@@ -579,60 +580,42 @@ func (r *run) flowSummary(i int, f flows.Flow) flows.FlowSummary {
 // to the packets: drops and waits inside netjam, and departures later
 // than lateWarnMs at p99 (of at least lateWarnMin); and returns each, for
 // the run's summary and the report's banner.
-func (r *run) warnOwnDrops(links []LinkSummary) []OwnLimit {
-	var out []OwnLimit
+func (r *run) warnOwnDrops(links []summary.LinkSummary) []summary.OwnLimit {
+	var out []summary.OwnLimit
 	for _, l := range links {
 		if l.DeliveryDrops > 0 {
 			r.log.Warn("netjam could not keep up: packets dropped inside netjam, not by the path (a receiving host was stuck)",
 				zap.String("link", l.Name), zap.Uint64("delivery_drops", l.DeliveryDrops))
-			out = append(out, OwnLimit{Where: l.Name, What: "delivery_drops", Value: float64(l.DeliveryDrops),
+			out = append(out, summary.OwnLimit{Where: l.Name, What: "delivery_drops", Value: float64(l.DeliveryDrops),
 				Message: fmt.Sprintf("%s: %d packets dropped inside netjam, not by the path (a receiving host was stuck)", l.Name, l.DeliveryDrops)})
 		}
 		if n := l.Drops[impair.DropInput.String()]; n > 0 {
 			r.log.Warn("netjam could not keep up: packets dropped at a direction's input, not by the configured path",
 				zap.String("link", l.Name), zap.Uint64("input_drops", n))
-			out = append(out, OwnLimit{Where: l.Name, What: "input_drops", Value: float64(n),
+			out = append(out, summary.OwnLimit{Where: l.Name, What: "input_drops", Value: float64(n),
 				Message: fmt.Sprintf("%s: %d packets dropped at the direction's input, not by the configured path", l.Name, n)})
 		}
 		if l.DeliveryWaits > 0 {
 			r.log.Warn("netjam could not keep up: a direction waited for a receiver that fell behind (nothing lost): its packets left late, see lateness_ms",
 				zap.String("link", l.Name), zap.Uint64("delivery_waits", l.DeliveryWaits))
-			out = append(out, OwnLimit{Where: l.Name, What: "delivery_waits", Value: float64(l.DeliveryWaits),
+			out = append(out, summary.OwnLimit{Where: l.Name, What: "delivery_waits", Value: float64(l.DeliveryWaits),
 				Message: fmt.Sprintf("%s: waited %d times for a receiver that fell behind (nothing lost): its packets left late", l.Name, l.DeliveryWaits)})
 		}
 		if l.InputWaits > 0 {
 			r.log.Warn("netjam could not keep up: TCP senders were held back at a direction's full input (nothing lost): the machine, not the configured path, limited them",
 				zap.String("link", l.Name), zap.Uint64("input_waits", l.InputWaits))
-			out = append(out, OwnLimit{Where: l.Name, What: "input_waits", Value: float64(l.InputWaits),
+			out = append(out, summary.OwnLimit{Where: l.Name, What: "input_waits", Value: float64(l.InputWaits),
 				Message: fmt.Sprintf("%s: TCP senders held back %d times at the direction's full input (nothing lost): the machine, not the configured path, limited them", l.Name, l.InputWaits)})
 		}
 		if l.LatenessMs.Count >= lateWarnMin && l.LatenessMs.P99 > lateWarnMs {
 			r.log.Warn("netjam could not keep up: packets left the direction late against their exact departure times (the machine was busy): its timing was that much coarser than configured, see lateness_ms",
 				zap.String("link", l.Name), zap.Float64("lateness_p99_ms", l.LatenessMs.P99), zap.Float64("lateness_max_ms", l.LatenessMs.Max))
-			out = append(out, OwnLimit{Where: l.Name, What: "late", Value: l.LatenessMs.P99,
+			out = append(out, summary.OwnLimit{Where: l.Name, What: "late", Value: l.LatenessMs.P99,
 				Message: fmt.Sprintf("%s: packets left %.3g ms late at p99 (%.3g ms at most) against their exact departure times: the machine was busy, and the path's timing that much coarser than configured",
 					l.Name, l.LatenessMs.P99, l.LatenessMs.Max)})
 		}
 	}
 	return out
-}
-
-// OwnLimit is a sign that netjam itself, not the configured path, shaped
-// a run: the machine did not keep up (it was busy, or a receiver fell
-// behind), and the run's figures are partly the machine's. netjam run
-// warns of each; summary.json lists them per run, and the report shows
-// them at its top.
-type OwnLimit struct {
-	// Where is the direction (uplink, eu.downlink) or the flow.
-	Where string `json:"where"`
-	// What is the sign: late (Value: the p99 lateness of the
-	// direction's departures, ms), delivery_drops, input_drops,
-	// delivery_waits, input_waits (of a direction), receiver_drops (of a
-	// UDP flow); Value is then the count.
-	What  string  `json:"what"`
-	Value float64 `json:"value"`
-	// Message says it in one line, with the figure.
-	Message string `json:"message"`
 }
 
 // lateWarnMs is the p99 lateness of a direction's departures (ms) past

@@ -16,6 +16,7 @@ import (
 	"github.com/netjam/netjam/report"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/stats"
+	"github.com/netjam/netjam/summary"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -139,7 +140,7 @@ func TestFairnessOnlyAmongCompetingFlows(t *testing.T) {
 }
 
 // printTable writes sum's text tables as netjam run prints them.
-func printTable(w io.Writer, sum *Summary) error {
+func printTable(w io.Writer, sum *summary.Summary) error {
 	b, err := json.Marshal(sum)
 	if err != nil {
 		return err
@@ -154,13 +155,13 @@ func printTable(w io.Writer, sum *Summary) error {
 func TestLateDirectionWarns(t *testing.T) {
 	core, logs := observer.New(zap.WarnLevel)
 	r := &run{log: zap.New(core)}
-	limits := r.warnOwnDrops([]LinkSummary{
+	limits := r.warnOwnDrops([]summary.LinkSummary{
 		{Name: "uplink", LatenessMs: stats.Summary{Count: 5000, P50: 0.2, P99: 2.5, Max: 7.5}},
 		{Name: "downlink", LatenessMs: stats.Summary{Count: 5000, P50: 0.04, P99: 0.9, Max: 3}},
 		{Name: "access.uplink", LatenessMs: stats.Summary{Count: 20, P50: 0.04, P99: 1.9, Max: 1.9}},
 	})
 	// The same, for summary.json and the report's banner.
-	want := OwnLimit{Where: "uplink", What: "late", Value: 2.5, Message: "uplink: packets left 2.5 ms late at p99 (7.5 ms at most) against their exact departure times: the machine was busy, and the path's timing that much coarser than configured"}
+	want := summary.OwnLimit{Where: "uplink", What: "late", Value: 2.5, Message: "uplink: packets left 2.5 ms late at p99 (7.5 ms at most) against their exact departure times: the machine was busy, and the path's timing that much coarser than configured"}
 	if len(limits) != 1 || limits[0] != want {
 		t.Errorf("limits %+v, want %+v", limits, want)
 	}

@@ -12,37 +12,12 @@ import (
 
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/summary"
 )
-
-// ExpectResult is one of a scenario's expectations checked against a run.
-type ExpectResult struct {
-	// Expect is the expectation as written.
-	Expect string `json:"expect"`
-	// Figure is the path of the figure it names in the run's summary,
-	// with its unit suffix (flows.bulk.throughput_bps).
-	Figure string `json:"figure,omitempty"`
-	// Got is the figure as the summary has it; GotText with its unit.
-	Got     *float64 `json:"got,omitempty"`
-	GotText string   `json:"got_text,omitempty"`
-	// Pass is true when the figure satisfies the expectation.
-	Pass bool `json:"pass"`
-	// Error says why the expectation could not be checked (it then fails).
-	Error string `json:"error,omitempty"`
-}
-
-// Failed reports whether any expectation of the run did not hold.
-func (r *RunSummary) Failed() bool {
-	for _, e := range r.Expectations {
-		if !e.Pass {
-			return true
-		}
-	}
-	return false
-}
 
 // checkExpectations checks es against rs, through rs as summary.json
 // writes it, so that an expectation names any figure by its path there.
-func checkExpectations(rs *RunSummary, es []scenario.Expectation) []ExpectResult {
+func checkExpectations(rs *summary.RunSummary, es []scenario.Expectation) []summary.ExpectResult {
 	if len(es) == 0 {
 		return nil
 	}
@@ -51,9 +26,9 @@ func checkExpectations(rs *RunSummary, es []scenario.Expectation) []ExpectResult
 	if err == nil {
 		err = json.Unmarshal(b, &doc)
 	}
-	out := make([]ExpectResult, len(es))
+	out := make([]summary.ExpectResult, len(es))
 	for i, e := range es {
-		out[i] = ExpectResult{Expect: e.Text}
+		out[i] = summary.ExpectResult{Expect: e.Text}
 		if err != nil {
 			out[i].Error = err.Error()
 			continue
@@ -94,7 +69,7 @@ func unitOf(key string) (scenario.Dimension, float64, bool) {
 var unitSuffixes = []string{"_bps", "_ms", "_s", "_ratio", "_share", "_bytes"}
 
 // check resolves e's path in doc (summary.json's run, decoded) and compares.
-func check(r *ExpectResult, e scenario.Expectation, doc any) {
+func check(r *summary.ExpectResult, e scenario.Expectation, doc any) {
 	dim, scale := scenario.DimNumber, 1.0
 	var figure []string
 	var holder map[string]any // the mapping that holds the current key
@@ -271,7 +246,7 @@ func formatFigure(v float64, dim scenario.Dimension, scale float64) string {
 // PrintExpectations writes a table of every run's expectations: what was
 // expected, what the run got, and whether it held. It writes nothing when
 // the scenario has none.
-func PrintExpectations(w io.Writer, sum *Summary) error {
+func PrintExpectations(w io.Writer, sum *summary.Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	printed := false
 	for _, r := range sum.Runs {
@@ -288,7 +263,7 @@ func PrintExpectations(w io.Writer, sum *Summary) error {
 
 // ExpectationFailures returns one line per expectation that did not hold,
 // naming the run, for the final error message.
-func ExpectationFailures(sum *Summary) []string {
+func ExpectationFailures(sum *summary.Summary) []string {
 	var out []string
 	for _, r := range sum.Runs {
 		name := sum.Scenario
@@ -305,7 +280,7 @@ func ExpectationFailures(sum *Summary) []string {
 }
 
 // resultOf says how an expectation fared, in a few words.
-func resultOf(e ExpectResult) string {
+func resultOf(e summary.ExpectResult) string {
 	switch {
 	case e.Error != "":
 		return "not checked: " + e.Error

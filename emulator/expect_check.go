@@ -11,6 +11,7 @@ import (
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/summary"
 )
 
 // CheckExpectations tells, before any run, what is wrong with the
@@ -44,7 +45,7 @@ func CheckExpectations(plan *scenario.Plan) error {
 }
 
 // summaryType is what an expectation's path walks: a run of summary.json.
-var summaryType = reflect.TypeFor[RunSummary]()
+var summaryType = reflect.TypeFor[summary.RunSummary]()
 
 // flowFigures are the keys of a flow's summary by the flow's type: a TCP
 // flow's has no UDP figures, and the other way round.

@@ -8,24 +8,25 @@ import (
 	"testing"
 
 	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/scenario"
-	"github.com/netjam/netjam/stack"
 	"github.com/netjam/netjam/stats"
+	"github.com/netjam/netjam/summary"
 )
 
 // TestExpectations checks expectations against a run's summary: figures
 // found by path, named items and units, and what cannot be checked.
 func TestExpectations(t *testing.T) {
 	fair := 0.97
-	rs := &RunSummary{
+	rs := &summary.RunSummary{
 		DurationS: 10,
 		Flows: []flows.FlowSummary{
 			{Name: "bulk", Type: flows.TypeTCP, ThroughputBps: 3.21e6, TCPSummary: &flows.TCPSummary{BytesReceived: 5e6, Retransmissions: 51, CompletionS: 4.5}},
 			{Name: "video", Type: flows.TypeUDP, ThroughputBps: 1e6, UDPSummary: &flows.UDPSummary{LossRatio: 0.025, DelayMs: stats.Summary{Count: 10, P95: 142.5}}},
 		},
-		Links:    []LinkSummary{{Name: "uplink", Drops: map[string]uint64{"loss": 12}}, {Name: "downlink", Drops: map[string]uint64{}}},
+		Links:    []summary.LinkSummary{{Name: "uplink", Drops: map[string]uint64{"loss": 12}}, {Name: "downlink", Drops: map[string]uint64{}}},
 		Fairness: &fair,
-		Hosts:    []HostSummary{{Name: "client0", TCP: stack.TCPStats{Retransmits: 51, Timeouts: 2}}, {Name: "server0", ChecksumErrors: 3}},
+		Hosts:    []summary.HostSummary{{Name: "client0", TCP: hostcfg.TCPStats{Retransmits: 51, Timeouts: 2}}, {Name: "server0", ChecksumErrors: 3}},
 	}
 	for _, c := range []struct {
 		expect, figure, got, err string

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/summary"
 	"github.com/netjam/netjam/topology"
 )
 
@@ -104,23 +105,14 @@ func hopAddrs(nets []netip.Prefix, k int, used map[netip.Addr]bool) ([]netip.Add
 }
 
 // hopSummaries returns what each hop counted.
-func (l *lab) hopSummaries() []RouterSummary {
-	var out []RouterSummary
+func (l *lab) hopSummaries() []summary.RouterSummary {
+	var out []summary.RouterSummary
 	for _, h := range l.hops {
-		rs := RouterSummary{Name: h.name, HopStats: h.hop.Stats()}
+		rs := summary.RouterSummary{Name: h.name, HopStats: h.hop.Stats()}
 		for _, a := range h.addrs {
 			rs.Addresses = append(rs.Addresses, a.String())
 		}
 		out = append(out, rs)
 	}
 	return out
-}
-
-// RouterSummary is what a router in front of a link did (see
-// topology.Hop): packets whose TTL expired, too big for the link,
-// fragmented, and the ICMP errors sent.
-type RouterSummary struct {
-	Name      string   `json:"name"`
-	Addresses []string `json:"addresses"`
-	topology.HopStats
 }

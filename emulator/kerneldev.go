@@ -8,6 +8,7 @@ import (
 	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/netif"
+	"github.com/netjam/netjam/summary"
 	"github.com/netjam/netjam/topology"
 )
 
@@ -136,36 +137,9 @@ func (d *devEnd) close() error {
 	return err
 }
 
-// DeviceStats are what netjam counted at a TUN device it serves.
-type DeviceStats struct {
-	// Malformed counts what the device delivered that was not an IPv4
-	// or IPv6 packet; WriteErrors what it refused to take while open;
-	// AfterClose what reached it once it had closed at the run's end
-	// (packets still crossing the path then).
-	Malformed   uint64 `json:"malformed"`
-	WriteErrors uint64 `json:"write_errors"`
-	AfterClose  uint64 `json:"after_close"`
-	// Writes counts the writes into the device, and WrittenPackets the
-	// MTU-sized packets they carried: segments of one connection that
-	// left the path together are written as one large segment.
-	Writes         uint64 `json:"writes"`
-	WrittenPackets uint64 `json:"packets_written"`
-	// Shed counts the packets netjam read from the device and dropped
-	// at once because the first direction's input was full (what is
-	// behind it could not keep up): netjam's own drops, shed at the
-	// entrance before any work was done on them. Each is followed by a
-	// pause in reading, during which the kernel drops at the device's
-	// queue (KernelDrops).
-	Shed uint64 `json:"shed"`
-	// KernelDrops counts the packets the kernel dropped at the device's
-	// queue because netjam's read loop fell behind (tx_dropped; 0 when
-	// it cannot be read, in a rootless shell).
-	KernelDrops uint64 `json:"kernel_drops"`
-}
-
 // stats returns the device's counters.
-func (d *devEnd) stats() DeviceStats {
-	st := DeviceStats{Malformed: d.malformed.Load(), WriteErrors: d.writer.WriteErrors(), AfterClose: d.writer.AfterClose(), KernelDrops: d.deviceDrops(), Shed: d.shed.Load()}
+func (d *devEnd) stats() summary.DeviceStats {
+	st := summary.DeviceStats{Malformed: d.malformed.Load(), WriteErrors: d.writer.WriteErrors(), AfterClose: d.writer.AfterClose(), KernelDrops: d.deviceDrops(), Shed: d.shed.Load()}
 	st.Writes, st.WrittenPackets = d.writer.Writes()
 	return st
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/stack"
+	"github.com/netjam/netjam/summary"
 	"github.com/netjam/netjam/topology"
 	"github.com/netjam/netjam/wifi"
 )
@@ -291,14 +292,14 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir *outd
 
 // hostSummaries returns what each netstack host dropped on arrival and its
 // TCP's counters, the client side's hosts first.
-func (l *lab) hostSummaries() []HostSummary {
-	var hs []HostSummary
+func (l *lab) hostSummaries() []summary.HostSummary {
+	var hs []summary.HostSummary
 	for _, e := range append(slices.Clip(l.clients), l.servers...) {
 		if e.host == nil {
 			continue
 		}
 		st := e.host.Stats()
-		hs = append(hs, HostSummary{Name: e.name, ChecksumErrors: st.ChecksumErrors, Malformed: st.Malformed, TCP: st.TCP})
+		hs = append(hs, summary.HostSummary{Name: e.name, ChecksumErrors: st.ChecksumErrors, Malformed: st.Malformed, TCP: st.TCP})
 	}
 	return hs
 }
@@ -580,14 +581,14 @@ func (l *lab) openCaptures(s *scenario.Scenario, dir *outdir.Dir) error {
 }
 
 // captureStats returns the capture counters by point.
-func (l *lab) captureStats() map[string]CaptureSummary {
-	m := map[string]CaptureSummary{}
+func (l *lab) captureStats() map[string]summary.CaptureSummary {
+	m := map[string]summary.CaptureSummary{}
 	all := map[string]*capture.Writer{"client": l.capClient, "server": l.capServer}
 	maps.Copy(all, l.capLinks)
 	for name, cw := range all {
 		if cw != nil {
 			st := cw.Stats()
-			m[name] = CaptureSummary{Packets: st.Packets, Truncated: st.Truncated, Files: st.Files, NotWritten: st.NotWritten, Full: st.Full}
+			m[name] = summary.CaptureSummary{Packets: st.Packets, Truncated: st.Truncated, Files: st.Files, NotWritten: st.NotWritten, Full: st.Full}
 		}
 	}
 	if len(m) == 0 {

@@ -15,8 +15,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/impair"
-	"github.com/netjam/netjam/stack"
 )
 
 // gsoTransfer builds the lab of y (capturing at the server point into a
@@ -35,7 +35,7 @@ func gsoTransfer(t *testing.T, y string, data []byte) (*lab, [][]byte) {
 	defer cancel()
 	l.start(ctx)
 	client, server := l.ends(s.Flows[0])
-	ln, err := server.host.ListenTCP(5001, stack.TCPOptions{})
+	ln, err := server.host.ListenTCP(5001, hostcfg.TCPOptions{})
 	if err != nil {
 		l.close()
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func gsoTransfer(t *testing.T, y string, data []byte) (*lab, [][]byte) {
 		b, _ := io.ReadAll(c)
 		got <- b
 	}()
-	c, err := client.host.DialTCP(ctx, netip.AddrPortFrom(server.v4, 5001), stack.TCPOptions{})
+	c, err := client.host.DialTCP(ctx, netip.AddrPortFrom(server.v4, 5001), hostcfg.TCPOptions{})
 	if err != nil {
 		l.close()
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/summary"
 )
 
 // TestLabSendersHeldBackLoseNothing runs a TCP flow each way (reno,
@@ -57,7 +58,7 @@ func TestLabHeldSendersLetGoWhenInterrupted(t *testing.T) {
 
 // heldResult is what runHeld's run returned.
 type heldResult struct {
-	sum *Summary
+	sum *summary.Summary
 	err error
 }
 

@@ -14,13 +14,14 @@ import (
 
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/summary"
 
 	"github.com/netjam/netjam/internal/testenv"
 )
 
 // runPlan runs a scenario text and returns its summary; a failed run fails
 // the test.
-func runPlan(t *testing.T, y string) *Summary {
+func runPlan(t *testing.T, y string) *summary.Summary {
 	t.Helper()
 	sum, err := Run(context.Background(), mustPlan(t, y), Options{})
 	if err != nil {
@@ -29,7 +30,7 @@ func runPlan(t *testing.T, y string) *Summary {
 	return sum
 }
 
-func flowByName(t *testing.T, r RunSummary, name string) flows.FlowSummary {
+func flowByName(t *testing.T, r summary.RunSummary, name string) flows.FlowSummary {
 	t.Helper()
 	for _, f := range r.Flows {
 		if f.Name == name {

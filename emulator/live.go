@@ -14,6 +14,7 @@ import (
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/summary"
 	"github.com/netjam/netjam/wifi"
 )
 
@@ -32,13 +33,13 @@ type Live struct {
 	tl    *timeline
 	stop  context.CancelFunc
 	cell  *wifi.Runner // nil without a Wi-Fi cell
-	tun   func() *TUNSummary
+	tun   func() *summary.TUNSummary
 	// partition is the nodes' partition; nil without nodes.
 	partition *partition
 	// own adds to a run's link summaries what netjam itself dropped or
 	// waited for at the receivers' inboxes (lab.addDeliveryCounts); nil
 	// in a Live made without a lab.
-	own func([]LinkSummary)
+	own func([]summary.LinkSummary)
 
 	mu sync.Mutex // orders changes; guards s, seen, orig, ended, changed and pending
 	s  *scenario.Scenario
@@ -63,7 +64,7 @@ type Live struct {
 	made, room int
 
 	watchMu sync.Mutex // guards watch
-	watch   func(LiveEvent)
+	watch   func(summary.LiveEvent)
 
 	// lastLoss is each UDP flow's datagrams received and found lost at
 	// the last sample (flowLoss), on the sampler's goroutine only.
@@ -88,43 +89,16 @@ type scheduled struct {
 // MaxPending bounds the changes scheduled ahead through Schedule.
 const MaxPending = 1000
 
-// LiveEvent is what a run in progress tells its watcher (Watch), as it
-// happens: a sample of the time series at each sample interval, a change
-// of the path (the timeline's, or one made through Live), a change
-// scheduled ahead, the run's end.
-type LiveEvent struct {
-	Type    string  `json:"type"` // "sample", "change", "scheduled", "end"
-	Variant string  `json:"variant,omitempty"`
-	TimeS   float64 `json:"time_s"` // from the run's start: the sample's, the change's
-	// Rows are a sample's: timeseries.csv's rows of the interval, each
-	// UDP flow's loss_ratio over it, and each direction's settings in
-	// force (configured_rate_bps, configured_delay_ms,
-	// configured_loss_ratio).
-	Rows []SeriesRow `json:"rows,omitempty"`
-	// Changes are a change's keys, as events.jsonl has them.
-	Changes []TimelineEvent `json:"changes,omitempty"`
-	// Set is a scheduled change's, --set's form, to apply at TimeS.
-	Set []string `json:"set,omitempty"`
-}
-
-// SeriesRow is a row of timeseries.csv: a kind's value for a flow, a
-// direction or a Wi-Fi station.
-type SeriesRow struct {
-	Kind  string  `json:"kind"`
-	Name  string  `json:"name"`
-	Value float64 `json:"value"`
-}
-
 // Watch makes f receive the run's events from now on (nil: none). f is
 // called on the run's own goroutines (the sampler's, a direction's): it
 // must return at once, never block.
-func (lv *Live) Watch(f func(LiveEvent)) {
+func (lv *Live) Watch(f func(summary.LiveEvent)) {
 	lv.watchMu.Lock()
 	lv.watch = f
 	lv.watchMu.Unlock()
 }
 
-func (lv *Live) emit(e LiveEvent) {
+func (lv *Live) emit(e summary.LiveEvent) {
 	lv.watchMu.Lock()
 	f := lv.watch
 	lv.watchMu.Unlock()
@@ -136,7 +110,7 @@ func (lv *Live) emit(e LiveEvent) {
 
 // sampled hands the sampler's rows of one interval to the watcher; with
 // a Live, they include the settings in force (sampler.configured).
-func (lv *Live) sampled(now time.Time, rows []SeriesRow) {
+func (lv *Live) sampled(now time.Time, rows []summary.SeriesRow) {
 	lv.mu.Lock()
 	ended := lv.ended
 	lv.mu.Unlock()
@@ -144,7 +118,7 @@ func (lv *Live) sampled(now time.Time, rows []SeriesRow) {
 		return
 	}
 	rows = append(rows, lv.flowLoss()...)
-	lv.emit(LiveEvent{Type: "sample", TimeS: now.Sub(lv.start).Seconds(), Rows: rows})
+	lv.emit(summary.LiveEvent{Type: "sample", TimeS: now.Sub(lv.start).Seconds(), Rows: rows})
 }
 
 // flowLoss returns each UDP flow's loss over the interval since the last
@@ -154,8 +128,8 @@ func (lv *Live) sampled(now time.Time, rows []SeriesRow) {
 // found lost over those sent in the interval reached 20 after an outage:
 // the outage's datagrams are found lost together, once the path is back.)
 // It is called on the sampler's goroutine only.
-func (lv *Live) flowLoss() []SeriesRow {
-	var rows []SeriesRow
+func (lv *Live) flowLoss() []summary.SeriesRow {
+	var rows []summary.SeriesRow
 	for _, f := range lv.fls {
 		sm := f.Summary()
 		u := sm.UDPSummary
@@ -168,7 +142,7 @@ func (lv *Live) flowLoss() []SeriesRow {
 		prev := lv.lastLoss[sm.Name]
 		lv.lastLoss[sm.Name] = [2]uint64{u.PacketsReceived, u.Lost}
 		if r, ok := lossRatio(prev, [2]uint64{u.PacketsReceived, u.Lost}); ok {
-			rows = append(rows, SeriesRow{"loss_ratio", sm.Name, r})
+			rows = append(rows, summary.SeriesRow{Kind: "loss_ratio", Name: sm.Name, Value: r})
 		}
 	}
 	return rows
@@ -190,17 +164,11 @@ func lossRatio(prev, now [2]uint64) (float64, bool) {
 
 // changedEvents hands changes as the timeline records them to the
 // watcher.
-func (lv *Live) changedEvents(evs []TimelineEvent) {
+func (lv *Live) changedEvents(evs []summary.TimelineEvent) {
 	if len(evs) > 0 {
-		lv.emit(LiveEvent{Type: "change", TimeS: evs[0].TimeS, Changes: evs})
+		lv.emit(summary.LiveEvent{Type: "change", TimeS: evs[0].TimeS, Changes: evs})
 	}
 }
-
-// ErrRunEnded is Live's error once its run has ended.
-var ErrRunEnded = errors.New("the run has ended")
-
-// ErrTooManyChanges is Live's error for a change past maxLiveChanges.
-var ErrTooManyChanges = errors.New("too many changes")
 
 // maxLiveChanges bounds the changes made through Live in one run (Set,
 // SetFor, a Schedule when it applies, Reset, ResetFlow) together with
@@ -209,53 +177,24 @@ var ErrTooManyChanges = errors.New("too many changes")
 // (scenario.MaxTimelineChanges).
 var maxLiveChanges = scenario.MaxTimelineChanges
 
-// LiveStatus is a run's state now.
-type LiveStatus struct {
-	Scenario        string        `json:"scenario"`
-	Variant         string        `json:"variant,omitempty"`
-	ElapsedS        float64       `json:"elapsed_s"`
-	DurationS       float64       `json:"duration_s"`
-	SampleIntervalS float64       `json:"sample_interval_s"`
-	Flows           []LiveFlow    `json:"flows"`
-	Links           []LinkSummary `json:"links"`
-	// Pending are the changes scheduled ahead, in time order.
-	Pending []PendingChange `json:"pending,omitempty"`
-}
-
-// PendingChange is a change scheduled ahead (Schedule).
-type PendingChange struct {
-	AtS float64  `json:"at_s"`
-	Set []string `json:"set"`
-}
-
-// LiveFlow is a flow's progress so far.
-type LiveFlow struct {
-	Name          string  `json:"name"`
-	Type          string  `json:"type"`
-	BytesReceived uint64  `json:"bytes_received"`
-	Packets       uint64  `json:"packets_received,omitempty"`
-	CwndSegments  uint32  `json:"cwnd,omitempty"`
-	SRTTMs        float64 `json:"srtt_ms,omitempty"`
-}
-
-// Status returns the run's state now; ErrRunEnded after it.
-func (lv *Live) Status() (LiveStatus, error) {
+// Status returns the run's state now; summary.ErrRunEnded after it.
+func (lv *Live) Status() (summary.LiveStatus, error) {
 	lv.mu.Lock()
 	s, ended := lv.s, lv.ended
-	var pending []PendingChange
+	var pending []summary.PendingChange
 	for _, p := range lv.pending {
-		pending = append(pending, PendingChange{AtS: p.at.Seconds(), Set: p.sets})
+		pending = append(pending, summary.PendingChange{AtS: p.at.Seconds(), Set: p.sets})
 	}
 	lv.mu.Unlock()
 	if ended {
-		return LiveStatus{}, ErrRunEnded
+		return summary.LiveStatus{}, summary.ErrRunEnded
 	}
 	now := lv.clk.Now()
-	st := LiveStatus{Scenario: s.Name, Variant: s.Variant, ElapsedS: now.Sub(lv.start).Seconds(),
+	st := summary.LiveStatus{Scenario: s.Name, Variant: s.Variant, ElapsedS: now.Sub(lv.start).Seconds(),
 		DurationS: s.Duration.Seconds(), SampleIntervalS: s.SampleInterval.Seconds(), Links: lv.Links(), Pending: pending}
 	for _, f := range lv.fls {
 		smp := f.Sample(now)
-		st.Flows = append(st.Flows, LiveFlow{Name: f.Name(), Type: smp.Type, BytesReceived: smp.Bytes, Packets: smp.Packets,
+		st.Flows = append(st.Flows, summary.LiveFlow{Name: f.Name(), Type: smp.Type, BytesReceived: smp.Bytes, Packets: smp.Packets,
 			CwndSegments: smp.Cwnd, SRTTMs: float64(smp.SRTT) / 1e6})
 	}
 	return st, nil
@@ -284,7 +223,7 @@ func (lv *Live) WiFi() *wifi.Stats {
 // TUN returns TUN mode's counters so far, as summary.json's tun has them
 // at the end (the device's drops read from the kernel at each call); nil
 // without TUN mode.
-func (lv *Live) TUN() *TUNSummary {
+func (lv *Live) TUN() *summary.TUNSummary {
 	if lv.tun == nil {
 		return nil
 	}
@@ -293,7 +232,7 @@ func (lv *Live) TUN() *TUNSummary {
 
 // Links returns the path's directions (each link's two) as summary.json
 // has them: the settings in force (after the changes made through Live) and the counters.
-func (lv *Live) Links() []LinkSummary {
+func (lv *Live) Links() []summary.LinkSummary {
 	lv.mu.Lock()
 	s := lv.s
 	lv.mu.Unlock()
@@ -304,19 +243,6 @@ func (lv *Live) Links() []LinkSummary {
 	return ls
 }
 
-// Applied is what a change made through Live did: the time of the run it
-// applied at, and each setting of a direction it moved, from the value in
-// force before (the scenario's, a timeline's or an earlier change's) to
-// the new one. A change that set what was in force already has no
-// Changes.
-type Applied struct {
-	TimeS   float64         `json:"time_s"`
-	Changes []SettingChange `json:"changed"`
-	// BackAtS is, for SetFor, the time of the run the keys go back at;
-	// 0 when the run ends first.
-	BackAtS float64 `json:"back_at_s,omitempty"`
-}
-
 // Set changes the path now, as --set overrides of the link's keys
 // ("link.uplink.loss=5%"), each value checked as a file's is; both
 // directions change at the same instant of the run's clock, between two
@@ -324,10 +250,10 @@ type Applied struct {
 // refused: then neither changed, and the error says why), with what
 // changed. In a run with a timeline, the timeline's later entries set
 // their own values.
-func (lv *Live) Set(sets ...string) (Applied, error) {
+func (lv *Live) Set(sets ...string) (summary.Applied, error) {
 	changes, err := linkChanges(sets)
 	if err != nil {
-		return Applied{}, err
+		return summary.Applied{}, err
 	}
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
@@ -335,25 +261,25 @@ func (lv *Live) Set(sets ...string) (Applied, error) {
 }
 
 // setLocked is Set's change, with lv.mu held.
-func (lv *Live) setLocked(changes []scenario.KeyChange, sets []string) (Applied, error) {
+func (lv *Live) setLocked(changes []scenario.KeyChange, sets []string) (summary.Applied, error) {
 	if err := lv.canChangeLocked(); err != nil {
-		return Applied{}, err
+		return summary.Applied{}, err
 	}
 	lv.catchUpLocked()
 	next, err := lv.s.With(sets...)
 	if err != nil {
-		return Applied{}, err
+		return summary.Applied{}, err
 	}
 	for i := range changes {
 		changes[i].Old = lv.s.Value(changes[i].Key)
 	}
 	at, err := lv.path.change(lv.clk, lv.s, next)
 	if err != nil {
-		return Applied{}, err
+		return summary.Applied{}, err
 	}
 	lv.tl.record(at, changes, nil)
 	lv.made++
-	applied := Applied{TimeS: at.Sub(lv.start).Seconds(), Changes: lv.path.settingChanges(lv.s, next)}
+	applied := summary.Applied{TimeS: at.Sub(lv.start).Seconds(), Changes: lv.path.settingChanges(lv.s, next)}
 	lv.s = next
 	for _, c := range changes {
 		if !slices.Contains(lv.changed, c.Key) {
@@ -367,10 +293,10 @@ func (lv *Live) setLocked(changes []scenario.KeyChange, sets []string) (Applied,
 func (lv *Live) canChangeLocked() error {
 	switch {
 	case lv.ended:
-		return ErrRunEnded
+		return summary.ErrRunEnded
 	case lv.made >= lv.room:
 		return fmt.Errorf("%w: %d made in this run beside its timeline's %d, the most its resolved scenario's timeline may replay (%d)",
-			ErrTooManyChanges, lv.made, len(lv.orig.Timeline), maxLiveChanges)
+			summary.ErrTooManyChanges, lv.made, len(lv.orig.Timeline), maxLiveChanges)
 	}
 	return nil
 }
@@ -381,13 +307,13 @@ func (lv *Live) canChangeLocked() error {
 // SetFor(d, "link.uplink.loss=100%", "link.downlink.loss=100%"). Both
 // changes are recorded. The way back is pending (Status) until it
 // applies; a run that ends first ends with the change in force.
-func (lv *Live) SetFor(d time.Duration, sets ...string) (Applied, error) {
+func (lv *Live) SetFor(d time.Duration, sets ...string) (summary.Applied, error) {
 	changes, err := linkChanges(sets)
 	if err != nil {
-		return Applied{}, err
+		return summary.Applied{}, err
 	}
 	if d <= 0 {
-		return Applied{}, fmt.Errorf("for %s: not a positive duration", d)
+		return summary.Applied{}, fmt.Errorf("for %s: not a positive duration", d)
 	}
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
@@ -405,7 +331,7 @@ func (lv *Live) SetFor(d time.Duration, sets ...string) (Applied, error) {
 	now := lv.clk.Now().Sub(lv.start)
 	goesBack := d < lv.base.Duration-now
 	if goesBack && len(lv.pending) >= MaxPending {
-		return Applied{}, fmt.Errorf("more than %d changes pending: no room for the way back after %s", MaxPending, d)
+		return summary.Applied{}, fmt.Errorf("more than %d changes pending: no room for the way back after %s", MaxPending, d)
 	}
 	applied, err := lv.setLocked(changes, sets)
 	if err != nil {
@@ -430,7 +356,7 @@ func (lv *Live) Schedule(at time.Duration, sets ...string) error {
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
 	if lv.ended {
-		return ErrRunEnded
+		return summary.ErrRunEnded
 	}
 	lv.catchUpLocked()
 	if _, err := lv.s.With(sets...); err != nil {
@@ -456,7 +382,7 @@ func (lv *Live) scheduleLocked(at time.Duration, sets []string) {
 	i := sort.Search(len(lv.pending), func(i int) bool { return lv.pending[i].at > at })
 	lv.pending = slices.Insert(lv.pending, i, p)
 	p.timer = lv.clk.AfterFunc(max(at-lv.clk.Now().Sub(lv.start), 0), func() { lv.applyScheduled(p) })
-	lv.emit(LiveEvent{Type: "scheduled", TimeS: at.Seconds(), Set: sets})
+	lv.emit(summary.LiveEvent{Type: "scheduled", TimeS: at.Seconds(), Set: sets})
 }
 
 // applyScheduled applies p, on its timer's goroutine.
@@ -469,7 +395,7 @@ func (lv *Live) applyScheduled(p *scheduled) {
 	}
 	lv.pending = slices.Delete(lv.pending, i, i+1)
 	changes, _ := linkChanges(p.sets)
-	if _, err := lv.setLocked(changes, p.sets); err != nil && !errors.Is(err, ErrRunEnded) {
+	if _, err := lv.setLocked(changes, p.sets); err != nil && !errors.Is(err, summary.ErrRunEnded) {
 		lv.tl.record(lv.clk.Now(), changes, err)
 	}
 }
@@ -478,11 +404,11 @@ func (lv *Live) applyScheduled(p *scheduled) {
 // run's scenario's value, as one change recorded as Set's are, and
 // returns what changed. It does nothing when no key was changed (no
 // Changes, the time now).
-func (lv *Live) Reset() (Applied, error) {
+func (lv *Live) Reset() (summary.Applied, error) {
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
 	if lv.ended {
-		return Applied{}, ErrRunEnded
+		return summary.Applied{}, summary.ErrRunEnded
 	}
 	lv.catchUpLocked()
 	var sets []string
@@ -495,11 +421,11 @@ func (lv *Live) Reset() (Applied, error) {
 		}
 	}
 	if len(sets) == 0 {
-		return Applied{TimeS: lv.clk.Now().Sub(lv.start).Seconds()}, nil
+		return summary.Applied{TimeS: lv.clk.Now().Sub(lv.start).Seconds()}, nil
 	}
 	changes, err := linkChanges(sets)
 	if err != nil {
-		return Applied{}, err
+		return summary.Applied{}, err
 	}
 	return lv.setLocked(changes, sets)
 }
@@ -507,14 +433,14 @@ func (lv *Live) Reset() (Applied, error) {
 // Partition makes p the partition among the run's nodes from now on (no
 // groups: heals), checked as a timeline entry's (scenario.CheckPartition),
 // and records the change in the timeline and the resolved scenario.
-func (lv *Live) Partition(p *scenario.Partition) (Partitioned, error) {
+func (lv *Live) Partition(p *scenario.Partition) (summary.Partitioned, error) {
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
 	if err := lv.canChangeLocked(); err != nil {
-		return Partitioned{}, err
+		return summary.Partitioned{}, err
 	}
 	if lv.partition == nil {
-		return Partitioned{}, errors.New("a partition splits nodes, and this run has none (nodes: in the scenario, or netjam shell --node)")
+		return summary.Partitioned{}, errors.New("a partition splits nodes, and this run has none (nodes: in the scenario, or netjam shell --node)")
 	}
 	if p == nil {
 		p = &scenario.Partition{}
@@ -522,7 +448,7 @@ func (lv *Live) Partition(p *scenario.Partition) (Partitioned, error) {
 	if len(p.Groups) > 0 {
 		var err error
 		if p, err = lv.s.CheckPartition(p); err != nil {
-			return Partitioned{}, err
+			return summary.Partitioned{}, err
 		}
 	}
 	at := lv.clk.Now()
@@ -532,18 +458,9 @@ func (lv *Live) Partition(p *scenario.Partition) (Partitioned, error) {
 	lv.tl.record(at, []scenario.KeyChange{ch}, nil)
 	lv.made++
 	if err := lv.orig.AddTimelinePartition(at.Sub(lv.start), p); err != nil {
-		return Partitioned{}, err
+		return summary.Partitioned{}, err
 	}
-	return Partitioned{TimeS: at.Sub(lv.start).Seconds(), Old: ch.Old, New: ch.New}, nil
-}
-
-// Partitioned is a partition made while the run runs: when, and the
-// partition before and after it as events.jsonl writes them ("[a] | [b
-// c]", "[a] -> [b]", "healed").
-type Partitioned struct {
-	TimeS float64 `json:"time_s"`
-	Old   string  `json:"old"`
-	New   string  `json:"new"`
+	return summary.Partitioned{TimeS: at.Sub(lv.start).Seconds(), Old: ch.Old, New: ch.New}, nil
 }
 
 // ResetFlow ends the connection of TCP flow name now with a RST both
@@ -724,8 +641,8 @@ func linkAt(s *scenario.Scenario, i int) scenario.Link {
 
 // summaries returns every direction of p as summary.json has it, with
 // the settings of s: each link's uplink, then its downlink.
-func (p *Path) summaries(s *scenario.Scenario) []LinkSummary {
-	var out []LinkSummary
+func (p *Path) summaries(s *scenario.Scenario) []summary.LinkSummary {
+	var out []summary.LinkSummary
 	for i, lr := range p.Links {
 		l := linkAt(s, i)
 		out = append(out, linkSummary(l.Uplink, lr.Up.Stats()), linkSummary(l.Downlink, lr.Down.Stats()))
@@ -735,8 +652,8 @@ func (p *Path) summaries(s *scenario.Scenario) []LinkSummary {
 
 // settingChanges are the settings of each of p's directions that differ
 // between cur's links and next's, each link's uplink then its downlink.
-func (p *Path) settingChanges(cur, next *scenario.Scenario) []SettingChange {
-	var out []SettingChange
+func (p *Path) settingChanges(cur, next *scenario.Scenario) []summary.SettingChange {
+	var out []summary.SettingChange
 	for i, lr := range p.Links {
 		before, after := linkAt(cur, i), linkAt(next, i)
 		out = append(out, settingChanges(lr.Up.Chain().Name(), before.Uplink, after.Uplink)...)
@@ -759,5 +676,5 @@ func (lv *Live) end() {
 	}
 	lv.pending = nil
 	lv.mu.Unlock()
-	lv.emit(LiveEvent{Type: "end", TimeS: lv.clk.Now().Sub(lv.start).Seconds()})
+	lv.emit(summary.LiveEvent{Type: "end", TimeS: lv.clk.Now().Sub(lv.start).Seconds()})
 }

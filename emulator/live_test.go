@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/summary"
 )
 
 // A live change applies on top of the settings in force, a timeline step
@@ -216,7 +217,7 @@ func liveChecks(lv *Live) []string {
 	// Two changes made (the SetFors); two more, then none.
 	for i := range 3 {
 		_, err := lv.Set(fmt.Sprintf("link.delay=%dms", 10+i))
-		if want := i == 2; want != errors.Is(err, ErrTooManyChanges) {
+		if want := i == 2; want != errors.Is(err, summary.ErrTooManyChanges) {
 			problems = append(problems, fmt.Sprintf("change %d of at most %d: %v", i+3, maxLiveChanges, err))
 		}
 	}
@@ -249,8 +250,8 @@ timeline:
 		}()
 	}})
 	got := <-errs
-	if got[0] != nil || !errors.Is(got[1], ErrTooManyChanges) || !strings.Contains(got[1].Error(), "beside its timeline's 3") {
-		t.Errorf("with 3 timeline points of at most 4: %v, want one change made, then ErrTooManyChanges", got)
+	if got[0] != nil || !errors.Is(got[1], summary.ErrTooManyChanges) || !strings.Contains(got[1].Error(), "beside its timeline's 3") {
+		t.Errorf("with 3 timeline points of at most 4: %v, want one change made, then summary.ErrTooManyChanges", got)
 	}
 }
 

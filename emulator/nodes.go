@@ -23,6 +23,7 @@ import (
 	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/netif"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/summary"
 	"github.com/netjam/netjam/topology"
 )
 
@@ -535,24 +536,8 @@ func (n *nodeEnd) err() error {
 	return fmt.Errorf("node %s: %q: %w", n.cfg.Name, n.cfg.Run, n.waitErr)
 }
 
-// NodeSummary is what a node's device and command did.
-type NodeSummary struct {
-	Name      string   `json:"name"`
-	Device    string   `json:"device"`
-	Addresses []string `json:"addresses"`
-	// DeviceStats are the node's device's counters (its first
-	// direction is the downlink).
-	DeviceStats
-	// Run is the node's command; ExitStatus its exit status once it
-	// ended (128+N for a signal N, as shells say; nil while it runs or
-	// without one); EndedByNetjam, whether the run's end ended it.
-	Run           string `json:"run,omitempty"`
-	ExitStatus    *int   `json:"exit_status,omitempty"`
-	EndedByNetjam bool   `json:"ended_by_netjam,omitempty"`
-}
-
-func (n *nodeEnd) summary() *NodeSummary {
-	ns := &NodeSummary{Name: n.cfg.Name, Device: n.dev.Name(), DeviceStats: n.stats(), Run: n.cfg.Run}
+func (n *nodeEnd) summary() *summary.NodeSummary {
+	ns := &summary.NodeSummary{Name: n.cfg.Name, Device: n.dev.Name(), DeviceStats: n.stats(), Run: n.cfg.Run}
 	for _, a := range n.addrs {
 		ns.Addresses = append(ns.Addresses, a.String())
 	}

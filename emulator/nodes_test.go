@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/internal/testenv"
-	"github.com/netjam/netjam/stack"
+	"github.com/netjam/netjam/summary"
 )
 
 // TestNodeForwardsKernelToKernel runs a node's wiring without root: two
@@ -59,7 +60,7 @@ func TestNodeForwardsKernelToKernel(t *testing.T) {
 // echoAcross has the node's kernel echo what the client's sends it, and
 // checks the round trip took both delays.
 func echoAcross(ctx context.Context, k, node *fakeKernel) error {
-	ln, err := node.host.ListenTCP(5000, stack.TCPOptions{})
+	ln, err := node.host.ListenTCP(5000, hostcfg.TCPOptions{})
 	if err != nil {
 		return err
 	}
@@ -72,7 +73,7 @@ func echoAcross(ctx context.Context, k, node *fakeKernel) error {
 		defer c.Close()
 		io.Copy(c, c)
 	}()
-	c, err := k.host.DialTCP(ctx, netip.AddrPortFrom(netip.MustParseAddr("10.99.0.2"), 5000), stack.TCPOptions{})
+	c, err := k.host.DialTCP(ctx, netip.AddrPortFrom(netip.MustParseAddr("10.99.0.2"), 5000), hostcfg.TCPOptions{})
 	if err != nil {
 		return fmt.Errorf("dial the node: %w", err)
 	}
@@ -119,7 +120,7 @@ func TestPrefixWriter(t *testing.T) {
 // nodes (no namespace: their commands run in the test's, and a mount
 // namespace of their own for the hosts file needs root), attached waiting
 // for wait.
-func runFakeNodes(t *testing.T, y string, wait time.Duration) (*Summary, error) {
+func runFakeNodes(t *testing.T, y string, wait time.Duration) (*summary.Summary, error) {
 	t.Helper()
 	testenv.RequireTUN(t)
 	ready, nodeReady := make(chan *fakeKernel, 1), make(chan *fakeKernel, 8)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/summary"
 	"github.com/netjam/netjam/topology"
 )
 
@@ -129,13 +130,13 @@ func (l *lab) checkFlowPaths(s *scenario.Scenario) error {
 
 // pathSummaries returns the paths of s as summary.json has them; none
 // with the link shorthand.
-func (l *lab) pathSummaries(s *scenario.Scenario) []PathSummary {
+func (l *lab) pathSummaries(s *scenario.Scenario) []summary.PathSummary {
 	if len(s.Links) == 1 && s.Links[0].Name == scenario.DefaultLink {
 		return nil
 	}
-	var out []PathSummary
+	var out []summary.PathSummary
 	for _, p := range s.Paths {
-		ps := PathSummary{Name: p.Name, Via: p.Via, Match: matchText(p.Match)}
+		ps := summary.PathSummary{Name: p.Name, Via: p.Via, Match: matchText(p.Match)}
 		for _, e := range l.servers {
 			if e.path == p.Name {
 				ps.Servers = append(ps.Servers, e.v4.String())
@@ -181,8 +182,8 @@ func matchText(m *scenario.Match) string {
 // to the downlink of the default path's first link (with several paths
 // whose first links differ, some of them came from another, which the
 // inboxes cannot tell).
-func (l *lab) addDeliveryCounts(s *scenario.Scenario, rows []LinkSummary) {
-	row := func(name string) *LinkSummary {
+func (l *lab) addDeliveryCounts(s *scenario.Scenario, rows []summary.LinkSummary) {
+	row := func(name string) *summary.LinkSummary {
 		for i := range rows {
 			if rows[i].Name == name {
 				return &rows[i]

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/summary"
 	"github.com/netjam/netjam/topology"
 )
 
@@ -173,7 +174,7 @@ timeline:
 	if math.Abs(eu.Min-20) > 1 || math.Abs(eu.Max-50) > 1 || math.Abs(us.Min-80) > 1 || math.Abs(us.Max-80) > 1 {
 		t.Errorf("eu %.3f to %.3f ms, us %.3f to %.3f ms; want eu 20 then 50, us 80 throughout", eu.Min, eu.Max, us.Min, us.Max)
 	}
-	want := TimelineEvent{TimeS: 1, Key: "links.eu.delay", Old: "20ms", New: "50ms"}
+	want := summary.TimelineEvent{TimeS: 1, Key: "links.eu.delay", Old: "20ms", New: "50ms"}
 	if len(r.Timeline) != 1 || r.Timeline[0] != want {
 		t.Errorf("timeline %+v, want %+v", r.Timeline, want)
 	}
@@ -298,7 +299,7 @@ func TestDeliveryWaitsReachTheirDirection(t *testing.T) {
 		in.Push(time.Time{}, pool.Copy(make([]byte, 100)))
 	}
 	l := &lab{s: s, servers: []*endHost{{name: "server", in: in}}}
-	rows := []LinkSummary{{Name: "uplink"}, {Name: "downlink"}}
+	rows := []summary.LinkSummary{{Name: "uplink"}, {Name: "downlink"}}
 	l.addDeliveryCounts(s, rows)
 	if up := rows[0]; up.DeliveryWaits != 1 || up.DeliveryDrops != 1 {
 		t.Errorf("uplink: %d waits, %d delivery drops; want 1 and 1", up.DeliveryWaits, up.DeliveryDrops)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/stack"
 )
@@ -112,7 +113,7 @@ func peerConn(t testing.TB) (*stack.Host, *stack.TCPConn, uint32) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	ln, err := h.ListenTCP(5201, stack.TCPOptions{})
+	ln, err := h.ListenTCP(5201, hostcfg.TCPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/summary"
 )
 
 // writeSeries writes the runs' time series into the file name of dir,
@@ -35,7 +36,7 @@ func DefaultOutDir(name string, now time.Time) string {
 // folder dir: scenario.yaml for a plan of one run,
 // scenario-<variant>.yaml for each variant otherwise. Each resolved file
 // carries the seed the run used, so running it repeats the run.
-func WriteResults(dir *outdir.Dir, plan *scenario.Plan, sum *Summary) error {
+func WriteResults(dir *outdir.Dir, plan *scenario.Plan, sum *summary.Summary) error {
 	b, err := json.MarshalIndent(sum, "", "  ")
 	if err != nil {
 		return err
@@ -43,7 +44,7 @@ func WriteResults(dir *outdir.Dir, plan *scenario.Plan, sum *Summary) error {
 	if err := dir.WriteFile("summary.json", append(b, '\n')); err != nil {
 		return err
 	}
-	if err := writeSeries(dir, "timeseries.csv", sum.series); err != nil {
+	if err := writeSeries(dir, "timeseries.csv", sum.Series); err != nil {
 		return err
 	}
 	if err := writeEvents(dir, sum.Runs); err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/summary"
 	"github.com/netjam/netjam/wifi"
 )
 
@@ -39,7 +40,7 @@ type sampler struct {
 	// live, when not nil, is told each interval's rows (batch, gathered
 	// from the series as they are added) for its watcher.
 	live  *Live
-	batch []SeriesRow
+	batch []summary.SeriesRow
 	// configured adds each direction's settings in force to every
 	// interval (kindConfRate, kindConfDelay, kindConfLoss): for a run whose
 	// path changes (a timeline, the control API).
@@ -99,7 +100,9 @@ func (lp *linkProbe) findQueue() {
 func (s *sampler) start(ctx context.Context) {
 	if s.live != nil {
 		// Rows are added on the sampler's goroutine only.
-		s.series.Tap(func(kind, name string, v float64) { s.batch = append(s.batch, SeriesRow{kind, name, v}) })
+		s.series.Tap(func(kind, name string, v float64) {
+			s.batch = append(s.batch, summary.SeriesRow{Kind: kind, Name: name, Value: v})
+		})
 	}
 	ctx, s.cancel = context.WithCancel(ctx)
 	s.wg.Add(1)

@@ -7,188 +7,19 @@ import (
 	"strings"
 	"time"
 
-	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/scenario"
-	"github.com/netjam/netjam/stack"
-	"github.com/netjam/netjam/stats"
-	"github.com/netjam/netjam/wifi"
+	"github.com/netjam/netjam/summary"
 )
 
-// Summary is what a run of a plan measured; it is written as summary.json.
-type Summary struct {
-	Scenario string       `json:"scenario"`
-	Version  string       `json:"netjam_version,omitempty"`
-	Runs     []RunSummary `json:"runs"`
-
-	series []*flows.Series // each run's time series, for timeseries.csv
-}
-
-// RunSummary is one run (one variant) of a plan.
-type RunSummary struct {
-	Variant   string              `json:"variant"`
-	Seed      uint64              `json:"seed"`
-	DurationS float64             `json:"duration_s"`
-	Flows     []flows.FlowSummary `json:"flows"`
-	Links     []LinkSummary       `json:"links"`
-	// Paths are the scenario's paths, with a links list (absent with the
-	// link shorthand: its one path is the link).
-	Paths []PathSummary `json:"paths,omitempty"`
-	// Fairness is Jain's index of the throughputs of the flows that
-	// compete for one bottleneck, FairnessFlows: the TCP flows of one
-	// direction (congestion-controlled, each taking what it can get; a
-	// UDP flow sends at its own rate whatever the others do). Absent
-	// unless at least two flows compete; with competing flows in both
-	// directions, it is the uplink's.
-	Fairness      *float64 `json:"fairness,omitempty"`
-	FairnessFlows []string `json:"fairness_flows,omitempty"`
-	// WiFi is what the Wi-Fi cell's medium saw, per station and for the
-	// AP; absent without a cell.
-	WiFi *wifi.Stats `json:"wifi,omitempty"`
-	// Captures are the pcap writers' counters by point (packets written,
-	// truncated, not written because every allowed file was full).
-	Captures map[string]CaptureSummary `json:"captures,omitempty"`
-	// TUN is what TUN mode's device and relay saw; absent without it.
-	TUN *TUNSummary `json:"tun,omitempty"`
-	// Hosts are the lab's netstack hosts, what each dropped on arrival
-	// and its TCP's counters; absent in a run without them.
-	Hosts []HostSummary `json:"hosts,omitempty"`
-	// Error, when not empty, says why the run failed (a flow reported
-	// corrupted data or a broken connection): its figures are partial.
-	Error string `json:"error,omitempty"`
-	// Expectations are the scenario's expect entries checked against
-	// this run, in the file's order.
-	Expectations []ExpectResult `json:"expectations,omitempty"`
-	// Timeline is the scenario's timeline as it applied during the run,
-	// in time order; changes not reached before the run ended are absent.
-	Timeline []TimelineEvent `json:"timeline,omitempty"`
-	// Skipped, when not empty, says why the run did not happen (TUN mode
-	// without the privileges it needs); nothing else is filled then.
-	Skipped string `json:"skipped,omitempty"`
-	// CouldNotKeepUp are the signs that the machine, not the configured
-	// path, shaped the run (packets that left late, drops and waits
-	// inside netjam), each with its figure; absent when it kept up.
-	CouldNotKeepUp []OwnLimit `json:"could_not_keep_up,omitempty"`
-}
-
-// HostSummary is one netstack host of the lab and the packets it dropped
-// on arrival: a TCP or UDP checksum that did not hold (ChecksumErrors: a
-// corrupt stage's work, the path delivered them) or headers that do not
-// parse (Malformed); and its TCP's counters, all its connections summed,
-// counted as on the wire (as TUN mode's peer_tcp).
-type HostSummary struct {
-	Name           string         `json:"name"`
-	ChecksumErrors uint64         `json:"checksum_errors"`
-	Malformed      uint64         `json:"malformed"`
-	TCP            stack.TCPStats `json:"tcp"`
-}
-
-// PathSummary is one path of a run: its links, what it takes, and the
-// flows on it.
-type PathSummary struct {
-	Name string   `json:"name"`
-	Via  []string `json:"via"`
-	// Match is what the path takes ("dst 10.20.0.0/16, proto udp");
-	// "default" for the default path.
-	Match string `json:"match"`
-	// Servers are the addresses of its server hosts (and of the peer on
-	// it, in TUN mode).
-	Servers []string `json:"servers,omitempty"`
-	Flows   []string `json:"flows,omitempty"`
-}
-
-// CaptureSummary is one capture point's counters.
-type CaptureSummary struct {
-	Packets    uint64 `json:"packets"`
-	Truncated  uint64 `json:"truncated"`
-	Files      int    `json:"files"`
-	NotWritten uint64 `json:"not_written"`
-	Full       bool   `json:"full"`
-}
-
-// LinkSummary is one direction of the path: what was configured and what
-// its counters saw. Delays are in milliseconds.
-type LinkSummary struct {
-	Name       string            `json:"name"`
-	Configured Configured        `json:"configured"`
-	Achieved   Achieved          `json:"achieved"`
-	PacketsIn  uint64            `json:"packets_in"`
-	BytesIn    uint64            `json:"bytes_in"`
-	PacketsOut uint64            `json:"packets_out"`
-	BytesOut   uint64            `json:"bytes_out"`
-	Drops      map[string]uint64 `json:"drops"`
-	Duplicated uint64            `json:"duplicated"`
-	Corrupted  uint64            `json:"corrupted"`
-	Reordered  uint64            `json:"reordered"`
-	ECNMarked  uint64            `json:"ecn_marked"`
-	// QueueDelayMs is the bottleneck queue's sojourn time per packet.
-	QueueDelayMs stats.Summary `json:"queue_delay_ms"`
-	// TransitMs is the whole delay the direction added per packet.
-	TransitMs stats.Summary `json:"transit_ms"`
-	// LatenessMs is how late the scheduler delivered packets against
-	// their exact departure time: the emulator's own timing error.
-	LatenessMs stats.Summary `json:"lateness_ms"`
-	// DeliveryDrops counts packets that left the direction but found the
-	// receiving host's inbox full for 100 ms (a host that fell behind for
-	// less makes the direction wait instead): the emulator's own
-	// overload, not an impairment, warned about; 0 in a healthy run.
-	DeliveryDrops uint64 `json:"delivery_drops"`
-	// DeliveryWaits counts the times the direction found the receiving
-	// host's (or the TUN device's) inbox full and waited for room: the
-	// receiver fell behind and held the path back, whose packets then
-	// left late (LatenessMs); nothing was lost. The emulator's own
-	// limit, not the configured path's, warned about; 0 while the
-	// machine keeps up.
-	DeliveryWaits uint64 `json:"delivery_waits,omitempty"`
-	// InputWaits counts the times a netstack host's TCP found the
-	// direction's input full and waited for room rather than lose the
-	// packet there (as a Linux host's TCP waits for the queue below it):
-	// the sender outran what the machine could carry through the
-	// direction, which then limited the flow, not the configured path;
-	// warned about. 0 while the machine keeps up.
-	InputWaits uint64 `json:"input_waits,omitempty"`
-	// WholeGSO counts the large TCP segments of segmentation offload (TUN
-	// mode) that crossed whole; the packet counts count their segments.
-	WholeGSO uint64              `json:"whole_gso,omitempty"`
-	Stages   []impair.StageStats `json:"stages"`
-}
-
-// Achieved is what a direction did, to set beside Configured: the
-// calibration a person checks first.
-type Achieved struct {
-	// RateBps is the rate the bottleneck delivered while it was busy, in
-	// IP bits per second (the configured rate also counts the per-packet
-	// overhead); 0 without a rate limit or traffic.
-	RateBps float64 `json:"rate_bps"`
-	// LossRatio is the share of the packets that entered the direction and
-	// were dropped for any reason but the end of the run.
-	LossRatio float64 `json:"loss_ratio"`
-	// DelayMs is the delay the direction added to each packet delivered.
-	DelayMs stats.Summary `json:"delay_ms"`
-}
-
-// Configured is a direction's configuration in report units.
-type Configured struct {
-	Summary        string  `json:"summary"`
-	DelayMs        float64 `json:"delay_ms"`
-	JitterMs       float64 `json:"jitter_ms"`
-	Distribution   string  `json:"distribution,omitempty"`
-	LossModel      string  `json:"loss_model,omitempty"`
-	LossRatio      float64 `json:"loss_ratio"`      // the model's long-run mean
-	RateBps        uint64  `json:"rate_bps"`        // 0: unlimited; a trace's mean
-	Trace          string  `json:"trace,omitempty"` // the trace file, for a trace-driven rate
-	QueueDiscpline string  `json:"queue_discipline,omitempty"`
-	QueuePackets   int     `json:"queue_limit_packets,omitempty"`
-	QueueBytes     int64   `json:"queue_limit_bytes,omitempty"`
-	Duplicate      float64 `json:"duplicate"`
-	Corrupt        float64 `json:"corrupt"`
-	Reorder        float64 `json:"reorder"`
-}
+// A direction's part of the summary (summary.LinkSummary) from its
+// configuration and counters, and the words its settings are said in,
+// by the summary and by a change.
 
 const nsPerMs = 1e-6
 
-func linkSummary(d impair.Config, st impair.Stats) LinkSummary {
-	l := LinkSummary{
+func linkSummary(d impair.Config, st impair.Stats) summary.LinkSummary {
+	l := summary.LinkSummary{
 		Name:       st.Name,
 		Configured: configured(d),
 		PacketsIn:  st.InPackets,
@@ -227,8 +58,8 @@ func linkSummary(d impair.Config, st impair.Stats) LinkSummary {
 	return l
 }
 
-func configured(d impair.Config) Configured {
-	c := Configured{
+func configured(d impair.Config) summary.Configured {
+	c := summary.Configured{
 		Summary:   describe(d),
 		DelayMs:   float64(d.Delay.Time) / float64(time.Millisecond),
 		JitterMs:  float64(d.Delay.Jitter) / float64(time.Millisecond),
@@ -353,20 +184,9 @@ func settingUnset(name string) string {
 	return "none"
 }
 
-// SettingChange is one setting of a direction a change moved from Old to
-// New, each as the direction's summary words it ("10Mbps", "5%",
-// "20ms ±5ms normal"; "unlimited", "0%", "0s" or "none" for a setting
-// that does nothing).
-type SettingChange struct {
-	Link    string `json:"link"`    // the direction: uplink, downlink, eu.uplink
-	Setting string `json:"setting"` // loss, duplicate, corrupt, rate, trace, queue, slot, delay, reorder
-	Old     string `json:"old"`
-	New     string `json:"new"`
-}
-
 // settingChanges are the settings of direction link that differ between
 // before and after, in describe's order.
-func settingChanges(link string, before, after impair.Config) []SettingChange {
+func settingChanges(link string, before, after impair.Config) []summary.SettingChange {
 	old, now := settings(before), settings(after)
 	value := func(parts []setting, name string) string {
 		for _, p := range parts {
@@ -376,10 +196,10 @@ func settingChanges(link string, before, after impair.Config) []SettingChange {
 		}
 		return settingUnset(name)
 	}
-	var out []SettingChange
+	var out []summary.SettingChange
 	for _, n := range settingNames {
 		if o, v := value(old, n), value(now, n); o != v {
-			out = append(out, SettingChange{Link: link, Setting: n, Old: o, New: v})
+			out = append(out, summary.SettingChange{Link: link, Setting: n, Old: o, New: v})
 		}
 	}
 	return out

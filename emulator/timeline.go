@@ -12,20 +12,8 @@ import (
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/summary"
 )
-
-// TimelineEvent is one change of the scenario's timeline as it applied:
-// a line of events.jsonl, an item of summary.json's timeline.
-type TimelineEvent struct {
-	Variant string  `json:"variant,omitempty"` // events.jsonl only: the run's variant
-	TimeS   float64 `json:"time_s"`            // from the run's start, on its clock
-	Key     string  `json:"key"`
-	Old     string  `json:"old"` // "" for the default (the key not set)
-	New     string  `json:"new"`
-	// Error, when not empty, says why a direction refused the change; it
-	// kept its settings.
-	Error string `json:"error,omitempty"`
-}
 
 // timeline records the changes as the directions apply them. Each point
 // applies on both directions, each on its own goroutine at the same
@@ -37,10 +25,10 @@ type timeline struct {
 	mu    sync.Mutex // guards events
 	// events are the points applied, in order of application; at most
 	// scenario.MaxTimelineChanges changes' worth.
-	events []TimelineEvent
+	events []summary.TimelineEvent
 	// onRecord, when not nil, is told each point's events as they are
 	// recorded (a control endpoint's event stream); it must not block.
-	onRecord func([]TimelineEvent)
+	onRecord func([]summary.TimelineEvent)
 	// resets are the timers of the timeline's reset points, stopped by
 	// stop when the flows have ended.
 	resets []clock.Timer
@@ -89,7 +77,7 @@ func (tl *timeline) stop() {
 }
 
 // watch makes f receive the events recorded from now on.
-func (tl *timeline) watch(f func([]TimelineEvent)) {
+func (tl *timeline) watch(f func([]summary.TimelineEvent)) {
 	tl.mu.Lock()
 	tl.onRecord = f
 	tl.mu.Unlock()
@@ -150,7 +138,7 @@ func (tl *timeline) record(at time.Time, changes []scenario.KeyChange, err error
 	tl.mu.Lock()
 	n := len(tl.events)
 	for _, c := range changes {
-		e := TimelineEvent{TimeS: at.Sub(tl.start).Seconds(), Key: c.Key, Old: c.Old, New: c.New}
+		e := summary.TimelineEvent{TimeS: at.Sub(tl.start).Seconds(), Key: c.Key, Old: c.Old, New: c.New}
 		if err != nil {
 			e.Error = err.Error()
 		}
@@ -165,24 +153,24 @@ func (tl *timeline) record(at time.Time, changes []scenario.KeyChange, err error
 
 // applied returns the changes applied so far, in time order.
 // since returns the records after the first n, in order.
-func (tl *timeline) since(n int) []TimelineEvent {
+func (tl *timeline) since(n int) []summary.TimelineEvent {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	if n >= len(tl.events) {
 		return nil
 	}
-	return append([]TimelineEvent(nil), tl.events[n:]...)
+	return append([]summary.TimelineEvent(nil), tl.events[n:]...)
 }
 
-func (tl *timeline) applied() []TimelineEvent {
+func (tl *timeline) applied() []summary.TimelineEvent {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
-	return append([]TimelineEvent(nil), tl.events...)
+	return append([]summary.TimelineEvent(nil), tl.events...)
 }
 
 // writeEvents writes events.jsonl into dir: every run's timeline, one
 // change a line. Nothing is written when no run had a timeline.
-func writeEvents(dir *outdir.Dir, runs []RunSummary) error {
+func writeEvents(dir *outdir.Dir, runs []summary.RunSummary) error {
 	var lines []byte
 	for _, r := range runs {
 		for _, e := range r.Timeline {

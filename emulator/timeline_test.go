@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/summary"
 )
 
 // linkSeries reads a direction's link_bps samples of timeseries.csv: the
@@ -85,7 +86,7 @@ timeline:
 	// The timeline as applied, at its exact times, in summary.json and
 	// events.jsonl.
 	r := sum.Runs[0]
-	want := []TimelineEvent{
+	want := []summary.TimelineEvent{
 		{TimeS: 3, Key: "link.uplink.rate", Old: "10Mbps", New: "2Mbps"},
 		{TimeS: 6, Key: "link.uplink.loss", Old: "", New: "100%"},
 		{TimeS: 7, Key: "link.uplink.loss", Old: "100%", New: ""},
@@ -103,7 +104,7 @@ timeline:
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	var e TimelineEvent
+	var e summary.TimelineEvent
 	if len(lines) != 3 || json.Unmarshal([]byte(lines[1]), &e) != nil || e != want[1] {
 		t.Errorf("events.jsonl:\n%s", b)
 	}
@@ -296,7 +297,7 @@ timeline:
 
 // runInto runs plan with o, its results written into out (o.OutDir), and
 // fails the test on an error.
-func runInto(t *testing.T, plan *scenario.Plan, out string, o Options) *Summary {
+func runInto(t *testing.T, plan *scenario.Plan, out string, o Options) *summary.Summary {
 	t.Helper()
 	o.OutDir = openOut(t, out)
 	sum, err := Run(context.Background(), plan, o)

@@ -14,11 +14,13 @@ import (
 
 	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/netif"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/stack"
+	"github.com/netjam/netjam/summary"
 	"github.com/netjam/netjam/topology"
 )
 
@@ -298,7 +300,7 @@ func (l *lab) startPeer(s *scenario.Scenario, hooks labHooks) error {
 // pathForwards returns the relay's forwards, those that name a path
 // (tun.forward[].path) bound to the peer's address on it: the path's own
 // (pathPeers), or for a path without one, the peer's.
-func (t *tunEnd) pathForwards() []stack.Forward {
+func (t *tunEnd) pathForwards() []hostcfg.Forward {
 	fws := slices.Clone(t.cfg.Relay.Forwards)
 	for i, name := range t.cfg.ForwardPaths {
 		if name == "" || i >= len(fws) {
@@ -396,51 +398,12 @@ func (l *lab) stopTUN() error {
 	return errors.Join(append(errs, t.close())...)
 }
 
-// TUNSummary is what TUN mode saw.
-type TUNSummary struct {
-	Device string   `json:"device"`
-	Kernel []string `json:"kernel_addresses"`
-	// Peer are the peer's addresses, then its address on each path
-	// whose match has a dst ("10.20.0.1 (path to-eu)").
-	Peer []string `json:"peer_addresses"`
-	// Stations pairs each Wi-Fi station the kernel sits behind with its
-	// addresses ("sta1 10.99.0.1").
-	Stations []string `json:"stations,omitempty"`
-	// DeviceStats are the device's counters (the first direction is
-	// the uplink).
-	DeviceStats
-	// Nodes are the scenario's nodes, the first in the peer's place.
-	// With nodes, Relay, PeerTCP, PeerChecksumErrors and PeerMalformed
-	// are zero: nothing terminates the kernel's connections in netjam.
-	Nodes []NodeSummary `json:"nodes,omitempty"`
-	// PartitionDrops counts the packets dropped between the groups of
-	// the timeline's partitions (their segments, for a large one).
-	PartitionDrops uint64 `json:"partition_drops,omitempty"`
-	// Routers are the routers in front of each link's directions, with
-	// nodes (see topology.Hop).
-	Routers []RouterSummary  `json:"routers,omitempty"`
-	Relay   stack.RelayStats `json:"relay"`
-	// PeerTCP sums the peer's TCP connections: those it relays and those
-	// of the kernel's flows. What the peer sends toward the kernel
-	// (iperf3 -R, a download through a forward) is its TCP's, so its
-	// retransmissions and timeouts are here and in no tool's report
-	// behind the device: iperf3 -R counts the target's.
-	PeerTCP stack.TCPStats `json:"peer_tcp"`
-	// PeerChecksumErrors and PeerMalformed count the packets the peer
-	// dropped on arrival: a TCP or UDP checksum that did not hold (a
-	// corrupt stage's work, or the kernel's side's), or headers that do
-	// not parse. The path delivered them; nothing behind the peer saw them.
-	PeerChecksumErrors uint64   `json:"peer_checksum_errors"`
-	PeerMalformed      uint64   `json:"peer_malformed"`
-	Forwards           []string `json:"forwards,omitempty"`
-}
-
-func (l *lab) tunSummary() *TUNSummary {
+func (l *lab) tunSummary() *summary.TUNSummary {
 	t := l.tun
 	if t == nil || t.dev == nil {
 		return nil
 	}
-	ts := &TUNSummary{Device: t.dev.Name(), DeviceStats: t.stats()}
+	ts := &summary.TUNSummary{Device: t.dev.Name(), DeviceStats: t.stats()}
 	for _, n := range t.nodes {
 		ts.Nodes = append(ts.Nodes, *n.summary())
 	}
@@ -552,7 +515,7 @@ func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port ui
 	case f.Type == "tcp":
 		// Both ends take the flow's buffers; the congestion control
 		// is the sender's: the kernel's up, the peer's down.
-		peerOpts := stack.TCPOptions{SendBuffer: f.SendBuffer, ReceiveBuffer: f.ReceiveBuffer}
+		peerOpts := hostcfg.TCPOptions{SendBuffer: f.SendBuffer, ReceiveBuffer: f.ReceiveBuffer}
 		kernelOpts := hostnet.KernelTCPOptions{SendBuffer: f.SendBuffer, ReceiveBuffer: f.ReceiveBuffer, Local: local}
 		if down {
 			peerOpts.CC = f.CC

@@ -25,6 +25,7 @@ import (
 
 	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/impair"
+	"github.com/netjam/netjam/summary"
 
 	"github.com/netjam/netjam/internal/testenv"
 )
@@ -75,7 +76,7 @@ func runIn(ctx context.Context, ns *hostnet.Netns, name string, args ...string) 
 
 // runTUNIn runs plan y with its device in ns; attached runs once the path
 // is up.
-func runTUNIn(t testing.TB, y string, attached func(ctx context.Context) error) *Summary {
+func runTUNIn(t testing.TB, y string, attached func(ctx context.Context) error) *summary.Summary {
 	t.Helper()
 	sum, err := Run(context.Background(), mustPlan(t, y), Options{Attached: attached})
 	if err != nil {
@@ -933,7 +934,7 @@ func TestTUNPeerHeldSenderLetGoWhenInterrupted(t *testing.T) {
 // runPeerHeld runs iperf3 -R for secs seconds from ns through a forward to
 // the iperf3 server at port, over a 10 Gbit/s link whose downlink's input
 // holds 16 packets, until it ends or ctx does.
-func runPeerHeld(ctx context.Context, t *testing.T, ns *hostnet.Netns, port int, secs string) (*Summary, error) {
+func runPeerHeld(ctx context.Context, t *testing.T, ns *hostnet.Netns, port int, secs string) (*summary.Summary, error) {
 	p := mustPlan(t, fmt.Sprintf(`
 duration: 60s
 link: {rate: 10Gbps, delay: 1ms, queue: 10000}

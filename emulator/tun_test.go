@@ -17,11 +17,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/hostnet/tuntest"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/stack"
+	"github.com/netjam/netjam/summary"
 )
 
 // fakeKernel is a TUN mode run whose kernel is a netstack host behind an
@@ -52,7 +54,7 @@ func fakeTUN(t testing.TB, ready chan<- *fakeKernel) openDevice {
 // runTUN runs plan y in TUN mode over a fakeKernel; attached runs with
 // the kernel once the path is up.
 func runTUN(t *testing.T, y string, dial func(ctx context.Context, network, address string) (net.Conn, error),
-	attached func(ctx context.Context, k *fakeKernel) error) (*Summary, error) {
+	attached func(ctx context.Context, k *fakeKernel) error) (*summary.Summary, error) {
 	t.Helper()
 	ready := make(chan *fakeKernel, 1)
 	o := Options{openTUN: fakeTUN(t, ready), relayDial: dial, Attached: func(ctx context.Context) error {
@@ -80,7 +82,7 @@ tun:
 `, srv.Listener.Addr()), nil, func(ctx context.Context, k *fakeKernel) error {
 		peer := netip.MustParseAddr("10.99.0.2")
 		// TCP echo: one round trip crosses both 10 ms delays.
-		c, err := k.host.DialTCP(ctx, netip.AddrPortFrom(peer, 7), stack.TCPOptions{})
+		c, err := k.host.DialTCP(ctx, netip.AddrPortFrom(peer, 7), hostcfg.TCPOptions{})
 		if err != nil {
 			return fmt.Errorf("dial echo: %w", err)
 		}
@@ -99,7 +101,7 @@ tun:
 		}
 		// HTTP through the forward.
 		hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return k.host.DialTCP(ctx, netip.AddrPortFrom(peer, 8080), stack.TCPOptions{})
+			return k.host.DialTCP(ctx, netip.AddrPortFrom(peer, 8080), hostcfg.TCPOptions{})
 		}}}
 		resp, err := hc.Get("http://netjam.test/")
 		if err != nil {
@@ -175,7 +177,7 @@ tun:
   routes: [198.51.100.0/24, 192.0.2.0/24]
   transparent: {allow: [198.51.100.0/24]}
 `, dial, func(ctx context.Context, k *fakeKernel) error {
-		c, err := k.host.DialTCP(ctx, target, stack.TCPOptions{})
+		c, err := k.host.DialTCP(ctx, target, hostcfg.TCPOptions{})
 		if err != nil {
 			return fmt.Errorf("allowed destination: %w", err)
 		}
@@ -184,7 +186,7 @@ tun:
 		if err != nil || string(b) != "allowed" {
 			return fmt.Errorf("allowed destination: %q, %v", b, err)
 		}
-		_, err = k.host.DialTCP(ctx, netip.MustParseAddrPort("192.0.2.1:80"), stack.TCPOptions{})
+		_, err = k.host.DialTCP(ctx, netip.MustParseAddrPort("192.0.2.1:80"), hostcfg.TCPOptions{})
 		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
 			return fmt.Errorf("a destination outside allow: got %v, want connection refused", err)
 		}
@@ -240,7 +242,7 @@ tun: {station: a}
 // echo sends n bytes to the peer's echo service from k and checks what
 // comes back; the peer's TCP with GSO on makes large segments of it.
 func echo(ctx context.Context, k *fakeKernel, n int) error {
-	c, err := k.host.DialTCP(ctx, netip.MustParseAddrPort("10.99.0.2:7"), stack.TCPOptions{})
+	c, err := k.host.DialTCP(ctx, netip.MustParseAddrPort("10.99.0.2:7"), hostcfg.TCPOptions{})
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 	"gonum.org/v1/gonum/stat/distuv"
 
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/summary"
 )
 
 // virtualLab is a lab with every source of randomness and timing of the
@@ -93,13 +94,13 @@ func runVirtualInto(t *testing.T, lab string) (string, time.Duration) {
 }
 
 // readSummary reads the summary.json of the run into dir.
-func readSummary(t *testing.T, dir string) Summary {
+func readSummary(t *testing.T, dir string) summary.Summary {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum Summary
+	var sum summary.Summary
 	if err := json.Unmarshal(b, &sum); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/stack"
 )
 
@@ -76,7 +77,7 @@ func (c *tcpConn) run() {
 	}
 	// The timers are armed already (admit): a timeout toxic's close
 	// ends a handshake its lost packets hold up.
-	nc, err := c.g.b.Client().DialTCP(c.ctx, virtualUpstream(port), stack.TCPOptions{})
+	nc, err := c.g.b.Client().DialTCP(c.ctx, virtualUpstream(port), hostcfg.TCPOptions{})
 	if err != nil {
 		// Refused or unreachable upstream: the client's connection is
 		// reset, as the upstream's refusal would have.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/summary"
 )
 
 // Options are a Server's.
@@ -505,7 +506,7 @@ type Stats struct {
 	Paths                                                       int       // running now
 	Retransmits, Timeouts                                       uint64    // TCP, both hosts of every path
 	// Links are each running path's directions (uplink, downlink).
-	Links [][]emulator.LinkSummary
+	Links [][]summary.LinkSummary
 }
 
 // Stats returns the proxy's counters.

@@ -12,7 +12,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/outdir"
+	"github.com/netjam/netjam/summary"
 )
 
 // The files of a run's output folder this package reads.
@@ -41,249 +43,26 @@ const (
 	kindSojourn    = "sojourn_ms"     // direction: mean queue sojourn of the interval, ms
 )
 
-// summary is the part of summary.json the report shows. It mirrors
-// emulator.Summary field by field (same JSON names) but is decoded
-// leniently: fields the report does not know are ignored, so an older
-// report reads a newer run.
-type summary struct {
-	Scenario string    `json:"scenario"`
-	Version  string    `json:"netjam_version"`
-	Runs     []runInfo `json:"runs"`
+// The report reads summary.json into package summary's types, the ones
+// the emulator writes it from. Decoding is lenient as encoding/json's is:
+// fields the report does not know are ignored, so an older report reads a
+// newer run, and fields a file lacks are zero.
+
+// tcpOf is a flow's TCP figures; zero for a UDP flow (or a TCP one whose
+// summary.json lists none), as they read in the file.
+func tcpOf(f flows.FlowSummary) flows.TCPSummary {
+	if f.TCPSummary == nil {
+		return flows.TCPSummary{}
+	}
+	return *f.TCPSummary
 }
 
-// runInfo is one run (variant) of summary.json.
-type runInfo struct {
-	Variant   string     `json:"variant"`
-	Seed      uint64     `json:"seed"`
-	DurationS float64    `json:"duration_s"`
-	Flows     []flowInfo `json:"flows"`
-	Links     []linkInfo `json:"links"`
-	Paths     []pathInfo `json:"paths"`
-	Fairness  *float64   `json:"fairness"`
-	// FairnessFlows names the flows Fairness is over.
-	FairnessFlows []string  `json:"fairness_flows"`
-	WiFi          *wifiInfo `json:"wifi"`
-	// Skipped says why the run did not happen (TUN mode without the
-	// privileges it needs); such a run has no figures.
-	Skipped string `json:"skipped"`
-	// Error says why the run failed.
-	Error        string       `json:"error"`
-	Expectations []expectInfo `json:"expectations"`
-	// Timeline is the link's changes as they applied (markers.go).
-	Timeline []timelineInfo `json:"timeline"`
-	// TUN is TUN mode's device and relay; nil in a run without.
-	TUN *tunInfo `json:"tun"`
-	// Hosts are the lab's hosts and what each dropped on arrival.
-	Hosts []hostInfo `json:"hosts"`
-	// CouldNotKeepUp are the signs that the machine, not the path,
-	// shaped the run (emulator.OwnLimit): the report's banner.
-	CouldNotKeepUp []ownLimitInfo `json:"could_not_keep_up"`
-}
-
-// ownLimitInfo is a sign that netjam could not keep up in a run.
-type ownLimitInfo struct {
-	Where   string  `json:"where"`
-	What    string  `json:"what"`
-	Value   float64 `json:"value"`
-	Message string  `json:"message"`
-}
-
-// hostInfo is a lab host and the packets it dropped on arrival.
-type hostInfo struct {
-	Name           string `json:"name"`
-	ChecksumErrors uint64 `json:"checksum_errors"`
-	Malformed      uint64 `json:"malformed"`
-}
-
-// pathInfo is a path of a run with several links.
-type pathInfo struct {
-	Name    string   `json:"name"`
-	Via     []string `json:"via"`
-	Match   string   `json:"match"`
-	Servers []string `json:"servers"`
-	Flows   []string `json:"flows"`
-}
-
-// tunInfo is TUN mode's part of a run: the device, the addresses on
-// either side, and what the relay and the device counted.
-type tunInfo struct {
-	Device      string   `json:"device"`
-	Kernel      []string `json:"kernel_addresses"`
-	Peer        []string `json:"peer_addresses"`
-	Malformed   uint64   `json:"malformed"`
-	KernelDrops uint64   `json:"kernel_drops"`
-	Shed        uint64   `json:"shed"`
-	Relay       struct {
-		TCP relayInfo `json:"tcp"`
-		UDP relayInfo `json:"udp"`
-	} `json:"relay"`
-	PeerTCP struct {
-		SegmentsSent uint64 `json:"segments_sent"`
-		Retransmits  uint64 `json:"retransmits"`
-		Timeouts     uint64 `json:"timeouts"`
-	} `json:"peer_tcp"`
-	PeerChecksumErrors uint64 `json:"peer_checksum_errors"`
-	PeerMalformed      uint64 `json:"peer_malformed"`
-	PartitionDrops     uint64 `json:"partition_drops"`
-	Routers            []struct {
-		Expired    uint64 `json:"ttl_expired"`
-		TooBig     uint64 `json:"too_big"`
-		Fragmented uint64 `json:"fragmented"`
-		ErrorsSent uint64 `json:"icmp_errors_sent"`
-	} `json:"routers"`
-	Nodes []struct {
-		Name          string   `json:"name"`
-		Addresses     []string `json:"addresses"`
-		Malformed     uint64   `json:"malformed"`
-		KernelDrops   uint64   `json:"kernel_drops"`
-		Shed          uint64   `json:"shed"`
-		Run           string   `json:"run"`
-		ExitStatus    *int     `json:"exit_status"`
-		EndedByNetjam bool     `json:"ended_by_netjam"`
-	} `json:"nodes"`
-}
-
-// relayInfo is what the relay counted for one protocol.
-type relayInfo struct {
-	Relayed    uint64            `json:"relayed"`
-	Served     uint64            `json:"served"`
-	Refused    uint64            `json:"refused"`
-	NoService  uint64            `json:"no_service"`
-	Limited    uint64            `json:"limited"`
-	DialErrors uint64            `json:"dial_errors"`
-	Resets     uint64            `json:"resets"`
-	Errors     uint64            `json:"errors"`
-	Dropped    uint64            `json:"dropped"`
-	DroppedBy  map[string]uint64 `json:"dropped_by"`
-}
-
-// expectInfo is one expectation checked against a run.
-type expectInfo struct {
-	Expect  string   `json:"expect"`
-	Figure  string   `json:"figure"`
-	Got     *float64 `json:"got"`
-	GotText string   `json:"got_text"`
-	Pass    bool     `json:"pass"`
-	Error   string   `json:"error"`
-}
-
-// wifiInfo is a run's Wi-Fi cell: its medium and each contender.
-type wifiInfo struct {
-	Utilization float64       `json:"utilization"`
-	Stations    []stationInfo `json:"stations"`
-	AP          stationInfo   `json:"ap"`
-}
-
-// stationInfo is one Wi-Fi contender (a station, or the AP). Delays are in
-// nanoseconds.
-type stationInfo struct {
-	Name         string            `json:"name"`
-	Attempts     uint64            `json:"attempts"`
-	Successes    uint64            `json:"successes"`
-	Collisions   uint64            `json:"collisions"`
-	Retries      uint64            `json:"retries"`
-	Drops        map[string]uint64 `json:"drops"`
-	AirtimeShare float64           `json:"airtime_share"`
-	Throughput   float64           `json:"throughput_bps"`
-	Delay        dist              `json:"delay_ns"`
-}
-
-// flowInfo is one flow of a run: the common fields, then those of TCP and
-// of UDP flattened (the JSON has one set or the other, per Type).
-type flowInfo struct {
-	Name          string  `json:"name"`
-	Type          string  `json:"type"`
-	Stack         string  `json:"stack"`
-	CC            string  `json:"cc"`
-	Path          string  `json:"path"` // "" with one link
-	ThroughputBps float64 `json:"throughput_bps"`
-
-	BytesSent       uint64  `json:"bytes_sent"`
-	BytesReceived   uint64  `json:"bytes_received"`
-	CompletionS     float64 `json:"completion_s"`
-	Size            uint64  `json:"size"`
-	Completed       *bool   `json:"completed"` // nil in a summary.json from before the field
-	Retransmissions uint64  `json:"retransmissions"`
-	FastRetransmits uint64  `json:"fast_retransmits"`
-	Timeouts        uint64  `json:"timeouts"`
-	RTTMs           dist    `json:"rtt_ms"`
-	CwndMax         uint32  `json:"cwnd_max"`
-	Stalls          int     `json:"stalls"`
-	StalledS        float64 `json:"stalled_s"`
-	ResetAtS        float64 `json:"reset_at_s"`
-
-	PacketsSent     uint64  `json:"packets_sent"`
-	PacketsReceived uint64  `json:"packets_received"`
-	Lost            uint64  `json:"lost"`
-	InFlight        uint64  `json:"in_flight"`
-	ReceiverDrops   uint64  `json:"receiver_drops"`
-	LossRatio       float64 `json:"loss_ratio"`
-	JitterMs        float64 `json:"jitter_ms"`
-	Reordered       uint64  `json:"reordered"`
-	Duplicates      uint64  `json:"duplicates"`
-	Malformed       uint64  `json:"malformed"`
-	SendErrors      uint64  `json:"send_errors"`
-	DelayMs         dist    `json:"delay_ms"`
-}
-
-// The values of flowInfo.Type.
-const (
-	typeTCP = "tcp"
-	typeUDP = "udp"
-)
-
-// dist is a distribution summary (stats.Summary in the JSON).
-type dist struct {
-	Count uint64  `json:"count"`
-	Mean  float64 `json:"mean"`
-	Min   float64 `json:"min"`
-	P50   float64 `json:"p50"`
-	P95   float64 `json:"p95"`
-	P99   float64 `json:"p99"`
-	Max   float64 `json:"max"`
-}
-
-// linkInfo is one direction of the path in summary.json.
-type linkInfo struct {
-	Name       string `json:"name"`
-	Configured struct {
-		Summary   string  `json:"summary"`
-		LossRatio float64 `json:"loss_ratio"`
-		RateBps   uint64  `json:"rate_bps"`
-	} `json:"configured"`
-	Achieved struct {
-		RateBps   float64 `json:"rate_bps"`
-		LossRatio float64 `json:"loss_ratio"`
-	} `json:"achieved"`
-	PacketsIn     uint64            `json:"packets_in"`
-	BytesIn       uint64            `json:"bytes_in"`
-	PacketsOut    uint64            `json:"packets_out"`
-	BytesOut      uint64            `json:"bytes_out"`
-	Drops         map[string]uint64 `json:"drops"`
-	Duplicated    uint64            `json:"duplicated"`
-	Corrupted     uint64            `json:"corrupted"`
-	Reordered     uint64            `json:"reordered"`
-	ECNMarked     uint64            `json:"ecn_marked"`
-	QueueDelayMs  dist              `json:"queue_delay_ms"`
-	TransitMs     dist              `json:"transit_ms"`
-	LatenessMs    dist              `json:"lateness_ms"`
-	DeliveryDrops uint64            `json:"delivery_drops"`
-	InputWaits    uint64            `json:"input_waits"`
-	DeliveryWaits uint64            `json:"delivery_waits"`
-	Stages        []stageInfo       `json:"stages"`
-}
-
-// stageInfo is one stage of a direction's chain.
-type stageInfo struct {
-	Name       string            `json:"name"`
-	PacketsIn  uint64            `json:"packets_in"`
-	PacketsOut uint64            `json:"packets_out"`
-	Drops      map[string]uint64 `json:"drops"`
-	Duplicated uint64            `json:"duplicated"`
-	Corrupted  uint64            `json:"corrupted"`
-	Marked     uint64            `json:"ecn_marked"`
-	Reordered  uint64            `json:"reordered"`
-	BusyNs     int64             `json:"busy_ns"`
+// udpOf is a flow's UDP figures; zero for a TCP flow.
+func udpOf(f flows.FlowSummary) flows.UDPSummary {
+	if f.UDPSummary == nil {
+		return flows.UDPSummary{}
+	}
+	return *f.UDPSummary
 }
 
 // dropOrder is the order in which drop reasons are listed, the emulator's
@@ -409,7 +188,7 @@ func (r *runSeries) names(kind string) []string {
 // Either may be empty (a run with no rows, or rows of a variant the
 // summary does not list).
 type run struct {
-	info   runInfo
+	info   summary.RunSummary
 	series *runSeries
 }
 
@@ -423,9 +202,9 @@ func (r *run) title() string {
 
 // folder is a loaded run output folder.
 type folder struct {
-	sum       summary
+	sum       summary.Summary
 	runs      []*run
-	skipped   []runInfo // runs that did not happen
+	skipped   []summary.RunSummary // runs that did not happen
 	scenarios []scenarioFile
 }
 
@@ -472,7 +251,7 @@ func load(d *outdir.Dir) (*folder, error) {
 	}
 	for _, v := range order {
 		if !seen[v] {
-			f.runs = append(f.runs, &run{info: runInfo{Variant: v}, series: series[v]})
+			f.runs = append(f.runs, &run{info: summary.RunSummary{Variant: v}, series: series[v]})
 		}
 	}
 	f.scenarios, err = readScenarios(d, f.sum.Runs)
@@ -573,7 +352,7 @@ func readSeries(r io.Reader) (map[string]*runSeries, []string, error) {
 // readScenarios reads the folder's scenario*.yaml files, in the order of
 // the runs (scenario.yaml, or scenario-VARIANT.yaml per variant), then any
 // others by name.
-func readScenarios(d *outdir.Dir, runs []runInfo) ([]scenarioFile, error) {
+func readScenarios(d *outdir.Dir, runs []summary.RunSummary) ([]scenarioFile, error) {
 	names, err := d.Glob("scenario*.yaml")
 	if err != nil {
 		return nil, err

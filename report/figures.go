@@ -186,8 +186,7 @@ func delayFigures(f *folder) []figure {
 					}
 					cs = append(cs, curve{key: key, label: key, pts: cdfPoints(r.series.get(kindDelay, name))})
 					for _, fl := range r.info.Flows {
-						if fl.Name == name && fl.DelayMs.Count > 0 {
-							d := fl.DelayMs
+						if d := udpOf(fl).DelayMs; fl.Name == name && d.Count > 0 {
 							cs = append(cs, curve{key: key, glyph: draw.RingGlyph{},
 								pts: []point{{d.P50, 0.50}, {d.P95, 0.95}, {d.P99, 0.99}}})
 						}

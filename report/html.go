@@ -9,6 +9,9 @@ import (
 
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/outdir"
+	"github.com/netjam/netjam/stats"
+	"github.com/netjam/netjam/summary"
+	"github.com/netjam/netjam/wifi"
 )
 
 // ReportFile is the name of the page HTML writes.
@@ -169,7 +172,7 @@ func wifiRows(r *run) []wifiRow {
 		return nil
 	}
 	var rows []wifiRow
-	for _, st := range w.stations() {
+	for _, st := range stations(w) {
 		rows = append(rows, wifiRow{
 			Variant: r.title(), Station: st.name,
 			Attempts: fmt.Sprint(st.Attempts), OK: fmt.Sprint(st.Successes), Collisions: fmt.Sprint(st.Collisions),
@@ -183,17 +186,17 @@ func wifiRows(r *run) []wifiRow {
 // stationRow is a station's (or the AP's) counters with the cells both
 // tables compute from them.
 type stationRow struct {
-	stationInfo
+	wifi.StationStats
 	name  string // "ap" for the AP
 	drops uint64 // of every reason
 	delay string // access delay "mean/p95" in ms, or "-"
 }
 
 // stations are the cell's stations then its AP, as the tables list them.
-func (w *wifiInfo) stations() []stationRow {
+func stations(w *wifi.Stats) []stationRow {
 	var rows []stationRow
-	for i, st := range append(append([]stationInfo(nil), w.Stations...), w.AP) {
-		row := stationRow{stationInfo: st, name: st.Name, delay: "-"}
+	for i, st := range append(append([]wifi.StationStats(nil), w.Stations...), w.AP) {
+		row := stationRow{StationStats: st, name: st.Name, delay: "-"}
 		if i == len(w.Stations) {
 			row.name = "ap"
 		}
@@ -263,25 +266,27 @@ func flowRows(r *run) []flowRow {
 			row.Flow += " (path " + f.Path + ")"
 		}
 		switch f.Type {
-		case typeTCP:
-			row.Done = done(f)
-			row.Retrans, row.RTO = fmt.Sprint(f.Retransmissions), fmt.Sprint(f.Timeouts)
-			if f.Stalls > 0 {
+		case flows.TypeTCP:
+			t := tcpOf(f)
+			row.Done = done(t)
+			row.Retrans, row.RTO = fmt.Sprint(t.Retransmissions), fmt.Sprint(t.Timeouts)
+			if t.Stalls > 0 {
 				// A stall is the sending stack's defect: see flows.Stall.
-				row.RTO += fmt.Sprintf(" STALL %.1fs", f.StalledS)
+				row.RTO += fmt.Sprintf(" STALL %.1fs", t.StalledS)
 			}
-			if f.RTTMs.Count > 0 {
-				row.Delay = fmt.Sprintf("rtt %.1f/%.1f", f.RTTMs.Mean, f.RTTMs.P95)
+			if t.RTTMs.Count > 0 {
+				row.Delay = fmt.Sprintf("rtt %.1f/%.1f", t.RTTMs.Mean, t.RTTMs.P95)
 			}
-		case typeUDP:
-			lost := f.Lost
-			if lost == 0 && f.InFlight == 0 {
+		case flows.TypeUDP:
+			u := udpOf(f)
+			lost := u.Lost
+			if lost == 0 && u.InFlight == 0 {
 				// A summary from before lost and in_flight.
-				lost = f.PacketsSent - min(f.PacketsReceived, f.PacketsSent)
+				lost = u.PacketsSent - min(u.PacketsReceived, u.PacketsSent)
 			}
-			row.Lost = fmt.Sprintf("%d/%d", lost, f.PacketsSent) + lostExtras(f)
-			row.Delay = fmt.Sprintf("%.1f/%.1f", f.DelayMs.Mean, f.DelayMs.P95)
-			row.Jitter = fmt.Sprintf("%.2f", f.JitterMs)
+			row.Lost = fmt.Sprintf("%d/%d", lost, u.PacketsSent) + lostExtras(u)
+			row.Delay = fmt.Sprintf("%.1f/%.1f", u.DelayMs.Mean, u.DelayMs.P95)
+			row.Jitter = fmt.Sprintf("%.2f", u.JitterMs)
 		}
 		rows = append(rows, row)
 	}
@@ -289,14 +294,12 @@ func flowRows(r *run) []flowRow {
 }
 
 // done is a TCP flow's "done s" cell, as netjam run's table has it: its
-// completion time, or how far a flow the run's end cut short got. A
-// summary.json from before "completed" was written has a completion time
-// for exactly the flows that completed.
-func done(f flowInfo) string {
-	completed := f.CompletionS > 0
-	if f.Completed != nil {
-		completed = *f.Completed
-	}
+// completion time, or how far a flow the run's end cut short got. A flow
+// has a completion time only once it completed, so that one counts as
+// completed too: a summary.json from before "completed" was written has
+// a completion time for exactly the flows that completed.
+func done(f flows.TCPSummary) string {
+	completed := f.Completed || f.CompletionS > 0
 	switch {
 	case completed:
 		return fmt.Sprintf("%.2f", f.CompletionS)
@@ -341,7 +344,7 @@ func linkRows(r *run) []linkRow {
 }
 
 // linkStats lists everything summary.json says of direction l.
-func linkStats(r *run, l linkInfo) linkStat {
+func linkStats(r *run, l summary.LinkSummary) linkStat {
 	s := linkStat{Variant: r.title(), Link: l.Name, Configured: l.Configured.Summary}
 	add := func(name string, v any) { s.Counters = append(s.Counters, [2]string{name, fmt.Sprint(v)}) }
 	add("packets in", l.PacketsIn)
@@ -366,7 +369,7 @@ func linkStats(r *run, l linkInfo) linkStat {
 	}
 	for _, d := range []struct {
 		name string
-		d    dist
+		d    stats.Summary
 	}{
 		{"queue sojourn (ms)", l.QueueDelayMs},
 		{"added delay (ms)", l.TransitMs},
@@ -395,7 +398,7 @@ func linkStats(r *run, l linkInfo) linkStat {
 			other = append(other, fmt.Sprintf("busy %.3f s", float64(st.BusyNs)/1e9))
 		}
 		s.Stages = append(s.Stages, stageRow{
-			Name: st.Name, PacketsIn: fmt.Sprint(st.PacketsIn), PacketsOut: fmt.Sprint(st.PacketsOut),
+			Name: st.Name, PacketsIn: fmt.Sprint(st.InPackets), PacketsOut: fmt.Sprint(st.OutPackets),
 			Drops: formatDrops(st.Drops), Other: dash(strings.Join(other, ", ")),
 		})
 	}
@@ -409,7 +412,7 @@ func dash(s string) string {
 	return s
 }
 
-func pair(d dist) string {
+func pair(d stats.Summary) string {
 	if d.Count == 0 {
 		return "-"
 	}

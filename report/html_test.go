@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/netjam/netjam/flows"
 )
 
 // colouredPixels counts the pixels of r in img that are clearly coloured
@@ -164,19 +166,19 @@ func TestHTMLWithoutPlotHasNoSVGLinks(t *testing.T) {
 }
 
 func TestDoneCell(t *testing.T) {
-	yes, no := true, false
 	for _, tc := range []struct {
-		f    flowInfo
+		f    flows.TCPSummary
 		want string
 	}{
-		{flowInfo{CompletionS: 9.6, Completed: &yes, Size: 5e6, BytesReceived: 5e6}, "9.60"},
-		{flowInfo{Completed: &no, Size: 5e6, BytesReceived: 1234567}, "unfinished: 1.2 of 5.0 MB"},
-		{flowInfo{Completed: &no, Size: 5 << 20, BytesReceived: 1258291}, "unfinished: 1.2 of 5.0 MiB"},
+		{flows.TCPSummary{CompletionS: 9.6, Completed: true, Size: 5e6, BytesReceived: 5e6}, "9.60"},
+		{flows.TCPSummary{Size: 5e6, BytesReceived: 1234567}, "unfinished: 1.2 of 5.0 MB"},
+		{flows.TCPSummary{Size: 5 << 20, BytesReceived: 1258291}, "unfinished: 1.2 of 5.0 MiB"},
 		// Bounded by a duration: done when the sender stopped.
-		{flowInfo{Completed: &no, BytesReceived: 999}, "-"},
+		{flows.TCPSummary{BytesReceived: 999}, "-"},
 		// A summary.json from before "completed": the completion time says.
-		{flowInfo{CompletionS: 2.5}, "2.50"},
-		{flowInfo{BytesReceived: 2e9, Size: 3e9}, "unfinished: 2.0 of 3.0 GB"},
+		{flows.TCPSummary{CompletionS: 2.5}, "2.50"},
+		{flows.TCPSummary{BytesReceived: 2e9, Size: 3e9}, "unfinished: 2.0 of 3.0 GB"},
+		{flows.TCPSummary{ResetAtS: 1.5, Size: 5e6, BytesReceived: 1234567}, "reset at 1.50"},
 	} {
 		if got := done(tc.f); got != tc.want {
 			t.Errorf("done(%+v) = %q, want %q", tc.f, got, tc.want)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/netjam/netjam/outdir"
+	"github.com/netjam/netjam/summary"
 )
 
 // JUnit writes the results of the run folder d as JUnit XML to w, the format
@@ -23,7 +24,7 @@ func JUnit(w io.Writer, d *outdir.Dir) error {
 	if err != nil {
 		return missing(d.Path(), SummaryFile, err)
 	}
-	var sum summary
+	var sum summary.Summary
 	if err := json.Unmarshal(b, &sum); err != nil {
 		return fmt.Errorf("%s: %w", d.Join(SummaryFile), err)
 	}
@@ -83,7 +84,7 @@ type (
 )
 
 // junitOf turns a summary into JUnit's suites.
-func junitOf(sum summary) junitSuites {
+func junitOf(sum summary.Summary) junitSuites {
 	out := junitSuites{Name: "netjam " + sum.Scenario}
 	total := 0.0
 	for _, r := range sum.Runs {

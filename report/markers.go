@@ -9,6 +9,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/netjam/netjam/summary"
 )
 
 // Markers show a run's timeline (summary.json's timeline, the link's
@@ -16,14 +18,6 @@ import (
 // at a step, a shaded band over a `for` window (a change and, later, the
 // change back) or a ramp (its steps, 10 ms or less apart), each labelled
 // with the key and the value it set.
-
-// timelineInfo is one applied change of summary.json's timeline.
-type timelineInfo struct {
-	TimeS float64 `json:"time_s"`
-	Key   string  `json:"key"`
-	Old   string  `json:"old"`
-	New   string  `json:"new"`
-}
 
 // marker is a line (from == to) or a band, in seconds.
 type marker struct {
@@ -36,8 +30,8 @@ type marker struct {
 const rampGap = 0.0105
 
 // markersOf groups a run's changes into markers, per key in time order.
-func markersOf(tl []timelineInfo) []marker {
-	byKey := map[string][]timelineInfo{}
+func markersOf(tl []summary.TimelineEvent) []marker {
+	byKey := map[string][]summary.TimelineEvent{}
 	var keys []string
 	for _, e := range tl {
 		if _, ok := byKey[e.Key]; !ok {

@@ -6,12 +6,14 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/netjam/netjam/summary"
 )
 
 // TestMarkersOf: a step is a line, a change and its change back a band,
 // a ramp's steps one band to its last value.
 func TestMarkersOf(t *testing.T) {
-	tl := []timelineInfo{
+	tl := []summary.TimelineEvent{
 		{TimeS: 2, Key: "link.uplink.rate", Old: "10Mbps", New: "2Mbps"},
 		{TimeS: 3, Key: "link.loss", Old: "", New: "100%"},
 		{TimeS: 4, Key: "link.loss", Old: "100%", New: ""},

@@ -7,6 +7,9 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/summary"
 )
 
 // What the report lends to the pages drawn elsewhere (a merged sweep's,
@@ -21,7 +24,7 @@ const MaxSummarySize = maxSummarySize
 // their path in it (flows.bulk.throughput_bps, links.uplink.drops,
 // expect.NAME as 1 or 0): the numbers of a sweep's table.
 func RunFigures(summaryJSON []byte) ([]map[string]float64, error) {
-	var sum summary
+	var sum summary.Summary
 	if err := json.Unmarshal(summaryJSON, &sum); err != nil {
 		return nil, err
 	}
@@ -34,7 +37,7 @@ func RunFigures(summaryJSON []byte) ([]map[string]float64, error) {
 
 // figuresOf picks a run's figures for a sweep's table, named by their
 // path in summary.json.
-func figuresOf(ri runInfo) map[string]float64 {
+func figuresOf(ri summary.RunSummary) map[string]float64 {
 	m := map[string]float64{"duration_s": ri.DurationS}
 	if ri.Fairness != nil {
 		m["fairness"] = *ri.Fairness
@@ -43,24 +46,26 @@ func figuresOf(ri runInfo) map[string]float64 {
 		p := "flows." + f.Name + "."
 		m[p+"throughput_bps"] = f.ThroughputBps
 		switch f.Type {
-		case typeTCP:
-			if f.CompletionS > 0 {
-				m[p+"completion_s"] = f.CompletionS
+		case flows.TypeTCP:
+			t := tcpOf(f)
+			if t.CompletionS > 0 {
+				m[p+"completion_s"] = t.CompletionS
 			}
-			m[p+"bytes_received"] = float64(f.BytesReceived)
-			m[p+"retransmissions"] = float64(f.Retransmissions)
-			m[p+"timeouts"] = float64(f.Timeouts)
-			if f.RTTMs.Count > 0 {
-				m[p+"rtt_ms.p50"] = f.RTTMs.P50
+			m[p+"bytes_received"] = float64(t.BytesReceived)
+			m[p+"retransmissions"] = float64(t.Retransmissions)
+			m[p+"timeouts"] = float64(t.Timeouts)
+			if t.RTTMs.Count > 0 {
+				m[p+"rtt_ms.p50"] = t.RTTMs.P50
 			}
-		case typeUDP:
-			m[p+"packets_sent"] = float64(f.PacketsSent)
-			m[p+"packets_received"] = float64(f.PacketsReceived)
-			m[p+"loss_ratio"] = f.LossRatio
-			m[p+"jitter_ms"] = f.JitterMs
-			if f.DelayMs.Count > 0 {
-				m[p+"delay_ms.p50"] = f.DelayMs.P50
-				m[p+"delay_ms.p95"] = f.DelayMs.P95
+		case flows.TypeUDP:
+			u := udpOf(f)
+			m[p+"packets_sent"] = float64(u.PacketsSent)
+			m[p+"packets_received"] = float64(u.PacketsReceived)
+			m[p+"loss_ratio"] = u.LossRatio
+			m[p+"jitter_ms"] = u.JitterMs
+			if u.DelayMs.Count > 0 {
+				m[p+"delay_ms.p50"] = u.DelayMs.P50
+				m[p+"delay_ms.p95"] = u.DelayMs.P95
 			}
 		}
 	}

@@ -6,6 +6,9 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/summary"
 )
 
 // The text tables netjam run prints when a run ends, drawn from the same
@@ -15,10 +18,10 @@ import (
 // line per run for TUN mode, for each stalled flow and for a skipped run.
 
 // PrintTable writes the tables of a run's summary: summaryJSON is the
-// content of its summary.json (an emulator.Summary, marshalled). It is
+// content of its summary.json (a summary.Summary, marshalled). It is
 // decoded as leniently as Plot and HTML read the file.
 func PrintTable(w io.Writer, summaryJSON []byte) error {
-	var sum summary
+	var sum summary.Summary
 	if err := json.Unmarshal(summaryJSON, &sum); err != nil {
 		return fmt.Errorf("reading the summary: %w", err)
 	}
@@ -47,20 +50,20 @@ done s: first write to last byte read. lost: datagrams sent that never arrived (
 // lostExtras is what a UDP flow's lost cell adds to lost/sent: the
 // datagrams in flight when the run was cut short, and those the receiving
 // socket dropped (netjam's own).
-func lostExtras(f flowInfo) string {
+func lostExtras(u flows.UDPSummary) string {
 	var s string
-	if f.InFlight > 0 {
-		s += fmt.Sprintf(" +%d in flight", f.InFlight)
+	if u.InFlight > 0 {
+		s += fmt.Sprintf(" +%d in flight", u.InFlight)
 	}
-	if f.ReceiverDrops > 0 {
-		s += fmt.Sprintf(" +%d receiver", f.ReceiverDrops)
+	if u.ReceiverDrops > 0 {
+		s += fmt.Sprintf(" +%d receiver", u.ReceiverDrops)
 	}
 	return s
 }
 
 // printFlows writes the flow table, the fairness lines and the legend;
 // nothing when no run has a flow.
-func printFlows(w io.Writer, runs []runInfo) error {
+func printFlows(w io.Writer, runs []summary.RunSummary) error {
 	hasFlows, hasPaths := false, false
 	for _, r := range runs {
 		hasFlows = hasFlows || len(r.Flows) > 0
@@ -109,23 +112,25 @@ func printFlows(w io.Writer, runs []runInfo) error {
 
 // flowLine is flow f's row of the flow table, its cells ended by tabs;
 // total is the throughput of every flow of the run.
-func flowLine(variant string, f flowInfo, total float64) string {
+func flowLine(variant string, f flows.FlowSummary, total float64) string {
 	doneS, retr, rto, lost, delay, jit := "-", "-", "-", "-", "-", "-"
 	switch f.Type {
-	case typeTCP:
-		doneS = done(f)
-		retr, rto = fmt.Sprint(f.Retransmissions), fmt.Sprint(f.Timeouts)
-		if f.Stalls > 0 {
+	case flows.TypeTCP:
+		t := tcpOf(f)
+		doneS = done(t)
+		retr, rto = fmt.Sprint(t.Retransmissions), fmt.Sprint(t.Timeouts)
+		if t.Stalls > 0 {
 			// A stall is the sending stack's defect: see flows.Stall.
-			rto += fmt.Sprintf(" STALL %.1fs", f.StalledS)
+			rto += fmt.Sprintf(" STALL %.1fs", t.StalledS)
 		}
-		if f.RTTMs.Count > 0 {
-			delay = fmt.Sprintf("rtt %.1f/%.1f", f.RTTMs.Mean, f.RTTMs.P95)
+		if t.RTTMs.Count > 0 {
+			delay = fmt.Sprintf("rtt %.1f/%.1f", t.RTTMs.Mean, t.RTTMs.P95)
 		}
-	case typeUDP:
-		lost = fmt.Sprintf("%d/%d", f.Lost, f.PacketsSent) + lostExtras(f)
-		delay = fmt.Sprintf("%.1f/%.1f", f.DelayMs.Mean, f.DelayMs.P95)
-		jit = fmt.Sprintf("%.2f", f.JitterMs)
+	case flows.TypeUDP:
+		u := udpOf(f)
+		lost = fmt.Sprintf("%d/%d", u.Lost, u.PacketsSent) + lostExtras(u)
+		delay = fmt.Sprintf("%.1f/%.1f", u.DelayMs.Mean, u.DelayMs.P95)
+		jit = fmt.Sprintf("%.2f", u.JitterMs)
 	}
 	return fmt.Sprintf("%s\t%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t", dash(variant), f.Name, f.Type, dash(f.CC),
 		f.ThroughputBps/1e6, share(f.ThroughputBps, total), doneS, retr, rto, lost, delay, jit)
@@ -138,7 +143,7 @@ const wifiLegend = `Mbit/s: IP bytes delivered after the first delivery, over fi
 
 // printWiFi writes one row per run and Wi-Fi station (and AP), when the
 // scenario has a cell.
-func printWiFi(w io.Writer, runs []runInfo) error {
+func printWiFi(w io.Writer, runs []summary.RunSummary) error {
 	has := false
 	for _, r := range runs {
 		has = has || r.WiFi != nil
@@ -152,7 +157,7 @@ func printWiFi(w io.Writer, runs []runInfo) error {
 		if r.WiFi == nil {
 			continue
 		}
-		for _, st := range r.WiFi.stations() {
+		for _, st := range stations(r.WiFi) {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.2f\t%s\t%.1f\t\n", dash(r.Variant), st.name,
 				st.Attempts, st.Successes, st.Collisions, st.Retries, st.drops, 100*st.AirtimeShare, st.Throughput/1e6, st.delay, 100*r.WiFi.Utilization)
 		}
@@ -166,7 +171,7 @@ func printWiFi(w io.Writer, runs []runInfo) error {
 
 // printPaths writes one row per run and path, when a run has several
 // links: its links, what it takes, its servers and flows.
-func printPaths(w io.Writer, runs []runInfo) error {
+func printPaths(w io.Writer, runs []summary.RunSummary) error {
 	has := false
 	for _, r := range runs {
 		has = has || len(r.Paths) > 0
@@ -191,7 +196,7 @@ func printPaths(w io.Writer, runs []runInfo) error {
 
 // printLinks writes one row per run and direction of the path; only the
 // header's absence tells that every run was skipped.
-func printLinks(w io.Writer, runs []runInfo) error {
+func printLinks(w io.Writer, runs []summary.RunSummary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	hasLinks := false
 	for _, r := range runs {
@@ -221,7 +226,7 @@ func printLinks(w io.Writer, runs []runInfo) error {
 
 // ifAny formats n with format (", netjam's own %d") when it is not 0,
 // and is "" otherwise: the marks of the link table's drops column for
-// what netjam itself dropped or held back (see emulator.LinkSummary's
+// what netjam itself dropped or held back (see summary.LinkSummary's
 // DeliveryDrops, InputWaits and DeliveryWaits).
 func ifAny(format string, n uint64) string {
 	if n == 0 {
@@ -254,7 +259,7 @@ func nodeCommand(run string, status *int, byNetjam bool) string {
 
 // printNotes writes the lines below the tables: TUN mode's device and
 // relay, each flow that stalled, each run that was skipped.
-func printNotes(w io.Writer, runs []runInfo) {
+func printNotes(w io.Writer, runs []summary.RunSummary) {
 	for _, r := range runs {
 		if t := r.TUN; t != nil && len(t.Nodes) > 0 {
 			parted := ""
@@ -297,13 +302,13 @@ func printNotes(w io.Writer, runs []runInfo) {
 	}
 	for _, r := range runs {
 		for _, f := range r.Flows {
-			if f.ReceiverDrops > 0 {
+			if n := udpOf(f).ReceiverDrops; n > 0 {
 				fmt.Fprintf(w, "\nvariant %s: flow %s: %d datagrams crossed the path and were dropped by the receiving socket, its buffer full: the machine could not keep up (netjam's own, not in lost)\n",
-					dash(r.Variant), f.Name, f.ReceiverDrops)
+					dash(r.Variant), f.Name, n)
 			}
-			if f.Type == typeTCP && f.Stalls > 0 {
+			if t := tcpOf(f); f.Type == flows.TypeTCP && t.Stalls > 0 {
 				fmt.Fprintf(w, "\nvariant %s: flow %s STALLED %d time(s), %.2f s in all: it had data to send and sent nothing, not even a retransmission, for longer than max(1 s, 3 RTO); its figures are the TCP stack's defect, not the path's\n",
-					dash(r.Variant), f.Name, f.Stalls, f.StalledS)
+					dash(r.Variant), f.Name, t.Stalls, t.StalledS)
 			}
 		}
 	}

@@ -12,8 +12,8 @@
 // a validated one. What configures a package of the path is decoded into
 // that package's own type (each direction of the link into impair.Config,
 // the Wi-Fi cell into wifi.Config, a flow into flows.TCPBulkSpec or
-// flows.UDPSpec and stack.TCPOptions, the TUN device into
-// hostnet.TUNConfig and its relay into stack.RelayConfig); scenario keeps
+// flows.UDPSpec and hostcfg.TCPOptions, the TUN device into
+// hostnet.TUNConfig and its relay into hostcfg.RelayConfig); scenario keeps
 // what is YAML's: keys, units, lines, "did you mean". schema.go holds the
 // scenario's own types, in the order of the reference, and the keys of
 // every mapping.

@@ -17,8 +17,8 @@ import (
 
 	"github.com/netjam/netjam/capture"
 	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/impair"
-	"github.com/netjam/netjam/stack"
 	"github.com/netjam/netjam/wifi"
 )
 
@@ -1084,7 +1084,7 @@ variants:
 	}
 	s := p.Runs[0]
 	want := []Flow{
-		{Name: "bulk", Type: "tcp", Stack: "netstack", Direction: "up", TCPOptions: stack.TCPOptions{CC: "reno", SendBuffer: 4e6, ReceiveBuffer: 6e6},
+		{Name: "bulk", Type: "tcp", Stack: "netstack", Direction: "up", TCPOptions: hostcfg.TCPOptions{CC: "reno", SendBuffer: 4e6, ReceiveBuffer: 6e6},
 			SACK: false, TCP: flows.TCPBulkSpec{Name: "bulk", Size: 5 << 20}},
 		{Name: "back", Type: "tcp", Stack: "netstack", Direction: "down", SACK: true,
 			TCP: flows.TCPBulkSpec{Name: "back", Start: 2 * time.Second, Duration: 10 * time.Second}},

@@ -10,9 +10,9 @@ import (
 
 	"github.com/netjam/netjam/capture"
 	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/impair"
-	"github.com/netjam/netjam/stack"
 	"github.com/netjam/netjam/wifi"
 )
 
@@ -23,7 +23,7 @@ import (
 // into impair.Config, the Wi-Fi cell into wifi.Config, the capture files'
 // limits into capture.Options, a flow into flows.TCPBulkSpec or
 // flows.UDPSpec, the TUN device into hostnet.TUNConfig and its relay into
-// stack.RelayConfig); the types here hold only what is the scenario's own.
+// hostcfg.RelayConfig); the types here hold only what is the scenario's own.
 
 // Scenario is one validated, fully resolved run of a scenario file: the file
 // with a variant's set and the command-line overrides applied and every
@@ -126,7 +126,7 @@ type Flow struct {
 	// kernel flows), and SendBuffer and ReceiveBuffer in bytes, as given
 	// to SO_SNDBUF and SO_RCVBUF in either stack (which doubles them; 0:
 	// the stack's default with auto-tuning).
-	stack.TCPOptions
+	hostcfg.TCPOptions
 	// SACK defaults to true; kernel flows cannot turn it off (the
 	// kernel's SACK is the sysctl net.ipv4.tcp_sack, for every socket).
 	// gVisor sets it per host, not per socket, so the netstack TCP flows
@@ -249,7 +249,7 @@ type TUN struct {
 	// (default 60s) and TCPIdle (default 2h, when Linux's keepalive would
 	// start probing). Budget and DialTimeout keep the relay's defaults;
 	// Dial and Log are the emulator's.
-	Relay stack.RelayConfig
+	Relay hostcfg.RelayConfig
 	// Stations, with a Wi-Fi cell, are the stations the kernel sits
 	// behind: required with a cell (at least one), not allowed without.
 	// The device's packets are told apart by source address: the first
@@ -627,7 +627,7 @@ func tunDefaults(mtu int) *TUN {
 	return &TUN{
 		Device: hostnet.TUNConfig{Name: defaultTUNName, Addrs: []netip.Prefix{defaultTUNAddress}, MTU: mtu, Offload: true},
 		Peer:   []netip.Addr{defaultTUNAddress.Addr().Next()},
-		Relay:  stack.RelayConfig{Services: true, UDPIdle: stack.DefaultUDPIdle, TCPIdle: stack.DefaultTCPIdle},
+		Relay:  hostcfg.RelayConfig{Services: true, UDPIdle: hostcfg.DefaultUDPIdle, TCPIdle: hostcfg.DefaultTCPIdle},
 	}
 }
 

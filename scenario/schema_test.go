@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/impair"
-	"github.com/netjam/netjam/stack"
 	"github.com/netjam/netjam/wifi"
 )
 
@@ -76,8 +76,8 @@ var schemaTypes = map[string]struct {
 		"Relay.Budget": "the relay's default", "Relay.DialTimeout": "the relay's default",
 		"Relay.Dial": "the emulator's (tests dial in a namespace of their own)", "Relay.Log": "the emulator's",
 		"Relay.Busy": "the emulator's (the downlink's input is full)"}},
-	"tun.forward[]":   {typ: reflect.TypeFor[stack.Forward](), unkeyed: map[string]string{"Addrs": "the emulator's (its path's peer address, from path)"}},
-	"tun.transparent": {typ: reflect.TypeFor[stack.RelayConfig](), part: true},
+	"tun.forward[]":   {typ: reflect.TypeFor[hostcfg.Forward](), unkeyed: map[string]string{"Addrs": "the emulator's (its path's peer address, from path)"}},
+	"tun.transparent": {typ: reflect.TypeFor[hostcfg.RelayConfig](), part: true},
 	"wifi": {typ: reflect.TypeFor[wifi.Config](), unkeyed: map[string]string{
 		"Seed": "the scenario's seed, given by the emulator", "InputLimit": "wifi's default"}},
 	"wifi.stations[]": {typ: reflect.TypeFor[wifi.StationConfig]()},

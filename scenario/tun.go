@@ -10,8 +10,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/hostnet"
-	"github.com/netjam/netjam/stack"
 	"github.com/netjam/netjam/wifi"
 )
 
@@ -304,12 +304,12 @@ func (d *decoder) tunStation(n, v *yaml.Node, t *TUN, w *wifi.Config) {
 
 // forwards decodes tun.forward, and each forward's path ("" for every
 // path); services tells whether the echo and discard ports are taken.
-func (d *decoder) forwards(n *yaml.Node, services bool) ([]stack.Forward, []string) {
+func (d *decoder) forwards(n *yaml.Node, services bool) ([]hostcfg.Forward, []string) {
 	if n.Kind != yaml.SequenceNode {
 		d.errorf(n, "tun.forward", "expected a list of forwards like {proto: tcp, listen: 5201, to: 127.0.0.1:5201}, got %s", describe(n))
 		return nil, nil
 	}
-	var out []stack.Forward
+	var out []hostcfg.Forward
 	var paths []string
 	first := map[string]*yaml.Node{} // "tcp/5201/path": its first listen
 	for i, item := range n.Content {
@@ -318,7 +318,7 @@ func (d *decoder) forwards(n *yaml.Node, services bool) ([]stack.Forward, []stri
 		if !ok {
 			continue
 		}
-		var fw stack.Forward
+		var fw hostcfg.Forward
 		before := d.count
 		if v := f["proto"]; v == nil {
 			d.errorf(item, join(path, "proto"), "a forward needs a proto (tcp or udp)")
@@ -377,7 +377,7 @@ func (d *decoder) forwardTo(v *yaml.Node, path string) netip.AddrPort {
 // taken: by a forward before it on the same path (first holds their
 // listen nodes, by "tcp/5201/path"), or while services are on, by the echo
 // or discard service.
-func (d *decoder) forwardOnce(fw stack.Forward, onPath string, lv *yaml.Node, path string, first map[string]*yaml.Node, services bool) {
+func (d *decoder) forwardOnce(fw hostcfg.Forward, onPath string, lv *yaml.Node, path string, first map[string]*yaml.Node, services bool) {
 	key := fmt.Sprintf("%s/%d/%s", fw.Proto, fw.Listen, onPath)
 	switch prev, dup := first[key]; {
 	case dup && (d.origins[prev] != "" || prev.Line == 0):

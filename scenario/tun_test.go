@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/flows"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/hostnet"
-	"github.com/netjam/netjam/stack"
 )
 
 // defaultTUN is the TUN of `tun: {}` in a scenario of mtu 1500.
@@ -18,7 +18,7 @@ func defaultTUN() *TUN {
 	return &TUN{
 		Device: hostnet.TUNConfig{Name: "netjam0", Addrs: []netip.Prefix{netip.MustParsePrefix("10.99.0.1/24")}, MTU: 1500, Offload: true},
 		Peer:   []netip.Addr{netip.MustParseAddr("10.99.0.2")},
-		Relay:  stack.RelayConfig{Services: true, UDPIdle: 60 * time.Second, TCPIdle: 2 * time.Hour},
+		Relay:  hostcfg.RelayConfig{Services: true, UDPIdle: 60 * time.Second, TCPIdle: 2 * time.Hour},
 	}
 }
 
@@ -98,7 +98,7 @@ tun:
     - {proto: udp, listen: 5201, to: "[::1]:5201"}
     - {proto: tcp, listen: 80, to: 192.0.2.10:8080}
 `, withTUN(func(t *TUN) {
-			t.Relay.Forwards = []stack.Forward{
+			t.Relay.Forwards = []hostcfg.Forward{
 				{Proto: "tcp", Listen: 5201, To: netip.MustParseAddrPort("127.0.0.1:5201")},
 				{Proto: "udp", Listen: 5201, To: netip.MustParseAddrPort("[::1]:5201")},
 				{Proto: "tcp", Listen: 80, To: netip.MustParseAddrPort("192.0.2.10:8080")},
@@ -107,7 +107,7 @@ tun:
 		// The service ports are free once services are off.
 		{"tun: {services: false, forward: [{proto: udp, listen: 9, to: 127.0.0.1:9}]}\n", withTUN(func(t *TUN) {
 			t.Relay.Services = false
-			t.Relay.Forwards = []stack.Forward{{Proto: "udp", Listen: 9, To: netip.MustParseAddrPort("127.0.0.1:9")}}
+			t.Relay.Forwards = []hostcfg.Forward{{Proto: "udp", Listen: 9, To: netip.MustParseAddrPort("127.0.0.1:9")}}
 		})},
 		{"tun: {transparent: {allow: [198.51.100.0/24, '2001:db8::/32']}}\n", withTUN(func(t *TUN) {
 			t.Relay.Transparent, t.Relay.Allow = true, prefixes("198.51.100.0/24", "2001:db8::/32")
@@ -337,7 +337,7 @@ flows:
   - {name: u, type: udp, stack: kernel, interval: 10ms, count: 10, packet_size: 1472}
 `)
 	want := []Flow{
-		{Name: "k", Type: "tcp", Stack: StackKernel, Direction: "up", TCPOptions: stack.TCPOptions{CC: "bbr", SendBuffer: 1e6, ReceiveBuffer: 2e6},
+		{Name: "k", Type: "tcp", Stack: StackKernel, Direction: "up", TCPOptions: hostcfg.TCPOptions{CC: "bbr", SendBuffer: 1e6, ReceiveBuffer: 2e6},
 			SACK: true, TCP: flows.TCPBulkSpec{Name: "k", Size: 10e6}},
 		{Name: "n", Type: "tcp", Stack: StackNetstack, Direction: "up", TCP: flows.TCPBulkSpec{Name: "n", Size: 1e6}},
 		{Name: "plain", Type: "tcp", Stack: StackKernel, Direction: "up", SACK: true, TCP: flows.TCPBulkSpec{Name: "plain", Duration: 5 * time.Second}},
@@ -480,7 +480,7 @@ variants:
 	want := withTUN(func(t *TUN) {
 		t.Device.MTU, t.Relay.UDPIdle = 1280, 5*time.Second
 		t.Device.Addrs, t.Peer = prefixes("10.99.0.1/24", "fd99::1/64"), addrs("10.99.0.2", "fd99::2")
-		t.Relay.Forwards = []stack.Forward{{Proto: "tcp", Listen: 5201, To: netip.MustParseAddrPort("127.0.0.1:5201")}}
+		t.Relay.Forwards = []hostcfg.Forward{{Proto: "tcp", Listen: 5201, To: netip.MustParseAddrPort("127.0.0.1:5201")}}
 	})
 	if got := p.Runs[2].TUN; !reflect.DeepEqual(got, want) {
 		t.Errorf("small: tun\n%+v\nwant\n%+v", got, want)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/netif"
 )
 
@@ -36,13 +37,13 @@ func BenchmarkTCPThroughput(b *testing.B) {
 func benchTCP(b *testing.B, mtu, async int) {
 	a, srv := newPair(b, pairConfig{fam: v4, mtu: mtu, sack: true, async: async})
 	ctx := context.Background()
-	l, err := srv.ListenTCP(5001, TCPOptions{})
+	l, err := srv.ListenTCP(5001, hostcfg.TCPOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer l.Close()
 	read := acceptAndDrain(ctx, l, io.Discard)
-	c, err := a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 5001), TCPOptions{})
+	c, err := a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 5001), hostcfg.TCPOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/impair"
 )
 
@@ -103,7 +104,7 @@ func TestReceiverDelaysTheAckOfALoneSegment(t *testing.T) {
 
 			ctx, stop := clock.WithTimeout(ctx, v, 10*time.Second)
 			defer stop()
-			l, err := dp.b.ListenTCP(5001, TCPOptions{})
+			l, err := dp.b.ListenTCP(5001, hostcfg.TCPOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -126,7 +127,7 @@ func TestReceiverDelaysTheAckOfALoneSegment(t *testing.T) {
 				read <- err
 				<-ctx.Done() // a FIN would acknowledge the segment
 			}()
-			c, err := dp.a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 5001), TCPOptions{})
+			c, err := dp.a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 5001), hostcfg.TCPOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,10 @@
 // devices, netlink, namespaces, kernel sockets) is package hostnet's, and
 // what both agree on (the GSO description, MTU bounds, address rules,
 // TCPInfo) is package netif's: stack and hostnet do not import each other.
+// What a connection and a Relay are told and what they count, plain data
+// (hostcfg.TCPOptions, hostcfg.RelayConfig, hostcfg.RelayStats,
+// hostcfg.TCPStats), is package hostcfg's, so that the scenario and the
+// summary name them without gVisor.
 // The emulator joins two Hosts through package impair with function
 // values; this package imports neither impair nor anything above it.
 //

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/netif"
 )
 
@@ -119,11 +120,11 @@ func TestHostHoldsBackOnlyItsConnections(t *testing.T) {
 	for ab.inbox.Load() == 0 || ba.inbox.Load() == 0 {
 		runtime.Gosched()
 	}
-	transfer(t, a, b, netip.AddrPortFrom(v4.b.Addr(), 5001), payload(4<<20, 5), TCPOptions{})
+	transfer(t, a, b, netip.AddrPortFrom(v4.b.Addr(), 5001), payload(4<<20, 5), hostcfg.TCPOptions{})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if c, err := a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 5999), TCPOptions{}); err == nil {
+	if c, err := a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 5999), hostcfg.TCPOptions{}); err == nil {
 		c.Close()
 		t.Error("a dial to a closed port succeeded")
 	}

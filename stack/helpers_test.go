@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/netif"
 	"go.uber.org/goleak"
@@ -198,7 +199,7 @@ type result struct {
 // port) and checks that b receives exactly data. It returns the sender's
 // and the receiver's connection info once the receiver has seen the end of
 // the stream.
-func transfer(t *testing.T, a, b *Host, raddr netip.AddrPort, data []byte, o TCPOptions) (sender, receiver netif.TCPInfo) {
+func transfer(t *testing.T, a, b *Host, raddr netip.AddrPort, data []byte, o hostcfg.TCPOptions) (sender, receiver netif.TCPInfo) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

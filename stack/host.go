@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/netif"
 )
 
@@ -50,8 +51,8 @@ type HostConfig struct {
 	SACK bool
 	// Transparent lets the host take packets for any destination address,
 	// not only its own: a Relay in transparent mode needs it (see
-	// RelayConfig.Transparent). gVisor's promiscuous mode, which that
-	// uses, contradicts its handling of packets to the host's own
+	// hostcfg.RelayConfig.Transparent). gVisor's promiscuous mode, which
+	// that uses, contradicts its handling of packets to the host's own
 	// addresses inside the stack (HandleLocal: in promiscuous mode every
 	// source address looks like one of the host's, and every packet is
 	// dropped as a martian), so a transparent host sends packets to its
@@ -148,7 +149,7 @@ type Host struct {
 	inPackets, inBytes, malformed, inDropped atomic.Uint64
 	// mergedSegs counts the segments TCP packets standing for several
 	// (a run merged on the way in, a large segment) brought beyond the
-	// one gVisor counts each as (TCPStats.SegmentsReceived).
+	// one gVisor counts each as (hostcfg.TCPStats.SegmentsReceived).
 	mergedSegs atomic.Uint64
 
 	// fwd holds the running Relay's forwarders, nil without one. The
@@ -650,23 +651,7 @@ type Stats struct {
 	Dropped uint64
 	// TCP holds connection-level events summed over every TCP connection
 	// the host has had.
-	TCP TCPStats
-}
-
-// TCPStats are host-wide TCP counters, from gVisor's stack statistics
-// (tcpip.Stats.TCP). Those that gVisor keeps only stack-wide, such as the
-// number of SACK recoveries, exist only here and not in TCPInfo.
-type TCPStats struct {
-	SegmentsSent       uint64 `json:"segments_sent"`       // on the wire: a large segment (GSO) counts as its MSS-sized ones
-	SegmentsReceived   uint64 `json:"segments_received"`   // on the wire: a merged run or large segment counts as its segments
-	Retransmits        uint64 `json:"retransmits"`         // segments sent again, counted as SegmentsSent counts them
-	Timeouts           uint64 `json:"timeouts"`            // RTO expiries
-	FastRecoveries     uint64 `json:"fast_recoveries"`     // NewReno fast recovery episodes (no SACK)
-	SACKRecoveries     uint64 `json:"sack_recoveries"`     // SACK-based (RFC 6675) recovery episodes
-	TLPRecoveries      uint64 `json:"tlp_recoveries"`      // losses repaired by a tail loss probe (RACK only)
-	SpuriousRecoveries uint64 `json:"spurious_recoveries"` // recoveries later found unnecessary (the timestamp echo of the ACK that ended them, RFC 3522; none without timestamps)
-	ResetsSent         uint64 `json:"resets_sent"`
-	ResetsReceived     uint64 `json:"resets_received"`
+	TCP hostcfg.TCPStats
 }
 
 // Stats returns the host's counters; safe at any time, also after Close.
@@ -683,7 +668,7 @@ func (h *Host) Stats() Stats {
 			st.ICMP.V4.PacketsReceived.Invalid.Value() + st.ICMP.V6.PacketsReceived.Invalid.Value(),
 		ChecksumErrors: st.TCP.ChecksumErrors.Value() + st.UDP.ChecksumErrors.Value(),
 		Dropped:        h.inDropped.Load() + h.link.outDropped.Load(),
-		TCP: TCPStats{
+		TCP: hostcfg.TCPStats{
 			SegmentsSent:       st.TCP.SegmentsSent.Value(),
 			SegmentsReceived:   st.TCP.ValidSegmentsReceived.Value() + h.mergedSegs.Load(),
 			Retransmits:        st.TCP.Retransmits.Value(),

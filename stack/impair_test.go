@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/impair"
 )
 
@@ -29,7 +30,7 @@ func TestThroughImpairRunners(t *testing.T) {
 
 	data := payload(1<<20, 5)
 	start := time.Now()
-	snd, _ := transfer(t, a, b, netip.AddrPortFrom(v4.b.Addr(), 8080), data, TCPOptions{})
+	snd, _ := transfer(t, a, b, netip.AddrPortFrom(v4.b.Addr(), 8080), data, hostcfg.TCPOptions{})
 	elapsed := time.Since(start)
 	floor := time.Duration(float64(len(data)*8) / rate * float64(time.Second))
 	t.Logf("1 MiB in %v (payload serialization alone %v); sender %+v; uplink %+v", elapsed, floor, snd, up.Stats().Drops)

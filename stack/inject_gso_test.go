@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/netif"
 	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip"
 	csum "github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/checksum"
@@ -78,7 +79,7 @@ func TestHostTakesLargeSegmentsWhole(t *testing.T) {
 			a, b := mk("a", fam.a, &ab), mk("b", fam.b, &ba)
 			ab.to.Store(b)
 			ba.to.Store(a)
-			transfer(t, a, b, netip.AddrPortFrom(fam.b.Addr(), 5001), payload(4<<20, 3), TCPOptions{})
+			transfer(t, a, b, netip.AddrPortFrom(fam.b.Addr(), 5001), payload(4<<20, 3), hostcfg.TCPOptions{})
 			st := b.Stats()
 			if ab.whole.Load() == 0 {
 				t.Fatal("no segment larger than the MTU was sent")
@@ -95,7 +96,7 @@ func TestHostTakesLargeSegmentsWhole(t *testing.T) {
 			bad[len(bad)-1] ^= 0x40
 			// To an endpoint: gVisor checks the checksum of a segment
 			// for a port with none only over IPv4.
-			l, err := b.ListenTCP(5001, TCPOptions{})
+			l, err := b.ListenTCP(5001, hostcfg.TCPOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

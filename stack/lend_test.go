@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/netif"
 )
 
@@ -68,7 +69,7 @@ func TestTransferOverLentPackets(t *testing.T) {
 	for _, gso := range []bool{false, true} {
 		t.Run(map[bool]string{false: "mss", true: "gso"}[gso], func(t *testing.T) {
 			a, b, lenders := lendingHosts(t, gso)
-			transfer(t, a, b, netip.AddrPortFrom(v4.b.Addr(), 5001), payload(4<<20, 8), TCPOptions{})
+			transfer(t, a, b, netip.AddrPortFrom(v4.b.Addr(), 5001), payload(4<<20, 8), hostcfg.TCPOptions{})
 			if st := b.Stats(); st.ChecksumErrors+st.Malformed > 0 {
 				t.Errorf("the receiver found %d checksum errors and %d malformed packets", st.ChecksumErrors, st.Malformed)
 			}

@@ -18,14 +18,15 @@ import (
 // one, since that is what the emulated path is meant to be tested with,
 // and that is not the bottleneck of an unimpaired path.
 
-// defaultCC is the congestion control of a connection whose TCPOptions.CC
-// is empty. gVisor's own default is "reno"; Linux's (and so what a real
-// host on the far side of a real link would run) is "cubic".
+// defaultCC is the congestion control of a connection whose
+// hostcfg.TCPOptions.CC is empty. gVisor's own default is "reno"; Linux's
+// (and so what a real host on the far side of a real link would run) is
+// "cubic".
 const defaultCC = "cubic"
 
 // TCP buffer ranges (Linux's net.ipv4.tcp_rmem and tcp_wmem: min, default,
-// max). A connection starts at the default and, unless TCPOptions pins a
-// size, gVisor grows it by auto-tuning up to the max.
+// max). A connection starts at the default and, unless hostcfg.TCPOptions
+// pins a size, gVisor grows it by auto-tuning up to the max.
 //
 // The defaults are gVisor's (1 MiB; Linux starts smaller, 128 KiB and
 // 16 KiB, but auto-tunes within a few round trips anyway). The maxima are

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/netif"
 )
@@ -190,7 +191,7 @@ func sendAndRead(ctx context.Context, t *testing.T, clk clock.Clock, a, b *Host,
 	t.Helper()
 	ctx, cancel := clock.WithTimeout(ctx, clk, 10*time.Second)
 	defer cancel()
-	l, err := b.ListenTCP(5001, TCPOptions{})
+	l, err := b.ListenTCP(5001, hostcfg.TCPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func sendAndRead(ctx context.Context, t *testing.T, clk clock.Clock, a, b *Host,
 		read <- err
 	}()
 	start := clk.Now()
-	c, err := a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 5001), TCPOptions{})
+	c, err := a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 5001), hostcfg.TCPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +306,7 @@ func bulkSend(ctx context.Context, t *testing.T, v *clock.Virtual, dp *dropPair,
 	t.Helper()
 	ctx, stop := clock.WithTimeout(ctx, v, limit)
 	t.Cleanup(stop)
-	l, err := dp.b.ListenTCP(5001, TCPOptions{})
+	l, err := dp.b.ListenTCP(5001, hostcfg.TCPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +320,7 @@ func bulkSend(ctx context.Context, t *testing.T, v *clock.Virtual, dp *dropPair,
 		go func() { <-ctx.Done(); c.Close() }()
 		io.Copy(io.Discard, c)
 	}()
-	c, err := dp.a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 5001), TCPOptions{CC: cc})
+	c, err := dp.a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 5001), hostcfg.TCPOptions{CC: cc})
 	if err != nil {
 		t.Fatal(err)
 	}

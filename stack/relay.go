@@ -14,6 +14,8 @@ import (
 	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/transport/tcp"
 	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/transport/udp"
 	"go.uber.org/zap"
+
+	"github.com/netjam/netjam/hostcfg"
 )
 
 // This file is netjam's end of TUN mode: a Host that owns the peer address
@@ -53,7 +55,7 @@ import (
 // one. All are counted in wg, and Close waits for them.
 type Relay struct {
 	h   *Host
-	cfg RelayConfig
+	cfg hostcfg.RelayConfig
 	log *zap.Logger
 
 	peer      map[netip.Addr]bool // the host's own addresses
@@ -114,14 +116,14 @@ type Relay struct {
 // Close the Relay before its Host. Host.Close also stops a Relay still
 // running (it closes all its sockets) but does not wait for its
 // goroutines; Relay.Close after Host.Close does.
-func (h *Host) StartRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) {
+func (h *Host) StartRelay(ctx context.Context, cfg hostcfg.RelayConfig) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("stack: host %q: relay: %w", h.name, err)
 	}
 	if cfg.Transparent && h.s.HandleLocal() {
 		return nil, fmt.Errorf("stack: host %q: relay: transparent mode needs a host made with HostConfig.Transparent", h.name)
 	}
-	cfg.fillDefaults()
+	fillDefaults(&cfg)
 	log := cfg.Log
 	if log == nil {
 		log = zap.NewNop()
@@ -142,7 +144,7 @@ func (h *Host) StartRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) 
 	r.udpB.New = func() any { b := make([]byte, udpBuffer); return &b }
 	r.udpBatches.New = func() any { return newUDPBatch(udpBatchLen) }
 	for _, f := range cfg.Forwards {
-		for _, k := range f.keys() {
+		for _, k := range f.Keys() {
 			r.forwards[k] = netip.AddrPortFrom(f.To.Addr().Unmap(), f.To.Port())
 		}
 	}
@@ -241,8 +243,8 @@ func (h *Host) attachRelay(r *Relay) error {
 }
 
 // Stats returns the relay's counters; safe at any time, also after Close.
-func (r *Relay) Stats() RelayStats {
-	return RelayStats{TCP: r.tcpN.snapshot(), UDP: r.udpN.snapshot(), BufferBytes: r.budget.used()}
+func (r *Relay) Stats() hostcfg.RelayStats {
+	return hostcfg.RelayStats{TCP: r.tcpN.snapshot(), UDP: r.udpN.snapshot(), BufferBytes: r.budget.used()}
 }
 
 // Close stops the relay, in this order: no new connection or session is

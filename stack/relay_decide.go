@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 	"net/netip"
+
+	"github.com/netjam/netjam/hostcfg"
 )
 
 // The relay's decision for each new connection or session: relay it
@@ -28,10 +30,10 @@ const (
 func (r *Relay) decide(proto string, dst netip.AddrPort) (action, netip.AddrPort, refusal) {
 	if r.peer[dst.Addr()] {
 		// A forward bound to this address, else one for every address.
-		if to, ok := r.forwards[forwardKey(proto, dst.Addr(), dst.Port())]; ok {
+		if to, ok := r.forwards[hostcfg.ForwardKey(proto, dst.Addr(), dst.Port())]; ok {
 			return actRelay, to, 0
 		}
-		if to, ok := r.forwards[forwardKey(proto, netip.Addr{}, dst.Port())]; ok {
+		if to, ok := r.forwards[hostcfg.ForwardKey(proto, netip.Addr{}, dst.Port())]; ok {
 			return actRelay, to, 0
 		}
 		if r.cfg.Services {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip"
+
+	"github.com/netjam/netjam/hostcfg"
 )
 
 // TestRelayByteRingGrows moves 4 MiB through a ring that starts at 16
@@ -51,23 +53,23 @@ func TestRelayTCPIdle(t *testing.T) {
 	// detector) does not look like silence.
 	const idle = time.Second
 	target := tcpServer(t, func(c net.Conn) { io.Copy(c, c) })
-	client, r := newRelayPair(t, RelayConfig{
+	client, r := newRelayPair(t, hostcfg.RelayConfig{
 		Services: true,
-		Forwards: []Forward{{Proto: "tcp", Listen: 80, To: target}},
+		Forwards: []hostcfg.Forward{{Proto: "tcp", Listen: 80, To: target}},
 		TCPIdle:  idle,
 	})
 	ctx := testCtx(t)
 	start := time.Now()
 	var silent []net.Conn
 	for _, port := range []uint16{echoPort, discardPort, 80} {
-		c, err := client.DialTCP(ctx, netip.AddrPortFrom(peer4, port), TCPOptions{})
+		c, err := client.DialTCP(ctx, netip.AddrPortFrom(peer4, port), hostcfg.TCPOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
 		silent = append(silent, c)
 	}
-	talker, err := client.DialTCP(ctx, netip.AddrPortFrom(peer4, discardPort), TCPOptions{})
+	talker, err := client.DialTCP(ctx, netip.AddrPortFrom(peer4, discardPort), hostcfg.TCPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,13 +101,13 @@ func TestRelayTCPIdle(t *testing.T) {
 // once one ends, its buffers are free for a new one.
 func TestRelayBudget(t *testing.T) {
 	target := tcpServer(t, func(c net.Conn) { c.Write([]byte("hi")); io.Copy(io.Discard, c) })
-	client, r := newRelayPair(t, RelayConfig{
-		Forwards: []Forward{{Proto: "tcp", Listen: 80, To: target}},
+	client, r := newRelayPair(t, hostcfg.RelayConfig{
+		Forwards: []hostcfg.Forward{{Proto: "tcp", Listen: 80, To: target}},
 		Budget:   3 * tcpCharge(actRelay),
 	})
 	ctx := testCtx(t)
 	dial := func() (net.Conn, error) {
-		c, err := client.DialTCP(ctx, netip.AddrPortFrom(peer4, 80), TCPOptions{})
+		c, err := client.DialTCP(ctx, netip.AddrPortFrom(peer4, 80), hostcfg.TCPOptions{})
 		if err != nil {
 			return nil, err
 		}
@@ -150,7 +152,7 @@ func TestRelayIdleEchoMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1000 connections")
 	}
-	client, r := newRelayPair(t, RelayConfig{Services: true})
+	client, r := newRelayPair(t, hostcfg.RelayConfig{Services: true})
 	ctx := testCtx(t)
 	var before runtime.MemStats
 	runtime.GC()
@@ -158,7 +160,7 @@ func TestRelayIdleEchoMemory(t *testing.T) {
 	const conns = 1000
 	buf := make([]byte, 1)
 	for i := range conns {
-		c, err := client.DialTCP(ctx, netip.AddrPortFrom(peer4, echoPort), TCPOptions{})
+		c, err := client.DialTCP(ctx, netip.AddrPortFrom(peer4, echoPort), hostcfg.TCPOptions{})
 		if err != nil {
 			t.Fatalf("connection %d: %v", i, err)
 		}
@@ -210,8 +212,8 @@ func TestRelayUDPDownOnlyKeepsSession(t *testing.T) {
 		}
 	}()
 	defer func() { <-done }()
-	client, r := newRelayPair(t, RelayConfig{
-		Forwards: []Forward{{Proto: "udp", Listen: 5353, To: pc.LocalAddr().(*net.UDPAddr).AddrPort()}},
+	client, r := newRelayPair(t, hostcfg.RelayConfig{
+		Forwards: []hostcfg.Forward{{Proto: "udp", Listen: 5353, To: pc.LocalAddr().(*net.UDPAddr).AddrPort()}},
 		UDPIdle:  idle,
 	})
 	c, err := client.DialUDP(netip.AddrPortFrom(peer4, 5353))
@@ -288,7 +290,7 @@ func TestRelayTCPReadAllocs(t *testing.T) {
 func tcpConnPair(t *testing.T) (in, out *TCPConn) {
 	t.Helper()
 	a, b := newPair(t, pairConfig{fam: v4})
-	l, err := b.ListenTCP(80, TCPOptions{})
+	l, err := b.ListenTCP(80, hostcfg.TCPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +305,7 @@ func tcpConnPair(t *testing.T) (in, out *TCPConn) {
 		}
 		accepted <- c
 	}()
-	out, err = a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 80), TCPOptions{})
+	out, err = a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 80), hostcfg.TCPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

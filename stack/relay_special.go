@@ -21,7 +21,7 @@ const (
 	nRefusals
 )
 
-// refusalNames name the reasons in RelayCounters.RefusedBy and in logs.
+// refusalNames name the reasons in hostcfg.RelayCounters.RefusedBy and in logs.
 var refusalNames = [nRefusals]string{"not_allowed", "unspecified", "loopback", "multicast", "broadcast", "link_local", "ipv4_mapped"}
 
 func (w refusal) String() string { return refusalNames[w] }

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/netjam/netjam/hostcfg"
 )
 
 // openAllow is the widest Allow the relay accepts (no /0): every IPv4 and
@@ -21,10 +23,10 @@ var openAllow = []netip.Prefix{
 // destinations are relayed and a Forward to loopback still is.
 func TestRelaySpecialDestinations(t *testing.T) {
 	loop := netip.MustParseAddrPort("127.0.0.1:5201")
-	_, r := newRelayPair(t, RelayConfig{
+	_, r := newRelayPair(t, hostcfg.RelayConfig{
 		Transparent: true,
 		Allow:       openAllow,
-		Forwards:    []Forward{{Proto: "tcp", Listen: 5201, To: loop}, {Proto: "udp", Listen: 5201, To: loop}},
+		Forwards:    []hostcfg.Forward{{Proto: "tcp", Listen: 5201, To: loop}, {Proto: "udp", Listen: 5201, To: loop}},
 		Dial: func(context.Context, string, string) (net.Conn, error) {
 			t.Error("the decision test dialled")
 			return nil, net.ErrClosed
@@ -95,7 +97,7 @@ func TestRelayUnspecifiedNeverLoopback(t *testing.T) {
 	defer srv6.Close()
 	port := srv.LocalAddr().(*net.UDPAddr).AddrPort().Port()
 	port6 := srv6.LocalAddr().(*net.UDPAddr).AddrPort().Port()
-	_, r := newRelayPair(t, RelayConfig{Transparent: true, Allow: openAllow})
+	_, r := newRelayPair(t, hostcfg.RelayConfig{Transparent: true, Allow: openAllow})
 
 	client4, client6 := relayClientAddrs[0].Addr(), relayClientAddrs[1].Addr()
 	for _, pkt := range [][]byte{

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip"
+
+	"github.com/netjam/netjam/hostcfg"
 )
 
 // These tests run the relay in memory, without root: a client Host wired
@@ -39,14 +41,14 @@ func (r *Relay) arrived() uint64 {
 	return r.h.s.Stats().UDP.PacketsReceived.Value() + r.fastIn.Load()
 }
 
-func newRelayPair(t testing.TB, cfg RelayConfig) (*Host, *Relay) {
+func newRelayPair(t testing.TB, cfg hostcfg.RelayConfig) (*Host, *Relay) {
 	t.Helper()
 	return newRelayPairWire(t, cfg, nil)
 }
 
 // newRelayPairWire is newRelayPair whose wire from the relay's host to the
 // client shows each packet to toClient first (see wire.drop).
-func newRelayPairWire(t testing.TB, cfg RelayConfig, toClient func([]byte) bool) (*Host, *Relay) {
+func newRelayPairWire(t testing.TB, cfg hostcfg.RelayConfig, toClient func([]byte) bool) (*Host, *Relay) {
 	t.Helper()
 	client, r, _ := newRelayPairOf(t, cfg, toClient, 4096, false)
 	return client, r
@@ -56,7 +58,7 @@ func newRelayPairWire(t testing.TB, cfg RelayConfig, toClient func([]byte) bool)
 // whose relay's host, with held, has an OutputHeld that waits at the
 // wire toward the client while it is full, as a direction's input holds
 // a held sender back. It returns that wire too.
-func newRelayPairOf(t testing.TB, cfg RelayConfig, toClient func([]byte) bool, depth int, held bool) (*Host, *Relay, *wire) {
+func newRelayPairOf(t testing.TB, cfg hostcfg.RelayConfig, toClient func([]byte) bool, depth int, held bool) (*Host, *Relay, *wire) {
 	t.Helper()
 	ab, ba := newWire(nil), newWire(toClient)
 	mk := func(name string, addrs []netip.Prefix, out *wire, seed uint64, transparent, held bool) *Host {
@@ -232,9 +234,9 @@ func testCtx(t *testing.T) context.Context {
 func TestRelayTCPForward(t *testing.T) {
 	up, down := payload(1<<20, 1), payload(2<<20, 2)
 	target := tcpServer(t, sumThenSend(down))
-	client, r := newRelayPair(t, RelayConfig{Forwards: []Forward{{Proto: "tcp", Listen: 5201, To: target}}})
+	client, r := newRelayPair(t, hostcfg.RelayConfig{Forwards: []hostcfg.Forward{{Proto: "tcp", Listen: 5201, To: target}}})
 	for i, peer := range []netip.Addr{peer4, peer6} {
-		c, err := client.DialTCP(testCtx(t), netip.AddrPortFrom(peer, 5201), TCPOptions{})
+		c, err := client.DialTCP(testCtx(t), netip.AddrPortFrom(peer, 5201), hostcfg.TCPOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +258,7 @@ func TestRelayTCPForward(t *testing.T) {
 func TestRelayForwardByAddress(t *testing.T) {
 	answer := func(s string) func(net.Conn) { return func(c net.Conn) { io.WriteString(c, s); c.Close() } }
 	a, b, other := tcpServer(t, answer("a")), tcpServer(t, answer("b")), tcpServer(t, answer("other"))
-	client, _ := newRelayPair(t, RelayConfig{Forwards: []Forward{
+	client, _ := newRelayPair(t, hostcfg.RelayConfig{Forwards: []hostcfg.Forward{
 		{Proto: "tcp", Listen: 8080, To: a, Addrs: []netip.Addr{peer4}},
 		{Proto: "tcp", Listen: 8080, To: other},
 		{Proto: "tcp", Listen: 8080, To: b, Addrs: []netip.Addr{peer6}},
@@ -265,7 +267,7 @@ func TestRelayForwardByAddress(t *testing.T) {
 		peer netip.Addr
 		want string
 	}{{peer4, "a"}, {peer6, "b"}} {
-		conn, err := client.DialTCP(testCtx(t), netip.AddrPortFrom(c.peer, 8080), TCPOptions{})
+		conn, err := client.DialTCP(testCtx(t), netip.AddrPortFrom(c.peer, 8080), hostcfg.TCPOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,7 +278,7 @@ func TestRelayForwardByAddress(t *testing.T) {
 			t.Errorf("through %v: %q (%v), want %q", c.peer, got, err, c.want)
 		}
 	}
-	bad := RelayConfig{Forwards: []Forward{
+	bad := hostcfg.RelayConfig{Forwards: []hostcfg.Forward{
 		{Proto: "tcp", Listen: 8080, To: a, Addrs: []netip.Addr{peer4}},
 		{Proto: "tcp", Listen: 8080, To: b, Addrs: []netip.Addr{peer6, peer4}},
 	}}
@@ -288,8 +290,8 @@ func TestRelayForwardByAddress(t *testing.T) {
 // TestRelayTCPDialError: an unreachable target resets the client's
 // connection attempt, which sees a refused connection.
 func TestRelayTCPDialError(t *testing.T) {
-	client, r := newRelayPair(t, RelayConfig{Forwards: []Forward{{Proto: "tcp", Listen: 5201, To: closedPort(t)}}})
-	_, err := client.DialTCP(testCtx(t), netip.AddrPortFrom(peer4, 5201), TCPOptions{})
+	client, r := newRelayPair(t, hostcfg.RelayConfig{Forwards: []hostcfg.Forward{{Proto: "tcp", Listen: 5201, To: closedPort(t)}}})
+	_, err := client.DialTCP(testCtx(t), netip.AddrPortFrom(peer4, 5201), hostcfg.TCPOptions{})
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("dial: %v, want ECONNREFUSED", err)
 	}
@@ -313,8 +315,8 @@ func TestRelayTCPBackpressure(t *testing.T) {
 		n, _ := io.Copy(io.Discard, c)
 		got <- n
 	})
-	client, r := newRelayPair(t, RelayConfig{Forwards: []Forward{{Proto: "tcp", Listen: 5201, To: target}}})
-	c, err := client.DialTCP(testCtx(t), netip.AddrPortFrom(peer4, 5201), TCPOptions{})
+	client, r := newRelayPair(t, hostcfg.RelayConfig{Forwards: []hostcfg.Forward{{Proto: "tcp", Listen: 5201, To: target}}})
+	c, err := client.DialTCP(testCtx(t), netip.AddrPortFrom(peer4, 5201), hostcfg.TCPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,8 +373,8 @@ func roundTrip(t *testing.T, c net.Conn, sizes ...int) (bytes int) {
 // starts a new one for the next datagram.
 func TestRelayUDPForward(t *testing.T) {
 	target := udpEchoServer(t)
-	client, r := newRelayPair(t, RelayConfig{
-		Forwards: []Forward{{Proto: "udp", Listen: 5353, To: target}},
+	client, r := newRelayPair(t, hostcfg.RelayConfig{
+		Forwards: []hostcfg.Forward{{Proto: "udp", Listen: 5353, To: target}},
 		UDPIdle:  300 * time.Millisecond,
 	})
 	c, err := client.DialUDP(netip.AddrPortFrom(peer4, 5353))
@@ -438,8 +440,8 @@ func (c *stuckTarget) SetReadDeadline(time.Time) error { return nil }
 // the target fail. Every datagram is either written or counted dropped.
 func TestRelayUDPCountsDrops(t *testing.T) {
 	target := &stuckTarget{release: make(chan struct{}), closed: make(chan struct{}), fail: 100}
-	client, r := newRelayPair(t, RelayConfig{
-		Forwards: []Forward{{Proto: "udp", Listen: 5353, To: netip.MustParseAddrPort("127.0.0.1:9")}},
+	client, r := newRelayPair(t, hostcfg.RelayConfig{
+		Forwards: []hostcfg.Forward{{Proto: "udp", Listen: 5353, To: netip.MustParseAddrPort("127.0.0.1:9")}},
 		UDPIdle:  300 * time.Millisecond,
 		Dial: func(context.Context, string, string) (net.Conn, error) {
 			return target, nil
@@ -477,11 +479,11 @@ func TestRelayUDPCountsDrops(t *testing.T) {
 // TestRelayServices checks echo and discard over TCP and UDP, and that
 // other ports of the peer are closed.
 func TestRelayServices(t *testing.T) {
-	client, r := newRelayPair(t, RelayConfig{Services: true})
+	client, r := newRelayPair(t, hostcfg.RelayConfig{Services: true})
 	ctx := testCtx(t)
 	data := payload(1<<20, 3)
 
-	c, err := client.DialTCP(ctx, netip.AddrPortFrom(peer6, echoPort), TCPOptions{})
+	c, err := client.DialTCP(ctx, netip.AddrPortFrom(peer6, echoPort), hostcfg.TCPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -492,7 +494,7 @@ func TestRelayServices(t *testing.T) {
 	}
 	c.Close()
 
-	c, err = client.DialTCP(ctx, netip.AddrPortFrom(peer4, discardPort), TCPOptions{})
+	c, err = client.DialTCP(ctx, netip.AddrPortFrom(peer4, discardPort), hostcfg.TCPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -516,7 +518,7 @@ func TestRelayServices(t *testing.T) {
 	d.Write([]byte("into the void"))
 	waitFor(t, "discard to count a datagram", func() bool { return r.Stats().UDP.Served == 3 })
 
-	if _, err := client.DialTCP(ctx, netip.AddrPortFrom(peer4, 10), TCPOptions{}); !errors.Is(err, syscall.ECONNREFUSED) {
+	if _, err := client.DialTCP(ctx, netip.AddrPortFrom(peer4, 10), hostcfg.TCPOptions{}); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("tcp to a port without service: %v, want ECONNREFUSED", err)
 	}
 	waitFor(t, "the connections to end", func() bool { return r.Stats().TCP.Active == 0 })
@@ -545,7 +547,7 @@ func TestRelayTransparent(t *testing.T) {
 		var d net.Dialer
 		return d.DialContext(ctx, network, to.String())
 	})
-	client, r := newRelayPair(t, RelayConfig{
+	client, r := newRelayPair(t, hostcfg.RelayConfig{
 		Transparent: true,
 		Allow:       []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:1::/48")},
 		Services:    true,
@@ -554,7 +556,7 @@ func TestRelayTransparent(t *testing.T) {
 	ctx := testCtx(t)
 	up := payload(50<<10, 6)
 	for _, dst := range []string{"198.51.100.7:80", "[2001:db8:1::7]:443"} {
-		c, err := client.DialTCP(ctx, netip.MustParseAddrPort(dst), TCPOptions{})
+		c, err := client.DialTCP(ctx, netip.MustParseAddrPort(dst), hostcfg.TCPOptions{})
 		if err != nil {
 			t.Fatalf("allowed %s: %v", dst, err)
 		}
@@ -562,7 +564,7 @@ func TestRelayTransparent(t *testing.T) {
 		c.Close()
 	}
 	for _, dst := range []string{"203.0.113.9:80", "203.0.113.9:7", "[2001:db8:2::7]:443"} {
-		_, err := client.DialTCP(ctx, netip.MustParseAddrPort(dst), TCPOptions{})
+		_, err := client.DialTCP(ctx, netip.MustParseAddrPort(dst), hostcfg.TCPOptions{})
 		if !errors.Is(err, syscall.ECONNREFUSED) {
 			t.Errorf("not allowed %s: %v, want ECONNREFUSED", dst, err)
 		}
@@ -623,7 +625,7 @@ func TestRelayClose(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer peer.Close()
-			r, err := peer.StartRelay(ctx, RelayConfig{Forwards: []Forward{
+			r, err := peer.StartRelay(ctx, hostcfg.RelayConfig{Forwards: []hostcfg.Forward{
 				{Proto: "tcp", Listen: 80, To: target}, {Proto: "udp", Listen: 53, To: udpTarget}}})
 			if err != nil {
 				t.Fatal(err)
@@ -633,7 +635,7 @@ func TestRelayClose(t *testing.T) {
 			defer ab.async(4096)()
 			defer ba.async(4096)()
 
-			c, err := client.DialTCP(testCtx(t), netip.AddrPortFrom(peer4, 80), TCPOptions{})
+			c, err := client.DialTCP(testCtx(t), netip.AddrPortFrom(peer4, 80), hostcfg.TCPOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -667,7 +669,7 @@ func TestRelayClose(t *testing.T) {
 				t.Errorf("stats after Close %+v", st)
 			}
 			// Closed, the relay turns new connections away.
-			if _, err := client.DialTCP(testCtx(t), netip.AddrPortFrom(peer4, 80), TCPOptions{}); !errors.Is(err, syscall.ECONNREFUSED) {
+			if _, err := client.DialTCP(testCtx(t), netip.AddrPortFrom(peer4, 80), hostcfg.TCPOptions{}); !errors.Is(err, syscall.ECONNREFUSED) {
 				t.Errorf("dial after Close: %v, want ECONNREFUSED", err)
 			}
 		})
@@ -681,20 +683,20 @@ func TestRelayStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	r, err := h.StartRelay(context.Background(), RelayConfig{Services: true})
+	r, err := h.StartRelay(context.Background(), hostcfg.RelayConfig{Services: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.StartRelay(context.Background(), RelayConfig{}); err == nil || err.Error() != `stack: host "peer": relay: the host has a relay already` {
+	if _, err := h.StartRelay(context.Background(), hostcfg.RelayConfig{}); err == nil || err.Error() != `stack: host "peer": relay: the host has a relay already` {
 		t.Errorf("second relay: %v", err)
 	}
-	if _, err := h.StartRelay(context.Background(), RelayConfig{Transparent: true, Allow: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}}); err == nil ||
+	if _, err := h.StartRelay(context.Background(), hostcfg.RelayConfig{Transparent: true, Allow: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}}); err == nil ||
 		err.Error() != `stack: host "peer": relay: transparent mode needs a host made with HostConfig.Transparent` {
 		t.Errorf("transparent relay on a plain host: %v", err)
 	}
 	r.Close()
 	h.Inject([]byte{0x45})
-	r, err = h.StartRelay(context.Background(), RelayConfig{})
+	r, err = h.StartRelay(context.Background(), hostcfg.RelayConfig{})
 	if err != nil {
 		t.Errorf("a second relay after the first closed, after Inject: %v", err)
 	} else {
@@ -738,14 +740,14 @@ func TestRelayStartWhileInjecting(t *testing.T) {
 		}
 	}()
 	waitFor(t, "datagrams to arrive", func() bool { return peer.Stats().InPackets > 100 })
-	r, err := peer.StartRelay(context.Background(), RelayConfig{Services: true})
+	r, err := peer.StartRelay(context.Background(), hostcfg.RelayConfig{Services: true})
 	close(stop)
 	<-done
 	if err != nil {
 		t.Fatalf("StartRelay while packets arrive: %v", err)
 	}
 	defer r.Close()
-	c, err := client.DialTCP(testCtx(t), netip.AddrPortFrom(peer4, echoPort), TCPOptions{})
+	c, err := client.DialTCP(testCtx(t), netip.AddrPortFrom(peer4, echoPort), hostcfg.TCPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -760,53 +762,6 @@ func exchangeEcho(t *testing.T, c io.ReadWriter, b []byte) {
 	got := make([]byte, len(b))
 	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, b) {
 		t.Fatalf("echo: %v, got back %d bytes equal %v", err, len(got), bytes.Equal(got, b))
-	}
-}
-
-func TestRelayConfigValidate(t *testing.T) {
-	to := netip.MustParseAddrPort("127.0.0.1:5201")
-	cfg := RelayConfig{
-		Forwards: []Forward{
-			{Proto: "sctp", Listen: 0, To: netip.AddrPort{}},
-			{Proto: "tcp", Listen: 5201, To: netip.MustParseAddrPort("0.0.0.0:1")},
-			{Proto: "tcp", Listen: 5201, To: netip.MustParseAddrPort("127.0.0.1:0")},
-			{Proto: "udp", Listen: 5201, To: to},
-			{Proto: "udp", Listen: 7, To: to},
-		},
-		Transparent: true,
-		Allow:       []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), {}},
-		Services:    true,
-		UDPIdle:     -time.Second,
-		DialTimeout: -1,
-	}
-	want := `forwards[0].proto: "sctp" is not tcp or udp
-forwards[0].listen: must not be 0
-forwards[0].to: must be an address and a port
-forwards[1].to: 0.0.0.0:1 is not a unicast address
-forwards[2].to: 127.0.0.1:0 has port 0
-forwards[2]: tcp port 5201 is forwarded already by forwards[1]
-forwards[4].listen: port 7 is a service's (echo 7, discard 9) while services are on
-allow[0]: 0.0.0.0/0 allows every destination, and netjam is never an open relay: list the networks to reach
-allow[1]: invalid Prefix is not a valid prefix
-udp_idle: -1s is negative
-dial_timeout: -1ns is negative`
-	if err := cfg.Validate(); err == nil || err.Error() != want {
-		t.Errorf("Validate:\n%v\nwant:\n%s", err, want)
-	}
-	for _, c := range []struct {
-		cfg  RelayConfig
-		want string
-	}{
-		{RelayConfig{Transparent: true}, "allow: transparent mode needs at least one prefix (netjam is never an open relay)"},
-		{RelayConfig{Allow: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, "allow: only transparent mode uses it"},
-	} {
-		if err := c.cfg.Validate(); err == nil || err.Error() != c.want {
-			t.Errorf("Validate(%+v) = %v, want %s", c.cfg, err, c.want)
-		}
-	}
-	if err := (&RelayConfig{Forwards: []Forward{{Proto: "tcp", Listen: 1, To: to}}, Transparent: true,
-		Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}).Validate(); err != nil {
-		t.Errorf("a valid config: %v", err)
 	}
 }
 
@@ -831,8 +786,8 @@ func TestRelayTCPTargetReset(t *testing.T) {
 		c.Read(b[:])
 		c.(*net.TCPConn).SetLinger(0) // close with a reset, unread data or not
 	})
-	client, r := newRelayPair(t, RelayConfig{Forwards: []Forward{{Proto: "tcp", Listen: 5201, To: target}}})
-	c, err := client.DialTCP(testCtx(t), netip.AddrPortFrom(peer4, 5201), TCPOptions{})
+	client, r := newRelayPair(t, hostcfg.RelayConfig{Forwards: []hostcfg.Forward{{Proto: "tcp", Listen: 5201, To: target}}})
+	c, err := client.DialTCP(testCtx(t), netip.AddrPortFrom(peer4, 5201), hostcfg.TCPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,7 +155,7 @@ func (u *udpSession) readEach() error {
 const busyPause = 50 * time.Microsecond
 
 // waitForPath returns once the path toward the clients can take more
-// (RelayConfig.Busy) or the relay closed.
+// (hostcfg.RelayConfig.Busy) or the relay closed.
 func (u *udpSession) waitForPath() {
 	busy := u.r.cfg.Busy
 	if busy == nil {

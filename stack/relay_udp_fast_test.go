@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/header"
+
+	"github.com/netjam/netjam/hostcfg"
 )
 
 // fastCases are UDP datagrams to port 5000 of the relay's peer address,
@@ -184,8 +186,8 @@ func TestRelayUDPFastPath(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	_, r := newRelayPair(t, RelayConfig{
-		Forwards: []Forward{{Proto: "udp", Listen: 5000, To: target.LocalAddr().(*net.UDPAddr).AddrPort()}},
+	_, r := newRelayPair(t, hostcfg.RelayConfig{
+		Forwards: []hostcfg.Forward{{Proto: "udp", Listen: 5000, To: target.LocalAddr().(*net.UDPAddr).AddrPort()}},
 		UDPIdle:  time.Minute,
 	})
 	g := newGVisorHost(t)
@@ -235,7 +237,7 @@ func TestRelayUDPFastPathAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("sync.Pool drops objects under the race detector")
 	}
-	_, r := newRelayPair(t, RelayConfig{Forwards: []Forward{{Proto: "udp", Listen: 5000, To: udpSink(t)}}})
+	_, r := newRelayPair(t, hostcfg.RelayConfig{Forwards: []hostcfg.Forward{{Proto: "udp", Listen: 5000, To: udpSink(t)}}})
 	pkt := fastCases()[0].pkt
 	r.h.Inject(slices.Clone(pkt)) // opens the session
 	waitFor(t, "the session", func() bool { return r.Stats().UDP.Relayed == 1 })
@@ -334,8 +336,8 @@ func TestRelayUDPSegmentsToTarget(t *testing.T) {
 	}
 	defer target.Close()
 	target.SetReadBuffer(8 << 20)
-	_, r := newRelayPair(t, RelayConfig{
-		Forwards: []Forward{{Proto: "udp", Listen: 5000, To: target.LocalAddr().(*net.UDPAddr).AddrPort()}},
+	_, r := newRelayPair(t, hostcfg.RelayConfig{
+		Forwards: []hostcfg.Forward{{Proto: "udp", Listen: 5000, To: target.LocalAddr().(*net.UDPAddr).AddrPort()}},
 	})
 	r.admitWait = 10 * time.Second
 	c4 := netip.AddrPortFrom(relayClientAddrs[0].Addr(), 40000)
@@ -367,8 +369,8 @@ func TestRelayUDPSegmentsToTarget(t *testing.T) {
 // down direction: the session carries everything both ways through gVisor
 // and one datagram per read.
 func TestRelayUDPWithoutRoomForTheFastPath(t *testing.T) {
-	client, r := newRelayPair(t, RelayConfig{
-		Forwards: []Forward{{Proto: "udp", Listen: 5353, To: udpEchoServer(t)}},
+	client, r := newRelayPair(t, hostcfg.RelayConfig{
+		Forwards: []hostcfg.Forward{{Proto: "udp", Listen: 5353, To: udpEchoServer(t)}},
 		Budget:   udpCharge + 1024,
 	})
 	c, err := client.DialUDP(netip.AddrPortFrom(peer4, 5353))

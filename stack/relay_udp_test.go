@@ -18,6 +18,8 @@ import (
 	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/network/ipv4"
 	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/transport/udp"
 	"github.com/netjam/netjam/third_party/gvisor/_pkg/waiter"
+
+	"github.com/netjam/netjam/hostcfg"
 )
 
 // udpSink is a loopback UDP socket that reads and forgets every datagram.
@@ -49,8 +51,8 @@ func udpSink(t testing.TB) netip.AddrPort {
 // for the session's socket to have room instead of letting it overflow.
 // (Before, the socket overflowed in every burst.)
 func TestRelayUDPForwardLosesNothing(t *testing.T) {
-	client, r := newRelayPair(t, RelayConfig{
-		Forwards: []Forward{{Proto: "udp", Listen: 5353, To: udpSink(t)}},
+	client, r := newRelayPair(t, hostcfg.RelayConfig{
+		Forwards: []hostcfg.Forward{{Proto: "udp", Listen: 5353, To: udpSink(t)}},
 		UDPIdle:  300 * time.Millisecond,
 	})
 	// What is checked is backpressure, not the scheduler: a loaded
@@ -148,7 +150,7 @@ func TestRelayUDPBatchAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("sync.Pool drops objects under the race detector")
 	}
-	client, r := newRelayPair(t, RelayConfig{})
+	client, r := newRelayPair(t, hostcfg.RelayConfig{})
 	u := testSession(t, r, 6000, udpSink(t))
 	const batch, runs = 4, 100
 	sendQueued(t, client, u, 6000, (runs+1)*batch, 100) // AllocsPerRun runs once more to warm up
@@ -172,7 +174,7 @@ func TestRelayUDPBatchAllocs(t *testing.T) {
 // datagram is counted dropped (to_target) and the rest of the batch still
 // written. (Before, the -1 sliced the batch and the relay panicked.)
 func TestRelayUDPBatchTargetRefuses(t *testing.T) {
-	client, r := newRelayPair(t, RelayConfig{})
+	client, r := newRelayPair(t, hostcfg.RelayConfig{})
 	closed, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
@@ -245,8 +247,8 @@ func (c *blockedTarget) Close() error {
 // the minute the test lets the path wait.)
 func TestRelayUDPSlowTargetDoesNotHoldUpThePath(t *testing.T) {
 	target := &blockedTarget{release: make(chan struct{}), closed: make(chan struct{})}
-	client, r := newRelayPair(t, RelayConfig{
-		Forwards: []Forward{{Proto: "udp", Listen: 5353, To: netip.MustParseAddrPort("127.0.0.1:9")}},
+	client, r := newRelayPair(t, hostcfg.RelayConfig{
+		Forwards: []hostcfg.Forward{{Proto: "udp", Listen: 5353, To: netip.MustParseAddrPort("127.0.0.1:9")}},
 		UDPIdle:  300 * time.Millisecond,
 		Dial: func(context.Context, string, string) (net.Conn, error) {
 			return target, nil
@@ -297,8 +299,8 @@ func TestRelayUDPCountsTargetDrops(t *testing.T) {
 	held, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	t.Cleanup(func() { once.Do(func() { close(release) }) })
-	client, r := newRelayPairWire(t, RelayConfig{
-		Forwards: []Forward{{Proto: "udp", Listen: 5353, To: target.LocalAddr().(*net.UDPAddr).AddrPort()}},
+	client, r := newRelayPairWire(t, hostcfg.RelayConfig{
+		Forwards: []hostcfg.Forward{{Proto: "udp", Listen: 5353, To: target.LocalAddr().(*net.UDPAddr).AddrPort()}},
 		UDPIdle:  time.Second,
 	}, func([]byte) bool {
 		select {
@@ -325,8 +327,8 @@ func TestRelayUDPShedsWhileThePathIsBusy(t *testing.T) {
 	target, sending := burstTarget(t, sent, size)
 	var busy atomic.Bool
 	busy.Store(true)
-	client, r := newRelayPair(t, RelayConfig{
-		Forwards: []Forward{{Proto: "udp", Listen: 5353, To: target.LocalAddr().(*net.UDPAddr).AddrPort()}},
+	client, r := newRelayPair(t, hostcfg.RelayConfig{
+		Forwards: []hostcfg.Forward{{Proto: "udp", Listen: 5353, To: target.LocalAddr().(*net.UDPAddr).AddrPort()}},
 		UDPIdle:  time.Second,
 		Busy:     busy.Load,
 	})
@@ -349,8 +351,8 @@ func TestRelayUDPShedsWhileThePathIsBusy(t *testing.T) {
 func TestRelayUDPToClientHeldBack(t *testing.T) {
 	const sent, size = 5000, 1400
 	target, sending := burstTarget(t, sent, size)
-	client, r, toClient := newRelayPairOf(t, RelayConfig{
-		Forwards: []Forward{{Proto: "udp", Listen: 5353, To: target.LocalAddr().(*net.UDPAddr).AddrPort()}},
+	client, r, toClient := newRelayPairOf(t, hostcfg.RelayConfig{
+		Forwards: []hostcfg.Forward{{Proto: "udp", Listen: 5353, To: target.LocalAddr().(*net.UDPAddr).AddrPort()}},
 		UDPIdle:  time.Second,
 	}, nil, 16, true)
 	kickBurst(t, client, sending)
@@ -407,7 +409,7 @@ func kickBurst(t *testing.T, client *Host, sending <-chan error) {
 // accounted waits for the relay's UDP session to end and checks that each
 // of the sent datagrams of size bytes was relayed or counted dropped,
 // some of them from_target when fromTarget. It returns the counters.
-func accounted(t *testing.T, r *Relay, sent, size int, fromTarget bool) RelayCounters {
+func accounted(t *testing.T, r *Relay, sent, size int, fromTarget bool) hostcfg.RelayCounters {
 	t.Helper()
 	waitFor(t, "the idle session to end", func() bool { return r.Stats().UDP.Active == 0 })
 	st := r.Stats().UDP

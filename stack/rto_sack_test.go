@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/header"
 )
@@ -64,7 +65,7 @@ func TestTimeoutResendsOnlyWhatWasNotSACKed(t *testing.T) {
 // test.
 func connect(ctx context.Context, t *testing.T, a, b *Host) (c, s *TCPConn) {
 	t.Helper()
-	l, err := b.ListenTCP(8080, TCPOptions{})
+	l, err := b.ListenTCP(8080, hostcfg.TCPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func connect(ctx context.Context, t *testing.T, a, b *Host) (c, s *TCPConn) {
 		}
 		accepted <- s
 	}()
-	c, err = a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 8080), TCPOptions{})
+	c, err = a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 8080), hostcfg.TCPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

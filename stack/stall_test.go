@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/impair"
 )
 
@@ -55,7 +56,7 @@ func lossyTransfer(t *testing.T, seed uint64) error {
 func finishes(ctx context.Context, clk clock.Clock, a, b *Host, n int, limit time.Duration) error {
 	ctx, cancel := clock.WithTimeout(ctx, clk, limit)
 	defer cancel()
-	l, err := b.ListenTCP(5001, TCPOptions{})
+	l, err := b.ListenTCP(5001, hostcfg.TCPOptions{})
 	if err != nil {
 		return err
 	}
@@ -76,7 +77,7 @@ func finishes(ctx context.Context, clk clock.Clock, a, b *Host, n int, limit tim
 		n, err := io.Copy(io.Discard, c)
 		done <- result{n, err}
 	}()
-	c, err := a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 5001), TCPOptions{})
+	c, err := a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 5001), hostcfg.TCPOptions{})
 	if err != nil {
 		return err
 	}

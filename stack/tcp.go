@@ -18,28 +18,13 @@ import (
 	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/transport/tcp"
 	"github.com/netjam/netjam/third_party/gvisor/_pkg/waiter"
 
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/netif"
 )
 
 // listenBacklog is the accept queue length of a listener: Linux's
 // net.core.somaxconn default (since 5.4), which Go's net.Listen asks for.
 const listenBacklog = 4096
-
-// TCPOptions are the per-connection TCP settings of DialTCP and ListenTCP.
-// The zero value is a stock connection.
-type TCPOptions struct {
-	// CC is the congestion control algorithm: "" for the host default
-	// ("cubic", as on Linux; gVisor's own default would be "reno"), or one
-	// of CongestionControls(): "reno" or "cubic".
-	CC string
-	// SendBuffer and ReceiveBuffer pin the socket buffer sizes in bytes, as
-	// SO_SNDBUF and SO_RCVBUF do, which turns their auto-tuning off. 0
-	// keeps the default size with auto-tuning (see options.go). As with
-	// setsockopt on Linux (and in gVisor's own socket layer), the stack
-	// takes twice the size given, for its bookkeeping, clamped to the
-	// host's ranges: half the receive buffer is the window it offers.
-	SendBuffer, ReceiveBuffer int
-}
 
 // CongestionControls returns the congestion control algorithms gVisor's TCP
 // offers, as its TCPAvailableCongestionControlOption lists them. It builds
@@ -52,7 +37,7 @@ func CongestionControls() []string {
 }
 
 // validateTCP checks o against what the host offers.
-func (h *Host) validateTCP(o TCPOptions) error {
+func (h *Host) validateTCP(o hostcfg.TCPOptions) error {
 	var errs []error
 	if o.CC != "" && !slices.Contains(h.ccs, o.CC) {
 		errs = append(errs, fmt.Errorf("unknown congestion control %q (available: %s)", o.CC, strings.Join(h.ccs, ", ")))
@@ -73,7 +58,7 @@ func (h *Host) validateTCP(o TCPOptions) error {
 // control is set on every connection, since gVisor does not pass a
 // listener's on to the connections it accepts as Linux does; buffers are
 // clamped to the ranges of options.go.
-func applyTCP(ep tcpip.Endpoint, o TCPOptions) error {
+func applyTCP(ep tcpip.Endpoint, o hostcfg.TCPOptions) error {
 	cc := o.CC
 	if cc == "" {
 		cc = defaultCC
@@ -110,7 +95,7 @@ func clamp(v, lo, hi int) int { return min(max(v, lo), hi) }
 // DialTCP connects to raddr and returns the connection once established, or
 // the error (ECONNREFUSED, ETIMEDOUT after gVisor's SYN retries, ...). ctx
 // bounds the wait; when it ends first the attempt is abandoned.
-func (h *Host) DialTCP(ctx context.Context, raddr netip.AddrPort, o TCPOptions) (*TCPConn, error) {
+func (h *Host) DialTCP(ctx context.Context, raddr netip.AddrPort, o hostcfg.TCPOptions) (*TCPConn, error) {
 	return h.DialTCPFrom(ctx, 0, raddr, o)
 }
 
@@ -119,7 +104,7 @@ func (h *Host) DialTCP(ctx context.Context, raddr netip.AddrPort, o TCPOptions) 
 // interleave with those of other connections opened at the same time;
 // a port of the caller's choosing keeps a seeded run the same (the
 // lab's flows on a virtual clock).
-func (h *Host) DialTCPFrom(ctx context.Context, lport uint16, raddr netip.AddrPort, o TCPOptions) (*TCPConn, error) {
+func (h *Host) DialTCPFrom(ctx context.Context, lport uint16, raddr netip.AddrPort, o hostcfg.TCPOptions) (*TCPConn, error) {
 	raddr = netip.AddrPortFrom(raddr.Addr().Unmap(), raddr.Port())
 	dialErr := func(err error) error {
 		return &net.OpError{Op: "dial", Net: "tcp", Addr: net.TCPAddrFromAddrPort(raddr), Err: err}
@@ -179,7 +164,7 @@ type TCPListener struct {
 	h    *Host
 	ep   tcpip.Endpoint
 	wq   *waiter.Queue
-	o    TCPOptions
+	o    hostcfg.TCPOptions
 	addr *net.TCPAddr
 	once sync.Once
 	done chan struct{} // closed by Close; wakes Accept
@@ -190,7 +175,7 @@ type TCPListener struct {
 // both. o applies to every accepted connection; the receive buffer is set
 // on the listener already, so the window scale offered in the SYN-ACK
 // fits it. SO_REUSEADDR is on, as Go's net.Listen sets it.
-func (h *Host) ListenTCP(port uint16, o TCPOptions) (*TCPListener, error) {
+func (h *Host) ListenTCP(port uint16, o hostcfg.TCPOptions) (*TCPListener, error) {
 	if err := h.validateTCP(o); err != nil {
 		return nil, err
 	}

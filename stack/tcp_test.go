@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/clock"
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/netif"
 	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/network/ipv4"
 	"github.com/netjam/netjam/third_party/gvisor/_pkg/tcpip/transport/tcp"
@@ -48,7 +49,7 @@ func TestTCPTransfer(t *testing.T) {
 		for _, cc := range []string{"reno", "cubic"} {
 			t.Run(fam.name+"/"+cc, func(t *testing.T) {
 				a, b := newPair(t, pairConfig{fam: fam, sack: true})
-				snd, rcv := transfer(t, a, b, netip.AddrPortFrom(fam.b.Addr(), 5001), data, TCPOptions{CC: cc})
+				snd, rcv := transfer(t, a, b, netip.AddrPortFrom(fam.b.Addr(), 5001), data, hostcfg.TCPOptions{CC: cc})
 				if snd.CC != cc || rcv.CC != cc {
 					t.Errorf("congestion control: sender %q, receiver %q, want %q", snd.CC, rcv.CC, cc)
 				}
@@ -63,7 +64,7 @@ func TestTCPTransfer(t *testing.T) {
 
 func TestTCPDefaultCC(t *testing.T) {
 	a, b := newPair(t, pairConfig{fam: v4, sack: true})
-	snd, rcv := transfer(t, a, b, netip.AddrPortFrom(v4.b.Addr(), 5001), payload(64<<10, 2), TCPOptions{})
+	snd, rcv := transfer(t, a, b, netip.AddrPortFrom(v4.b.Addr(), 5001), payload(64<<10, 2), hostcfg.TCPOptions{})
 	if snd.CC != defaultCC || rcv.CC != defaultCC {
 		t.Errorf("congestion control: sender %q, receiver %q, want %q", snd.CC, rcv.CC, defaultCC)
 	}
@@ -108,7 +109,7 @@ func TestTCPLossy(t *testing.T) {
 				return true
 			}
 			a, b := newPair(t, pairConfig{fam: v4, sack: sack, dropAB: drop})
-			snd, _ := transfer(t, a, b, netip.AddrPortFrom(v4.b.Addr(), 5001), data, TCPOptions{CC: "cubic"})
+			snd, _ := transfer(t, a, b, netip.AddrPortFrom(v4.b.Addr(), 5001), data, hostcfg.TCPOptions{CC: "cubic"})
 			mu.Lock()
 			defer mu.Unlock()
 			if snd.Retransmits == 0 {
@@ -129,24 +130,24 @@ func TestUnknownCC(t *testing.T) {
 	}
 	a, _ := newPair(t, pairConfig{fam: v4})
 	want := `stack: host "a": tcp options: unknown congestion control "bbr" (available: reno, cubic)`
-	if _, err := a.DialTCP(context.Background(), netip.MustParseAddrPort("10.0.0.2:1"), TCPOptions{CC: "bbr"}); err == nil || err.Error() != want {
+	if _, err := a.DialTCP(context.Background(), netip.MustParseAddrPort("10.0.0.2:1"), hostcfg.TCPOptions{CC: "bbr"}); err == nil || err.Error() != want {
 		t.Errorf("DialTCP error = %v, want %s", err, want)
 	}
-	if _, err := a.ListenTCP(1, TCPOptions{CC: "bbr"}); err == nil || err.Error() != want {
+	if _, err := a.ListenTCP(1, hostcfg.TCPOptions{CC: "bbr"}); err == nil || err.Error() != want {
 		t.Errorf("ListenTCP error = %v, want %s", err, want)
 	}
 }
 
 func TestDialRefused(t *testing.T) {
 	a, _ := newPair(t, pairConfig{fam: v4})
-	_, err := a.DialTCP(context.Background(), netip.MustParseAddrPort("10.0.0.2:9"), TCPOptions{})
+	_, err := a.DialTCP(context.Background(), netip.MustParseAddrPort("10.0.0.2:9"), hostcfg.TCPOptions{})
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("DialTCP to a closed port: %v, want ECONNREFUSED", err)
 	}
 	if want := "dial tcp 10.0.0.2:9: connection refused"; err.Error() != want {
 		t.Errorf("error %q, want %q", err, want)
 	}
-	if _, err := a.DialTCP(context.Background(), netip.MustParseAddrPort("[fd00::2]:9"), TCPOptions{}); err == nil ||
+	if _, err := a.DialTCP(context.Background(), netip.MustParseAddrPort("[fd00::2]:9"), hostcfg.TCPOptions{}); err == nil ||
 		err.Error() != `dial tcp [fd00::2]:9: host "a" has no IPv6 address` {
 		t.Errorf("DialTCP to IPv6 from an IPv4-only host: %v", err)
 	}
@@ -173,7 +174,7 @@ func TestSeedRepeats(t *testing.T) {
 		dialed := make(chan struct{})
 		go func() {
 			defer close(dialed)
-			h.DialTCP(ctx, netip.MustParseAddrPort("10.0.0.2:80"), TCPOptions{})
+			h.DialTCP(ctx, netip.MustParseAddrPort("10.0.0.2:80"), hostcfg.TCPOptions{})
 		}()
 		p := <-got
 		cancel()
@@ -216,7 +217,7 @@ func TestHostClockDrivesGVisor(t *testing.T) {
 	defer cancel()
 	dialed := make(chan error, 1)
 	go func() {
-		_, err := h.DialTCP(ctx, netip.MustParseAddrPort("10.0.0.2:80"), TCPOptions{})
+		_, err := h.DialTCP(ctx, netip.MustParseAddrPort("10.0.0.2:80"), hostcfg.TCPOptions{})
 		dialed <- err
 	}()
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(syns) }
@@ -239,12 +240,12 @@ func TestHostClockDrivesGVisor(t *testing.T) {
 // calls, and that Close is idempotent.
 func TestCloseUnblocks(t *testing.T) {
 	a, b := newPair(t, pairConfig{fam: v4})
-	l, err := b.ListenTCP(80, TCPOptions{})
+	l, err := b.ListenTCP(80, hostcfg.TCPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	c, err := a.DialTCP(ctx, netip.MustParseAddrPort("10.0.0.2:80"), TCPOptions{})
+	c, err := a.DialTCP(ctx, netip.MustParseAddrPort("10.0.0.2:80"), hostcfg.TCPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +276,7 @@ func TestCloseUnblocks(t *testing.T) {
 	if _, err := l.Accept(ctx); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("Accept after Close: %v, want net.ErrClosed", err)
 	}
-	if _, err := b.ListenTCP(81, TCPOptions{}); !errors.Is(err, net.ErrClosed) {
+	if _, err := b.ListenTCP(81, hostcfg.TCPOptions{}); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("ListenTCP after Close: %v, want net.ErrClosed", err)
 	}
 	b.Inject([]byte{0x45})
@@ -294,7 +295,7 @@ func TestCloseUnblocks(t *testing.T) {
 
 func TestTCPInfoFields(t *testing.T) {
 	a, b := newPair(t, pairConfig{fam: v6, sack: true})
-	snd, rcv := transfer(t, a, b, netip.AddrPortFrom(v6.b.Addr(), 443), payload(1<<20, 4), TCPOptions{SendBuffer: 256 << 10, ReceiveBuffer: 256 << 10})
+	snd, rcv := transfer(t, a, b, netip.AddrPortFrom(v6.b.Addr(), 443), payload(1<<20, 4), hostcfg.TCPOptions{SendBuffer: 256 << 10, ReceiveBuffer: 256 << 10})
 	if snd.SRTT <= 0 || snd.RTO < 200*time.Millisecond || snd.Cwnd < 10 || snd.CCState != "open" || snd.SegmentsSent == 0 {
 		t.Errorf("sender info: %+v", snd)
 	}
@@ -308,7 +309,7 @@ func TestTCPInfoFields(t *testing.T) {
 func TestTCPDualStack(t *testing.T) {
 	a, b := newDualPair(t)
 	for _, dst := range []netip.Addr{v4.b.Addr(), v6.b.Addr()} {
-		transfer(t, a, b, netip.AddrPortFrom(dst, 7), payload(100<<10, 6), TCPOptions{})
+		transfer(t, a, b, netip.AddrPortFrom(dst, 7), payload(100<<10, 6), hostcfg.TCPOptions{})
 	}
 }
 
@@ -325,7 +326,7 @@ func TestLargeMTU(t *testing.T) {
 				mu.Unlock()
 				return false
 			}})
-			transfer(t, a, b, netip.AddrPortFrom(fam.b.Addr(), 80), payload(1<<20, 8), TCPOptions{})
+			transfer(t, a, b, netip.AddrPortFrom(fam.b.Addr(), 80), payload(1<<20, 8), hostcfg.TCPOptions{})
 			mu.Lock()
 			defer mu.Unlock()
 			limit := netif.MaxMTU
@@ -360,7 +361,7 @@ func TestTCPBuffersAsLinux(t *testing.T) {
 		if terr != nil {
 			t.Fatal(terr)
 		}
-		if err := applyTCP(ep, TCPOptions{SendBuffer: c.given, ReceiveBuffer: c.given}); err != nil {
+		if err := applyTCP(ep, hostcfg.TCPOptions{SendBuffer: c.given, ReceiveBuffer: c.given}); err != nil {
 			t.Fatal(err)
 		}
 		snd, rcv := ep.SocketOptions().GetSendBufferSize(), ep.SocketOptions().GetReceiveBufferSize()

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/netjam/netjam/hostcfg"
 )
 
 // A loss that a tail loss probe repairs is counted as one (TCPStats'
@@ -31,14 +33,14 @@ func TestTailLossProbeRepairIsCounted(t *testing.T) {
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l, err := b.ListenTCP(8080, TCPOptions{})
+	l, err := b.ListenTCP(8080, hostcfg.TCPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	var read atomic.Int64
 	got := acceptAndDrain(ctx, l, countingDiscard{&read})
-	c, err := a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 8080), TCPOptions{})
+	c, err := a.DialTCP(ctx, netip.AddrPortFrom(v4.b.Addr(), 8080), hostcfg.TCPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/hostnet"
 )
 
@@ -68,7 +69,7 @@ func TestTUNNeverReadingEchoMemory(t *testing.T) {
 	conns := envInt(t, "NETJAM_MEM_CONNS", 1000)
 	run := time.Duration(envInt(t, "NETJAM_MEM_SECONDS", 12)) * time.Second
 	guard := int64(envInt(t, "NETJAM_MEM_GUARD_MIB", 2*limit>>20)) << 20
-	lab := newTUNLab(t, RelayConfig{Services: true})
+	lab := newTUNLab(t, hostcfg.RelayConfig{Services: true})
 	runtime.GC()
 	base := goMemory()
 
@@ -169,15 +170,15 @@ func TestTUNNeverReadingEchoMemory(t *testing.T) {
 	st := lab.relay.Stats()
 	t.Logf("%d connections (%d open, %d refused) filled in %v, then %d more: Go memory %.0f MiB at most (%.0f MiB before), relay buffers %d MiB of %d; tcp %+v",
 		conns, len(senders), len(refused), filled.Round(time.Millisecond), more,
-		float64(peak.Load())/(1<<20), float64(base)/(1<<20), st.BufferBytes>>20, DefaultBudget>>20, st.TCP)
+		float64(peak.Load())/(1<<20), float64(base)/(1<<20), st.BufferBytes>>20, hostcfg.DefaultBudget>>20, st.TCP)
 	if p := peak.Load(); p > limit {
 		t.Errorf("netjam held %.0f MiB for %d never-reading echo connections, want under %d MiB", float64(p)/(1<<20), conns, limit>>20)
 	}
 	if conns <= 1000 && len(refused) > 0 {
 		t.Errorf("%d of %d connections refused, want all admitted", len(refused), conns)
 	}
-	if st.BufferBytes > DefaultBudget {
-		t.Errorf("relay buffers %d bytes, past the budget of %d", st.BufferBytes, DefaultBudget)
+	if st.BufferBytes > hostcfg.DefaultBudget {
+		t.Errorf("relay buffers %d bytes, past the budget of %d", st.BufferBytes, hostcfg.DefaultBudget)
 	}
 	if st.TCP.OverBudget == 0 || st.TCP.Limited < st.TCP.OverBudget {
 		t.Errorf("tcp stats %+v: want connections refused over budget, counted as limited too", st.TCP)

@@ -24,6 +24,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/internal/testenv"
 )
@@ -46,7 +47,7 @@ var peerAddrs = []netip.Prefix{netip.MustParsePrefix("10.99.0.2/24"), netip.Must
 // torn down at the end of the test in this order: the device (the read
 // loop ends), the host (aborting what is open), the relay (waiting for its
 // goroutines).
-func newTUNLab(t testing.TB, rcfg RelayConfig, routes ...netip.Prefix) *tunLab {
+func newTUNLab(t testing.TB, rcfg hostcfg.RelayConfig, routes ...netip.Prefix) *tunLab {
 	t.Helper()
 	ns := newNetns(t)
 	tun, err := hostnet.OpenTUN(hostnet.TUNConfig{Name: "netjam0", Addrs: tunAddrs, MTU: 1500, Routes: routes, Netns: nsPath(ns)})
@@ -111,7 +112,7 @@ func dialIn(t testing.TB, ns *hostnet.Netns, network, addr string) net.Conn {
 // over IPv4 and IPv6: gVisor answers.
 func TestTUNRelayPing(t *testing.T) {
 	ping := testenv.RequireTool(t, "ping", "iputils-ping")
-	lab := newTUNLab(t, RelayConfig{})
+	lab := newTUNLab(t, hostcfg.RelayConfig{})
 	for _, dst := range []string{"10.99.0.2", "fd99::2"} {
 		out, err := runIn(lab.ns, exec.Command(ping, "-n", "-c", "3", "-i", "0.2", "-w", "10", dst))
 		if err != nil || !strings.Contains(out, "3 packets transmitted, 3 received") {
@@ -143,7 +144,7 @@ func TestTUNRelayCurl(t *testing.T) {
 	}))
 	defer srv.Close()
 	target := netip.MustParseAddrPort(strings.TrimPrefix(srv.URL, "http://"))
-	lab := newTUNLab(t, RelayConfig{Forwards: []Forward{{Proto: "tcp", Listen: 8080, To: target}}})
+	lab := newTUNLab(t, hostcfg.RelayConfig{Forwards: []hostcfg.Forward{{Proto: "tcp", Listen: 8080, To: target}}})
 	dir := t.TempDir()
 	upload := filepath.Join(dir, "up")
 	up := payload(3<<20, 12)
@@ -178,7 +179,7 @@ func TestTUNRelayCurl(t *testing.T) {
 // echo server on 127.0.0.1, including some the kernel and gVisor
 // fragment, over IPv4 and IPv6.
 func TestTUNRelayUDP(t *testing.T) {
-	lab := newTUNLab(t, RelayConfig{Forwards: []Forward{{Proto: "udp", Listen: 5353, To: udpEchoServer(t)}}})
+	lab := newTUNLab(t, hostcfg.RelayConfig{Forwards: []hostcfg.Forward{{Proto: "udp", Listen: 5353, To: udpEchoServer(t)}}})
 	for _, dst := range []string{"10.99.0.2:5353", "[fd99::2]:5353"} {
 		roundTrip(t, dialIn(t, lab.ns, "udp", dst), 1, 512, 1472, 1473, 9000, 65000)
 	}
@@ -194,7 +195,7 @@ func TestTUNRelayUDP(t *testing.T) {
 // TestTUNRelayServices uses echo and discard over TCP and UDP through the
 // device, and checks that other ports of the peer are closed.
 func TestTUNRelayServices(t *testing.T) {
-	lab := newTUNLab(t, RelayConfig{Services: true})
+	lab := newTUNLab(t, hostcfg.RelayConfig{Services: true})
 	data := payload(4<<20, 13)
 	c := dialIn(t, lab.ns, "tcp", "10.99.0.2:7")
 	go func() { c.Write(data); c.(*net.TCPConn).CloseWrite() }()
@@ -275,7 +276,7 @@ func TestTUNRelayTransparent(t *testing.T) {
 		})
 		return c, err
 	})
-	lab := newTUNLab(t, RelayConfig{
+	lab := newTUNLab(t, hostcfg.RelayConfig{
 		Transparent: true,
 		Allow:       []netip.Prefix{netip.MustParsePrefix("10.99.1.0/24"), netip.MustParsePrefix("fd99:1::/64")},
 		Dial:        dialInServer,
@@ -345,8 +346,8 @@ func FuzzTUNPacket(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	r, err := h.StartRelay(context.Background(), RelayConfig{
-		Forwards: []Forward{
+	r, err := h.StartRelay(context.Background(), hostcfg.RelayConfig{
+		Forwards: []hostcfg.Forward{
 			{Proto: "tcp", Listen: 5201, To: netip.MustParseAddrPort("127.0.0.1:5201")},
 			{Proto: "udp", Listen: 5353, To: netip.MustParseAddrPort("127.0.0.1:5353")},
 		},
@@ -395,7 +396,7 @@ func BenchmarkTUNThroughput(b *testing.B) {
 			}
 			defer srv.Wait()
 			defer srv.Process.Kill()
-			lab := newTUNLab(b, RelayConfig{Forwards: []Forward{{Proto: "tcp", Listen: 5201, To: port}}})
+			lab := newTUNLab(b, hostcfg.RelayConfig{Forwards: []hostcfg.Forward{{Proto: "tcp", Listen: 5201, To: port}}})
 			args := []string{"-c", "10.99.0.2", "-p", "5201", "-t", "3", "-f", "g"}
 			if dir == "down" {
 				args = append(args, "-R")
@@ -445,7 +446,7 @@ func BenchmarkTUNThroughput(b *testing.B) {
 // live. Linux would deliver a datagram the relay sent to 0.0.0.0:P to
 // 127.0.0.1:P: the server must receive nothing.
 func TestTUNRelayRawToUnspecified(t *testing.T) {
-	lab := newTUNLab(t, RelayConfig{Transparent: true, Allow: openAllow})
+	lab := newTUNLab(t, hostcfg.RelayConfig{Transparent: true, Allow: openAllow})
 	srv4, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/netjam/netjam/control"
+	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/outdir"
 )
 
@@ -27,6 +28,12 @@ const (
 // for a TCP control endpoint given no --control-token (mode 0600), for
 // netjam ctl --control-token; it is removed when the run ends.
 const tokenFile = "control.token"
+
+// attach is emulator.Options.Live for srv: each run, once its flows
+// started, becomes the one srv controls.
+func attach(srv *control.Server) func(*emulator.Live) {
+	return func(lv *emulator.Live) { srv.Attach(lv) }
+}
 
 // controlAddr is --control's address, the default socket for "unix".
 func controlAddr(c *cli.Context, out string) string {

@@ -22,6 +22,7 @@ import (
 	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/report"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/summary"
 )
 
 func runCommand() *cli.Command {
@@ -179,7 +180,7 @@ func doRun(c *cli.Context) error {
 	defer stopRun()
 	if srv != nil {
 		defer srv.Close()
-		opts.Live = srv.Attach
+		opts.Live = attach(srv)
 	}
 	sum, runErr := emulator.Run(ctx, plan, opts)
 	if err := writeOutputs(dir, plan, sum, written); err != nil {
@@ -324,7 +325,7 @@ func runLogger(c *cli.Context, out *outdir.Dir) (log *zap.Logger, closeLog func(
 // finishRun writes the JUnit XML (for owner, when not nil) and the tables
 // once the outputs in dir are written, and turns the run's outcome into
 // netjam's exit.
-func finishRun(c *cli.Context, dir *outdir.Dir, owner *outdir.Owner, sum *emulator.Summary, runErr error, written *outputs) error {
+func finishRun(c *cli.Context, dir *outdir.Dir, owner *outdir.Owner, sum *summary.Summary, runErr error, written *outputs) error {
 	out := dir.Path()
 	if path := c.String("junit"); path != "" {
 		if err := report.WriteJUnit(path, owner, dir); err != nil {
@@ -361,7 +362,7 @@ var outputNames = []string{"summary.json, timeseries.csv and the resolved scenar
 // writeOutputs writes what a run leaves in its output folder out besides
 // netjam.log and the captures: summary.json, timeseries.csv, the resolved
 // scenario, the plots and report.html, marking each as written.
-func writeOutputs(out *outdir.Dir, plan *scenario.Plan, sum *emulator.Summary, written *outputs) error {
+func writeOutputs(out *outdir.Dir, plan *scenario.Plan, sum *summary.Summary, written *outputs) error {
 	if err := emulator.WriteResults(out, plan, sum); err != nil {
 		return cli.Exit(fmt.Sprintf("writing results: %v", err), exitFailed)
 	}
@@ -379,7 +380,7 @@ func writeOutputs(out *outdir.Dir, plan *scenario.Plan, sum *emulator.Summary, w
 
 // printTable writes the run's text tables, which package report draws
 // from the summary as summary.json has it.
-func printTable(w io.Writer, sum *emulator.Summary) error {
+func printTable(w io.Writer, sum *summary.Summary) error {
 	b, err := json.Marshal(sum)
 	if err != nil {
 		return err

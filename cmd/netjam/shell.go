@@ -24,6 +24,7 @@ import (
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/scenario"
+	"github.com/netjam/netjam/summary"
 )
 
 func shellCommand() *cli.Command {
@@ -327,7 +328,7 @@ func (sr *shellRun) control(opts *emulator.Options) (closeControl func(), err er
 		}
 		fmt.Fprintf(sr.c.App.ErrWriter, "netjam: control API at %s%s\nnetjam: dashboard at %s\n", ep.addr(), where, ep.dashboard())
 	}
-	opts.Live = ep.srv.Attach
+	opts.Live = attach(ep.srv)
 	sr.env = append(sr.env, controlEnv+"="+ep.addr())
 	if ep.token != "" {
 		sr.env = append(sr.env, controlTokenEnv+"="+ep.token)
@@ -379,7 +380,7 @@ func (sr *shellRun) start(etc string) (*exec.Cmd, error) {
 
 // finish writes the outputs (--out) and the table once COMMAND has
 // ended, and turns the run's outcome into netjam's: COMMAND's status.
-func (sr *shellRun) finish(sum *emulator.Summary, runErr error) error {
+func (sr *shellRun) finish(sum *summary.Summary, runErr error) error {
 	c := sr.c
 	if sr.dir != nil && sum != nil {
 		// COMMAND has ended: Ctrl-C is netjam's again, and ends it at

@@ -41,13 +41,20 @@ func (e *listError) String() string {
 // The rules, each a package of the module and what it must not import.
 var (
 	// noGVisor must not depend on gVisor, even through another package:
-	// they are tested without it, and the hot path's packages must not
-	// pull in a network stack.
-	noGVisor = []string{"impair", "wifi", "topology", "hostnet", "netif"}
+	// they are tested without it, the hot path's packages must not pull
+	// in a network stack, and the vocabulary (a scenario, the hosts'
+	// settings and counters, a run's summary) and what only reads or
+	// serves it (the report, a sweep, the control API) need none.
+	noGVisor = []string{"impair", "wifi", "topology", "hostnet", "netif",
+		"hostcfg", "summary", "scenario", "control", "report", "sweep"}
+	// gvisorOnlyThrough may depend on gVisor only through the packages
+	// listed: every other package it imports is in noGVisor's sense free
+	// of it. The command line runs runs, so its binary links gVisor, but
+	// only as the emulator and the proxy (the emulator's Bench) bring it.
+	gvisorOnlyThrough = map[string][]string{"cmd/netjam": {"emulator", "proxy"}}
 	// notDirectly must not import these packages themselves, for the
 	// reason given: the command line reaches devices and hosts through
-	// the emulator's API; a sweep is given how to run one run (it depends
-	// on gVisor through scenario only, until scenario no longer does).
+	// the emulator's API; a sweep is given how to run one run.
 	notDirectly = map[string]banned{
 		"cmd/netjam": {[]string{"stack", "hostnet"}, "it goes through the emulator"},
 		"sweep":      {[]string{"emulator", "stack", "hostnet"}, "the command line gives it how to run a run"},
@@ -80,7 +87,7 @@ func TestImportRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range append(slices.Clone(noGVisor), "cmd/netjam", "sweep") {
+	for _, name := range append(slices.Clone(noGVisor), binary, "emulator", "proxy") {
 		if !slices.ContainsFunc(pkgs, func(p pkg) bool { return p.ImportPath == module+name }) {
 			t.Errorf("go list does not list %s%s, which a rule names", module, name)
 		}
@@ -96,17 +103,22 @@ func TestViolations(t *testing.T) {
 		{ImportPath: module + "impair", Deps: []string{"time", gvisor + "_pkg/buffer"}},
 		{ImportPath: module + "topology", Deps: []string{module + "stack", gvisor + "_pkg/tcpip"}},
 		{ImportPath: module + "wifi", Deps: []string{module + "impair", "time"}},
-		{ImportPath: module + "cmd/netjam", Imports: []string{module + "emulator", module + "hostnet"}, Deps: []string{module + "stack", "github.com/chromedp/chromedp"}},
+		{ImportPath: module + "cmd/netjam", Imports: []string{module + "control", module + "emulator", module + "hostnet", module + "proxy"}, Deps: []string{module + "stack", "github.com/chromedp/chromedp"}},
 		{ImportPath: module + "sweep", Imports: []string{module + "scenario", module + "emulator"}},
+		{ImportPath: module + "control", Imports: []string{module + "summary"}, Deps: []string{module + "summary", gvisor + "_pkg/tcpip"}},
+		{ImportPath: module + "proxy", Deps: []string{gvisor + "_pkg/tcpip"}},
+		{ImportPath: module + "report", Deps: []string{module + "summary"}},
 		{ImportPath: module + "a", Error: &listError{[]string{"a", "b", "a"}, "import cycle not allowed"}},
 		{ImportPath: module + "b", DepsErrors: []*listError{{nil, "import cycle not allowed"}}},
 	}
 	want := []string{
 		module + "impair depends on " + gvisor + "_pkg/buffer (no gVisor in impair)",
 		module + "topology depends on " + gvisor + "_pkg/tcpip (no gVisor in topology)",
+		module + "cmd/netjam imports " + module + "control, which brings in gVisor (gVisor only through emulator, proxy)",
 		module + "cmd/netjam imports " + module + "hostnet (it goes through the emulator)",
 		module + "cmd/netjam depends on github.com/chromedp/chromedp (tests only)",
 		module + "sweep imports " + module + "emulator (the command line gives it how to run a run)",
+		module + "control depends on " + gvisor + "_pkg/tcpip (no gVisor in control)",
 		module + "a: import cycle not allowed: a -> b -> a",
 		module + "b: import cycle not allowed",
 	}
@@ -132,19 +144,49 @@ func decode(b []byte) ([]pkg, error) {
 	}
 }
 
+// gvisorDep returns a package of gVisor that p depends on, if any.
+func gvisorDep(p pkg) (string, bool) {
+	for _, d := range p.Deps {
+		if strings.HasPrefix(d, gvisor) {
+			return d, true
+		}
+	}
+	return "", false
+}
+
+// gvisorElsewhere returns a violation for each package p imports,
+// besides those of through, that is gVisor's or depends on it.
+func gvisorElsewhere(p pkg, through []string, byPath map[string]pkg) []string {
+	var out []string
+	for _, imp := range p.Imports {
+		if slices.Contains(through, strings.TrimPrefix(imp, module)) {
+			continue
+		}
+		_, deps := gvisorDep(byPath[imp])
+		if deps || strings.HasPrefix(imp, gvisor) {
+			out = append(out, fmt.Sprintf("%s imports %s, which brings in gVisor (gVisor only through %s)", p.ImportPath, imp, strings.Join(through, ", ")))
+		}
+	}
+	return out
+}
+
 // violations returns every broken rule of pkgs, in their order. An import
 // cycle shows as an error of a package on it.
 func violations(pkgs []pkg) []string {
 	var out []string
+	byPath := make(map[string]pkg, len(pkgs))
+	for _, p := range pkgs {
+		byPath[p.ImportPath] = p
+	}
 	for _, p := range pkgs {
 		name := strings.TrimPrefix(p.ImportPath, module)
 		if slices.Contains(noGVisor, name) {
-			for _, d := range p.Deps {
-				if strings.HasPrefix(d, gvisor) {
-					out = append(out, fmt.Sprintf("%s depends on %s (no gVisor in %s)", p.ImportPath, d, name))
-					break
-				}
+			if d, ok := gvisorDep(p); ok {
+				out = append(out, fmt.Sprintf("%s depends on %s (no gVisor in %s)", p.ImportPath, d, name))
 			}
+		}
+		if through, ok := gvisorOnlyThrough[name]; ok {
+			out = append(out, gvisorElsewhere(p, through, byPath)...)
 		}
 		rule := notDirectly[name]
 		for _, b := range rule.pkgs {
