@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/netjam/netjam/internal/testenv"
+	"github.com/netjam/netjam/summary"
 )
 
 // TestShellNodeIperf3Download: netjam shell --node server='iperf3 -s'
@@ -156,25 +157,12 @@ flows:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum struct {
-		Runs []struct {
-			Flows []struct {
-				CC            string `json:"cc"`
-				BytesReceived uint64 `json:"bytes_received"`
-			}
-			TUN struct {
-				Nodes []struct {
-					Name       string `json:"name"`
-					ExitStatus *int   `json:"exit_status"`
-				} `json:"nodes"`
-			} `json:"tun"`
-		}
-	}
-	if err := json.Unmarshal(b, &sum); err != nil || len(sum.Runs) != 1 {
+	var sum summary.Summary
+	if err := json.Unmarshal(b, &sum); err != nil || len(sum.Runs) != 1 || sum.Runs[0].TUN == nil {
 		t.Fatalf("summary: %v\n%s", err, b)
 	}
 	r := sum.Runs[0]
-	if len(r.Flows) != 1 || r.Flows[0].BytesReceived == 0 || r.Flows[0].CC != "bbr" || len(r.TUN.Nodes) != 2 ||
+	if len(r.Flows) != 1 || r.Flows[0].TCPSummary == nil || r.Flows[0].BytesReceived == 0 || r.Flows[0].CC != "bbr" || len(r.TUN.Nodes) != 2 ||
 		r.TUN.Nodes[0].ExitStatus == nil || *r.TUN.Nodes[0].ExitStatus != 0 {
 		t.Errorf("rootless run with nodes: %+v", r)
 	}
