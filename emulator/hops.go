@@ -21,7 +21,8 @@ import (
 // through the to-server router. Each hop has an address of its own, from
 // the top of the device's networks down: 10.99.0.254 in front of the
 // first link's uplink, .253 its downlink, .252 the second link's uplink,
-// and so on.
+// and so on. A link between two nodes has one sender each way, so its
+// hops' errors go straight back to it (betweenLinks).
 
 // hops puts a hop in front of each link direction's entry (ins and
 // outs: the uplinks' and downlinks' entries by link, changed to the
@@ -31,6 +32,7 @@ func (b *pathBuilder) hops(s *scenario.Scenario, upIn, downIn map[string]topolog
 		return nil
 	}
 	used := usedAddrs(s)
+	b.betweenErrors = map[string][2]topology.ID{}
 	for i, ls := range s.Links {
 		for j, ins := range []map[string]topology.ID{upIn, downIn} {
 			addrs, err := hopAddrs(s.TUN.Device.Addrs, 2*i+j, used)
@@ -42,11 +44,16 @@ func (b *pathBuilder) hops(s *scenario.Scenario, upIn, downIn map[string]topolog
 			id := b.g.Add(h.Node())
 			b.g.Link(id, ins[ls.Name])
 			ins[ls.Name] = id
-			back := b.toClient
-			if j == 1 {
-				back = b.toServer
+			errs := b.g.Add(h.Errors())
+			if ls.Between != nil {
+				e := b.betweenErrors[ls.Name]
+				e[j] = errs
+				b.betweenErrors[ls.Name] = e
+			} else if j == 0 {
+				b.g.Link(errs, b.toClient)
+			} else {
+				b.g.Link(errs, b.toServer)
 			}
-			b.g.Link(b.g.Add(h.Errors()), back)
 			b.l.hops = append(b.l.hops, hopEnd{name: name, addrs: addrs, hop: h})
 		}
 	}

@@ -52,6 +52,14 @@ type pathBuilder struct {
 	cell               *topology.Cell
 	// routes collects each router's routes until the graph is complete.
 	routes map[*topology.Router][]topology.Route
+	// upIn, upOut, downIn and downOut are where each link's uplink and
+	// downlink are entered and left, by link name.
+	upIn, upOut, downIn, downOut map[string]topology.ID
+	// betweenErrors are the ICMP errors of the routers in front of each
+	// link between two nodes, [uplink's, downlink's], by link name:
+	// linked to the nodes that send into them once the nodes are there
+	// (betweenLinks).
+	betweenErrors map[string][2]topology.ID
 }
 
 // newPathBuilder builds the path's directions, the routers at their ends
@@ -63,6 +71,7 @@ func newPathBuilder(l *lab, s *scenario.Scenario) (*pathBuilder, error) {
 	// leaves it: a tap in front and behind when its link's ends are
 	// captured.
 	upIn, upOut, downIn, downOut := map[string]topology.ID{}, map[string]topology.ID{}, map[string]topology.ID{}, map[string]topology.ID{}
+	b.upIn, b.upOut, b.downIn, b.downOut = upIn, upOut, downIn, downOut
 	for _, ls := range s.Links {
 		lr := &LinkRun{Name: ls.Name}
 		for i, r := range []**impair.Runner{&lr.Up, &lr.Down} {

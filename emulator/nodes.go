@@ -44,6 +44,9 @@ type nodeEnd struct {
 	cfg   scenario.Node
 	addrs []netip.Prefix // its device's addresses: the first node's the peer's
 	end   *endHost       // its ends in the graph
+	// tx is the node's source in the graph, what its device's read loop
+	// reads; rx its inbox, what its device is written from.
+	tx, rx topology.ID
 
 	cmd     *exec.Cmd
 	out     *prefixWriter
@@ -88,6 +91,7 @@ func (l *lab) nodeEnds(b *pathBuilder, hooks labHooks) error {
 		l.nodeEnd(b, n)
 	}
 	t.peer = t.nodes[0].end
+	b.betweenLinks(t.nodes)
 	l.partitionNames()
 	if err := t.writeEtc(l.s); err != nil {
 		return err
@@ -179,7 +183,7 @@ func (l *lab) nodeEnd(b *pathBuilder, n *nodeEnd) {
 	l.servers = append(l.servers, e)
 	q := n.inbox(l, b, "node "+n.cfg.Name)
 	e.in = n.in
-	b.wire(b.g.Add(e.tx.Node()), b.down, l.capServer, n.cfg.Name+" tx")
+	n.tx, n.rx = b.g.Add(e.tx.Node()), q
 	b.route(b.toServer, l.routers[0], hostPrefixes(e.addrs), q, l.capServer, n.cfg.Name+" rx")
 }
 

@@ -287,6 +287,79 @@ nodes:
 	}
 }
 
+// TestNodesLinksBetween joins nodes directly (links[].between) beside
+// the star of their links to the client's side: a to b crosses ab (2 ms
+// each way), b to c crosses cb's downlink (7 ms) and c's answers its
+// uplink (3 ms), a to c, without a link between them, the star (5 + 20
+// ms each way). traceroute shows the one router in front of each
+// direction crossed (.248 before ab's uplink, .245 before cb's
+// downlink: its ICMP errors reach the sender). A partition drops
+// what crosses a link between nodes too.
+func TestNodesLinksBetween(t *testing.T) {
+	ns := testNetns(t)
+	ping := testenv.RequireTool(t, "ping", "iputils-ping")
+	traceroute := testenv.RequireTool(t, "traceroute", "traceroute")
+	var nodeOut lockedBuffer
+	const pings = "-n -q -c 5 -i 0.2 -W 5"
+	y := fmt.Sprintf(`
+duration: 60s
+links:
+  - {name: la, delay: 5ms}
+  - {name: lb, delay: 10ms}
+  - {name: lc, delay: 20ms}
+  - {name: ab, between: [a, b], delay: 2ms}
+  - {name: cb, between: [c, b], uplink: {delay: 3ms}, downlink: {delay: 7ms}}
+tun: {netns: %[1]s}
+nodes:
+  - name: a
+    link: la
+    run: >-
+      sleep 0.5; %[2]s %[3]s b | sed -n 's/^rtt/a-b: rtt/p'; %[2]s %[3]s c | sed -n 's/^rtt/a-c: rtt/p';
+      %[4]s -n -q 1 -w 1 b | sed 's/^/a-b trace: /';
+      sleep 3; %[2]s -n -q -c 5 -i 0.2 -W 1 b | sed -n 's/^\([0-9]*\) packets transmitted, \([0-9]*\) received.*/a-b partitioned: \1 sent \2 received/p'
+  - name: b
+    link: lb
+    run: >-
+      sleep 0.5; %[2]s %[3]s c | sed -n 's/^rtt/b-c: rtt/p'; %[4]s -n -q 1 -w 1 c | sed 's/^/b-c trace: /'
+  - {name: c, link: lc, run: sleep 30}
+timeline:
+  - {at: 4s, partition: [[a], [b]]}
+`, ns.Path(), ping, pings, traceroute)
+	var client string
+	sum, err := Run(context.Background(), mustPlan(t, y), Options{NodeOutput: &nodeOut, Attached: func(ctx context.Context) error {
+		out, err := runWithHosts(ctx, ns, "sh", "-c", fmt.Sprintf("%s %s b | sed -n 's/^rtt/client-b: rtt/p'", ping, pings))
+		client = out
+		for !strings.Contains(nodeOut.String(), "a-b partitioned") && ctx.Err() == nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+		return err
+	}})
+	if err != nil {
+		t.Fatalf("run: %v\nnodes' output:\n%s", err, nodeOut.String())
+	}
+	out := nodeOut.String()
+	r := sum.Runs[0]
+	t.Logf("client:\n%s\nnodes:\n%s\npartition drops %d", client, out, r.TUN.PartitionDrops)
+	for _, c := range []struct {
+		out, label string
+		want       float64
+	}{{out, "a-b", 4}, {out, "b-c", 10}, {out, "a-c", 50}, {client, "client-b", 20}} {
+		minMs, _ := pingRTTs(t, c.out, c.label)
+		if minMs < c.want || minMs > c.want+5 {
+			t.Errorf("%s: fastest RTT %.2f ms, want %.0f ms (at most 5 more)", c.label, minMs, c.want)
+		}
+	}
+	if !regexp.MustCompile(`(?s)a-b trace:  1  10\.99\.0\.248 .*a-b trace:  2  10\.99\.0\.3 `).MatchString(out) {
+		t.Errorf("traceroute from a to b: want the router before ab's uplink, then b")
+	}
+	if !regexp.MustCompile(`(?s)b-c trace:  1  10\.99\.0\.245 .*b-c trace:  2  10\.99\.0\.4 `).MatchString(out) {
+		t.Errorf("traceroute from b to c: want the router before cb's downlink, then c")
+	}
+	if !strings.Contains(out, "a-b partitioned: 5 sent 0 received") || r.TUN.PartitionDrops < 5 {
+		t.Errorf("a partition [a] | [b] did not drop a's pings across ab (%d partition drops)", r.TUN.PartitionDrops)
+	}
+}
+
 // TestNodesPartition partitions three nodes on the timeline, [[a], [b,
 // c]] from 1 s to 3 s: a's pings to b are lost while it holds (about
 // half of 4 s) and answered before and after; b and c, in one group, and

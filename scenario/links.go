@@ -48,15 +48,22 @@ func (d *decoder) topology(f map[string]*yaml.Node, s *Scenario, mtu int, mtuOK 
 		return
 	}
 	lines := map[string]int{}
-	s.Links = d.links(lsn, mtu, mtuOK, lines)
+	s.Links = d.links(lsn, mtu, mtuOK, lines, s.Nodes)
 	if len(s.Links) > 0 {
 		s.Uplink, s.Downlink = s.Links[0].Uplink, s.Links[0].Downlink
 	}
 	if pn == nil {
-		// A series of every link, in order.
+		// A series of every link between the client's side and the far
+		// end, in order.
 		p := Path{Name: DefaultPath}
 		for _, l := range s.Links {
-			p.Via = append(p.Via, l.Name)
+			if l.Between == nil {
+				p.Via = append(p.Via, l.Name)
+			}
+		}
+		if len(p.Via) == 0 && len(s.Links) > 0 {
+			d.errorf(lsn, "links", "every link joins two nodes (between): add a link for the client's side, which the default path crosses")
+			return
 		}
 		s.Paths = []Path{p}
 		return
@@ -65,8 +72,9 @@ func (d *decoder) topology(f map[string]*yaml.Node, s *Scenario, mtu int, mtuOK 
 	d.unusedLinks(lsn, s.Links, s.Paths)
 }
 
-// links decodes the links list n; lines gets each name's line.
-func (d *decoder) links(n *yaml.Node, mtu int, mtuOK bool, lines map[string]int) []Link {
+// links decodes the links list n of a scenario with nodes; lines gets
+// each name's line.
+func (d *decoder) links(n *yaml.Node, mtu int, mtuOK bool, lines map[string]int, nodes []Node) []Link {
 	if !d.boundedList(n, "links", "links like [{name: access, rate: 10Mbps}]") {
 		return nil
 	}
@@ -94,6 +102,9 @@ func (d *decoder) links(n *yaml.Node, mtu int, mtuOK bool, lines map[string]int)
 			if m, ok := d.integer(v, at+".mtu", 576, int64(mtu)); ok {
 				l.MTU = int(m)
 			}
+		}
+		if v := shared["between"]; v != nil {
+			l.Between = d.between(v, at+".between", nodes, out)
 		}
 		out = append(out, l)
 	}
@@ -209,7 +220,10 @@ func (d *decoder) via(n *yaml.Node, path string, links []Link) []string {
 		if !ok {
 			continue
 		}
+		i := slices.IndexFunc(links, func(l Link) bool { return l.Name == name })
 		switch {
+		case i >= 0 && links[i].Between != nil:
+			d.errorf(x, path, "link %s joins nodes %s and %s (between): no path crosses it", name, links[i].Between[0], links[i].Between[1])
 		case !slices.Contains(names, name):
 			if s := suggest(name, names); s != "" {
 				d.errorf(x, path, "%s names no link; did you mean %q?", quote(name), s)
@@ -292,7 +306,7 @@ func (d *decoder) unusedLinks(n *yaml.Node, links []Link, paths []Path) {
 	}
 	for _, l := range links {
 		used := slices.ContainsFunc(paths, func(p Path) bool { return slices.Contains(p.Via, l.Name) })
-		if used {
+		if used || l.Between != nil {
 			continue
 		}
 		for _, item := range n.Content {

@@ -54,7 +54,7 @@ flows:
 		d.Delay.Time = 60 * time.Millisecond
 		d.Loss = impair.LossConfig{Model: impair.LossRandom, P: 0.005}
 	})
-	wantLinks := []Link{{"access", access, access, 0}, {"eu", eu, euDown, 0}, {"us", us, us, 0}}
+	wantLinks := []Link{{Name: "access", Uplink: access, Downlink: access}, {Name: "eu", Uplink: eu, Downlink: euDown}, {Name: "us", Uplink: us, Downlink: us}}
 	if !reflect.DeepEqual(s.Links, wantLinks) {
 		t.Errorf("links\n%+v\nwant\n%+v", s.Links, wantLinks)
 	}

@@ -22,7 +22,7 @@ import (
 // congestion control. Between two nodes a packet crosses the first's
 // link back to the client's side, where a hub turns it round, and the
 // second's link out (a star: the delay between two nodes is the sum of
-// their links').
+// their links'), unless a link joins the two directly (Link.Between).
 type Node struct {
 	// Name is the node's host name in every node's hosts file: letters,
 	// digits and '-', as a DNS label (not ClientNode).
@@ -170,25 +170,73 @@ func (d *decoder) nodeAddrs(n *yaml.Node, t *TUN, nodes []Node) {
 }
 
 // nodeLinks checks the link each node of n names (nodes[].link): one of
-// the scenario's links.
+// the scenario's links, not one between two nodes.
 func (d *decoder) nodeLinks(n *yaml.Node, links []Link) {
 	if n == nil || n.Kind != yaml.SequenceNode {
 		return
 	}
 	var names []string
 	for _, l := range links {
-		names = append(names, l.Name)
+		if l.Between == nil {
+			names = append(names, l.Name)
+		}
 	}
 	for i, item := range n.Content {
 		if item.Kind != yaml.MappingNode {
 			continue
 		}
 		for j := 0; j+1 < len(item.Content); j += 2 {
-			if item.Content[j].Value == "link" {
-				d.oneOf(item.Content[j+1], fmt.Sprintf("nodes[%d].link", i), "link", names)
+			if item.Content[j].Value != "link" {
+				continue
 			}
+			v, at := item.Content[j+1], fmt.Sprintf("nodes[%d].link", i)
+			if k := slices.IndexFunc(links, func(l Link) bool { return l.Name == v.Value }); k >= 0 && links[k].Between != nil {
+				d.errorf(v, at, "link %s joins nodes %s and %s (between); a node's link joins it to the client's side", v.Value, links[k].Between[0], links[k].Between[1])
+				continue
+			}
+			d.oneOf(v, at, "link", names)
 		}
 	}
+}
+
+// between decodes a link's between, n at path: two nodes of nodes, each
+// pair joined by one link at most (before are the links so far).
+func (d *decoder) between(n *yaml.Node, path string, nodes []Node, before []Link) []string {
+	if len(nodes) == 0 {
+		d.errorf(n, path, "between joins two nodes, and the scenario has no nodes")
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode || len(n.Content) != 2 {
+		d.errorf(n, path, "expected two node names, like [a, b], got %s", describe(n))
+		return nil
+	}
+	var names []string
+	for _, nd := range nodes {
+		names = append(names, nd.Name)
+	}
+	var pair []string
+	for _, x := range n.Content {
+		if x.Kind == yaml.ScalarNode && strings.EqualFold(x.Value, ClientNode) {
+			d.errorf(x, path, "the client's side is joined to a node by the node's link (nodes[].link), not by between")
+			return nil
+		}
+		name, ok := d.oneOf(x, path, "node", names)
+		if !ok {
+			return nil
+		}
+		pair = append(pair, name)
+	}
+	if pair[0] == pair[1] {
+		d.errorf(n, path, "a link between %s and itself: name two nodes", pair[0])
+		return nil
+	}
+	for _, l := range before {
+		if l.Between != nil && (slices.Equal(l.Between, pair) || l.Between[0] == pair[1] && l.Between[1] == pair[0]) {
+			d.errorf(n, path, "link %s joins %s and %s already: one link between two nodes (its uplink and downlink may differ)", l.Name, l.Between[0], l.Between[1])
+			return nil
+		}
+	}
+	return pair
 }
 
 // nodeName decodes a node's name, v, unique among names (each with its

@@ -82,6 +82,60 @@ func TestNodeErrors(t *testing.T) {
 	}
 }
 
+// TestLinksBetweenNodes: a link between two nodes joins them directly;
+// the default path leaves it out, and the timeline changes it by name.
+func TestLinksBetweenNodes(t *testing.T) {
+	s := mustParse(t, `
+duration: 10s
+tun: {}
+links:
+  - {name: access, delay: 5ms}
+  - {name: ab, between: [a, b], delay: 2ms}
+  - {name: bc, between: [c, b], uplink: {delay: 3ms}, downlink: {delay: 7ms}}
+nodes: [{name: a, link: access}, {name: b}, {name: c}]
+timeline:
+  - {at: 1s, set: {links.ab.loss: 50%}}
+`)
+	var between [][]string
+	for _, l := range s.Links {
+		between = append(between, l.Between)
+	}
+	if want := [][]string{nil, {"a", "b"}, {"c", "b"}}; !reflect.DeepEqual(between, want) {
+		t.Errorf("between %q, want %q", between, want)
+	}
+	if want := []Path{{Name: DefaultPath, Via: []string{"access"}}}; !reflect.DeepEqual(s.Paths, want) {
+		t.Errorf("paths %+v, want %+v", s.Paths, want)
+	}
+	if s.Links[2].Uplink.Delay.Time != 3*time.Millisecond || s.Links[2].Downlink.Delay.Time != 7*time.Millisecond {
+		t.Errorf("bc: %v up, %v down", s.Links[2].Uplink.Delay.Time, s.Links[2].Downlink.Delay.Time)
+	}
+	if p := s.Timeline[0]; p.Links[1].Uplink.Loss.P != 0.5 || p.Links[1].Between == nil {
+		t.Errorf("the timeline's ab: %+v", p.Links[1])
+	}
+}
+
+func TestLinksBetweenNodesErrors(t *testing.T) {
+	const base = "tun: {}\nnodes: [{name: a}, {name: b}]\n"
+	tests := []struct{ src, want string }{
+		{"links: [{name: l}, {name: ab, between: [a, b]}]\n", "x.yaml:1: links.ab.between: between joins two nodes, and the scenario has no nodes"},
+		{base + "links: [{name: l}, {name: ab, between: [a]}]\n", "x.yaml:3: links.ab.between: expected two node names, like [a, b], got a list"},
+		{base + "links: [{name: l}, {name: ab, between: a}]\n", `x.yaml:3: links.ab.between: expected two node names, like [a, b], got the string "a"`},
+		{base + "links: [{name: l}, {name: ab, between: [a, x]}]\n", `x.yaml:3: links.ab.between: "x" is not a node (expected one of: a, b)`},
+		{base + "links: [{name: l}, {name: ab, between: [client, a]}]\n", "x.yaml:3: links.ab.between: the client's side is joined to a node by the node's link (nodes[].link), not by between"},
+		{base + "links: [{name: l}, {name: ab, between: [a, a]}]\n", "x.yaml:3: links.ab.between: a link between a and itself: name two nodes"},
+		{base + "links: [{name: l}, {name: ab, between: [a, b]}, {name: ba, between: [b, a]}]\n", "x.yaml:3: links.ba.between: link ab joins a and b already: one link between two nodes (its uplink and downlink may differ)"},
+		{base + "links: [{name: ab, between: [a, b]}]\n", "x.yaml:3: links: every link joins two nodes (between): add a link for the client's side, which the default path crosses"},
+		{base + "links: [{name: l}, {name: ab, between: [a, b]}]\npaths: [{name: p, via: [l, ab]}]\n", "x.yaml:4: paths.p.via: link ab joins nodes a and b (between): no path crosses it"},
+		{"tun: {}\nnodes: [{name: a, link: ab}, {name: b}]\nlinks: [{name: l}, {name: ab, between: [a, b]}]\n", "x.yaml:2: nodes[0].link: link ab joins nodes a and b (between); a node's link joins it to the client's side"},
+	}
+	for _, tt := range tests {
+		_, err := parse(tt.src)
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("Parse(%q):\n got %v\nwant %s", tt.src, err, tt.want)
+		}
+	}
+}
+
 func TestTimelinePartition(t *testing.T) {
 	s := mustParse(t, `
 duration: 30s

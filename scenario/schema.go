@@ -156,6 +156,11 @@ type Link struct {
 	// where netjam routes, acts on a smaller one: its routers answer
 	// larger packets with ICMP (see the emulator's hops).
 	MTU int
+	// Between, when set, names the two nodes the link joins directly
+	// (links[].between: [a, b]): what the first sends the second crosses
+	// its uplink, what the second sends back its downlink, and no path
+	// crosses it. Nil for a link of the paths.
+	Between []string
 }
 
 // Path is a route across the scenario's links. The client side's packets
@@ -435,7 +440,7 @@ var schema = []section{
 		k("expect", "Expect"), k("variants", ""), k("sweep", ""), // a Plan's Runs and Sweep
 	}},
 	{path: "link", hint: true, keys: append(slices.Clone(directionSchema), k("uplink", "Uplink"), k("downlink", "Downlink"))},
-	{path: "links[]", hint: true, keys: append([]key{k("name", "Name"), k("mtu", "MTU")},
+	{path: "links[]", hint: true, keys: append([]key{k("name", "Name"), k("mtu", "MTU"), k("between", "Between")},
 		append(slices.Clone(directionSchema), k("uplink", "Uplink"), k("downlink", "Downlink"))...)},
 	{path: "paths[]", hint: true, keys: []key{k("name", "Name"), k("via", "Via"), k("match", "Match")}},
 	{path: "capture", hint: true, keys: []key{

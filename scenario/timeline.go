@@ -129,7 +129,7 @@ func (d *decoder) timeline(n *yaml.Node, root *yaml.Node, dur time.Duration, mtu
 	if d.count != before {
 		return nil
 	}
-	return d.compile(b.h, root, mtu, mtuOK, base)
+	return d.compile(b.h, root, mtu, mtuOK, base, nodes)
 }
 
 // timelineReset decodes and schedules the reset entry at path, whose keys
@@ -494,8 +494,9 @@ func rampKind(key string) (string, bool) {
 
 // compile runs the timeline's events in time order over a copy of the
 // links, decoding every link's directions after each instant's changes.
-func (d *decoder) compile(h tlHeap, root *yaml.Node, mtu int, mtuOK bool, state []Link) []TimelinePoint {
+func (d *decoder) compile(h tlHeap, root *yaml.Node, mtu int, mtuOK bool, state []Link, nodes []Node) []TimelinePoint {
 	c := newTLCompiler(d, root, mtu, mtuOK)
+	c.nodes = nodes
 	first := state // the file's links
 	var points []TimelinePoint
 	for h.Len() > 0 {
@@ -559,6 +560,7 @@ type tlCompiler struct {
 	budget int                   // ramp steps left to make
 	mtu    int
 	mtuOK  bool
+	nodes  []Node // the scenario's, whom links may join (between)
 }
 
 func newTLCompiler(d *decoder, root *yaml.Node, mtu int, mtuOK bool) *tlCompiler {
@@ -703,7 +705,7 @@ func (c *tlCompiler) decodeLinks(at time.Duration, e *tlEvent) ([]Link, bool) {
 	sub.traces = d.traces
 	var links []Link
 	if n := lookup(tree, "links"); n != nil && !isNull(n) {
-		links = sub.links(n, c.mtu, c.mtuOK, map[string]int{})
+		links = sub.links(n, c.mtu, c.mtuOK, map[string]int{}, c.nodes)
 	} else {
 		var link *yaml.Node
 		if n := lookup(tree, "link"); n != nil && !isNull(n) {
