@@ -46,7 +46,7 @@ var (
 	// settings and counters, a run's summary) and what only reads or
 	// serves it (the report, a sweep, the control API) need none.
 	noGVisor = []string{"impair", "wifi", "topology", "hostnet", "netif",
-		"hostcfg", "summary", "scenario", "control", "report", "sweep"}
+		"hostcfg", "summary", "scenario", "control", "report", "sweep", "blueprint"}
 	// gvisorOnlyThrough may depend on gVisor only through the packages
 	// listed: every other package it imports is in noGVisor's sense free
 	// of it. The command line runs runs, so its binary links gVisor, but
