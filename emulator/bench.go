@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/netjam/netjam/blueprint"
 	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/scenario"
@@ -84,12 +85,12 @@ func NewBench(s *scenario.Scenario, o BenchOptions) (*Bench, error) {
 		s.Seed, s.SeedSet = NewSeed(), true
 	}
 	clk := clock.Real{}
-	clientSpec := hostSpec{name: "client", sack: true}
+	clientHost := blueprint.Machine{Name: "client", SACK: true}
 	if s.WiFi != nil {
-		clientSpec.station = s.WiFi.Stations[0].Name
+		clientHost.Station = s.WiFi.Stations[0].Name
 	}
 	l, err := newLab(s, clk, log, nil, labHooks{},
-		clientSpec, hostSpec{name: "server", server: true, sack: true, transparent: true, catchAll: true})
+		clientHost, blueprint.Machine{Name: "server", Server: true, SACK: true, Transparent: true, CatchAll: true})
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +128,7 @@ func (b *Bench) ClientAddr(v6 bool) netip.Addr { return hostAddr(0, false, v6) }
 func (b *Bench) ServerAddr(v6 bool) netip.Addr { return hostAddr(0, true, v6) }
 
 func hostAddr(i int, server, v6 bool) netip.Addr {
-	a := hostAddrs(i, server)
+	a := blueprint.HostAddrs(i, server)
 	if v6 {
 		return a[1].Addr()
 	}

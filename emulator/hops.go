@@ -1,7 +1,6 @@
 package emulator
 
 import (
-	"fmt"
 	"net/netip"
 
 	"github.com/netjam/netjam/scenario"
@@ -31,14 +30,10 @@ func (b *pathBuilder) hops(s *scenario.Scenario, upIn, downIn map[string]topolog
 	if len(s.Nodes) == 0 || s.TUN == nil {
 		return nil
 	}
-	used := usedAddrs(s)
 	b.betweenErrors = map[string][2]topology.ID{}
 	for i, ls := range s.Links {
 		for j, ins := range []map[string]topology.ID{upIn, downIn} {
-			addrs, err := hopAddrs(s.TUN.Device.Addrs, 2*i+j, used)
-			if err != nil {
-				return err
-			}
+			addrs := b.l.bp.Hops[i][j]
 			name := "router before " + directionName(s, ls.Name, j == 0)
 			h := topology.NewHop(name, ls.MTU, addrs, b.l.pool)
 			id := b.g.Add(h.Node())
@@ -65,50 +60,6 @@ type hopEnd struct {
 	name  string
 	addrs []netip.Addr
 	hop   *topology.Hop
-}
-
-// usedAddrs are the addresses of the device's networks that the kernel,
-// its stations and the nodes hold.
-func usedAddrs(s *scenario.Scenario) map[netip.Addr]bool {
-	used := map[netip.Addr]bool{}
-	for _, a := range s.TUN.Device.Addrs {
-		used[a.Addr()] = true
-	}
-	for _, a := range s.TUN.Peer {
-		used[a] = true
-	}
-	for _, sa := range s.TUN.StationAddrs {
-		for _, a := range sa {
-			used[a] = true
-		}
-	}
-	for _, n := range s.Nodes {
-		for _, a := range n.Addrs {
-			used[a] = true
-		}
-	}
-	return used
-}
-
-// hopAddrs returns hop k's address in each of nets: the k-th host address
-// from the top of the network (the last is k = 0), refused when the
-// kernel, a station or a node holds it.
-func hopAddrs(nets []netip.Prefix, k int, used map[netip.Addr]bool) ([]netip.Addr, error) {
-	var out []netip.Addr
-	for _, p := range nets {
-		a := scenario.LastAddr(p.Masked())
-		if a.Is4() {
-			a = a.Prev() // the broadcast address is no host's
-		}
-		for range k {
-			a = a.Prev()
-		}
-		if !a.IsValid() || !p.Contains(a) || used[a] || a == p.Masked().Addr() {
-			return nil, fmt.Errorf("no address is left in %v for the routers in front of the links: give tun.address a larger network", p.Masked())
-		}
-		out = append(out, a)
-	}
-	return out, nil
 }
 
 // hopSummaries returns what each hop counted.

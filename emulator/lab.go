@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/netjam/netjam/blueprint"
 	"github.com/netjam/netjam/capture"
 	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/flows"
@@ -46,7 +47,11 @@ import (
 // i has 10.0.0.(101+i) and fd00::(101+i), in 10.0.0.0/24 and fd00::/64:
 // up to 100 hosts a side.
 type lab struct {
-	s    *scenario.Scenario
+	s *scenario.Scenario
+	// bp is s compiled: the machines, their addresses, the flows' ends;
+	// ends[i] is the end of bp.Machines[i] once added (nil before).
+	bp   *blueprint.Net
+	ends []*endHost
 	path *Path
 	cell *wifi.Runner // nil without a Wi-Fi cell
 	pool *impair.Pool
@@ -129,33 +134,6 @@ const (
 	inboxBytes = 4 << 20
 )
 
-const maxHosts = 100
-
-// hostAddrs are host i's addresses on its side: 10.0.0.N/24 and
-// fd00::N/64.
-func hostAddrs(i int, server bool) []netip.Prefix {
-	n := byte(1 + i)
-	if server {
-		n += 100
-	}
-	v6 := netip.AddrFrom16([16]byte{0xfd, 15: n})
-	return []netip.Prefix{
-		netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, 0, n}), 24),
-		netip.PrefixFrom(v6, 64),
-	}
-}
-
-// hostAddrsMTU are hostAddrs for hosts of MTU mtu: below IPv6's minimum,
-// the IPv4 address alone, as Linux leaves such an interface without
-// IPv6 (the scenario then has no IPv6 path).
-func hostAddrsMTU(i int, server bool, mtu int) []netip.Prefix {
-	a := hostAddrs(i, server)
-	if mtu < netif.MinMTUIPv6 {
-		a = a[:1]
-	}
-	return a
-}
-
 // addrLike returns e's first address of a's family (e.v4 if none).
 func (e *endHost) addrLike(a netip.Addr) netip.Addr {
 	for _, b := range e.addrs {
@@ -166,67 +144,12 @@ func (e *endHost) addrLike(a netip.Addr) netip.Addr {
 	return e.v4
 }
 
-// hostSpec is a netstack host a lab needs, before it is built.
-type hostSpec struct {
-	name    string // "": client<i> or server<i>
-	server  bool
-	sack    bool
-	station string
-	// transparent makes a server host take any destination (see
-	// stack.HostConfig.Transparent), catchAll the uplink's packets for
-	// destinations no host owns (a Bench's relay).
-	transparent, catchAll bool
-	// path is the name of the path a server host ends.
-	path string
-}
-
-// planHosts returns the netstack hosts the flows of s need: one per Wi-Fi
-// station the kernel is not behind, in the cell's order, then a client
-// (without a cell) per SACK setting and a server host per SACK setting
-// and path, in the flows' order.
-func planHosts(s *scenario.Scenario) []hostSpec {
-	var specs []hostSpec
-	have := func(server, sack bool, path string) bool {
-		for _, h := range specs {
-			if h.server == server && h.sack == sack && h.station == "" && h.path == path {
-				return true
-			}
-		}
-		return false
-	}
-	if s.WiFi != nil {
-		for _, st := range s.WiFi.Stations {
-			if s.TUN != nil && s.TUN.Station(st.Name) >= 0 {
-				continue // the kernel's endpoints go here, see buildTUN
-			}
-			sack := true
-			for _, f := range s.Flows {
-				if f.Station == st.Name && f.Type == "tcp" {
-					sack = f.SACK
-				}
-			}
-			specs = append(specs, hostSpec{name: st.Name, sack: sack, station: st.Name})
-		}
-	}
-	for _, f := range s.Flows {
-		if f.Stack == scenario.StackKernel {
-			continue // from the kernel to the peer host, see buildTUN
-		}
-		if s.WiFi == nil && !have(false, f.SACK, "") {
-			specs = append(specs, hostSpec{sack: f.SACK})
-		}
-		if p := s.FlowPath(f).Name; !have(true, f.SACK, p) {
-			specs = append(specs, hostSpec{server: true, sack: f.SACK, path: p})
-		}
-	}
-	return specs
-}
-
 // newLab builds the path, the Wi-Fi cell and the hosts the flows of s
 // need, or hosts when given (a Bench's: its own, and no host for a
-// station it does not sit behind). Nothing runs until start; close
-// releases everything, also after a failed newLab.
-func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir *outdir.Dir, hooks labHooks, hosts ...hostSpec) (*lab, error) {
+// station it does not sit behind), as s compiles (blueprint.Compile).
+// Nothing runs until start; close releases everything, also after a
+// failed newLab.
+func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir *outdir.Dir, hooks labHooks, hosts ...blueprint.Machine) (*lab, error) {
 	if len(s.Links) == 0 {
 		// Not from scenario.Parse: its link is the one.
 		c := *s
@@ -247,9 +170,11 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir *outd
 		l.close()
 		return nil, err
 	}
-	if err := checkPathNets(s); err != nil {
+	var err error
+	if l.bp, err = blueprint.Compile(s, blueprint.Options{Hosts: hosts}); err != nil {
 		return fail(err)
 	}
+	l.ends = make([]*endHost, len(l.bp.Machines))
 	if err := l.openCaptures(s, outDir); err != nil {
 		return fail(err)
 	}
@@ -257,18 +182,9 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir *outd
 	if err != nil {
 		return fail(err)
 	}
-	specs := hosts
-	if len(specs) == 0 {
-		specs = planHosts(s)
-	}
-	ends := make([]*endHost, len(specs))
-	for i, h := range specs {
-		if ends[i], err = l.addEnd(b, h); err != nil {
-			return fail(err)
-		}
-	}
-	if err := l.checkFlowPaths(s); err != nil {
-		return fail(err)
+	netstack := l.bp.Kinds(blueprint.Netstack)
+	for _, i := range netstack {
+		l.addEnd(b, i)
 	}
 	// The device comes last: once it is up, the kernel may send.
 	if s.TUN != nil {
@@ -279,8 +195,8 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir *outd
 	if l.net, err = b.compile(); err != nil {
 		return fail(err)
 	}
-	for i, h := range specs {
-		if err := l.newHost(s, ends[i], h); err != nil {
+	for _, i := range netstack {
+		if err := l.newHost(s, i); err != nil {
 			return fail(err)
 		}
 	}
@@ -304,44 +220,28 @@ func (l *lab) hostSummaries() []summary.HostSummary {
 	return hs
 }
 
-// addEnd adds the ends of the next netstack host of a side to the graph;
-// newHost makes the host once the graph is compiled.
-func (l *lab) addEnd(b *pathBuilder, h hostSpec) (*endHost, error) {
-	side := &l.clients
-	if h.server {
-		side = &l.servers
-	}
-	i := len(*side)
-	if i == maxHosts {
-		return nil, fmt.Errorf("more than %d hosts on a side", maxHosts)
-	}
-	e := &endHost{name: h.name, sack: h.sack, station: h.station, catchAll: h.catchAll, path: h.path}
-	if e.name == "" {
-		e.name = fmt.Sprintf("client%d", i)
-		if h.server {
-			e.name = fmt.Sprintf("server%d", i)
-		}
-	}
-	e.prefixes = hostAddrsMTU(i, h.server, l.s.MTU)
-	if p := l.pathOf(h.path); h.server && p.Match != nil && p.Match.Dst.IsValid() {
-		var err error
-		if e.prefixes, err = l.pathAddr(p); err != nil {
-			return nil, err
-		}
-	}
+// addEnd adds the ends of netstack host number i of the blueprint to
+// the graph; newHost makes the host once the graph is compiled.
+func (l *lab) addEnd(b *pathBuilder, i int) {
+	m := &l.bp.Machines[i]
+	e := &endHost{name: m.Name, sack: m.SACK, station: m.Station, catchAll: m.CatchAll, path: m.Path, prefixes: m.Addrs}
 	for _, a := range e.prefixes {
 		e.addrs = append(e.addrs, a.Addr())
 	}
 	e.v4 = e.addrs[0]
-	b.addHost(e, h.server)
-	*side = append(*side, e)
+	b.addHost(e, m.Server)
+	if m.Server {
+		l.servers = append(l.servers, e)
+	} else {
+		l.clients = append(l.clients, e)
+	}
 	if e.station != "" {
 		l.stations[e.station] = e
 	}
-	return e, nil
+	l.ends[i] = e
 }
 
-// newHost makes the netstack host of e, number i of its side.
+// newHost makes the netstack host of machine i of the blueprint.
 //
 // With segmentation offload (host GSO), as a host with TSO sends, for
 // the connections made while the path takes large segments whole (see
@@ -360,24 +260,17 @@ func (l *lab) addEnd(b *pathBuilder, h hostSpec) (*endHost, error) {
 // are not merged again before the host: gVisor's TCP without SACK counts
 // duplicate ACKs, one per packet it takes, and merged packets would hold
 // back its fast retransmit (see docs/accuracy.md on GRO).
-func (l *lab) newHost(s *scenario.Scenario, e *endHost, h hostSpec) error {
-	side := l.clients
-	if h.server {
-		side = l.servers
-	}
-	i := 0
-	for side[i] != e {
-		i++
-	}
-	seed := s.Seed + 2*uint64(i)
-	if h.server {
+func (l *lab) newHost(s *scenario.Scenario, i int) error {
+	m, e := &l.bp.Machines[i], l.ends[i]
+	seed := s.Seed + 2*uint64(m.Index)
+	if m.Server {
 		seed++
 	}
 	e.settle = clock.NewSettler(l.clk)
 	var err error
 	e.host, err = stack.NewHost(stack.HostConfig{
-		Name: e.name, Addrs: e.prefixes, MTU: s.MTU, Clock: l.clk, Seed: seed, SACK: h.sack,
-		OutputGSO: l.outputGSO(e), OutputHeld: l.outputHeld(e), GSOWhen: l.crossWhole(h.server), Log: l.log, Transparent: h.transparent,
+		Name: e.name, Addrs: e.prefixes, MTU: s.MTU, Clock: l.clk, Seed: seed, SACK: m.SACK,
+		OutputGSO: l.outputGSO(e), OutputHeld: l.outputHeld(e), GSOWhen: l.crossWhole(m.Server), Log: l.log, Transparent: m.Transparent,
 	})
 	return err
 }
@@ -411,24 +304,11 @@ func (l *lab) crossWhole(server bool) func() bool {
 	}
 }
 
-// find returns the wired host of a side with the SACK setting, or nil;
-// a server host of the path named path.
-func (l *lab) find(side []*endHost, sack bool, path string) *endHost {
-	for _, e := range side {
-		if e.sack == sack && e.station == "" && e.path == path {
-			return e
-		}
-	}
-	return nil
-}
-
-// ends returns the client-side and server-side hosts of flow f.
-func (l *lab) ends(f scenario.Flow) (client, server *endHost) {
-	server = l.find(l.servers, f.SACK, l.s.FlowPath(f).Name)
-	if f.Station != "" {
-		return l.stations[f.Station], server
-	}
-	return l.find(l.clients, f.SACK, ""), server
+// flowEnds returns the client-side and server-side ends of flow number
+// i.
+func (l *lab) flowEnds(i int) (client, server *endHost) {
+	f := l.bp.Flows[i]
+	return l.ends[f.Client], l.ends[f.Server]
 }
 
 // outputGSO returns a host's OutputGSO: into the path at e, a large
@@ -617,20 +497,18 @@ func (l *lab) newFlow(ctx context.Context, s *scenario.Scenario, i int, f scenar
 	// zero, and stays so.
 	untilEnd(f.TCP.Start, &f.TCP.Duration, s.Duration)
 	untilEnd(f.UDP.Start, &f.UDP.Duration, s.Duration)
-	port := serverPort(s, i, f)
+	port := l.bp.Flows[i].Port
 	ctx, cancel := context.WithTimeout(ctx, flowSetup(s))
 	defer cancel()
 	if f.Stack == scenario.StackKernel {
 		return l.newKernelFlow(ctx, i, f, port, clk)
 	}
-	client, server := l.ends(f)
+	client, server := l.flowEnds(i)
 	from, to := client.host, server.host
-	toAddr := server.v4
+	toAddr := l.bp.Flows[i].ServerAddr
 	if f.Direction == "down" {
-		// To the client's address of the server's family: a path
-		// whose dst is IPv6 gives its servers an IPv6 address only.
 		from, to = to, from
-		toAddr = client.addrLike(server.v4)
+		toAddr = l.bp.Flows[i].ClientAddr
 	}
 	dst := netip.AddrPortFrom(toAddr, port)
 	switch f.Type {
@@ -778,27 +656,6 @@ func (l *lab) warnStall(flow string) func(flows.Stall) {
 		l.log.Warn("tcp flow stalled: it has data to send and has sent nothing, not even a retransmission, for longer than max(1s, 3 RTO)",
 			zap.String("flow", flow), zap.Duration("silent_since", st.At), zap.Duration("rto", st.Info.RTO),
 			zap.Uint32("cwnd", st.Info.Cwnd), zap.Uint32("ssthresh", st.Info.Ssthresh), zap.Uint64("timeouts", st.Info.Timeouts))
-	}
-}
-
-// flowPort returns the port of flow number i: 5001 + i, or the next one
-// up that the TUN's forwards and services leave free on the peer.
-func flowPort(s *scenario.Scenario, i int) uint16 {
-	taken := map[uint16]bool{}
-	if s.TUN != nil {
-		for _, f := range s.TUN.Relay.Forwards {
-			taken[f.Listen] = true
-		}
-	}
-	port := uint16(5001)
-	for n := 0; ; port++ {
-		if taken[port] {
-			continue
-		}
-		if n == i {
-			return port
-		}
-		n++
 	}
 }
 

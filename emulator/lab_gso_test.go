@@ -34,7 +34,7 @@ func gsoTransfer(t *testing.T, y string, data []byte) (*lab, [][]byte) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	l.start(ctx)
-	client, server := l.ends(s.Flows[0])
+	client, server := l.flowEnds(0)
 	ln, err := server.host.ListenTCP(5001, hostcfg.TCPOptions{})
 	if err != nil {
 		l.close()
@@ -154,7 +154,7 @@ flows: [{name: bulk, type: tcp, size: 4MiB}]
 	if up.WholeGSO == 0 {
 		t.Fatal("no large segment crossed the uplink whole")
 	}
-	_, server := l.ends(l.s.Flows[0])
+	_, server := l.flowEnds(0)
 	in := server.host.Stats()
 	if in.InPackets != up.OutPackets {
 		t.Errorf("the server host counted %d packets in, the uplink %d out", in.InPackets, up.OutPackets)
@@ -207,7 +207,7 @@ flows: [{name: bulk, type: tcp, size: 1MiB}]
 			if (lost > 0) != c.whole || up.InPackets != up.OutPackets+lost+flushed || len(up.Drops) > 2 {
 				t.Errorf("uplink: %d in, %d out, drops %v: want every packet out, lost or flushed", up.InPackets, up.OutPackets, up.Drops)
 			}
-			client, server := l.ends(l.s.Flows[0])
+			client, server := l.flowEnds(0)
 			if out := client.host.Stats().OutPackets; !c.whole && out != up.InPackets {
 				t.Errorf("the client host sent %d packets, the uplink took %d: want the host to segment its data itself on a path that splits", out, up.InPackets)
 			}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/netjam/netjam/blueprint"
 	"github.com/netjam/netjam/capture"
 	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/impair"
@@ -105,7 +106,7 @@ func newPathBuilder(l *lab, s *scenario.Scenario) (*pathBuilder, error) {
 	if err := b.hops(s, upIn, downIn); err != nil {
 		return nil, err
 	}
-	paths := append(slices.Clip(s.Paths), nodePaths(s)...)
+	paths := b.l.bp.Paths
 	b.up = b.paths(s, paths, "paths", false, upIn, upOut, b.toServer)
 	b.down = b.paths(s, paths, "replies", true, downIn, downOut, b.toClient)
 	b.partitionEntries(s)
@@ -232,23 +233,8 @@ func (b *pathBuilder) paths(s *scenario.Scenario, paths []scenario.Path, name st
 
 // pathRoute is the route of path p to the node to: its match.
 func pathRoute(p scenario.Path, to topology.ID) topology.Route {
-	r := topology.Route{To: to}
-	if m := p.Match; m != nil {
-		r.Prefix, r.Port = m.Dst, m.Port
-		r.Proto = protoNumber(m.Proto)
-	}
-	return r
-}
-
-// protoNumber is the IP protocol number of "tcp" or "udp", 0 for "".
-func protoNumber(proto string) uint8 {
-	switch proto {
-	case "tcp":
-		return 6
-	case "udp":
-		return 17
-	}
-	return 0
+	m := blueprint.PathMatch(p)
+	return topology.Route{To: to, Prefix: m.Prefix, Proto: m.Proto, Port: m.Port}
 }
 
 // wire links from to to, through a tap of cw when that capture is on.

@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/netjam/netjam/blueprint"
 	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/hostnet"
@@ -75,20 +76,15 @@ const nodeReadyWait = 5 * time.Second
 // hub and crosses the uplink to it.
 func (l *lab) nodeEnds(b *pathBuilder, hooks labHooks) error {
 	t := l.tun
-	for i, cfg := range l.s.Nodes {
-		n := &nodeEnd{cfg: cfg}
-		if i == 0 {
-			n.addrs = t.peerAddrs
-		} else {
-			for j, a := range cfg.Addrs {
-				n.addrs = append(n.addrs, netip.PrefixFrom(a, t.cfg.Device.Addrs[j].Bits()))
-			}
-		}
+	for _, i := range l.bp.Kinds(blueprint.Node) {
+		m := &l.bp.Machines[i]
+		n := &nodeEnd{cfg: l.s.Nodes[m.Node], addrs: m.Addrs}
 		t.nodes = append(t.nodes, n)
 		if err := l.openNode(n, hooks); err != nil {
 			return err
 		}
 		l.nodeEnd(b, n)
+		l.ends[i] = n.end
 	}
 	t.peer = t.nodes[0].end
 	b.betweenLinks(t.nodes)
@@ -203,24 +199,6 @@ func (l *lab) hub(b *pathBuilder) {
 		prefixes = append(prefixes, hostPrefixes(n.end.addrs)...)
 	}
 	b.route(b.toClient, l.routers[1], prefixes, in, nil, "hub")
-}
-
-// nodePaths are the paths of the nodes that name a link (nodes[].link):
-// one per address, matching it, across that link alone. The lab routes
-// by them as by the scenario's paths (the uplink's router by destination,
-// the downlink's by source), and reports them nowhere.
-func nodePaths(s *scenario.Scenario) []scenario.Path {
-	var ps []scenario.Path
-	for _, n := range s.Nodes {
-		if n.Link == "" {
-			continue
-		}
-		for _, a := range n.Addrs {
-			ps = append(ps, scenario.Path{Name: "node " + n.Name, Via: []string{n.Link},
-				Match: &scenario.Match{Dst: netip.PrefixFrom(a, a.BitLen())}})
-		}
-	}
-	return ps
 }
 
 // hostsFile returns the hosts file of a scenario's nodes: localhost, the
@@ -630,14 +608,9 @@ func (l kernelListener) accept(ctx context.Context) (net.Conn, func() netif.TCPI
 // The sender's congestion control is the flow's: the client kernel's up,
 // the node kernel's down.
 func (l *lab) newNodeFlow(ctx context.Context, i int, f scenario.Flow, port uint16, clk clock.Clock) (flows.Flow, []closer, error) {
-	t, n := l.tun, l.tun.nodes[0]
-	local := t.kernelAddrs[max(0, t.cfg.Station(f.Station))]
-	to := t.peerOn(l.s.FlowPath(f))
-	if f.Node != "" {
-		i := slices.IndexFunc(t.nodes, func(n *nodeEnd) bool { return n.cfg.Name == f.Node })
-		n = t.nodes[i]
-		to = n.end.addrLike(local)
-	}
+	t, fl := l.tun, l.bp.Flows[i]
+	n := t.nodes[slices.IndexFunc(t.nodes, func(n *nodeEnd) bool { return n.end == l.ends[fl.Server] })]
+	local, to := fl.ClientAddr, fl.ServerAddr
 	down := f.Direction == "down"
 	if f.Type == "tcp" {
 		opts := hostnet.KernelTCPOptions{SendBuffer: f.SendBuffer, ReceiveBuffer: f.ReceiveBuffer}

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/netjam/netjam/blueprint"
 	"github.com/netjam/netjam/clock"
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/hostcfg"
@@ -85,16 +86,13 @@ type tunEnd struct {
 	fromStation map[netip.Addr]*endHost
 	peer        *endHost // the server-side host owning the peer addresses
 	relay       *stack.Relay
-	// peerAddrs are the peer's addresses; peerAddr the one kernel flows
-	// use (IPv4 when the device has IPv4), kernelAddrs each endpoint's
-	// address in its family.
-	peerAddrs   []netip.Prefix
-	peerAddr    netip.Addr
-	kernelAddrs []netip.Addr
+	// peerAddrs are the peer's addresses (blueprint's); peerAddr the
+	// first, IPv4 when the device has IPv4.
+	peerAddrs []netip.Prefix
+	peerAddr  netip.Addr
 	// pathAddrs are the peer's address on each path whose match has a
-	// dst (the network's first host address), by path name; routes, the
-	// networks routed into the device: the tun section's routes, and
-	// those paths' dst outside the device's networks.
+	// dst (blueprint.Net.PathPeer); routes, the networks routed into the
+	// device (blueprint.Net.DeviceRoutes).
 	pathAddrs map[string]netip.Addr
 	routes    []netip.Prefix
 
@@ -115,15 +113,13 @@ func (l *lab) buildTUN(b *pathBuilder, s *scenario.Scenario, hooks labHooks) err
 	c := s.TUN
 	t := &tunEnd{cfg: c, fromStation: map[netip.Addr]*endHost{}, mtu: c.Device.MTU}
 	l.tun = t
-	for _, a := range c.Device.Addrs {
-		for _, p := range c.Peer {
-			if p.Is4() == a.Addr().Is4() {
-				t.peerAddrs = append(t.peerAddrs, netip.PrefixFrom(p, a.Bits()))
-			}
-		}
+	far := l.bp.Kinds(blueprint.Peer)
+	if len(far) == 0 {
+		far = l.bp.Kinds(blueprint.Node) // the first node is in the peer's place
 	}
+	t.peerAddrs = l.bp.Machines[far[0]].Addrs
 	t.peerAddr = t.peerAddrs[0].Addr()
-	t.pathPeers(s)
+	t.pathAddrs, t.routes = l.bp.PathPeer, l.bp.DeviceRoutes
 	if t.mtu == 0 {
 		t.mtu = s.MTU
 	}
@@ -144,46 +140,6 @@ func (l *lab) buildTUN(b *pathBuilder, s *scenario.Scenario, hooks labHooks) err
 		zap.Stringers("peer", t.peerAddrs), zap.Int("mtu", t.mtu), zap.String("netns", c.Device.Netns), zap.Strings("stations", c.Stations),
 		zap.Stringers("routes", t.routes))
 	return nil
-}
-
-// pathPeers gives the peer an address on each path of s whose match has
-// a dst, the network's first host address (as a lab's server of the
-// path has), and routes the network into the device when it is outside
-// the device's: the kernel's packets to it take the path (a delay
-// matrix: ping 10.20.0.1 crosses to-eu, ping 10.99.0.2 the default
-// path), and the peer answers as it does on its own address (ICMP echo,
-// the services, the forwards' ports).
-func (t *tunEnd) pathPeers(s *scenario.Scenario) {
-	t.pathAddrs, t.routes = map[string]netip.Addr{}, slices.Clone(t.cfg.Device.Routes)
-	for _, p := range s.Paths {
-		if p.Match == nil || !p.Match.Dst.IsValid() {
-			continue
-		}
-		dst := p.Match.Dst
-		a, ok := nthHost(dst, 0)
-		if !ok {
-			continue
-		}
-		t.pathAddrs[p.Name] = a
-		if !slices.ContainsFunc(t.peerAddrs, func(q netip.Prefix) bool { return q.Addr() == a }) {
-			t.peerAddrs = append(t.peerAddrs, netip.PrefixFrom(a, dst.Bits()))
-		}
-		covered := slices.ContainsFunc(append(slices.Clone(t.cfg.Device.Addrs), t.routes...), func(q netip.Prefix) bool {
-			return q.Bits() <= dst.Bits() && q.Masked().Contains(dst.Addr())
-		})
-		if !covered {
-			t.routes = append(t.routes, dst)
-		}
-	}
-}
-
-// peerOn returns the peer's address on path p: the path's own (see
-// pathPeers), else the peer's.
-func (t *tunEnd) peerOn(p scenario.Path) netip.Addr {
-	if a, ok := t.pathAddrs[p.Name]; ok {
-		return a
-	}
-	return t.peerAddr
 }
 
 // open opens the device (in its namespace) as the scenario describes it,
@@ -217,28 +173,30 @@ func (l *lab) deviceEnd(b *pathBuilder) topology.ID { return l.tun.inbox(l, b, "
 // read loop reads enters the uplink (or the medium, as its station's),
 // what is for the kernel's addresses reaches the device's inbox dq.
 func (l *lab) kernelEnds(b *pathBuilder, dq topology.ID) {
-	t, c := l.tun, l.tun.cfg
+	t := l.tun
 	kernel := func(name string, addrs []netip.Addr) *endHost {
 		k := &endHost{name: name, addrs: addrs, v4: addrs[0], sack: true, in: t.in,
 			tx: topology.NewSource(name+" tx", topology.Emits{GSO: true, Partial: true}, l.pool, l.bigPool)}
-		t.kernels, t.kernelAddrs = append(t.kernels, k), append(t.kernelAddrs, k.v4)
+		t.kernels = append(t.kernels, k)
 		l.clients = append(l.clients, k)
 		return k
 	}
-	if len(c.Stations) == 0 {
+	for _, i := range l.bp.Kinds(blueprint.Kernel) {
+		m := &l.bp.Machines[i]
 		var addrs []netip.Addr
-		for _, a := range c.Device.Addrs {
+		for _, a := range m.Addrs {
 			addrs = append(addrs, a.Addr())
 		}
-		k := kernel("kernel", addrs)
-		b.wire(b.g.Add(k.tx.Node()), b.up, l.capClient, "kernel tx")
-		b.route(b.toClient, l.routers[1], hostPrefixes(addrs), dq, l.capClient, "kernel rx")
-	}
-	for j, name := range c.Stations {
-		k := kernel("kernel "+name, c.StationAddrs[j])
-		k.station = name
-		b.stationEnds(name, b.g.Add(k.tx.Node()), dq, k.addrs)
-		l.stations[name] = k
+		k := kernel(m.Name, addrs)
+		l.ends[i] = k
+		if m.Station == "" {
+			b.wire(b.g.Add(k.tx.Node()), b.up, l.capClient, m.Name+" tx")
+			b.route(b.toClient, l.routers[1], hostPrefixes(addrs), dq, l.capClient, m.Name+" rx")
+			continue
+		}
+		k.station = m.Station
+		b.stationEnds(m.Station, b.g.Add(k.tx.Node()), dq, k.addrs)
+		l.stations[m.Station] = k
 		for _, a := range k.addrs {
 			t.fromStation[a] = k
 		}
@@ -261,6 +219,7 @@ func (l *lab) peerEnds(b *pathBuilder) {
 	}
 	t.peer = p
 	l.servers = append(l.servers, p)
+	l.ends[l.bp.Kinds(blueprint.Peer)[0]] = p
 	m := &mergingEnd{e: p, maxBytes: l.bigPool.Size(), vec: make([][]byte, 0, topology.MaxBatch)}
 	q := b.inbox(p, m.node())
 	b.wire(b.g.Add(p.tx.Node()), b.down, l.capServer, "peer tx")
@@ -280,7 +239,7 @@ func (l *lab) peerEnds(b *pathBuilder) {
 func (l *lab) startPeer(s *scenario.Scenario, hooks labHooks) error {
 	t, c := l.tun, l.tun.cfg
 	h, err := stack.NewHost(stack.HostConfig{
-		Name: "peer", Addrs: t.peerAddrs, MTU: t.mtu, Clock: l.clk, Seed: s.Seed + 2*maxHosts + 1, SACK: true,
+		Name: "peer", Addrs: t.peerAddrs, MTU: t.mtu, Clock: l.clk, Seed: s.Seed + 2*blueprint.PeerSeedIndex + 1, SACK: true,
 		Transparent: c.Relay.Transparent, OutputGSO: l.outputGSO(t.peer), OutputHeld: l.outputHeld(t.peer), Log: l.log,
 	})
 	if err != nil {
@@ -506,8 +465,7 @@ func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port ui
 	peer := t.peer.host
 	// The flow's kernel end sends from its station's address, to the
 	// peer's address on its path.
-	local := t.kernelAddrs[max(0, t.cfg.Station(f.Station))]
-	to := t.peerOn(l.s.FlowPath(f))
+	local, to := l.bp.Flows[i].ClientAddr, l.bp.Flows[i].ServerAddr
 	down := f.Direction == "down"
 	switch {
 	case down && f.Type == "udp" && to != t.peerAddr:
