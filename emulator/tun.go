@@ -13,8 +13,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/netjam/netjam/blueprint"
-	"github.com/netjam/netjam/clock"
-	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/hostcfg"
 	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/impair"
@@ -422,101 +420,4 @@ func privilegeReason(err error) string {
 		s = s[:i]
 	}
 	return strings.TrimSuffix(s, " Either:")
-}
-
-// abortOnClose is a kernel flow's TCP connection, reset when the run
-// closes it: the flow half-closed it already when done, and a graceful
-// close would leave the kernel retransmitting its FIN (when the path lost
-// the ACK) into the next run's device.
-type abortOnClose struct{ *hostnet.KernelTCPConn }
-
-func (c abortOnClose) Close() error { return c.Abort() }
-
-// kernelDialer returns the dial of a kernel flow's client end: a
-// connection of the kernel's TCP to addr from the device's namespace,
-// reset when closed, with its TCP_INFO.
-func (t *tunEnd) kernelDialer(ctx context.Context, addr netip.AddrPort, o hostnet.KernelTCPOptions) func() (net.Conn, func() netif.TCPInfo, error) {
-	return func() (net.Conn, func() netif.TCPInfo, error) {
-		var c *hostnet.KernelTCPConn
-		err := t.ns.Do(func() error {
-			var err error
-			c, err = hostnet.DialKernelTCP(ctx, addr, o)
-			return err
-		})
-		if err != nil {
-			return nil, nil, err
-		}
-		return abortOnClose{c}, c.Info, nil
-	}
-}
-
-// newKernelFlow connects a flow of the kernel across the path: the
-// kernel's socket (in the device's namespace) on the client side, a
-// socket of the peer host on the server side. The kernel dials. A TCP
-// flow up sends from the kernel, with the kernel's congestion control; a
-// TCP flow down sends from the peer, with netstack's, to the kernel's
-// receiver (its window, its acknowledgments); a UDP flow sends either
-// way.
-func (l *lab) newKernelFlow(ctx context.Context, i int, f scenario.Flow, port uint16, clk clock.Clock) (flows.Flow, []closer, error) {
-	t := l.tun
-	if len(t.nodes) > 0 {
-		return l.newNodeFlow(ctx, i, f, port, clk)
-	}
-	peer := t.peer.host
-	// The flow's kernel end sends from its station's address, to the
-	// peer's address on its path.
-	local, to := l.bp.Flows[i].ClientAddr, l.bp.Flows[i].ServerAddr
-	down := f.Direction == "down"
-	switch {
-	case down && f.Type == "udp" && to != t.peerAddr:
-		return nil, nil, fmt.Errorf("flow %s: a kernel UDP flow down runs on the default path only (the peer sends it from its own address)", f.Name)
-	case f.Type == "tcp":
-		// Both ends take the flow's buffers; the congestion control
-		// is the sender's: the kernel's up, the peer's down.
-		peerOpts := hostcfg.TCPOptions{SendBuffer: f.SendBuffer, ReceiveBuffer: f.ReceiveBuffer}
-		kernelOpts := hostnet.KernelTCPOptions{SendBuffer: f.SendBuffer, ReceiveBuffer: f.ReceiveBuffer, Local: local}
-		if down {
-			peerOpts.CC = f.CC
-		} else {
-			kernelOpts.CC = f.CC
-		}
-		ln, err := peer.ListenTCP(port, peerOpts)
-		if err != nil {
-			return nil, nil, err
-		}
-		return newTCPFlow(ctx, f, clk, stackListener{ln}, l.warnStall(f.Name), t.kernelDialer(ctx, netip.AddrPortFrom(to, port), kernelOpts), down)
-	default: // udp
-		var send net.Conn
-		var recv net.PacketConn
-		var err error
-		if f.Direction == "down" {
-			err = t.ns.Do(func() error {
-				c, err := hostnet.ListenKernelUDP(netip.AddrPortFrom(local, port))
-				if err == nil {
-					recv = c
-				}
-				return err
-			})
-			if err == nil {
-				if send, err = peer.DialUDP(netip.AddrPortFrom(local, port)); err != nil {
-					recv.Close()
-				}
-			}
-		} else {
-			if recv, err = peer.ListenUDP(port); err == nil {
-				err = t.ns.Do(func() error {
-					send, err = net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, 0)),
-						net.UDPAddrFromAddrPort(netip.AddrPortFrom(to, port)))
-					return err
-				})
-				if err != nil {
-					recv.Close()
-				}
-			}
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("flow %s: %w", f.Name, err)
-		}
-		return newUDPFlow(i, f, clk, send, recv)
-	}
 }
