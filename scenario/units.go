@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -133,11 +134,16 @@ func ParseRate(s string) (uint64, error) {
 	v, exact, over := scale(num, mult, maxRate)
 	switch {
 	case over:
-		return 0, fmt.Errorf("%s is more than the maximum rate, %s", quote(s), FormatRate(maxRate))
+		return 0, errors.New(rateTooHigh(quote(s)))
 	case !exact:
 		return 0, fmt.Errorf("%s is not a whole number of bits per second", quote(s))
 	}
 	return v, nil
+}
+
+// rateTooHigh is the message of a rate, written text, over maxRate.
+func rateTooHigh(text string) string {
+	return text + " is more than the maximum rate, " + FormatRate(maxRate)
 }
 
 // FormatRate formats a rate in bits per second with the largest unit that
