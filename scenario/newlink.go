@@ -24,7 +24,7 @@ import (
 type LinkConfig struct {
 	// Name is the scenario's name; "" is DefaultLink.
 	Name string
-	// Uplink and Downlink are the link's directions, the values a file's
+	// Link is the impairment of both directions, the value a file's
 	// link keys decode into. A field that impair reads as "0: the
 	// default" takes the file's default: a drop-tail queue of
 	// impair.DefaultQueueLimit packets when neither queue limit is set,
@@ -33,7 +33,13 @@ type LinkConfig struct {
 	// impair.DefaultInflightLimit. Name, Seed, InflightBytes and
 	// InputLimit are the emulator's to set and must be zero, and so must
 	// Rate.Trace: a trace is a file's (rate: {trace: FILE}).
-	Uplink, Downlink impair.Config
+	Link impair.Config
+	// Uplink and Downlink, when not nil, replace Link for one direction,
+	// as a whole: the file has under link.uplink (link.downlink) each
+	// key in which the direction differs from Link. A direction without
+	// loss under a Link with loss has a random loss of 0%, which is how
+	// a file says it (loss: 0).
+	Uplink, Downlink *impair.Config
 	// MTU is the largest packet on the path, 576 to 65535; 0 is 1500.
 	MTU int
 	// Seed seeds every random decision of the run when SeedSet;
@@ -45,11 +51,11 @@ type LinkConfig struct {
 // NewLink returns the scenario of c: its link as DefaultLink on the
 // default path, every other key at its default, as a file with c's
 // values gives it. Each value is checked as a file's is, with a file's
-// message, which names the key that holds the value in the scenario's
-// YAML: link.KEY when both directions have the same, link.uplink.KEY or
-// link.downlink.KEY when they differ ("link.uplink.loss: 1.5 is out of
-// range (expected 0% to 100%)"). The error is an Errors value of every
-// problem; its Errors have no File or Line.
+// message, which names the key that holds it in the scenario's YAML:
+// link.KEY for Link's (checked even when Uplink and Downlink replace
+// it), link.uplink.KEY and link.downlink.KEY for theirs ("link.loss: 1.5
+// is out of range (expected 0% to 100%)"). The error is an Errors value
+// of every problem; its Errors have no File or Line.
 func NewLink(c LinkConfig) (*Scenario, error) {
 	var b linkBuilder
 	s := scenarioDefaults(cmp.Or(c.Name, DefaultLink))
@@ -63,13 +69,22 @@ func NewLink(c LinkConfig) (*Scenario, error) {
 		}
 	}
 	s.Seed, s.SeedSet = c.Seed, c.SeedSet
-	up, down := withDefaults(c.Uplink, s.MTU), withDefaults(c.Downlink, s.MTU)
-	link := b.link(&up, &down, s.MTU, mtuOK)
+	shared := withDefaults(c.Link, s.MTU)
+	up, down := &shared, &shared
+	if c.Uplink != nil {
+		u := withDefaults(*c.Uplink, s.MTU)
+		up = &u
+	}
+	if c.Downlink != nil {
+		d := withDefaults(*c.Downlink, s.MTU)
+		down = &d
+	}
+	link := b.link(&shared, up, down, s.MTU, mtuOK)
 	if len(b.errs) > 0 {
 		return nil, b.errs
 	}
-	s.Uplink, s.Downlink = up, down
-	s.Links = []Link{{Name: DefaultLink, Uplink: up, Downlink: down}}
+	s.Uplink, s.Downlink = *up, *down
+	s.Links = []Link{{Name: DefaultLink, Uplink: s.Uplink, Downlink: s.Downlink}}
 	s.Paths = []Path{{Name: DefaultPath, Via: []string{DefaultLink}}}
 	s.tree = mappingNode()
 	put(s.tree, "name", stringNode(s.Name))
@@ -130,81 +145,84 @@ func (b *linkBuilder) errorf(path, format string, args ...any) {
 
 // directionBuilders build the node of each direction key (nil: the key's
 // default) from a direction, in the order of directionKeys, checking its
-// values; same reports whether two directions have the same value.
+// values; same reports whether two directions have the same value, zero
+// is how a direction's own key says the default.
 var directionBuilders = []struct {
 	key  string
 	same func(a, b *impair.Config) bool
 	node func(b *linkBuilder, path string, c *impair.Config, mtu int, mtuOK bool) *yaml.Node
+	zero string
 }{
-	{"delay", func(a, b *impair.Config) bool { return same(a.Delay, b.Delay) }, (*linkBuilder).delay},
-	{"loss", func(a, b *impair.Config) bool { return same(a.Loss, b.Loss) }, (*linkBuilder).loss},
-	{"duplicate", func(a, b *impair.Config) bool { return same(a.Duplicate, b.Duplicate) }, (*linkBuilder).duplicate},
-	{"corrupt", func(a, b *impair.Config) bool { return same(a.Corrupt, b.Corrupt) }, (*linkBuilder).corrupt},
-	{"reorder", func(a, b *impair.Config) bool { return same(a.Reorder, b.Reorder) }, (*linkBuilder).reorder},
-	{"rate", func(a, b *impair.Config) bool { return same(a.Rate, b.Rate) }, (*linkBuilder).rate},
-	{"slot", func(a, b *impair.Config) bool { return same(a.Slot, b.Slot) }, (*linkBuilder).slot},
-	{"queue", func(a, b *impair.Config) bool { return same(a.Queue, b.Queue) }, (*linkBuilder).queue},
-	{"inflight_limit", func(a, b *impair.Config) bool { return a.InflightLimit == b.InflightLimit }, (*linkBuilder).inflightLimit},
+	{"delay", func(a, b *impair.Config) bool { return same(a.Delay, b.Delay) }, (*linkBuilder).delay, "0s"},
+	{"loss", func(a, b *impair.Config) bool { return same(a.Loss, b.Loss) }, (*linkBuilder).loss, "0"},
+	{"duplicate", func(a, b *impair.Config) bool { return same(a.Duplicate, b.Duplicate) }, (*linkBuilder).duplicate, "0"},
+	{"corrupt", func(a, b *impair.Config) bool { return same(a.Corrupt, b.Corrupt) }, (*linkBuilder).corrupt, "0"},
+	{"reorder", func(a, b *impair.Config) bool { return same(a.Reorder, b.Reorder) }, (*linkBuilder).reorder, "0"},
+	{"rate", func(a, b *impair.Config) bool { return same(a.Rate, b.Rate) }, (*linkBuilder).rate, "unlimited"},
+	{"slot", func(a, b *impair.Config) bool { return same(a.Slot, b.Slot) }, (*linkBuilder).slot, "0s"},
+	{"queue", func(a, b *impair.Config) bool { return same(a.Queue, b.Queue) }, (*linkBuilder).queue, strconv.Itoa(impair.DefaultQueueLimit)},
+	{"inflight_limit", func(a, b *impair.Config) bool { return a.InflightLimit == b.InflightLimit }, (*linkBuilder).inflightLimit,
+		strconv.Itoa(impair.DefaultInflightLimit)},
 }
 
 // same reports whether x and y are the same value, a NaN the same as a
-// NaN: the same bad value in both directions is one problem, under link.
+// NaN: a bad value a direction has from Link is Link's problem only.
 func same[T comparable](x, y T) bool {
 	return x == y || fmt.Sprintf("%#v", x) == fmt.Sprintf("%#v", y)
 }
 
-// link checks both directions and returns the link mapping: a key with
-// the same value in both under link, else each direction's under its
-// own mapping (link.uplink.loss), as decoder.direction reads them. A
-// direction's zero value is no key.
-func (b *linkBuilder) link(up, down *impair.Config, mtu int, mtuOK bool) *yaml.Node {
-	dirs := [2]*impair.Config{up, down}
-	names := [2]string{"uplink", "downlink"}
-	link, own := mappingNode(), [2]*yaml.Node{mappingNode(), mappingNode()}
-	// valid tells the keys whose values are valid in each direction, for
-	// the relations between keys; shared the keys under link.
-	valid := [2]map[string]bool{{}, {}}
-	shared := map[string]bool{}
-	for _, k := range directionBuilders {
-		if k.same(up, down) {
-			before := len(b.errs)
-			put(link, k.key, k.node(b, "link."+k.key, up, mtu, mtuOK))
-			valid[0][k.key] = len(b.errs) == before
-			valid[1][k.key], shared[k.key] = valid[0][k.key], true
+// link checks the link's directions and returns its mapping: shared's
+// keys, then those of up and down that are not shared, each under its
+// direction's own mapping (link.uplink.loss), as decoder.direction reads
+// them. A direction that replaces shared has its own key wherever it
+// differs from it, and says its default there (delay: 0s) where shared
+// has a value. A direction without loss under a shared loss then has
+// the file's loss: 0, a random loss of 0.
+func (b *linkBuilder) link(shared, up, down *impair.Config, mtu int, mtuOK bool) *yaml.Node {
+	link, valid := b.direction("link", shared, nil, nil, mtu, mtuOK)
+	for _, d := range []struct {
+		name string
+		c    *impair.Config
+	}{{"uplink", up}, {"downlink", down}} {
+		if d.c == shared {
 			continue
 		}
-		for i, c := range dirs {
-			before := len(b.errs)
-			put(own[i], k.key, k.node(b, "link."+names[i]+"."+k.key, c, mtu, mtuOK))
-			valid[i][k.key] = len(b.errs) == before
+		if own, _ := b.direction("link."+d.name, d.c, shared, valid, mtu, mtuOK); len(own.Content) > 0 {
+			put(link, d.name, own)
 		}
-	}
-	var lacks [2]bool
-	for i, c := range dirs {
-		b.emulatorFields("link."+names[i], c)
-		lacks[i] = valid[i]["delay"] && valid[i]["reorder"] && lacksDelay(*c)
-	}
-	// As decoder.link reports it: once for a shared reorder both lack.
-	switch {
-	case lacks[0] && lacks[1] && shared["reorder"]:
-		b.errorf("link.reorder", "%s", reorderNeedsDelay)
-	default:
-		for i, name := range names {
-			switch {
-			case !lacks[i]:
-			case shared["reorder"]:
-				b.errorf("link.reorder", "%s (the %s has none)", reorderNeedsDelay, name)
-			default:
-				b.errorf("link."+name+".reorder", "%s", reorderNeedsDelay)
-			}
-		}
-	}
-	for i, name := range names {
-		if len(own[i].Content) > 0 {
-			put(link, name, own[i])
+		if d.c.Loss.Model == impair.LossNone && shared.Loss.Model != impair.LossNone {
+			d.c.Loss = impair.LossConfig{Model: impair.LossRandom}
 		}
 	}
 	return link
+}
+
+// direction checks c, the direction at path (link, link.uplink), and
+// returns its mapping and the keys whose values are valid. With shared
+// (nil: none), whose valid keys are sharedValid, the mapping has the
+// keys in which c differs from shared only, and checks only them: a
+// default is no key, or says so (zero) under a shared value.
+func (b *linkBuilder) direction(path string, c, shared *impair.Config, sharedValid map[string]bool, mtu int, mtuOK bool) (*yaml.Node, map[string]bool) {
+	m := mappingNode()
+	valid := map[string]bool{}
+	for _, k := range directionBuilders {
+		if shared != nil && k.same(c, shared) {
+			valid[k.key] = sharedValid[k.key]
+			continue
+		}
+		before := len(b.errs)
+		n := k.node(b, path+"."+k.key, c, mtu, mtuOK)
+		valid[k.key] = len(b.errs) == before
+		if n == nil && shared != nil {
+			n = plainNode(k.zero)
+		}
+		put(m, k.key, n)
+	}
+	b.emulatorFields(path, c)
+	if valid["delay"] && valid["reorder"] && lacksDelay(*c) {
+		b.errorf(path+".reorder", "%s", reorderNeedsDelay)
+	}
+	return m, valid
 }
 
 // emulatorFields refuses the fields of direction c, at path, that the

@@ -31,20 +31,20 @@ func TestNewLinkDefaults(t *testing.T) {
 // TestNewLinkAsParsed makes scenarios of Go values, each direction form
 // of TestDirectionForms among them, with the defaults a Go value leaves
 // as 0 for impair: each is the scenario the file that NewLink writes for
-// it (YAML) parses into, and its directions are the values given with
-// the file's defaults filled in.
+// it (YAML) parses into, and its directions are the values given (Link,
+// or Uplink and Downlink where set) with the file's defaults filled in.
 func TestNewLinkAsParsed(t *testing.T) {
 	type test struct {
 		name     string
 		c        LinkConfig
-		up, down impair.Config // the directions with defaults; zero: c's
+		up, down impair.Config // the directions; zero: c's with defaults
 	}
 	var tests []test
 	for _, f := range directionForms {
 		if f.want.Queue.Discipline == impair.PIE && f.want.Queue.MaxBurst == 0 {
 			continue // a Go value's MaxBurst 0 is the default, 150ms
 		}
-		tests = append(tests, test{name: f.uplink, c: LinkConfig{Uplink: f.want, Downlink: defaultDirection()}})
+		tests = append(tests, test{name: f.uplink, c: LinkConfig{Uplink: &f.want}})
 	}
 	full := impair.Config{
 		Delay:     impair.DelayConfig{Time: 40 * time.Millisecond, Jitter: 4 * time.Millisecond, Distribution: impair.Pareto, Correlation: 0.1, AllowReorder: true},
@@ -64,21 +64,35 @@ func TestNewLinkAsParsed(t *testing.T) {
 		Rate:  impair.RateConfig{Bitrate: 1_234_567_891},
 	}
 	tests = append(tests,
-		test{name: "every key", c: LinkConfig{Uplink: full, Downlink: full}},
-		test{name: "nanoseconds, a third, a rate of ten digits", c: LinkConfig{Uplink: fine, Downlink: fine}},
-		test{name: "jitter without delay", c: LinkConfig{Uplink: impair.Config{Delay: impair.DelayConfig{Jitter: time.Millisecond}}}},
+		test{name: "every key", c: LinkConfig{Link: full}},
+		test{name: "every key in the uplink", c: LinkConfig{Uplink: &full}},
+		test{name: "every key but in the downlink", c: LinkConfig{Link: full, Downlink: &impair.Config{}}},
+		test{name: "nanoseconds, a third, a rate of ten digits", c: LinkConfig{Link: fine}},
+		test{name: "jitter without delay", c: LinkConfig{Link: impair.Config{Delay: impair.DelayConfig{Jitter: time.Millisecond}}}},
 		test{name: "tiny loss, 1bps, 1Tbps", c: LinkConfig{
-			Uplink:   impair.Config{Loss: impair.LossConfig{Model: impair.LossRandom, P: 1e-7}, Rate: impair.RateConfig{Bitrate: 1}},
-			Downlink: impair.Config{Loss: impair.LossConfig{Model: impair.LossRandom, P: 5e-324}, Rate: impair.RateConfig{Bitrate: MaxRate}}}},
-		test{name: "zero loss is random loss of 0", c: LinkConfig{Uplink: impair.Config{Loss: impair.LossConfig{Model: impair.LossRandom}}}},
+			Uplink:   &impair.Config{Loss: impair.LossConfig{Model: impair.LossRandom, P: 1e-7}, Rate: impair.RateConfig{Bitrate: 1}},
+			Downlink: &impair.Config{Loss: impair.LossConfig{Model: impair.LossRandom, P: 5e-324}, Rate: impair.RateConfig{Bitrate: MaxRate}}}},
+		test{name: "zero loss is random loss of 0", c: LinkConfig{Link: impair.Config{Loss: impair.LossConfig{Model: impair.LossRandom}}}},
+		test{name: "no loss under a link's loss is random loss of 0", c: LinkConfig{
+			Link:   impair.Config{Loss: impair.LossConfig{Model: impair.LossRandom, P: 0.25}, Delay: impair.DelayConfig{Time: time.Millisecond}},
+			Uplink: &impair.Config{Delay: impair.DelayConfig{Time: time.Millisecond}}},
+			up: with(func(d *impair.Config) {
+				d.Delay.Time, d.Loss = time.Millisecond, impair.LossConfig{Model: impair.LossRandom}
+			}),
+			down: with(func(d *impair.Config) {
+				d.Delay.Time, d.Loss = time.Millisecond, impair.LossConfig{Model: impair.LossRandom, P: 0.25}
+			})},
+		test{name: "a gemodel link, a direction without loss", c: LinkConfig{
+			Link:   impair.Config{Loss: impair.LossConfig{Model: impair.LossGE, P: 0.01, R: 0.5, OneMinusH: 1}},
+			Uplink: &impair.Config{}}},
 		test{name: "fq_codel's quantum follows the mtu", c: LinkConfig{MTU: 9000,
-			Uplink:   impair.Config{Queue: impair.QueueConfig{Discipline: impair.FQCoDel}},
-			Downlink: impair.Config{Queue: impair.QueueConfig{Discipline: impair.FQCoDel, LimitBytes: 9000}}},
+			Link:     impair.Config{Queue: impair.QueueConfig{Discipline: impair.FQCoDel}},
+			Downlink: &impair.Config{Queue: impair.QueueConfig{Discipline: impair.FQCoDel, LimitBytes: 9000}}},
 			up: impair.Config{Reorder: impair.ReorderConfig{Gap: 1}, InflightLimit: impair.DefaultInflightLimit, Queue: impair.QueueConfig{Discipline: impair.FQCoDel,
 				LimitPackets: 1000, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond, Flows: 1024, Quantum: 9014}},
 			down: impair.Config{Reorder: impair.ReorderConfig{Gap: 1}, InflightLimit: impair.DefaultInflightLimit, Queue: impair.QueueConfig{Discipline: impair.FQCoDel,
 				LimitBytes: 9000, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond, Flows: 1024, Quantum: 9014}}},
-		test{name: "a seed, a name", c: LinkConfig{Name: "mine", Seed: 1 << 63, SeedSet: true, Uplink: impair.Config{Delay: impair.DelayConfig{Time: time.Hour}}}},
+		test{name: "a seed, a name", c: LinkConfig{Name: "mine", Seed: 1 << 63, SeedSet: true, Link: impair.Config{Delay: impair.DelayConfig{Time: time.Hour}}}},
 		test{name: "a seed of 0", c: LinkConfig{SeedSet: true}},
 	)
 	for _, tt := range tests {
@@ -89,7 +103,7 @@ func TestNewLinkAsParsed(t *testing.T) {
 		}
 		up, down := tt.up, tt.down
 		if up == (impair.Config{}) {
-			up, down = withDefaults(tt.c.Uplink, s.MTU), withDefaults(tt.c.Downlink, s.MTU)
+			up, down = linkDirection(tt.c.Link, tt.c.Uplink, s.MTU), linkDirection(tt.c.Link, tt.c.Downlink, s.MTU)
 		}
 		if s.Uplink != up || s.Downlink != down {
 			t.Errorf("%s: directions\n%+v\n%+v\nwant\n%+v\n%+v", tt.name, s.Uplink, s.Downlink, up, down)
@@ -105,20 +119,34 @@ func TestNewLinkAsParsed(t *testing.T) {
 	}
 }
 
-// TestNewLinkShares writes a key both directions have under link, and
-// the keys they differ in under each: so a change of link.KEY (netjam
-// ctl, Path.Set) changes the directions that have the same value.
-func TestNewLinkShares(t *testing.T) {
-	up := impair.Config{Delay: impair.DelayConfig{Time: 1500 * time.Nanosecond}, Loss: impair.LossConfig{Model: impair.LossRandom, P: 0.25}}
-	down := up
-	down.Loss.P, down.Rate.Bitrate = 0.5, 3e6
-	s, err := NewLink(LinkConfig{Uplink: up, Downlink: down})
+// linkDirection is a direction of a LinkConfig of link and dir (nil: link's),
+// with the defaults of a path of mtu: a direction without loss under
+// link's loss has a random loss of 0.
+func linkDirection(link impair.Config, dir *impair.Config, mtu int) impair.Config {
+	if dir == nil {
+		return withDefaults(link, mtu)
+	}
+	c := withDefaults(*dir, mtu)
+	if c.Loss.Model == impair.LossNone && link.Loss.Model != impair.LossNone {
+		c.Loss.Model = impair.LossRandom
+	}
+	return c
+}
+
+// TestNewLinkReplaces writes Link's keys under link, and the keys in
+// which Uplink or Downlink differ from it under each: so a change of
+// link.KEY (netjam ctl, Path.Set) changes the directions that have Link's
+// value of KEY, and only them.
+func TestNewLinkReplaces(t *testing.T) {
+	link := impair.Config{Delay: impair.DelayConfig{Time: 1500 * time.Nanosecond}, Loss: impair.LossConfig{Model: impair.LossRandom, P: 0.25}}
+	up := impair.Config{Delay: link.Delay, Rate: impair.RateConfig{Bitrate: 3e6}}
+	s, err := NewLink(LinkConfig{Link: link, Uplink: &up})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for key, want := range map[string]string{
-		"link.delay": "1.5µs", "link.loss": "", "link.uplink.loss": "0.25", "link.downlink.loss": "0.5",
-		"link.downlink.rate": "3Mbps", "link.uplink.rate": "", "link.rate": "",
+		"link.delay": "1.5µs", "link.loss": "0.25", "link.uplink.loss": "0", "link.uplink.rate": "3Mbps",
+		"link.uplink.delay": "", "link.rate": "", "link.downlink": "",
 	} {
 		if got := s.Value(key); got != want {
 			t.Errorf("Value(%s) = %q, want %q", key, got, want)
@@ -129,12 +157,12 @@ func TestNewLinkShares(t *testing.T) {
 		t.Errorf("YAML:\n%s", y)
 	}
 
-	n, err := s.With("link.delay=2ms", "link.uplink.rate=1Mbps")
+	n, err := s.With("link.delay=2ms", "link.loss=0.5")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.Uplink.Delay.Time != 2*time.Millisecond || n.Downlink.Delay.Time != 2*time.Millisecond || n.Uplink.Rate.Bitrate != 1e6 ||
-		n.Downlink.Rate.Bitrate != 3e6 || n.Uplink.Loss.P != 0.25 || n.Downlink.Loss.P != 0.5 {
+	if n.Uplink.Delay.Time != 2*time.Millisecond || n.Downlink.Delay.Time != 2*time.Millisecond || n.Uplink.Rate.Bitrate != 3e6 ||
+		n.Downlink.Rate.Bitrate != 0 || n.Uplink.Loss.P != 0 || n.Downlink.Loss.P != 0.5 {
 		t.Errorf("With: uplink %+v, downlink %+v", n.Uplink, n.Downlink)
 	}
 	// A change's error names no file: there is none.
@@ -153,7 +181,7 @@ func TestNewLinkErrors(t *testing.T) {
 		return func(c *impair.Config) { c.Delay.Time = 10 * time.Millisecond; f(c) }
 	}
 	tests := []struct {
-		both func(c *impair.Config) // applied to both directions
+		both func(c *impair.Config) // applied to Link
 		lc   LinkConfig             // when both is nil
 		want string
 		file string
@@ -242,28 +270,30 @@ func TestNewLinkErrors(t *testing.T) {
 			want: "link.queue.alpha: 40 is out of range (expected 0 to 32)", file: "link: {queue: {discipline: pie, alpha: 40}}"},
 		{both: func(c *impair.Config) { c.InflightLimit = -1 },
 			want: "link.inflight_limit: -1 is out of range (expected 1 to 1048576)", file: "link: {inflight_limit: -1}"},
-		{lc: LinkConfig{Uplink: impair.Config{Name: "up"}},
+		{lc: LinkConfig{Uplink: &impair.Config{Name: "up"}},
 			want: "link.uplink: Name is the emulator's to set, not a scenario's: leave it zero"},
-		{lc: LinkConfig{Downlink: impair.Config{Seed: 1}},
+		{lc: LinkConfig{Downlink: &impair.Config{Seed: 1}},
 			want: "link.downlink: Seed is the emulator's to set, not a scenario's: leave it zero"},
 		{lc: LinkConfig{MTU: 100},
 			want: "mtu: 100 is out of range (expected 576 to 65535)", file: "mtu: 100"},
 		{lc: LinkConfig{Name: "a b"},
 			want: `name: "a b" is not a valid name (use letters, digits, '.', '_' and '-')`, file: "name: a b"},
-		{lc: LinkConfig{Uplink: impair.Config{Loss: impair.LossConfig{Model: impair.LossRandom, P: 1.5}}},
+		{lc: LinkConfig{Uplink: &impair.Config{Loss: impair.LossConfig{Model: impair.LossRandom, P: 1.5}}},
 			want: "link.uplink.loss: 1.5 is out of range (expected 0% to 100%)", file: "link: {uplink: {loss: 1.5}}"},
-		{lc: LinkConfig{Uplink: impair.Config{Reorder: impair.ReorderConfig{P: 0.1}},
-			Downlink: impair.Config{Delay: impair.DelayConfig{Time: time.Millisecond}, Reorder: impair.ReorderConfig{P: 0.1}}},
-			want: "link.reorder: reorder needs a delay in this direction to reorder against (the uplink has none)", file: "link: {reorder: 0.1, downlink: {delay: 1ms}}"},
-		{lc: LinkConfig{Uplink: impair.Config{Reorder: impair.ReorderConfig{P: 0.1}}},
+		{lc: LinkConfig{Link: impair.Config{Delay: impair.DelayConfig{Time: time.Millisecond}, Reorder: impair.ReorderConfig{P: 0.1}},
+			Uplink: &impair.Config{Reorder: impair.ReorderConfig{P: 0.1}}},
+			want: "link.uplink.reorder: reorder needs a delay in this direction to reorder against"},
+		// A value Uplink has from Link is Link's problem only.
+		{lc: LinkConfig{Link: impair.Config{Queue: impair.QueueConfig{LimitPackets: -1}}, Uplink: &impair.Config{Queue: impair.QueueConfig{LimitPackets: -1}}},
+			want: "link.queue: -1 is out of range (expected 1 to 1048576)", file: "link: {queue: -1}"},
+		{lc: LinkConfig{Uplink: &impair.Config{Reorder: impair.ReorderConfig{P: 0.1}}},
 			want: "link.uplink.reorder: reorder needs a delay in this direction to reorder against", file: "link: {uplink: {reorder: 0.1}}"},
 	}
 	fileLine := regexp.MustCompile(`^x\.yaml:[0-9]+: `)
 	for _, tt := range tests {
 		c := tt.lc
 		if tt.both != nil {
-			tt.both(&c.Uplink)
-			tt.both(&c.Downlink)
+			tt.both(&c.Link)
 		}
 		_, err := NewLink(c)
 		var es Errors
@@ -280,7 +310,7 @@ func TestNewLinkErrors(t *testing.T) {
 	}
 
 	// Every problem at once.
-	_, err := NewLink(LinkConfig{MTU: 1, Uplink: impair.Config{Delay: impair.DelayConfig{Time: -1}}, Downlink: impair.Config{InflightLimit: -1}})
+	_, err := NewLink(LinkConfig{MTU: 1, Uplink: &impair.Config{Delay: impair.DelayConfig{Time: -1}}, Downlink: &impair.Config{InflightLimit: -1}})
 	want := "mtu: 1 is out of range (expected 576 to 65535)\nlink.uplink.delay: -1ns is out of range (expected 0s to 1h)\nlink.downlink.inflight_limit: -1 is out of range (expected 1 to 1048576)"
 	if err == nil || err.Error() != want {
 		t.Errorf("three problems:\n%v\nwant\n%s", err, want)
