@@ -269,6 +269,9 @@ func fieldRank(msg string) int {
 // sent from then on, as netem's tc change does; a smaller queue limit
 // drops the excess. The queue's discipline and its other settings, traces
 // and slots cannot change while a path runs. On error nothing changed.
+// On a path of a Link, a key of the link ("loss") is the Link's: it
+// changes the directions that have the Link's value of it, not one whose
+// Up or Down has a value of its own ("uplink.loss" changes that one).
 func (p *Path) Set(key, value string) error {
 	p.mu.Lock()
 	closed := p.closed
