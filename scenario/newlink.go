@@ -30,7 +30,8 @@ type LinkConfig struct {
 	// impair.DefaultQueueLimit packets when neither queue limit is set,
 	// the discipline's values of the RFCs (fq_codel's quantum is the mtu
 	// and an Ethernet header), a reorder gap of 1, an in-flight limit of
-	// impair.DefaultInflightLimit. Name, Seed, InflightBytes and
+	// impair.DefaultInflightLimit (so a PIE queue's max_burst of 0, which
+	// a file may give, is 150ms here). Name, Seed, InflightBytes and
 	// InputLimit are the emulator's to set and must be zero, and so must
 	// Rate.Trace: a trace is a file's (rate: {trace: FILE}).
 	Link impair.Config

@@ -3,6 +3,7 @@ package scenario
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"regexp"
 	"strings"
@@ -314,5 +315,146 @@ func TestNewLinkErrors(t *testing.T) {
 	want := "mtu: 1 is out of range (expected 576 to 65535)\nlink.uplink.delay: -1ns is out of range (expected 0s to 1h)\nlink.downlink.inflight_limit: -1 is out of range (expected 1 to 1048576)"
 	if err == nil || err.Error() != want {
 		t.Errorf("three problems:\n%v\nwant\n%s", err, want)
+	}
+}
+
+// TestNewLinkRandom makes scenarios of random directions, of values in
+// range and out of it: what NewLink takes, the file it writes is read
+// into (a check NewLink lacked would let through a value the decoder
+// refuses), and impair validates.
+func TestNewLinkRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	pick := func(vs ...float64) float64 { return vs[rng.IntN(len(vs))] }
+	// Values mostly in range, now and then out of it.
+	dur := func() time.Duration { return time.Duration(pick(0, 1, 1500, 5e6, 3.6e12, 5e6, 1e9, 3.7e12, -1)) }
+	ratio := func() float64 { return pick(0, 1e-9, 0.25, 1.0/3, 0.01, 0.5, 1, 1.5, -0.5) }
+	count := func(hi int) int { return int(pick(1, 7, 100, float64(hi), 1, 7, 0, float64(hi+1), -1)) }
+	some := func() bool { return rng.IntN(3) == 0 }
+	loss := func() impair.LossConfig {
+		v := impair.LossConfig{Model: impair.LossModel(rng.IntN(5))}
+		switch v.Model {
+		case impair.LossRandom:
+			v.P = ratio()
+			if some() {
+				v.Correlation = ratio()
+			}
+		case impair.LossGE:
+			v.P, v.R, v.OneMinusH, v.OneMinusK = ratio(), ratio(), ratio(), ratio()
+		case impair.LossState:
+			v.P13, v.P31, v.P32, v.P23, v.P14 = ratio()/2, ratio()/2, ratio()/2, ratio(), ratio()/2
+		}
+		if some() && some() {
+			v.R = ratio() // of gemodel only
+		}
+		return v
+	}
+	queue := func() impair.QueueConfig {
+		q := impair.QueueConfig{Discipline: impair.Discipline(rng.IntN(6))}
+		if some() {
+			q.LimitPackets = count(maxPackets)
+		}
+		if some() {
+			q.LimitBytes = int64(count(maxBytes)) * 1000
+		}
+		switch q.Discipline {
+		case impair.CoDel, impair.FQCoDel:
+			q.ECN, q.Target, q.Interval = some(), dur(), dur()
+			if q.Discipline == impair.FQCoDel {
+				q.Flows, q.Quantum = count(65536), count(maxPackets)
+			}
+		case impair.PIE:
+			q.ECN, q.Target, q.TUpdate, q.MaxBurst, q.Alpha, q.Beta = some(), dur(), dur(), dur(), pick(0, 0.5, 2, 33), pick(0, 2, -1)
+		default:
+			if some() && some() {
+				q.Target = dur() // of the AQMs only
+			}
+		}
+		return q
+	}
+	direction := func() impair.Config {
+		d := impair.Config{
+			Delay:         impair.DelayConfig{Time: dur()},
+			Loss:          loss(),
+			Duplicate:     impair.Chance{P: ratio()},
+			Corrupt:       impair.Chance{P: ratio()},
+			Reorder:       impair.ReorderConfig{P: ratio()},
+			Rate:          impair.RateConfig{Bitrate: uint64(pick(1, 10e6, 1e9, MaxRate, MaxRate+1))},
+			Slot:          impair.SlotConfig{Min: dur(), Max: dur()},
+			Queue:         queue(),
+			InflightLimit: count(maxPackets),
+		}
+		if some() {
+			d.Delay.Jitter, d.Delay.Distribution, d.Delay.Correlation, d.Delay.AllowReorder = dur(), impair.Distribution(rng.IntN(5)), ratio(), some()
+		}
+		if some() {
+			d.Duplicate.Correlation, d.Reorder.Correlation, d.Reorder.Gap = ratio(), ratio(), count(maxPackets)
+		}
+		if some() {
+			d.Rate.PacketOverhead, d.Rate.CellSize, d.Rate.CellOverhead = int(pick(-20, 14, 2000)), count(65535), count(1500)
+		}
+		if some() {
+			d.Slot.Packets, d.Slot.Bytes = count(maxPackets), int64(count(maxBytes))
+		}
+		return d
+	}
+	// Most keys left out, some of them set: a direction with every key
+	// set is all but never valid.
+	sparse := func() impair.Config {
+		d, c := direction(), impair.Config{}
+		for range 3 {
+			switch rng.IntN(9) {
+			case 0:
+				c.Delay = d.Delay
+			case 1:
+				c.Loss = d.Loss
+			case 2:
+				c.Duplicate = d.Duplicate
+			case 3:
+				c.Corrupt = d.Corrupt
+			case 4:
+				c.Reorder = d.Reorder
+			case 5:
+				c.Rate = d.Rate
+			case 6:
+				c.Slot = d.Slot
+			case 7:
+				c.Queue = d.Queue
+			case 8:
+				c.InflightLimit = d.InflightLimit
+			}
+		}
+		return c
+	}
+	valid := 0
+	for range 10000 {
+		c := LinkConfig{Link: sparse(), MTU: int(pick(0, 0, 1500, 9000, 100))}
+		if rng.IntN(2) == 0 {
+			up := sparse()
+			c.Uplink = &up
+		}
+		s, err := NewLink(c)
+		if err != nil {
+			continue
+		}
+		valid++
+		y, err := s.YAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := parse(string(y))
+		if err != nil {
+			t.Fatalf("NewLink(%+v) took it; its file is refused:\n%v\n%s", c, err, y)
+		}
+		if got := p.Runs[0]; !reflect.DeepEqual(exported(s), exported(got)) {
+			t.Fatalf("NewLink(%+v) =\n%+v\nits file =\n%+v\n%s", c, exported(s), exported(got), y)
+		}
+		for _, d := range []impair.Config{s.Uplink, s.Downlink} {
+			if err := d.Validate(); err != nil {
+				t.Fatalf("NewLink(%+v): %v", c, err)
+			}
+		}
+	}
+	if valid < 500 {
+		t.Errorf("%d of 10000 valid: the values miss the valid ones", valid)
 	}
 }
