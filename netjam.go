@@ -28,8 +28,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,28 +39,40 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/hostcfg"
+	"github.com/netjam/netjam/impair"
 	"github.com/netjam/netjam/netif"
 	"github.com/netjam/netjam/scenario"
 )
 
 // Link is an emulated path's impairment, applied to each direction; Up
-// and Down, when set, replace it for the uplink (from the program to the
-// real address) or the downlink. The zero Link changes nothing. For
+// and Down, when set, replace it as a whole for the uplink (from the
+// program to the real address) or the downlink: a field Up leaves 0 is 0
+// on the uplink, whatever the Link's. The zero Link changes nothing. For
 // anything else a scenario's link can do (loss models, queue disciplines,
 // reordering, traces), use Load.
+//
+// Each value is checked as a scenario file's is (the Link's own even when
+// Up and Down replace it), and a bad one is refused with a message naming
+// its field: "netjam: Link.Up.Loss: 1.5 is out of range (expected 0% to
+// 100%)". The path is the scenario of a file whose link has the Link's
+// values and, under uplink and downlink, those in which Up and Down
+// differ from them: so Path.Set of a Link's key ("loss") changes the
+// directions that have the Link's value, and leaves a direction with a
+// value of its own ("uplink.loss") as it is.
 type Link struct {
 	// Delay is added to every packet; Jitter varies it (uniformly, by up to
 	// Jitter either way, never reordering).
 	Delay, Jitter time.Duration
-	// Loss is the probability that a packet is lost, 0 to 1.
+	// Loss is the probability that a packet is lost, 0 to 1. A direction
+	// of Up or Down without loss under a Link with loss has a random loss
+	// of 0 (as a scenario says it: loss: 0).
 	Loss float64
-	// Rate limits the direction, in bits per second (10e6 for 10 Mbit/s);
-	// 0 is unlimited. Packets wait in a drop-tail queue of Queue packets
-	// (0: the default, 1000).
+	// Rate limits the direction, in whole bits per second (10e6 for 10
+	// Mbit/s), at most 1e12; 0 is unlimited. Packets wait in a drop-tail
+	// queue of Queue packets (0: the default, 1000).
 	Rate  float64
 	Queue int
 	// Up and Down replace the fields above for one direction.
@@ -103,11 +117,14 @@ var ErrClosed = errors.New("netjam: path closed")
 
 // Start builds and starts a path with l's impairment.
 func Start(ctx context.Context, l Link) (*Path, error) {
-	y, err := l.scenario()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s, err := l.scenario()
 	if err != nil {
 		return nil, err
 	}
-	return load(ctx, "netjam.Link", y, nil)
+	return start("netjam.Link", s)
 }
 
 // Load builds and starts the path of a scenario file: its link, mtu and
@@ -133,56 +150,114 @@ func load(ctx context.Context, name string, data []byte, sets []string) (*Path, 
 	if len(plan.Runs) != 1 {
 		return nil, fmt.Errorf("netjam: %s has %d variants; a path is one of them: choose it with a --set of its keys", name, len(plan.Runs))
 	}
-	s := plan.Runs[0]
+	return start(name, plan.Runs[0])
+}
+
+// start builds and starts the path of s, named name in messages.
+func start(name string, s *scenario.Scenario) (*Path, error) {
 	p := &Path{real: map[netip.Addr]netip.Addr{}, virtual: map[netip.Addr]netip.Addr{}, closers: map[closer]struct{}{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
-	p.b, err = emulator.NewBench(s, emulator.BenchOptions{Dial: p.dialReal, Log: zap.NewNop()})
+	b, err := emulator.NewBench(s, emulator.BenchOptions{Dial: p.dialReal, Log: zap.NewNop()})
 	if err != nil {
 		p.cancel()
 		return nil, fmt.Errorf("netjam: %s: %w", name, err)
 	}
-	p.seed = s.Seed
+	p.b, p.seed = b, s.Seed
 	return p, nil
 }
 
-// scenario writes l as a scenario, so that its values are checked as a
-// scenario file's are, with the same messages.
-func (l Link) scenario() ([]byte, error) {
-	dir := func(d Direction) map[string]any {
-		m := map[string]any{}
-		if d.Delay != 0 || d.Jitter != 0 {
-			m["delay"] = map[string]any{"time": d.Delay.String(), "jitter": d.Jitter.String()}
-		}
-		if d.Loss != 0 {
-			m["loss"] = strconv.FormatFloat(d.Loss, 'g', -1, 64)
-		}
-		if d.Rate != 0 {
-			if d.Rate < 0 || d.Rate != float64(uint64(d.Rate)) {
-				m["rate"] = strconv.FormatFloat(d.Rate, 'g', -1, 64) + "bps" // the scenario's message says what is wrong
-			} else {
-				m["rate"] = strconv.FormatUint(uint64(d.Rate), 10) + "bps"
-			}
-		}
-		if d.Queue != 0 {
-			m["queue"] = map[string]any{"limit": d.Queue}
-		}
-		return m
-	}
-	link := dir(Direction{l.Delay, l.Jitter, l.Loss, l.Rate, l.Queue})
+// scenario returns l's scenario: one link, the Link's values for both
+// directions, Up's and Down's replacing them, each value checked as a
+// scenario file's is.
+func (l Link) scenario() (*scenario.Scenario, error) {
+	var errs []string
+	c := scenario.LinkConfig{Name: scenario.DefaultLink, MTU: l.MTU, Seed: l.Seed, SeedSet: l.Seed != 0}
+	c.Link = Direction{l.Delay, l.Jitter, l.Loss, l.Rate, l.Queue}.config("Link", &errs)
 	if l.Up != nil {
-		link["uplink"] = dir(*l.Up)
+		up := l.Up.config("Link.Up", &errs)
+		c.Uplink = &up
 	}
 	if l.Down != nil {
-		link["downlink"] = dir(*l.Down)
+		down := l.Down.config("Link.Down", &errs)
+		c.Downlink = &down
 	}
-	s := map[string]any{"name": "link", "link": link}
-	if l.MTU != 0 {
-		s["mtu"] = l.MTU
+	s, err := scenario.NewLink(c)
+	var es scenario.Errors
+	if errors.As(err, &es) {
+		for _, e := range es {
+			errs = append(errs, linkField(e.Path)+": "+e.Msg)
+		}
+	} else if err != nil {
+		errs = append(errs, err.Error())
 	}
-	if l.Seed != 0 {
-		s["seed"] = l.Seed
+	if len(errs) > 0 {
+		slices.SortStableFunc(errs, func(a, b string) int { return fieldRank(a) - fieldRank(b) })
+		return nil, errors.New("netjam: " + strings.Join(errs, "\n"))
 	}
-	return yaml.Marshal(s)
+	return s, nil
+}
+
+// config is d as a direction of a scenario, named field ("Link.Up") in
+// the problems it adds to errs: those of its rate, which the scenario
+// takes in whole bits per second. NewLink checks the rest.
+func (d Direction) config(field string, errs *[]string) impair.Config {
+	c := impair.Config{
+		Delay: impair.DelayConfig{Time: d.Delay, Jitter: d.Jitter},
+		Queue: impair.QueueConfig{LimitPackets: d.Queue},
+	}
+	if d.Loss != 0 {
+		c.Loss = impair.LossConfig{Model: impair.LossRandom, P: d.Loss}
+	}
+	r := strconv.FormatFloat(d.Rate, 'g', -1, 64)
+	switch {
+	case math.IsNaN(d.Rate) || d.Rate < 0:
+		*errs = append(*errs, field+".Rate: "+r+" is not a rate in bits per second (0: unlimited)")
+	case d.Rate > scenario.MaxRate:
+		*errs = append(*errs, field+".Rate: "+r+" is more than the maximum rate, "+scenario.FormatRate(scenario.MaxRate))
+	case d.Rate != math.Trunc(d.Rate):
+		*errs = append(*errs, field+".Rate: "+r+" is not a whole number of bits per second")
+	default:
+		c.Rate.Bitrate = uint64(d.Rate)
+	}
+	return c
+}
+
+// linkKeys name the Link's field of each key of a scenario's link a
+// Direction sets, in the scalar form and the mapping form.
+var linkKeys = map[string]string{
+	"delay": "Delay", "delay.time": "Delay", "delay.jitter": "Jitter", "loss": "Loss", "loss.p": "Loss",
+	"rate": "Rate", "rate.bitrate": "Rate", "queue": "Queue", "queue.limit": "Queue",
+}
+
+// linkField names the field of a Link that the key path of a scenario
+// made of it stands for: link.uplink.loss is Link.Up.Loss.
+func linkField(path string) string {
+	if path == "mtu" {
+		return "Link.MTU"
+	}
+	field, key := "Link", strings.TrimPrefix(path, "link.")
+	if rest, ok := strings.CutPrefix(key, "uplink."); ok {
+		field, key = "Link.Up", rest
+	} else if rest, ok := strings.CutPrefix(key, "downlink."); ok {
+		field, key = "Link.Down", rest
+	}
+	if f, ok := linkKeys[key]; ok {
+		return field + "." + f
+	}
+	return field + ": " + path // no key of a Direction's: said as it is
+}
+
+// fieldRank orders a problem of a Link by its field, as Link declares
+// them: the MTU, the Link's own, Up's, Down's.
+func fieldRank(msg string) int {
+	field, _, _ := strings.Cut(msg, ": ")
+	rank := 0
+	for i, f := range []string{"Link.", "Link.Up.", "Link.Down."} {
+		if rest, ok := strings.CutPrefix(field, f); ok && !strings.Contains(rest, ".") {
+			rank = 1 + 10*i + slices.Index([]string{"Delay", "Jitter", "Loss", "Rate", "Queue"}, rest)
+		}
+	}
+	return rank
 }
 
 // Set changes the path while it runs, without breaking its connections:
@@ -194,6 +269,9 @@ func (l Link) scenario() ([]byte, error) {
 // sent from then on, as netem's tc change does; a smaller queue limit
 // drops the excess. The queue's discipline and its other settings, traces
 // and slots cannot change while a path runs. On error nothing changed.
+// On a path of a Link, a key of the link ("loss") is the Link's: it
+// changes the directions that have the Link's value of it, not one whose
+// Up or Down has a value of its own ("uplink.loss" changes that one).
 func (p *Path) Set(key, value string) error {
 	p.mu.Lock()
 	closed := p.closed

@@ -246,10 +246,12 @@ func TestLossIsRetransmitted(t *testing.T) {
 	}
 }
 
-// TestBadLink is refused with the scenario's message.
+// TestBadLink is refused with the scenario's message, naming the Link's
+// field (TestLinkErrors has every field's), and so are a file with
+// variants and one with flows.
 func TestBadLink(t *testing.T) {
 	_, err := netjam.Start(context.Background(), netjam.Link{Loss: 1.5})
-	if err == nil || !strings.Contains(err.Error(), "link.loss: 1.5 is out of range (expected 0% to 100%)") {
+	if err == nil || err.Error() != "netjam: Link.Loss: 1.5 is out of range (expected 0% to 100%)" {
 		t.Errorf("Loss 1.5: %v", err)
 	}
 	if _, err := netjam.Load(context.Background(), "configs/tcp-vs-udp-loss.yaml"); err == nil || !strings.Contains(err.Error(), "variants") {

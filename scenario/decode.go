@@ -29,6 +29,10 @@ const (
 	maxPackets  = 1 << 20        // packet counts: queue limit, in-flight limit, slot packets, reorder gap
 	maxBytes    = 1 << 30        // byte counts: queue and slot byte limits
 	maxName     = 64
+	// The scenario's mtu: 576 is the least IPv4 host must take, 65535
+	// the most an IP packet can be.
+	minMTU = 576
+	maxMTU = 65535
 )
 
 // validName is the form of scenario and variant names: they end up in file
@@ -174,6 +178,48 @@ func (d *decoder) scalar(n *yaml.Node, path, want string) bool {
 	return false
 }
 
+// The ranges of values, shared by the decoder, which quotes a value as
+// the file writes it, and NewLink, which takes Go values: each returns
+// the range as a message writes it ("0s to 1h") and whether v is in it.
+
+// durationRange is [0, max], or (0, max] when positive.
+func durationRange(v time.Duration, positive bool, max time.Duration) (string, bool) {
+	if positive {
+		return "more than 0s, up to " + formatDuration(max), v > 0 && v <= max
+	}
+	return "0s to " + formatDuration(max), v >= 0 && v <= max
+}
+
+// ratioRange is a probability's, [0, 1].
+func ratioRange(v float64) (string, bool) { return "0% to 100%", v >= 0 && v <= 1 }
+
+// correlationRange is a correlation's, [0, 1): at 100% the random
+// stream would never change again.
+func correlationRange(v float64) (string, bool) {
+	return "0% up to but not including 100%", v >= 0 && v < 1
+}
+
+// integerRange is [lo, hi].
+func integerRange(v, lo, hi int64) (string, bool) {
+	return fmt.Sprintf("%d to %d", lo, hi), v >= lo && v <= hi
+}
+
+// sizeRange is [lo, hi] bytes.
+func sizeRange(v, lo, hi int64) (string, bool) {
+	return fmt.Sprintf("%dB to %dB", lo, hi), v >= lo && v <= hi
+}
+
+// numberRange is [lo, hi]; NaN is in no range.
+func numberRange(v, lo, hi float64) (string, bool) {
+	return fmt.Sprintf("%g to %g", lo, hi), v >= lo && v <= hi
+}
+
+// outOfRange is the message of value, written text, outside the range
+// want.
+func outOfRange(text, want string) string {
+	return text + " is out of range (expected " + want + ")"
+}
+
 // duration decodes a duration in [0, max], or (0, max] when positive.
 func (d *decoder) duration(n *yaml.Node, path string, positive bool, max time.Duration) (time.Duration, bool) {
 	if !d.scalar(n, path, "a duration like 50ms") {
@@ -184,12 +230,8 @@ func (d *decoder) duration(n *yaml.Node, path string, positive bool, max time.Du
 		d.errorf(n, path, "%v", err)
 		return 0, false
 	}
-	if v < 0 || v > max || positive && v == 0 {
-		from := "0s to"
-		if positive {
-			from = "more than 0s, up to"
-		}
-		d.errorf(n, path, "%s is out of range (expected %s %s)", n.Value, from, formatDuration(max))
+	if want, ok := durationRange(v, positive, max); !ok {
+		d.errorf(n, path, "%s", outOfRange(n.Value, want))
 		return 0, false
 	}
 	return v, true
@@ -205,8 +247,8 @@ func (d *decoder) ratio(n *yaml.Node, path string) (float64, bool) {
 		d.errorf(n, path, "%v", err)
 		return 0, false
 	}
-	if v > 1 {
-		d.errorf(n, path, "%s is out of range (expected 0%% to 100%%)", n.Value)
+	if want, ok := ratioRange(v); !ok {
+		d.errorf(n, path, "%s", outOfRange(n.Value, want))
 		return 0, false
 	}
 	return v, true
@@ -223,8 +265,8 @@ func (d *decoder) correlation(n *yaml.Node, path string) (float64, bool) {
 		d.errorf(n, path, "%v", err)
 		return 0, false
 	}
-	if v >= 1 {
-		d.errorf(n, path, "%s is out of range (expected 0%% up to but not including 100%%)", n.Value)
+	if want, ok := correlationRange(v); !ok {
+		d.errorf(n, path, "%s", outOfRange(n.Value, want))
 		return 0, false
 	}
 	return v, true
@@ -242,8 +284,8 @@ func (d *decoder) integer(n *yaml.Node, path string, lo, hi int64) (int64, bool)
 		return 0, false
 	}
 	v, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
-	if err != nil || v < lo || v > hi {
-		d.errorf(n, path, "%s is out of range (expected %d to %d)", n.Value, lo, hi)
+	if want, ok := integerRange(v, lo, hi); err != nil || !ok {
+		d.errorf(n, path, "%s", outOfRange(n.Value, want))
 		return 0, false
 	}
 	return v, true
@@ -276,8 +318,8 @@ func (d *decoder) size(n *yaml.Node, path string, lo, hi int64) (int64, bool) {
 		d.errorf(n, path, "%v", err)
 		return 0, false
 	}
-	if v < lo || v > hi {
-		d.errorf(n, path, "%s is out of range (expected %dB to %dB)", n.Value, lo, hi)
+	if want, ok := sizeRange(v, lo, hi); !ok {
+		d.errorf(n, path, "%s", outOfRange(n.Value, want))
 		return 0, false
 	}
 	return v, true
@@ -330,8 +372,8 @@ func (d *decoder) number(n *yaml.Node, path string, lo, hi float64) (float64, bo
 		i, err = strconv.ParseInt(text, 0, 64)
 		v = float64(i)
 	}
-	if err != nil || math.IsNaN(v) || v < lo || v > hi {
-		d.errorf(n, path, "%s is out of range (expected %g to %g)", n.Value, lo, hi)
+	if want, ok := numberRange(v, lo, hi); err != nil || !ok {
+		d.errorf(n, path, "%s", outOfRange(n.Value, want))
 		return 0, false
 	}
 	return v, true
@@ -349,9 +391,15 @@ func (d *decoder) oneOf(n *yaml.Node, path, what string, options []string) (stri
 	if s := suggest(n.Value, options); s != "" {
 		d.errorf(n, path, "%s is not a %s; did you mean %q?", quote(n.Value), what, s)
 	} else {
-		d.errorf(n, path, "%s is not a %s (expected one of: %s)", quote(n.Value), what, strings.Join(options, ", "))
+		d.errorf(n, path, "%s", notOneOf(quote(n.Value), what, options))
 	}
 	return "", false
+}
+
+// notOneOf is the message of a value, written text, that is none of
+// options; what names the kind of word ("distribution").
+func notOneOf(text, what string, options []string) string {
+	return fmt.Sprintf("%s is not a %s (expected one of: %s)", text, what, strings.Join(options, ", "))
 }
 
 // text decodes free text. Any scalar is taken as written, so that
@@ -497,7 +545,7 @@ func (d *decoder) topLevel(f map[string]*yaml.Node, s *Scenario) (mtuOK bool) {
 	mtuOK = true
 	if n := f["mtu"]; n != nil {
 		var v int64
-		if v, mtuOK = d.integer(n, "mtu", 576, 65535); mtuOK {
+		if v, mtuOK = d.integer(n, "mtu", minMTU, maxMTU); mtuOK {
 			s.MTU = int(v)
 		}
 	}

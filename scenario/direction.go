@@ -3,6 +3,7 @@ package scenario
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -99,9 +100,13 @@ func (d *decoder) direction(at, name string, shared, own map[string]*yaml.Node, 
 	})
 	return directionResult{
 		Config:     dir,
-		lacksDelay: delayOK && reorderOK && dir.Reorder.P > 0 && dir.Delay.Time == 0,
+		lacksDelay: delayOK && reorderOK && lacksDelay(dir),
 	}
 }
+
+// lacksDelay reports whether c reorders without a delay to reorder
+// against (reorderNeedsDelay).
+func lacksDelay(c impair.Config) bool { return c.Reorder.P > 0 && c.Delay.Time == 0 }
 
 // directionResult is a decoded direction and what is wrong between its keys
 // for the caller to report.
@@ -193,10 +198,8 @@ func (d *decoder) delay(n *yaml.Node, path string) impair.DelayConfig {
 		p := join(path, "distribution")
 		if dist, ok := oneOfEnum(d, x, p, "distribution", impair.Uniform, impair.ParetoNormal); ok {
 			v.Distribution = dist
-			// Like tc, refuse a distribution that would shape nothing:
-			// the mistake is usually a jitter forgotten or set elsewhere.
-			if dist != impair.Uniform && jitterOK && v.Jitter == 0 {
-				d.errorf(x, p, "distribution %s needs a jitter to shape", dist)
+			if msg := shapesNothing(dist, v.Jitter); jitterOK && msg != "" {
+				d.errorf(x, p, "%s", msg)
 			}
 		}
 	}
@@ -207,6 +210,16 @@ func (d *decoder) delay(n *yaml.Node, path string) impair.DelayConfig {
 		v.AllowReorder, _ = d.boolean(x, join(path, "allow_reorder"))
 	}
 	return v
+}
+
+// shapesNothing says why distribution dist is refused with jitter, or
+// "". Like tc, netjam refuses a distribution that would shape nothing:
+// the mistake is usually a jitter forgotten or set elsewhere.
+func shapesNothing(dist impair.Distribution, jitter time.Duration) string {
+	if dist != impair.Uniform && jitter == 0 {
+		return "distribution " + dist.String() + " needs a jitter to shape"
+	}
+	return ""
 }
 
 // loss decodes `loss`: a ratio (random loss), or the mapping form, whose
@@ -229,7 +242,7 @@ func (d *decoder) loss(n *yaml.Node, path string) impair.LossConfig {
 	}
 	for _, k := range lossKeys[1:] {
 		if x := f[k]; x != nil && !slices.Contains(lossKeyModels[k], v.Model.String()) {
-			d.errorf(x, join(path, k), "applies to %s only (the model is %s)", modelList(lossKeyModels[k]), v.Model)
+			d.errorf(x, join(path, k), "%s", notOfModel(k, v.Model))
 			delete(f, k)
 		}
 	}
@@ -262,6 +275,12 @@ func (d *decoder) loss(n *yaml.Node, path string) impair.LossConfig {
 	return v
 }
 
+// notOfModel is the message of loss key k given with a model it does not
+// apply to.
+func notOfModel(k string, m impair.LossModel) string {
+	return fmt.Sprintf("applies to %s only (the model is %s)", modelList(lossKeyModels[k]), m)
+}
+
 // stateLoss decodes the keys of a loss of the state model; ratio decodes
 // one of them into its field and reports whether it is given.
 func (d *decoder) stateLoss(n *yaml.Node, path string, v *impair.LossConfig, ratio func(string, *float64) bool) {
@@ -280,13 +299,23 @@ func (d *decoder) stateLoss(n *yaml.Node, path string, v *impair.LossConfig, rat
 	// place of their value, so their float sum rounds to exactly 1 (70% +
 	// 30% == 1), and impair checks the same sums.
 	if d.count == before {
-		if v.P13+v.P14 > 1 {
-			d.errorf(n, path, "p13 + p14 is more than 100%% (%s + %s)", formatPercent(v.P13), formatPercent(v.P14))
-		}
-		if v.P31+v.P32 > 1 {
-			d.errorf(n, path, "p31 + p32 is more than 100%% (%s + %s)", formatPercent(v.P31), formatPercent(v.P32))
+		for _, msg := range stateSums(*v) {
+			d.errorf(n, path, "%s", msg)
 		}
 	}
+}
+
+// stateSums says where the probabilities of leaving a state of loss v,
+// of the state model, add up to more than 1.
+func stateSums(v impair.LossConfig) []string {
+	var out []string
+	if v.P13+v.P14 > 1 {
+		out = append(out, fmt.Sprintf("p13 + p14 is more than 100%% (%s + %s)", formatPercent(v.P13), formatPercent(v.P14)))
+	}
+	if v.P31+v.P32 > 1 {
+		out = append(out, fmt.Sprintf("p31 + p32 is more than 100%% (%s + %s)", formatPercent(v.P31), formatPercent(v.P32)))
+	}
+	return out
 }
 
 // modelList writes "model gemodel" or "models random and gemodel".
@@ -405,11 +434,13 @@ func (d *decoder) rate(n *yaml.Node, path string) impair.RateConfig {
 		c, ok := d.integer(x, join(path, "cell_overhead"), 0, 1500)
 		v.CellOverhead = int(c)
 		if ok && c > 0 && v.CellSize == 0 && f["cell_size"] == nil {
-			d.errorf(x, join(path, "cell_overhead"), "needs a cell_size (cells are what the overhead is added to)")
+			d.errorf(x, join(path, "cell_overhead"), "%s", overheadNeedsCells)
 		}
 	}
 	return v
 }
+
+const overheadNeedsCells = "needs a cell_size (cells are what the overhead is added to)"
 
 // trace reads the trace file n names: a path relative to the scenario
 // file's folder (or, given on the command line, to the working folder).
@@ -555,13 +586,21 @@ func (d *decoder) slot(n *yaml.Node, path string) impair.SlotConfig {
 	if d.count == before {
 		switch {
 		case v.Max < v.Min:
-			d.errorf(f["max"], join(path, "max"), "%s is less than min %s", f["max"].Value, formatDuration(v.Min))
+			d.errorf(f["max"], join(path, "max"), "%s", maxBelowMin(f["max"].Value, v.Min))
 		case v.Max == 0 && (v.Packets > 0 || v.Bytes > 0):
-			d.errorf(n, path, "packets and bytes need slots: set min or max")
+			d.errorf(n, path, "%s", slotsNeeded)
 		}
 	}
 	return v
 }
+
+// maxBelowMin is the message of a slot's max, written text, below its
+// min.
+func maxBelowMin(text string, min time.Duration) string {
+	return text + " is less than min " + formatDuration(min)
+}
+
+const slotsNeeded = "packets and bytes need slots: set min or max"
 
 // queue decodes `queue`: a packet limit (integer), a byte limit (size), or
 // the mapping form.
@@ -593,9 +632,21 @@ func (d *decoder) queue(n *yaml.Node, path string, mtu int, mtuOK bool) impair.Q
 		bytesNode, bytesPath = f["bytes"], join(path, "bytes")
 	}
 	if mtuOK && v.LimitBytes > 0 && v.LimitBytes < int64(mtu) {
-		d.errorf(bytesNode, bytesPath, "%s is less than the MTU (%d bytes), so a full-size packet could never be queued", bytesNode.Value, mtu)
+		d.errorf(bytesNode, bytesPath, "%s", belowMTU(bytesNode.Value, mtu))
 	}
 	return v
+}
+
+// belowMTU is the message of a queue's byte limit, written text, below
+// the MTU.
+func belowMTU(text string, mtu int) string {
+	return fmt.Sprintf("%s is less than the MTU (%d bytes), so a full-size packet could never be queued", text, mtu)
+}
+
+// notOfDiscipline is the message of queue key k given with a discipline
+// it does not apply to.
+func notOfDiscipline(k string, disc impair.Discipline) string {
+	return fmt.Sprintf("applies to %s only (the discipline is %s)", andList(queueKeyDisciplines[k]), disc)
 }
 
 // queueFields decodes the mapping form of `queue`, with defaults for the
@@ -611,7 +662,7 @@ func (d *decoder) queueFields(f map[string]*yaml.Node, path string, mtu int) imp
 	}
 	for _, k := range queueKeys {
 		if x, ds := f[k], queueKeyDisciplines[k]; x != nil && ds != nil && !slices.Contains(ds, disc.String()) {
-			d.errorf(x, join(path, k), "applies to %s only (the discipline is %s)", andList(ds), disc)
+			d.errorf(x, join(path, k), "%s", notOfDiscipline(k, disc))
 			delete(f, k)
 		}
 	}

@@ -8,6 +8,11 @@
 // its line: errors name the file, the line, the dotted key path and what was
 // expected, and all of them are reported at once (see Error).
 //
+// NewLink makes the Scenario of one link from Go values (package netjam's
+// Link) without a file: it checks them with the decoder's ranges and
+// messages, fills the decoder's defaults, and writes the tree a file of
+// the same scenario has, so that overrides apply to it as to a file's.
+//
 // A Scenario describes a run; the emulator builds its running objects from
 // a validated one. What configures a package of the path is decoded into
 // that package's own type (each direction of the link into impair.Config,

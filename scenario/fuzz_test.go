@@ -144,7 +144,7 @@ func checkValid(t *testing.T, s *Scenario) {
 		if d.Reorder.Gap < 1 {
 			t.Errorf("reorder gap %d", d.Reorder.Gap)
 		}
-		if d.Rate.Bitrate > maxRate {
+		if d.Rate.Bitrate > MaxRate {
 			t.Errorf("rate %d", d.Rate.Bitrate)
 		}
 		if d.Slot.Min < 0 || d.Slot.Max < d.Slot.Min || d.Slot.Max > maxDelay {

@@ -99,7 +99,7 @@ func (d *decoder) links(n *yaml.Node, mtu int, mtuOK bool, lines map[string]int,
 		l := Link{Name: name}
 		l.Uplink, l.Downlink = d.link(at, shared, up, down, mtu, mtuOK)
 		if v := shared["mtu"]; v != nil && mtuOK {
-			if m, ok := d.integer(v, at+".mtu", 576, int64(mtu)); ok {
+			if m, ok := d.integer(v, at+".mtu", minMTU, int64(mtu)); ok {
 				l.MTU = int(m)
 			}
 		}

@@ -200,7 +200,7 @@ func (s *Scenario) CheckPartition(p *Partition) (*Partition, error) {
 // records a change made while it ran.
 func (s *Scenario) AddTimelinePartition(at time.Duration, p *Partition) error {
 	if s.tree == nil {
-		return errors.New("scenario: AddTimelinePartition needs a Scenario returned by Parse or Load")
+		return errors.New("scenario: AddTimelinePartition needs a Scenario returned by Parse, Load or NewLink")
 	}
 	key, value := stringNode("heal"), &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"}
 	if p != nil && len(p.Groups) > 0 {

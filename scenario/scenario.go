@@ -461,11 +461,11 @@ func defaultName(file string) string {
 // every override applied, `variants` removed, `name` written out, `seed`
 // set to s.Seed (so a run writes the seed it actually used; left out while
 // SeedSet is false), comments and null values dropped, and a leading
-// comment naming the source file and variant. Parsing the result gives a
-// Scenario equal to s except for Variant, which is "".
+// comment naming the source file (or NewLink) and variant. Parsing the
+// result gives a Scenario equal to s except for Variant, which is "".
 func (s *Scenario) YAML() ([]byte, error) {
 	if s.tree == nil {
-		return nil, errors.New("scenario: YAML needs a Scenario returned by Parse or Load")
+		return nil, errors.New("scenario: YAML needs a Scenario returned by Parse, Load or NewLink")
 	}
 	// The file's comments are dropped: after overrides they may describe
 	// values that are no longer there.
@@ -493,6 +493,9 @@ func (s *Scenario) YAML() ([]byte, error) {
 		from = strconv.Quote(from)
 	}
 	head := "netjam scenario resolved from " + from
+	if s.file == "" {
+		head = "netjam scenario made of Go values (NewLink)"
+	}
 	if s.Variant != "" {
 		head += ", variant " + s.Variant
 	}

@@ -139,107 +139,111 @@ mtu: 9000
 	}
 }
 
+// directionForms are forms of a direction's keys and what each decodes
+// into (TestDirectionForms); NewLink makes the same of the values
+// (TestNewLinkAsParsed).
+var directionForms = []struct {
+	uplink string
+	want   impair.Config
+}{
+	{`delay: 50ms`, with(func(d *impair.Config) { d.Delay.Time = 50 * time.Millisecond })},
+	{`delay: 0`, defaultDirection()},
+	{`delay: {time: 50ms, jitter: 5ms, distribution: normal, correlation: 25%, allow_reorder: true}`,
+		with(func(d *impair.Config) {
+			d.Delay = impair.DelayConfig{Time: 50 * time.Millisecond, Jitter: 5 * time.Millisecond, Distribution: impair.Normal, Correlation: 0.25, AllowReorder: true}
+		})},
+	{`delay: {jitter: 1ms, distribution: paretonormal}`, with(func(d *impair.Config) {
+		d.Delay = impair.DelayConfig{Jitter: time.Millisecond, Distribution: impair.ParetoNormal}
+	})},
+	{`loss: 5%`, with(func(d *impair.Config) { d.Loss = impair.LossConfig{Model: impair.LossRandom, P: 0.05} })},
+	{`loss: 0.05`, with(func(d *impair.Config) { d.Loss = impair.LossConfig{Model: impair.LossRandom, P: 0.05} })},
+	{`loss: {p: 1%, correlation: 0.5}`, with(func(d *impair.Config) {
+		d.Loss = impair.LossConfig{Model: impair.LossRandom, P: 0.01, Correlation: 0.5}
+	})},
+	{`loss: {model: random, p: 1%}`, with(func(d *impair.Config) { d.Loss = impair.LossConfig{Model: impair.LossRandom, P: 0.01} })},
+	// netem's gemodel defaults: r = 1-p, 1-h = 100%, 1-k = 0%.
+	{`loss: {model: gemodel, p: 10%}`, with(func(d *impair.Config) {
+		d.Loss = impair.LossConfig{Model: impair.LossGE, P: 0.1, R: 0.9, OneMinusH: 1}
+	})},
+	{`loss: {model: gemodel, p: 1%, r: 30%, 1-h: 50%, 1-k: 0.1%}`, with(func(d *impair.Config) {
+		d.Loss = impair.LossConfig{Model: impair.LossGE, P: 0.01, R: 0.3, OneMinusH: 0.5, OneMinusK: 0.001}
+	})},
+	// netem's state defaults: p31 = 1-p13, p32 = 0, p23 = 1, p14 = 0.
+	{`loss: {model: state, p13: 10%}`, with(func(d *impair.Config) {
+		d.Loss = impair.LossConfig{Model: impair.LossState, P13: 0.1, P31: 0.9, P23: 1}
+	})},
+	{`loss: {model: state, p13: 70%, p31: 80%, p32: 20%, p23: 90%, p14: 30%}`, with(func(d *impair.Config) {
+		d.Loss = impair.LossConfig{Model: impair.LossState, P13: 0.7, P31: 0.8, P32: 0.2, P23: 0.9, P14: 0.3}
+	})},
+	{`duplicate: 1%`, with(func(d *impair.Config) { d.Duplicate = impair.Chance{P: 0.01} })},
+	{`duplicate: {p: 1%, correlation: 10%}`, with(func(d *impair.Config) { d.Duplicate = impair.Chance{P: 0.01, Correlation: 0.1} })},
+	{`corrupt: 0.1%`, with(func(d *impair.Config) { d.Corrupt = impair.Chance{P: 0.001} })},
+	{`corrupt: {p: 0.1%, correlation: 0}`, with(func(d *impair.Config) { d.Corrupt = impair.Chance{P: 0.001} })},
+	{`{delay: 10ms, reorder: 25%}`, with(func(d *impair.Config) {
+		d.Delay.Time = 10 * time.Millisecond
+		d.Reorder = impair.ReorderConfig{P: 0.25, Gap: 1}
+	})},
+	{`{delay: 10ms, reorder: {p: 100%, correlation: 50%, gap: 5}}`, with(func(d *impair.Config) {
+		d.Delay.Time = 10 * time.Millisecond
+		d.Reorder = impair.ReorderConfig{P: 1, Correlation: 0.5, Gap: 5}
+	})},
+	{`reorder: 0%`, defaultDirection()}, // no reordering needs no delay
+	{`rate: 10Mbps`, with(func(d *impair.Config) { d.Rate.Bitrate = 10_000_000 })},
+	{`rate: unlimited`, defaultDirection()},
+	{`rate: {bitrate: 1Mbps, packet_overhead: -20, cell_size: 48, cell_overhead: 5}`, with(func(d *impair.Config) {
+		d.Rate = impair.RateConfig{Bitrate: 1_000_000, PacketOverhead: -20, CellSize: 48, CellOverhead: 5}
+	})},
+	{`slot: 4ms`, with(func(d *impair.Config) {
+		d.Slot = impair.SlotConfig{Min: 4 * time.Millisecond, Max: 4 * time.Millisecond}
+	})},
+	{`slot: 0`, defaultDirection()},
+	{`slot: {min: 2ms}`, with(func(d *impair.Config) {
+		d.Slot = impair.SlotConfig{Min: 2 * time.Millisecond, Max: 2 * time.Millisecond}
+	})},
+	{`slot: {max: 2ms}`, with(func(d *impair.Config) { d.Slot = impair.SlotConfig{Max: 2 * time.Millisecond} })},
+	{`slot: {min: 2ms, max: 6ms, packets: 32, bytes: 64KiB}`, with(func(d *impair.Config) {
+		d.Slot = impair.SlotConfig{Min: 2 * time.Millisecond, Max: 6 * time.Millisecond, Packets: 32, Bytes: 65536}
+	})},
+	{`slot: {min: 2ms, bytes: 3000}`, with(func(d *impair.Config) {
+		d.Slot = impair.SlotConfig{Min: 2 * time.Millisecond, Max: 2 * time.Millisecond, Bytes: 3000}
+	})},
+	{`queue: 50`, with(func(d *impair.Config) { d.Queue.LimitPackets = 50 })},
+	{`queue: 1.5MB`, with(func(d *impair.Config) { d.Queue = impair.QueueConfig{LimitBytes: 1_500_000} })},
+	{`queue: {bytes: 64KiB}`, with(func(d *impair.Config) { d.Queue = impair.QueueConfig{LimitBytes: 65536} })},
+	{`queue: {bytes: 1500}`, with(func(d *impair.Config) { d.Queue = impair.QueueConfig{LimitBytes: 1500} })},
+	{`queue: {limit: 100, bytes: 1MB, discipline: headdrop}`, with(func(d *impair.Config) {
+		d.Queue = impair.QueueConfig{Discipline: impair.HeadDrop, LimitPackets: 100, LimitBytes: 1_000_000}
+	})},
+	{`queue: {discipline: codel}`, with(func(d *impair.Config) {
+		d.Queue = impair.QueueConfig{Discipline: impair.CoDel, LimitPackets: 1000, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond}
+	})},
+	{`queue: {discipline: codel, ecn: true, target: 10ms, interval: 200ms}`, with(func(d *impair.Config) {
+		d.Queue = impair.QueueConfig{Discipline: impair.CoDel, LimitPackets: 1000, ECN: true, Target: 10 * time.Millisecond, Interval: 200 * time.Millisecond}
+	})},
+	{`queue: {discipline: fq_codel}`, with(func(d *impair.Config) {
+		d.Queue = impair.QueueConfig{Discipline: impair.FQCoDel, LimitPackets: 1000, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond,
+			Flows: 1024, Quantum: 1514}
+	})},
+	{`queue: {discipline: fq_codel, limit: 10240, flows: 16, quantum: 300}`, with(func(d *impair.Config) {
+		d.Queue = impair.QueueConfig{Discipline: impair.FQCoDel, LimitPackets: 10240, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond,
+			Flows: 16, Quantum: 300}
+	})},
+	{`queue: {discipline: pie}`, with(func(d *impair.Config) {
+		d.Queue = impair.QueueConfig{Discipline: impair.PIE, LimitPackets: 1000, Target: 15 * time.Millisecond, TUpdate: 15 * time.Millisecond,
+			Alpha: 0.125, Beta: 1.25, MaxBurst: 150 * time.Millisecond}
+	})},
+	{`queue: {discipline: pie, ecn: true, target: 20ms, tupdate: 30ms, alpha: 2, beta: 20, max_burst: 0}`, with(func(d *impair.Config) {
+		d.Queue = impair.QueueConfig{Discipline: impair.PIE, LimitPackets: 1000, ECN: true, Target: 20 * time.Millisecond, TUpdate: 30 * time.Millisecond,
+			Alpha: 2, Beta: 20}
+	})},
+	{`inflight_limit: 1`, with(func(d *impair.Config) { d.InflightLimit = 1 })},
+	{`{loss: ~, rate: null}`, defaultDirection()},
+}
+
 // TestDirectionForms checks every form of every direction key, and the
 // defaults filled in, on the uplink of `link: {uplink: ...}`.
 func TestDirectionForms(t *testing.T) {
-	tests := []struct {
-		uplink string
-		want   impair.Config
-	}{
-		{`delay: 50ms`, with(func(d *impair.Config) { d.Delay.Time = 50 * time.Millisecond })},
-		{`delay: 0`, defaultDirection()},
-		{`delay: {time: 50ms, jitter: 5ms, distribution: normal, correlation: 25%, allow_reorder: true}`,
-			with(func(d *impair.Config) {
-				d.Delay = impair.DelayConfig{Time: 50 * time.Millisecond, Jitter: 5 * time.Millisecond, Distribution: impair.Normal, Correlation: 0.25, AllowReorder: true}
-			})},
-		{`delay: {jitter: 1ms, distribution: paretonormal}`, with(func(d *impair.Config) {
-			d.Delay = impair.DelayConfig{Jitter: time.Millisecond, Distribution: impair.ParetoNormal}
-		})},
-		{`loss: 5%`, with(func(d *impair.Config) { d.Loss = impair.LossConfig{Model: impair.LossRandom, P: 0.05} })},
-		{`loss: 0.05`, with(func(d *impair.Config) { d.Loss = impair.LossConfig{Model: impair.LossRandom, P: 0.05} })},
-		{`loss: {p: 1%, correlation: 0.5}`, with(func(d *impair.Config) {
-			d.Loss = impair.LossConfig{Model: impair.LossRandom, P: 0.01, Correlation: 0.5}
-		})},
-		{`loss: {model: random, p: 1%}`, with(func(d *impair.Config) { d.Loss = impair.LossConfig{Model: impair.LossRandom, P: 0.01} })},
-		// netem's gemodel defaults: r = 1-p, 1-h = 100%, 1-k = 0%.
-		{`loss: {model: gemodel, p: 10%}`, with(func(d *impair.Config) {
-			d.Loss = impair.LossConfig{Model: impair.LossGE, P: 0.1, R: 0.9, OneMinusH: 1}
-		})},
-		{`loss: {model: gemodel, p: 1%, r: 30%, 1-h: 50%, 1-k: 0.1%}`, with(func(d *impair.Config) {
-			d.Loss = impair.LossConfig{Model: impair.LossGE, P: 0.01, R: 0.3, OneMinusH: 0.5, OneMinusK: 0.001}
-		})},
-		// netem's state defaults: p31 = 1-p13, p32 = 0, p23 = 1, p14 = 0.
-		{`loss: {model: state, p13: 10%}`, with(func(d *impair.Config) {
-			d.Loss = impair.LossConfig{Model: impair.LossState, P13: 0.1, P31: 0.9, P23: 1}
-		})},
-		{`loss: {model: state, p13: 70%, p31: 80%, p32: 20%, p23: 90%, p14: 30%}`, with(func(d *impair.Config) {
-			d.Loss = impair.LossConfig{Model: impair.LossState, P13: 0.7, P31: 0.8, P32: 0.2, P23: 0.9, P14: 0.3}
-		})},
-		{`duplicate: 1%`, with(func(d *impair.Config) { d.Duplicate = impair.Chance{P: 0.01} })},
-		{`duplicate: {p: 1%, correlation: 10%}`, with(func(d *impair.Config) { d.Duplicate = impair.Chance{P: 0.01, Correlation: 0.1} })},
-		{`corrupt: 0.1%`, with(func(d *impair.Config) { d.Corrupt = impair.Chance{P: 0.001} })},
-		{`corrupt: {p: 0.1%, correlation: 0}`, with(func(d *impair.Config) { d.Corrupt = impair.Chance{P: 0.001} })},
-		{`{delay: 10ms, reorder: 25%}`, with(func(d *impair.Config) {
-			d.Delay.Time = 10 * time.Millisecond
-			d.Reorder = impair.ReorderConfig{P: 0.25, Gap: 1}
-		})},
-		{`{delay: 10ms, reorder: {p: 100%, correlation: 50%, gap: 5}}`, with(func(d *impair.Config) {
-			d.Delay.Time = 10 * time.Millisecond
-			d.Reorder = impair.ReorderConfig{P: 1, Correlation: 0.5, Gap: 5}
-		})},
-		{`reorder: 0%`, defaultDirection()}, // no reordering needs no delay
-		{`rate: 10Mbps`, with(func(d *impair.Config) { d.Rate.Bitrate = 10_000_000 })},
-		{`rate: unlimited`, defaultDirection()},
-		{`rate: {bitrate: 1Mbps, packet_overhead: -20, cell_size: 48, cell_overhead: 5}`, with(func(d *impair.Config) {
-			d.Rate = impair.RateConfig{Bitrate: 1_000_000, PacketOverhead: -20, CellSize: 48, CellOverhead: 5}
-		})},
-		{`slot: 4ms`, with(func(d *impair.Config) {
-			d.Slot = impair.SlotConfig{Min: 4 * time.Millisecond, Max: 4 * time.Millisecond}
-		})},
-		{`slot: 0`, defaultDirection()},
-		{`slot: {min: 2ms}`, with(func(d *impair.Config) {
-			d.Slot = impair.SlotConfig{Min: 2 * time.Millisecond, Max: 2 * time.Millisecond}
-		})},
-		{`slot: {max: 2ms}`, with(func(d *impair.Config) { d.Slot = impair.SlotConfig{Max: 2 * time.Millisecond} })},
-		{`slot: {min: 2ms, max: 6ms, packets: 32, bytes: 64KiB}`, with(func(d *impair.Config) {
-			d.Slot = impair.SlotConfig{Min: 2 * time.Millisecond, Max: 6 * time.Millisecond, Packets: 32, Bytes: 65536}
-		})},
-		{`slot: {min: 2ms, bytes: 3000}`, with(func(d *impair.Config) {
-			d.Slot = impair.SlotConfig{Min: 2 * time.Millisecond, Max: 2 * time.Millisecond, Bytes: 3000}
-		})},
-		{`queue: 50`, with(func(d *impair.Config) { d.Queue.LimitPackets = 50 })},
-		{`queue: 1.5MB`, with(func(d *impair.Config) { d.Queue = impair.QueueConfig{LimitBytes: 1_500_000} })},
-		{`queue: {bytes: 64KiB}`, with(func(d *impair.Config) { d.Queue = impair.QueueConfig{LimitBytes: 65536} })},
-		{`queue: {bytes: 1500}`, with(func(d *impair.Config) { d.Queue = impair.QueueConfig{LimitBytes: 1500} })},
-		{`queue: {limit: 100, bytes: 1MB, discipline: headdrop}`, with(func(d *impair.Config) {
-			d.Queue = impair.QueueConfig{Discipline: impair.HeadDrop, LimitPackets: 100, LimitBytes: 1_000_000}
-		})},
-		{`queue: {discipline: codel}`, with(func(d *impair.Config) {
-			d.Queue = impair.QueueConfig{Discipline: impair.CoDel, LimitPackets: 1000, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond}
-		})},
-		{`queue: {discipline: codel, ecn: true, target: 10ms, interval: 200ms}`, with(func(d *impair.Config) {
-			d.Queue = impair.QueueConfig{Discipline: impair.CoDel, LimitPackets: 1000, ECN: true, Target: 10 * time.Millisecond, Interval: 200 * time.Millisecond}
-		})},
-		{`queue: {discipline: fq_codel}`, with(func(d *impair.Config) {
-			d.Queue = impair.QueueConfig{Discipline: impair.FQCoDel, LimitPackets: 1000, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond,
-				Flows: 1024, Quantum: 1514}
-		})},
-		{`queue: {discipline: fq_codel, limit: 10240, flows: 16, quantum: 300}`, with(func(d *impair.Config) {
-			d.Queue = impair.QueueConfig{Discipline: impair.FQCoDel, LimitPackets: 10240, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond,
-				Flows: 16, Quantum: 300}
-		})},
-		{`queue: {discipline: pie}`, with(func(d *impair.Config) {
-			d.Queue = impair.QueueConfig{Discipline: impair.PIE, LimitPackets: 1000, Target: 15 * time.Millisecond, TUpdate: 15 * time.Millisecond,
-				Alpha: 0.125, Beta: 1.25, MaxBurst: 150 * time.Millisecond}
-		})},
-		{`queue: {discipline: pie, ecn: true, target: 20ms, tupdate: 30ms, alpha: 2, beta: 20, max_burst: 0}`, with(func(d *impair.Config) {
-			d.Queue = impair.QueueConfig{Discipline: impair.PIE, LimitPackets: 1000, ECN: true, Target: 20 * time.Millisecond, TUpdate: 30 * time.Millisecond,
-				Alpha: 2, Beta: 20}
-		})},
-		{`inflight_limit: 1`, with(func(d *impair.Config) { d.InflightLimit = 1 })},
-		{`{loss: ~, rate: null}`, defaultDirection()},
-	}
-	for _, tt := range tests {
+	for _, tt := range directionForms {
 		s := mustParse(t, "link:\n  uplink:\n    "+tt.uplink+"\n")
 		if !reflect.DeepEqual(s.Uplink, tt.want) {
 			t.Errorf("uplink: %s\n got %+v\nwant %+v", tt.uplink, s.Uplink, tt.want)

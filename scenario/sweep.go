@@ -399,7 +399,7 @@ func (s *Scenario) Value(key string) string {
 // compiled Timeline. sets must have been checked (With) already.
 func (s *Scenario) AddTimeline(at time.Duration, sets ...string) error {
 	if s.tree == nil {
-		return errors.New("scenario: AddTimeline needs a Scenario returned by Parse or Load")
+		return errors.New("scenario: AddTimeline needs a Scenario returned by Parse, Load or NewLink")
 	}
 	set := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: yaml.FlowStyle}
 	for _, kv := range sets {
@@ -420,7 +420,7 @@ func (s *Scenario) AddTimeline(at time.Duration, sets ...string) error {
 // AddTimeline adds a change.
 func (s *Scenario) AddTimelineReset(at time.Duration, flow string) error {
 	if s.tree == nil {
-		return errors.New("scenario: AddTimelineReset needs a Scenario returned by Parse or Load")
+		return errors.New("scenario: AddTimelineReset needs a Scenario returned by Parse, Load or NewLink")
 	}
 	reset := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: yaml.FlowStyle,
 		Content: []*yaml.Node{stringNode("flow"), stringNode(flow)}}

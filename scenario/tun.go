@@ -182,7 +182,7 @@ func (d *decoder) tunMTU(v *yaml.Node, t *TUN, fams tunFamilies, mtu int, mtuOK 
 		}
 		return
 	}
-	m, ok := d.integer(v, "tun.mtu", 576, 65535)
+	m, ok := d.integer(v, "tun.mtu", minMTU, maxMTU)
 	switch {
 	case !ok:
 	case mtuOK && int(m) > mtu:

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -26,9 +27,9 @@ const (
 	durationExamples = "examples: 50ms, 250us, 1.5s"
 )
 
-// maxRate is the largest rate a scenario may ask for, 1Tbps. It keeps every
+// MaxRate is the largest rate a scenario may ask for, 1Tbps. It keeps every
 // bits-times-nanoseconds product the emulator computes far from overflow.
-const maxRate = 1_000_000_000_000
+const MaxRate = 1_000_000_000_000
 
 // rateUnits maps every accepted rate unit to bits per second. Lower-case
 // "kbit", "mbit", "gbit" are tc's spellings and unambiguous; "kbps" is the
@@ -118,7 +119,7 @@ func ParseRate(s string) (uint64, error) {
 	mult, ok := rateUnits[unit]
 	if !ok {
 		if m, ok := byteRateUnits[unit]; ok {
-			if bits, exact, over := scale(num, 8*m, maxRate); exact && !over {
+			if bits, exact, over := scale(num, 8*m, MaxRate); exact && !over {
 				return 0, fmt.Errorf("%s is in bytes per second, but rates are in bits per second: write %s", quote(s), FormatRate(bits))
 			}
 			return 0, fmt.Errorf("%s is in bytes per second, but rates are in bits per second (%s)", quote(s), rateExamples)
@@ -130,14 +131,19 @@ func ParseRate(s string) (uint64, error) {
 		}
 		return 0, fmt.Errorf("%s is not a rate (%s)", quote(s), rateExamples)
 	}
-	v, exact, over := scale(num, mult, maxRate)
+	v, exact, over := scale(num, mult, MaxRate)
 	switch {
 	case over:
-		return 0, fmt.Errorf("%s is more than the maximum rate, %s", quote(s), FormatRate(maxRate))
+		return 0, errors.New(rateTooHigh(quote(s)))
 	case !exact:
 		return 0, fmt.Errorf("%s is not a whole number of bits per second", quote(s))
 	}
 	return v, nil
+}
+
+// rateTooHigh is the message of a rate, written text, over MaxRate.
+func rateTooHigh(text string) string {
+	return text + " is more than the maximum rate, " + FormatRate(MaxRate)
 }
 
 // FormatRate formats a rate in bits per second with the largest unit that
