@@ -99,8 +99,9 @@ type endHost struct {
 	sack  bool
 	// station is its Wi-Fi station's name; "" for a wired end.
 	station string
-	// tx is where what it sends enters the path.
-	tx *topology.Source
+	// tx is where what it sends enters the path; txID its node.
+	tx   *topology.Source
+	txID topology.ID
 	// catchAll: the uplink's packets for destinations no end owns go to
 	// this server host.
 	catchAll bool
@@ -193,7 +194,7 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir *outd
 		return fail(err)
 	}
 	for _, i := range netstack {
-		if err := l.newHost(s, i); err != nil {
+		if err := l.newHost(s, i, b.g.Whole(l.ends[i].txID)); err != nil {
 			return fail(err)
 		}
 	}
@@ -241,8 +242,12 @@ func (l *lab) addEnd(b *pathBuilder, i int) {
 // newHost makes the netstack host of machine i of the blueprint.
 //
 // With segmentation offload (host GSO), as a host with TSO sends, for
-// the connections made while the path takes large segments whole (see
-// crossWhole): their TCP hands the path segments of up to 64 KiB, which
+// the connections made while the path takes large segments whole (whole,
+// the graph's report for the host's source: topology.Graph.Whole; a
+// sender handing over a window in a few calls would outrun a direction
+// that takes it packet by packet and overflow its input, measured as
+// input drops and retransmissions at 100 Gbit/s, where gVisor segmenting
+// itself never overflowed it): their TCP hands the path segments of up to 64 KiB, which
 // cross every node that takes them whole (a direction while no stage
 // decides per packet) and reach the receiving host whole while the path
 // loses nothing by chance (lab.takeWhole; split in front of it otherwise,
@@ -257,7 +262,7 @@ func (l *lab) addEnd(b *pathBuilder, i int) {
 // are not merged again before the host: gVisor's TCP without SACK counts
 // duplicate ACKs, one per packet it takes, and merged packets would hold
 // back its fast retransmit (see docs/accuracy.md on GRO).
-func (l *lab) newHost(s *scenario.Scenario, i int) error {
+func (l *lab) newHost(s *scenario.Scenario, i int, whole func() bool) error {
 	m, e := &l.bp.Machines[i], l.ends[i]
 	seed := s.Seed + 2*uint64(m.Index)
 	if m.Server {
@@ -267,38 +272,9 @@ func (l *lab) newHost(s *scenario.Scenario, i int) error {
 	var err error
 	e.host, err = stack.NewHost(stack.HostConfig{
 		Name: e.name, Addrs: e.prefixes, MTU: s.MTU, Clock: l.clk, Seed: seed, SACK: m.SACK,
-		OutputGSO: l.outputGSO(e), OutputHeld: l.outputHeld(e), GSOWhen: l.crossWhole(m.Server), Log: l.log, Transparent: m.Transparent,
+		OutputGSO: l.outputGSO(e), OutputHeld: l.outputHeld(e), GSOWhen: whole, Log: l.log, Transparent: m.Transparent,
 	})
 	return err
-}
-
-// crossWhole returns whether a connection a host of a side (the server
-// side's, or the client side's) makes now sends large segments: when
-// every direction it may send into takes them whole (its stages decide on
-// each segment inside a large one, impair.Config.TakesSegments: a delay,
-// loss, a fast rate) and no Wi-Fi cell is on the way. Otherwise the graph would
-// split each of them before the first direction, where the sender, now
-// handing over a window's worth of data in a few calls, would outrun a
-// direction that takes it packet by packet and overflow its input
-// (measured: input drops and retransmissions at 100 Gbit/s, where gVisor
-// segmenting itself never overflowed it); and the receiver would get
-// the segments one by one anyway.
-func (l *lab) crossWhole(server bool) func() bool {
-	return func() bool {
-		if l.cell != nil {
-			return false
-		}
-		for _, lr := range l.path.Links {
-			r := lr.Up
-			if server {
-				r = lr.Down
-			}
-			if !r.TakesSegments() {
-				return false
-			}
-		}
-		return true
-	}
 }
 
 // flowEnds returns the client-side and server-side ends of flow number

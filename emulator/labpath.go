@@ -51,6 +51,7 @@ type pathBuilder struct {
 	up, down           topology.ID
 	toServer, toClient topology.ID
 	cell               *topology.Cell
+	ap                 topology.ID // the cell's access point, with a cell
 	// routes collects each router's routes until the graph is complete.
 	routes map[*topology.Router][]topology.Route
 	// upIn, upOut, downIn and downOut are where each link's uplink and
@@ -119,7 +120,8 @@ func newPathBuilder(l *lab, s *scenario.Scenario) (*pathBuilder, error) {
 		}
 		b.cell, l.cell = c, c.Runner()
 		l.lives = append(l.lives, c.Runner())
-		b.g.Link(b.g.Add(c.AP()), b.up)
+		b.ap = b.g.Add(c.AP())
+		b.g.Link(b.ap, b.up)
 	}
 	return b, nil
 }
@@ -307,6 +309,7 @@ func (b *pathBuilder) addHost(e *endHost, server bool) {
 	l := b.l
 	e.tx = topology.NewSource(e.name+" tx", topology.Emits{GSO: true, Partial: true}, l.pool, l.bigPool)
 	tx := b.g.Add(e.tx.Node())
+	e.txID = tx
 	q := b.inbox(e, topology.Node{Name: e.name, In: topology.SinkFunc(e.inject), Accepts: topology.Accepts{GSO: topology.Varies, Whole: l.takeWhole, Partial: true}})
 	switch {
 	case server:
@@ -329,10 +332,15 @@ func (b *pathBuilder) addHost(e *endHost, server bool) {
 // inbox q, and what the downlink has for addrs goes onto the medium.
 func (b *pathBuilder) stationEnds(name string, tx, q topology.ID, addrs []netip.Addr) {
 	l := b.l
-	b.wire(tx, b.g.Add(b.cell.Uplink(name)), l.capClient, name+" tx")
-	b.wire(b.g.Add(b.cell.Station(name)), q, l.capClient, name+" rx")
+	up, station := b.g.Add(b.cell.Uplink(name)), b.g.Add(b.cell.Station(name))
+	b.wire(tx, up, l.capClient, name+" tx")
+	b.wire(station, q, l.capClient, name+" rx")
 	down := b.g.Add(b.cell.Downlink(name))
 	b.g.Link(b.toClient, down)
+	// The medium carries what enters it to the access point, or to the
+	// station.
+	b.g.Beyond(up, b.ap)
+	b.g.Beyond(down, station)
 	for _, p := range hostPrefixes(addrs) {
 		b.routes[l.routers[1]] = append(b.routes[l.routers[1]], topology.Route{Prefix: p, To: down})
 	}

@@ -105,7 +105,10 @@ type ID int
 type Graph struct {
 	nodes []Node
 	outs  [][]ID // outs[i]: the nodes i's output feeds, in the order linked
-	errs  []error
+	// beyond[i]: the nodes what i takes reaches by a way of its own (see
+	// Beyond).
+	beyond [][]ID
+	errs   []error
 }
 
 // Add adds n and returns its ID.
@@ -117,7 +120,21 @@ func (g *Graph) Add(n Node) ID {
 	}
 	g.nodes = append(g.nodes, n)
 	g.outs = append(g.outs, nil)
+	g.beyond = append(g.beyond, nil)
 	return ID(len(g.nodes) - 1)
+}
+
+// Beyond declares that what node from takes reaches node to by a way of
+// its own, not an edge of the graph: a Wi-Fi cell's medium takes a
+// station's packets at one node and hands them on from another (the
+// access point). Compile ignores it; the graph's questions (Whole)
+// follow it.
+func (g *Graph) Beyond(from, to ID) {
+	if !g.valid(from) || !g.valid(to) {
+		g.errs = append(g.errs, fmt.Errorf("topology: beyond %d -> %d: no such node", from, to))
+		return
+	}
+	g.beyond[from] = append(g.beyond[from], to)
 }
 
 // Link makes from's output feed to's input. A node's output feeds one
@@ -139,6 +156,59 @@ func (g *Graph) Chain(ids ...ID) {
 }
 
 func (g *Graph) valid(id ID) bool { return id >= 0 && int(id) < len(g.nodes) }
+
+// Whole returns a report of whether a GSO packet leaving node from now
+// crosses, whole, every node it may reach on its way to a receiver: a
+// sender asks it before it sends large segments (a host with
+// segmentation offload chooses per connection), since a segment split
+// on the way arrives as its parts anyway, and a sender handing over a
+// window in a few calls would outrun a node that takes it packet by
+// packet. It is false at once when a node on the way never takes GSO
+// packets (a Wi-Fi medium), else true while every node whose support
+// varies takes them (Accepts.Whole: a direction while none of its stages
+// decides per packet). The receivers themselves, the nodes that forward
+// nothing, are not asked: what they take is theirs to say (a split in
+// front of them). Call it on the complete graph; the report is safe on
+// any goroutine.
+func (g *Graph) Whole(from ID) func() bool {
+	if !g.valid(from) {
+		return func() bool { return false }
+	}
+	var whole []func() bool
+	never := false
+	seen := map[ID]bool{from: true}
+	next := slices.Clone(g.outs[from])
+	for len(next) > 0 {
+		id := next[len(next)-1]
+		next = next[:len(next)-1]
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		n := g.nodes[id]
+		if _, router := n.In.(*Router); len(g.outs[id]) == 0 && len(g.beyond[id]) == 0 && !router {
+			continue // a receiver
+		}
+		switch n.Accepts.GSO {
+		case No:
+			never = true
+		case Varies:
+			whole = append(whole, n.Accepts.Whole)
+		}
+		next = append(append(next, g.outs[id]...), g.beyond[id]...)
+	}
+	if never {
+		return func() bool { return false }
+	}
+	return func() bool {
+		for _, w := range whole {
+			if !w() {
+				return false
+			}
+		}
+		return true
+	}
+}
 
 // Options are what the inserted steps need.
 type Options struct {

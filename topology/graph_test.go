@@ -489,3 +489,54 @@ func TestQueueBoundsBytes(t *testing.T) {
 		t.Errorf("the peer got %d packets, %d dropped; want 3 and 0", got, q.Full())
 	}
 }
+
+// Whole asks the nodes a sender's GSO packets may reach on the way to a
+// receiver: never whole behind a node that takes none, else while every
+// node whose support varies takes them; not the receivers.
+func TestWholeAsksTheWayNotTheReceivers(t *testing.T) {
+	var g topology.Graph
+	upWhole, downWhole := true, true
+	up := newSink("uplink", topology.Accepts{GSO: topology.Varies, Whole: func() bool { return upWhole }, Partial: true})
+	down := newSink("downlink", topology.Accepts{GSO: topology.Varies, Whole: func() bool { return downWhole }, Partial: true})
+	upNode, downNode := up.Node(), down.Node()
+	upNode.Out, downNode.Out = new(topology.Port), new(topology.Port)
+	client := g.Add(topology.NewSource("client", topology.Emits{GSO: true}, pool, big).Node())
+	server := g.Add(topology.NewSource("server", topology.Emits{GSO: true}, pool, big).Node())
+	receiver := g.Add(newSink("host", topology.Accepts{GSO: topology.Varies, Whole: func() bool { return false }}).Node())
+	u, d := g.Add(upNode), g.Add(downNode)
+	g.Chain(client, u, receiver)
+	g.Chain(server, d, g.Add(newSink("host2", topology.Accepts{GSO: topology.No}).Node()))
+	cw, sw := g.Whole(client), g.Whole(server)
+	if !cw() || !sw() {
+		t.Errorf("every direction takes GSO packets: whole %v, %v, want true (the receivers are not asked)", cw(), sw())
+	}
+	upWhole = false
+	if cw() || !sw() {
+		t.Errorf("the uplink splits: client %v, server %v, want false, true", cw(), sw())
+	}
+	// A medium that never takes GSO packets on the way.
+	var h topology.Graph
+	src := h.Add(topology.NewSource("station", topology.Emits{GSO: true}, pool, big).Node())
+	medium := newSink("medium", topology.Accepts{GSO: topology.No, Partial: true}).Node()
+	medium.Out = new(topology.Port)
+	h.Chain(src, h.Add(medium), h.Add(newSink("ap", topology.Accepts{GSO: topology.Yes}).Node()))
+	if h.Whole(src)() {
+		t.Error("behind a medium that takes no GSO packet: whole")
+	}
+	// A medium whose way on is its own (a cell: the station's packets
+	// leave from the access point) is on the way, not a receiver, once
+	// declared (Beyond).
+	var c topology.Graph
+	st := c.Add(topology.NewSource("station", topology.Emits{GSO: true}, pool, big).Node())
+	entry := c.Add(newSink("cell up", topology.Accepts{GSO: topology.No, Partial: true}).Node())
+	ap := c.Add(topology.NewSource("ap", topology.Emits{GSO: true}, pool, big).Node())
+	c.Link(st, entry)
+	c.Chain(ap, c.Add(newSink("server", topology.Accepts{GSO: topology.Yes}).Node()))
+	if !c.Whole(st)() {
+		t.Error("the medium's entry alone, a receiver to the graph: not whole")
+	}
+	c.Beyond(entry, ap)
+	if c.Whole(st)() {
+		t.Error("the medium's entry, its way on declared: whole")
+	}
+}
