@@ -180,20 +180,20 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir *outd
 	if err != nil {
 		return fail(err)
 	}
-	netstack := l.bp.Kinds(blueprint.Netstack)
-	for _, i := range netstack {
-		l.addEnd(b, i)
+	for i := range l.bp.Machines {
+		if err := l.addMachine(b, i, hooks); err != nil {
+			return fail(err)
+		}
 	}
-	// The device comes last: once it is up, the kernel may send.
-	if s.TUN != nil {
-		if err := l.buildTUN(b, s, hooks); err != nil {
+	if l.tun != nil && len(l.tun.nodes) > 0 {
+		if err := l.joinNodes(b); err != nil {
 			return fail(err)
 		}
 	}
 	if l.net, err = b.compile(); err != nil {
 		return fail(err)
 	}
-	for _, i := range netstack {
+	for _, i := range l.bp.Kinds(blueprint.Netstack) {
 		if err := l.newHost(s, i, b.g.Whole(l.ends[i].txID)); err != nil {
 			return fail(err)
 		}
@@ -216,6 +216,30 @@ func (l *lab) hostSummaries() []summary.HostSummary {
 		hs = append(hs, summary.HostSummary{Name: e.name, ChecksumErrors: st.ChecksumErrors, Malformed: st.Malformed, TCP: st.TCP})
 	}
 	return hs
+}
+
+// addMachine adds machine i of the blueprint to the graph, whatever its
+// kind: a netstack host's ends; a kernel's, behind the TUN device (opened
+// at the first: once it is up, the kernel may send, and the kernel's
+// machines come after the netstack hosts); the peer's; a node's, with
+// its namespace and device.
+func (l *lab) addMachine(b *pathBuilder, i int, hooks labHooks) error {
+	switch l.bp.Machines[i].Kind {
+	case blueprint.Netstack:
+		l.addEnd(b, i)
+	case blueprint.Kernel:
+		if l.tun == nil {
+			if err := l.openDevice(b, l.s, hooks); err != nil {
+				return err
+			}
+		}
+		l.kernelEnd(b, i)
+	case blueprint.Peer:
+		l.peerEnds(b, i)
+	case blueprint.Node:
+		return l.addNode(b, i, hooks)
+	}
+	return nil
 }
 
 // addEnd adds the ends of netstack host number i of the blueprint to

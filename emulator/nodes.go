@@ -12,7 +12,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/netjam/netjam/blueprint"
 	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/summary"
@@ -52,23 +51,26 @@ type nodeEnd struct {
 	endedMu  sync.Mutex    // guards ended
 }
 
-// nodeEnds adds every node's ends to the graph, the first in the peer's
-// place: each device's inbox takes what the uplink delivers to its
-// addresses; what its read loop reads enters the downlink. With several
-// nodes, what reaches the client's side for a node turns round at the
-// hub and crosses the uplink to it.
-func (l *lab) nodeEnds(b *pathBuilder, hooks labHooks) error {
-	t := l.tun
-	for _, i := range l.bp.Kinds(blueprint.Node) {
-		m := &l.bp.Machines[i]
-		n := &nodeEnd{cfg: l.s.Nodes[m.Node], addrs: m.Addrs}
-		t.nodes = append(t.nodes, n)
-		if err := l.openNode(n, hooks); err != nil {
-			return err
-		}
-		l.nodeEnd(b, n)
-		l.ends[i] = n.end
+// addNode makes machine i, a node: its namespace and device, and its
+// ends in the graph (nodeEnd).
+func (l *lab) addNode(b *pathBuilder, i int, hooks labHooks) error {
+	m := &l.bp.Machines[i]
+	n := &nodeEnd{cfg: l.s.Nodes[m.Node], addrs: m.Addrs}
+	l.tun.nodes = append(l.tun.nodes, n)
+	if err := l.openNode(n, hooks); err != nil {
+		return err
 	}
+	l.nodeEnd(b, n)
+	l.ends[i] = n.end
+	return nil
+}
+
+// joinNodes joins the nodes, once all are in the graph, the first in the
+// peer's place: the links between nodes, the partitions' names, the
+// hosts file, and with several nodes the hub, where what reaches the
+// client's side for a node turns round and crosses the uplink to it.
+func (l *lab) joinNodes(b *pathBuilder) error {
+	t := l.tun
 	t.peer = t.nodes[0].end
 	b.betweenLinks(t.nodes)
 	l.partitionNames()

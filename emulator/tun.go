@@ -93,6 +93,8 @@ type tunEnd struct {
 	// device (blueprint.Net.DeviceRoutes).
 	pathAddrs map[string]netip.Addr
 	routes    []netip.Prefix
+	// dq is the device's inbox in the graph.
+	dq topology.ID
 
 	// nodes are the scenario's nodes, the first in the peer's place
 	// (its kernel owns the peer's addresses); none: the peer, a netstack
@@ -102,12 +104,11 @@ type tunEnd struct {
 	etc   string
 }
 
-// buildTUN adds TUN mode's part of s to the path: the device (opened
-// here; read once the lab starts) behind its inbox, the kernel's
-// endpoints (one per station of s.TUN.Stations, or one wired endpoint),
-// and the ends of the peer host, which startPeer makes once the graph is
-// compiled.
-func (l *lab) buildTUN(b *pathBuilder, s *scenario.Scenario, hooks labHooks) error {
+// openDevice starts TUN mode's part of s: it opens the device (read
+// once the lab starts) and adds its inbox to the path. The kernel's ends
+// (kernelEnd), the peer's (peerEnds, whose host startPeer makes once the
+// graph is compiled) or the nodes' (addNode) are machines of their own.
+func (l *lab) openDevice(b *pathBuilder, s *scenario.Scenario, hooks labHooks) error {
 	c := s.TUN
 	t := &tunEnd{cfg: c, fromStation: map[netip.Addr]*endHost{}, mtu: c.Device.MTU}
 	l.tun = t
@@ -125,15 +126,7 @@ func (l *lab) buildTUN(b *pathBuilder, s *scenario.Scenario, hooks labHooks) err
 	if err != nil {
 		return err
 	}
-	dq := l.deviceEnd(b)
-	l.kernelEnds(b, dq)
-	if len(s.Nodes) > 0 {
-		if err := l.nodeEnds(b, hooks); err != nil {
-			return err
-		}
-	} else {
-		l.peerEnds(b)
-	}
+	t.dq = l.deviceEnd(b)
 	l.log.Info("TUN device", zap.String("device", t.dev.Name()), zap.Stringers("kernel", addrs),
 		zap.Stringers("peer", t.peerAddrs), zap.Int("mtu", t.mtu), zap.String("netns", c.Device.Netns), zap.Strings("stations", c.Stations),
 		zap.Stringers("routes", t.routes))
@@ -167,37 +160,31 @@ func (t *tunEnd) open(open openDevice) ([]netip.Prefix, error) {
 // returns the inbox.
 func (l *lab) deviceEnd(b *pathBuilder) topology.ID { return l.tun.inbox(l, b, "device") }
 
-// kernelEnds adds the kernel's endpoints on the client side: what the
-// read loop reads enters the uplink (or the medium, as its station's),
-// what is for the kernel's addresses reaches the device's inbox dq.
-func (l *lab) kernelEnds(b *pathBuilder, dq topology.ID) {
-	t := l.tun
-	kernel := func(name string, addrs []netip.Addr) *endHost {
-		k := &endHost{name: name, addrs: addrs, v4: addrs[0], sack: true, in: t.in,
-			tx: topology.NewSource(name+" tx", topology.Emits{GSO: true, Partial: true}, l.pool, l.bigPool)}
-		t.kernels = append(t.kernels, k)
-		l.clients = append(l.clients, k)
-		return k
+// kernelEnd adds the ends of machine i, one of the kernel's on the
+// client side: what the device's read loop reads from its addresses
+// enters the uplink (or the medium, as its station's), what is for its
+// addresses reaches the device's inbox.
+func (l *lab) kernelEnd(b *pathBuilder, i int) {
+	t, m := l.tun, &l.bp.Machines[i]
+	var addrs []netip.Addr
+	for _, a := range m.Addrs {
+		addrs = append(addrs, a.Addr())
 	}
-	for _, i := range l.bp.Kinds(blueprint.Kernel) {
-		m := &l.bp.Machines[i]
-		var addrs []netip.Addr
-		for _, a := range m.Addrs {
-			addrs = append(addrs, a.Addr())
-		}
-		k := kernel(m.Name, addrs)
-		l.ends[i] = k
-		if m.Station == "" {
-			b.wire(b.g.Add(k.tx.Node()), b.up, l.capClient, m.Name+" tx")
-			b.route(b.toClient, l.routers[1], hostPrefixes(addrs), dq, l.capClient, m.Name+" rx")
-			continue
-		}
-		k.station = m.Station
-		b.stationEnds(m.Station, b.g.Add(k.tx.Node()), dq, k.addrs)
-		l.stations[m.Station] = k
-		for _, a := range k.addrs {
-			t.fromStation[a] = k
-		}
+	k := &endHost{name: m.Name, addrs: addrs, v4: addrs[0], sack: true, in: t.in,
+		tx: topology.NewSource(m.Name+" tx", topology.Emits{GSO: true, Partial: true}, l.pool, l.bigPool)}
+	t.kernels = append(t.kernels, k)
+	l.clients = append(l.clients, k)
+	l.ends[i] = k
+	if m.Station == "" {
+		b.wire(b.g.Add(k.tx.Node()), b.up, l.capClient, m.Name+" tx")
+		b.route(b.toClient, l.routers[1], hostPrefixes(addrs), t.dq, l.capClient, m.Name+" rx")
+		return
+	}
+	k.station = m.Station
+	b.stationEnds(m.Station, b.g.Add(k.tx.Node()), t.dq, k.addrs)
+	l.stations[m.Station] = k
+	for _, a := range k.addrs {
+		t.fromStation[a] = k
 	}
 }
 
@@ -208,7 +195,7 @@ func (l *lab) kernelEnds(b *pathBuilder, dq topology.ID) {
 // the uplink together merged (GRO), as a NIC hands the kernel's TCP its
 // segments: the senders are the kernel's, whose loss detection counts
 // bytes, not ACKs.
-func (l *lab) peerEnds(b *pathBuilder) {
+func (l *lab) peerEnds(b *pathBuilder, i int) {
 	t := l.tun
 	p := &endHost{name: "peer", v4: t.peerAddr, sack: true,
 		tx: topology.NewSource("peer tx", topology.Emits{GSO: true, Partial: true}, l.pool, l.bigPool)}
@@ -217,7 +204,7 @@ func (l *lab) peerEnds(b *pathBuilder) {
 	}
 	t.peer = p
 	l.servers = append(l.servers, p)
-	l.ends[l.bp.Kinds(blueprint.Peer)[0]] = p
+	l.ends[i] = p
 	m := &mergingEnd{e: p, maxBytes: l.bigPool.Size(), vec: make([][]byte, 0, topology.MaxBatch)}
 	q := b.inbox(p, m.node())
 	b.wire(b.g.Add(p.tx.Node()), b.down, l.capServer, "peer tx")
