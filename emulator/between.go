@@ -51,7 +51,7 @@ func (b *pathBuilder) betweenLinks(nodes []*nodeEnd) {
 			continue
 		}
 		first, second := byName[ls.Between[0]], byName[ls.Between[1]]
-		errs := b.betweenErrors[ls.Name]
+		errs := b.hopErrors[ls.Name]
 		for j, dir := range []struct {
 			from, to *nodeEnd
 			in, out  map[string]topology.ID

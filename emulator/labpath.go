@@ -57,11 +57,11 @@ type pathBuilder struct {
 	// upIn, upOut, downIn and downOut are where each link's uplink and
 	// downlink are entered and left, by link name.
 	upIn, upOut, downIn, downOut map[string]topology.ID
-	// betweenErrors are the ICMP errors of the routers in front of each
-	// link between two nodes, [uplink's, downlink's], by link name:
-	// linked to the nodes that send into them once the nodes are there
-	// (betweenLinks).
-	betweenErrors map[string][2]topology.ID
+	// hopErrors are the ICMP errors of the routers in front of each
+	// link, [uplink's, downlink's], by link name: linked back once the
+	// paths are there (hopErrorsBack), or for a link between two nodes
+	// once the nodes are (betweenLinks).
+	hopErrors map[string][2]topology.ID
 }
 
 // newPathBuilder builds the path's directions, the routers at their ends
@@ -108,8 +108,10 @@ func newPathBuilder(l *lab, s *scenario.Scenario) (*pathBuilder, error) {
 		return nil, err
 	}
 	paths := b.l.bp.Paths
-	b.up = b.paths(s, paths, "paths", false, upIn, upOut, b.toServer)
-	b.down = b.paths(s, paths, "replies", true, downIn, downOut, b.toClient)
+	var after [2]map[string]topology.ID
+	b.up, after[0] = b.paths(s, paths, "paths", false, upIn, upOut, b.toServer)
+	b.down, after[1] = b.paths(s, paths, "replies", true, downIn, downOut, b.toClient)
+	b.hopErrorsBack(s, after)
 	b.partitionEntries(s)
 	if s.WiFi != nil {
 		cfg := *s.WiFi // the scenario's cell, with the run's seed
@@ -163,10 +165,12 @@ func (b *pathBuilder) tap(cw *capture.Writer, dir string, id topology.ID, in boo
 // and its nodes'; ins:
 // where each link's direction is entered, outs: where it is left, by
 // link name), and returns the node the way's packets enter by: a router
-// choosing their path (named name), or the one path's first direction.
+// choosing their path (named name), or the one path's first direction;
+// and where each link's direction leads on, by link name (-1: nowhere,
+// no path crosses it).
 // Uplinks (back false) go along each path's via to end; downlinks (back)
 // go the other way, and their routers choose by source.
-func (b *pathBuilder) paths(s *scenario.Scenario, paths []scenario.Path, name string, back bool, ins, outs map[string]topology.ID, end topology.ID) topology.ID {
+func (b *pathBuilder) paths(s *scenario.Scenario, paths []scenario.Path, name string, back bool, ins, outs map[string]topology.ID, end topology.ID) (topology.ID, map[string]topology.ID) {
 	via := func(p scenario.Path) []string {
 		v := slices.Clone(p.Via)
 		if back {
@@ -217,8 +221,9 @@ func (b *pathBuilder) paths(s *scenario.Scenario, paths []scenario.Path, name st
 		return rid
 	}
 	entry := hop(-1, name, func(p scenario.Path) (topology.ID, bool) { return ins[via(p)[0]], true })
+	after := map[string]topology.ID{}
 	for _, ls := range s.Links {
-		hop(outs[ls.Name], "after "+directionName(s, ls.Name, !back), func(p scenario.Path) (topology.ID, bool) {
+		after[ls.Name] = hop(outs[ls.Name], "after "+directionName(s, ls.Name, !back), func(p scenario.Path) (topology.ID, bool) {
 			v := via(p)
 			i := slices.Index(v, ls.Name)
 			switch {
@@ -230,7 +235,7 @@ func (b *pathBuilder) paths(s *scenario.Scenario, paths []scenario.Path, name st
 			return ins[v[i+1]], true
 		})
 	}
-	return entry
+	return entry, after
 }
 
 // pathRoute is the route of path p to the node to: its match.

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -465,6 +466,62 @@ nodes:
 	}
 	if !regexp.MustCompile(`(?s) 1  10\.99\.0\.253 .* 2  10\.99\.0\.252 .* 3  10\.99\.0\.3 `).MatchString(out) {
 		t.Errorf("traceroute from a to b: want the router before la's downlink, the one before lb's uplink, then b")
+	}
+}
+
+// TestNodesRoutersOnAPathOfTwoLinks: on a path of two links (access, 5
+// ms, then far, 10 ms and 1400 bytes), a router's ICMP error crosses
+// back the links before it on the sender's way: traceroute from the
+// client shows the router before far's uplink 10 ms away (5 ms each way
+// across access; its error used to skip access's downlink), and from the
+// node, the router before access's downlink 20 ms away (across far both
+// ways); path MTU discovery gets "fragmentation needed" across access.
+func TestNodesRoutersOnAPathOfTwoLinks(t *testing.T) {
+	ns := testNetns(t)
+	ping := testenv.RequireTool(t, "ping", "iputils-ping")
+	traceroute := testenv.RequireTool(t, "traceroute", "traceroute")
+	var nodeOut lockedBuffer
+	y := fmt.Sprintf(`
+duration: 60s
+links:
+  - {name: access, delay: 5ms}
+  - {name: far, delay: 10ms, mtu: 1400}
+tun: {netns: %s}
+nodes:
+  - {name: a, run: "sleep 0.5; %s -n -q 1 -w 2 client | sed 's/^/a trace: /'"}
+`, ns.Path(), traceroute)
+	var client string
+	_, err := Run(context.Background(), mustPlan(t, y), Options{NodeOutput: &nodeOut, Attached: func(ctx context.Context) error {
+		out, err := runWithHosts(ctx, ns, "sh", "-c", ping+" -n -c 1 -M do -s 1472 -W 2 a; "+traceroute+" -n -q 1 -w 2 a")
+		client = out
+		for !strings.Contains(nodeOut.String(), " 10.99.0.1 ") && ctx.Err() == nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+		return err
+	}})
+	if err != nil && !strings.Contains(err.Error(), "exit status 1") {
+		t.Fatalf("run: %v", err)
+	}
+	out := nodeOut.String()
+	t.Logf("client:\n%s\nnode a:\n%s", client, out)
+	if !strings.Contains(client, "From 10.99.0.252 icmp_seq=1 Frag needed and DF set (mtu = 1400)") {
+		t.Errorf("ping -M do -s 1472: no fragmentation needed from the router before far")
+	}
+	hopMs := func(out, prefix, addr string) float64 {
+		m := regexp.MustCompile(prefix + `\s*\d+\s+` + regexp.QuoteMeta(addr) + `\s+([0-9.]+) ms`).FindStringSubmatch(out)
+		if m == nil {
+			t.Errorf("traceroute: no hop %s in\n%s", addr, out)
+			return 0
+		}
+		v, _ := strconv.ParseFloat(m[1], 64)
+		return v
+	}
+	// The links' delays are a floor a busy machine cannot lower.
+	if ms := hopMs(client, "(?m)^", "10.99.0.252"); ms < 10 || ms > 25 {
+		t.Errorf("the client's traceroute: the router before far's uplink %.2f ms away, want 10 (5 each way across access)", ms)
+	}
+	if ms := hopMs(out, "a trace: ", "10.99.0.253"); ms < 20 || ms > 35 {
+		t.Errorf("a's traceroute: the router before access's downlink %.2f ms away, want 20 (10 each way across far)", ms)
 	}
 }
 

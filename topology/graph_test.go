@@ -540,3 +540,42 @@ func TestWholeAsksTheWayNotTheReceivers(t *testing.T) {
 		t.Error("the medium's entry, its way on declared: whole")
 	}
 }
+
+// A source router sends an ICMP error from a router on the way (whose
+// own address no route names) back the way a reply to the packet it
+// quotes goes: by the quoted packet's destination, protocol and port.
+func TestSourceRouterSendsICMPErrorsByTheirQuote(t *testing.T) {
+	var g topology.Graph
+	src := topology.NewSource("downlink", topology.Emits{}, pool, big)
+	back := topology.NewSourceRouter("replies")
+	eu, other := newSink("eu", mtuChecked), newSink("other", mtuChecked)
+	bid := g.Add(back.Node())
+	g.Link(g.Add(src.Node()), bid)
+	euID, otherID := g.Add(eu.Node()), g.Add(other.Node())
+	g.Link(bid, euID)
+	g.Link(bid, otherID)
+	back.Set([]topology.Route{{Prefix: netip.MustParsePrefix("10.20.0.0/16"), Proto: 6, Port: 5201, To: euID}, {To: otherID}})
+	mustCompile(t, &g)
+	// What a router at 10.99.0.254 sends the client: time exceeded,
+	// quoting the client's segment to 10.20.0.5:5201.
+	icmp := func(v4 []byte, typ byte) []byte {
+		quote := segment(netip.MustParseAddr("10.20.0.5"), 0, 1, 9)[:28]
+		b := make([]byte, 20+8+len(quote))
+		b[0], b[8], b[9] = 0x45, 64, 1
+		binary.BigEndian.PutUint16(b[2:], uint16(len(b)))
+		copy(b[12:16], v4)
+		copy(b[16:20], []byte{10, 99, 0, 1})
+		b[20] = typ
+		copy(b[28:], quote)
+		binary.BigEndian.PutUint16(b[10:], ipSum(b[:20]))
+		return b
+	}
+	src.Push(t0, packet(icmp([]byte{10, 99, 0, 254}, 11))) // time exceeded: by its quote
+	src.Push(t0, packet(icmp([]byte{10, 99, 0, 254}, 0)))  // an echo reply quotes nothing: by its source
+	if e, o := len(eu.seen()), len(other.seen()); e != 1 || o != 1 {
+		t.Errorf("eu got %d, other %d; want the error on eu's way back, the echo reply by its source", e, o)
+	}
+	if topology.Quoted(segment(server, 100, 1, 1)) != nil {
+		t.Error("a TCP segment quotes a packet")
+	}
+}

@@ -207,12 +207,18 @@ func (r *Router) Push(now time.Time, p *impair.Packet) {
 }
 
 func (t *table) lookup(b []byte, bySource bool) impair.Sink {
-	a := DstAddr(b)
+	a, src := DstAddr(b), bySource
 	if bySource {
 		a = SrcAddr(b)
+		// An ICMP error from a router on the way (its own address, which
+		// no route names) goes back the way a reply to the packet it
+		// quotes would: by that packet's destination.
+		if q := Quoted(b); q != nil {
+			b, a, src = q, DstAddr(q), false
+		}
 	}
 	if len(t.rules) > 0 {
-		proto, port := Transport(b, bySource)
+		proto, port := Transport(b, src)
 		for _, r := range t.rules {
 			if r.m.Takes(a, proto, port) {
 				return r.s
@@ -274,6 +280,32 @@ func Transport(b []byte, src bool) (proto uint8, port uint16) {
 		return proto, uint16(b[off])<<8 | uint16(b[off+1])
 	}
 	return proto, uint16(b[off+2])<<8 | uint16(b[off+3])
+}
+
+// Quoted returns the packet an ICMP or ICMPv6 error message quotes
+// (destination unreachable, time exceeded, parameter problem; for IPv6
+// packet too big too), as far as it is quoted, or nil when b is no such
+// message or quotes less than an IP header.
+func Quoted(b []byte) []byte {
+	switch {
+	case len(b) >= 20 && b[0]>>4 == 4:
+		ihl := int(b[0]&0xf) * 4
+		if b[9] != 1 || b[6]&0x1f != 0 || b[7] != 0 || ihl < 20 || len(b) < ihl+8+20 {
+			return nil
+		}
+		switch b[ihl] {
+		case 3, 4, 5, 11, 12: // unreachable, source quench, redirect, time exceeded, parameter problem
+			return b[ihl+8:]
+		}
+	case len(b) >= 40 && b[0]>>4 == 6:
+		if b[6] != 58 || len(b) < 40+8+40 {
+			return nil
+		}
+		if t := b[40]; t >= 1 && t <= 4 { // unreachable, packet too big, time exceeded, parameter problem
+			return b[48:]
+		}
+	}
+	return nil
 }
 
 // DstAddr returns the destination address of an IPv4 or IPv6 packet, or
