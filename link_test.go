@@ -88,6 +88,16 @@ func TestLinkUpReplaces(t *testing.T) {
 		down.DelayMs != 20 || down.LossRatio != 0.1 || down.RateBps != 5e6 {
 		t.Errorf("after Set: uplink %+v\ndownlink %+v", up, down)
 	}
+	// Up and Down both with their own delay: the Link's changes nothing,
+	// and is refused, saying what to set.
+	q, err := netjam.Start(context.Background(), netjam.Link{Up: &netjam.Direction{Delay: time.Millisecond}, Down: &netjam.Direction{Delay: 2 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if err := q.Set("delay", "5ms"); err == nil || !strings.Contains(err.Error(), "link.delay changes nothing for the uplink and the downlink") || !strings.Contains(err.Error(), "set link.uplink.delay and link.downlink.delay instead") {
+		t.Errorf("Set(delay) of a Link whose Up and Down have their own: %v", err)
+	}
 }
 
 // TestLinkValuesKept: a Link's values reach the path as they are, to

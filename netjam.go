@@ -271,7 +271,8 @@ func fieldRank(msg string) int {
 // and slots cannot change while a path runs. On error nothing changed.
 // On a path of a Link, a key of the link ("loss") is the Link's: it
 // changes the directions that have the Link's value of it, not one whose
-// Up or Down has a value of its own ("uplink.loss" changes that one).
+// Up or Down has a value of its own ("uplink.loss" changes that one); when
+// both have their own, it would change nothing, and is refused.
 func (p *Path) Set(key, value string) error {
 	p.mu.Lock()
 	closed := p.closed

@@ -383,7 +383,7 @@ func resolve(file string, root *yaml.Node, v *variant, sets []override, o Option
 	if v != nil {
 		s.Variant = v.name
 	}
-	s.shadowed = shadowedSets(tree, sets, origins, v)
+	s.shadowed, s.noEffect = shadowedSets(tree, sets, origins, v)
 	s.traceFiles = map[string][]time.Duration{}
 	for file, times := range d.traces {
 		if filepath.IsAbs(file) { // not an inline trace's name
@@ -398,9 +398,10 @@ func resolve(file string, root *yaml.Node, v *variant, sets []override, o Option
 // tree: a direction key replaces the shared one as a whole (see
 // decoder.direction), so such a --set changes nothing for that direction.
 // Each warning names the key that wins, where it comes from, and the key to
-// set instead. v is the variant tree was resolved with, or nil.
-func shadowedSets(tree *yaml.Node, sets []override, origins map[*yaml.Node]string, v *variant) []string {
-	var warnings []string
+// set instead; noEffect holds those of the sets both directions shadow,
+// which change nothing at all. v is the variant tree was resolved with,
+// or nil.
+func shadowedSets(tree *yaml.Node, sets []override, origins map[*yaml.Node]string, v *variant) (warnings, noEffect []string) {
 	for _, ov := range sets {
 		at, rest, ok := linkKey(ov.key)
 		if !ok {
@@ -441,10 +442,14 @@ func shadowedSets(tree *yaml.Node, sets []override, origins map[*yaml.Node]strin
 		if len(winners) > 1 {
 			verb = "replace"
 		}
-		warnings = append(warnings, fmt.Sprintf("--set %s changes nothing for the %s: %s %s the shared %s.%s as a whole; set %s instead",
-			ov.key, strings.Join(dirs, " and the "), strings.Join(winners, " and "), verb, at, key, strings.Join(instead, " and ")))
+		w := fmt.Sprintf("--set %s changes nothing for the %s: %s %s the shared %s.%s as a whole; set %s instead",
+			ov.key, strings.Join(dirs, " and the "), strings.Join(winners, " and "), verb, at, key, strings.Join(instead, " and "))
+		warnings = append(warnings, w)
+		if len(dirs) == 2 {
+			noEffect = append(noEffect, w)
+		}
 	}
-	return warnings
+	return warnings, noEffect
 }
 
 // defaultName is the scenario name taken from the file name: its base name

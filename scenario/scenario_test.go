@@ -51,7 +51,7 @@ func mustParse(t *testing.T, src string, sets ...string) *Scenario {
 // expect; TestLinkShorthand checks them.
 func exported(s *Scenario) Scenario {
 	c := *s
-	c.file, c.tree, c.shadowed, c.traceFiles = "", nil, nil, nil
+	c.file, c.tree, c.shadowed, c.noEffect, c.traceFiles = "", nil, nil, nil, nil
 	if len(c.Links) == 1 && c.Links[0].Name == DefaultLink && c.Links[0].Uplink == c.Uplink && c.Links[0].Downlink == c.Downlink &&
 		len(c.Paths) == 1 && c.Paths[0].Name == DefaultPath {
 		c.Links, c.Paths = nil, nil

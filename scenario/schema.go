@@ -81,9 +81,10 @@ type Scenario struct {
 	Variant string // the variant this run is; "" when the file has no variants
 
 	file string // the source file, for YAML's header comment
-	// shadowed holds the warnings of shadowedSets for this run.
-	shadowed []string
-	tree     *yaml.Node // the resolved tree (a mapping) behind YAML
+	// shadowed holds the warnings of shadowedSets for this run;
+	// noEffect those of them whose set changes nothing at all.
+	shadowed, noEffect []string
+	tree               *yaml.Node // the resolved tree (a mapping) behind YAML
 	// traceFiles are the trace files the scenario was read with (its
 	// links', its timeline's, and those of the scenario With made it
 	// from), by absolute path: a change (With) may name them again.

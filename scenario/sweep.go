@@ -372,6 +372,16 @@ func (s *Scenario) With(sets ...string) (*Scenario, error) {
 		return nil, err
 	}
 	out := p.Runs[0]
+	// A change of a shared link key that both directions replace with
+	// their own changes nothing: where the command line warns (--set), a
+	// change made while the run runs is refused, saying what to set.
+	if len(out.noEffect) > 0 {
+		var es []error
+		for _, w := range out.noEffect {
+			es = append(es, errors.New(strings.TrimPrefix(w, "--set ")))
+		}
+		return nil, errors.Join(es...)
+	}
 	out.Variant = s.Variant
 	return out, nil
 }

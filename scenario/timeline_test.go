@@ -318,6 +318,26 @@ func TestWithNamesTheKey(t *testing.T) {
 	}
 }
 
+// TestWithRefusesAChangeOfNothing: a change of a shared key that both
+// directions replace with their own changes nothing, and is refused
+// (saying what to set), an invalid value too; one direction's own value
+// leaves the change to the other.
+func TestWithRefusesAChangeOfNothing(t *testing.T) {
+	s := mustParse(t, "link: {uplink: {loss: 1%}, downlink: {loss: 2%}}\n")
+	for _, v := range []string{"5%", "150%"} {
+		_, err := s.With("link.loss=" + v)
+		want := "link.loss changes nothing for the uplink and the downlink: link.uplink.loss (from the file) and link.downlink.loss (from the file) replace the shared link.loss as a whole; set link.uplink.loss and link.downlink.loss instead"
+		if err == nil || err.Error() != want {
+			t.Errorf("With(link.loss=%s): %v, want %s", v, err, want)
+		}
+	}
+	s = mustParse(t, "link: {uplink: {loss: 1%}}\n")
+	next, err := s.With("link.loss=5%")
+	if err != nil || next.Downlink.Loss.P != 0.05 || next.Uplink.Loss.P != 0.01 {
+		t.Errorf("With(link.loss=5%%) with the uplink's own: %v, downlink %v, uplink %v", err, next.Downlink.Loss.P, next.Uplink.Loss.P)
+	}
+}
+
 // TestSuggestExported: the nearest option; between two as near, the one the word
 // left a letter out of.
 func TestSuggestExported(t *testing.T) {
