@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/netjam/netjam/internal/browsertest"
@@ -155,18 +157,7 @@ func TestProxyDashboardGuard(t *testing.T) {
 		}
 	}
 
-	srv, err := proxy.New(proxy.Options{UI: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	ln, err := proxy.ListenAPI("127.0.0.1:0", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := srv.Serve(ln, proxy.Guard{Token: "s3cret"})
-	defer hs.Close()
-	a := ln.Addr().String()
+	a := startTokenServer(t)
 	if code, _ := call(t, a, "GET", "/ui/", "", "User-Agent", ua); code != 200 {
 		t.Errorf("with a token, the page without it: %d, want 200 (it asks for the token)", code)
 	}
@@ -205,5 +196,84 @@ func TestProxyDashboardGuard(t *testing.T) {
 	}
 	if r := get("/ui/proxies", "Authorization", "Bearer s3cret", "Host", "proxy.example:8474"); r.StatusCode != 200 {
 		t.Errorf("GET /ui/proxies with the token: %d, want 200", r.StatusCode)
+	}
+}
+
+// startTokenServer starts a server with the dashboard, whose API takes
+// the token s3cret, until the test's end; it returns the API's address.
+func startTokenServer(t *testing.T) string {
+	t.Helper()
+	srv, err := proxy.New(proxy.Options{UI: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := proxy.ListenAPI("127.0.0.1:0", true)
+	if err != nil {
+		srv.Close()
+		t.Fatal(err)
+	}
+	hs := srv.Serve(ln, proxy.Guard{Token: "s3cret"})
+	t.Cleanup(func() {
+		hs.Close()
+		srv.Close()
+	})
+	return ln.Addr().String()
+}
+
+// TestProxyDashboardAsksForToken: with --token, the page opened without
+// it asks for it (the form of the script it shares with the run
+// dashboard, api.js), says what to give when nothing is typed, refuses a
+// wrong token with the API's message, and with the right one lists the
+// proxies. The URL with the token (/ui/?token=TOKEN) opens the page at
+// once and leaves the address bar without it.
+func TestProxyDashboardAsksForToken(t *testing.T) {
+	browsertest.Chromium(t)
+	api := startTokenServer(t)
+	if code, resp := call(t, api, "POST", "/proxies", `{"name": "p", "upstream": "127.0.0.1:9"}`, "Authorization", "Bearer s3cret"); code != 201 {
+		t.Fatalf("create: %d %s", code, resp)
+	}
+	base := "http://" + api
+	ctx, problems := browsertest.Start(t, base)
+	poll := func(what, expr string) {
+		t.Helper()
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+			text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+			t.Fatalf("%s: %v; the page:\n%s", what, err, text)
+		}
+	}
+	loginErr := `document.getElementById("login-err").textContent`
+	listed := `document.getElementById("login").hidden && document.getElementById("state").textContent === "live" &&
+  document.querySelector("section.proxy h3 .name").textContent === "p"`
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), "\r")); err != nil {
+		t.Fatal(err)
+	}
+	poll("nothing typed", loginErr+` === "give the token of netjam proxy's --token file"`)
+	poll("the state without the token", `document.getElementById("state").textContent === "needs the token"`)
+	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#token"), "nope\r")); err != nil {
+		t.Fatal(err)
+	}
+	poll("a wrong token", loginErr+` === "missing or wrong token (Authorization: Bearer TOKEN)"`)
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("token").value = ""`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#token"), "s3cret\r")); err != nil {
+		t.Fatal(err)
+	}
+	poll("the right token", listed+` && `+loginErr+` === "" && document.getElementById("token").value === ""`)
+
+	if _, err := chromedp.Call(ctx, network.ClearBrowserCookies, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui/?token=s3cret")); err != nil {
+		t.Fatal(err)
+	}
+	poll("the URL with the token", listed)
+	if href, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`)); href != base+"/ui/" {
+		t.Errorf("the address bar after the URL with the token: %q, want %q", href, base+"/ui/")
+	}
+	for _, p := range problems() {
+		t.Error(p)
 	}
 }
