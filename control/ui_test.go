@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -222,6 +223,44 @@ func rowValue(rows []summary.SeriesRow, kind, name string) (float64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// TestDashboardFiles: on an endpoint with a token, the dashboard's files
+// are served without it, each with its type and the CSP that lets the
+// page run its own scripts: the page, its script, its style, and the
+// script it shares with netjam proxy's dashboard (api.js, which the page
+// loads before its own); the API still needs the token.
+func TestDashboardFiles(t *testing.T) {
+	base := startTokenEndpoint(t)
+	browsertest.Served(t, base+"/", "text/html; charset=utf-8", "<script src=\"/ui/api.js\" defer></script>\n<script src=\"/ui/app.js\" defer></script>")
+	browsertest.Served(t, base+"/ui/app.js", "text/javascript; charset=utf-8", "dashboard({")
+	browsertest.Served(t, base+"/ui/api.js", "text/javascript; charset=utf-8", "function dashboard(")
+	browsertest.Served(t, base+"/ui/style.css", "text/css; charset=utf-8", "body")
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	for _, path := range []string{"/v1/status", "/v1/links", "/v1/events", "/metrics"} {
+		resp, err := client.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Errorf("GET %s without the token: %d, want 401", path, resp.StatusCode)
+		}
+	}
+}
+
+// startTokenEndpoint serves an endpoint whose token is s3cret, with no
+// run, until the test's end; it returns its URL.
+func startTokenEndpoint(t *testing.T) string {
+	t.Helper()
+	ln, err := Listen("127.0.0.1:0", ListenOptions{HasToken: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Serve(ln, Endpoint{Token: "s3cret"}, func() {})
+	t.Cleanup(func() { s.Close() })
+	return "http://" + ln.Addr().String()
 }
 
 // TestDashboardAsksForToken: on an endpoint with a token, the page opened

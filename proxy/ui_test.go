@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"github.com/netjam/netjam/control"
 	"github.com/netjam/netjam/internal/browsertest"
 	"github.com/netjam/netjam/proxy"
 )
@@ -132,6 +134,7 @@ func TestProxyDashboardGuard(t *testing.T) {
 		{"/ui/", []string{"User-Agent", ua}, 200},
 		{"/ui/proxies.js", []string{"User-Agent", ua}, 200},
 		{"/ui/style.css", []string{"User-Agent", ua}, 200},
+		{"/ui/api.js", []string{"User-Agent", ua}, 200},
 		{"/ui/proxies", []string{"User-Agent", ua, "Origin", "http://" + api}, 200},
 		{"/ui/proxies", []string{"User-Agent", ua, "Origin", "http://evil.example"}, 403},
 		{"/ui/proxies", []string{"User-Agent", ua, "Host", "evil.example:8474"}, 403},
@@ -196,6 +199,30 @@ func TestProxyDashboardGuard(t *testing.T) {
 	}
 	if r := get("/ui/proxies", "Authorization", "Bearer s3cret", "Host", "proxy.example:8474"); r.StatusCode != 200 {
 		t.Errorf("GET /ui/proxies with the token: %d, want 200", r.StatusCode)
+	}
+}
+
+// TestProxyDashboardFiles: with a token, the dashboard's files and none
+// else are served without it, each with its type and the page's CSP: the
+// page, its script, and the run dashboard's style and the script the two
+// dashboards share (control's api.js, which the page loads before its
+// own); every other path under /ui/, the run dashboard's other files
+// included, needs the token.
+func TestProxyDashboardFiles(t *testing.T) {
+	api := startTokenServer(t)
+	base := "http://" + api
+	shared, err := fs.ReadFile(control.UIFiles(), "api.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	browsertest.Served(t, base+"/ui/", "text/html; charset=utf-8", "<script src=\"/ui/api.js\" defer></script>\n<script src=\"/ui/proxies.js\" defer></script>")
+	browsertest.Served(t, base+"/ui/proxies.js", "text/javascript; charset=utf-8", "dashboard({")
+	browsertest.Served(t, base+"/ui/api.js", "text/javascript; charset=utf-8", string(shared))
+	browsertest.Served(t, base+"/ui/style.css", "text/css; charset=utf-8", "body")
+	for _, path := range []string{"/ui/proxies", "/ui/index.html", "/ui/app.js", "/ui/api.js/", "/ui//api.js", "/ui/API.js", "/ui/nothing"} {
+		if code, resp := call(t, api, "GET", path, "", "User-Agent", "Mozilla/5.0 (X11; Linux x86_64)"); code != 401 {
+			t.Errorf("GET %s without the token: %d %.100s, want 401", path, code, resp)
+		}
 	}
 }
 

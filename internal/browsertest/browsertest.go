@@ -7,6 +7,8 @@ package browsertest
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -107,5 +109,31 @@ func Start(t testing.TB, base string) (ctx context.Context, problems func() []st
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]string(nil), found...)
+	}
+}
+
+// Served checks that url, asked as a browser asks for a dashboard's
+// file and without a token, answers as the browser needs to use it:
+// 200, Content-Type typ (with nosniff, a script of any other type is not
+// run), a Content-Security-Policy that runs the page's own scripts
+// (script-src 'self'), and a body holding has.
+func Served(t testing.TB, url, typ, has string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("User-Agent", "Mozilla/5.0 (X11; Linux x86_64)")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	h := resp.Header
+	if resp.StatusCode != 200 || h.Get("Content-Type") != typ || h.Get("X-Content-Type-Options") != "nosniff" ||
+		!strings.Contains(h.Get("Content-Security-Policy"), "script-src 'self'") || !strings.Contains(string(b), has) {
+		t.Errorf("GET %s without the token: %d, Content-Type %q, X-Content-Type-Options %q, CSP %q, %d bytes; want 200, %s, nosniff, script-src 'self', holding %.80q",
+			url, resp.StatusCode, h.Get("Content-Type"), h.Get("X-Content-Type-Options"), h.Get("Content-Security-Policy"), len(b), typ, has)
 	}
 }
