@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -63,18 +64,11 @@ func TestProxyDashboardInBrowser(t *testing.T) {
     tr.cells[2].textContent === "downstream" && tr.cells[3].textContent === "1" && tr.cells[4].textContent.includes(%s);
 })()`, js(name), js(toxic), js(want))
 	}
-	poll := func(what, expr string) {
-		t.Helper()
-		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
-			text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
-			t.Fatalf("%s: %v; the page:\n%s", what, err, text)
-		}
-	}
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui/")); err != nil {
 		t.Fatal(err)
 	}
-	poll("the proxy and its toxic", shows("latency=100"))
-	poll("the bytes of the request", `document.querySelector('section.proxy [data-key="downstream-bytes"]').textContent !== "0 B in, 0 B out"`)
+	waitFor(t, ctx, "the proxy and its toxic", shows("latency=100"))
+	waitFor(t, ctx, "the bytes of the request", `document.querySelector('section.proxy [data-key="downstream-bytes"]').textContent !== "0 B in, 0 B out"`)
 	checks := map[string]string{
 		"the proxy's name, as text": `document.querySelector("section.proxy h3 .name").textContent === ` + js(name),
 		"its upstream":              `document.querySelector('section.proxy [data-key="upstream"]').textContent === ` + js(up),
@@ -93,7 +87,7 @@ func TestProxyDashboardInBrowser(t *testing.T) {
 	if code, resp := call(t, api, "POST", "/proxies/"+esc+"/toxics/"+url.PathEscape(toxic), string(body)); code != 200 {
 		t.Fatalf("change the toxic: %d %s", code, resp)
 	}
-	poll("the toxic changed", shows("latency=250"))
+	waitFor(t, ctx, "the toxic changed", shows("latency=250"))
 
 	status, err := chromedp.Run(ctx, chromedp.Evaluate[int](`fetch("/proxies", {method: "POST", body: "{}"}).then((r) => r.status)`, chromedp.EvalAwaitPromise))
 	if err != nil || status != http.StatusForbidden {
@@ -261,34 +255,24 @@ func TestProxyDashboardAsksForToken(t *testing.T) {
 	}
 	base := "http://" + api
 	ctx, problems := browsertest.Start(t, base)
-	poll := func(what, expr string) {
-		t.Helper()
-		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
-			text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
-			t.Fatalf("%s: %v; the page:\n%s", what, err, text)
-		}
-	}
 	loginErr := `document.getElementById("login-err").textContent`
 	listed := `document.getElementById("login").hidden && document.getElementById("state").textContent === "live" &&
   document.querySelector("section.proxy h3 .name").textContent === "p"`
 
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#token")),
-		chromedp.SendKeys(chromedp.CSS("#token"), "\r")); err != nil {
+		browsertest.Enter("#token", "")); err != nil {
 		t.Fatal(err)
 	}
-	poll("nothing typed", loginErr+` === "give the token of netjam proxy's --token file"`)
-	poll("the state without the token", `document.getElementById("state").textContent === "needs the token"`)
-	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#token"), "nope\r")); err != nil {
+	waitFor(t, ctx, "nothing typed", loginErr+` === "give the token of netjam proxy's --token file"`)
+	waitFor(t, ctx, "the state without the token", `document.getElementById("state").textContent === "needs the token"`)
+	if err := chromedp.Do(ctx, browsertest.Enter("#token", "nope")); err != nil {
 		t.Fatal(err)
 	}
-	poll("a wrong token", loginErr+` === "missing or wrong token (Authorization: Bearer TOKEN)"`)
-	if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("token").value = ""`)); err != nil {
+	waitFor(t, ctx, "a wrong token", loginErr+` === "missing or wrong token (Authorization: Bearer TOKEN)"`)
+	if err := chromedp.Do(ctx, browsertest.Enter("#token", "s3cret")); err != nil {
 		t.Fatal(err)
 	}
-	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#token"), "s3cret\r")); err != nil {
-		t.Fatal(err)
-	}
-	poll("the right token", listed+` && `+loginErr+` === "" && document.getElementById("token").value === ""`)
+	waitFor(t, ctx, "the right token", listed+` && `+loginErr+` === "" && document.getElementById("token").value === ""`)
 
 	if _, err := chromedp.Call(ctx, network.ClearBrowserCookies, cdp.Empty{}); err != nil {
 		t.Fatal(err)
@@ -296,11 +280,21 @@ func TestProxyDashboardAsksForToken(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui/?token=s3cret")); err != nil {
 		t.Fatal(err)
 	}
-	poll("the URL with the token", listed)
+	waitFor(t, ctx, "the URL with the token", listed)
 	if href, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`)); href != base+"/ui/" {
 		t.Errorf("the address bar after the URL with the token: %q, want %q", href, base+"/ui/")
 	}
 	for _, p := range problems() {
 		t.Error(p)
+	}
+}
+
+// waitFor waits up to 10 s for the JavaScript expression expr to be true
+// on the page, and else ends the test with what (what it waited for) and
+// the page's text.
+func waitFor(t *testing.T, ctx context.Context, what, expr string) {
+	t.Helper()
+	if err := chromedp.Do(ctx, browsertest.Until(expr, 10*time.Second)); err != nil {
+		t.Fatalf("%s: %v; the page:\n%s", what, err, browsertest.Text(ctx, "body"))
 	}
 }

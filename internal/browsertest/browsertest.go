@@ -6,6 +6,7 @@ package browsertest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -110,6 +111,43 @@ func Start(t testing.TB, base string) (ctx context.Context, problems func() []st
 		defer mu.Unlock()
 		return append([]string(nil), found...)
 	}
+}
+
+// The steps the dashboards' tests repeat, as chromedp actions (Until,
+// Enter) and a reading for their failures' messages (Text).
+
+// Until is a step that waits, up to timeout, for the JavaScript
+// expression expr to be true on the page.
+func Until(expr string, timeout time.Duration) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(timeout)))
+		return err
+	})
+}
+
+// Enter is a step that empties the input sel (a CSS selector), types
+// text into it and presses Enter, as a person gives a value and applies
+// it. (chromedp's SetValue refuses to set "".)
+func Enter(sel, text string) chromedp.Action[chromedp.Void] {
+	empty := chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector(`+jsString(sel)+`).value = ""`))
+		return err
+	})
+	return chromedp.Steps(empty, chromedp.SendKeys(chromedp.CSS(sel), text+"\r"))
+}
+
+// Text is the text the first element that matches sel (a CSS selector)
+// shows, "" when there is none: for a failure's message, so it does not
+// wait for the element.
+func Text(ctx context.Context, sel string) string {
+	s, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.querySelector(`+jsString(sel)+`) || {}).innerText || ""`))
+	return s
+}
+
+// jsString is s as a JavaScript string literal.
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
 // Served checks that url, asked as a browser asks for a dashboard's
