@@ -27,8 +27,9 @@ func uiHandler() http.Handler {
 	})
 }
 
-// UIFiles are the dashboard's files (index.html, app.js, style.css):
-// netjam proxy's dashboard takes its style from them.
+// UIFiles are the dashboard's files (index.html, api.js, app.js,
+// style.css): netjam proxy's dashboard takes its style and api.js, the
+// script the two dashboards share (the token form, api()), from them.
 func UIFiles() fs.FS {
 	sub, _ := fs.Sub(uiFiles, "ui")
 	return sub

@@ -1,11 +1,11 @@
 package control
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -62,14 +62,10 @@ flows:
 
 	// The uplink's rate, through the page.
 	err = chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#in-uplink-rate"), "2Mbps\r"),
-		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
-			_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector('.cur[data-key="link.uplink.rate"]').textContent === "2 Mbit/s"`,
-				chromedp.WithPollingTimeout(10*time.Second)))
-			return err
-		}))
+		browsertest.Until(`document.querySelector('.cur[data-key="link.uplink.rate"]').textContent === "2 Mbit/s"`, 10*time.Second))
 	if err != nil {
-		shown, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`.cur[data-key="link.uplink.rate"]`)))
-		msg, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`.err[data-key="link.uplink.rate"]`)))
+		shown := browsertest.Text(ctx, `.cur[data-key="link.uplink.rate"]`)
+		msg := browsertest.Text(ctx, `.err[data-key="link.uplink.rate"]`)
 		t.Fatalf("the rate shown after setting 2Mbps: %q (error shown: %q), %v", shown, msg, err)
 	}
 	if rate := uplinkRate(t, tr); rate != 2e6 {
@@ -130,12 +126,8 @@ flows:
 
 	// A bad value: the API's message next to the input, nothing changed.
 	err = chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#in-uplink-rate"), "fast\r"),
-		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
-			_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector('.err[data-key="link.uplink.rate"]').textContent !== ""`,
-				chromedp.WithPollingTimeout(10*time.Second)))
-			return err
-		}))
-	msg, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`.err[data-key="link.uplink.rate"]`)))
+		browsertest.Until(`document.querySelector('.err[data-key="link.uplink.rate"]').textContent !== ""`, 10*time.Second))
+	msg := browsertest.Text(ctx, `.err[data-key="link.uplink.rate"]`)
 	if want := `link.uplink.rate: "fast" is not a rate`; err != nil || !strings.Contains(msg, want) {
 		t.Errorf("the error shown for a bad rate: %q (%v), want %q", msg, err, want)
 	}
@@ -224,6 +216,44 @@ func rowValue(rows []summary.SeriesRow, kind, name string) (float64, bool) {
 	return 0, false
 }
 
+// TestDashboardFiles: on an endpoint with a token, the dashboard's files
+// are served without it, each with its type and the CSP that lets the
+// page run its own scripts: the page, its script, its style, and the
+// script it shares with netjam proxy's dashboard (api.js, which the page
+// loads before its own); the API still needs the token.
+func TestDashboardFiles(t *testing.T) {
+	base := "http://" + startTokenEndpoint(t).String()
+	browsertest.Served(t, base+"/", "text/html; charset=utf-8", "<script src=\"/ui/api.js\" defer></script>\n<script src=\"/ui/app.js\" defer></script>")
+	browsertest.Served(t, base+"/ui/app.js", "text/javascript; charset=utf-8", "dashboard({")
+	browsertest.Served(t, base+"/ui/api.js", "text/javascript; charset=utf-8", "function dashboard(")
+	browsertest.Served(t, base+"/ui/style.css", "text/css; charset=utf-8", "body")
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	for _, path := range []string{"/v1/status", "/v1/links", "/v1/events", "/metrics"} {
+		resp, err := client.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Errorf("GET %s without the token: %d, want 401", path, resp.StatusCode)
+		}
+	}
+}
+
+// startTokenEndpoint serves an endpoint whose token is s3cret, with no
+// run, until the test's end; it returns its address.
+func startTokenEndpoint(t *testing.T) *net.TCPAddr {
+	t.Helper()
+	ln, err := Listen("127.0.0.1:0", ListenOptions{HasToken: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Serve(ln, Endpoint{Token: "s3cret"}, func() {})
+	t.Cleanup(func() { s.Close() })
+	return ln.Addr().(*net.TCPAddr)
+}
+
 // TestDashboardAsksForToken: on an endpoint with a token, the page opened
 // without it asks for it, refuses a wrong one with the API's message, and
 // with the right one talks to the API (no run yet: it says it waits for
@@ -234,22 +264,14 @@ func rowValue(rows []summary.SeriesRow, kind, name string) (float64, bool) {
 // derived from the token rather than the token.
 func TestDashboardAsksForToken(t *testing.T) {
 	browsertest.Chromium(t)
-	ln, err := Listen("127.0.0.1:0", ListenOptions{HasToken: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := Serve(ln, Endpoint{Token: "s3cret"}, func() {})
-	defer s.Close()
-	base := "http://" + ln.Addr().String()
+	addr := startTokenEndpoint(t)
+	base := "http://" + addr.String()
 	ctx, problems := browsertest.Start(t, base)
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),
-		chromedp.SendKeys(chromedp.CSS("#token"), "nope\r")); err != nil {
+		browsertest.Enter("#token", "nope")); err != nil {
 		t.Fatal(err)
 	}
-	poll := func(expr string) error {
-		_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(10*time.Second)))
-		return err
-	}
+	poll := func(expr string) error { return chromedp.Do(ctx, browsertest.Until(expr, 10*time.Second)) }
 	cookies := func() []*network.Cookie {
 		res, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{})
 		if err != nil {
@@ -263,22 +285,14 @@ func TestDashboardAsksForToken(t *testing.T) {
 	if c := cookies(); len(c) != 0 {
 		t.Errorf("a wrong token is kept: %+v", c)
 	}
-	_, err = chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("token").value = ""`))
-	if err == nil {
-		err = chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#token"), "s3cret\r"))
-	}
 	waiting := `document.getElementById("login").hidden && document.getElementById("state").textContent === "waiting for a run"`
-	if err == nil {
-		err = poll(waiting)
-	}
-	if err != nil {
-		state, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#state")))
-		t.Errorf("the right token: %v (state %q)", err, state)
+	if err := chromedp.Do(ctx, browsertest.Enter("#token", "s3cret"), browsertest.Until(waiting, 10*time.Second)); err != nil {
+		t.Errorf("the right token: %v (state %q)", err, browsertest.Text(ctx, "#state"))
 	}
 	checkCookie := func(when string) {
 		t.Helper()
 		c := cookies()
-		if len(c) != 1 || c[0].Name != cookieName(ln.Addr().(*net.TCPAddr).Port, false) || !c[0].Session || !c[0].HTTPOnly ||
+		if len(c) != 1 || c[0].Name != cookieName(addr.Port, false) || !c[0].Session || !c[0].HTTPOnly ||
 			c[0].SameSite != network.CookieSameSiteStrict || c[0].Path != "/" || strings.Contains(c[0].Value, "s3cret") {
 			t.Errorf("%s: cookies %+v, want one session cookie of the port, HttpOnly, SameSite=Strict, not holding the token", when, c)
 		}
@@ -337,13 +351,9 @@ flows:
 	in := `input[data-key="links.eu.uplink.delay"]`
 	err := chromedp.Do(ctx, chromedp.Navigate(tr.base+"/"), chromedp.WaitVisible(chromedp.CSS(in)),
 		chromedp.SendKeys(chromedp.CSS(in), "30ms\r"),
-		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
-			_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector('.cur[data-key="links.eu.uplink.delay"]').textContent === "30 ms"`,
-				chromedp.WithPollingTimeout(10*time.Second)))
-			return err
-		}))
+		browsertest.Until(`document.querySelector('.cur[data-key="links.eu.uplink.delay"]').textContent === "30 ms"`, 10*time.Second))
 	if err != nil {
-		msg, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`.err[data-key="links.eu.uplink.delay"]`)))
+		msg := browsertest.Text(ctx, `.err[data-key="links.eu.uplink.delay"]`)
 		t.Fatalf("setting eu.uplink's delay through the page: %v (error shown: %q)", err, msg)
 	}
 	code, b := tr.do(t, "GET", "/v1/links/eu.uplink", "")
@@ -359,6 +369,22 @@ flows:
 		t.Errorf("the page's problems: %q", p)
 	}
 }
+
+// For the tests that open the page on a run: its state once it shows
+// the run ended; the throughput plot's curve of the flow named probe; and
+// JavaScript that defines, on that plot, xs, the x of each of probe's
+// points, and time(x), the time at x on its axis (from the positions of
+// its first two ticks).
+const (
+	pageEnded  = `document.getElementById("state").dataset.state === "ended"`
+	probeCurve = `#plot-throughput polyline.series[data-name="probe"]`
+	probeTimes = `
+		const svg = document.querySelector("#plot-throughput svg");
+		const ticks = [...svg.querySelectorAll("text")].filter((e) => e.getAttribute("y") === "270");
+		const [a, b] = ticks.map((e) => ({ t: +e.textContent, x: +e.getAttribute("x") }));
+		const time = (x) => a.t + (x - a.x) * (b.t - a.t) / (b.x - a.x);
+		const xs = [...svg.querySelectorAll('` + probeCurve + `')].flatMap((p) => [...p.points].map((q) => q.x));`
+)
 
 // TestDashboardOpenedAfterTheRun opens the page once a run has ended (its
 // last events replayed): the timeline's ramp of 100 changes is one
@@ -389,11 +415,7 @@ timeline:
 		Disabled                    bool
 	}
 	err := chromedp.Do(ctx, chromedp.Navigate(tr.base+"/"),
-		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
-			_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("state").dataset.state === "ended" && document.querySelector("#plot-delay polyline") !== null`,
-				chromedp.WithPollingTimeout(30*time.Second)))
-			return err
-		}))
+		browsertest.Until(pageEnded+` && document.querySelector("#plot-delay polyline") !== null`, 30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,17 +480,12 @@ timeline:
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	probe := `#plot-throughput polyline.series[data-name="probe"]`
 	err := chromedp.Do(ctx, chromedp.Navigate(tr.base+"/"),
-		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
-			_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector('`+probe+`') !== null`,
-				chromedp.WithPollingTimeout(30*time.Second)))
-			return err
-		}))
+		browsertest.Until(`document.querySelector('`+probeCurve+`') !== null`, 30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Times on the plot's x axis, from the positions of its first two ticks.
+	// Times on the plot's x axis (probeTimes).
 	type plotState struct {
 		First, Last      float64 // the first and last point's times
 		Points           int
@@ -480,12 +497,7 @@ timeline:
 	}
 	measure := func() plotState {
 		t.Helper()
-		got, err := chromedp.Run(ctx, chromedp.Evaluate[plotState](`(() => {
-			const svg = document.querySelector("#plot-throughput svg");
-			const ticks = [...svg.querySelectorAll("text")].filter((e) => e.getAttribute("y") === "270");
-			const [a, b] = ticks.map((e) => ({ t: +e.textContent, x: +e.getAttribute("x") }));
-			const time = (x) => a.t + (x - a.x) * (b.t - a.t) / (b.x - a.x);
-			const xs = [...svg.querySelectorAll('polyline.series[data-name="probe"]')].flatMap((p) => [...p.points].map((q) => q.x));
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[plotState](`(() => {`+probeTimes+`
 			const ramps = [...svg.querySelectorAll("rect.ramp")];
 			const r = ramps[0];
 			return {
@@ -515,8 +527,7 @@ timeline:
 
 	// To the run's end: every sample once, in order.
 	tr.wait(t)
-	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("state").dataset.state === "ended"`, chromedp.WithPollingTimeout(20*time.Second)))
-	if err != nil {
+	if err := chromedp.Do(ctx, browsertest.Until(pageEnded, 20*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	code, b := tr.do(t, "GET", "/v1/series", "")
@@ -544,11 +555,7 @@ timeline:
 
 	// Opened again once the run has ended: the same, from the start.
 	err = chromedp.Do(ctx, chromedp.Navigate(tr.base+"/"),
-		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
-			_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("state").dataset.state === "ended" && document.querySelector('`+probe+`') !== null`,
-				chromedp.WithPollingTimeout(30*time.Second)))
-			return err
-		}))
+		browsertest.Until(pageEnded+` && document.querySelector('`+probeCurve+`') !== null`, 30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -595,13 +602,8 @@ flows:
 		}
 	}
 	ctx, problems := browsertest.Start(t, tr.base)
-	probe := `#plot-throughput polyline.series[data-name="probe"]`
 	err := chromedp.Do(ctx, chromedp.Navigate(tr.base+"/"),
-		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
-			_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("state").dataset.state === "ended" && document.querySelector('`+probe+`') !== null`,
-				chromedp.WithPollingTimeout(30*time.Second)))
-			return err
-		}))
+		browsertest.Until(pageEnded+` && document.querySelector('`+probeCurve+`') !== null`, 30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -609,15 +611,11 @@ flows:
 		Points, Ranges int
 		First          float64
 	}
-	got, err := chromedp.Run(ctx, chromedp.Evaluate[merged](`(() => {
-		const svg = document.querySelector("#plot-throughput svg");
-		const ticks = [...svg.querySelectorAll("text")].filter((e) => e.getAttribute("y") === "270");
-		const [a, b] = ticks.map((e) => ({ t: +e.textContent, x: +e.getAttribute("x") }));
-		const xs = [...svg.querySelectorAll('polyline.series[data-name="probe"]')].flatMap((p) => [...p.points].map((q) => q.x));
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[merged](`(() => {`+probeTimes+`
 		return {
 			points: xs.length,
 			ranges: svg.querySelectorAll('polygon.range[data-name="probe"]').length,
-			first: a.t + (Math.min(...xs) - a.x) * (b.t - a.t) / (b.x - a.x),
+			first: time(Math.min(...xs)),
 		};
 	})()`))
 	if err != nil {

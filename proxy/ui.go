@@ -21,8 +21,9 @@ import (
 // toxiproxy's API does not have, that lists the proxies and their toxics
 // and polls GET /ui/proxies for them. It only reads: the API's changes
 // stay closed to browsers, as toxiproxy keeps them. Its page and script
-// are embedded, its style is the run dashboard's (control), and it loads
-// nothing from anywhere else.
+// are embedded; its style and the script it shares with the run
+// dashboard (its token form, api()) are control's; it loads nothing from
+// anywhere else.
 //
 //go:embed ui
 var uiFiles embed.FS
@@ -41,19 +42,41 @@ const (
 	maxUIAttribute = 160
 )
 
+// uiFile is one of the dashboard's files: name in files.
+type uiFile struct {
+	files fs.FS
+	name  string
+}
+
+// uiStatic are the dashboard's files by path: its page (at /ui/ itself)
+// and its script are proxy's; its style and the script it shares with
+// the run dashboard (its token form, api()) are control's. uiHandler
+// serves these, and uiPublic lets these and nothing else through without
+// the token: one list, so that the two cannot differ.
+var uiStatic = map[string]uiFile{
+	uiPrefix:                {ownUIFiles(), "index.html"},
+	uiPrefix + "proxies.js": {ownUIFiles(), "proxies.js"},
+	uiPrefix + "style.css":  {control.UIFiles(), "style.css"},
+	uiPrefix + "api.js":     {control.UIFiles(), "api.js"},
+}
+
+func ownUIFiles() fs.FS {
+	sub, _ := fs.Sub(uiFiles, "ui")
+	return sub
+}
+
 // uiHandler serves the dashboard's page, its files and GET /ui/proxies.
 func (s *Server) uiHandler() http.Handler {
-	own, _ := fs.Sub(uiFiles, "ui")
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /ui/{$}", func(w http.ResponseWriter, r *http.Request) {
-		http.ServeFileFS(w, r, own, "index.html")
-	})
-	mux.HandleFunc("GET /ui/proxies.js", func(w http.ResponseWriter, r *http.Request) {
-		http.ServeFileFS(w, r, own, "proxies.js")
-	})
-	mux.HandleFunc("GET /ui/style.css", func(w http.ResponseWriter, r *http.Request) {
-		http.ServeFileFS(w, r, control.UIFiles(), "style.css")
-	})
+	for path, f := range uiStatic {
+		pattern := "GET " + path
+		if path == uiPrefix {
+			pattern += "{$}" // /ui/ alone, not the paths below it
+		}
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			http.ServeFileFS(w, r, f.files, f.name)
+		})
+	}
 	mux.HandleFunc("GET /ui/proxies", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.uiState())
 	})
@@ -67,7 +90,8 @@ func (s *Server) uiHandler() http.Handler {
 // hold nothing secret and are served without the token: the page asks
 // for it.
 func uiPublic(path string) bool {
-	return path == uiPrefix || path == uiPrefix+"proxies.js" || path == uiPrefix+"style.css"
+	_, ok := uiStatic[path]
+	return ok
 }
 
 // uiProxy is a proxy as the dashboard shows it.

@@ -1,16 +1,21 @@
 package proxy_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"github.com/netjam/netjam/control"
 	"github.com/netjam/netjam/internal/browsertest"
 	"github.com/netjam/netjam/proxy"
 )
@@ -59,18 +64,11 @@ func TestProxyDashboardInBrowser(t *testing.T) {
     tr.cells[2].textContent === "downstream" && tr.cells[3].textContent === "1" && tr.cells[4].textContent.includes(%s);
 })()`, js(name), js(toxic), js(want))
 	}
-	poll := func(what, expr string) {
-		t.Helper()
-		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
-			text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
-			t.Fatalf("%s: %v; the page:\n%s", what, err, text)
-		}
-	}
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui/")); err != nil {
 		t.Fatal(err)
 	}
-	poll("the proxy and its toxic", shows("latency=100"))
-	poll("the bytes of the request", `document.querySelector('section.proxy [data-key="downstream-bytes"]').textContent !== "0 B in, 0 B out"`)
+	waitFor(t, ctx, "the proxy and its toxic", shows("latency=100"))
+	waitFor(t, ctx, "the bytes of the request", `document.querySelector('section.proxy [data-key="downstream-bytes"]').textContent !== "0 B in, 0 B out"`)
 	checks := map[string]string{
 		"the proxy's name, as text": `document.querySelector("section.proxy h3 .name").textContent === ` + js(name),
 		"its upstream":              `document.querySelector('section.proxy [data-key="upstream"]').textContent === ` + js(up),
@@ -89,7 +87,7 @@ func TestProxyDashboardInBrowser(t *testing.T) {
 	if code, resp := call(t, api, "POST", "/proxies/"+esc+"/toxics/"+url.PathEscape(toxic), string(body)); code != 200 {
 		t.Fatalf("change the toxic: %d %s", code, resp)
 	}
-	poll("the toxic changed", shows("latency=250"))
+	waitFor(t, ctx, "the toxic changed", shows("latency=250"))
 
 	status, err := chromedp.Run(ctx, chromedp.Evaluate[int](`fetch("/proxies", {method: "POST", body: "{}"}).then((r) => r.status)`, chromedp.EvalAwaitPromise))
 	if err != nil || status != http.StatusForbidden {
@@ -130,6 +128,7 @@ func TestProxyDashboardGuard(t *testing.T) {
 		{"/ui/", []string{"User-Agent", ua}, 200},
 		{"/ui/proxies.js", []string{"User-Agent", ua}, 200},
 		{"/ui/style.css", []string{"User-Agent", ua}, 200},
+		{"/ui/api.js", []string{"User-Agent", ua}, 200},
 		{"/ui/proxies", []string{"User-Agent", ua, "Origin", "http://" + api}, 200},
 		{"/ui/proxies", []string{"User-Agent", ua, "Origin", "http://evil.example"}, 403},
 		{"/ui/proxies", []string{"User-Agent", ua, "Host", "evil.example:8474"}, 403},
@@ -155,18 +154,7 @@ func TestProxyDashboardGuard(t *testing.T) {
 		}
 	}
 
-	srv, err := proxy.New(proxy.Options{UI: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	ln, err := proxy.ListenAPI("127.0.0.1:0", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := srv.Serve(ln, proxy.Guard{Token: "s3cret"})
-	defer hs.Close()
-	a := ln.Addr().String()
+	a := startTokenServer(t)
 	if code, _ := call(t, a, "GET", "/ui/", "", "User-Agent", ua); code != 200 {
 		t.Errorf("with a token, the page without it: %d, want 200 (it asks for the token)", code)
 	}
@@ -205,5 +193,108 @@ func TestProxyDashboardGuard(t *testing.T) {
 	}
 	if r := get("/ui/proxies", "Authorization", "Bearer s3cret", "Host", "proxy.example:8474"); r.StatusCode != 200 {
 		t.Errorf("GET /ui/proxies with the token: %d, want 200", r.StatusCode)
+	}
+}
+
+// TestProxyDashboardFiles: with a token, the dashboard's files and none
+// else are served without it, each with its type and the page's CSP: the
+// page, its script, and the run dashboard's style and the script the two
+// dashboards share (control's api.js, which the page loads before its
+// own); every other path under /ui/, the run dashboard's other files
+// included, needs the token.
+func TestProxyDashboardFiles(t *testing.T) {
+	api := startTokenServer(t)
+	base := "http://" + api
+	shared, err := fs.ReadFile(control.UIFiles(), "api.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	browsertest.Served(t, base+"/ui/", "text/html; charset=utf-8", "<script src=\"/ui/api.js\" defer></script>\n<script src=\"/ui/proxies.js\" defer></script>")
+	browsertest.Served(t, base+"/ui/proxies.js", "text/javascript; charset=utf-8", "dashboard({")
+	browsertest.Served(t, base+"/ui/api.js", "text/javascript; charset=utf-8", string(shared))
+	browsertest.Served(t, base+"/ui/style.css", "text/css; charset=utf-8", "body")
+	for _, path := range []string{"/ui/proxies", "/ui/index.html", "/ui/app.js", "/ui/api.js/", "/ui//api.js", "/ui/API.js", "/ui/nothing"} {
+		if code, resp := call(t, api, "GET", path, "", "User-Agent", "Mozilla/5.0 (X11; Linux x86_64)"); code != 401 {
+			t.Errorf("GET %s without the token: %d %.100s, want 401", path, code, resp)
+		}
+	}
+}
+
+// startTokenServer starts a server with the dashboard, whose API takes
+// the token s3cret, until the test's end; it returns the API's address.
+func startTokenServer(t *testing.T) string {
+	t.Helper()
+	srv, err := proxy.New(proxy.Options{UI: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := proxy.ListenAPI("127.0.0.1:0", true)
+	if err != nil {
+		srv.Close()
+		t.Fatal(err)
+	}
+	hs := srv.Serve(ln, proxy.Guard{Token: "s3cret"})
+	t.Cleanup(func() {
+		hs.Close()
+		srv.Close()
+	})
+	return ln.Addr().String()
+}
+
+// TestProxyDashboardAsksForToken: with --token, the page opened without
+// it asks for it (the form of the script it shares with the run
+// dashboard, api.js), says what to give when nothing is typed, refuses a
+// wrong token with the API's message, and with the right one lists the
+// proxies. The URL with the token (/ui/?token=TOKEN) opens the page at
+// once and leaves the address bar without it.
+func TestProxyDashboardAsksForToken(t *testing.T) {
+	browsertest.Chromium(t)
+	api := startTokenServer(t)
+	if code, resp := call(t, api, "POST", "/proxies", `{"name": "p", "upstream": "127.0.0.1:9"}`, "Authorization", "Bearer s3cret"); code != 201 {
+		t.Fatalf("create: %d %s", code, resp)
+	}
+	base := "http://" + api
+	ctx, problems := browsertest.Start(t, base)
+	loginErr := `document.getElementById("login-err").textContent`
+	listed := `document.getElementById("login").hidden && document.getElementById("state").textContent === "live" &&
+  document.querySelector("section.proxy h3 .name").textContent === "p"`
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#token")),
+		browsertest.Enter("#token", "")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "nothing typed", loginErr+` === "give the token of netjam proxy's --token file"`)
+	waitFor(t, ctx, "the state without the token", `document.getElementById("state").textContent === "needs the token"`)
+	if err := chromedp.Do(ctx, browsertest.Enter("#token", "nope")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "a wrong token", loginErr+` === "missing or wrong token (Authorization: Bearer TOKEN)"`)
+	if err := chromedp.Do(ctx, browsertest.Enter("#token", "s3cret")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the right token", listed+` && `+loginErr+` === "" && document.getElementById("token").value === ""`)
+
+	if _, err := chromedp.Call(ctx, network.ClearBrowserCookies, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui/?token=s3cret")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the URL with the token", listed)
+	if href, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`)); href != base+"/ui/" {
+		t.Errorf("the address bar after the URL with the token: %q, want %q", href, base+"/ui/")
+	}
+	for _, p := range problems() {
+		t.Error(p)
+	}
+}
+
+// waitFor waits up to 10 s for the JavaScript expression expr to be true
+// on the page, and else ends the test with what (what it waited for) and
+// the page's text.
+func waitFor(t *testing.T, ctx context.Context, what, expr string) {
+	t.Helper()
+	if err := chromedp.Do(ctx, browsertest.Until(expr, 10*time.Second)); err != nil {
+		t.Fatalf("%s: %v; the page:\n%s", what, err, browsertest.Text(ctx, "body"))
 	}
 }

@@ -3,14 +3,14 @@
 // /v1/events) as it arrives, and changes its path through the control
 // API, so that every change made here is recorded and replayable as any
 // other. It loads nothing but this endpoint's own files and talks to
-// nothing else.
+// nothing else. Its token form and helpers are api.js's, loaded before
+// this file.
 "use strict";
 (() => {
   // The saved report's palette (report/render.go): Okabe and Ito's.
   const palette = ["#0072B2", "#D55E00", "#009E73", "#E69F00", "#CC79A7", "#56B4E9", "#000000"];
   const timeLabel = "time since the run's start (s)";
   const maxPoints = 4000; // per curve; older points are merged in pairs beyond
-  const $ = (id) => document.getElementById(id);
   const svgNS = "http://www.w3.org/2000/svg";
 
   // The plots, as the report has them: kinds of timeseries.csv's rows,
@@ -61,78 +61,17 @@
     timelineSeq: 0,
   };
 
-  async function api(method, path, body) {
-    const init = { method, headers: {} };
-    if (body !== undefined) {
-      init.body = JSON.stringify(body);
-      init.headers["Content-Type"] = "application/json";
-    }
-    let resp;
-    try {
-      resp = await fetch(path, init);
-    } catch (e) {
-      return { ok: false, status: 0, data: { error: "the endpoint does not answer: " + e.message } };
-    }
-    let data = null;
-    try {
-      data = await resp.json();
-    } catch (e) {
-      data = { error: resp.statusText };
-    }
-    if (resp.status === 401) {
-      showLogin();
-    }
-    return { ok: resp.ok, status: resp.status, data };
-  }
-
-  // The token, when the endpoint has one. The URL netjam prints carries
-  // it (/?token=...), and the endpoint answers that URL with a session
-  // cookie for its port (HttpOnly: this script never sees it) that every
-  // later request of the page carries, the event stream's and the
-  // report's link included. The address bar drops the token at once.
-  // Without it, the page asks for it, and asks the endpoint the same way.
-  const urlToken = new URLSearchParams(location.search).has("token");
-  if (location.search) history.replaceState(null, "", "/");
-
-  function showLogin() {
-    $("login").hidden = false;
-    $("token").focus();
-  }
-
-  $("login").addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    const tok = $("token").value.trim();
-    if (tok === "") {
-      $("login-err").textContent = "give the token netjam printed with the dashboard's URL";
-      return;
-    }
-    try {
-      await fetch("/?token=" + encodeURIComponent(tok), { cache: "no-store" });
-    } catch (e) {
-      // api() below says that the endpoint does not answer.
-    }
-    const r = await api("GET", "/v1/status");
-    if (r.status === 401 || r.status === 0) {
-      $("login-err").textContent = r.data.error;
-      return;
-    }
-    $("token").value = "";
-    $("login").hidden = true;
-    $("login-err").textContent = "";
-    begin(r);
+  // The token form, api() and the helpers, shared with netjam proxy's
+  // dashboard (api.js): the form's token opens / for this port, and its
+  // cookie goes with the event stream and the report's link too.
+  const { $, api, setState, num, urlToken } = dashboard({
+    home: "/",
+    check: "/v1/status",
+    peer: "the endpoint",
+    emptyToken: "give the token netjam printed with the dashboard's URL",
+    onLogin: (r) => begin(r),
   });
 
-  function setState(s, text) {
-    $("state").dataset.state = s;
-    $("state").textContent = text;
-  }
-
-  // Numbers as a person reads them.
-  function num(v) {
-    if (v === 0) return "0";
-    const a = Math.abs(v);
-    return a >= 100 ? v.toFixed(0) : a >= 10 ? v.toFixed(1).replace(/\.0$/, "") : parseFloat(v.toPrecision(3)).toString();
-  }
   function fmtRate(bps) {
     if (!bps) return "unlimited";
     if (bps >= 1e9) return num(bps / 1e9) + " Gbit/s";

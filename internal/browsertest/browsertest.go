@@ -6,7 +6,10 @@ package browsertest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -107,5 +110,68 @@ func Start(t testing.TB, base string) (ctx context.Context, problems func() []st
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]string(nil), found...)
+	}
+}
+
+// The steps the dashboards' tests repeat, as chromedp actions (Until,
+// Enter) and a reading for their failures' messages (Text).
+
+// Until is a step that waits, up to timeout, for the JavaScript
+// expression expr to be true on the page.
+func Until(expr string, timeout time.Duration) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(timeout)))
+		return err
+	})
+}
+
+// Enter is a step that empties the input sel (a CSS selector), types
+// text into it and presses Enter, as a person gives a value and applies
+// it. (chromedp's SetValue refuses to set "".)
+func Enter(sel, text string) chromedp.Action[chromedp.Void] {
+	empty := chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector(`+jsString(sel)+`).value = ""`))
+		return err
+	})
+	return chromedp.Steps(empty, chromedp.SendKeys(chromedp.CSS(sel), text+"\r"))
+}
+
+// Text is the text the first element that matches sel (a CSS selector)
+// shows, "" when there is none: for a failure's message, so it does not
+// wait for the element.
+func Text(ctx context.Context, sel string) string {
+	s, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.querySelector(`+jsString(sel)+`) || {}).innerText || ""`))
+	return s
+}
+
+// jsString is s as a JavaScript string literal.
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// Served checks that url, asked as a browser asks for a dashboard's
+// file and without a token, answers as the browser needs to use it:
+// 200, Content-Type typ (with nosniff, a script of any other type is not
+// run), a Content-Security-Policy that runs the page's own scripts
+// (script-src 'self'), and a body holding has.
+func Served(t testing.TB, url, typ, has string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("User-Agent", "Mozilla/5.0 (X11; Linux x86_64)")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	h := resp.Header
+	if resp.StatusCode != 200 || h.Get("Content-Type") != typ || h.Get("X-Content-Type-Options") != "nosniff" ||
+		!strings.Contains(h.Get("Content-Security-Policy"), "script-src 'self'") || !strings.Contains(string(b), has) {
+		t.Errorf("GET %s without the token: %d, Content-Type %q, X-Content-Type-Options %q, CSP %q, %d bytes; want 200, %s, nosniff, script-src 'self', holding %.80q",
+			url, resp.StatusCode, h.Get("Content-Type"), h.Get("X-Content-Type-Options"), h.Get("Content-Security-Policy"), len(b), typ, has)
 	}
 }

@@ -4,78 +4,24 @@
 // name and value is user input and is set as text, never as HTML. It
 // loads nothing but this server's own files and talks to nothing else.
 // Its style, its token form and its helpers are the run dashboard's
-// (control/ui/app.js).
+// (control/ui/style.css, control/ui/api.js, loaded before this file).
 "use strict";
 (() => {
-  const $ = (id) => document.getElementById(id);
   const period = 1000; // ms between the end of a poll and the next
   let last = ""; // the last answer's text: the page is redrawn when it changes
   let timer = null;
 
-  async function api(method, path) {
-    let resp;
-    try {
-      resp = await fetch(path, { method, cache: "no-store" });
-    } catch (e) {
-      return { ok: false, status: 0, data: { error: "the server does not answer: " + e.message } };
-    }
-    let text = "", data = null;
-    try {
-      text = await resp.text();
-      data = JSON.parse(text);
-    } catch (e) {
-      data = { error: resp.statusText };
-    }
-    if (resp.status === 401) showLogin();
-    return { ok: resp.ok, status: resp.status, data, text };
-  }
-
-  // The token, when the API has one. The URL netjam prints carries it
-  // (/ui/?token=...), and the server answers that URL with a session
-  // cookie for its port and the dashboard's paths (HttpOnly: this script
-  // never sees it) that every later request of the page carries. The
-  // address bar drops the token at once. Without it, the page asks.
-  if (location.search) history.replaceState(null, "", "/ui/");
-
-  function showLogin() {
-    $("login").hidden = false;
-    $("token").focus();
-  }
-
-  $("login").addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    const tok = $("token").value.trim();
-    if (tok === "") {
-      $("login-err").textContent = "give the token of netjam proxy's --token file";
-      return;
-    }
-    try {
-      await fetch("/ui/?token=" + encodeURIComponent(tok), { cache: "no-store" });
-    } catch (e) {
-      // poll() below says that the server does not answer.
-    }
-    const r = await api("GET", "/ui/proxies");
-    if (r.status === 401 || r.status === 0) {
-      $("login-err").textContent = r.data.error;
-      return;
-    }
-    $("token").value = "";
-    $("login").hidden = true;
-    $("login-err").textContent = "";
-    schedule(0);
+  // The token form, api() and the helpers, as the run dashboard has them
+  // (control/ui/api.js): the form's token opens /ui/ for this port.
+  const { $, api, setState, num } = dashboard({
+    home: "/ui/",
+    check: "/ui/proxies",
+    peer: "the server",
+    emptyToken: "give the token of netjam proxy's --token file",
+    fetchInit: { cache: "no-store" }, // each poll asks the server anew
+    onLogin: () => schedule(0),
   });
 
-  function setState(s, text) {
-    $("state").dataset.state = s;
-    $("state").textContent = text;
-  }
-
-  // Numbers as a person reads them, as the run dashboard writes them.
-  function num(v) {
-    if (v === 0) return "0";
-    const a = Math.abs(v);
-    return a >= 100 ? v.toFixed(0) : a >= 10 ? v.toFixed(1).replace(/\.0$/, "") : parseFloat(v.toPrecision(3)).toString();
-  }
   function fmtBytes(n) {
     if (n >= 1e9) return num(n / 1e9) + " GB";
     if (n >= 1e6) return num(n / 1e6) + " MB";
