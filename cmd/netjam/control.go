@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/netjam/netjam/confine"
 	"github.com/netjam/netjam/control"
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/outdir"
@@ -132,11 +133,11 @@ func startControl(c *cli.Context, ctx context.Context, out *outdir.Dir) (*contro
 // under sudo, the invoking user, who started the run and runs netjam ctl
 // (nil otherwise).
 func sudoOwner() (*control.Owner, error) {
-	u, err := invokingUser(os.Getenv)
+	u, err := confine.InvokingUser(os.Getenv)
 	if err != nil || u == nil {
 		return nil, err
 	}
-	return &control.Owner{UID: int(u.uid), GID: int(u.gid)}, nil
+	return &control.Owner{UID: int(u.UID), GID: int(u.GID)}, nil
 }
 
 // writeTokenFile writes token into out's control.token, mode 0600 (and

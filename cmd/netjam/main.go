@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/netjam/netjam/confine"
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/scenario"
 	"github.com/urfave/cli/v2"
@@ -37,8 +38,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 1 && args[1] == emulator.ShellInitArg {
 		return emulator.ShellInit() // a rootless shell's first process
 	}
-	if len(args) > 1 && args[1] == confineArg {
-		return runConfined(args[2:]) // a root shell's command, see confine.go
+	if len(args) > 1 && args[1] == confine.Arg {
+		return confine.Main(args[2:]) // a root shell's command, see package confine
 	}
 	app := newApp(stdout, stderr)
 	app.Metadata = map[string]any{"args": args} // a rootless run starts netjam again with them

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/netjam/netjam/confine"
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/scenario"
 )
@@ -86,7 +87,7 @@ func rerunRootless(c *cli.Context) (err error, ok bool) {
 	for {
 		select {
 		case err := <-waited:
-			if code := exitStatus(cmd, err); code != 0 {
+			if code := confine.ExitStatus(cmd, err); code != 0 {
 				return cli.Exit("", code), true
 			}
 			return nil, true

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/netjam/netjam/configs"
+	"github.com/netjam/netjam/confine"
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/report"
@@ -166,7 +167,7 @@ func doRun(c *cli.Context) error {
 		log.Warn(w)
 	}
 	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString(), Parallel: c.Int("parallel"),
-		OutDir: dir, Capture: capturePoints(c), ConfineNode: confineNode(log, false, nil)}
+		OutDir: dir, Capture: capturePoints(c), ConfineNode: confine.Node(log, false, nil)}
 	// The progress bar is for a person at a terminal: never in a pipe, a
 	// file or CI's log, and not with --quiet.
 	if f, ok := c.App.ErrWriter.(*os.File); ok && !c.Bool("quiet") && term.IsTerminal(int(f.Fd())) {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 
+	"github.com/netjam/netjam/confine"
 	"github.com/netjam/netjam/control"
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/outdir"
@@ -139,7 +139,7 @@ func doShell(c *cli.Context) error {
 
 	// SIGTERM and SIGHUP go on to COMMAND, which then ends, and so does
 	// the run; so does SIGINT, the terminal's Ctrl-C, which only netjam
-	// gets (COMMAND leads a session of its own, see confine.go), rather
+	// gets (COMMAND leads a session of its own, see package confine), rather
 	// than end netjam with the namespace in use.
 	sr.sigs = make(chan os.Signal, 4)
 	signal.Notify(sr.sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
@@ -148,7 +148,7 @@ func doShell(c *cli.Context) error {
 	// The output folder is the run's, as in netjam run: the scenario's
 	// captures go there.
 	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString(), OutDir: sr.dir,
-		ConfineNode: confineNode(log, c.Bool("as-root"), c.StringSlice("cap"))}
+		ConfineNode: confine.Node(log, c.Bool("as-root"), c.StringSlice("cap"))}
 	sr.env = shellEnv(s)
 	if c.IsSet("control") {
 		closeControl, err := sr.control(&opts)
@@ -198,14 +198,14 @@ func shellArgs(c *cli.Context) (files, command []string, err error) {
 // checkShellCommand checks --cap and finds the command before anything
 // is made, failing as a shell does.
 func checkShellCommand(c *cli.Context, command []string) error {
-	if _, err := parseCaps(c.StringSlice("cap")); err != nil {
+	if _, err := confine.ParseCaps(c.StringSlice("cap")); err != nil {
 		return cli.Exit(err, exitBadUsage)
 	}
 	if c.IsSet("cap") && !c.Bool("as-root") {
 		return cli.Exit("--cap: only with --as-root (a command run as the invoking user has no capability)", exitBadUsage)
 	}
 	if _, err := exec.LookPath(command[0]); err != nil {
-		return commandError(command[0], err)
+		return confine.StartError(command[0], err)
 	}
 	return nil
 }
@@ -343,13 +343,13 @@ func (sr *shellRun) control(opts *emulator.Options) (closeControl func(), err er
 func (sr *shellRun) attached(ctx context.Context) error {
 	// The terminal's other signals, caught before COMMAND may send any.
 	term := make(chan os.Signal, 4)
-	signal.Notify(term, terminalSignals...)
+	signal.Notify(term, confine.TerminalSignals...)
 	defer signal.Stop(term)
 	cmd, err := sr.start(emulator.NodesEtc(ctx))
 	if err != nil {
 		return err
 	}
-	sr.status = waitCommand(cmd, sr.sigs, term, sr.log)
+	sr.status = confine.Wait(cmd, sr.sigs, term, sr.log)
 	return nil
 }
 
@@ -367,13 +367,13 @@ func (sr *shellRun) start(etc string) (*exec.Cmd, error) {
 	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), sr.env...)
-	who, err := confine(cmd, sr.c.Bool("as-root"), sr.c.StringSlice("cap"), os.Getenv)
+	who, err := confine.Command(cmd, sr.c.Bool("as-root"), sr.c.StringSlice("cap"), os.Getenv)
 	if err != nil {
 		return nil, err
 	}
 	sr.log.Info("the command runs as "+who, zap.Strings("command", command))
 	if _, err := sr.sh.Start(cmd, etc); err != nil {
-		return nil, commandError(command[0], err)
+		return nil, confine.StartError(command[0], err)
 	}
 	return cmd, nil
 }
@@ -472,49 +472,6 @@ func shellScenario(c *cli.Context, files []string) (*scenario.Scenario, error) {
 	return s, nil
 }
 
-// waitCommand waits for cmd to end and returns its exit status. cmd leads
-// a session of its own, so the terminal's signals reach netjam, in its
-// foreground process group, and not cmd: netjam passes them on to cmd's
-// process group as the terminal would have: SIGINT and SIGHUP from sigs,
-// SIGQUIT (Ctrl-\) and SIGWINCH (the window's size changed) from term.
-// SIGTERM from sigs goes to cmd alone. After SIGTERM or SIGHUP cmd is killed if it is
-// still there 10 s later. SIGTSTP (Ctrl-Z) is caught and dropped: it
-// would stop netjam and leave cmd running, out of the user's shell's job
-// control.
-func waitCommand(cmd *exec.Cmd, sigs, term <-chan os.Signal, log *zap.Logger) int {
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	toGroup := func(sig os.Signal) {
-		// The session's leader leads its first process group too; the
-		// group is gone only once all of it has ended.
-		signalGroup(cmd.Process.Pid, sig)
-	}
-	var killTimer <-chan time.Time
-	for {
-		select {
-		case err := <-waited:
-			return exitStatus(cmd, err)
-		case sig := <-term:
-			if !isStop(sig) {
-				toGroup(sig)
-			}
-		case sig := <-sigs:
-			log.Info("passing a signal on to the command", zap.Stringer("signal", sig))
-			if sig == syscall.SIGTERM {
-				cmd.Process.Signal(sig)
-			} else {
-				toGroup(sig)
-			}
-			if sig != syscall.SIGINT && killTimer == nil {
-				killTimer = time.After(10 * time.Second)
-			}
-		case <-killTimer:
-			log.Warn("the command did not end 10 s after the signal: killing it")
-			cmd.Process.Kill()
-		}
-	}
-}
-
 // shellEnv tells COMMAND where the path leads.
 func shellEnv(s *scenario.Scenario) []string {
 	env := []string{"NETJAM_DEVICE=" + s.TUN.Device.Name}
@@ -526,38 +483,6 @@ func shellEnv(s *scenario.Scenario) []string {
 		}
 	}
 	return env
-}
-
-// exitStatus is a finished command's exit status as a shell reports it.
-func exitStatus(cmd *exec.Cmd, err error) int {
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		return exitFailed
-	}
-	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return cmd.ProcessState.ExitCode()
-}
-
-// Exit statuses of a command that could not be started, as POSIX shells
-// give them.
-const (
-	exitCannotRun = 126 // found, but not executable
-	exitNotFound  = 127
-)
-
-// commandError is the error for a command that could not be started:
-// exit status 127 when it does not exist, 126 when it cannot be run.
-func commandError(name string, err error) error {
-	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-		return cli.Exit(fmt.Sprintf("shell: %s: command not found", name), exitNotFound)
-	}
-	if cause := errors.Unwrap(err); cause != nil {
-		err = cause // "permission denied", without exec's own wording around it
-	}
-	return cli.Exit(fmt.Sprintf("shell: %s: cannot run: %v", name, err), exitCannotRun)
 }
 
 // exitCodeOf is 2 for a missing privilege, 1 for any other failure.
