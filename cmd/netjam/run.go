@@ -20,6 +20,7 @@ import (
 	"github.com/netjam/netjam/configs"
 	"github.com/netjam/netjam/confine"
 	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/internal/interrupt"
 	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/report"
 	"github.com/netjam/netjam/scenario"
@@ -158,8 +159,8 @@ func doRun(c *cli.Context) error {
 	if c.String("junit") != "" {
 		pending = append(pending, "the JUnit XML")
 	}
-	written := newOutputs(out, pending...)
-	ctx, stop := interruptible(c.Context, c.App.ErrWriter, written, os.Exit)
+	written := interrupt.NewOutputs(out, pending...)
+	ctx, stop := interrupt.Watch(c.Context, c.App.ErrWriter, written, os.Exit)
 	defer stop()
 	log.Info("netjam run", zap.String("scenario", plan.Path), zap.Int("runs", len(plan.Runs)),
 		zap.String("out", out), zap.String("version", versionString()))
@@ -326,13 +327,13 @@ func runLogger(c *cli.Context, out *outdir.Dir) (log *zap.Logger, closeLog func(
 // finishRun writes the JUnit XML (for owner, when not nil) and the tables
 // once the outputs in dir are written, and turns the run's outcome into
 // netjam's exit.
-func finishRun(c *cli.Context, dir *outdir.Dir, owner *outdir.Owner, sum *summary.Summary, runErr error, written *outputs) error {
+func finishRun(c *cli.Context, dir *outdir.Dir, owner *outdir.Owner, sum *summary.Summary, runErr error, written *interrupt.Outputs) error {
 	out := dir.Path()
 	if path := c.String("junit"); path != "" {
 		if err := report.WriteJUnit(path, owner, dir); err != nil {
 			return cli.Exit(fmt.Sprintf("writing JUnit XML: %v", err), exitFailed)
 		}
-		written.written("the JUnit XML")
+		written.Written("the JUnit XML")
 	}
 	if !c.Bool("quiet") {
 		if err := printTable(c.App.Writer, sum); err != nil {
@@ -363,19 +364,19 @@ var outputNames = []string{"summary.json, timeseries.csv and the resolved scenar
 // writeOutputs writes what a run leaves in its output folder out besides
 // netjam.log and the captures: summary.json, timeseries.csv, the resolved
 // scenario, the plots and report.html, marking each as written.
-func writeOutputs(out *outdir.Dir, plan *scenario.Plan, sum *summary.Summary, written *outputs) error {
+func writeOutputs(out *outdir.Dir, plan *scenario.Plan, sum *summary.Summary, written *interrupt.Outputs) error {
 	if err := emulator.WriteResults(out, plan, sum); err != nil {
 		return cli.Exit(fmt.Sprintf("writing results: %v", err), exitFailed)
 	}
-	written.written(outputNames[0])
+	written.Written(outputNames[0])
 	if _, err := report.Plot(out); err != nil {
 		return cli.Exit(fmt.Sprintf("drawing plots: %v", err), exitFailed)
 	}
-	written.written(outputNames[1])
+	written.Written(outputNames[1])
 	if err := report.HTML(out, versionString()); err != nil {
 		return cli.Exit(fmt.Sprintf("writing report.html: %v", err), exitFailed)
 	}
-	written.written(outputNames[2])
+	written.Written(outputNames[2])
 	return nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/netjam/netjam/confine"
 	"github.com/netjam/netjam/control"
 	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/internal/interrupt"
 	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/summary"
@@ -385,8 +386,8 @@ func (sr *shellRun) finish(sum *summary.Summary, runErr error) error {
 	if sr.dir != nil && sum != nil {
 		// COMMAND has ended: Ctrl-C is netjam's again, and ends it at
 		// once while it writes.
-		written := newOutputs(sr.out, outputNames...)
-		stop := exitOnSignal(sr.sigs, c.App.ErrWriter, written, os.Exit)
+		written := interrupt.NewOutputs(sr.out, outputNames...)
+		stop := interrupt.ExitOnSignal(sr.sigs, c.App.ErrWriter, written, os.Exit)
 		err := writeOutputs(sr.dir, &scenario.Plan{Name: sr.s.Name, Runs: []*scenario.Scenario{sr.s}}, sum, written)
 		stop()
 		if err != nil {
