@@ -17,14 +17,6 @@ import (
 	"github.com/netjam/netjam/outdir"
 )
 
-// controlEnv names the control endpoint for netjam ctl, and
-// controlTokenEnv holds its token: netjam shell --control sets both for
-// its command.
-const (
-	controlEnv      = "NETJAM_CONTROL"
-	controlTokenEnv = "NETJAM_CONTROL_TOKEN"
-)
-
 // tokenFile is where in the output folder a run writes the token it made
 // for a TCP control endpoint given no --control-token (mode 0600), for
 // netjam ctl --control-token; it is removed when the run ends.

@@ -330,9 +330,9 @@ func (sr *shellRun) control(opts *emulator.Options) (closeControl func(), err er
 		fmt.Fprintf(sr.c.App.ErrWriter, "netjam: control API at %s%s\nnetjam: dashboard at %s\n", ep.addr(), where, ep.dashboard())
 	}
 	opts.Live = attach(ep.srv)
-	sr.env = append(sr.env, controlEnv+"="+ep.addr())
+	sr.env = append(sr.env, control.EndpointEnv+"="+ep.addr())
 	if ep.token != "" {
-		sr.env = append(sr.env, controlTokenEnv+"="+ep.token)
+		sr.env = append(sr.env, control.TokenEnv+"="+ep.token)
 	}
 	return func() {
 		ep.srv.Close()
