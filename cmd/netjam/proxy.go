@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -89,12 +87,12 @@ func proxyAction(c *cli.Context) error {
 	defer srv.Close()
 	var g proxy.Guard
 	if f := c.String("token"); f != "" {
-		if g.Token, err = readTokenFile("--token", f); err != nil {
-			return err
+		if g.Token, err = proxy.ReadTokenFile(f); err != nil {
+			return cli.Exit("--token: "+err.Error(), exitBadUsage)
 		}
 	}
 	if f := c.String("config"); f != "" {
-		b, err := readConfig(f)
+		b, err := proxy.ReadConfigFile(f)
 		if err != nil {
 			return cli.Exit(fmt.Sprintf("--config: %v", err), exitBadUsage)
 		}
@@ -123,39 +121,4 @@ func proxyAction(c *cli.Context) error {
 	}
 	hs.Close()
 	return nil
-}
-
-// maxConfigFile bounds a --config file, as the API bounds a body.
-const maxConfigFile = 1 << 20
-
-func readConfig(f string) ([]byte, error) {
-	file, err := os.Open(f)
-	if err != nil {
-		return nil, err
-	}
-	defer file.Close()
-	b, err := io.ReadAll(io.LimitReader(file, maxConfigFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxConfigFile {
-		return nil, fmt.Errorf("%s is more than %d bytes", f, maxConfigFile)
-	}
-	return b, nil
-}
-
-// readTokenFile reads the token of flag's file f, as readToken does.
-func readTokenFile(flag, f string) (string, error) {
-	b, err := readConfig(f)
-	if err != nil {
-		return "", cli.Exit(fmt.Sprintf("%s: %v", flag, err), exitBadUsage)
-	}
-	if len(b) > maxTokenFile {
-		return "", cli.Exit(fmt.Sprintf("%s: %s is more than %d bytes: a token file holds one token", flag, f, maxTokenFile), exitBadUsage)
-	}
-	t := strings.TrimSpace(string(b))
-	if t == "" {
-		return "", cli.Exit(fmt.Sprintf("%s: %s is empty", flag, f), exitBadUsage)
-	}
-	return t, nil
 }
