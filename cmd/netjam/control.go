@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"io"
-	"net/url"
 	"os"
 	"strings"
 
@@ -16,11 +13,6 @@ import (
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/outdir"
 )
-
-// tokenFile is where in the output folder a run writes the token it made
-// for a TCP control endpoint given no --control-token (mode 0600), for
-// netjam ctl --control-token; it is removed when the run ends.
-const tokenFile = "control.token"
 
 // attach is emulator.Options.Live for srv: each run, once its flows
 // started, becomes the one srv controls.
@@ -46,15 +38,13 @@ func controlAddr(c *cli.Context, out string) string {
 func startControl(c *cli.Context, ctx context.Context, out *outdir.Dir) (*control.Server, context.Context, context.CancelFunc, error) {
 	ctx, stop := context.WithCancel(ctx)
 	var srv *control.Server
-	var ends []func()
+	remove := func() {}
 	fail := func(err error) (*control.Server, context.Context, context.CancelFunc, error) {
 		stop()
 		if srv != nil {
 			srv.Close()
 		}
-		for _, end := range ends {
-			end()
-		}
+		remove()
 		return nil, nil, nil, err
 	}
 	owner, err := sudoOwner()
@@ -70,54 +60,38 @@ func startControl(c *cli.Context, ctx context.Context, out *outdir.Dir) (*contro
 				return fail(cli.Exit("--ui: a browser reaches a TCP address only: give --control 127.0.0.1:PORT, or no --control", exitBadUsage))
 			}
 		}
-		ep, err := serveControl(c, addr, stop, owner)
+		s, err := serveControl(c, addr, stop, owner)
 		if err != nil {
 			return fail(err)
 		}
-		srv = ep.srv
-		where := ""
-		if ep.made {
-			path, remove, err := writeTokenFile(out, ep.token)
-			if err != nil {
-				return fail(err)
-			}
-			ends = append(ends, remove)
-			where = " (its token in " + path + ")"
-		}
-		fmt.Fprintf(c.App.ErrWriter, "netjam: control API at %s%s\n", ep.addr(), where)
-		if c.Bool("ui") {
-			fmt.Fprintf(c.App.ErrWriter, "netjam: dashboard at %s\n", ep.dashboard())
+		srv = s.Server
+		if remove, err = announce(c, s, out, c.Bool("ui")); err != nil {
+			return fail(err)
 		}
 	}
 	if addr := c.String("metrics"); addr != "" {
-		token, err := controlToken(c)
-		var tlsCfg *tls.Config
-		if err == nil {
-			tlsCfg, err = controlTLS(c)
-		}
+		ep, err := controlEndpoint(c)
 		if err != nil {
 			return fail(err)
 		}
-		ln, err := control.ListenMetrics(addr, token != "")
+		ln, err := control.ListenMetrics(addr, ep.Token != "")
 		if err != nil {
 			return fail(cli.Exit(err, exitBadUsage))
 		}
 		if srv == nil {
 			srv = control.New(stop)
 		}
-		srv.ServeMetrics(ln, control.Endpoint{Token: token, TLS: tlsCfg})
+		srv.ServeMetrics(ln, ep)
 		scheme := "http"
-		if tlsCfg != nil {
+		if ep.TLS != nil {
 			scheme = "https"
 		}
-		warnPlain(c, "--metrics", ln.Addr().String(), tlsCfg, token)
+		warnPlain(c, "--metrics", ln.Addr().String(), ep)
 		fmt.Fprintf(c.App.ErrWriter, "netjam: metrics at %s://%s/metrics\n", scheme, ln.Addr())
 	}
 	return srv, ctx, func() {
 		stop()
-		for _, end := range ends {
-			end()
-		}
+		remove()
 	}, nil
 }
 
@@ -132,15 +106,25 @@ func sudoOwner() (*control.Owner, error) {
 	return &control.Owner{UID: int(u.UID), GID: int(u.GID)}, nil
 }
 
-// writeTokenFile writes token into out's control.token, mode 0600 (and
-// the owner's the folder was opened for), for netjam ctl --control-token;
-// it returns its path and what removes it. The file is made anew inside
-// the opened folder: a link put there in its place is not followed.
-func writeTokenFile(out *outdir.Dir, token string) (string, func(), error) {
-	if err := out.WritePrivate(tokenFile, []byte(token+"\n")); err != nil {
-		return "", nil, cli.Exit(fmt.Sprintf("the control token: %v", err), exitFailed)
+// announce says on c's ErrWriter where the endpoint s is, and with
+// dashboard the dashboard's URL. A token s made goes into dir's
+// control.token (mode 0600, the owner's the folder was opened for; a
+// link put there in its place is not followed), for netjam ctl
+// --control-token, unless dir is nil; remove deletes it.
+func announce(c *cli.Context, s *control.Served, dir *outdir.Dir, dashboard bool) (remove func(), err error) {
+	remove, where := func() {}, ""
+	if s.Made && dir != nil {
+		if err := dir.WritePrivate(control.TokenFile, []byte(s.Token+"\n")); err != nil {
+			return nil, cli.Exit(fmt.Sprintf("the control token: %v", err), exitFailed)
+		}
+		remove = func() { dir.Remove(control.TokenFile) }
+		where = " (its token in " + dir.Join(control.TokenFile) + ")"
 	}
-	return out.Join(tokenFile), func() { out.Remove(tokenFile) }, nil
+	fmt.Fprintf(c.App.ErrWriter, "netjam: control API at %s%s\n", s.Where(), where)
+	if dashboard {
+		fmt.Fprintf(c.App.ErrWriter, "netjam: dashboard at %s\n", s.Dashboard())
+	}
+	return remove, nil
 }
 
 // endpointFlags are run's flags of the control API, the dashboard and the
@@ -171,121 +155,61 @@ func finishControl(c *cli.Context, ctx context.Context, srv *control.Server, out
 	}
 }
 
-// endpoint is a control endpoint being served, and its token.
-type endpoint struct {
-	srv   *control.Server
-	token string
-	made  bool // the token was made by netjam, not given
-}
-
-// addr is where the endpoint is, as netjam ctl --control takes it:
-// unix:PATH, HOST:PORT, or https://HOST:PORT over TLS.
-func (e endpoint) addr() string {
-	if u := e.srv.URL(); strings.HasPrefix(u, "https://") {
-		return u
-	}
-	return e.srv.Addr()
-}
-
-// dashboard is the dashboard's URL; with the token netjam made for it,
-// as Jupyter prints its own: the page takes it from there (a cookie).
-func (e endpoint) dashboard() string {
-	if e.made {
-		return e.srv.URL() + "/?token=" + url.QueryEscape(e.token)
-	}
-	return e.srv.URL() + "/"
-}
-
-// serveControl serves the control API at addr with --control-token's
-// token, or, on a TCP address given none, a token made anew (made
-// reports it); a unix socket goes to owner when not nil. stop is what
-// the API's stop does.
-func serveControl(c *cli.Context, addr string, stop func(), owner *control.Owner) (endpoint, error) {
-	token, err := controlToken(c)
+// serveControl serves the control API at addr guarded by --control-token
+// and the TLS flags (control.Open: a TCP address given no token gets one
+// made anew); a unix socket goes to owner when not nil. stop is what the
+// API's stop does.
+func serveControl(c *cli.Context, addr string, stop func(), owner *control.Owner) (*control.Served, error) {
+	ep, err := controlEndpoint(c)
 	if err != nil {
-		return endpoint{}, err
+		return nil, err
 	}
-	tlsCfg, err := controlTLS(c)
+	s, err := control.Open(addr, ep, owner, stop)
 	if err != nil {
-		return endpoint{}, err
-	}
-	made := false
-	if strings.HasPrefix(addr, "unix:") {
-		// A unix socket is guarded by its mode (0600) and owner.
-		tlsCfg = nil
-	} else if token == "" {
-		token, made = control.NewToken(), true
-	}
-	ln, err := control.Listen(addr, control.ListenOptions{HasToken: token != "", Owner: owner})
-	if err != nil {
-		return endpoint{}, cli.Exit(err, exitBadUsage)
+		return nil, cli.Exit(err, exitBadUsage)
 	}
 	if !strings.HasPrefix(addr, "unix:") {
-		warnPlain(c, "--control", ln.Addr().String(), tlsCfg, token)
+		warnPlain(c, "--control", s.Addr(), s.Endpoint)
 	}
-	return endpoint{srv: control.Serve(ln, control.Endpoint{Token: token, TLS: tlsCfg}, stop), token: token, made: made}, nil
+	return s, nil
 }
 
 // warnPlain warns that an endpoint others reach is served over plain
 // HTTP: its token crosses the network in clear.
-func warnPlain(c *cli.Context, flag, addr string, tlsCfg *tls.Config, token string) {
-	if tlsCfg == nil && token != "" && !control.Loopback(addr) {
-		fmt.Fprintf(c.App.ErrWriter, "netjam: warning: %s %s serves plain HTTP: its token crosses the network in clear (give --control-tls-cert and --control-tls-key)\n", flag, addr)
+func warnPlain(c *cli.Context, flag, addr string, ep control.Endpoint) {
+	if w := control.PlainWarning(flag, addr, ep); w != "" {
+		fmt.Fprintln(c.App.ErrWriter, w)
 	}
 }
 
-// controlTLS is the TLS configuration of --control-tls-cert and
-// --control-tls-key; nil without them.
-func controlTLS(c *cli.Context) (*tls.Config, error) {
-	cert, key := c.String("control-tls-cert"), c.String("control-tls-key")
-	switch {
-	case cert == "" && key == "":
-		return nil, nil
-	case cert == "" || key == "":
-		return nil, cli.Exit("--control-tls-cert and --control-tls-key: give both, the certificate and its key", exitBadUsage)
+// controlEndpoint is how --control-token's token and the TLS flags'
+// certificate guard an endpoint.
+func controlEndpoint(c *cli.Context) (control.Endpoint, error) {
+	var ep control.Endpoint
+	if f := c.String("control-token"); f != "" {
+		token, err := readToken(f)
+		if err != nil {
+			return ep, err
+		}
+		if token == "" {
+			return ep, cli.Exit(fmt.Sprintf("--control-token: %s is empty", f), exitBadUsage)
+		}
+		ep.Token = token
 	}
-	pair, err := tls.LoadX509KeyPair(cert, key)
+	tlsCfg, err := control.LoadTLS(c.String("control-tls-cert"), c.String("control-tls-key"))
 	if err != nil {
-		return nil, cli.Exit(fmt.Sprintf("--control-tls-cert %s, --control-tls-key %s: %v", cert, key, err), exitBadUsage)
+		return ep, cli.Exit(err, exitBadUsage)
 	}
-	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
+	ep.TLS = tlsCfg
+	return ep, nil
 }
 
-// maxTokenFile bounds a --control-token file: a token is some tens of
-// bytes, and the file could be a device that never ends (/dev/zero).
-const maxTokenFile = 4096
-
-// readToken reads the token of the --control-token file f, with the
-// spaces around it trimmed, refusing a file of more than maxTokenFile
-// bytes.
+// readToken reads the token of the --control-token file f
+// (control.ReadToken).
 func readToken(f string) (string, error) {
-	file, err := os.Open(f)
+	token, err := control.ReadToken(f)
 	if err != nil {
-		return "", cli.Exit(fmt.Sprintf("--control-token: %v", err), exitBadUsage)
-	}
-	defer file.Close()
-	b, err := io.ReadAll(io.LimitReader(file, maxTokenFile+1))
-	if err != nil {
-		return "", cli.Exit(fmt.Sprintf("--control-token: %v", err), exitBadUsage)
-	}
-	if len(b) > maxTokenFile {
-		return "", cli.Exit(fmt.Sprintf("--control-token: %s is more than %d bytes: a token file holds one token", f, maxTokenFile), exitBadUsage)
-	}
-	return strings.TrimSpace(string(b)), nil
-}
-
-// controlToken is the token of --control-token's file, "" without one.
-func controlToken(c *cli.Context) (string, error) {
-	f := c.String("control-token")
-	if f == "" {
-		return "", nil
-	}
-	token, err := readToken(f)
-	if err != nil {
-		return "", err
-	}
-	if token == "" {
-		return "", cli.Exit(fmt.Sprintf("--control-token: %s is empty", f), exitBadUsage)
+		return "", cli.Exit("--control-token: "+err.Error(), exitBadUsage)
 	}
 	return token, nil
 }

@@ -312,30 +312,24 @@ func (sr *shellRun) control(opts *emulator.Options) (closeControl func(), err er
 			return nil, err
 		}
 	}
-	ep, err := serveControl(sr.c, addr, stop, owner)
+	s, err := serveControl(sr.c, addr, stop, owner)
 	if err != nil {
 		return nil, err
 	}
 	remove := func() {}
-	if ep.made {
-		where := ""
-		if sr.dir != nil {
-			path, rm, err := writeTokenFile(sr.dir, ep.token)
-			if err != nil {
-				ep.srv.Close()
-				return nil, err
-			}
-			remove, where = rm, " (its token in "+path+")"
+	if s.Made {
+		if remove, err = announce(sr.c, s, sr.dir, true); err != nil {
+			s.Close()
+			return nil, err
 		}
-		fmt.Fprintf(sr.c.App.ErrWriter, "netjam: control API at %s%s\nnetjam: dashboard at %s\n", ep.addr(), where, ep.dashboard())
 	}
-	opts.Live = attach(ep.srv)
-	sr.env = append(sr.env, control.EndpointEnv+"="+ep.addr())
-	if ep.token != "" {
-		sr.env = append(sr.env, control.TokenEnv+"="+ep.token)
+	opts.Live = attach(s.Server)
+	sr.env = append(sr.env, control.EndpointEnv+"="+s.Where())
+	if s.Token != "" {
+		sr.env = append(sr.env, control.TokenEnv+"="+s.Token)
 	}
 	return func() {
-		ep.srv.Close()
+		s.Close()
 		remove()
 	}, nil
 }

@@ -1,0 +1,57 @@
+package control
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestReadToken: a token file's token, trimmed; a file too long for one
+// refused after reading no more than the bound.
+func TestReadToken(t *testing.T) {
+	dir := t.TempDir()
+	ok, big := filepath.Join(dir, "ok"), filepath.Join(dir, "big")
+	os.WriteFile(ok, []byte("  abc\n"), 0o600)
+	os.WriteFile(big, []byte(strings.Repeat("x", maxTokenFile+1)), 0o600)
+	if got, err := ReadToken(ok); got != "abc" || err != nil {
+		t.Errorf("got %q, %v", got, err)
+	}
+	if _, err := ReadToken(big); err == nil || err.Error() != big+" is more than 4096 bytes: a token file holds one token" {
+		t.Errorf("a file too big: %v", err)
+	}
+	if _, err := ReadToken(filepath.Join(dir, "none")); err == nil {
+		t.Error("a missing file: no error")
+	}
+}
+
+// TestOpen: a TCP endpoint given no token gets one, which its dashboard's
+// URL carries; one given a token keeps it; TLS and a token are asked for
+// together.
+func TestOpen(t *testing.T) {
+	s, err := Open("127.0.0.1:0", Endpoint{}, nil, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !s.Made || s.Token == "" || s.Dashboard() != s.URL()+"/?token="+s.Token || s.Where() != s.Addr() {
+		t.Errorf("made %v, token %q, dashboard %s, where %s", s.Made, s.Token, s.Dashboard(), s.Where())
+	}
+	given, err := Open("127.0.0.1:0", Endpoint{Token: "t"}, nil, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer given.Close()
+	if given.Made || given.Token != "t" || given.Dashboard() != given.URL()+"/" {
+		t.Errorf("a token given: made %v, token %q, dashboard %s", given.Made, given.Token, given.Dashboard())
+	}
+	if _, err := LoadTLS("cert.pem", ""); err == nil || !strings.Contains(err.Error(), "give both") {
+		t.Errorf("a certificate without its key: %v", err)
+	}
+	if w := PlainWarning("--control", "192.0.2.1:80", Endpoint{Token: "t"}); !strings.Contains(w, "serves plain HTTP") {
+		t.Errorf("no warning for a token in clear: %q", w)
+	}
+	if w := PlainWarning("--control", "127.0.0.1:80", Endpoint{Token: "t"}); w != "" {
+		t.Errorf("a warning for loopback: %q", w)
+	}
+}
