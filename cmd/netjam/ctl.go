@@ -99,7 +99,7 @@ func doCtl(c *cli.Context) error {
 	}
 	if c.NArg() == 0 {
 		// A flag given last without its value took the verb for it
-		// (flagsFirst moved the flag before the verb: set --for).
+		// (cliargs.FlagsFirst moved the flag before the verb: set --for).
 		for _, f := range []string{"at", "for", "flow"} {
 			if v := c.String(f); slices.Contains(control.Verbs, v) {
 				return cli.Exit(fmt.Sprintf("ctl %s: --%s needs a value", v, f), exitBadUsage)

@@ -258,26 +258,6 @@ func TestRunDefaultScenarioWritesResults(t *testing.T) {
 	}
 }
 
-func TestFlagsMayFollowArguments(t *testing.T) {
-	app := newApp(nil, nil)
-	for _, tc := range []struct{ in, want []string }{
-		{[]string{"netjam", "run", "a.yaml", "--seed", "7", "-q"}, []string{"netjam", "run", "--seed", "7", "-q", "a.yaml"}},
-		{[]string{"netjam", "--log-level", "debug", "run", "a.yaml", "--set=x=1"}, []string{"netjam", "--log-level", "debug", "run", "--set=x=1", "a.yaml"}},
-		{[]string{"netjam", "validate", "a.yaml", "--set", "k=v", "b.yaml"}, []string{"netjam", "validate", "--set", "k=v", "a.yaml", "b.yaml"}},
-		{[]string{"netjam", "run", "--", "-odd.yaml"}, []string{"netjam", "run", "--", "-odd.yaml"}},
-		{[]string{"netjam", "nosuch", "x", "--y"}, []string{"netjam", "nosuch", "x", "--y"}},
-		// A shell's command keeps its arguments; the scenario file is not the command.
-		{[]string{"netjam", "shell", "a.yaml", "-q", "--", "ping", "-c", "1"}, []string{"netjam", "shell", "-q", "a.yaml", "--", "ping", "-c", "1"}},
-		{[]string{"netjam", "shell", "a.yaml", "ping", "h"}, []string{"netjam", "shell", "a.yaml", "ping", "h"}},
-		{[]string{"netjam", "run", "a.yaml", "--log-level", "warn", "-q", "--log-format=json"}, []string{"netjam", "--log-level", "warn", "--log-format=json", "run", "-q", "a.yaml"}},
-	} {
-		got := flagsFirst(app, tc.in)
-		if strings.Join(got, " ") != strings.Join(tc.want, " ") {
-			t.Errorf("flagsFirst(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}
-
 // TestInterruptWritesWhatWasMeasured sends SIGINT to a run in progress: it
 // must end at once with exit code 1, and still write its summary.
 func TestInterruptWritesWhatWasMeasured(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	"github.com/netjam/netjam/confine"
 	"github.com/netjam/netjam/control"
 	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/internal/cliargs"
 	"github.com/netjam/netjam/internal/interrupt"
 	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/scenario"
@@ -180,7 +181,7 @@ func shellArgs(c *cli.Context) (files, command []string, err error) {
 	switch {
 	case dash >= 0:
 		files, command = args[:dash], args[dash+1:]
-	case len(args) > 0 && isScenarioFile(args[0]):
+	case len(args) > 0 && cliargs.IsScenarioFile(args[0]):
 		// netjam shell my.yaml, or netjam shell my.yaml ping 10.99.0.2:
 		// the file is the scenario, never the command.
 		files, command = args[:1], args[1:]
