@@ -3,51 +3,54 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+
+	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
 
 	"github.com/netjam/netjam/emulator"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
+	"github.com/netjam/netjam/internal/logging"
 )
 
-func parseLevel(s string) (zapcore.Level, error) {
-	switch s {
-	case "debug", "info", "warn", "error":
-		var l zapcore.Level
-		err := l.UnmarshalText([]byte(s))
-		return l, err
+// newLogger is logging.New whose logger also takes gVisor's own lines
+// (martian packets from the path), which would otherwise go to standard
+// error, into a shell's terminal.
+func newLogger(level, format string, stderr, logFile io.Writer) (*zap.Logger, error) {
+	log, err := logging.New(level, format, stderr, logFile)
+	if err == nil {
+		emulator.RouteLogs(log)
 	}
-	return 0, fmt.Errorf("--log-level: %q is not a log level (expected debug, info, warn or error)", s)
+	return log, err
 }
 
-// newLogger builds the run's logger: console or JSON lines on stderr at
-// the chosen level, and, when logFile is not nil, JSON lines into it too
-// (netjam.log of a run) at that level or info, whichever says more, so a
-// saved run has its full log whatever the terminal showed.
-func newLogger(level, format string, stderr, logFile io.Writer) (*zap.Logger, error) {
-	lvl, err := parseLevel(level)
-	if err != nil {
-		return nil, err
+// commandLog is the logger of run, shell and sweep: at --log-level, or,
+// when quiet and none is given, warnings and errors only (--quiet; a
+// shell's terminal is its command's; a sweep's console shows its
+// progress); with open (nil for none) also into netjam.log, the file open
+// makes in the output folder. closeLog flushes it and closes the file.
+func commandLog(c *cli.Context, quiet bool, open func(name string) (*os.File, error)) (log *zap.Logger, closeLog func(), err error) {
+	var w io.Writer
+	var file *os.File
+	if open != nil {
+		if file, err = open("netjam.log"); err != nil {
+			return nil, nil, cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
+		}
+		w = file
 	}
-	encCfg := zap.NewProductionEncoderConfig()
-	encCfg.EncodeTime = zapcore.ISO8601TimeEncoder
-	encCfg.EncodeDuration = zapcore.StringDurationEncoder
-	var enc zapcore.Encoder
-	if format == "json" {
-		enc = zapcore.NewJSONEncoder(encCfg)
-	} else {
-		encCfg.EncodeLevel = zapcore.CapitalLevelEncoder
-		enc = zapcore.NewConsoleEncoder(encCfg)
+	level := c.String("log-level")
+	if quiet && !c.IsSet("log-level") {
+		level = "warn"
 	}
-	cores := []zapcore.Core{zapcore.NewCore(enc, zapcore.AddSync(stderr), lvl)}
-	if logFile != nil {
-		// The file has at least the info level: --quiet, or a shell's
-		// default of warnings (its terminal is the command's), quiet the
-		// terminal, not the record.
-		cores = append(cores, zapcore.NewCore(zapcore.NewJSONEncoder(encCfg), zapcore.AddSync(logFile), min(lvl, zapcore.InfoLevel)))
+	if log, err = newLogger(level, c.String("log-format"), c.App.ErrWriter, w); err != nil {
+		if file != nil {
+			file.Close()
+		}
+		return nil, nil, cli.Exit(err, exitBadUsage)
 	}
-	log := zap.New(zapcore.NewTee(cores...))
-	// gVisor prints its own lines (martian packets from the path) on
-	// standard error, into a shell's terminal, unless routed here.
-	emulator.RouteLogs(log)
-	return log, nil
+	return log, func() {
+		log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
+		if file != nil {
+			file.Close()
+		}
+	}, nil
 }

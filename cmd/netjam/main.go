@@ -16,6 +16,7 @@ import (
 	"github.com/netjam/netjam/confine"
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/internal/cliargs"
+	"github.com/netjam/netjam/internal/logging"
 	"github.com/netjam/netjam/scenario"
 	"github.com/urfave/cli/v2"
 )
@@ -82,7 +83,7 @@ Examples:
 			&cli.StringFlag{Name: "log-format", Value: "console", Usage: "console or json"},
 		},
 		Before: func(c *cli.Context) error {
-			if _, err := parseLevel(c.String("log-level")); err != nil {
+			if _, err := logging.ParseLevel(c.String("log-level")); err != nil {
 				return cli.Exit(err, exitBadUsage)
 			}
 			if f := c.String("log-format"); f != "console" && f != "json" {

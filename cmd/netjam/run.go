@@ -149,7 +149,7 @@ func doRun(c *cli.Context) error {
 		return err
 	}
 	defer dir.Close()
-	log, closeLog, err := runLogger(c, dir)
+	log, closeLog, err := commandLog(c, c.Bool("quiet"), dir.Create)
 	if err != nil {
 		return err
 	}
@@ -299,29 +299,6 @@ func runRootless(c *cli.Context, plan *scenario.Plan) (err error, done bool) {
 		// No user namespaces here: run what runs without the device.
 	}
 	return nil, false
-}
-
-// runLogger makes the run's logger, which writes netjam.log into the
-// output folder out too; closeLog flushes it and closes the file.
-func runLogger(c *cli.Context, out *outdir.Dir) (log *zap.Logger, closeLog func(), err error) {
-	logFile, err := out.Create("netjam.log")
-	if err != nil {
-		return nil, nil, cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
-	}
-	level := c.String("log-level")
-	// --quiet quiets the default level, not one asked for explicitly.
-	if c.Bool("quiet") && !c.IsSet("log-level") && (level == "debug" || level == "info") {
-		level = "warn"
-	}
-	log, err = newLogger(level, c.String("log-format"), c.App.ErrWriter, logFile)
-	if err != nil {
-		logFile.Close()
-		return nil, nil, cli.Exit(err, exitBadUsage)
-	}
-	return log, func() {
-		log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
-		logFile.Close()
-	}, nil
 }
 
 // finishRun writes the JUnit XML (for owner, when not nil) and the tables

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -128,7 +127,11 @@ func doShell(c *cli.Context) error {
 		}
 		defer sr.dir.Close()
 	}
-	log, closeLog, err := shellLogger(c, sr.dir)
+	var open func(string) (*os.File, error)
+	if sr.dir != nil {
+		open = sr.dir.Create // --out: netjam.log there, as run's
+	}
+	log, closeLog, err := commandLog(c, true, open)
 	if err != nil {
 		return err
 	}
@@ -210,40 +213,6 @@ func checkShellCommand(c *cli.Context, command []string) error {
 		return confine.StartError(command[0], err)
 	}
 	return nil
-}
-
-// shellLogger is the shell's logger: warnings on the terminal unless
-// told (COMMAND owns it), and with --out (out, else nil) a netjam.log in
-// the folder, which holds what run's does (at the level asked for, or
-// info). closeLog flushes it and closes the file.
-func shellLogger(c *cli.Context, out *outdir.Dir) (log *zap.Logger, closeLog func(), err error) {
-	level := c.String("log-level")
-	if !c.IsSet("log-level") {
-		level = "warn" // COMMAND owns the terminal
-	}
-	var logFile *os.File
-	if out != nil {
-		if logFile, err = out.Create("netjam.log"); err != nil {
-			return nil, nil, cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
-		}
-	}
-	var w io.Writer
-	if logFile != nil {
-		w = logFile
-	}
-	log, err = newLogger(level, c.String("log-format"), c.App.ErrWriter, w)
-	if err != nil {
-		if logFile != nil {
-			logFile.Close()
-		}
-		return nil, nil, cli.Exit(err, exitBadUsage)
-	}
-	return log, func() {
-		log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
-		if logFile != nil {
-			logFile.Close()
-		}
-	}, nil
 }
 
 // shellRun is one netjam shell: its scenario and command, and what it

@@ -106,7 +106,7 @@ func doSweep(c *cli.Context) error {
 	if err := sweep.WritePlan(dir, sp); err != nil {
 		return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
 	}
-	log, closeLog, err := sweepLogger(c, dir)
+	log, closeLog, err := commandLog(c, true, dir.Append) // netjam.log added to, for a sweep run again
 	if err != nil {
 		return err
 	}
@@ -195,27 +195,6 @@ func sweepArgs(c *cli.Context) []string {
 		}
 	}
 	return args
-}
-
-// sweepLogger logs into out's netjam.log (added to, for a sweep run
-// again), and on the console only warnings and errors unless --log-level
-// says otherwise: a sweep's console shows its progress. close flushes and
-// closes the file.
-func sweepLogger(c *cli.Context, out *outdir.Dir) (log *zap.Logger, close func(), err error) {
-	logFile, err := out.Append("netjam.log")
-	if err != nil {
-		return nil, nil, cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
-	}
-	level := c.String("log-level")
-	if !c.IsSet("log-level") {
-		level = "warn"
-	}
-	log, err = newLogger(level, c.String("log-format"), c.App.ErrWriter, logFile)
-	if err != nil {
-		logFile.Close()
-		return nil, nil, cli.Exit(err, exitBadUsage)
-	}
-	return log, func() { log.Sync(); logFile.Close() }, nil
 }
 
 // sweepProgress shows the sweep's progress over n runs: on a terminal a

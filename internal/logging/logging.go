@@ -1,0 +1,53 @@
+// Package logging builds netjam's logger: console or JSON lines on
+// standard error at the level asked for (--log-level, --log-format), and
+// a run's netjam.log, which has at least the info level whatever the
+// terminal shows, so that a saved run has its full log.
+package logging
+
+import (
+	"fmt"
+	"io"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// ParseLevel is the level --log-level names: debug, info, warn or error.
+func ParseLevel(s string) (zapcore.Level, error) {
+	switch s {
+	case "debug", "info", "warn", "error":
+		var l zapcore.Level
+		err := l.UnmarshalText([]byte(s))
+		return l, err
+	}
+	return 0, fmt.Errorf("--log-level: %q is not a log level (expected debug, info, warn or error)", s)
+}
+
+// New builds the run's logger: console or JSON lines on stderr at
+// the chosen level, and, when logFile is not nil, JSON lines into it too
+// (netjam.log of a run) at that level or info, whichever says more, so a
+// saved run has its full log whatever the terminal showed.
+func New(level, format string, stderr, logFile io.Writer) (*zap.Logger, error) {
+	lvl, err := ParseLevel(level)
+	if err != nil {
+		return nil, err
+	}
+	encCfg := zap.NewProductionEncoderConfig()
+	encCfg.EncodeTime = zapcore.ISO8601TimeEncoder
+	encCfg.EncodeDuration = zapcore.StringDurationEncoder
+	var enc zapcore.Encoder
+	if format == "json" {
+		enc = zapcore.NewJSONEncoder(encCfg)
+	} else {
+		encCfg.EncodeLevel = zapcore.CapitalLevelEncoder
+		enc = zapcore.NewConsoleEncoder(encCfg)
+	}
+	cores := []zapcore.Core{zapcore.NewCore(enc, zapcore.AddSync(stderr), lvl)}
+	if logFile != nil {
+		// The file has at least the info level: --quiet, or a shell's
+		// default of warnings (its terminal is the command's), quiet the
+		// terminal, not the record.
+		cores = append(cores, zapcore.NewCore(zapcore.NewJSONEncoder(encCfg), zapcore.AddSync(logFile), min(lvl, zapcore.InfoLevel)))
+	}
+	return zap.New(zapcore.NewTee(cores...)), nil
+}
