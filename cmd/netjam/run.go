@@ -15,12 +15,12 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
-	"golang.org/x/term"
 
 	"github.com/netjam/netjam/configs"
 	"github.com/netjam/netjam/confine"
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/internal/interrupt"
+	"github.com/netjam/netjam/internal/progress"
 	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/report"
 	"github.com/netjam/netjam/scenario"
@@ -171,8 +171,8 @@ func doRun(c *cli.Context) error {
 		OutDir: dir, Capture: capturePoints(c), ConfineNode: confine.Node(log, false, nil)}
 	// The progress bar is for a person at a terminal: never in a pipe, a
 	// file or CI's log, and not with --quiet.
-	if f, ok := c.App.ErrWriter.(*os.File); ok && !c.Bool("quiet") && term.IsTerminal(int(f.Fd())) {
-		opts.Progress = &progress{w: f}
+	if f, ok := progress.Terminal(c.App.ErrWriter); ok && !c.Bool("quiet") {
+		opts.Progress = progress.NewRun(f)
 	}
 	interrupted := ctx
 	srv, ctx, stopRun, err := startControl(c, ctx, dir)

@@ -11,12 +11,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
-	"golang.org/x/term"
 
 	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/internal/progress"
 	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/report"
 	"github.com/netjam/netjam/scenario"
@@ -204,19 +203,10 @@ func sweepProgress(c *cli.Context, n int) (ended func(int, sweep.Run, time.Durat
 	if c.Bool("quiet") {
 		return nil, func() {}
 	}
-	if f, ok := c.App.ErrWriter.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		bar := progressbar.NewOptions(n, progressbar.OptionSetWriter(f), progressbar.OptionSetDescription("sweep"),
-			progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionShowElapsedTimeOnFinish(),
-			progressbar.OptionSetWidth(30))
-		return func(int, sweep.Run, time.Duration, error) { bar.Add(1) }, func() { bar.Finish() }
+	if f, ok := progress.Terminal(c.App.ErrWriter); ok {
+		return progress.Sweep(f, n)
 	}
-	return func(ended int, r sweep.Run, took time.Duration, err error) {
-		what := "done"
-		if err != nil {
-			what = "failed"
-		}
-		fmt.Fprintf(c.App.Writer, "[%d/%d] %s: %s in %.1f s\n", ended, n, r.ID, what, took.Seconds())
-	}, func() {}
+	return progress.SweepLines(c.App.Writer, n), func() {}
 }
 
 // runSweepPoint is how netjam sweep runs one run: the emulator, its
