@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
@@ -42,28 +41,6 @@ func TestVersion(t *testing.T) {
 	// A test binary has no stamped version: the toolchain says (devel).
 	if code != 0 || !strings.HasPrefix(out, "netjam (devel) ") {
 		t.Fatalf("exit %d, output %q", code, out)
-	}
-}
-
-func TestFormatVersion(t *testing.T) {
-	rev := []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef"}, {Key: "vcs.modified", Value: "true"}}
-	for _, tc := range []struct {
-		stamped, module string
-		settings        []debug.BuildSetting
-		ok              bool
-		want            string
-	}{
-		{"v0.1.0", "(devel)", nil, true, "v0.1.0"},
-		{"", "v0.2.0", nil, true, "v0.2.0"},
-		{"", "(devel)", rev, true, "(devel) (0123456789ab+dirty)"},
-		{"", "", nil, true, "(devel)"},
-		{"", "", nil, false, "(devel)"},
-		{"", "v0.0.0-20260101000000-0123456789ab+dirty", rev, true, "v0.0.0-20260101000000-0123456789ab+dirty"},
-	} {
-		bi := &debug.BuildInfo{Main: debug.Module{Version: tc.module}, Settings: tc.settings}
-		if got := formatVersion(tc.stamped, bi, tc.ok); got != tc.want {
-			t.Errorf("formatVersion(%q, %q, %v) = %q, want %q", tc.stamped, tc.module, tc.ok, got, tc.want)
-		}
 	}
 }
 
