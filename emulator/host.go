@@ -2,13 +2,19 @@ package emulator
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"os/signal"
+	"runtime"
 	"syscall"
 
 	"go.uber.org/zap"
 
+	"github.com/netjam/netjam/confine"
 	"github.com/netjam/netjam/hostnet"
+	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/stack"
 )
 
@@ -49,6 +55,72 @@ func RootlessProcAttr() *syscall.SysProcAttr { return hostnet.UserNetns() }
 // InRootlessRun readies netjam run started again with RootlessProcAttr:
 // its new network namespace's loopback goes up.
 func InRootlessRun() error { return hostnet.LoopbackUp() }
+
+// A rootless run: `netjam run` of a scenario in TUN mode, by a user
+// without CAP_NET_ADMIN, runs again as root of a user and network
+// namespace of its own, where it may make the device. Kernel flows run
+// there too, against the peer; nothing reaches the host's own network,
+// so a scenario whose TUN relays to real servers (forward, transparent)
+// or names a namespace needs real privileges instead.
+
+// RootlessRunEnv, "1" in netjam run's environment, marks it started again
+// in its namespaces (RerunRootless).
+const RootlessRunEnv = "NETJAM_ROOTLESS_RUN"
+
+// NeedsRootless reports whether plan needs a TUN device this process may
+// not make, and can do without the host's network. Off Linux it is
+// false: a run in TUN mode goes on in this process and fails at its
+// device with the one error of package hostnet ("TUN mode needs Linux:
+// ...").
+func NeedsRootless(plan *scenario.Plan) bool {
+	if runtime.GOOS != "linux" || hostnet.HasNetAdmin() {
+		return false
+	}
+	tun := false
+	for _, s := range plan.Runs {
+		if s.TUN == nil {
+			continue
+		}
+		tun = true
+		if len(s.TUN.Relay.Forwards) > 0 || s.TUN.Relay.Transparent || s.TUN.Device.Netns != "" {
+			return false // needs the host's network: the privilege error says what to do
+		}
+	}
+	return tun
+}
+
+// RerunRootless runs this netjam command, args (os.Args), again in a new
+// user and network namespace, with RootlessRunEnv set, its output on
+// stdout and stderr, passing SIGINT, SIGTERM and SIGHUP on, and returns
+// its exit status. ok is false when the system does not allow that (no
+// user namespaces; stderr says so): the caller goes on without.
+func RerunRootless(args []string, stdout, stderr io.Writer) (status int, ok bool) {
+	exe, err := os.Executable()
+	if err != nil || len(args) == 0 {
+		return 0, false
+	}
+	cmd := exec.Command(exe, args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	cmd.Env = append(os.Environ(), RootlessRunEnv+"=1")
+	cmd.SysProcAttr = RootlessProcAttr()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(stderr, "netjam: user namespaces are not available (%v): the runs in TUN mode need root or CAP_NET_ADMIN\n", err)
+		return 0, false
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	for {
+		select {
+		case err := <-waited:
+			return confine.ExitStatus(cmd, err), true
+		case sig := <-sigs:
+			cmd.Process.Signal(sig)
+		}
+	}
+}
 
 // Shell is the network namespace netjam shell runs its command in, behind
 // the scenario's TUN device. With the privilege to make network

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/netjam/netjam/confine"
+	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/outdir"
 )
 
@@ -17,7 +18,7 @@ import (
 // what it makes (package outdir); nil otherwise. A run started again in a
 // user namespace of its own (rootless) is that user already.
 func resultsOwner() (*outdir.Owner, error) {
-	if os.Getenv(rootlessRunEnv) == "1" {
+	if os.Getenv(emulator.RootlessRunEnv) == "1" {
 		return nil, nil
 	}
 	u, err := confine.InvokingUser(os.Getenv)

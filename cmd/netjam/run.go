@@ -281,20 +281,24 @@ func capturePoints(c *cli.Context) []string {
 
 // runRootless readies a run started again in its own user and network
 // namespaces, or starts this one there when it needs a TUN device it may
-// not make (see rootless.go); done says the run happened there, with err
-// its outcome.
+// not make (emulator.NeedsRootless); done says the run happened there,
+// with err its outcome.
 func runRootless(c *cli.Context, plan *scenario.Plan) (err error, done bool) {
 	switch {
-	case os.Getenv(rootlessRunEnv) == "1":
+	case os.Getenv(emulator.RootlessRunEnv) == "1":
 		if err := emulator.InRootlessRun(); err != nil {
 			return cli.Exit(fmt.Sprintf("rootless run: %v", err), exitFailed), true
 		}
-	case needsRootless(plan):
+	case emulator.NeedsRootless(plan):
 		if !c.Bool("quiet") {
 			fmt.Fprintln(c.App.ErrWriter, "netjam: no CAP_NET_ADMIN for the TUN device: running in a user and network namespace of its own (rootless)")
 		}
-		if err, ok := rerunRootless(c); ok {
-			return err, true
+		args, _ := c.App.Metadata["args"].([]string)
+		if code, ok := emulator.RerunRootless(args, c.App.Writer, c.App.ErrWriter); ok {
+			if code != 0 {
+				return cli.Exit("", code), true
+			}
+			return nil, true
 		}
 		// No user namespaces here: run what runs without the device.
 	}
