@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -31,6 +32,60 @@ type PrivilegeError = hostnet.PrivilegeError
 
 // ErrPrivilege is wrapped by every error from a missing privilege.
 var ErrPrivilege = hostnet.ErrPrivilege
+
+// Advice is a run's error err (errors.Join of its runs' errors) as
+// netjam's last words: a missing privilege in plain words with its
+// advice, once however many runs it stopped (each run's table line has
+// said which), after any other error as it is. privilege tells that a run
+// lacked a privilege (else msg is err's text), only that every error was
+// such.
+func Advice(err error) (msg string, privilege, only bool) {
+	var others []string
+	var privs []*PrivilegeError
+	for _, e := range leaves(err) {
+		var pe *PrivilegeError
+		if errors.As(e, &pe) {
+			privs = append(privs, pe)
+		} else {
+			others = append(others, e.Error())
+		}
+	}
+	if len(privs) == 0 {
+		return err.Error(), false, false
+	}
+	pe := privs[0]
+	var b strings.Builder
+	for _, o := range others {
+		b.WriteString(o + "\n")
+	}
+	if len(privs) > 1 {
+		fmt.Fprintf(&b, "%d runs were skipped: ", len(privs))
+	}
+	fmt.Fprintf(&b, "%s (%s: %v)", strings.TrimSuffix(pe.Need, "."), pe.Op, pe.Err)
+	if len(pe.Fixes) > 0 {
+		b.WriteString(". Either:")
+		for _, f := range pe.Fixes {
+			b.WriteString("\n  - " + f)
+		}
+	}
+	return b.String(), true, len(others) == 0
+}
+
+// leaves splits the errors.Join of the runs' errors into one error per
+// run.
+func leaves(err error) []error {
+	if _, pe := err.(*PrivilegeError); pe {
+		return []error{err} // it too unwraps to a list: its causes
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, leaves(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
 
 // RouteLogs sends the log lines of the libraries a run uses (gVisor's,
 // which would otherwise go to standard error, into a shell's terminal)

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/netjam/netjam/emulator"
-	"github.com/urfave/cli/v2"
 	"go.uber.org/goleak"
 )
 
@@ -303,30 +299,6 @@ func TestShadowedSetWarns(t *testing.T) {
 	code, _, errOut = netjam(t, "run", "-q", "--out", filepath.Join(dir, "out"), "--set", "link.loss=0%", path)
 	if code != 0 || !strings.Contains(errOut, want) {
 		t.Errorf("run: exit %d, stderr lacks the warning:\n%s", code, errOut)
-	}
-}
-
-func TestFailureGivesPrivilegeAdviceOnce(t *testing.T) {
-	pe := func() error {
-		return &emulator.PrivilegeError{Op: "create device netjam0", Err: syscall.EPERM, Need: "creating a TUN device needs CAP_NET_ADMIN.",
-			Fixes: []string{"run netjam as root", "sudo setcap cap_net_admin+ep netjam"}}
-	}
-	advice := "creating a TUN device needs CAP_NET_ADMIN (create device netjam0: operation not permitted). Either:\n  - run netjam as root\n  - sudo setcap cap_net_admin+ep netjam"
-	for _, tc := range []struct {
-		err  error
-		code int
-		want string
-	}{
-		{fmt.Errorf("run a: %w", pe()), 2, advice},
-		{errors.Join(fmt.Errorf("run a: %w", pe()), fmt.Errorf("run b: %w", pe())), 2, "2 runs were skipped: " + advice},
-		{errors.Join(fmt.Errorf("run a: %w", pe()), errors.New("run b: flow x: broken pipe")), 1, "run b: flow x: broken pipe\n" + advice},
-		{errors.New("run b: flow x: broken pipe"), 1, "run b: flow x: broken pipe"},
-	} {
-		err := failure(tc.err)
-		var ec cli.ExitCoder
-		if !errors.As(err, &ec) || ec.ExitCode() != tc.code || err.Error() != tc.want {
-			t.Errorf("failure(%q) = %q (exit %d), want %q (exit %d)", tc.err, err, ec.ExitCode(), tc.want, tc.code)
-		}
 	}
 }
 

@@ -450,14 +450,6 @@ func shellEnv(s *scenario.Scenario) []string {
 	return env
 }
 
-// exitCodeOf is 2 for a missing privilege, 1 for any other failure.
-func exitCodeOf(err error) int {
-	if emulator.IsPrivilege(err) {
-		return exitBadUsage
-	}
-	return exitFailed
-}
-
 // nodeSet turns the shell's --node NAME=CMD flags into a --set of the
 // scenario's nodes: those of the file (have), a flag's CMD replacing the
 // run of the node it names, then the flags' new nodes, in order. The

@@ -1,0 +1,34 @@
+package emulator
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+	"testing"
+)
+
+// TestAdviceOnce: a missing privilege is said in plain words with its
+// advice once however many runs it stopped, after the other errors; only
+// tells whether it was all there was to say.
+func TestAdviceOnce(t *testing.T) {
+	pe := func() error {
+		return &PrivilegeError{Op: "create device netjam0", Err: syscall.EPERM, Need: "creating a TUN device needs CAP_NET_ADMIN.",
+			Fixes: []string{"run netjam as root", "sudo setcap cap_net_admin+ep netjam"}}
+	}
+	advice := "creating a TUN device needs CAP_NET_ADMIN (create device netjam0: operation not permitted). Either:\n  - run netjam as root\n  - sudo setcap cap_net_admin+ep netjam"
+	for _, tc := range []struct {
+		err             error
+		privilege, only bool
+		want            string
+	}{
+		{fmt.Errorf("run a: %w", pe()), true, true, advice},
+		{errors.Join(fmt.Errorf("run a: %w", pe()), fmt.Errorf("run b: %w", pe())), true, true, "2 runs were skipped: " + advice},
+		{errors.Join(fmt.Errorf("run a: %w", pe()), errors.New("run b: flow x: broken pipe")), true, false, "run b: flow x: broken pipe\n" + advice},
+		{errors.New("run b: flow x: broken pipe"), false, false, "run b: flow x: broken pipe"},
+	} {
+		msg, privilege, only := Advice(tc.err)
+		if msg != tc.want || privilege != tc.privilege || only != tc.only {
+			t.Errorf("Advice(%q) = %q, %v, %v; want %q, %v, %v", tc.err, msg, privilege, only, tc.want, tc.privilege, tc.only)
+		}
+	}
+}
