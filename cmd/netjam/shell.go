@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -13,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
@@ -98,19 +95,18 @@ Examples:
 	}
 }
 
-// shellDuration is a shell run's duration when the scenario names none
-// that is longer: the run lasts as long as COMMAND, and the duration only
-// bounds the scenario's flows.
-const shellDuration = 24 * time.Hour
-
 func doShell(c *cli.Context) error {
-	files, command, err := shellArgs(c)
+	file, command, err := shellArgs(c)
 	if err != nil {
 		return err
 	}
-	s, err := shellScenario(c, files)
+	o, err := planOptions(c)
 	if err != nil {
 		return err
+	}
+	s, err := emulator.ShellScenario(file, o, c.StringSlice("node"), c.String("variant"), c.String("out") != "")
+	if err != nil {
+		return cli.Exit(err, exitBadUsage)
 	}
 	if err := checkShellCommand(c, command); err != nil {
 		return err
@@ -118,7 +114,7 @@ func doShell(c *cli.Context) error {
 	if err := checkOutputFlags(c); err != nil {
 		return err
 	}
-	sr := &shellRun{c: c, s: s, command: command, out: c.String("out"), status: -1}
+	sr := &shellRun{c: c, s: s, out: c.String("out")}
 	if sr.out != "" {
 		// Opened now, before COMMAND runs: whatever COMMAND does to the
 		// folder's path, the results go into this folder (package outdir).
@@ -136,51 +132,53 @@ func doShell(c *cli.Context) error {
 		return err
 	}
 	defer closeLog()
-	sr.log = log
-	if err := sr.namespace(); err != nil {
+	sh, why, err := sr.namespace()
+	if err != nil {
 		return err
 	}
-	defer sr.sh.Close()
+	defer sh.Close()
 
 	// SIGTERM and SIGHUP go on to COMMAND, which then ends, and so does
 	// the run; so does SIGINT, the terminal's Ctrl-C, which only netjam
-	// gets (COMMAND leads a session of its own, see package confine), rather
-	// than end netjam with the namespace in use.
+	// gets (COMMAND leads a session of its own, see package confine),
+	// rather than end netjam with the namespace in use.
 	sr.sigs = make(chan os.Signal, 4)
 	signal.Notify(sr.sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
 	defer signal.Stop(sr.sigs)
+	sr.cmd = emulator.ShellCommand{Args: command, Env: emulator.ShellEnv(s), AsRoot: c.Bool("as-root"),
+		Caps: c.StringSlice("cap"), Sigs: sr.sigs, Log: log, Status: -1}
 
 	// The output folder is the run's, as in netjam run: the scenario's
 	// captures go there.
 	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString(), OutDir: sr.dir,
 		ConfineNode: confine.Node(log, c.Bool("as-root"), c.StringSlice("cap"))}
-	sr.env = shellEnv(s)
 	if c.IsSet("control") {
-		closeControl, err := sr.control(&opts)
+		closeControl, err := sr.control(&opts, sh.Rootless())
 		if err != nil {
 			return err
 		}
 		defer closeControl()
 	}
-	if sr.sh.Rootless() {
-		log.Info("no root: the shell runs in a user namespace", zap.NamedError("reason", sr.why))
+	if sh.Rootless() {
+		log.Info("no root: the shell runs in a user namespace", zap.NamedError("reason", why))
 	}
-	sr.sh.Prepare(&opts, command, sr.env)
-	opts.Attached = sr.attached
+	sh.Prepare(&opts, command, sr.cmd.Env)
+	opts.Attached = sh.Attached(&sr.cmd)
 	sum, runErr := emulator.Run(context.Background(), &scenario.Plan{Name: s.Name, Runs: []*scenario.Scenario{s}}, opts)
 	// When the run failed before the command started, a rootless
 	// shell's first process ends now.
-	sr.sh.Close()
+	sh.Close()
 	return sr.finish(sum, runErr)
 }
 
-// shellArgs splits the arguments into the scenario file (at most one)
+// shellArgs splits the arguments into the scenario file ("" for none)
 // and the command.
-func shellArgs(c *cli.Context) (files, command []string, err error) {
+func shellArgs(c *cli.Context) (file string, command []string, err error) {
 	// The flag parser drops a "--" that directly follows the flags (no
 	// scenario file) and keeps one after the file.
 	args := c.Args().Slice()
 	dash := slices.Index(args, "--")
+	var files []string
 	switch {
 	case dash >= 0:
 		files, command = args[:dash], args[dash+1:]
@@ -192,12 +190,12 @@ func shellArgs(c *cli.Context) (files, command []string, err error) {
 		command = args
 	}
 	if len(command) == 0 {
-		return nil, nil, cli.Exit("shell needs a command after --: netjam shell [SCENARIO.yaml] -- COMMAND [ARGS...]", exitBadUsage)
+		return "", nil, cli.Exit("shell needs a command after --: netjam shell [SCENARIO.yaml] -- COMMAND [ARGS...]", exitBadUsage)
 	}
 	if len(files) > 1 {
-		return nil, nil, cli.Exit(fmt.Sprintf("shell takes at most one scenario file before --, got %d", len(files)), exitBadUsage)
+		return "", nil, cli.Exit(fmt.Sprintf("shell takes at most one scenario file before --, got %d", len(files)), exitBadUsage)
 	}
-	return files, command, nil
+	return strings.Join(files, ""), command, nil // one file, or none
 }
 
 // checkShellCommand checks --cap and finds the command before anything
@@ -218,49 +216,37 @@ func checkShellCommand(c *cli.Context, command []string) error {
 // shellRun is one netjam shell: its scenario and command, and what it
 // makes on the way.
 type shellRun struct {
-	c       *cli.Context
-	s       *scenario.Scenario
-	command []string
-	env     []string    // added to COMMAND's environment
-	out     string      // --out, or ""
-	dir     *outdir.Dir // the folder of --out, opened before COMMAND runs; nil without
-	log     *zap.Logger
-	sigs    chan os.Signal
-	sh      *emulator.Shell
-	why     error // why the shell is rootless
-	status  int   // COMMAND's exit status; -1 until it has ended
+	c    *cli.Context
+	s    *scenario.Scenario
+	cmd  emulator.ShellCommand
+	out  string      // --out, or ""
+	dir  *outdir.Dir // the folder of --out, opened before COMMAND runs; nil without
+	sigs chan os.Signal
 }
 
 // namespace makes the shell's namespace (with root, one of netjam's
 // making; without, a rootless shell where the system allows user
-// namespaces) and routes everything of the device's families into it.
-func (sr *shellRun) namespace() error {
-	sh, why, err := emulator.NewShell()
+// namespaces, why saying what it lacked) and routes everything of the
+// device's families into it.
+func (sr *shellRun) namespace() (sh *emulator.Shell, why, err error) {
+	sh, why, err = emulator.NewShell()
 	switch {
 	case err != nil:
-		return failure(err)
+		return nil, nil, failure(err)
 	case sh.Rootless() && (sr.c.Bool("as-root") || sr.c.IsSet("cap")):
-		return cli.Exit("--as-root and --cap: only for a shell run as root (a rootless shell's command is root of its own user namespace, with no power outside it)", exitBadUsage)
+		return nil, nil, cli.Exit("--as-root and --cap: only for a shell run as root (a rootless shell's command is root of its own user namespace, with no power outside it)", exitBadUsage)
 	case sh.Rootless() && sr.s.KernelFlows():
-		return cli.Exit("kernel flows in netjam shell need root: their sockets would live in the command's user namespace, which netjam cannot enter", exitBadUsage)
+		return nil, nil, cli.Exit("kernel flows in netjam shell need root: their sockets would live in the command's user namespace, which netjam cannot enter", exitBadUsage)
 	}
-	sr.sh, sr.why = sh, why
-	sr.s.TUN.Device.Netns = sh.Netns()
-	for _, a := range sr.s.TUN.Device.Addrs {
-		def := netip.MustParsePrefix("0.0.0.0/0")
-		if a.Addr().Is6() {
-			def = netip.MustParsePrefix("::/0")
-		}
-		sr.s.TUN.Device.Routes = append(sr.s.TUN.Device.Routes, def)
-	}
-	return nil
+	sh.Route(sr.s)
+	return sh, why, nil
 }
 
 // control serves the control API while COMMAND runs (--control), and
 // tells COMMAND where it is, and its token. Under sudo, COMMAND runs as
 // the invoking user: its unix socket is theirs, made so from the start
 // (control/socket.go), and so is the token's file.
-func (sr *shellRun) control(opts *emulator.Options) (closeControl func(), err error) {
+func (sr *shellRun) control(opts *emulator.Options, rootless bool) (closeControl func(), err error) {
 	addr := sr.c.String("control")
 	if addr == "unix" || addr == "unix:" || addr == "" {
 		dir := sr.out
@@ -277,7 +263,7 @@ func (sr *shellRun) control(opts *emulator.Options) (closeControl func(), err er
 		}
 	}
 	var owner *control.Owner
-	if !sr.sh.Rootless() && !sr.c.Bool("as-root") {
+	if !rootless && !sr.c.Bool("as-root") {
 		if owner, err = sudoOwner(); err != nil {
 			return nil, err
 		}
@@ -294,53 +280,14 @@ func (sr *shellRun) control(opts *emulator.Options) (closeControl func(), err er
 		}
 	}
 	opts.Live = attach(s.Server)
-	sr.env = append(sr.env, control.EndpointEnv+"="+s.Where())
+	sr.cmd.Env = append(sr.cmd.Env, control.EndpointEnv+"="+s.Where())
 	if s.Token != "" {
-		sr.env = append(sr.env, control.TokenEnv+"="+s.Token)
+		sr.cmd.Env = append(sr.cmd.Env, control.TokenEnv+"="+s.Token)
 	}
 	return func() {
 		s.Close()
 		remove()
 	}, nil
-}
-
-// attached starts COMMAND once the path is up and waits for it.
-func (sr *shellRun) attached(ctx context.Context) error {
-	// The terminal's other signals, caught before COMMAND may send any.
-	term := make(chan os.Signal, 4)
-	signal.Notify(term, confine.TerminalSignals...)
-	defer signal.Stop(term)
-	cmd, err := sr.start(emulator.NodesEtc(ctx))
-	if err != nil {
-		return err
-	}
-	sr.status = confine.Wait(cmd, sr.sigs, term, sr.log)
-	return nil
-}
-
-// start starts COMMAND: the namespaces' first process becoming it in a
-// rootless shell, or a process of netjam's, confined, in the namespace.
-func (sr *shellRun) start(etc string) (*exec.Cmd, error) {
-	command := sr.command
-	if sr.sh.Rootless() {
-		cmd, err := sr.sh.Start(nil, etc)
-		if err != nil {
-			return nil, fmt.Errorf("starting %s: %w", command[0], err)
-		}
-		return cmd, nil
-	}
-	cmd := exec.Command(command[0], command[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), sr.env...)
-	who, err := confine.Command(cmd, sr.c.Bool("as-root"), sr.c.StringSlice("cap"), os.Getenv)
-	if err != nil {
-		return nil, err
-	}
-	sr.log.Info("the command runs as "+who, zap.Strings("command", command))
-	if _, err := sr.sh.Start(cmd, etc); err != nil {
-		return nil, confine.StartError(command[0], err)
-	}
-	return cmd, nil
 }
 
 // finish writes the outputs (--out) and the table once COMMAND has
@@ -368,126 +315,8 @@ func (sr *shellRun) finish(sum *summary.Summary, runErr error) error {
 		}
 		return failure(runErr)
 	}
-	if sr.status != 0 {
-		return cli.Exit("", sr.status)
+	if sr.cmd.Status != 0 {
+		return cli.Exit("", sr.cmd.Status)
 	}
 	return nil
-}
-
-// shellScenario loads the one run a shell runs: the file's (or an empty
-// scenario's), with a tun section.
-func shellScenario(c *cli.Context, files []string) (*scenario.Scenario, error) {
-	o, err := planOptions(c)
-	if err != nil {
-		return nil, err
-	}
-	load := func(o scenario.Options) (*scenario.Plan, error) {
-		if len(files) == 0 {
-			return scenario.Parse("shell", []byte(fmt.Sprintf("duration: %s\n", shellDuration)), o)
-		}
-		return scenario.Load(files[0], o)
-	}
-	plan, err := load(o)
-	if err != nil {
-		return nil, cli.Exit(err, exitBadUsage)
-	}
-	if plan.Runs[0].TUN == nil {
-		// Defaults for the device, under what the user set.
-		o.Sets = append([]string{"tun={}"}, o.Sets...)
-		if plan, err = load(o); err != nil {
-			return nil, cli.Exit(err, exitBadUsage)
-		}
-	}
-	if c.IsSet("node") {
-		set, err := nodeSet(c.StringSlice("node"), plan.Runs[0].Nodes)
-		if err != nil {
-			return nil, cli.Exit(err, exitBadUsage)
-		}
-		o.Sets = append(o.Sets, set)
-		if plan, err = load(o); err != nil {
-			return nil, cli.Exit(err, exitBadUsage)
-		}
-	}
-	if err := emulator.CheckExpectations(plan); err != nil {
-		return nil, cli.Exit(err, exitBadUsage)
-	}
-	var s *scenario.Scenario
-	variant := c.String("variant")
-	var names []string
-	for _, r := range plan.Runs {
-		names = append(names, r.Variant)
-		if r.Variant == variant {
-			s = r
-		}
-	}
-	switch {
-	case s != nil:
-	case variant == "" && len(plan.Runs) > 1:
-		return nil, cli.Exit(fmt.Sprintf("%s has variants; choose one with --variant (%s)", plan.Path, strings.Join(names, ", ")), exitBadUsage)
-	default:
-		return nil, cli.Exit(fmt.Sprintf("--variant: %s has no variant %q (it has: %s)", plan.Path, variant, strings.Join(names, ", ")), exitBadUsage)
-	}
-	if s.TUN.Device.Netns != "" {
-		return nil, cli.Exit(fmt.Sprintf("%s: tun.netns: a shell makes its own namespace; remove tun.netns", plan.Path), exitBadUsage)
-	}
-	// Said before anything is made, not when the run opens its files.
-	if s.Capture != nil && len(s.Capture.Points) > 0 && c.String("out") == "" {
-		return nil, cli.Exit(fmt.Sprintf("%s: capture: netjam shell writes the capture into --out DIR; give one", plan.Path), exitBadUsage)
-	}
-	return s, nil
-}
-
-// shellEnv tells COMMAND where the path leads.
-func shellEnv(s *scenario.Scenario) []string {
-	env := []string{"NETJAM_DEVICE=" + s.TUN.Device.Name}
-	for _, p := range s.TUN.Peer {
-		if p.Is4() {
-			env = append(env, "NETJAM_PEER="+p.String())
-		} else {
-			env = append(env, "NETJAM_PEER6="+p.String())
-		}
-	}
-	return env
-}
-
-// nodeSet turns the shell's --node NAME=CMD flags into a --set of the
-// scenario's nodes: those of the file (have), a flag's CMD replacing the
-// run of the node it names, then the flags' new nodes, in order. The
-// scenario checks the result as it checks a file's nodes.
-func nodeSet(flags []string, have []scenario.Node) (string, error) {
-	type node struct {
-		Name string            `json:"name"`
-		Run  string            `json:"run,omitempty"`
-		Env  map[string]string `json:"env,omitempty"`
-		Dir  string            `json:"dir,omitempty"`
-	}
-	var nodes []node
-	for _, n := range have {
-		nd := node{Name: n.Name, Run: n.Run, Dir: n.Dir}
-		for _, kv := range n.Env {
-			k, v, _ := strings.Cut(kv, "=")
-			if nd.Env == nil {
-				nd.Env = map[string]string{}
-			}
-			nd.Env[k] = v
-		}
-		nodes = append(nodes, nd)
-	}
-	for _, f := range flags {
-		name, run, ok := strings.Cut(f, "=")
-		if !ok || name == "" || strings.TrimSpace(run) == "" {
-			return "", fmt.Errorf("--node %q: expected NAME=COMMAND, like --node server='iperf3 -s'", f)
-		}
-		i := slices.IndexFunc(nodes, func(n node) bool { return strings.EqualFold(n.Name, name) })
-		if i < 0 {
-			nodes = append(nodes, node{Name: name})
-			i = len(nodes) - 1
-		}
-		nodes[i].Run = run
-	}
-	b, err := json.Marshal(nodes)
-	if err != nil {
-		return "", err
-	}
-	return "nodes=" + string(b), nil
 }
