@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/netjam/netjam/outdir"
 )
 
 // TestReadToken: a token file's token, trimmed; a file too long for one
@@ -53,5 +55,43 @@ func TestOpen(t *testing.T) {
 	}
 	if w := PlainWarning("--control", "127.0.0.1:80", Endpoint{Token: "t"}); w != "" {
 		t.Errorf("a warning for loopback: %q", w)
+	}
+}
+
+// TestStart: what a run's flags ask for is served and said: the API with
+// the token made in the output folder, the dashboard with --ui, the
+// metrics; a shell (Quiet) says nothing of a unix socket; --ui refuses a
+// unix socket.
+func TestStart(t *testing.T) {
+	dir, err := outdir.Make(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	var said strings.Builder
+	srv, api, end, err := Start(Options{API: "127.0.0.1:0", UI: true, Metrics: "127.0.0.1:0", Stop: func() {}, Say: &said, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, _ := ReadToken(dir.Join(TokenFile))
+	want := "netjam: control API at " + api.Addr() + " (its token in " + dir.Join(TokenFile) + ")\nnetjam: dashboard at " + api.Dashboard() + "\nnetjam: metrics at http://"
+	if !api.Made || token != api.Token || !strings.HasPrefix(said.String(), want) {
+		t.Errorf("said %q, want it to start %q; token file %q", said.String(), want, token)
+	}
+	srv.Close()
+	end()
+	if _, err := dir.Stat(TokenFile); err == nil {
+		t.Error("the token's file outlives the run")
+	}
+	said.Reset()
+	sock := "unix:" + filepath.Join(t.TempDir(), "c.sock")
+	srv, _, end, err = Start(Options{API: sock, Quiet: true, Stop: func() {}, Say: &said})
+	if err != nil || said.Len() > 0 {
+		t.Errorf("a shell's socket: %v, said %q", err, said.String())
+	}
+	srv.Close()
+	end()
+	if _, _, _, err := Start(Options{API: sock, UI: true, Stop: func() {}, Say: &said}); err == nil || !strings.HasPrefix(err.Error(), "--ui: a browser reaches a TCP address only") {
+		t.Errorf("--ui on a unix socket: %v", err)
 	}
 }

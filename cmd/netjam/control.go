@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -36,63 +36,43 @@ func controlAddr(c *cli.Context, out string) string {
 // no --control-token, with the token it made (in the dashboard's URL,
 // and in out's control.token for netjam ctl).
 func startControl(c *cli.Context, ctx context.Context, out *outdir.Dir) (*control.Server, context.Context, context.CancelFunc, error) {
-	ctx, stop := context.WithCancel(ctx)
-	var srv *control.Server
-	remove := func() {}
-	fail := func(err error) (*control.Server, context.Context, context.CancelFunc, error) {
-		stop()
-		if srv != nil {
-			srv.Close()
-		}
-		remove()
-		return nil, nil, nil, err
-	}
 	owner, err := sudoOwner()
 	if err != nil {
-		return fail(err)
+		return nil, nil, nil, err
 	}
-	if c.IsSet("control") || c.Bool("ui") {
-		addr := controlAddr(c, out.Path())
-		if c.Bool("ui") {
-			if !c.IsSet("control") {
-				addr = "127.0.0.1:0" // a free port
-			} else if strings.HasPrefix(addr, "unix:") {
-				return fail(cli.Exit("--ui: a browser reaches a TCP address only: give --control 127.0.0.1:PORT, or no --control", exitBadUsage))
-			}
-		}
-		s, err := serveControl(c, addr, stop, owner)
-		if err != nil {
-			return fail(err)
-		}
-		srv = s.Server
-		if remove, err = announce(c, s, out, c.Bool("ui")); err != nil {
-			return fail(err)
-		}
+	ctx, stop := context.WithCancel(ctx)
+	o := endpointOptions(c, stop, owner, out)
+	if c.IsSet("control") {
+		o.API = controlAddr(c, out.Path())
 	}
-	if addr := c.String("metrics"); addr != "" {
-		ep, err := controlEndpoint(c)
-		if err != nil {
-			return fail(err)
-		}
-		ln, err := control.ListenMetrics(addr, ep.Token != "")
-		if err != nil {
-			return fail(cli.Exit(err, exitBadUsage))
-		}
-		if srv == nil {
-			srv = control.New(stop)
-		}
-		srv.ServeMetrics(ln, ep)
-		scheme := "http"
-		if ep.TLS != nil {
-			scheme = "https"
-		}
-		warnPlain(c, "--metrics", ln.Addr().String(), ep)
-		fmt.Fprintf(c.App.ErrWriter, "netjam: metrics at %s://%s/metrics\n", scheme, ln.Addr())
+	o.UI, o.Metrics = c.Bool("ui"), c.String("metrics")
+	srv, _, end, err := control.Start(o)
+	if err != nil {
+		stop()
+		return nil, nil, nil, controlError(err)
 	}
 	return srv, ctx, func() {
 		stop()
-		remove()
+		end()
 	}, nil
+}
+
+// endpointOptions are the control endpoint's options of the flags that
+// guard it, for a run whose API's stop is stop, writing into dir (nil for
+// none), owned by owner (nil: netjam's user).
+func endpointOptions(c *cli.Context, stop func(), owner *control.Owner, dir *outdir.Dir) control.Options {
+	return control.Options{TokenFile: c.String("control-token"), TLSCert: c.String("control-tls-cert"), TLSKey: c.String("control-tls-key"),
+		Owner: owner, Stop: stop, Say: c.App.ErrWriter, Dir: dir}
+}
+
+// controlError is the exit of control.Start's error: the token it could
+// not write is a failure, anything else bad usage.
+func controlError(err error) error {
+	var te *control.TokenFileError
+	if errors.As(err, &te) {
+		return cli.Exit(err, exitFailed)
+	}
+	return cli.Exit(err, exitBadUsage)
 }
 
 // sudoOwner is who a run's control socket and token file are handed to:
@@ -104,27 +84,6 @@ func sudoOwner() (*control.Owner, error) {
 		return nil, err
 	}
 	return &control.Owner{UID: int(u.UID), GID: int(u.GID)}, nil
-}
-
-// announce says on c's ErrWriter where the endpoint s is, and with
-// dashboard the dashboard's URL. A token s made goes into dir's
-// control.token (mode 0600, the owner's the folder was opened for; a
-// link put there in its place is not followed), for netjam ctl
-// --control-token, unless dir is nil; remove deletes it.
-func announce(c *cli.Context, s *control.Served, dir *outdir.Dir, dashboard bool) (remove func(), err error) {
-	remove, where := func() {}, ""
-	if s.Made && dir != nil {
-		if err := dir.WritePrivate(control.TokenFile, []byte(s.Token+"\n")); err != nil {
-			return nil, cli.Exit(fmt.Sprintf("the control token: %v", err), exitFailed)
-		}
-		remove = func() { dir.Remove(control.TokenFile) }
-		where = " (its token in " + dir.Join(control.TokenFile) + ")"
-	}
-	fmt.Fprintf(c.App.ErrWriter, "netjam: control API at %s%s\n", s.Where(), where)
-	if dashboard {
-		fmt.Fprintf(c.App.ErrWriter, "netjam: dashboard at %s\n", s.Dashboard())
-	}
-	return remove, nil
 }
 
 // endpointFlags are run's flags of the control API, the dashboard and the
@@ -153,55 +112,6 @@ func finishControl(c *cli.Context, ctx context.Context, srv *control.Server, out
 	case <-ctx.Done():
 	case <-srv.Quit():
 	}
-}
-
-// serveControl serves the control API at addr guarded by --control-token
-// and the TLS flags (control.Open: a TCP address given no token gets one
-// made anew); a unix socket goes to owner when not nil. stop is what the
-// API's stop does.
-func serveControl(c *cli.Context, addr string, stop func(), owner *control.Owner) (*control.Served, error) {
-	ep, err := controlEndpoint(c)
-	if err != nil {
-		return nil, err
-	}
-	s, err := control.Open(addr, ep, owner, stop)
-	if err != nil {
-		return nil, cli.Exit(err, exitBadUsage)
-	}
-	if !strings.HasPrefix(addr, "unix:") {
-		warnPlain(c, "--control", s.Addr(), s.Endpoint)
-	}
-	return s, nil
-}
-
-// warnPlain warns that an endpoint others reach is served over plain
-// HTTP: its token crosses the network in clear.
-func warnPlain(c *cli.Context, flag, addr string, ep control.Endpoint) {
-	if w := control.PlainWarning(flag, addr, ep); w != "" {
-		fmt.Fprintln(c.App.ErrWriter, w)
-	}
-}
-
-// controlEndpoint is how --control-token's token and the TLS flags'
-// certificate guard an endpoint.
-func controlEndpoint(c *cli.Context) (control.Endpoint, error) {
-	var ep control.Endpoint
-	if f := c.String("control-token"); f != "" {
-		token, err := readToken(f)
-		if err != nil {
-			return ep, err
-		}
-		if token == "" {
-			return ep, cli.Exit(fmt.Sprintf("--control-token: %s is empty", f), exitBadUsage)
-		}
-		ep.Token = token
-	}
-	tlsCfg, err := control.LoadTLS(c.String("control-tls-cert"), c.String("control-tls-key"))
-	if err != nil {
-		return ep, cli.Exit(err, exitBadUsage)
-	}
-	ep.TLS = tlsCfg
-	return ep, nil
 }
 
 // readToken reads the token of the --control-token file f

@@ -268,25 +268,20 @@ func (sr *shellRun) control(opts *emulator.Options, rootless bool) (closeControl
 			return nil, err
 		}
 	}
-	s, err := serveControl(sr.c, addr, stop, owner)
+	o := endpointOptions(sr.c, stop, owner, sr.dir)
+	o.API, o.Quiet = addr, true
+	srv, api, end, err := control.Start(o)
 	if err != nil {
-		return nil, err
+		return nil, controlError(err)
 	}
-	remove := func() {}
-	if s.Made {
-		if remove, err = announce(sr.c, s, sr.dir, true); err != nil {
-			s.Close()
-			return nil, err
-		}
-	}
-	opts.Live = attach(s.Server)
-	sr.cmd.Env = append(sr.cmd.Env, control.EndpointEnv+"="+s.Where())
-	if s.Token != "" {
-		sr.cmd.Env = append(sr.cmd.Env, control.TokenEnv+"="+s.Token)
+	opts.Live = attach(srv)
+	sr.cmd.Env = append(sr.cmd.Env, control.EndpointEnv+"="+api.Where())
+	if api.Token != "" {
+		sr.cmd.Env = append(sr.cmd.Env, control.TokenEnv+"="+api.Token)
 	}
 	return func() {
-		s.Close()
-		remove()
+		srv.Close()
+		end()
 	}, nil
 }
 
