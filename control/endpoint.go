@@ -42,9 +42,9 @@ func ReadToken(path string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// LoadTLS is the TLS configuration of --control-tls-cert and
+// loadTLS is the TLS configuration of --control-tls-cert and
 // --control-tls-key, the files cert and key (PEM); nil without them.
-func LoadTLS(cert, key string) (*tls.Config, error) {
+func loadTLS(cert, key string) (*tls.Config, error) {
 	switch {
 	case cert == "" && key == "":
 		return nil, nil
@@ -58,22 +58,22 @@ func LoadTLS(cert, key string) (*tls.Config, error) {
 	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
 }
 
-// Served is an endpoint Open serves, with how it is guarded.
+// Served is an endpoint Start serves, with how it is guarded.
 type Served struct {
 	*Server
 	Endpoint
-	// Made tells that the token was made by Open, not given: the
+	// Made tells that the token was made by Start, not given: the
 	// command line then says it (in the dashboard's URL, and in
 	// TokenFile of the output folder).
 	Made bool
 }
 
-// Open serves the API at addr (unix:PATH or HOST:PORT, as Listen takes
+// openAPI serves the API at addr (unix:PATH or HOST:PORT, as Listen takes
 // it) guarded as ep says: a unix socket by its mode (0600) and owner
 // (when not nil: under sudo the invoking user), not TLS; a TCP address
 // given no token with a token made anew. stop is what the API's stop
 // does.
-func Open(addr string, ep Endpoint, owner *Owner, stop func()) (*Served, error) {
+func openAPI(addr string, ep Endpoint, owner *Owner, stop func()) (*Served, error) {
 	made := false
 	if strings.HasPrefix(addr, "unix:") {
 		ep.TLS = nil
@@ -96,7 +96,7 @@ func (s *Served) Where() string {
 	return s.Addr()
 }
 
-// Dashboard is the dashboard's URL; with the token Open made for it, as
+// Dashboard is the dashboard's URL; with the token Start made for it, as
 // Jupyter prints its own: the page takes it from there (a cookie).
 func (s *Served) Dashboard() string {
 	if s.Made {
@@ -105,10 +105,10 @@ func (s *Served) Dashboard() string {
 	return s.URL() + "/"
 }
 
-// PlainWarning is the warning that flag's endpoint at addr, which others
+// plainWarning is the warning that flag's endpoint at addr, which others
 // reach, is served over plain HTTP with ep's token, which then crosses
 // the network in clear; "" when it is not.
-func PlainWarning(flag, addr string, ep Endpoint) string {
+func plainWarning(flag, addr string, ep Endpoint) string {
 	if ep.TLS != nil || ep.Token == "" || Loopback(addr) {
 		return ""
 	}

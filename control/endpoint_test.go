@@ -27,11 +27,11 @@ func TestReadToken(t *testing.T) {
 	}
 }
 
-// TestOpen: a TCP endpoint given no token gets one, which its dashboard's
+// TestOpenAPI: a TCP endpoint given no token gets one, which its dashboard's
 // URL carries; one given a token keeps it; TLS and a token are asked for
 // together.
-func TestOpen(t *testing.T) {
-	s, err := Open("127.0.0.1:0", Endpoint{}, nil, func() {})
+func TestOpenAPI(t *testing.T) {
+	s, err := openAPI("127.0.0.1:0", Endpoint{}, nil, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestOpen(t *testing.T) {
 	if !s.Made || s.Token == "" || s.Dashboard() != s.URL()+"/?token="+s.Token || s.Where() != s.Addr() {
 		t.Errorf("made %v, token %q, dashboard %s, where %s", s.Made, s.Token, s.Dashboard(), s.Where())
 	}
-	given, err := Open("127.0.0.1:0", Endpoint{Token: "t"}, nil, func() {})
+	given, err := openAPI("127.0.0.1:0", Endpoint{Token: "t"}, nil, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,13 +47,13 @@ func TestOpen(t *testing.T) {
 	if given.Made || given.Token != "t" || given.Dashboard() != given.URL()+"/" {
 		t.Errorf("a token given: made %v, token %q, dashboard %s", given.Made, given.Token, given.Dashboard())
 	}
-	if _, err := LoadTLS("cert.pem", ""); err == nil || !strings.Contains(err.Error(), "give both") {
+	if _, err := loadTLS("cert.pem", ""); err == nil || !strings.Contains(err.Error(), "give both") {
 		t.Errorf("a certificate without its key: %v", err)
 	}
-	if w := PlainWarning("--control", "192.0.2.1:80", Endpoint{Token: "t"}); !strings.Contains(w, "serves plain HTTP") {
+	if w := plainWarning("--control", "192.0.2.1:80", Endpoint{Token: "t"}); !strings.Contains(w, "serves plain HTTP") {
 		t.Errorf("no warning for a token in clear: %q", w)
 	}
-	if w := PlainWarning("--control", "127.0.0.1:80", Endpoint{Token: "t"}); w != "" {
+	if w := plainWarning("--control", "127.0.0.1:80", Endpoint{Token: "t"}); w != "" {
 		t.Errorf("a warning for loopback: %q", w)
 	}
 }

@@ -14,10 +14,10 @@ import (
 // in one go and said where on the terminal. Every error of Start is the
 // user's to fix (bad usage), but a *TokenFileError.
 
-// Guard is how an endpoint is guarded by the token of the file tokenFile
+// guardOf is how an endpoint is guarded by the token of the file tokenFile
 // (--control-token; "" for none) and the TLS certificate of the files
-// cert and key (--control-tls-cert, --control-tls-key; LoadTLS).
-func Guard(tokenFile, cert, key string) (Endpoint, error) {
+// cert and key (--control-tls-cert, --control-tls-key; loadTLS).
+func guardOf(tokenFile, cert, key string) (Endpoint, error) {
 	var ep Endpoint
 	if tokenFile != "" {
 		token, err := ReadToken(tokenFile)
@@ -29,7 +29,7 @@ func Guard(tokenFile, cert, key string) (Endpoint, error) {
 		}
 		ep.Token = token
 	}
-	tlsCfg, err := LoadTLS(cert, key)
+	tlsCfg, err := loadTLS(cert, key)
 	ep.TLS = tlsCfg
 	return ep, err
 }
@@ -44,7 +44,7 @@ type Options struct {
 	UI bool
 	// Metrics is the metrics' address (HOST:PORT); "" serves none.
 	Metrics string
-	// TokenFile, TLSCert and TLSKey guard every endpoint (Guard); a TCP
+	// TokenFile, TLSCert and TLSKey guard every endpoint (guardOf); a TCP
 	// API given no token gets one made anew (Served.Made), which the
 	// metrics do not take.
 	TokenFile, TLSCert, TLSKey string
@@ -94,23 +94,23 @@ func Start(o Options) (srv *Server, api *Served, end func(), err error) {
 		srv = api.Server
 	}
 	if o.Metrics != "" {
-		guard, err := Guard(o.TokenFile, o.TLSCert, o.TLSKey)
+		ep, err := guardOf(o.TokenFile, o.TLSCert, o.TLSKey)
 		if err != nil {
 			return srv, nil, end, err
 		}
-		ln, err := ListenMetrics(o.Metrics, guard.Token != "")
+		ln, err := ListenMetrics(o.Metrics, ep.Token != "")
 		if err != nil {
 			return srv, nil, end, err
 		}
 		if srv == nil {
 			srv = New(o.Stop)
 		}
-		srv.ServeMetrics(ln, guard)
+		srv.ServeMetrics(ln, ep)
 		scheme := "http"
-		if guard.TLS != nil {
+		if ep.TLS != nil {
 			scheme = "https"
 		}
-		o.warnPlain("--metrics", ln.Addr().String(), guard)
+		o.warnPlain("--metrics", ln.Addr().String(), ep)
 		fmt.Fprintf(o.Say, "netjam: metrics at %s://%s/metrics\n", scheme, ln.Addr())
 	}
 	return srv, api, end, nil
@@ -128,11 +128,11 @@ func (o Options) startAPI() (api *Served, end func(), err error) {
 			return nil, end, errors.New("--ui: a browser reaches a TCP address only: give --control 127.0.0.1:PORT, or no --control")
 		}
 	}
-	guard, err := Guard(o.TokenFile, o.TLSCert, o.TLSKey)
+	ep, err := guardOf(o.TokenFile, o.TLSCert, o.TLSKey)
 	if err != nil {
 		return nil, end, err
 	}
-	api, err = Open(addr, guard, o.Owner, o.Stop)
+	api, err = openAPI(addr, ep, o.Owner, o.Stop)
 	if err != nil {
 		return nil, end, err
 	}
@@ -159,9 +159,9 @@ func (o Options) startAPI() (api *Served, end func(), err error) {
 }
 
 // warnPlain warns that flag's endpoint at addr, which others reach, is
-// served over plain HTTP (PlainWarning).
+// served over plain HTTP (plainWarning).
 func (o Options) warnPlain(flag, addr string, ep Endpoint) {
-	if w := PlainWarning(flag, addr, ep); w != "" {
+	if w := plainWarning(flag, addr, ep); w != "" {
 		fmt.Fprintln(o.Say, w)
 	}
 }
