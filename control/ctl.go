@@ -1,8 +1,12 @@
 package control
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 )
@@ -173,6 +177,57 @@ func keyValues(verb string, args []string) (map[string]string, error) {
 		return nil, fmt.Errorf("ctl %s: nothing to set (KEY=VALUE...)", verb)
 	}
 	return set, nil
+}
+
+// CallError is a call that failed, as netjam ctl says it: Usage when
+// the run refused what was asked (a bad key or value, a link or flow the
+// run has not: bad usage, as run --set's), else the endpoint not reached
+// or a run that ended.
+type CallError struct {
+	Msg   string
+	Usage bool
+}
+
+func (e *CallError) Error() string { return e.Msg }
+
+// Run makes call and prints its answer on w: for a person (Call.Print),
+// or, asJSON, the API's JSON, indented. The event stream (EventsCall)
+// is printed an event a line, its type then its data, until the
+// endpoint closes it (netjam ended) or ctx ends. Its errors are
+// *CallError but one of writing on w.
+func (c Client) Run(ctx context.Context, call Call, w io.Writer, asJSON bool) error {
+	if call.verb == "events" {
+		err := c.Events(ctx, func(typ, data string) { fmt.Fprintf(w, "%s %s\n", typ, data) })
+		var se *StatusError
+		switch {
+		case errors.As(err, &se):
+			return &CallError{Msg: "ctl events: " + se.Message + TokenHint(se.Code, c.Token)}
+		case err != nil:
+			return &CallError{Msg: fmt.Sprintf("ctl: %s: %v", c.Addr, err)}
+		}
+		return nil
+	}
+	code, out, err := c.Do(call)
+	if err != nil {
+		return &CallError{Msg: fmt.Sprintf("ctl: %s: %v", c.Addr, err)}
+	}
+	switch code {
+	case http.StatusOK:
+	case http.StatusBadRequest, http.StatusNotFound:
+		return &CallError{Msg: fmt.Sprintf("ctl %s: %s", call.verb, ErrorMessage(out)), Usage: true}
+	default:
+		return &CallError{Msg: fmt.Sprintf("ctl %s: %s%s", call.verb, ErrorMessage(out), TokenHint(code, c.Token))}
+	}
+	if !asJSON {
+		return call.Print(w, out)
+	}
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, out, "", "  ") == nil {
+		pretty.WriteByte('\n')
+		out = pretty.Bytes()
+	}
+	w.Write(out)
+	return nil
 }
 
 // TokenHint says where a token comes from, after an answer with status

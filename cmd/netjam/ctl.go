@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"slices"
 
@@ -122,33 +119,15 @@ func doCtl(c *cli.Context) error {
 			return err
 		}
 	}
-	client := control.Client{Addr: addr, Token: token}
-	if verb == "events" {
-		return streamEvents(c, client)
+	err = control.Client{Addr: addr, Token: token}.Run(c.Context, call, c.App.Writer, asJSON)
+	var ce *control.CallError
+	switch {
+	case errors.As(err, &ce) && ce.Usage:
+		return cli.Exit(err, exitBadUsage)
+	case errors.As(err, &ce):
+		return cli.Exit(err, exitFailed)
 	}
-	code, out, err := client.Do(call)
-	if err != nil {
-		return cli.Exit(fmt.Sprintf("ctl: %s: %v", addr, err), exitFailed)
-	}
-	switch code {
-	case http.StatusOK:
-	case http.StatusBadRequest, http.StatusNotFound:
-		// A bad key or value, a link or flow the run has not: bad usage,
-		// as run --set's.
-		return cli.Exit(fmt.Sprintf("ctl %s: %s", verb, control.ErrorMessage(out)), exitBadUsage)
-	default:
-		return cli.Exit(fmt.Sprintf("ctl %s: %s%s", verb, control.ErrorMessage(out), control.TokenHint(code, token)), exitFailed)
-	}
-	if !asJSON {
-		return call.Print(c.App.Writer, out)
-	}
-	var pretty bytes.Buffer
-	if json.Indent(&pretty, out, "", "  ") == nil {
-		pretty.WriteByte('\n')
-		out = pretty.Bytes()
-	}
-	c.App.Writer.Write(out)
-	return nil
+	return err
 }
 
 // ctlOutputJSON reports whether ctl prints the API's JSON (--json, -o
@@ -173,21 +152,4 @@ func ctlFlags(c *cli.Context) control.CallFlags {
 		}
 	}
 	return f
-}
-
-// streamEvents prints the event stream, an event a line (its type, then
-// its data), until the endpoint closes it (netjam ended) or ctl is
-// interrupted.
-func streamEvents(c *cli.Context, client control.Client) error {
-	err := client.Events(c.Context, func(typ, data string) {
-		fmt.Fprintf(c.App.Writer, "%s %s\n", typ, data)
-	})
-	var se *control.StatusError
-	switch {
-	case errors.As(err, &se):
-		return cli.Exit("ctl events: "+se.Message+control.TokenHint(se.Code, client.Token), exitFailed)
-	case err != nil:
-		return cli.Exit(fmt.Sprintf("ctl: %s: %v", client.Addr, err), exitFailed)
-	}
-	return nil
 }
