@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/urfave/cli/v2"
-	"go.uber.org/zap"
 
 	"github.com/netjam/netjam/proxy"
 	"github.com/netjam/netjam/scenario"
@@ -80,45 +77,19 @@ func proxyAction(c *cli.Context) error {
 	} else if len(c.StringSlice("set")) > 0 {
 		o.Scenario, o.ScenarioName = []byte("name: proxy\n"), "proxy"
 	}
-	srv, err := proxy.New(o)
+	srv, err := proxy.Start(o, c.String("listen"), c.String("token"), c.String("config"))
 	if err != nil {
 		return cli.Exit(err, exitBadUsage)
 	}
-	defer srv.Close()
-	var g proxy.Guard
-	if f := c.String("token"); f != "" {
-		if g.Token, err = proxy.ReadTokenFile(f); err != nil {
-			return cli.Exit("--token: "+err.Error(), exitBadUsage)
-		}
-	}
-	if f := c.String("config"); f != "" {
-		b, err := proxy.ReadConfigFile(f)
-		if err != nil {
-			return cli.Exit(fmt.Sprintf("--config: %v", err), exitBadUsage)
-		}
-		ps, err := srv.Populate(b)
-		if err != nil {
-			return cli.Exit(fmt.Sprintf("--config %s: %v", f, err), exitBadUsage)
-		}
-		log.Info("proxies created from the config", zap.Int("proxies", len(ps)))
-	}
-	ln, err := proxy.ListenAPI(c.String("listen"), g.Token != "")
-	if err != nil {
-		return cli.Exit(err, exitBadUsage)
-	}
-	hs := srv.Serve(ln, g)
-	fmt.Fprintf(c.App.Writer, "netjam proxy: toxiproxy API on http://%s (seed %d); Ctrl-C stops\n", ln.Addr(), srv.Seed())
+	fmt.Fprintf(c.App.Writer, "netjam proxy: toxiproxy API on http://%s (seed %d); Ctrl-C stops\n", srv.Addr, srv.Seed())
 	if o.UI {
-		fmt.Fprintf(c.App.Writer, "netjam proxy: dashboard at http://%s/ui/\n", ln.Addr())
+		fmt.Fprintf(c.App.Writer, "netjam proxy: dashboard at http://%s/ui/\n", srv.Addr)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	<-ctx.Done()
-	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := hs.Shutdown(shut); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	if err := srv.Stop(); err != nil {
 		log.Warn("API shutdown: " + err.Error())
 	}
-	hs.Close()
 	return nil
 }
