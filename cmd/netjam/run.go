@@ -8,8 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -205,17 +203,8 @@ func runPlan(c *cli.Context) (*scenario.Plan, error) {
 		}
 		return nil, cli.Exit(err, exitBadUsage)
 	}
-	for _, p := range capturePoints(c) {
-		if !slices.Contains(scenario.CapturePoints, p) && !linkEnd.MatchString(p) {
-			return nil, cli.Exit(fmt.Sprintf("--capture: %q is not a capture point (expected one of: %s, or a link's end: NAME.client, NAME.server)", p, strings.Join(scenario.CapturePoints, ", ")), exitBadUsage)
-		}
-		if link, _, _ := strings.Cut(p, "."); linkEnd.MatchString(p) {
-			for _, r := range plan.Runs {
-				if !slices.ContainsFunc(r.Links, func(l scenario.Link) bool { return l.Name == link && l.Name != scenario.DefaultLink }) {
-					return nil, cli.Exit(fmt.Sprintf("--capture: %q: the scenario has no link %q in a links list%s", p, link, variantNote(r.Variant)), exitBadUsage)
-				}
-			}
-		}
+	if err := scenario.CheckCapture(plan, capturePoints(c)); err != nil {
+		return nil, cli.Exit(err, exitBadUsage)
 	}
 	if c.Int("parallel") < 1 {
 		return nil, cli.Exit(fmt.Sprintf("--parallel: %d is out of range (expected 1 or more)", c.Int("parallel")), exitBadUsage)
@@ -224,14 +213,6 @@ func runPlan(c *cli.Context) (*scenario.Plan, error) {
 		return nil, err
 	}
 	return plan, nil
-}
-
-// variantNote names variant v in a message, when there is one.
-func variantNote(v string) string {
-	if v == "" {
-		return ""
-	}
-	return " (variant " + v + ")"
 }
 
 // checkOutputFlags refuses, before any run, what would fail or be
@@ -262,10 +243,6 @@ func checkOutputFlags(c *cli.Context) error {
 	}
 	return nil
 }
-
-// linkEnd is the form of a link's end as a capture point (eu.server);
-// the run checks that the link is there.
-var linkEnd = regexp.MustCompile(`^[A-Za-z0-9._-]+\.(client|server)$`)
 
 // capturePoints are the points of every --capture, each of which may list
 // several separated by commas ("--capture client,server", as tcpdump-like
