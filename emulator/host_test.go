@@ -3,6 +3,9 @@ package emulator
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -30,5 +33,22 @@ func TestAdviceOnce(t *testing.T) {
 		if msg != tc.want || privilege != tc.privilege || only != tc.only {
 			t.Errorf("Advice(%q) = %q, %v, %v; want %q, %v, %v", tc.err, msg, privilege, only, tc.want, tc.privilege, tc.only)
 		}
+	}
+}
+
+// TestValidate: netjam validate's line for a file says what it holds,
+// its sweep counted; the file's warnings come apart; an error is the
+// file's.
+func TestValidate(t *testing.T) {
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good.yaml"), filepath.Join(dir, "bad.yaml")
+	os.WriteFile(good, []byte("name: g\nlink: {uplink: {loss: 1%}}\nsweep: {grid: {link.delay: [1ms, 2ms]}, seeds: 3}\n"), 0o644)
+	os.WriteFile(bad, []byte("name: b\nlink: {loss: 200%}\n"), 0o644)
+	ok, warnings, err := Validate(good, []string{"link.loss=0%"})
+	if err != nil || ok != "ok (g, 1 run; a sweep of 6 runs)" || len(warnings) != 1 {
+		t.Errorf("got %q, %q, %v", ok, warnings, err)
+	}
+	if _, _, err := Validate(bad, nil); err == nil || !strings.Contains(err.Error(), "200%") {
+		t.Errorf("a bad file: %v", err)
 	}
 }
