@@ -11,13 +11,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/netjam/netjam/confine"
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/internal/cliargs"
 	"github.com/netjam/netjam/internal/logging"
-	"github.com/netjam/netjam/scenario"
 	"github.com/urfave/cli/v2"
 )
 
@@ -125,16 +123,7 @@ func noCommand(c *cli.Context) error {
 	}
 	// A command mistyped gets one line, not the help before it (which
 	// pushed the line that says what went wrong off the screen).
-	var names []string
-	for _, cmd := range c.App.VisibleCommands() {
-		names = append(names, cmd.Name)
-	}
-	given := c.Args().First()
-	msg := fmt.Sprintf("%q is not a command", given)
-	if s := scenario.Suggest(given, names); s != "" {
-		msg += fmt.Sprintf("; did you mean %q?", s)
-	}
-	return cli.Exit(fmt.Sprintf("%s (the commands are %s; netjam --help says more)", msg, strings.Join(names, ", ")), exitBadUsage)
+	return cli.Exit(cliargs.UnknownCommand(c.App, c.Args().First()), exitBadUsage)
 }
 
 func usageError(_ *cli.Context, err error, _ bool) error {

@@ -2,7 +2,7 @@
 // urfave/cli alone would not: flags after the arguments (netjam run
 // my.yaml --seed 7), global flags after the command, netjam shell's
 // command and its own flags left alone after netjam's, and a mistyped
-// flag named with the nearest one. urfave/cli, like package flag, stops
+// flag or command named with the nearest one. urfave/cli, like package flag, stops
 // at the first argument and takes global flags only before the command.
 package cliargs
 
@@ -184,4 +184,18 @@ func dashes(name string) string {
 		return "-" + name
 	}
 	return "--" + name
+}
+
+// UnknownCommand says that given is not a command of app, with the
+// nearest of them, and which they are.
+func UnknownCommand(app *cli.App, given string) string {
+	var names []string
+	for _, cmd := range app.VisibleCommands() {
+		names = append(names, cmd.Name)
+	}
+	msg := fmt.Sprintf("%q is not a command", given)
+	if s := scenario.Suggest(given, names); s != "" {
+		msg += fmt.Sprintf("; did you mean %q?", s)
+	}
+	return fmt.Sprintf("%s (the commands are %s; netjam --help says more)", msg, strings.Join(names, ", "))
 }

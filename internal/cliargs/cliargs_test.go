@@ -74,6 +74,14 @@ func TestUnknownFlag(t *testing.T) {
 	}
 }
 
+// TestUnknownCommand: a command mistyped is named with the nearest one,
+// and the commands listed.
+func TestUnknownCommand(t *testing.T) {
+	if got, want := UnknownCommand(app(), "rn"), `"rn" is not a command; did you mean "run"? (the commands are run, validate, shell; netjam --help says more)`; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
