@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -294,7 +292,7 @@ func finishRun(c *cli.Context, dir *outdir.Dir, owner *outdir.Owner, sum *summar
 		written.Written("the JUnit XML")
 	}
 	if !c.Bool("quiet") {
-		if err := printTable(c.App.Writer, sum); err != nil {
+		if err := report.PrintSummary(c.App.Writer, sum); err != nil {
 			return cli.Exit(err, exitFailed)
 		}
 		if err := emulator.PrintExpectations(c.App.Writer, sum); err != nil {
@@ -336,14 +334,4 @@ func writeOutputs(out *outdir.Dir, plan *scenario.Plan, sum *summary.Summary, wr
 	}
 	written.Written(outputNames[2])
 	return nil
-}
-
-// printTable writes the run's text tables, which package report draws
-// from the summary as summary.json has it.
-func printTable(w io.Writer, sum *summary.Summary) error {
-	b, err := json.Marshal(sum)
-	if err != nil {
-		return err
-	}
-	return report.PrintTable(w, b)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/netjam/netjam/internal/cliargs"
 	"github.com/netjam/netjam/internal/interrupt"
 	"github.com/netjam/netjam/outdir"
+	"github.com/netjam/netjam/report"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/summary"
 )
@@ -301,7 +302,7 @@ func (sr *shellRun) finish(sum *summary.Summary, runErr error) error {
 		}
 	}
 	if !c.Bool("quiet") && sum != nil && len(sum.Runs) > 0 && sum.Runs[0].Skipped == "" {
-		printTable(c.App.ErrWriter, sum)
+		report.PrintSummary(c.App.ErrWriter, sum)
 	}
 	if runErr != nil {
 		var ec cli.ExitCoder
