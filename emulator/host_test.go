@@ -1,6 +1,7 @@
 package emulator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/netjam/netjam/outdir"
+	"github.com/netjam/netjam/scenario"
 )
 
 // TestAdviceOnce: a missing privilege is said in plain words with its
@@ -50,5 +56,28 @@ func TestValidate(t *testing.T) {
 	}
 	if _, _, err := Validate(bad, nil); err == nil || !strings.Contains(err.Error(), "200%") {
 		t.Errorf("a bad file: %v", err)
+	}
+}
+
+// TestSweepRun: a sweep's run writes its results into its folder, then
+// what comes after, and returns the expectations it did not meet.
+func TestSweepRun(t *testing.T) {
+	plan, err := scenario.Parse("s.yaml", []byte("clock: virtual\nduration: 300ms\nflows: [{name: u, type: udp, rate: 1Mbps, duration: 300ms}]\nexpect: [flows.u.throughput > 1Gbps]\n"), scenario.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := outdir.Make(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	after := false
+	unmet, err := SweepRun("v", func(d *outdir.Dir) error {
+		_, err := d.Stat("summary.json")
+		after = err == nil
+		return nil
+	})(context.Background(), plan, dir, zap.NewNop())
+	if err != nil || len(unmet) != 1 || !after {
+		t.Errorf("unmet %q, %v; after it saw summary.json: %v", unmet, err, after)
 	}
 }
