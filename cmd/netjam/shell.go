@@ -8,8 +8,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"slices"
-	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -97,9 +95,9 @@ Examples:
 }
 
 func doShell(c *cli.Context) error {
-	file, command, err := shellArgs(c)
+	file, command, err := cliargs.ShellArgs(c.Args().Slice())
 	if err != nil {
-		return err
+		return cli.Exit(err, exitBadUsage)
 	}
 	o, err := planOptions(c)
 	if err != nil {
@@ -170,33 +168,6 @@ func doShell(c *cli.Context) error {
 	// shell's first process ends now.
 	sh.Close()
 	return sr.finish(sum, runErr)
-}
-
-// shellArgs splits the arguments into the scenario file ("" for none)
-// and the command.
-func shellArgs(c *cli.Context) (file string, command []string, err error) {
-	// The flag parser drops a "--" that directly follows the flags (no
-	// scenario file) and keeps one after the file.
-	args := c.Args().Slice()
-	dash := slices.Index(args, "--")
-	var files []string
-	switch {
-	case dash >= 0:
-		files, command = args[:dash], args[dash+1:]
-	case len(args) > 0 && cliargs.IsScenarioFile(args[0]):
-		// netjam shell my.yaml, or netjam shell my.yaml ping 10.99.0.2:
-		// the file is the scenario, never the command.
-		files, command = args[:1], args[1:]
-	default:
-		command = args
-	}
-	if len(command) == 0 {
-		return "", nil, cli.Exit("shell needs a command after --: netjam shell [SCENARIO.yaml] -- COMMAND [ARGS...]", exitBadUsage)
-	}
-	if len(files) > 1 {
-		return "", nil, cli.Exit(fmt.Sprintf("shell takes at most one scenario file before --, got %d", len(files)), exitBadUsage)
-	}
-	return strings.Join(files, ""), command, nil // one file, or none
 }
 
 // checkShellCommand checks --cap and finds the command before anything

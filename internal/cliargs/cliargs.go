@@ -7,6 +7,7 @@
 package cliargs
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -134,6 +135,32 @@ func takesValue(flags []cli.Flag, token string) bool {
 		}
 	}
 	return false
+}
+
+// ShellArgs splits netjam shell's arguments, as urfave/cli leaves them,
+// into the scenario file ("" for none) and the command.
+func ShellArgs(args []string) (file string, command []string, err error) {
+	// The flag parser drops a "--" that directly follows the flags (no
+	// scenario file) and keeps one after the file.
+	dash := slices.Index(args, "--")
+	var files []string
+	switch {
+	case dash >= 0:
+		files, command = args[:dash], args[dash+1:]
+	case len(args) > 0 && IsScenarioFile(args[0]):
+		// netjam shell my.yaml, or netjam shell my.yaml ping 10.99.0.2:
+		// the file is the scenario, never the command.
+		files, command = args[:1], args[1:]
+	default:
+		command = args
+	}
+	if len(command) == 0 {
+		return "", nil, errors.New("shell needs a command after --: netjam shell [SCENARIO.yaml] -- COMMAND [ARGS...]")
+	}
+	if len(files) > 1 {
+		return "", nil, fmt.Errorf("shell takes at most one scenario file before --, got %d", len(files))
+	}
+	return strings.Join(files, ""), command, nil // one file, or none
 }
 
 // IsScenarioFile reports whether arg names a scenario file by its

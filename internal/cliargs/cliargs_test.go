@@ -82,6 +82,31 @@ func TestUnknownCommand(t *testing.T) {
 	}
 }
 
+// TestShellArgs: a shell's scenario file and command, with "--" or
+// without; no command, or two files, refused.
+func TestShellArgs(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		file    string
+		command string
+	}{
+		{[]string{"ping", "-c", "1"}, "", "ping -c 1"},
+		{[]string{"a.yaml", "--", "ping"}, "a.yaml", "ping"},
+		{[]string{"a.yml", "ping", "h"}, "a.yml", "ping h"},
+		{[]string{"--", "a.yaml"}, "", "a.yaml"},
+	} {
+		file, command, err := ShellArgs(c.args)
+		if err != nil || file != c.file || strings.Join(command, " ") != c.command {
+			t.Errorf("%q: %q, %q, %v", c.args, file, command, err)
+		}
+	}
+	for _, args := range [][]string{nil, {"a.yaml"}, {"a.yaml", "b.yaml", "--", "ping"}} {
+		if _, _, err := ShellArgs(args); err == nil {
+			t.Errorf("%q: no error", args)
+		}
+	}
+}
+
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
