@@ -1,6 +1,7 @@
 package control
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,5 +94,17 @@ func TestStart(t *testing.T) {
 	end()
 	if _, _, _, err := Start(Options{API: sock, UI: true, Stop: func() {}, Say: &said}); err == nil || !strings.HasPrefix(err.Error(), "--ui: a browser reaches a TCP address only") {
 		t.Errorf("--ui on a unix socket: %v", err)
+	}
+}
+
+// TestShellSocket: a shell's bare --control is a socket named for the
+// process, in its output folder or else the temporary folder.
+func TestShellSocket(t *testing.T) {
+	name := fmt.Sprintf("netjam-%d.sock", os.Getpid())
+	if got := ShellSocket("/out"); got != "unix:/out/"+name {
+		t.Errorf("with --out: %s", got)
+	}
+	if got := ShellSocket(""); got != "unix:"+filepath.Join(os.TempDir(), name) {
+		t.Errorf("without: %s", got)
 	}
 }

@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -221,11 +219,7 @@ func (sr *shellRun) namespace() (sh *emulator.Shell, why, err error) {
 func (sr *shellRun) control(opts *emulator.Options, rootless bool) (closeControl func(), err error) {
 	addr := sr.c.String("control")
 	if addr == "unix" || addr == "unix:" || addr == "" {
-		dir := sr.out
-		if dir == "" {
-			dir = os.TempDir()
-		}
-		addr = "unix:" + filepath.Join(dir, fmt.Sprintf("netjam-%d.sock", os.Getpid()))
+		addr = control.ShellSocket(sr.out)
 	}
 	// The API's stop ends the run as SIGTERM would: COMMAND gets it.
 	stop := func() {
