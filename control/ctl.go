@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -29,15 +30,51 @@ var Verbs = []string{"status", "get", "set", "schedule", "reset", "partition", "
 // VerbsUsage are what netjam ctl does, each verb with its arguments.
 const VerbsUsage = "status, get [LINK], set [--for DURATION] KEY=VALUE..., schedule --at TIME KEY=VALUE..., reset [--flow NAME], events or stop"
 
-// CallFlags are netjam ctl's flags of one verb (--at of schedule, --flow
-// of reset, --for of set), each nil when not given.
+// CallFlags are netjam ctl's flags: those of one verb (--at of
+// schedule, --flow of reset, --for of set), each nil when not given, and
+// how it prints the answer (--json, -o).
 type CallFlags struct {
 	At, Flow, For *string
+	JSON          bool
+	Output        string
 }
 
-// ParseCall is the call of the API that netjam ctl's verb makes with the
-// arguments after it, args, and its flags f.
-func ParseCall(verb string, args []string, f CallFlags) (Call, error) {
+// ParseCall is the call of the API that netjam ctl's verb ("" for none
+// given) makes with the arguments after it, args, and its flags f; asJSON
+// tells that ctl prints the API's JSON (--json, -o json).
+func ParseCall(verb string, args []string, f CallFlags) (call Call, asJSON bool, err error) {
+	if verb == "" {
+		return Call{}, false, noVerb(f)
+	}
+	switch f.Output {
+	case "", "text":
+		asJSON = f.JSON
+	case "json":
+		asJSON = true
+	default:
+		return Call{}, false, fmt.Errorf("ctl: -o %s: not an output format (text or json)", f.Output)
+	}
+	call, err = parseCall(verb, args, f)
+	return call, asJSON, err
+}
+
+// noVerb is the error of netjam ctl given no verb. A flag given last
+// without its value took the verb for it (cliargs.FlagsFirst moved the
+// flag before the verb: set --for).
+func noVerb(f CallFlags) error {
+	for _, fl := range []struct {
+		name  string
+		value *string
+	}{{"at", f.At}, {"for", f.For}, {"flow", f.Flow}} {
+		if fl.value != nil && slices.Contains(Verbs, *fl.value) {
+			return fmt.Errorf("ctl %s: --%s needs a value", *fl.value, fl.name)
+		}
+	}
+	return errors.New("ctl: what to do? " + VerbsUsage)
+}
+
+// parseCall is ParseCall of a verb given.
+func parseCall(verb string, args []string, f CallFlags) (Call, error) {
 	if err := flagsOf(verb, f); err != nil {
 		return Call{}, err
 	}

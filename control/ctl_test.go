@@ -26,7 +26,7 @@ func TestParseCall(t *testing.T) {
 		{"reset", nil, CallFlags{}, "POST /v1/reset", ""},
 		{"partition", []string{"a", "--one-way", "b, c"}, CallFlags{}, "POST /v1/partition", `{"groups":[["a"],["b","c"]],"one_way":true}`},
 	} {
-		call, err := ParseCall(c.verb, c.args, c.f)
+		call, _, err := ParseCall(c.verb, c.args, c.f)
 		if err != nil || call.Method+" "+call.Path != c.path || string(call.Body) != c.body {
 			t.Errorf("%s %v: %s %s %s, %v; want %s %s", c.verb, c.args, call.Method, call.Path, call.Body, err, c.path, c.body)
 		}
@@ -49,9 +49,17 @@ func TestParseCall(t *testing.T) {
 		{"partition", []string{"a", ","}, CallFlags{}, `ctl partition: "," is not a group`},
 		{"partition", []string{"a"}, CallFlags{}, "ctl partition: at least two groups"},
 		{"sett", nil, CallFlags{}, `ctl: "sett" is not something ctl does (` + VerbsUsage + ")"},
+		{"", nil, CallFlags{}, "ctl: what to do? " + VerbsUsage},
+		{"", nil, CallFlags{For: s("set")}, "ctl set: --for needs a value"},
+		{"get", nil, CallFlags{Output: "yaml"}, "ctl: -o yaml: not an output format (text or json)"},
 	} {
-		if _, err := ParseCall(c.verb, c.args, c.f); err == nil || !strings.HasPrefix(err.Error(), c.want) {
+		if _, _, err := ParseCall(c.verb, c.args, c.f); err == nil || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("%s %v %+v: %v, want %q", c.verb, c.args, c.f, err, c.want)
+		}
+	}
+	for _, f := range []CallFlags{{JSON: true}, {Output: "json"}} {
+		if _, asJSON, err := ParseCall("status", nil, f); !asJSON || err != nil {
+			t.Errorf("%+v: JSON %v, %v", f, asJSON, err)
 		}
 	}
 	if TokenHint(http.StatusOK, "") != "" || !strings.Contains(TokenHint(http.StatusUnauthorized, ""), TokenEnv) {

@@ -2,9 +2,7 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"os"
-	"slices"
 
 	"github.com/urfave/cli/v2"
 
@@ -94,22 +92,7 @@ func doCtl(c *cli.Context) error {
 	if addr == "" {
 		return cli.Exit("ctl: no control endpoint: give --control unix:PATH (or HOST:PORT), or set "+control.EndpointEnv, exitBadUsage)
 	}
-	if c.NArg() == 0 {
-		// A flag given last without its value took the verb for it
-		// (cliargs.FlagsFirst moved the flag before the verb: set --for).
-		for _, f := range []string{"at", "for", "flow"} {
-			if v := c.String(f); slices.Contains(control.Verbs, v) {
-				return cli.Exit(fmt.Sprintf("ctl %s: --%s needs a value", v, f), exitBadUsage)
-			}
-		}
-		return cli.Exit("ctl: what to do? "+control.VerbsUsage, exitBadUsage)
-	}
-	verb := c.Args().First()
-	asJSON, err := ctlOutputJSON(c.Bool("json"), c.String("output"))
-	if err != nil {
-		return cli.Exit("ctl: "+err.Error(), exitBadUsage)
-	}
-	call, err := control.ParseCall(verb, c.Args().Tail(), ctlFlags(c))
+	call, asJSON, err := control.ParseCall(c.Args().First(), c.Args().Tail(), ctlFlags(c))
 	if err != nil {
 		return cli.Exit(err, exitBadUsage)
 	}
@@ -130,21 +113,9 @@ func doCtl(c *cli.Context) error {
 	return err
 }
 
-// ctlOutputJSON reports whether ctl prints the API's JSON (--json, -o
-// json), checking -o's value.
-func ctlOutputJSON(json bool, output string) (bool, error) {
-	switch output {
-	case "", "text":
-		return json, nil
-	case "json":
-		return true, nil
-	}
-	return false, fmt.Errorf("-o %s: not an output format (text or json)", output)
-}
-
-// ctlFlags are ctl's flags of one verb, as ParseCall takes them.
+// ctlFlags are ctl's flags, as ParseCall takes them.
 func ctlFlags(c *cli.Context) control.CallFlags {
-	var f control.CallFlags
+	f := control.CallFlags{JSON: c.Bool("json"), Output: c.String("output")}
 	for name, p := range map[string]**string{"at": &f.At, "flow": &f.Flow, "for": &f.For} {
 		if c.IsSet(name) {
 			v := c.String(name)
