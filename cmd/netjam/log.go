@@ -1,7 +1,7 @@
 package main
 
 import (
-	"fmt"
+	"errors"
 	"io"
 	"os"
 
@@ -29,28 +29,18 @@ func newLogger(level, format string, stderr, logFile io.Writer) (*zap.Logger, er
 // progress); with open (nil for none) also into netjam.log, the file open
 // makes in the output folder. closeLog flushes it and closes the file.
 func commandLog(c *cli.Context, quiet bool, open func(name string) (*os.File, error)) (log *zap.Logger, closeLog func(), err error) {
-	var w io.Writer
-	var file *os.File
-	if open != nil {
-		if file, err = open("netjam.log"); err != nil {
-			return nil, nil, cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
-		}
-		w = file
-	}
 	level := c.String("log-level")
 	if quiet && !c.IsSet("log-level") {
 		level = "warn"
 	}
-	if log, err = newLogger(level, c.String("log-format"), c.App.ErrWriter, w); err != nil {
-		if file != nil {
-			file.Close()
-		}
+	log, closeLog, err = logging.Open(level, c.String("log-format"), c.App.ErrWriter, open)
+	var fe *logging.FileError
+	switch {
+	case errors.As(err, &fe):
+		return nil, nil, cli.Exit(err, exitFailed)
+	case err != nil:
 		return nil, nil, cli.Exit(err, exitBadUsage)
 	}
-	return log, func() {
-		log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
-		if file != nil {
-			file.Close()
-		}
-	}, nil
+	emulator.RouteLogs(log)
+	return log, closeLog, nil
 }

@@ -7,6 +7,7 @@ package logging
 import (
 	"fmt"
 	"io"
+	"os"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -51,3 +52,36 @@ func New(level, format string, stderr, logFile io.Writer) (*zap.Logger, error) {
 	}
 	return zap.New(zapcore.NewTee(cores...)), nil
 }
+
+// Open is New whose log also goes into netjam.log, the file open makes
+// (in a run's output folder; open nil: no file). close flushes the log
+// and closes the file. An error of open is returned as *FileError.
+func Open(level, format string, stderr io.Writer, open func(name string) (*os.File, error)) (log *zap.Logger, close func(), err error) {
+	var w io.Writer
+	var file *os.File
+	if open != nil {
+		if file, err = open("netjam.log"); err != nil {
+			return nil, nil, &FileError{err}
+		}
+		w = file
+	}
+	if log, err = New(level, format, stderr, w); err != nil {
+		if file != nil {
+			file.Close()
+		}
+		return nil, nil, err
+	}
+	return log, func() {
+		log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
+		if file != nil {
+			file.Close()
+		}
+	}, nil
+}
+
+// FileError is Open's error making netjam.log.
+type FileError struct{ Err error }
+
+func (e *FileError) Error() string { return fmt.Sprintf("output folder: %v", e.Err) }
+
+func (e *FileError) Unwrap() error { return e.Err }
