@@ -21,7 +21,7 @@ import (
 
 // netjam shell: the one run it runs (ShellScenario), the namespace its
 // command runs in (Shell), and the command, started once the path is up
-// and waited for (ShellCommand).
+// and waited for (ShellCommand, Shell.Prepare).
 
 // shellDuration is a shell run's duration when the scenario names none
 // that is longer: the run lasts as long as COMMAND, and the duration only
@@ -135,15 +135,16 @@ func (sh *Shell) Rootless() bool { return sh.ns == nil }
 // for a rootless shell, whose device is made in its own namespaces.
 func (sh *Shell) Netns() string { return sh.ns.Path() }
 
-// Prepare sets o up to run the scenario for command, which gets env
-// added to netjam's environment: a rootless shell opens its TUN device
-// through the namespaces' first process.
-func (sh *Shell) Prepare(o *Options, command, env []string) {
+// Prepare sets o up to run the scenario for c: c starts once the path is
+// up and the run lasts as long as it (Attached); a rootless shell opens
+// its TUN device through the namespaces' first process, which becomes c.
+func (sh *Shell) Prepare(o *Options, c *ShellCommand) {
+	o.Attached = sh.attached(c)
 	if !sh.Rootless() {
 		return
 	}
 	o.OpenTUN = func(cfg hostnet.TUNConfig) (*hostnet.TUN, error) {
-		r, t, err := hostnet.StartRootless(cfg, command, env)
+		r, t, err := hostnet.StartRootless(cfg, c.Args, c.Env)
 		sh.rootless = r
 		return t, err
 	}
@@ -215,9 +216,9 @@ type ShellCommand struct {
 	Status int
 }
 
-// Attached is the run's Options.Attached for c: it starts c in the shell
+// attached is the run's Options.Attached for c: it starts c in the shell
 // once the path is up and waits for it, passing the terminal's signals on.
-func (sh *Shell) Attached(c *ShellCommand) func(ctx context.Context) error {
+func (sh *Shell) attached(c *ShellCommand) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
 		// The terminal's other signals, caught before COMMAND may send any.
 		term := make(chan os.Signal, 4)

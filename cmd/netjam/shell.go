@@ -159,8 +159,7 @@ func doShell(c *cli.Context) error {
 	if sh.Rootless() {
 		log.Info("no root: the shell runs in a user namespace", zap.NamedError("reason", why))
 	}
-	sh.Prepare(&opts, command, sr.cmd.Env)
-	opts.Attached = sh.Attached(&sr.cmd)
+	sh.Prepare(&opts, &sr.cmd)
 	sum, runErr := emulator.Run(context.Background(), &scenario.Plan{Name: s.Name, Runs: []*scenario.Scenario{s}}, opts)
 	// When the run failed before the command started, a rootless
 	// shell's first process ends now.
