@@ -2,8 +2,10 @@
 // queues and AQM on a path between endpoints, driven by a YAML scenario,
 // with no root and no kernel netem.
 //
-// This package is CLI wiring only: it parses flags, builds the logger and
-// calls into package emulator.
+// This package is flags and wiring only: it parses flags and calls into
+// the packages that do the work (emulator, control, confine, sweep,
+// report, proxy, and internal/cliargs, interrupt, logging, progress,
+// buildinfo), turning their errors into netjam's exit codes.
 package main
 
 import (
