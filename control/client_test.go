@@ -48,6 +48,15 @@ func TestClient(t *testing.T) {
 	if code, body, err := c.Do(LinksCall("sideways")); err != nil || code != 404 || !strings.Contains(ErrorMessage(body), "sideways") {
 		t.Errorf("a link the run has not: %d %v %q", code, err, ErrorMessage(body))
 	}
+	// Run: what netjam ctl prints, and how its failures are told apart.
+	var ce *CallError
+	if err := c.Run(context.Background(), LinksCall("sideways"), &bytes.Buffer{}, false); !errors.As(err, &ce) || !ce.Usage || !strings.HasPrefix(ce.Msg, "ctl get: ") {
+		t.Errorf("Run of a link the run has not: %v, want a usage error", err)
+	}
+	var asJSON bytes.Buffer
+	if err := c.Run(context.Background(), LinksCall("downlink"), &asJSON, true); err != nil || !strings.HasPrefix(asJSON.String(), "{\n  ") {
+		t.Errorf("Run -o json: %v, %q", err, asJSON.String())
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -91,6 +100,17 @@ func TestClientToken(t *testing.T) {
 	}
 	if _, _, err := (Client{Addr: "unix:" + filepath.Join(t.TempDir(), "none.sock")}).Do(StatusCall()); err == nil {
 		t.Error("a socket that is not there: no error")
+	}
+	// Run says a wrong token's 401, or an endpoint not reached, as
+	// failures of the run's, not of usage, with the token's hint.
+	var ce *CallError
+	for _, call := range []Call{StatusCall(), EventsCall()} {
+		if err := bad.Run(context.Background(), call, &bytes.Buffer{}, false); !errors.As(err, &ce) || ce.Usage || !strings.Contains(ce.Msg, "give --control-token FILE") {
+			t.Errorf("Run of %s without the token: %v", call.Path, err)
+		}
+	}
+	if err := (Client{Addr: "unix:/nonexistent/c.sock"}).Run(context.Background(), StatusCall(), &bytes.Buffer{}, false); !errors.As(err, &ce) || ce.Usage || !strings.HasPrefix(ce.Msg, "ctl: unix:/nonexistent/c.sock: ") {
+		t.Errorf("Run at an endpoint not there: %v", err)
 	}
 }
 

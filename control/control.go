@@ -807,6 +807,16 @@ func writeError(w http.ResponseWriter, code int, err error) {
 // folder.
 func DefaultSocket(outDir string) string { return "unix:" + filepath.Join(outDir, "control.sock") }
 
+// ShellSocket is the socket of a bare --control of netjam shell: in its
+// output folder outDir, else in the temporary folder, named for this
+// process, so that shells side by side do not meet.
+func ShellSocket(outDir string) string {
+	if outDir == "" {
+		outDir = os.TempDir()
+	}
+	return "unix:" + filepath.Join(outDir, fmt.Sprintf("netjam-%d.sock", os.Getpid()))
+}
+
 // Loopback reports whether addr, HOST:PORT, is this machine's loopback:
 // a loopback address, or localhost.
 func Loopback(addr string) bool {

@@ -2,8 +2,6 @@ package emulator
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"math"
 	"strings"
 	"testing"
@@ -57,7 +55,7 @@ variants:
 		t.Fatalf("summary line %q", a.Links[0].Configured.Summary)
 	}
 	var buf strings.Builder
-	if err := printTable(&buf, sum); err != nil || !strings.Contains(buf.String(), "downlink") {
+	if err := report.PrintSummary(&buf, sum); err != nil || !strings.Contains(buf.String(), "downlink") {
 		t.Fatalf("table %q, %v", buf.String(), err)
 	}
 }
@@ -100,7 +98,7 @@ flows:
 		t.Errorf("warnings %+v", warn)
 	}
 	var buf strings.Builder
-	if err := printTable(&buf, sum); err != nil {
+	if err := report.PrintSummary(&buf, sum); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(buf.String(), flows.Unfinished(big.BytesReceived, big.Size)) {
@@ -137,15 +135,6 @@ func TestFairnessOnlyAmongCompetingFlows(t *testing.T) {
 			t.Errorf("%s: fairness %v over %v, want %v over %v", tc.name, j, names, tc.jain, tc.want)
 		}
 	}
-}
-
-// printTable writes sum's text tables as netjam run prints them.
-func printTable(w io.Writer, sum *summary.Summary) error {
-	b, err := json.Marshal(sum)
-	if err != nil {
-		return err
-	}
-	return report.PrintTable(w, b)
 }
 
 // TestLateDirectionWarns: a direction whose departures left more than

@@ -14,6 +14,36 @@ import (
 	"github.com/netjam/netjam/summary"
 )
 
+// Validate checks the scenario file path, with the overrides sets, as
+// netjam validate does: the file, its sweep (every run counted), and
+// what CheckExpectations can tell. ok says what the file holds (ok (NAME,
+// N runs; a sweep of M runs)); warnings are the file's own.
+func Validate(path string, sets []string) (ok string, warnings []string, err error) {
+	plan, err := scenario.Load(path, scenario.Options{Sets: sets})
+	if err == nil {
+		err = plan.CheckSweep()
+	}
+	if err == nil {
+		err = CheckExpectations(plan)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	sweep := ""
+	if n, _ := plan.SweepRuns(); plan.Sweep != nil {
+		sweep = fmt.Sprintf("; a sweep of %d %s", n, plural(n, "run")) // CheckSweep counted them
+	}
+	return fmt.Sprintf("ok (%s, %d %s%s)", plan.Name, len(plan.Runs), plural(len(plan.Runs), "run"), sweep), plan.Warnings, nil
+}
+
+// plural is s for n of them: run, runs.
+func plural(n int, s string) string {
+	if n == 1 {
+		return s
+	}
+	return s + "s"
+}
+
 // CheckExpectations tells, before any run, what is wrong with the
 // expectations of plan's runs that the figures of a run's summary
 // (RunSummary, as summary.json writes it) can tell: a figure the

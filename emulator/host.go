@@ -2,13 +2,20 @@ package emulator
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"os/signal"
+	"runtime"
+	"strings"
 	"syscall"
 
 	"go.uber.org/zap"
 
+	"github.com/netjam/netjam/confine"
 	"github.com/netjam/netjam/hostnet"
+	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/stack"
 )
 
@@ -25,6 +32,60 @@ type PrivilegeError = hostnet.PrivilegeError
 
 // ErrPrivilege is wrapped by every error from a missing privilege.
 var ErrPrivilege = hostnet.ErrPrivilege
+
+// Advice is a run's error err (errors.Join of its runs' errors) as
+// netjam's last words: a missing privilege in plain words with its
+// advice, once however many runs it stopped (each run's table line has
+// said which), after any other error as it is. privilege tells that a run
+// lacked a privilege (else msg is err's text), only that every error was
+// such.
+func Advice(err error) (msg string, privilege, only bool) {
+	var others []string
+	var privs []*PrivilegeError
+	for _, e := range leaves(err) {
+		var pe *PrivilegeError
+		if errors.As(e, &pe) {
+			privs = append(privs, pe)
+		} else {
+			others = append(others, e.Error())
+		}
+	}
+	if len(privs) == 0 {
+		return err.Error(), false, false
+	}
+	pe := privs[0]
+	var b strings.Builder
+	for _, o := range others {
+		b.WriteString(o + "\n")
+	}
+	if len(privs) > 1 {
+		fmt.Fprintf(&b, "%d runs were skipped: ", len(privs))
+	}
+	fmt.Fprintf(&b, "%s (%s: %v)", strings.TrimSuffix(pe.Need, "."), pe.Op, pe.Err)
+	if len(pe.Fixes) > 0 {
+		b.WriteString(". Either:")
+		for _, f := range pe.Fixes {
+			b.WriteString("\n  - " + f)
+		}
+	}
+	return b.String(), true, len(others) == 0
+}
+
+// leaves splits the errors.Join of the runs' errors into one error per
+// run.
+func leaves(err error) []error {
+	if _, pe := err.(*PrivilegeError); pe {
+		return []error{err} // it too unwraps to a list: its causes
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, leaves(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
 
 // RouteLogs sends the log lines of the libraries a run uses (gVisor's,
 // which would otherwise go to standard error, into a shell's terminal)
@@ -50,85 +111,68 @@ func RootlessProcAttr() *syscall.SysProcAttr { return hostnet.UserNetns() }
 // its new network namespace's loopback goes up.
 func InRootlessRun() error { return hostnet.LoopbackUp() }
 
-// Shell is the network namespace netjam shell runs its command in, behind
-// the scenario's TUN device. With the privilege to make network
-// namespaces it is a fresh one of netjam's; without (and not root) it is
-// rootless: netjam starts itself again as root of new user and network
-// namespaces, which makes the device there, hands it over and becomes the
-// command, while netjam stays in the user's namespace.
-type Shell struct {
-	ns       *hostnet.Netns    // nil when rootless
-	rootless *hostnet.Rootless // the namespaces' first process, once the device is open
-	started  bool
-}
+// A rootless run: `netjam run` of a scenario in TUN mode, by a user
+// without CAP_NET_ADMIN, runs again as root of a user and network
+// namespace of its own, where it may make the device. Kernel flows run
+// there too, against the peer; nothing reaches the host's own network,
+// so a scenario whose TUN relays to real servers (forward, transparent)
+// or names a namespace needs real privileges instead.
 
-// NewShell makes the shell's namespace. A rootless shell is chosen when a
-// namespace cannot be made for want of a privilege and netjam is not
-// root; why is then that privilege error. Any other failure is err.
-func NewShell() (sh *Shell, why, err error) {
-	ns, err := hostnet.NewNetns()
-	switch {
-	case err == nil:
-		return &Shell{ns: ns}, nil, nil
-	case IsPrivilege(err) && os.Geteuid() != 0:
-		return &Shell{}, err, nil
+// RootlessRunEnv, "1" in netjam run's environment, marks it started again
+// in its namespaces (RerunRootless).
+const RootlessRunEnv = "NETJAM_ROOTLESS_RUN"
+
+// NeedsRootless reports whether plan needs a TUN device this process may
+// not make, and can do without the host's network. Off Linux it is
+// false: a run in TUN mode goes on in this process and fails at its
+// device with the one error of package hostnet ("TUN mode needs Linux:
+// ...").
+func NeedsRootless(plan *scenario.Plan) bool {
+	if runtime.GOOS != "linux" || hostnet.HasNetAdmin() {
+		return false
 	}
-	return nil, nil, err
-}
-
-// Rootless reports whether the command runs in user namespaces of its own.
-func (sh *Shell) Rootless() bool { return sh.ns == nil }
-
-// Netns is the path of the namespace, for the scenario's tun.netns; ""
-// for a rootless shell, whose device is made in its own namespaces.
-func (sh *Shell) Netns() string { return sh.ns.Path() }
-
-// Prepare sets o up to run the scenario for command, which gets env
-// added to netjam's environment: a rootless shell opens its TUN device
-// through the namespaces' first process.
-func (sh *Shell) Prepare(o *Options, command, env []string) {
-	if !sh.Rootless() {
-		return
-	}
-	o.OpenTUN = func(cfg hostnet.TUNConfig) (*hostnet.TUN, error) {
-		r, t, err := hostnet.StartRootless(cfg, command, env)
-		sh.rootless = r
-		return t, err
-	}
-	o.OpenNode = func(cfg hostnet.TUNConfig, c hostnet.RootlessCommand) (*hostnet.TUN, *hostnet.Rootless, error) {
-		r, t, err := hostnet.StartRootlessCommand(cfg, c)
-		return t, r, err
-	}
-}
-
-// Start starts the command: cmd, started inside the namespace, or, for a
-// rootless shell, the namespaces' first process turning into it (cmd is
-// then ignored, what Prepare was given runs). It returns the process to
-// wait for.
-//
-// etc, when not "", is a folder of files the command sees in /etc
-// (NodesEtc: the run's nodes' names).
-func (sh *Shell) Start(cmd *exec.Cmd, etc string) (*exec.Cmd, error) {
-	if sh.Rootless() {
-		if sh.rootless == nil {
-			return nil, errors.New("rootless shell: the device was never opened")
+	tun := false
+	for _, s := range plan.Runs {
+		if s.TUN == nil {
+			continue
 		}
-		err := sh.rootless.Start(etc)
-		sh.started = err == nil
-		return sh.rootless.Cmd(), err
+		tun = true
+		if len(s.TUN.Relay.Forwards) > 0 || s.TUN.Relay.Transparent || s.TUN.Device.Netns != "" {
+			return false // needs the host's network: the privilege error says what to do
+		}
 	}
-	err := sh.ns.Start(cmd, etc)
-	sh.started = err == nil
-	return cmd, err
+	return tun
 }
 
-// Close ends a rootless shell's first process if the command never
-// started (the run failed before), and releases the namespace.
-// Idempotent.
-func (sh *Shell) Close() error {
-	if sh.rootless != nil && !sh.started {
-		sh.rootless.Kill()
-		sh.rootless = nil
+// RerunRootless runs this netjam command, args (os.Args), again in a new
+// user and network namespace, with RootlessRunEnv set, its output on
+// stdout and stderr, passing SIGINT, SIGTERM and SIGHUP on, and returns
+// its exit status. ok is false when the system does not allow that (no
+// user namespaces; stderr says so): the caller goes on without.
+func RerunRootless(args []string, stdout, stderr io.Writer) (status int, ok bool) {
+	exe, err := os.Executable()
+	if err != nil || len(args) == 0 {
+		return 0, false
 	}
-	return sh.ns.Close()
+	cmd := exec.Command(exe, args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	cmd.Env = append(os.Environ(), RootlessRunEnv+"=1")
+	cmd.SysProcAttr = RootlessProcAttr()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(stderr, "netjam: user namespaces are not available (%v): the runs in TUN mode need root or CAP_NET_ADMIN\n", err)
+		return 0, false
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	for {
+		select {
+		case err := <-waited:
+			return confine.ExitStatus(cmd, err), true
+		case sig := <-sigs:
+			cmd.Process.Signal(sig)
+		}
+	}
 }

@@ -2,10 +2,13 @@ package emulator
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"path/filepath"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/netjam/netjam/flows"
 	"github.com/netjam/netjam/outdir"
@@ -29,6 +32,31 @@ func writeSeries(dir *outdir.Dir, name string, series []*flows.Series) error {
 // results/<scenario>-<YYYYmmdd-HHMMSS>.
 func DefaultOutDir(name string, now time.Time) string {
 	return filepath.Join("results", name+"-"+now.Format("20060102-150405"))
+}
+
+// SweepRun is how a sweep runs one of its runs (a sweep.RunFunc): the
+// emulator, its results written into dir (WriteResults), then after
+// (nil for nothing; netjam sweep --plots draws the plots and report.html
+// there), and the expectations it did not meet. version is netjam's.
+func SweepRun(version string, after func(dir *outdir.Dir) error) func(ctx context.Context, one *scenario.Plan, dir *outdir.Dir, log *zap.Logger) ([]string, error) {
+	return func(ctx context.Context, one *scenario.Plan, dir *outdir.Dir, log *zap.Logger) ([]string, error) {
+		sum, runErr := Run(ctx, one, Options{Log: log.Named("emulator"), Version: version, OutDir: dir})
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err := WriteResults(dir, one, sum); err != nil {
+			return nil, err
+		}
+		if after != nil {
+			if err := after(dir); err != nil {
+				return nil, err
+			}
+		}
+		if runErr != nil {
+			return nil, runErr
+		}
+		return ExpectationFailures(sum), nil
+	}
 }
 
 // WriteResults writes summary.json, timeseries.csv, events.jsonl (when a

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
@@ -305,4 +307,21 @@ func LoopbackUp() error {
 		return err
 	}
 	return netlink.LinkSetUp(lo)
+}
+
+// HasNetAdmin reports whether this process has CAP_NET_ADMIN in effect:
+// without it, a run in TUN mode needs a rootless run (user and network
+// namespaces of its own) to make its device.
+func HasNetAdmin() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return os.Geteuid() == 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && caps&(1<<unix.CAP_NET_ADMIN) != 0
+		}
+	}
+	return false
 }

@@ -49,3 +49,6 @@ func RootlessInit() int {
 
 // LoopbackUp returns a *NotLinuxError: network namespaces need Linux.
 func LoopbackUp() error { return notLinux("a network namespace's loopback device") }
+
+// HasNetAdmin reports false: CAP_NET_ADMIN is Linux's.
+func HasNetAdmin() bool { return false }

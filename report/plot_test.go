@@ -393,3 +393,22 @@ func openDir(t testing.TB, dir string) *outdir.Dir {
 	t.Cleanup(func() { d.Close() })
 	return d
 }
+
+// TestRedraw: netjam plot's redraw writes the plots and report.html of a
+// saved run and names them; a path that is no run's folder is ErrNotRun.
+func TestRedraw(t *testing.T) {
+	dir := t.TempDir()
+	writeSynth(t, dir, synthRun{udp: true})
+	names, err := Redraw(dir, nil, "v")
+	if err != nil || len(names) < 2 || names[len(names)-1] != ReportFile || !slices.Contains(names, "throughput.png") {
+		t.Fatalf("%v, %v", names, err)
+	}
+	for _, n := range names {
+		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
+			t.Error(err)
+		}
+	}
+	if _, err := Redraw(filepath.Join(dir, "none"), nil, "v"); !errors.Is(err, ErrNotRun) {
+		t.Errorf("no folder: %v, want ErrNotRun", err)
+	}
+}

@@ -52,6 +52,24 @@ func OpenRun(path string, owner *outdir.Owner) (*outdir.Dir, error) {
 	return d, err
 }
 
+// Redraw draws the plots and report.html of the run saved in the folder
+// at path (netjam plot), as owner when not nil (under sudo the user who
+// ran it), and returns the names written. version is netjam's, which
+// the report names.
+func Redraw(path string, owner *outdir.Owner, version string) ([]string, error) {
+	d, err := OpenRun(path, owner)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	names, err := Plot(d)
+	if err == nil {
+		names = append(names, ReportFile)
+		err = HTML(d, version)
+	}
+	return names, err
+}
+
 // Plot draws the figures of the run saved in the folder d and writes them
 // into it as PNG and SVG files, each whole (a reader, such as a browser
 // showing the old report, never sees half an image). It returns the names

@@ -17,6 +17,16 @@ import (
 // of the path (what the path did, next to what it was told to do), then a
 // line per run for TUN mode, for each stalled flow and for a skipped run.
 
+// PrintSummary writes the tables of sum, as its summary.json has it
+// (PrintTable).
+func PrintSummary(w io.Writer, sum *summary.Summary) error {
+	b, err := json.Marshal(sum)
+	if err != nil {
+		return err
+	}
+	return PrintTable(w, b)
+}
+
 // PrintTable writes the tables of a run's summary: summaryJSON is the
 // content of its summary.json (a summary.Summary, marshalled). It is
 // decoded as leniently as Plot and HTML read the file.

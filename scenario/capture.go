@@ -1,7 +1,10 @@
 package scenario
 
 import (
+	"fmt"
+	"regexp"
 	"slices"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -24,6 +27,37 @@ func LinkEnds(links []Link) []string {
 		out = append(out, l.Name+".client", l.Name+".server")
 	}
 	return out
+}
+
+// linkEnd is the form of a link's end as a capture point (eu.server);
+// CheckCapture checks that the link is there.
+var linkEnd = regexp.MustCompile(`^[A-Za-z0-9._-]+\.(client|server)$`)
+
+// CheckCapture checks the capture points of netjam run --capture against
+// every run of plan: each a point of CapturePoints, or the end of a link
+// every run's links list has.
+func CheckCapture(plan *Plan, points []string) error {
+	for _, p := range points {
+		if !slices.Contains(CapturePoints, p) && !linkEnd.MatchString(p) {
+			return fmt.Errorf("--capture: %q is not a capture point (expected one of: %s, or a link's end: NAME.client, NAME.server)", p, strings.Join(CapturePoints, ", "))
+		}
+		if link, _, _ := strings.Cut(p, "."); linkEnd.MatchString(p) {
+			for _, r := range plan.Runs {
+				if !slices.ContainsFunc(r.Links, func(l Link) bool { return l.Name == link && l.Name != DefaultLink }) {
+					return fmt.Errorf("--capture: %q: the scenario has no link %q in a links list%s", p, link, variantNote(r.Variant))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// variantNote names variant v in a message, when there is one.
+func variantNote(v string) string {
+	if v == "" {
+		return ""
+	}
+	return " (variant " + v + ")"
 }
 
 // capture decodes the capture mapping, or a list of points as its short

@@ -272,3 +272,25 @@ func TestLinksShadowedSet(t *testing.T) {
 		t.Errorf("eu: %+v", s.Links[1])
 	}
 }
+
+// TestCheckCapture: --capture names a point or a link's end that every
+// run has; what is neither, or a link a variant lacks, is named.
+func TestCheckCapture(t *testing.T) {
+	plan, err := Parse("c.yaml", []byte("links: [{name: eu, delay: 1ms}, {name: us}]\nvariants:\n  - {name: one, set: {links: [{name: us}]}}\n  - {name: two}\n"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckCapture(plan, []string{"client", "us.server"}); err != nil {
+		t.Error(err)
+	}
+	for _, c := range []struct {
+		point, want string
+	}{
+		{"middle", `--capture: "middle" is not a capture point (expected one of: client, server, or a link's end: NAME.client, NAME.server)`},
+		{"eu.client", `--capture: "eu.client": the scenario has no link "eu" in a links list (variant one)`},
+	} {
+		if err := CheckCapture(plan, []string{c.point}); err == nil || err.Error() != c.want {
+			t.Errorf("%s: %v, want %q", c.point, err, c.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"path/filepath"
@@ -347,4 +348,46 @@ func (s *Scenario) Node(name string) *Node {
 		}
 	}
 	return nil
+}
+
+// NodesSet turns netjam shell's --node NAME=CMD flags into a --set of the
+// scenario's nodes: those of the file (have), a flag's CMD replacing the
+// run of the node it names, then the flags' new nodes, in order. The
+// scenario checks the result as it checks a file's nodes.
+func NodesSet(flags []string, have []Node) (string, error) {
+	type node struct {
+		Name string            `json:"name"`
+		Run  string            `json:"run,omitempty"`
+		Env  map[string]string `json:"env,omitempty"`
+		Dir  string            `json:"dir,omitempty"`
+	}
+	var nodes []node
+	for _, n := range have {
+		nd := node{Name: n.Name, Run: n.Run, Dir: n.Dir}
+		for _, kv := range n.Env {
+			k, v, _ := strings.Cut(kv, "=")
+			if nd.Env == nil {
+				nd.Env = map[string]string{}
+			}
+			nd.Env[k] = v
+		}
+		nodes = append(nodes, nd)
+	}
+	for _, f := range flags {
+		name, run, ok := strings.Cut(f, "=")
+		if !ok || name == "" || strings.TrimSpace(run) == "" {
+			return "", fmt.Errorf("--node %q: expected NAME=COMMAND, like --node server='iperf3 -s'", f)
+		}
+		i := slices.IndexFunc(nodes, func(n node) bool { return strings.EqualFold(n.Name, name) })
+		if i < 0 {
+			nodes = append(nodes, node{Name: name})
+			i = len(nodes) - 1
+		}
+		nodes[i].Run = run
+	}
+	b, err := json.Marshal(nodes)
+	if err != nil {
+		return "", err
+	}
+	return "nodes=" + string(b), nil
 }

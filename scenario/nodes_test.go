@@ -209,3 +209,19 @@ func TestCheckPartition(t *testing.T) {
 		t.Errorf("as run: %v\n%s", err, y)
 	}
 }
+
+// TestNodesSet: --node NAME=CMD replaces the run of the file's node it
+// names (its other keys kept) and adds the others after the file's, in
+// order; a flag without NAME or CMD is refused.
+func TestNodesSet(t *testing.T) {
+	have := []Node{{Name: "server", Run: "old", Env: []string{"A=1"}, Dir: "/srv"}}
+	got, err := NodesSet([]string{"Server=iperf3 -s", "db=redis-server"}, have)
+	if want := `nodes=[{"name":"server","run":"iperf3 -s","env":{"A":"1"},"dir":"/srv"},{"name":"db","run":"redis-server"}]`; err != nil || got != want {
+		t.Errorf("got %s, %v; want %s", got, err, want)
+	}
+	for _, f := range []string{"server", "=cmd", "server= "} {
+		if _, err := NodesSet([]string{f}, nil); err == nil || !strings.Contains(err.Error(), "expected NAME=COMMAND") {
+			t.Errorf("--node %q: %v", f, err)
+		}
+	}
+}

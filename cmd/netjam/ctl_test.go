@@ -306,9 +306,9 @@ func TestRunUI(t *testing.T) {
 	if code, _, stderr := netjam(t, "ctl", "--control", strings.TrimPrefix(url, "http://"), "--control-token", tokenPath, "status"); !authorized(code, stderr) {
 		t.Errorf("ctl status with control.token: exit %d, %s", code, stderr)
 	}
-	t.Setenv(controlTokenEnv, token)
+	t.Setenv(control.TokenEnv, token)
 	if code, _, stderr := netjam(t, "ctl", "--control", url, "status"); !authorized(code, stderr) {
-		t.Errorf("ctl status with $%s: exit %d, %s", controlTokenEnv, code, stderr)
+		t.Errorf("ctl status with $%s: exit %d, %s", control.TokenEnv, code, stderr)
 	}
 	get := func(path string) (int, string) {
 		req, _ := http.NewRequest("GET", url+path, nil)

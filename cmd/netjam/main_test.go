@@ -3,18 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/netjam/netjam/emulator"
-	"github.com/urfave/cli/v2"
 	"go.uber.org/goleak"
 )
 
@@ -42,28 +37,6 @@ func TestVersion(t *testing.T) {
 	// A test binary has no stamped version: the toolchain says (devel).
 	if code != 0 || !strings.HasPrefix(out, "netjam (devel) ") {
 		t.Fatalf("exit %d, output %q", code, out)
-	}
-}
-
-func TestFormatVersion(t *testing.T) {
-	rev := []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef"}, {Key: "vcs.modified", Value: "true"}}
-	for _, tc := range []struct {
-		stamped, module string
-		settings        []debug.BuildSetting
-		ok              bool
-		want            string
-	}{
-		{"v0.1.0", "(devel)", nil, true, "v0.1.0"},
-		{"", "v0.2.0", nil, true, "v0.2.0"},
-		{"", "(devel)", rev, true, "(devel) (0123456789ab+dirty)"},
-		{"", "", nil, true, "(devel)"},
-		{"", "", nil, false, "(devel)"},
-		{"", "v0.0.0-20260101000000-0123456789ab+dirty", rev, true, "v0.0.0-20260101000000-0123456789ab+dirty"},
-	} {
-		bi := &debug.BuildInfo{Main: debug.Module{Version: tc.module}, Settings: tc.settings}
-		if got := formatVersion(tc.stamped, bi, tc.ok); got != tc.want {
-			t.Errorf("formatVersion(%q, %q, %v) = %q, want %q", tc.stamped, tc.module, tc.ok, got, tc.want)
-		}
 	}
 }
 
@@ -258,26 +231,6 @@ func TestRunDefaultScenarioWritesResults(t *testing.T) {
 	}
 }
 
-func TestFlagsMayFollowArguments(t *testing.T) {
-	app := newApp(nil, nil)
-	for _, tc := range []struct{ in, want []string }{
-		{[]string{"netjam", "run", "a.yaml", "--seed", "7", "-q"}, []string{"netjam", "run", "--seed", "7", "-q", "a.yaml"}},
-		{[]string{"netjam", "--log-level", "debug", "run", "a.yaml", "--set=x=1"}, []string{"netjam", "--log-level", "debug", "run", "--set=x=1", "a.yaml"}},
-		{[]string{"netjam", "validate", "a.yaml", "--set", "k=v", "b.yaml"}, []string{"netjam", "validate", "--set", "k=v", "a.yaml", "b.yaml"}},
-		{[]string{"netjam", "run", "--", "-odd.yaml"}, []string{"netjam", "run", "--", "-odd.yaml"}},
-		{[]string{"netjam", "nosuch", "x", "--y"}, []string{"netjam", "nosuch", "x", "--y"}},
-		// A shell's command keeps its arguments; the scenario file is not the command.
-		{[]string{"netjam", "shell", "a.yaml", "-q", "--", "ping", "-c", "1"}, []string{"netjam", "shell", "-q", "a.yaml", "--", "ping", "-c", "1"}},
-		{[]string{"netjam", "shell", "a.yaml", "ping", "h"}, []string{"netjam", "shell", "a.yaml", "ping", "h"}},
-		{[]string{"netjam", "run", "a.yaml", "--log-level", "warn", "-q", "--log-format=json"}, []string{"netjam", "--log-level", "warn", "--log-format=json", "run", "-q", "a.yaml"}},
-	} {
-		got := flagsFirst(app, tc.in)
-		if strings.Join(got, " ") != strings.Join(tc.want, " ") {
-			t.Errorf("flagsFirst(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}
-
 // TestInterruptWritesWhatWasMeasured sends SIGINT to a run in progress: it
 // must end at once with exit code 1, and still write its summary.
 func TestInterruptWritesWhatWasMeasured(t *testing.T) {
@@ -346,30 +299,6 @@ func TestShadowedSetWarns(t *testing.T) {
 	code, _, errOut = netjam(t, "run", "-q", "--out", filepath.Join(dir, "out"), "--set", "link.loss=0%", path)
 	if code != 0 || !strings.Contains(errOut, want) {
 		t.Errorf("run: exit %d, stderr lacks the warning:\n%s", code, errOut)
-	}
-}
-
-func TestFailureGivesPrivilegeAdviceOnce(t *testing.T) {
-	pe := func() error {
-		return &emulator.PrivilegeError{Op: "create device netjam0", Err: syscall.EPERM, Need: "creating a TUN device needs CAP_NET_ADMIN.",
-			Fixes: []string{"run netjam as root", "sudo setcap cap_net_admin+ep netjam"}}
-	}
-	advice := "creating a TUN device needs CAP_NET_ADMIN (create device netjam0: operation not permitted). Either:\n  - run netjam as root\n  - sudo setcap cap_net_admin+ep netjam"
-	for _, tc := range []struct {
-		err  error
-		code int
-		want string
-	}{
-		{fmt.Errorf("run a: %w", pe()), 2, advice},
-		{errors.Join(fmt.Errorf("run a: %w", pe()), fmt.Errorf("run b: %w", pe())), 2, "2 runs were skipped: " + advice},
-		{errors.Join(fmt.Errorf("run a: %w", pe()), errors.New("run b: flow x: broken pipe")), 1, "run b: flow x: broken pipe\n" + advice},
-		{errors.New("run b: flow x: broken pipe"), 1, "run b: flow x: broken pipe"},
-	} {
-		err := failure(tc.err)
-		var ec cli.ExitCoder
-		if !errors.As(err, &ec) || ec.ExitCode() != tc.code || err.Error() != tc.want {
-			t.Errorf("failure(%q) = %q (exit %d), want %q (exit %d)", tc.err, err, ec.ExitCode(), tc.want, tc.code)
-		}
 	}
 }
 

@@ -10,26 +10,6 @@ import (
 	"github.com/netjam/netjam/report"
 )
 
-// plotRun draws the plots and report.html of the run saved in dir (as
-// the user who ran sudo, under sudo), and returns the names written.
-func plotRun(dir string) ([]string, error) {
-	owner, err := resultsOwner()
-	if err != nil {
-		return nil, err
-	}
-	d, err := report.OpenRun(dir, owner)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	names, err := report.Plot(d)
-	if err == nil {
-		names = append(names, report.ReportFile)
-		err = report.HTML(d, versionString())
-	}
-	return names, err
-}
-
 func plotCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "plot",
@@ -50,7 +30,11 @@ Examples:
 				return cli.Exit(fmt.Sprintf("plot takes one output folder, got %d arguments", c.NArg()), exitBadUsage)
 			}
 			dir := c.Args().First()
-			names, err := plotRun(dir)
+			owner, err := resultsOwner()
+			if err != nil {
+				return cli.Exit(fmt.Sprintf("plot %s: %v", dir, err), exitFailed)
+			}
+			names, err := report.Redraw(dir, owner, versionString())
 			if errors.Is(err, report.ErrNotRun) {
 				return cli.Exit(err, exitBadUsage)
 			}

@@ -2,17 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
-	"time"
 
 	"github.com/urfave/cli/v2"
-	"go.uber.org/zap"
 
 	"github.com/netjam/netjam/proxy"
 	"github.com/netjam/netjam/scenario"
@@ -82,80 +77,19 @@ func proxyAction(c *cli.Context) error {
 	} else if len(c.StringSlice("set")) > 0 {
 		o.Scenario, o.ScenarioName = []byte("name: proxy\n"), "proxy"
 	}
-	srv, err := proxy.New(o)
+	srv, err := proxy.Start(o, c.String("listen"), c.String("token"), c.String("config"))
 	if err != nil {
 		return cli.Exit(err, exitBadUsage)
 	}
-	defer srv.Close()
-	var g proxy.Guard
-	if f := c.String("token"); f != "" {
-		if g.Token, err = readTokenFile("--token", f); err != nil {
-			return err
-		}
-	}
-	if f := c.String("config"); f != "" {
-		b, err := readConfig(f)
-		if err != nil {
-			return cli.Exit(fmt.Sprintf("--config: %v", err), exitBadUsage)
-		}
-		ps, err := srv.Populate(b)
-		if err != nil {
-			return cli.Exit(fmt.Sprintf("--config %s: %v", f, err), exitBadUsage)
-		}
-		log.Info("proxies created from the config", zap.Int("proxies", len(ps)))
-	}
-	ln, err := proxy.ListenAPI(c.String("listen"), g.Token != "")
-	if err != nil {
-		return cli.Exit(err, exitBadUsage)
-	}
-	hs := srv.Serve(ln, g)
-	fmt.Fprintf(c.App.Writer, "netjam proxy: toxiproxy API on http://%s (seed %d); Ctrl-C stops\n", ln.Addr(), srv.Seed())
+	fmt.Fprintf(c.App.Writer, "netjam proxy: toxiproxy API on http://%s (seed %d); Ctrl-C stops\n", srv.Addr, srv.Seed())
 	if o.UI {
-		fmt.Fprintf(c.App.Writer, "netjam proxy: dashboard at http://%s/ui/\n", ln.Addr())
+		fmt.Fprintf(c.App.Writer, "netjam proxy: dashboard at http://%s/ui/\n", srv.Addr)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	<-ctx.Done()
-	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := hs.Shutdown(shut); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	if err := srv.Stop(); err != nil {
 		log.Warn("API shutdown: " + err.Error())
 	}
-	hs.Close()
 	return nil
-}
-
-// maxConfigFile bounds a --config file, as the API bounds a body.
-const maxConfigFile = 1 << 20
-
-func readConfig(f string) ([]byte, error) {
-	file, err := os.Open(f)
-	if err != nil {
-		return nil, err
-	}
-	defer file.Close()
-	b, err := io.ReadAll(io.LimitReader(file, maxConfigFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxConfigFile {
-		return nil, fmt.Errorf("%s is more than %d bytes", f, maxConfigFile)
-	}
-	return b, nil
-}
-
-// readTokenFile reads the token of flag's file f, as readToken does.
-func readTokenFile(flag, f string) (string, error) {
-	b, err := readConfig(f)
-	if err != nil {
-		return "", cli.Exit(fmt.Sprintf("%s: %v", flag, err), exitBadUsage)
-	}
-	if len(b) > maxTokenFile {
-		return "", cli.Exit(fmt.Sprintf("%s: %s is more than %d bytes: a token file holds one token", flag, f, maxTokenFile), exitBadUsage)
-	}
-	t := strings.TrimSpace(string(b))
-	if t == "" {
-		return "", cli.Exit(fmt.Sprintf("%s: %s is empty", flag, f), exitBadUsage)
-	}
-	return t, nil
 }

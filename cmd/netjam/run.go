@@ -2,23 +2,21 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"regexp"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
-	"golang.org/x/term"
 
 	"github.com/netjam/netjam/configs"
+	"github.com/netjam/netjam/confine"
 	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/internal/interrupt"
+	"github.com/netjam/netjam/internal/progress"
 	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/report"
 	"github.com/netjam/netjam/scenario"
@@ -147,7 +145,7 @@ func doRun(c *cli.Context) error {
 		return err
 	}
 	defer dir.Close()
-	log, closeLog, err := runLogger(c, dir)
+	log, closeLog, err := commandLog(c, c.Bool("quiet"), dir.Create)
 	if err != nil {
 		return err
 	}
@@ -157,8 +155,8 @@ func doRun(c *cli.Context) error {
 	if c.String("junit") != "" {
 		pending = append(pending, "the JUnit XML")
 	}
-	written := newOutputs(out, pending...)
-	ctx, stop := interruptible(c.Context, c.App.ErrWriter, written, os.Exit)
+	written := interrupt.NewOutputs(out, pending...)
+	ctx, stop := interrupt.Watch(c.Context, c.App.ErrWriter, written, os.Exit)
 	defer stop()
 	log.Info("netjam run", zap.String("scenario", plan.Path), zap.Int("runs", len(plan.Runs)),
 		zap.String("out", out), zap.String("version", versionString()))
@@ -166,11 +164,11 @@ func doRun(c *cli.Context) error {
 		log.Warn(w)
 	}
 	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString(), Parallel: c.Int("parallel"),
-		OutDir: dir, Capture: capturePoints(c), ConfineNode: confineNode(log, false, nil)}
+		OutDir: dir, Capture: capturePoints(c), ConfineNode: confine.Node(log, false, nil)}
 	// The progress bar is for a person at a terminal: never in a pipe, a
 	// file or CI's log, and not with --quiet.
-	if f, ok := c.App.ErrWriter.(*os.File); ok && !c.Bool("quiet") && term.IsTerminal(int(f.Fd())) {
-		opts.Progress = &progress{w: f}
+	if f, ok := progress.Terminal(c.App.ErrWriter); ok && !c.Bool("quiet") {
+		opts.Progress = progress.NewRun(f)
 	}
 	interrupted := ctx
 	srv, ctx, stopRun, err := startControl(c, ctx, dir)
@@ -203,17 +201,8 @@ func runPlan(c *cli.Context) (*scenario.Plan, error) {
 		}
 		return nil, cli.Exit(err, exitBadUsage)
 	}
-	for _, p := range capturePoints(c) {
-		if !slices.Contains(scenario.CapturePoints, p) && !linkEnd.MatchString(p) {
-			return nil, cli.Exit(fmt.Sprintf("--capture: %q is not a capture point (expected one of: %s, or a link's end: NAME.client, NAME.server)", p, strings.Join(scenario.CapturePoints, ", ")), exitBadUsage)
-		}
-		if link, _, _ := strings.Cut(p, "."); linkEnd.MatchString(p) {
-			for _, r := range plan.Runs {
-				if !slices.ContainsFunc(r.Links, func(l scenario.Link) bool { return l.Name == link && l.Name != scenario.DefaultLink }) {
-					return nil, cli.Exit(fmt.Sprintf("--capture: %q: the scenario has no link %q in a links list%s", p, link, variantNote(r.Variant)), exitBadUsage)
-				}
-			}
-		}
+	if err := scenario.CheckCapture(plan, capturePoints(c)); err != nil {
+		return nil, cli.Exit(err, exitBadUsage)
 	}
 	if c.Int("parallel") < 1 {
 		return nil, cli.Exit(fmt.Sprintf("--parallel: %d is out of range (expected 1 or more)", c.Int("parallel")), exitBadUsage)
@@ -222,14 +211,6 @@ func runPlan(c *cli.Context) (*scenario.Plan, error) {
 		return nil, err
 	}
 	return plan, nil
-}
-
-// variantNote names variant v in a message, when there is one.
-func variantNote(v string) string {
-	if v == "" {
-		return ""
-	}
-	return " (variant " + v + ")"
 }
 
 // checkOutputFlags refuses, before any run, what would fail or be
@@ -261,10 +242,6 @@ func checkOutputFlags(c *cli.Context) error {
 	return nil
 }
 
-// linkEnd is the form of a link's end as a capture point (eu.server);
-// the run checks that the link is there.
-var linkEnd = regexp.MustCompile(`^[A-Za-z0-9._-]+\.(client|server)$`)
-
 // capturePoints are the points of every --capture, each of which may list
 // several separated by commas ("--capture client,server", as tcpdump-like
 // tools take lists); the app splits no flag at commas, since --set values
@@ -279,62 +256,43 @@ func capturePoints(c *cli.Context) []string {
 
 // runRootless readies a run started again in its own user and network
 // namespaces, or starts this one there when it needs a TUN device it may
-// not make (see rootless.go); done says the run happened there, with err
-// its outcome.
+// not make (emulator.NeedsRootless); done says the run happened there,
+// with err its outcome.
 func runRootless(c *cli.Context, plan *scenario.Plan) (err error, done bool) {
 	switch {
-	case os.Getenv(rootlessRunEnv) == "1":
+	case os.Getenv(emulator.RootlessRunEnv) == "1":
 		if err := emulator.InRootlessRun(); err != nil {
 			return cli.Exit(fmt.Sprintf("rootless run: %v", err), exitFailed), true
 		}
-	case needsRootless(plan):
+	case emulator.NeedsRootless(plan):
 		if !c.Bool("quiet") {
 			fmt.Fprintln(c.App.ErrWriter, "netjam: no CAP_NET_ADMIN for the TUN device: running in a user and network namespace of its own (rootless)")
 		}
-		if err, ok := rerunRootless(c); ok {
-			return err, true
+		args, _ := c.App.Metadata["args"].([]string)
+		if code, ok := emulator.RerunRootless(args, c.App.Writer, c.App.ErrWriter); ok {
+			if code != 0 {
+				return cli.Exit("", code), true
+			}
+			return nil, true
 		}
 		// No user namespaces here: run what runs without the device.
 	}
 	return nil, false
 }
 
-// runLogger makes the run's logger, which writes netjam.log into the
-// output folder out too; closeLog flushes it and closes the file.
-func runLogger(c *cli.Context, out *outdir.Dir) (log *zap.Logger, closeLog func(), err error) {
-	logFile, err := out.Create("netjam.log")
-	if err != nil {
-		return nil, nil, cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
-	}
-	level := c.String("log-level")
-	// --quiet quiets the default level, not one asked for explicitly.
-	if c.Bool("quiet") && !c.IsSet("log-level") && (level == "debug" || level == "info") {
-		level = "warn"
-	}
-	log, err = newLogger(level, c.String("log-format"), c.App.ErrWriter, logFile)
-	if err != nil {
-		logFile.Close()
-		return nil, nil, cli.Exit(err, exitBadUsage)
-	}
-	return log, func() {
-		log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
-		logFile.Close()
-	}, nil
-}
-
 // finishRun writes the JUnit XML (for owner, when not nil) and the tables
 // once the outputs in dir are written, and turns the run's outcome into
 // netjam's exit.
-func finishRun(c *cli.Context, dir *outdir.Dir, owner *outdir.Owner, sum *summary.Summary, runErr error, written *outputs) error {
+func finishRun(c *cli.Context, dir *outdir.Dir, owner *outdir.Owner, sum *summary.Summary, runErr error, written *interrupt.Outputs) error {
 	out := dir.Path()
 	if path := c.String("junit"); path != "" {
 		if err := report.WriteJUnit(path, owner, dir); err != nil {
 			return cli.Exit(fmt.Sprintf("writing JUnit XML: %v", err), exitFailed)
 		}
-		written.written("the JUnit XML")
+		written.Written("the JUnit XML")
 	}
 	if !c.Bool("quiet") {
-		if err := printTable(c.App.Writer, sum); err != nil {
+		if err := report.PrintSummary(c.App.Writer, sum); err != nil {
 			return cli.Exit(err, exitFailed)
 		}
 		if err := emulator.PrintExpectations(c.App.Writer, sum); err != nil {
@@ -362,28 +320,36 @@ var outputNames = []string{"summary.json, timeseries.csv and the resolved scenar
 // writeOutputs writes what a run leaves in its output folder out besides
 // netjam.log and the captures: summary.json, timeseries.csv, the resolved
 // scenario, the plots and report.html, marking each as written.
-func writeOutputs(out *outdir.Dir, plan *scenario.Plan, sum *summary.Summary, written *outputs) error {
+func writeOutputs(out *outdir.Dir, plan *scenario.Plan, sum *summary.Summary, written *interrupt.Outputs) error {
 	if err := emulator.WriteResults(out, plan, sum); err != nil {
 		return cli.Exit(fmt.Sprintf("writing results: %v", err), exitFailed)
 	}
-	written.written(outputNames[0])
+	written.Written(outputNames[0])
 	if _, err := report.Plot(out); err != nil {
 		return cli.Exit(fmt.Sprintf("drawing plots: %v", err), exitFailed)
 	}
-	written.written(outputNames[1])
+	written.Written(outputNames[1])
 	if err := report.HTML(out, versionString()); err != nil {
 		return cli.Exit(fmt.Sprintf("writing report.html: %v", err), exitFailed)
 	}
-	written.written(outputNames[2])
+	written.Written(outputNames[2])
 	return nil
 }
 
-// printTable writes the run's text tables, which package report draws
-// from the summary as summary.json has it.
-func printTable(w io.Writer, sum *summary.Summary) error {
-	b, err := json.Marshal(sum)
-	if err != nil {
-		return err
+// clockFlag is --clock of run and sweep.
+var clockFlag = &cli.StringFlag{
+	Name:  "clock",
+	Value: "real",
+	Usage: "real, or virtual: run a lab scenario (netstack hosts, no tun section) on a virtual clock, as fast as the CPU allows and the same from the same seed (docs/virtual-time.md)",
+}
+
+// checkClock checks --clock's value before the scenario is loaded with
+// it (planOptions), so that a wrong one is named as the flag's.
+func checkClock(c *cli.Context) error {
+	switch v := c.String("clock"); v {
+	case scenario.ClockReal, scenario.ClockVirtual:
+		return nil
+	default:
+		return cli.Exit(fmt.Sprintf("--clock: %q is not a clock (expected real or virtual)", v), exitBadUsage)
 	}
-	return report.PrintTable(w, b)
 }

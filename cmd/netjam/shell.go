@@ -2,27 +2,22 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
-	"io/fs"
-	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
-	"slices"
-	"strings"
 	"syscall"
-	"time"
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 
+	"github.com/netjam/netjam/confine"
 	"github.com/netjam/netjam/control"
 	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/internal/cliargs"
+	"github.com/netjam/netjam/internal/interrupt"
 	"github.com/netjam/netjam/outdir"
+	"github.com/netjam/netjam/report"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/summary"
 )
@@ -97,19 +92,18 @@ Examples:
 	}
 }
 
-// shellDuration is a shell run's duration when the scenario names none
-// that is longer: the run lasts as long as COMMAND, and the duration only
-// bounds the scenario's flows.
-const shellDuration = 24 * time.Hour
-
 func doShell(c *cli.Context) error {
-	files, command, err := shellArgs(c)
+	file, command, err := cliargs.ShellArgs(c.Args().Slice())
+	if err != nil {
+		return cli.Exit(err, exitBadUsage)
+	}
+	o, err := planOptions(c)
 	if err != nil {
 		return err
 	}
-	s, err := shellScenario(c, files)
+	s, err := emulator.ShellScenario(file, o, c.StringSlice("node"), c.String("variant"), c.String("out") != "")
 	if err != nil {
-		return err
+		return cli.Exit(err, exitBadUsage)
 	}
 	if err := checkShellCommand(c, command); err != nil {
 		return err
@@ -117,7 +111,7 @@ func doShell(c *cli.Context) error {
 	if err := checkOutputFlags(c); err != nil {
 		return err
 	}
-	sr := &shellRun{c: c, s: s, command: command, out: c.String("out"), status: -1}
+	sr := &shellRun{c: c, s: s, out: c.String("out")}
 	if sr.out != "" {
 		// Opened now, before COMMAND runs: whatever COMMAND does to the
 		// folder's path, the results go into this folder (package outdir).
@@ -126,177 +120,105 @@ func doShell(c *cli.Context) error {
 		}
 		defer sr.dir.Close()
 	}
-	log, closeLog, err := shellLogger(c, sr.dir)
+	var open func(string) (*os.File, error)
+	if sr.dir != nil {
+		open = sr.dir.Create // --out: netjam.log there, as run's
+	}
+	log, closeLog, err := commandLog(c, true, open)
 	if err != nil {
 		return err
 	}
 	defer closeLog()
-	sr.log = log
-	if err := sr.namespace(); err != nil {
+	sh, why, err := sr.namespace()
+	if err != nil {
 		return err
 	}
-	defer sr.sh.Close()
+	defer sh.Close()
 
 	// SIGTERM and SIGHUP go on to COMMAND, which then ends, and so does
 	// the run; so does SIGINT, the terminal's Ctrl-C, which only netjam
-	// gets (COMMAND leads a session of its own, see confine.go), rather
-	// than end netjam with the namespace in use.
+	// gets (COMMAND leads a session of its own, see package confine),
+	// rather than end netjam with the namespace in use.
 	sr.sigs = make(chan os.Signal, 4)
 	signal.Notify(sr.sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
 	defer signal.Stop(sr.sigs)
+	sr.cmd = emulator.ShellCommand{Args: command, Env: emulator.ShellEnv(s), AsRoot: c.Bool("as-root"),
+		Caps: c.StringSlice("cap"), Sigs: sr.sigs, Log: log, Status: -1}
 
 	// The output folder is the run's, as in netjam run: the scenario's
 	// captures go there.
 	opts := emulator.Options{Log: log.Named("emulator"), Version: versionString(), OutDir: sr.dir,
-		ConfineNode: confineNode(log, c.Bool("as-root"), c.StringSlice("cap"))}
-	sr.env = shellEnv(s)
+		ConfineNode: confine.Node(log, c.Bool("as-root"), c.StringSlice("cap"))}
 	if c.IsSet("control") {
-		closeControl, err := sr.control(&opts)
+		closeControl, err := sr.control(&opts, sh.Rootless())
 		if err != nil {
 			return err
 		}
 		defer closeControl()
 	}
-	if sr.sh.Rootless() {
-		log.Info("no root: the shell runs in a user namespace", zap.NamedError("reason", sr.why))
+	if sh.Rootless() {
+		log.Info("no root: the shell runs in a user namespace", zap.NamedError("reason", why))
 	}
-	sr.sh.Prepare(&opts, command, sr.env)
-	opts.Attached = sr.attached
+	sh.Prepare(&opts, &sr.cmd)
 	sum, runErr := emulator.Run(context.Background(), &scenario.Plan{Name: s.Name, Runs: []*scenario.Scenario{s}}, opts)
 	// When the run failed before the command started, a rootless
 	// shell's first process ends now.
-	sr.sh.Close()
+	sh.Close()
 	return sr.finish(sum, runErr)
-}
-
-// shellArgs splits the arguments into the scenario file (at most one)
-// and the command.
-func shellArgs(c *cli.Context) (files, command []string, err error) {
-	// The flag parser drops a "--" that directly follows the flags (no
-	// scenario file) and keeps one after the file.
-	args := c.Args().Slice()
-	dash := slices.Index(args, "--")
-	switch {
-	case dash >= 0:
-		files, command = args[:dash], args[dash+1:]
-	case len(args) > 0 && isScenarioFile(args[0]):
-		// netjam shell my.yaml, or netjam shell my.yaml ping 10.99.0.2:
-		// the file is the scenario, never the command.
-		files, command = args[:1], args[1:]
-	default:
-		command = args
-	}
-	if len(command) == 0 {
-		return nil, nil, cli.Exit("shell needs a command after --: netjam shell [SCENARIO.yaml] -- COMMAND [ARGS...]", exitBadUsage)
-	}
-	if len(files) > 1 {
-		return nil, nil, cli.Exit(fmt.Sprintf("shell takes at most one scenario file before --, got %d", len(files)), exitBadUsage)
-	}
-	return files, command, nil
 }
 
 // checkShellCommand checks --cap and finds the command before anything
 // is made, failing as a shell does.
 func checkShellCommand(c *cli.Context, command []string) error {
-	if _, err := parseCaps(c.StringSlice("cap")); err != nil {
+	if _, err := confine.ParseCaps(c.StringSlice("cap")); err != nil {
 		return cli.Exit(err, exitBadUsage)
 	}
 	if c.IsSet("cap") && !c.Bool("as-root") {
 		return cli.Exit("--cap: only with --as-root (a command run as the invoking user has no capability)", exitBadUsage)
 	}
 	if _, err := exec.LookPath(command[0]); err != nil {
-		return commandError(command[0], err)
+		return confine.StartError(command[0], err)
 	}
 	return nil
-}
-
-// shellLogger is the shell's logger: warnings on the terminal unless
-// told (COMMAND owns it), and with --out (out, else nil) a netjam.log in
-// the folder, which holds what run's does (at the level asked for, or
-// info). closeLog flushes it and closes the file.
-func shellLogger(c *cli.Context, out *outdir.Dir) (log *zap.Logger, closeLog func(), err error) {
-	level := c.String("log-level")
-	if !c.IsSet("log-level") {
-		level = "warn" // COMMAND owns the terminal
-	}
-	var logFile *os.File
-	if out != nil {
-		if logFile, err = out.Create("netjam.log"); err != nil {
-			return nil, nil, cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
-		}
-	}
-	var w io.Writer
-	if logFile != nil {
-		w = logFile
-	}
-	log, err = newLogger(level, c.String("log-format"), c.App.ErrWriter, w)
-	if err != nil {
-		if logFile != nil {
-			logFile.Close()
-		}
-		return nil, nil, cli.Exit(err, exitBadUsage)
-	}
-	return log, func() {
-		log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
-		if logFile != nil {
-			logFile.Close()
-		}
-	}, nil
 }
 
 // shellRun is one netjam shell: its scenario and command, and what it
 // makes on the way.
 type shellRun struct {
-	c       *cli.Context
-	s       *scenario.Scenario
-	command []string
-	env     []string    // added to COMMAND's environment
-	out     string      // --out, or ""
-	dir     *outdir.Dir // the folder of --out, opened before COMMAND runs; nil without
-	log     *zap.Logger
-	sigs    chan os.Signal
-	sh      *emulator.Shell
-	why     error // why the shell is rootless
-	status  int   // COMMAND's exit status; -1 until it has ended
+	c    *cli.Context
+	s    *scenario.Scenario
+	cmd  emulator.ShellCommand
+	out  string      // --out, or ""
+	dir  *outdir.Dir // the folder of --out, opened before COMMAND runs; nil without
+	sigs chan os.Signal
 }
 
 // namespace makes the shell's namespace (with root, one of netjam's
 // making; without, a rootless shell where the system allows user
-// namespaces) and routes everything of the device's families into it.
-func (sr *shellRun) namespace() error {
-	sh, why, err := emulator.NewShell()
+// namespaces, why saying what it lacked) and routes everything of the
+// device's families into it.
+func (sr *shellRun) namespace() (sh *emulator.Shell, why, err error) {
+	sh, why, err = emulator.NewShell()
 	switch {
 	case err != nil:
-		return failure(err)
+		return nil, nil, failure(err)
 	case sh.Rootless() && (sr.c.Bool("as-root") || sr.c.IsSet("cap")):
-		return cli.Exit("--as-root and --cap: only for a shell run as root (a rootless shell's command is root of its own user namespace, with no power outside it)", exitBadUsage)
+		return nil, nil, cli.Exit("--as-root and --cap: only for a shell run as root (a rootless shell's command is root of its own user namespace, with no power outside it)", exitBadUsage)
 	case sh.Rootless() && sr.s.KernelFlows():
-		return cli.Exit("kernel flows in netjam shell need root: their sockets would live in the command's user namespace, which netjam cannot enter", exitBadUsage)
+		return nil, nil, cli.Exit("kernel flows in netjam shell need root: their sockets would live in the command's user namespace, which netjam cannot enter", exitBadUsage)
 	}
-	sr.sh, sr.why = sh, why
-	sr.s.TUN.Device.Netns = sh.Netns()
-	for _, a := range sr.s.TUN.Device.Addrs {
-		def := netip.MustParsePrefix("0.0.0.0/0")
-		if a.Addr().Is6() {
-			def = netip.MustParsePrefix("::/0")
-		}
-		sr.s.TUN.Device.Routes = append(sr.s.TUN.Device.Routes, def)
-	}
-	return nil
+	sh.Route(sr.s)
+	return sh, why, nil
 }
 
 // control serves the control API while COMMAND runs (--control), and
 // tells COMMAND where it is, and its token. Under sudo, COMMAND runs as
 // the invoking user: its unix socket is theirs, made so from the start
 // (control/socket.go), and so is the token's file.
-func (sr *shellRun) control(opts *emulator.Options) (closeControl func(), err error) {
+func (sr *shellRun) control(opts *emulator.Options, rootless bool) (closeControl func(), err error) {
 	addr := sr.c.String("control")
 	if addr == "unix" || addr == "unix:" || addr == "" {
-		dir := sr.out
-		if dir == "" {
-			dir = os.TempDir()
-		}
-		addr = "unix:" + filepath.Join(dir, fmt.Sprintf("netjam-%d.sock", os.Getpid()))
+		addr = control.ShellSocket(sr.out)
 	}
 	// The API's stop ends the run as SIGTERM would: COMMAND gets it.
 	stop := func() {
@@ -306,76 +228,26 @@ func (sr *shellRun) control(opts *emulator.Options) (closeControl func(), err er
 		}
 	}
 	var owner *control.Owner
-	if !sr.sh.Rootless() && !sr.c.Bool("as-root") {
+	if !rootless && !sr.c.Bool("as-root") {
 		if owner, err = sudoOwner(); err != nil {
 			return nil, err
 		}
 	}
-	ep, err := serveControl(sr.c, addr, stop, owner)
+	o := endpointOptions(sr.c, stop, owner, sr.dir)
+	o.API, o.Quiet = addr, true
+	srv, api, end, err := control.Start(o)
 	if err != nil {
-		return nil, err
+		return nil, controlError(err)
 	}
-	remove := func() {}
-	if ep.made {
-		where := ""
-		if sr.dir != nil {
-			path, rm, err := writeTokenFile(sr.dir, ep.token)
-			if err != nil {
-				ep.srv.Close()
-				return nil, err
-			}
-			remove, where = rm, " (its token in "+path+")"
-		}
-		fmt.Fprintf(sr.c.App.ErrWriter, "netjam: control API at %s%s\nnetjam: dashboard at %s\n", ep.addr(), where, ep.dashboard())
-	}
-	opts.Live = attach(ep.srv)
-	sr.env = append(sr.env, controlEnv+"="+ep.addr())
-	if ep.token != "" {
-		sr.env = append(sr.env, controlTokenEnv+"="+ep.token)
+	opts.Live = attach(srv)
+	sr.cmd.Env = append(sr.cmd.Env, control.EndpointEnv+"="+api.Where())
+	if api.Token != "" {
+		sr.cmd.Env = append(sr.cmd.Env, control.TokenEnv+"="+api.Token)
 	}
 	return func() {
-		ep.srv.Close()
-		remove()
+		srv.Close()
+		end()
 	}, nil
-}
-
-// attached starts COMMAND once the path is up and waits for it.
-func (sr *shellRun) attached(ctx context.Context) error {
-	// The terminal's other signals, caught before COMMAND may send any.
-	term := make(chan os.Signal, 4)
-	signal.Notify(term, terminalSignals...)
-	defer signal.Stop(term)
-	cmd, err := sr.start(emulator.NodesEtc(ctx))
-	if err != nil {
-		return err
-	}
-	sr.status = waitCommand(cmd, sr.sigs, term, sr.log)
-	return nil
-}
-
-// start starts COMMAND: the namespaces' first process becoming it in a
-// rootless shell, or a process of netjam's, confined, in the namespace.
-func (sr *shellRun) start(etc string) (*exec.Cmd, error) {
-	command := sr.command
-	if sr.sh.Rootless() {
-		cmd, err := sr.sh.Start(nil, etc)
-		if err != nil {
-			return nil, fmt.Errorf("starting %s: %w", command[0], err)
-		}
-		return cmd, nil
-	}
-	cmd := exec.Command(command[0], command[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), sr.env...)
-	who, err := confine(cmd, sr.c.Bool("as-root"), sr.c.StringSlice("cap"), os.Getenv)
-	if err != nil {
-		return nil, err
-	}
-	sr.log.Info("the command runs as "+who, zap.Strings("command", command))
-	if _, err := sr.sh.Start(cmd, etc); err != nil {
-		return nil, commandError(command[0], err)
-	}
-	return cmd, nil
 }
 
 // finish writes the outputs (--out) and the table once COMMAND has
@@ -385,8 +257,8 @@ func (sr *shellRun) finish(sum *summary.Summary, runErr error) error {
 	if sr.dir != nil && sum != nil {
 		// COMMAND has ended: Ctrl-C is netjam's again, and ends it at
 		// once while it writes.
-		written := newOutputs(sr.out, outputNames...)
-		stop := exitOnSignal(sr.sigs, c.App.ErrWriter, written, os.Exit)
+		written := interrupt.NewOutputs(sr.out, outputNames...)
+		stop := interrupt.ExitOnSignal(sr.sigs, c.App.ErrWriter, written, os.Exit)
 		err := writeOutputs(sr.dir, &scenario.Plan{Name: sr.s.Name, Runs: []*scenario.Scenario{sr.s}}, sum, written)
 		stop()
 		if err != nil {
@@ -394,7 +266,7 @@ func (sr *shellRun) finish(sum *summary.Summary, runErr error) error {
 		}
 	}
 	if !c.Bool("quiet") && sum != nil && len(sum.Runs) > 0 && sum.Runs[0].Skipped == "" {
-		printTable(c.App.ErrWriter, sum)
+		report.PrintSummary(c.App.ErrWriter, sum)
 	}
 	if runErr != nil {
 		var ec cli.ExitCoder
@@ -403,209 +275,8 @@ func (sr *shellRun) finish(sum *summary.Summary, runErr error) error {
 		}
 		return failure(runErr)
 	}
-	if sr.status != 0 {
-		return cli.Exit("", sr.status)
+	if sr.cmd.Status != 0 {
+		return cli.Exit("", sr.cmd.Status)
 	}
 	return nil
-}
-
-// shellScenario loads the one run a shell runs: the file's (or an empty
-// scenario's), with a tun section.
-func shellScenario(c *cli.Context, files []string) (*scenario.Scenario, error) {
-	o, err := planOptions(c)
-	if err != nil {
-		return nil, err
-	}
-	load := func(o scenario.Options) (*scenario.Plan, error) {
-		if len(files) == 0 {
-			return scenario.Parse("shell", []byte(fmt.Sprintf("duration: %s\n", shellDuration)), o)
-		}
-		return scenario.Load(files[0], o)
-	}
-	plan, err := load(o)
-	if err != nil {
-		return nil, cli.Exit(err, exitBadUsage)
-	}
-	if plan.Runs[0].TUN == nil {
-		// Defaults for the device, under what the user set.
-		o.Sets = append([]string{"tun={}"}, o.Sets...)
-		if plan, err = load(o); err != nil {
-			return nil, cli.Exit(err, exitBadUsage)
-		}
-	}
-	if c.IsSet("node") {
-		set, err := nodeSet(c.StringSlice("node"), plan.Runs[0].Nodes)
-		if err != nil {
-			return nil, cli.Exit(err, exitBadUsage)
-		}
-		o.Sets = append(o.Sets, set)
-		if plan, err = load(o); err != nil {
-			return nil, cli.Exit(err, exitBadUsage)
-		}
-	}
-	if err := emulator.CheckExpectations(plan); err != nil {
-		return nil, cli.Exit(err, exitBadUsage)
-	}
-	var s *scenario.Scenario
-	variant := c.String("variant")
-	var names []string
-	for _, r := range plan.Runs {
-		names = append(names, r.Variant)
-		if r.Variant == variant {
-			s = r
-		}
-	}
-	switch {
-	case s != nil:
-	case variant == "" && len(plan.Runs) > 1:
-		return nil, cli.Exit(fmt.Sprintf("%s has variants; choose one with --variant (%s)", plan.Path, strings.Join(names, ", ")), exitBadUsage)
-	default:
-		return nil, cli.Exit(fmt.Sprintf("--variant: %s has no variant %q (it has: %s)", plan.Path, variant, strings.Join(names, ", ")), exitBadUsage)
-	}
-	if s.TUN.Device.Netns != "" {
-		return nil, cli.Exit(fmt.Sprintf("%s: tun.netns: a shell makes its own namespace; remove tun.netns", plan.Path), exitBadUsage)
-	}
-	// Said before anything is made, not when the run opens its files.
-	if s.Capture != nil && len(s.Capture.Points) > 0 && c.String("out") == "" {
-		return nil, cli.Exit(fmt.Sprintf("%s: capture: netjam shell writes the capture into --out DIR; give one", plan.Path), exitBadUsage)
-	}
-	return s, nil
-}
-
-// waitCommand waits for cmd to end and returns its exit status. cmd leads
-// a session of its own, so the terminal's signals reach netjam, in its
-// foreground process group, and not cmd: netjam passes them on to cmd's
-// process group as the terminal would have: SIGINT and SIGHUP from sigs,
-// SIGQUIT (Ctrl-\) and SIGWINCH (the window's size changed) from term.
-// SIGTERM from sigs goes to cmd alone. After SIGTERM or SIGHUP cmd is killed if it is
-// still there 10 s later. SIGTSTP (Ctrl-Z) is caught and dropped: it
-// would stop netjam and leave cmd running, out of the user's shell's job
-// control.
-func waitCommand(cmd *exec.Cmd, sigs, term <-chan os.Signal, log *zap.Logger) int {
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	toGroup := func(sig os.Signal) {
-		// The session's leader leads its first process group too; the
-		// group is gone only once all of it has ended.
-		signalGroup(cmd.Process.Pid, sig)
-	}
-	var killTimer <-chan time.Time
-	for {
-		select {
-		case err := <-waited:
-			return exitStatus(cmd, err)
-		case sig := <-term:
-			if !isStop(sig) {
-				toGroup(sig)
-			}
-		case sig := <-sigs:
-			log.Info("passing a signal on to the command", zap.Stringer("signal", sig))
-			if sig == syscall.SIGTERM {
-				cmd.Process.Signal(sig)
-			} else {
-				toGroup(sig)
-			}
-			if sig != syscall.SIGINT && killTimer == nil {
-				killTimer = time.After(10 * time.Second)
-			}
-		case <-killTimer:
-			log.Warn("the command did not end 10 s after the signal: killing it")
-			cmd.Process.Kill()
-		}
-	}
-}
-
-// shellEnv tells COMMAND where the path leads.
-func shellEnv(s *scenario.Scenario) []string {
-	env := []string{"NETJAM_DEVICE=" + s.TUN.Device.Name}
-	for _, p := range s.TUN.Peer {
-		if p.Is4() {
-			env = append(env, "NETJAM_PEER="+p.String())
-		} else {
-			env = append(env, "NETJAM_PEER6="+p.String())
-		}
-	}
-	return env
-}
-
-// exitStatus is a finished command's exit status as a shell reports it.
-func exitStatus(cmd *exec.Cmd, err error) int {
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		return exitFailed
-	}
-	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return cmd.ProcessState.ExitCode()
-}
-
-// Exit statuses of a command that could not be started, as POSIX shells
-// give them.
-const (
-	exitCannotRun = 126 // found, but not executable
-	exitNotFound  = 127
-)
-
-// commandError is the error for a command that could not be started:
-// exit status 127 when it does not exist, 126 when it cannot be run.
-func commandError(name string, err error) error {
-	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-		return cli.Exit(fmt.Sprintf("shell: %s: command not found", name), exitNotFound)
-	}
-	if cause := errors.Unwrap(err); cause != nil {
-		err = cause // "permission denied", without exec's own wording around it
-	}
-	return cli.Exit(fmt.Sprintf("shell: %s: cannot run: %v", name, err), exitCannotRun)
-}
-
-// exitCodeOf is 2 for a missing privilege, 1 for any other failure.
-func exitCodeOf(err error) int {
-	if emulator.IsPrivilege(err) {
-		return exitBadUsage
-	}
-	return exitFailed
-}
-
-// nodeSet turns the shell's --node NAME=CMD flags into a --set of the
-// scenario's nodes: those of the file (have), a flag's CMD replacing the
-// run of the node it names, then the flags' new nodes, in order. The
-// scenario checks the result as it checks a file's nodes.
-func nodeSet(flags []string, have []scenario.Node) (string, error) {
-	type node struct {
-		Name string            `json:"name"`
-		Run  string            `json:"run,omitempty"`
-		Env  map[string]string `json:"env,omitempty"`
-		Dir  string            `json:"dir,omitempty"`
-	}
-	var nodes []node
-	for _, n := range have {
-		nd := node{Name: n.Name, Run: n.Run, Dir: n.Dir}
-		for _, kv := range n.Env {
-			k, v, _ := strings.Cut(kv, "=")
-			if nd.Env == nil {
-				nd.Env = map[string]string{}
-			}
-			nd.Env[k] = v
-		}
-		nodes = append(nodes, nd)
-	}
-	for _, f := range flags {
-		name, run, ok := strings.Cut(f, "=")
-		if !ok || name == "" || strings.TrimSpace(run) == "" {
-			return "", fmt.Errorf("--node %q: expected NAME=COMMAND, like --node server='iperf3 -s'", f)
-		}
-		i := slices.IndexFunc(nodes, func(n node) bool { return strings.EqualFold(n.Name, name) })
-		if i < 0 {
-			nodes = append(nodes, node{Name: name})
-			i = len(nodes) - 1
-		}
-		nodes[i].Run = run
-	}
-	b, err := json.Marshal(nodes)
-	if err != nil {
-		return "", err
-	}
-	return "nodes=" + string(b), nil
 }

@@ -11,12 +11,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
-	"golang.org/x/term"
 
 	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/internal/progress"
 	"github.com/netjam/netjam/outdir"
 	"github.com/netjam/netjam/report"
 	"github.com/netjam/netjam/scenario"
@@ -106,7 +105,7 @@ func doSweep(c *cli.Context) error {
 	if err := sweep.WritePlan(dir, sp); err != nil {
 		return cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
 	}
-	log, closeLog, err := sweepLogger(c, dir)
+	log, closeLog, err := commandLog(c, true, dir.Append) // netjam.log added to, for a sweep run again
 	if err != nil {
 		return err
 	}
@@ -125,7 +124,7 @@ func doSweep(c *cli.Context) error {
 		fmt.Fprintf(c.App.Writer, ", %d done before, %d to run, into %s\n", len(mine)-len(todo), len(todo), out)
 	}
 	ended, finishBar := sweepProgress(c, len(todo))
-	rn := &sweep.Runner{Plan: plan, Out: dir, Log: log, Parallel: c.Int("parallel"), RunOne: runSweepPoint(c), Ended: ended}
+	rn := &sweep.Runner{Plan: plan, Out: dir, Log: log, Parallel: c.Int("parallel"), RunOne: emulator.SweepRun(versionString(), plotSweepPoint(c)), Ended: ended}
 	res := rn.RunAll(ctx, todo)
 	finishBar()
 	return sweepExit(c, ctx, res, len(mine)-len(todo), len(mine), out)
@@ -197,27 +196,6 @@ func sweepArgs(c *cli.Context) []string {
 	return args
 }
 
-// sweepLogger logs into out's netjam.log (added to, for a sweep run
-// again), and on the console only warnings and errors unless --log-level
-// says otherwise: a sweep's console shows its progress. close flushes and
-// closes the file.
-func sweepLogger(c *cli.Context, out *outdir.Dir) (log *zap.Logger, close func(), err error) {
-	logFile, err := out.Append("netjam.log")
-	if err != nil {
-		return nil, nil, cli.Exit(fmt.Sprintf("output folder: %v", err), exitFailed)
-	}
-	level := c.String("log-level")
-	if !c.IsSet("log-level") {
-		level = "warn"
-	}
-	log, err = newLogger(level, c.String("log-format"), c.App.ErrWriter, logFile)
-	if err != nil {
-		logFile.Close()
-		return nil, nil, cli.Exit(err, exitBadUsage)
-	}
-	return log, func() { log.Sync(); logFile.Close() }, nil
-}
-
 // sweepProgress shows the sweep's progress over n runs: on a terminal a
 // progress bar with its estimated end, elsewhere a line per run that
 // ended, nothing with --quiet. finish ends the bar.
@@ -225,43 +203,22 @@ func sweepProgress(c *cli.Context, n int) (ended func(int, sweep.Run, time.Durat
 	if c.Bool("quiet") {
 		return nil, func() {}
 	}
-	if f, ok := c.App.ErrWriter.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		bar := progressbar.NewOptions(n, progressbar.OptionSetWriter(f), progressbar.OptionSetDescription("sweep"),
-			progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionShowElapsedTimeOnFinish(),
-			progressbar.OptionSetWidth(30))
-		return func(int, sweep.Run, time.Duration, error) { bar.Add(1) }, func() { bar.Finish() }
+	if f, ok := progress.Terminal(c.App.ErrWriter); ok {
+		return progress.Sweep(f, n)
 	}
-	return func(ended int, r sweep.Run, took time.Duration, err error) {
-		what := "done"
-		if err != nil {
-			what = "failed"
-		}
-		fmt.Fprintf(c.App.Writer, "[%d/%d] %s: %s in %.1f s\n", ended, n, r.ID, what, took.Seconds())
-	}, func() {}
+	return progress.SweepLines(c.App.Writer, n), func() {}
 }
 
-// runSweepPoint is how netjam sweep runs one run: the emulator, its
-// results, and with --plots its plots and report.html.
-func runSweepPoint(c *cli.Context) sweep.RunFunc {
-	return func(ctx context.Context, one *scenario.Plan, dir *outdir.Dir, log *zap.Logger) ([]string, error) {
-		sum, runErr := emulator.Run(ctx, one, emulator.Options{Log: log.Named("emulator"), Version: versionString(), OutDir: dir})
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+// plotSweepPoint is what netjam sweep --plots does after each run: its
+// plots and report.html; nil without.
+func plotSweepPoint(c *cli.Context) func(*outdir.Dir) error {
+	if !c.Bool("plots") {
+		return nil
+	}
+	return func(dir *outdir.Dir) error {
+		if _, err := report.Plot(dir); err != nil {
+			return err
 		}
-		if err := emulator.WriteResults(dir, one, sum); err != nil {
-			return nil, err
-		}
-		if c.Bool("plots") {
-			if _, err := report.Plot(dir); err != nil {
-				return nil, err
-			}
-			if err := report.HTML(dir, versionString()); err != nil {
-				return nil, err
-			}
-		}
-		if runErr != nil {
-			return nil, runErr
-		}
-		return emulator.ExpectationFailures(sum), nil
+		return report.HTML(dir, versionString())
 	}
 }

@@ -28,6 +28,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/netjam/netjam/confine"
 	"github.com/netjam/netjam/emulator"
 	"github.com/netjam/netjam/internal/testenv"
 )
@@ -204,7 +205,7 @@ func TestShellConfinesTheCommand(t *testing.T) {
 	cmd.Env = append(append(slices.Clone(noSudo), beNetjam+"=1"), "SUDO_UID=65534", "SUDO_GID=65534")
 	var errOut strings.Builder
 	cmd.Stderr = &errOut
-	if out, _ := cmd.Output(); cmd.ProcessState.ExitCode() != exitCannotRun || len(out) > 0 ||
+	if out, _ := cmd.Output(); cmd.ProcessState.ExitCode() != confine.ExitCannotRun || len(out) > 0 ||
 		!strings.HasSuffix(errOut.String(), "netjam: shell: "+private+": cannot run: permission denied\n") {
 		t.Errorf("a program the user may not run: exit %d, output %q, stderr %q; want 126, cannot run", cmd.ProcessState.ExitCode(), out, errOut.String())
 	}

@@ -6,7 +6,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/netjam/netjam/emulator"
-	"github.com/netjam/netjam/scenario"
 )
 
 func validateCommand() *cli.Command {
@@ -30,38 +29,25 @@ Examples:
 			}
 			bad := 0
 			for _, path := range c.Args().Slice() {
-				plan, err := scenario.Load(path, scenario.Options{Sets: c.StringSlice("set")})
-				if err == nil {
-					err = plan.CheckSweep()
-				}
-				if err == nil {
-					err = emulator.CheckExpectations(plan)
-				}
+				ok, warnings, err := emulator.Validate(path, c.StringSlice("set"))
 				if err != nil {
 					bad++
 					fmt.Fprintln(c.App.ErrWriter, err)
 					continue
 				}
-				for _, w := range plan.Warnings {
+				for _, w := range warnings {
 					fmt.Fprintf(c.App.ErrWriter, "%s: warning: %s\n", path, w)
 				}
-				sweep := ""
-				if n, _ := plan.SweepRuns(); plan.Sweep != nil {
-					sweep = fmt.Sprintf("; a sweep of %d %s", n, plural(n, "run")) // CheckSweep counted them
-				}
-				fmt.Fprintf(c.App.Writer, "%s: ok (%s, %d %s%s)\n", path, plan.Name, len(plan.Runs), plural(len(plan.Runs), "run"), sweep)
+				fmt.Fprintf(c.App.Writer, "%s: %s\n", path, ok)
 			}
 			if bad > 0 {
-				return cli.Exit(fmt.Sprintf("%d of %d %s invalid", bad, c.NArg(), plural(c.NArg(), "file")), exitBadUsage)
+				files := "files"
+				if c.NArg() == 1 {
+					files = "file"
+				}
+				return cli.Exit(fmt.Sprintf("%d of %d %s invalid", bad, c.NArg(), files), exitBadUsage)
 			}
 			return nil
 		},
 	}
-}
-
-func plural(n int, s string) string {
-	if n == 1 {
-		return s
-	}
-	return s + "s"
 }

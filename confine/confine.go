@@ -1,9 +1,16 @@
-package main
+// Package confine runs the commands netjam starts as root (netjam shell's
+// command, a node's) with as little of root as asked, each leading a
+// session of its own, and waits for such a command, passing the
+// terminal's signals on to it. It exists so that "the only way out is
+// the path" holds against the command: what the command line asks for
+// (--as-root, --cap, the user who ran sudo) is turned here into the
+// arguments of netjam started again as Arg, which drops the privileges
+// and execs the command (Main).
+package confine
 
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"os/user"
@@ -11,10 +18,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
-
-	"github.com/netjam/netjam/outdir"
 )
 
 // A shell run as root hands its command as little of root as it can:
@@ -46,7 +50,7 @@ import (
 // command that the user's cached credentials would let through. The
 // price is job control: the terminal's signals go to netjam, which
 // passes Ctrl-C, Ctrl-\, hangups and window size changes on to the
-// command's process group (waitCommand); Ctrl-Z suspends nothing, an
+// command's process group (Wait); Ctrl-Z suspends nothing, an
 // interactive shell run as the command says it has no job control, and
 // /dev/tty cannot be opened. Running the command under script(1) gives
 // it a terminal of its own with all of that (docs/security.md). A
@@ -57,14 +61,15 @@ import (
 // user namespace of its own, which has no power outside it; it runs with
 // no_new_privs (hostnet.RootlessInit).
 
-// confineArg is the hidden first argument of netjam started, as root, to
-// confine a root shell's command and exec it:
+// Arg is the hidden first argument of netjam started, as root, to
+// confine a root shell's command and exec it; main then calls Main with
+// the arguments after it and exits with its status:
 //
 //	netjam __netjam-confine CAPS USER -- COMMAND [ARGS...]
 //
 // CAPS is a comma-separated list of the capabilities to keep (maybe
 // empty), USER "" to stay root or UID:GID[:GROUP,...] to become.
-const confineArg = "__netjam-confine"
+const Arg = "__netjam-confine"
 
 // capNames are Linux's capabilities by number (linux/capability.h).
 var capNames = []string{
@@ -76,9 +81,9 @@ var capNames = []string{
 	"checkpoint_restore",
 }
 
-// parseCaps turns --cap values (net_raw, CAP_NET_RAW, cap_net_raw; each
+// ParseCaps turns --cap values (net_raw, CAP_NET_RAW, cap_net_raw; each
 // value may hold a comma-separated list) into capability numbers.
-func parseCaps(values []string) ([]int, error) {
+func ParseCaps(values []string) ([]int, error) {
 	var caps []int
 	for _, v := range values {
 		for _, name := range strings.Split(v, ",") {
@@ -96,19 +101,20 @@ func parseCaps(values []string) ([]int, error) {
 	return caps, nil
 }
 
-// commandUser is who a shell's command runs as when not root.
-type commandUser struct {
-	uid, gid uint32
-	groups   []uint32
-	name     string
-	home     string
+// User is who a shell's command runs as when not root: the user who ran
+// sudo.
+type User struct {
+	UID, GID uint32
+	Groups   []uint32 // the supplementary groups, but GID
+	Name     string
+	Home     string
 }
 
-// String is the user as confineArg's USER: UID:GID, then :GROUP,... when
+// String is the user as Arg's USER: UID:GID, then :GROUP,... when
 // it has supplementary groups.
-func (u *commandUser) String() string {
-	s := fmt.Sprintf("%d:%d", u.uid, u.gid)
-	for i, g := range u.groups {
+func (u *User) String() string {
+	s := fmt.Sprintf("%d:%d", u.UID, u.GID)
+	for i, g := range u.Groups {
 		sep := ","
 		if i == 0 {
 			sep = ":"
@@ -118,8 +124,8 @@ func (u *commandUser) String() string {
 	return s
 }
 
-// parseCommandUser reads confineArg's USER (see commandUser.String).
-func parseCommandUser(s string) (*commandUser, error) {
+// parseUser reads Arg's USER (see User.String).
+func parseUser(s string) (*User, error) {
 	parts := strings.Split(s, ":")
 	if len(parts) < 2 || len(parts) > 3 {
 		return nil, fmt.Errorf("%q is not UID:GID[:GROUP,...]", s)
@@ -131,12 +137,12 @@ func parseCommandUser(s string) (*commandUser, error) {
 		}
 		return uint32(n), nil
 	}
-	var u commandUser
+	var u User
 	var err error
-	if u.uid, err = id(parts[0]); err != nil {
+	if u.UID, err = id(parts[0]); err != nil {
 		return nil, err
 	}
-	if u.gid, err = id(parts[1]); err != nil {
+	if u.GID, err = id(parts[1]); err != nil {
 		return nil, err
 	}
 	if len(parts) == 3 {
@@ -145,17 +151,17 @@ func parseCommandUser(s string) (*commandUser, error) {
 			if err != nil {
 				return nil, err
 			}
-			u.groups = append(u.groups, n)
+			u.Groups = append(u.Groups, n)
 		}
 	}
 	return &u, nil
 }
 
-// invokingUser returns the user who ran netjam through sudo, from
+// InvokingUser returns the user who ran netjam through sudo, from
 // SUDO_UID and SUDO_GID, with the supplementary groups and home the
 // system's user database gives; nil when netjam is not root under sudo
 // for another user.
-func invokingUser(getenv func(string) string) (*commandUser, error) {
+func InvokingUser(getenv func(string) string) (*User, error) {
 	if os.Geteuid() != 0 || getenv("SUDO_UID") == "" {
 		return nil, nil
 	}
@@ -170,13 +176,13 @@ func invokingUser(getenv func(string) string) (*commandUser, error) {
 	if err != nil {
 		return nil, fmt.Errorf("SUDO_GID: %q is not a group id", getenv("SUDO_GID"))
 	}
-	u := &commandUser{uid: uint32(uid), gid: uint32(gid), name: getenv("SUDO_USER"), home: "/"}
+	u := &User{UID: uint32(uid), GID: uint32(gid), Name: getenv("SUDO_USER"), Home: "/"}
 	if pw, err := user.LookupId(strconv.FormatUint(uid, 10)); err == nil {
-		u.name, u.home = pw.Username, pw.HomeDir
+		u.Name, u.Home = pw.Username, pw.HomeDir
 		if ids, err := pw.GroupIds(); err == nil {
 			for _, id := range ids {
-				if g, err := strconv.ParseUint(id, 10, 32); err == nil && uint32(g) != u.gid {
-					u.groups = append(u.groups, uint32(g))
+				if g, err := strconv.ParseUint(id, 10, 32); err == nil && uint32(g) != u.GID {
+					u.Groups = append(u.Groups, uint32(g))
 				}
 			}
 		}
@@ -184,19 +190,21 @@ func invokingUser(getenv func(string) string) (*commandUser, error) {
 	return u, nil
 }
 
-// confine makes cmd, a root shell's command not started yet, run as little
-// of root as asked (see the top of this file). It returns a line saying
-// who the command runs as, for the log.
-func confine(cmd *exec.Cmd, asRoot bool, capValues []string, getenv func(string) string) (string, error) {
+// Command makes cmd, a root shell's command not started yet, run as
+// little of root as asked (see the top of this file): with asRoot as
+// root keeping the capabilities of capValues (--cap), else under sudo as
+// the invoking user (getenv's SUDO_UID). It returns a line saying who
+// the command runs as, for the log.
+func Command(cmd *exec.Cmd, asRoot bool, capValues []string, getenv func(string) string) (string, error) {
 	// A session of its own, whatever it runs as.
 	if err := ownSession(cmd); err != nil {
 		return "", err
 	}
 	var caps []int
-	var u *commandUser
+	var u *User
 	if asRoot {
 		var err error
-		if caps, err = parseCaps(capValues); err != nil {
+		if caps, err = ParseCaps(capValues); err != nil {
 			return "", err
 		}
 	} else {
@@ -204,7 +212,7 @@ func confine(cmd *exec.Cmd, asRoot bool, capValues []string, getenv func(string)
 			return "", errors.New("--cap: only with --as-root (a command run as the invoking user has no capability)")
 		}
 		var err error
-		if u, err = invokingUser(getenv); err != nil {
+		if u, err = InvokingUser(getenv); err != nil {
 			return "", err
 		}
 		if u == nil {
@@ -225,68 +233,25 @@ func confine(cmd *exec.Cmd, asRoot bool, capValues []string, getenv func(string)
 		env := slices.DeleteFunc(slices.Clone(cmd.Env), func(kv string) bool {
 			return strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "USER=") || strings.HasPrefix(kv, "LOGNAME=")
 		})
-		cmd.Env = append(env, "HOME="+u.home, "USER="+u.name, "LOGNAME="+u.name)
+		cmd.Env = append(env, "HOME="+u.Home, "USER="+u.Name, "LOGNAME="+u.Name)
 	}
-	cmd.Args = append([]string{exe, confineArg, strings.Join(names, ","), userArg, "--"}, cmd.Args...)
+	cmd.Args = append([]string{exe, Arg, strings.Join(names, ","), userArg, "--"}, cmd.Args...)
 	cmd.Path = exe
 	const rest = ", no_new_privs, own session"
 	switch {
 	case u != nil:
-		return fmt.Sprintf("user %s (uid %d, gid %d), no capability%s", u.name, u.uid, u.gid, rest), nil
+		return fmt.Sprintf("user %s (uid %d, gid %d), no capability%s", u.Name, u.UID, u.GID, rest), nil
 	case len(names) == 0:
 		return "root, no capability" + rest, nil
 	}
 	return "root, capabilities " + strings.Join(names, ", ") + " only" + rest, nil
 }
 
-// resultsOwner is the user netjam writes results for: under sudo, the
-// user who ran it, whose rights decide where netjam may write and who gets
-// what it makes (package outdir); nil otherwise. A run started again in a
-// user namespace of its own (rootless) is that user already.
-func resultsOwner() (*outdir.Owner, error) {
-	if os.Getenv(rootlessRunEnv) == "1" {
-		return nil, nil
-	}
-	u, err := invokingUser(os.Getenv)
-	if err != nil || u == nil {
-		return nil, err
-	}
-	o := &outdir.Owner{UID: int(u.uid), GID: int(u.gid)}
-	for _, g := range u.groups {
-		o.Groups = append(o.Groups, int(g))
-	}
-	return o, nil
-}
-
-// openOutput makes and opens the output folder path, for the user
-// resultsOwner names, and returns it with that user.
-func openOutput(path string) (*outdir.Dir, *outdir.Owner, error) {
-	owner, err := resultsOwner()
-	if err != nil {
-		return nil, nil, cli.Exit(err, exitBadUsage)
-	}
-	d, err := outdir.Make(path, owner)
-	if err != nil {
-		return nil, nil, outputError(err, owner)
-	}
-	return d, owner, nil
-}
-
-// outputError is the exit for an output folder that could not be opened,
-// saying, under sudo, whose rights were missing.
-func outputError(err error, owner *outdir.Owner) error {
-	msg := fmt.Sprintf("output folder: %v", err)
-	if owner != nil && errors.Is(err, fs.ErrPermission) {
-		msg += fmt.Sprintf(" (under sudo netjam writes as the user who ran it, uid %d: give a folder that user may write into)", owner.UID)
-	}
-	return cli.Exit(msg, exitFailed)
-}
-
-// confineNode returns the emulator's ConfineNode: a node's command runs
-// as a shell's does (confine), under sudo as the invoking user.
-func confineNode(log *zap.Logger, asRoot bool, caps []string) func(cmd *exec.Cmd) error {
+// Node returns the emulator's ConfineNode: a node's command runs as a
+// shell's does (Command), under sudo as the invoking user.
+func Node(log *zap.Logger, asRoot bool, caps []string) func(cmd *exec.Cmd) error {
 	return func(cmd *exec.Cmd) error {
-		who, err := confine(cmd, asRoot, caps, os.Getenv)
+		who, err := Command(cmd, asRoot, caps, os.Getenv)
 		if err == nil {
 			log.Info("a node's command runs as "+who, zap.Strings("command", cmd.Args))
 		}

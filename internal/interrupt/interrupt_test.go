@@ -1,4 +1,4 @@
-package main
+package interrupt
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ func TestWatchInterrupts(t *testing.T) {
 		sigs := make(chan os.Signal, 2)
 		var stderr bytes.Buffer
 		exited := make(chan int, 1)
-		out := newOutputs("/tmp/out", "summary.json", "the plots", "report.html")
+		out := NewOutputs("/tmp/out", "summary.json", "the plots", "report.html")
 		ctx, stop := watchInterrupts(context.Background(), sigs, &stderr, out, func(code int) { exited <- code }, func() {})
 		sigs <- c.sig
 		sigs <- c.sig // the same signal again at once: not a second one
@@ -32,7 +32,7 @@ func TestWatchInterrupts(t *testing.T) {
 		case <-time.After(sameSignal / 2):
 		}
 		time.Sleep(sameSignal)
-		out.written("summary.json")
+		out.Written("summary.json")
 		sigs <- c.sig
 		select {
 		case code := <-exited:
@@ -45,7 +45,7 @@ func TestWatchInterrupts(t *testing.T) {
 		stop()
 	}
 	// Stopped, the watch lets go: a stop without signals ends its goroutine.
-	_, stop := watchInterrupts(context.Background(), make(chan os.Signal), &bytes.Buffer{}, newOutputs("x"), func(int) { t.Error("exit") }, func() {})
+	_, stop := watchInterrupts(context.Background(), make(chan os.Signal), &bytes.Buffer{}, NewOutputs("x"), func(int) { t.Error("exit") }, func() {})
 	stop()
 	stop()
 }
@@ -56,7 +56,7 @@ func TestExitOnSignal(t *testing.T) {
 	sigs := make(chan os.Signal, 1)
 	var stderr bytes.Buffer
 	exited := make(chan int, 1)
-	stop := exitOnSignal(sigs, &stderr, newOutputs("/tmp/out", "summary.json"), func(code int) { exited <- code })
+	stop := ExitOnSignal(sigs, &stderr, NewOutputs("/tmp/out", "summary.json"), func(code int) { exited <- code })
 	sigs <- syscall.SIGINT
 	select {
 	case code := <-exited:
@@ -67,6 +67,6 @@ func TestExitOnSignal(t *testing.T) {
 		t.Fatal("no exit after the signal")
 	}
 	stop()
-	stop = exitOnSignal(make(chan os.Signal), &stderr, newOutputs("x"), func(int) { t.Error("exit") })
+	stop = ExitOnSignal(make(chan os.Signal), &stderr, NewOutputs("x"), func(int) { t.Error("exit") })
 	stop()
 }

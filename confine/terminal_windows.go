@@ -1,12 +1,12 @@
-package main
+package confine
 
 import "os"
 
 // A shell needs Linux: on Windows netjam shell fails at its namespace
 // before it starts a command, so these are never reached.
 
-// terminalSignals is empty: Windows has no terminal signals to pass on.
-var terminalSignals []os.Signal
+// TerminalSignals is empty: Windows has no terminal signals to pass on.
+var TerminalSignals []os.Signal
 
 // isStop reports false: Windows has no Ctrl-Z signal.
 func isStop(os.Signal) bool { return false }

@@ -1,4 +1,4 @@
-package main
+package confine
 
 import (
 	"errors"
@@ -9,12 +9,11 @@ import (
 	"slices"
 	"syscall"
 
-	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 )
 
 // The Linux half of confine.go: the command's own session, and netjam
-// started as confineArg dropping privileges and capabilities before it
+// started as Arg dropping privileges and capabilities before it
 // execs the command.
 
 // ownSession makes cmd lead a session of its own (setsid), with no
@@ -24,7 +23,7 @@ func ownSession(cmd *exec.Cmd) error {
 	return nil
 }
 
-// runConfined is netjam started as confineArg, as root: it sets
+// Main is netjam started as Arg, as root: it sets
 // no_new_privs, drops every capability but the listed ones from the
 // bounding set, empties the inheritable and ambient sets, becomes the
 // user if one is given, and execs the command. A root process's
@@ -36,25 +35,25 @@ func ownSession(cmd *exec.Cmd) error {
 // included. The bounding set is dropped before the uids change, since
 // that needs CAP_SETPCAP. It returns only on failure, with the exit
 // status a shell gives: 127 when the command is not found, 126 else.
-func runConfined(args []string) int {
+func Main(args []string) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(os.Stderr, "netjam: confining the command: "+format+"\n", a...)
-		return exitCannotRun
+		return ExitCannotRun
 	}
 	if len(args) < 4 || args[2] != "--" {
-		return fail("usage: %s CAPS USER -- COMMAND [ARGS...]", confineArg)
+		return fail("usage: %s CAPS USER -- COMMAND [ARGS...]", Arg)
 	}
 	var keep []int
 	if args[0] != "" {
 		var err error
-		if keep, err = parseCaps([]string{args[0]}); err != nil {
+		if keep, err = ParseCaps([]string{args[0]}); err != nil {
 			return fail("%v", err)
 		}
 	}
-	var u *commandUser
+	var u *User
 	if args[1] != "" {
 		var err error
-		if u, err = parseCommandUser(args[1]); err != nil {
+		if u, err = parseUser(args[1]); err != nil {
 			return fail("user: %v", err)
 		}
 	}
@@ -91,18 +90,18 @@ func runConfined(args []string) int {
 		return fail("clearing ambient capabilities: %v", err)
 	}
 	if u != nil {
-		groups := make([]int, len(u.groups))
-		for i, g := range u.groups {
+		groups := make([]int, len(u.Groups))
+		for i, g := range u.Groups {
 			groups[i] = int(g)
 		}
 		// Groups first: once the uids are the user's, they cannot change.
 		if err := unix.Setgroups(groups); err != nil {
 			return fail("setgroups: %v", err)
 		}
-		if err := unix.Setresgid(int(u.gid), int(u.gid), int(u.gid)); err != nil {
+		if err := unix.Setresgid(int(u.GID), int(u.GID), int(u.GID)); err != nil {
 			return fail("setresgid: %v", err)
 		}
-		if err := unix.Setresuid(int(u.uid), int(u.uid), int(u.uid)); err != nil {
+		if err := unix.Setresuid(int(u.UID), int(u.UID), int(u.UID)); err != nil {
 			return fail("setresuid: %v", err)
 		}
 	}
@@ -115,7 +114,7 @@ func runConfined(args []string) int {
 	if errors.As(err, &errno) {
 		err = os.NewSyscallError("exec", errno) // said as "permission denied", not LookPath's "stat PATH: ..."
 	}
-	ec := commandError(command[0], err).(cli.ExitCoder)
-	fmt.Fprintln(os.Stderr, "netjam:", ec.Error())
-	return ec.ExitCode()
+	se := StartError(command[0], err)
+	fmt.Fprintln(os.Stderr, "netjam:", se.Error())
+	return se.ExitCode()
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package confine
 
 import (
 	"os"
@@ -9,10 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// terminalSignals are the terminal's signals a shell passes on to its
+// TerminalSignals are the terminal's signals a shell passes on to its
 // command besides SIGINT and SIGHUP: SIGQUIT (Ctrl-\) and SIGWINCH, and
-// SIGTSTP (Ctrl-Z), which it drops (see waitCommand).
-var terminalSignals = []os.Signal{syscall.SIGQUIT, syscall.SIGWINCH, syscall.SIGTSTP}
+// SIGTSTP (Ctrl-Z), which it drops (see Wait).
+var TerminalSignals = []os.Signal{syscall.SIGQUIT, syscall.SIGWINCH, syscall.SIGTSTP}
 
 // isStop reports whether sig is the terminal's Ctrl-Z.
 func isStop(sig os.Signal) bool { return sig == syscall.SIGTSTP }

@@ -1,4 +1,9 @@
-package main
+// Package interrupt is how netjam ends on a signal: the first SIGINT or
+// SIGTERM stops a run, which then writes what it measured; a second, or
+// one once a shell's command has ended, ends netjam at once, saying which
+// of the run's outputs were not written and exiting as a shell reports a
+// process a signal ended (128+the signal's number).
+package interrupt
 
 import (
 	"context"
@@ -12,27 +17,29 @@ import (
 	"time"
 )
 
-// outputs tracks which of a run's outputs are still to be written, for
+// Outputs tracks which of a run's outputs are still to be written, for
 // the message of a second interrupt. Safe for concurrent use.
-type outputs struct {
+type Outputs struct {
 	mu      sync.Mutex
 	dir     string
 	pending []string
 }
 
-// newOutputs starts with every output of a run in dir pending.
-func newOutputs(dir string, names ...string) *outputs {
-	return &outputs{dir: dir, pending: names}
+// NewOutputs starts with every output of a run in dir pending.
+func NewOutputs(dir string, names ...string) *Outputs {
+	return &Outputs{dir: dir, pending: names}
 }
 
-// written marks names as written.
-func (o *outputs) written(names ...string) {
+// Written marks names as written.
+func (o *Outputs) Written(names ...string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.pending = removeAll(o.pending, names)
 }
 
-func (o *outputs) String() string {
+// String says what was not written to the folder, or that everything
+// was.
+func (o *Outputs) String() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if len(o.pending) == 0 {
@@ -41,6 +48,7 @@ func (o *outputs) String() string {
 	return "not written to " + o.dir + ": " + strings.Join(o.pending, ", ")
 }
 
+// removeAll returns from without any of names, in a new slice.
 func removeAll(from, names []string) []string {
 	out := from[:0:0]
 	for _, f := range from {
@@ -62,20 +70,20 @@ func removeAll(from, names []string) []string {
 // slower.
 const sameSignal = 100 * time.Millisecond
 
-// interruptible returns a context that ends at the first SIGINT or SIGTERM,
+// Watch returns a context that ends at the first SIGINT or SIGTERM,
 // so the run stops and writes what it measured. A second signal while
 // that goes on (writing plots and the report can take seconds) ends the
 // process at once, as a person pressing Ctrl-C twice means: it prints what
 // was not written and exits with 128+the signal's number (130 for
 // SIGINT), as a shell reports a process a signal ended. exit is os.Exit
 // but in tests. stop ends the watch.
-func interruptible(parent context.Context, stderr io.Writer, out fmt.Stringer, exit func(int)) (ctx context.Context, stop func()) {
+func Watch(parent context.Context, stderr io.Writer, out fmt.Stringer, exit func(int)) (ctx context.Context, stop func()) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	return watchInterrupts(parent, sigs, stderr, out, exit, func() { signal.Stop(sigs) })
 }
 
-// watchInterrupts is interruptible on a channel of signals.
+// watchInterrupts is Watch on a channel of signals.
 func watchInterrupts(parent context.Context, sigs <-chan os.Signal, stderr io.Writer, out fmt.Stringer, exit func(int), unwatch func()) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(parent)
 	done := make(chan struct{})
@@ -120,10 +128,10 @@ func watchInterrupts(parent context.Context, sigs <-chan os.Signal, stderr io.Wr
 	}
 }
 
-// exitOnSignal ends the process at once at the first signal from sigs,
+// ExitOnSignal ends the process at once at the first signal from sigs,
 // printing what out says was not written, with 128+the signal's number;
 // stop ends the watch. A shell uses it once its command has ended.
-func exitOnSignal(sigs <-chan os.Signal, stderr io.Writer, out fmt.Stringer, exit func(int)) (stop func()) {
+func ExitOnSignal(sigs <-chan os.Signal, stderr io.Writer, out fmt.Stringer, exit func(int)) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package main
+package confine
 
 import (
 	"fmt"
@@ -8,20 +8,20 @@ import (
 	"os/exec"
 	"runtime"
 
-	"github.com/netjam/netjam/emulator"
+	"github.com/netjam/netjam/hostnet"
 )
 
 // A shell needs Linux (network namespaces): on other systems netjam shell
 // fails at its namespace first, and these are never reached.
 
 // notLinux is the error of confining a shell's command here.
-var notLinux = &emulator.NotLinuxError{Op: "confining a shell's command", GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}
+var notLinux = &hostnet.NotLinuxError{Op: "confining a shell's command", GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}
 
-// ownSession returns a *emulator.NotLinuxError.
+// ownSession returns a *hostnet.NotLinuxError.
 func ownSession(*exec.Cmd) error { return notLinux }
 
-// runConfined reports that confining a command needs Linux.
-func runConfined([]string) int {
+// Main reports that confining a command needs Linux.
+func Main([]string) int {
 	fmt.Fprintln(os.Stderr, "netjam:", notLinux)
-	return exitCannotRun
+	return ExitCannotRun
 }
