@@ -15,6 +15,7 @@ import (
 
 	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/internal/testenv"
+	"github.com/netjam/netjam/summary"
 )
 
 // Tests of nodes over real TUN devices: the client's device in a
@@ -236,6 +237,44 @@ func pingRTTs(t *testing.T, out, label string) (minMs, avgMs float64) {
 	return minMs, avgMs
 }
 
+// rttWant is a ping summary's label in out and the round trip the path
+// gives it, in ms.
+type rttWant struct {
+	out, label string
+	want       float64
+}
+
+// checkFastest checks that the fastest of each ping is at least the path's
+// round trip (its delays are a floor a busy machine cannot lower) and at
+// most 5 ms more.
+func checkFastest(t *testing.T, ws []rttWant) {
+	t.Helper()
+	for _, w := range ws {
+		minMs, _ := pingRTTs(t, w.out, w.label)
+		if minMs < w.want || minMs > w.want+5 {
+			t.Errorf("%s: fastest RTT %.2f ms, want %.0f ms (at most 5 more)", w.label, minMs, w.want)
+		}
+	}
+}
+
+// runNodes runs scenario y with cmd (sh -c, the names resolving) in the
+// client's namespace ns, the nodes' output into nodeOut, until the
+// command has ended and done holds of the nodes' output (or the run
+// ends). It returns the run's summary, the command's output and the
+// run's error (the command's, when it failed).
+func runNodes(t *testing.T, ns *hostnet.Netns, y string, nodeOut *lockedBuffer, cmd string, done func(nodes string) bool) (*summary.Summary, string, error) {
+	var client string
+	sum, err := Run(context.Background(), mustPlan(t, y), Options{NodeOutput: nodeOut, Attached: func(ctx context.Context) error {
+		out, err := runWithHosts(ctx, ns, "sh", "-c", cmd)
+		client = out
+		for !done(nodeOut.String()) && ctx.Err() == nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+		return err
+	}})
+	return sum, client, err
+}
+
 // TestNodesStar runs three nodes, each behind a link of its own (5, 10
 // and 20 ms each way): ping between two nodes crosses both their links
 // (the hub on the client's side turns it round), ping from the client
@@ -257,16 +296,7 @@ nodes:
   - {name: b, link: lb, run: sleep 30}
   - {name: c, link: lc, run: sleep 30}
 `, ns.Path(), ping, pings)
-	var client string
-	_, err := Run(context.Background(), mustPlan(t, y), Options{NodeOutput: &nodeOut, Attached: func(ctx context.Context) error {
-		out, err := runWithHosts(ctx, ns, "sh", "-c", fmt.Sprintf("%s %s c | sed -n 's/^rtt/client-c: rtt/p'; getent hosts a b c", ping, pings))
-		client = out
-		// Until a's pings are done.
-		for !strings.Contains(nodeOut.String(), "a-c: rtt") && ctx.Err() == nil {
-			time.Sleep(100 * time.Millisecond)
-		}
-		return err
-	}})
+	_, client, err := runNodes(t, ns, y, &nodeOut, fmt.Sprintf("%s %s c | sed -n 's/^rtt/client-c: rtt/p'; getent hosts a b c", ping, pings), func(nodes string) bool { return strings.Contains(nodes, "a-c: rtt") })
 	if err != nil {
 		t.Fatalf("run: %v\nnodes' output:\n%s", err, nodeOut.String())
 	}
@@ -274,15 +304,7 @@ nodes:
 	t.Logf("client:\n%s\nnodes:\n%s", client, out)
 	// The path's delays are a floor a busy machine cannot lower; the
 	// fastest of five is near it.
-	for _, c := range []struct {
-		out, label string
-		want       float64
-	}{{out, "a-b", 30}, {out, "a-c", 50}, {client, "client-c", 40}} {
-		minMs, _ := pingRTTs(t, c.out, c.label)
-		if minMs < c.want || minMs > c.want+5 {
-			t.Errorf("%s: fastest RTT %.2f ms, want %.0f ms (at most 5 more)", c.label, minMs, c.want)
-		}
-	}
+	checkFastest(t, []rttWant{{out, "a-b", 30}, {out, "a-c", 50}, {client, "client-c", 40}})
 	if !strings.Contains(client, "10.99.0.2       a") || !strings.Contains(client, "10.99.0.3       b") || !strings.Contains(client, "10.99.0.4       c") {
 		t.Errorf("the client's names: %q", client)
 	}
@@ -326,30 +348,14 @@ nodes:
 timeline:
   - {at: 4s, partition: [[a], [b]]}
 `, ns.Path(), ping, pings, traceroute)
-	var client string
-	sum, err := Run(context.Background(), mustPlan(t, y), Options{NodeOutput: &nodeOut, Attached: func(ctx context.Context) error {
-		out, err := runWithHosts(ctx, ns, "sh", "-c", fmt.Sprintf("%s %s b | sed -n 's/^rtt/client-b: rtt/p'", ping, pings))
-		client = out
-		for !strings.Contains(nodeOut.String(), "a-b partitioned") && ctx.Err() == nil {
-			time.Sleep(100 * time.Millisecond)
-		}
-		return err
-	}})
+	sum, client, err := runNodes(t, ns, y, &nodeOut, fmt.Sprintf("%s %s b | sed -n 's/^rtt/client-b: rtt/p'", ping, pings), func(nodes string) bool { return strings.Contains(nodes, "a-b partitioned") })
 	if err != nil {
 		t.Fatalf("run: %v\nnodes' output:\n%s", err, nodeOut.String())
 	}
 	out := nodeOut.String()
 	r := sum.Runs[0]
 	t.Logf("client:\n%s\nnodes:\n%s\npartition drops %d", client, out, r.TUN.PartitionDrops)
-	for _, c := range []struct {
-		out, label string
-		want       float64
-	}{{out, "a-b", 4}, {out, "b-c", 10}, {out, "a-c", 50}, {client, "client-b", 20}} {
-		minMs, _ := pingRTTs(t, c.out, c.label)
-		if minMs < c.want || minMs > c.want+5 {
-			t.Errorf("%s: fastest RTT %.2f ms, want %.0f ms (at most 5 more)", c.label, minMs, c.want)
-		}
-	}
+	checkFastest(t, []rttWant{{out, "a-b", 4}, {out, "b-c", 10}, {out, "a-c", 50}, {client, "client-b", 20}})
 	if !regexp.MustCompile(`(?s)a-b trace:  1  10\.99\.0\.248 .*a-b trace:  2  10\.99\.0\.3 `).MatchString(out) {
 		t.Errorf("traceroute from a to b: want the router before ab's uplink, then b")
 	}
@@ -382,15 +388,7 @@ nodes:
 timeline:
   - {at: 1s, for: 2s, partition: [[a], [b, c]]}
 `, ns.Path(), ping, pings)
-	var client string
-	sum, err := Run(context.Background(), mustPlan(t, y), Options{NodeOutput: &nodeOut, Attached: func(ctx context.Context) error {
-		out, err := runWithHosts(ctx, ns, "sh", "-c", fmt.Sprintf("%s %s a | grep transmitted", ping, pings))
-		client = out
-		for strings.Count(nodeOut.String(), "received") < 2 && ctx.Err() == nil {
-			time.Sleep(100 * time.Millisecond)
-		}
-		return err
-	}})
+	sum, client, err := runNodes(t, ns, y, &nodeOut, fmt.Sprintf("%s %s a | grep transmitted", ping, pings), func(nodes string) bool { return strings.Count(nodes, "received") >= 2 })
 	if err != nil {
 		t.Fatalf("run: %v\nnodes' output:\n%s", err, nodeOut.String())
 	}
@@ -443,15 +441,7 @@ nodes:
   - {name: a, link: la, run: "%s -n -q 1 -w 1 b"}
   - {name: b, link: lb, run: sleep 30}
 `, ns.Path(), traceroute)
-	var client string
-	sum, err := Run(context.Background(), mustPlan(t, y), Options{NodeOutput: &nodeOut, Attached: func(ctx context.Context) error {
-		out, err := runWithHosts(ctx, ns, "sh", "-c", ping+" -n -c 1 -M do -s 1472 -W 2 a; tracepath -n a")
-		client = out
-		for !strings.Contains(nodeOut.String(), " 10.99.0.3 ") && ctx.Err() == nil {
-			time.Sleep(100 * time.Millisecond)
-		}
-		return err
-	}})
+	sum, client, err := runNodes(t, ns, y, &nodeOut, ping+" -n -c 1 -M do -s 1472 -W 2 a; tracepath -n a", func(nodes string) bool { return strings.Contains(nodes, " 10.99.0.3 ") })
 	// ping exits 1 when no reply came: the run's error is the client's.
 	if err != nil && !strings.Contains(err.Error(), "exit status 1") {
 		t.Fatalf("run: %v", err)
@@ -490,15 +480,7 @@ tun: {netns: %s}
 nodes:
   - {name: a, run: "sleep 0.5; %s -n -q 1 -w 2 client | sed 's/^/a trace: /'"}
 `, ns.Path(), traceroute)
-	var client string
-	_, err := Run(context.Background(), mustPlan(t, y), Options{NodeOutput: &nodeOut, Attached: func(ctx context.Context) error {
-		out, err := runWithHosts(ctx, ns, "sh", "-c", ping+" -n -c 1 -M do -s 1472 -W 2 a; "+traceroute+" -n -q 1 -w 2 a")
-		client = out
-		for !strings.Contains(nodeOut.String(), " 10.99.0.1 ") && ctx.Err() == nil {
-			time.Sleep(100 * time.Millisecond)
-		}
-		return err
-	}})
+	_, client, err := runNodes(t, ns, y, &nodeOut, ping+" -n -c 1 -M do -s 1472 -W 2 a; "+traceroute+" -n -q 1 -w 2 a", func(nodes string) bool { return strings.Contains(nodes, " 10.99.0.1 ") })
 	if err != nil && !strings.Contains(err.Error(), "exit status 1") {
 		t.Fatalf("run: %v", err)
 	}
