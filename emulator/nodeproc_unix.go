@@ -3,7 +3,6 @@
 package emulator
 
 import (
-	"os"
 	"os/exec"
 	"syscall"
 )
@@ -23,12 +22,3 @@ func ownGroup(cmd *exec.Cmd) {
 // terminateGroup sends SIGTERM to cmd's process group; killGroup SIGKILL.
 func terminateGroup(cmd *exec.Cmd) { syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
 func killGroup(cmd *exec.Cmd)      { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-
-// exitStatus is an ended process's exit status as a shell gives it:
-// 128+N for a signal N.
-func exitStatus(ps *os.ProcessState) int {
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ps.ExitCode()
-}

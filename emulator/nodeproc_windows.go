@@ -1,14 +1,12 @@
 package emulator
 
 import (
-	"os"
 	"os/exec"
 )
 
 // Nodes need Linux's network namespaces; on Windows no node command ever
 // starts (its namespace cannot be made). These keep the package whole.
 
-func ownGroup(*exec.Cmd)                 {}
-func terminateGroup(cmd *exec.Cmd)       { cmd.Process.Kill() }
-func killGroup(cmd *exec.Cmd)            { cmd.Process.Kill() }
-func exitStatus(ps *os.ProcessState) int { return ps.ExitCode() }
+func ownGroup(*exec.Cmd)           {}
+func terminateGroup(cmd *exec.Cmd) { cmd.Process.Kill() }
+func killGroup(cmd *exec.Cmd)      { cmd.Process.Kill() }

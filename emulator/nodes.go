@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/netjam/netjam/confine"
 	"github.com/netjam/netjam/hostnet"
 	"github.com/netjam/netjam/scenario"
 	"github.com/netjam/netjam/summary"
@@ -225,7 +226,7 @@ func (n *nodeEnd) summary() *summary.NodeSummary {
 	if n.cmd != nil {
 		select {
 		case <-n.waited:
-			st := exitStatus(n.cmd.ProcessState)
+			st := confine.ExitStatus(n.cmd, nil)
 			ns.ExitStatus = &st
 			n.endedMu.Lock()
 			ns.EndedByNetjam = n.ended
