@@ -47,18 +47,7 @@ func TestNewLinkAsParsed(t *testing.T) {
 		}
 		tests = append(tests, test{name: f.uplink, c: LinkConfig{Uplink: &f.want}})
 	}
-	full := impair.Config{
-		Delay:     impair.DelayConfig{Time: 40 * time.Millisecond, Jitter: 4 * time.Millisecond, Distribution: impair.Pareto, Correlation: 0.1, AllowReorder: true},
-		Loss:      impair.LossConfig{Model: impair.LossGE, P: 0.01, R: 0.2, OneMinusH: 0.9, OneMinusK: 0.001},
-		Duplicate: impair.Chance{P: 0.01, Correlation: 0.05},
-		Corrupt:   impair.Chance{P: 0.005},
-		Reorder:   impair.ReorderConfig{P: 0.02, Gap: 3},
-		Rate:      impair.RateConfig{Bitrate: 12e6, PacketOverhead: 14, CellSize: 48, CellOverhead: 5},
-		Slot:      impair.SlotConfig{Min: time.Millisecond, Max: 2 * time.Millisecond, Packets: 8, Bytes: 12000},
-		Queue: impair.QueueConfig{Discipline: impair.PIE, LimitPackets: 300, LimitBytes: 400000, ECN: true,
-			Target: 20 * time.Millisecond, TUpdate: 30 * time.Millisecond, Alpha: 0.25, Beta: 2, MaxBurst: 100 * time.Millisecond},
-		InflightLimit: 5000,
-	}
+	full := fullDirection()
 	fine := impair.Config{ // what a decimal text of each value would round
 		Delay: impair.DelayConfig{Time: 1500*time.Microsecond + 1, Jitter: 333},
 		Loss:  impair.LossConfig{Model: impair.LossRandom, P: 1.0 / 3},

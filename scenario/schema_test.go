@@ -32,18 +32,7 @@ link:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := impair.Config{
-		Delay:     impair.DelayConfig{Time: 40 * time.Millisecond, Jitter: 4 * time.Millisecond, Distribution: impair.Pareto, Correlation: 0.1, AllowReorder: true},
-		Loss:      impair.LossConfig{Model: impair.LossGE, P: 0.01, R: 0.2, OneMinusH: 0.9, OneMinusK: 0.001},
-		Duplicate: impair.Chance{P: 0.01, Correlation: 0.05},
-		Corrupt:   impair.Chance{P: 0.005},
-		Reorder:   impair.ReorderConfig{P: 0.02, Gap: 3},
-		Rate:      impair.RateConfig{Bitrate: 12e6, PacketOverhead: 14, CellSize: 48, CellOverhead: 5},
-		Slot:      impair.SlotConfig{Min: time.Millisecond, Max: 2 * time.Millisecond, Packets: 8, Bytes: 12000},
-		Queue: impair.QueueConfig{Discipline: impair.PIE, LimitPackets: 300, LimitBytes: 400000, ECN: true,
-			Target: 20 * time.Millisecond, TUpdate: 30 * time.Millisecond, Alpha: 0.25, Beta: 2, MaxBurst: 100 * time.Millisecond},
-		InflightLimit: 5000,
-	}
+	want := fullDirection()
 	for _, got := range []impair.Config{p.Runs[0].Uplink, p.Runs[0].Downlink} {
 		if got != want {
 			t.Errorf("got  %+v\nwant %+v", got, want)
@@ -201,5 +190,22 @@ func TestSchemaKeysDocumented(t *testing.T) {
 				t.Errorf("the reference does not document %s", join(s.path, k.name))
 			}
 		}
+	}
+}
+
+// fullDirection is a direction with every key of the file set (the
+// schema's test file writes each of them): what it decodes into.
+func fullDirection() impair.Config {
+	return impair.Config{
+		Delay:     impair.DelayConfig{Time: 40 * time.Millisecond, Jitter: 4 * time.Millisecond, Distribution: impair.Pareto, Correlation: 0.1, AllowReorder: true},
+		Loss:      impair.LossConfig{Model: impair.LossGE, P: 0.01, R: 0.2, OneMinusH: 0.9, OneMinusK: 0.001},
+		Duplicate: impair.Chance{P: 0.01, Correlation: 0.05},
+		Corrupt:   impair.Chance{P: 0.005},
+		Reorder:   impair.ReorderConfig{P: 0.02, Gap: 3},
+		Rate:      impair.RateConfig{Bitrate: 12e6, PacketOverhead: 14, CellSize: 48, CellOverhead: 5},
+		Slot:      impair.SlotConfig{Min: time.Millisecond, Max: 2 * time.Millisecond, Packets: 8, Bytes: 12000},
+		Queue: impair.QueueConfig{Discipline: impair.PIE, LimitPackets: 300, LimitBytes: 400000, ECN: true,
+			Target: 20 * time.Millisecond, TUpdate: 30 * time.Millisecond, Alpha: 0.25, Beta: 2, MaxBurst: 100 * time.Millisecond},
+		InflightLimit: 5000,
 	}
 }
