@@ -389,7 +389,14 @@ func TestLiveChange(t *testing.T) {
 // saturated uplink take most of the medium: the access point, which sends
 // the answer, wins about one transmission in four. At 6 Mbit/s the cell
 // carries less than 750 KB/s. Each change applies to new connections,
-// each on a new path.
+// each on a new path. A GET's round trip grows by what the saturated
+// stations take of the medium before each of its frames: at least one
+// of their 1500-byte frames (about 0.25 ms at 54 Mbit/s with its
+// preamble and ACK) for each of the GET's four or more medium accesses,
+// a 2 ms floor. It is judged as that difference, not a ratio: a busy
+// machine adds the same to both round trips (1.8 ms alone and 5.4 with
+// the three stations on an idle machine, 5.5 and 9.0 on a busy one,
+// where a ratio of two failed).
 func TestWiFi(t *testing.T) {
 	srv, api := startServer(t, proxy.Options{})
 	tc := toxiproxy.NewClient(api)
@@ -411,8 +418,8 @@ func TestWiFi(t *testing.T) {
 	}
 	contended, contendedRTT := downloadRate(t, p.Listen, 1_000_000), fastest(t, url, 5)
 	t.Logf("one station: %.0f KB/s, GET %v; with three saturated stations: %.0f KB/s, GET %v", alone, aloneRTT, contended, contendedRTT)
-	if contended > alone/2 || contendedRTT < 2*aloneRTT {
-		t.Errorf("three saturated stations: %.0f KB/s and a GET in %v, alone %.0f KB/s and %v: want less than half the rate, twice the time",
+	if contended > alone/2 || contendedRTT-aloneRTT < 2*time.Millisecond {
+		t.Errorf("three saturated stations: %.0f KB/s and a GET in %v, alone %.0f KB/s and %v: want less than half the rate, and at least 2 ms more",
 			contended, contendedRTT, alone, aloneRTT)
 	}
 	// "stations": null takes the key out: one station again.
