@@ -32,6 +32,9 @@ func (r *run) collect() *summary.RunSummary {
 	rs.Timeline = r.tl.applied()
 	rs.Captures = l.captureStats()
 	rs.TUN = l.tunSummary()
+	if l.tun == nil && l.partition != nil {
+		rs.PartitionDrops = l.partition.drops.Load()
+	}
 	rs.Hosts = l.hostSummaries()
 	l.addDeliveryCounts(l.s, rs.Links)
 	rs.Paths = l.pathSummaries(l.s)
