@@ -83,8 +83,9 @@ type Machine struct {
 	// relay); CatchAll routes it the uplink's packets for destinations no
 	// machine owns.
 	Transparent, CatchAll bool
-	// Node is a node's scenario.Node (its index in Scenario.Nodes); -1
-	// for the other kinds.
+	// Node is a node's scenario.Node (its index in Scenario.Nodes): a
+	// kernel node's (kind Node) or a netstack node's (kind Netstack); -1
+	// for the other machines.
 	Node int
 }
 
@@ -169,6 +170,9 @@ func Compile(s *scenario.Scenario, o Options) (*Net, error) {
 		if err := n.addHost(s, h); err != nil {
 			return nil, err
 		}
+	}
+	if len(s.Nodes) > 0 && s.Nodes[0].Stack == scenario.StackNetstack {
+		n.addNetstackNodes(s)
 	}
 	if s.TUN != nil {
 		if err := n.addTUN(s); err != nil {

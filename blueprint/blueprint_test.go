@@ -209,3 +209,29 @@ func TestCompileErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestNetstackNodes: netstack nodes are server-side hosts after the
+// lab's (their numbers, so their seeds, follow), at 10.0.0.201 and on;
+// a flow to a node needs no server host, a flow from one no client host.
+func TestNetstackNodes(t *testing.T) {
+	n := compile(t, `
+links: [{name: la}, {name: lb}]
+nodes: [{name: a, stack: netstack, link: la}, {name: b, stack: netstack, link: lb}]
+flows:
+  - {name: f, type: tcp, duration: 1s}
+  - {name: g, type: tcp, node: a, duration: 1s}
+  - {name: h, type: udp, from: a, node: b, interval: 10ms, duration: 1s}
+`, Options{})
+	check(t, "machines", machines(n), `client0 netstack client 0 [10.0.0.1/24 fd00::1/64]
+server0 netstack server 0 [10.0.0.101/24 fd00::65/64] path=default
+a netstack server 1 [10.0.0.201/24 fd00::c9/64]
+b netstack server 2 [10.0.0.202/24 fd00::ca/64]
+`)
+	check(t, "flows", flows(n), `client0 10.0.0.1 -> server0 10.0.0.101:5001
+client0 10.0.0.1 -> a 10.0.0.201:5002
+a 10.0.0.201 -> b 10.0.0.202:5003
+`)
+	if n.Machines[2].Node != 0 || n.Machines[3].Node != 1 || n.Hops != nil {
+		t.Errorf("nodes %d, %d; routers %v", n.Machines[2].Node, n.Machines[3].Node, n.Hops)
+	}
+}

@@ -33,11 +33,17 @@ func (n *Net) flows(s *scenario.Scenario) error {
 func (n *Net) netstackFlow(s *scenario.Scenario, f scenario.Flow, fl *Flow) {
 	path := s.FlowPath(f).Name
 	for i, m := range n.Machines {
+		node := m.Node >= 0 && m.Kind == Netstack
 		switch {
 		case m.Kind != Netstack:
-		case !m.Server && fl.Client < 0 && (f.Station != "" && m.Station == f.Station || f.Station == "" && m.Station == "" && m.SACK == f.SACK):
+		case node && f.From == m.Name:
 			fl.Client = i
-		case m.Server && fl.Server < 0 && m.SACK == f.SACK && m.Path == path:
+		case node && f.Node == m.Name:
+			fl.Server = i
+		case node:
+		case f.From == "" && !m.Server && fl.Client < 0 && (f.Station != "" && m.Station == f.Station || f.Station == "" && m.Station == "" && m.SACK == f.SACK):
+			fl.Client = i
+		case f.Node == "" && m.Server && fl.Server < 0 && m.SACK == f.SACK && m.Path == path:
 			fl.Server = i
 		}
 	}
@@ -144,8 +150,8 @@ func (n *Net) checkFlowPaths(s *scenario.Scenario) error {
 	}
 	ms := PathMatches(s)
 	for i, f := range s.Flows {
-		if f.Stack == scenario.StackKernel {
-			continue
+		if f.Stack == scenario.StackKernel || f.Node != "" {
+			continue // to a node: its own path
 		}
 		server := n.Machines[n.Flows[i].Server].Addrs[0].Addr()
 		port := n.Flows[i].Port

@@ -40,14 +40,38 @@ func netstackHosts(s *scenario.Scenario) []Machine {
 		if f.Stack == scenario.StackKernel {
 			continue // from the kernel to the peer or a node
 		}
-		if s.WiFi == nil && !have(false, f.SACK, "") {
+		if s.WiFi == nil && f.From == "" && !have(false, f.SACK, "") {
 			hs = append(hs, Machine{SACK: f.SACK})
 		}
-		if p := s.FlowPath(f).Name; !have(true, f.SACK, p) {
+		if p := s.FlowPath(f).Name; f.Node == "" && !have(true, f.SACK, p) {
 			hs = append(hs, Machine{Server: true, SACK: f.SACK, Path: p})
 		}
 	}
 	return hs
+}
+
+// addNetstackNodes adds the netstack nodes of s, hosts of the server
+// side after the others (their numbers, and so their seeds, follow), at
+// the addresses the scenario gave them, in the lab's networks.
+func (n *Net) addNetstackNodes(s *scenario.Scenario) {
+	i := 0
+	for _, m := range n.Machines {
+		if m.Kind == Netstack && m.Server {
+			i++
+		}
+	}
+	for k, nd := range s.Nodes {
+		m := Machine{Name: nd.Name, Kind: Netstack, Server: true, Index: i, Node: k, SACK: true}
+		for _, a := range nd.Addrs {
+			bits := 24
+			if a.Is6() {
+				bits = 64
+			}
+			m.Addrs = append(m.Addrs, netip.PrefixFrom(a, bits))
+		}
+		n.Machines = append(n.Machines, m)
+		i++
+	}
 }
 
 // addHost adds netstack host h, the next of its side: client<i> or

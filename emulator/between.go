@@ -19,27 +19,35 @@ import "github.com/netjam/netjam/topology"
 // without one does. The router in front of each direction (a hop) sends
 // its ICMP errors straight back to the direction's one sender.
 
+// nodeJoint is a node as the graph joins it, of either kind: its name,
+// its ends, its source (what it sends, not yet linked) and its inbox.
+type nodeJoint struct {
+	name   string
+	end    *endHost
+	tx, rx topology.ID
+}
+
 // betweenLinks links every node's source: into its links between nodes,
 // when it has some, else into the downlinks; and each such link's
 // directions to the nodes they reach.
-func (b *pathBuilder) betweenLinks(nodes []*nodeEnd) {
+func (b *pathBuilder) betweenLinks(nodes []*nodeJoint) {
 	l := b.l
-	byName := map[string]*nodeEnd{}
+	byName := map[string]*nodeJoint{}
 	for _, n := range nodes {
-		byName[n.cfg.Name] = n
+		byName[n.name] = n
 	}
 	type router struct {
 		r  *topology.Router
 		id topology.ID
 	}
-	routers := map[*nodeEnd]router{}
-	routerOf := func(n *nodeEnd) router {
+	routers := map[*nodeJoint]router{}
+	routerOf := func(n *nodeJoint) router {
 		if r, ok := routers[n]; ok {
 			return r
 		}
-		r := router{r: topology.NewRouter(n.cfg.Name + "'s links")}
+		r := router{r: topology.NewRouter(n.name + "'s links")}
 		r.id = b.g.Add(r.r.Node())
-		b.wire(n.tx, r.id, l.capServer, n.cfg.Name+" tx")
+		b.wire(n.tx, r.id, l.capServer, n.name+" tx")
 		b.g.Link(r.id, b.down)
 		b.routes[r.r] = append(b.routes[r.r], topology.Route{To: b.down}) // the default route
 		l.pathRouters = append(l.pathRouters, r.r)
@@ -53,7 +61,7 @@ func (b *pathBuilder) betweenLinks(nodes []*nodeEnd) {
 		first, second := byName[ls.Between[0]], byName[ls.Between[1]]
 		errs := b.hopErrors[ls.Name]
 		for j, dir := range []struct {
-			from, to *nodeEnd
+			from, to *nodeJoint
 			in, out  map[string]topology.ID
 		}{{first, second, b.upIn, b.upOut}, {second, first, b.downIn, b.downOut}} {
 			r, name := routerOf(dir.from), directionName(l.s, ls.Name, j == 0)
@@ -71,7 +79,7 @@ func (b *pathBuilder) betweenLinks(nodes []*nodeEnd) {
 	}
 	for _, n := range nodes {
 		if _, ok := routers[n]; !ok {
-			b.wire(n.tx, b.down, l.capServer, n.cfg.Name+" tx")
+			b.wire(n.tx, b.down, l.capServer, n.name+" tx")
 		}
 	}
 }

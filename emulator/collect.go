@@ -32,6 +32,9 @@ func (r *run) collect() *summary.RunSummary {
 	rs.Timeline = r.tl.applied()
 	rs.Captures = l.captureStats()
 	rs.TUN = l.tunSummary()
+	if l.tun == nil && l.partition != nil {
+		rs.PartitionDrops = l.partition.drops.Load()
+	}
 	rs.Hosts = l.hostSummaries()
 	l.addDeliveryCounts(l.s, rs.Links)
 	rs.Paths = l.pathSummaries(l.s)
@@ -64,8 +67,9 @@ func (r *run) collect() *summary.RunSummary {
 func (r *run) flowSummary(i int, f flows.Flow) flows.FlowSummary {
 	fs := f.Summary()
 	fs.Stack = r.s.Flows[i].Stack
-	if len(r.s.Links) > 1 || len(r.s.Paths) > 1 || len(r.s.Links) == 1 && r.s.Links[0].Name != scenario.DefaultLink {
-		fs.Path = r.s.FlowPath(r.s.Flows[i]).Name
+	// A flow to or from a node crosses the nodes' links, not a path.
+	if sf := r.s.Flows[i]; sf.Node == "" && sf.From == "" && (len(r.s.Links) > 1 || len(r.s.Paths) > 1 || len(r.s.Links) == 1 && r.s.Links[0].Name != scenario.DefaultLink) {
+		fs.Path = r.s.FlowPath(sf).Name
 	}
 	if fs.Type == flows.TypeTCP {
 		fs.CC = r.s.Flows[i].CC

@@ -86,6 +86,9 @@ type lab struct {
 	// nodes.
 	partition *partition
 	hops      []hopEnd
+	// joints are the nodes as the graph joins them, kernel or netstack
+	// (see betweenLinks, hub).
+	joints []*nodeJoint
 }
 
 // endHost is a host at one end of the path: a netstack host, or the
@@ -185,7 +188,7 @@ func newLab(s *scenario.Scenario, clk clock.Clock, log *zap.Logger, outDir *outd
 			return fail(err)
 		}
 	}
-	if l.tun != nil && len(l.tun.nodes) > 0 {
+	if len(l.joints) > 0 {
 		if err := l.joinNodes(b); err != nil {
 			return fail(err)
 		}
@@ -251,7 +254,11 @@ func (l *lab) addEnd(b *pathBuilder, i int) {
 		e.addrs = append(e.addrs, a.Addr())
 	}
 	e.v4 = e.addrs[0]
-	b.addHost(e, m.Server)
+	if m.Node >= 0 {
+		b.addNodeHost(e)
+	} else {
+		b.addHost(e, m.Server)
+	}
 	if m.Server {
 		l.servers = append(l.servers, e)
 	} else {

@@ -332,6 +332,19 @@ func (b *pathBuilder) addHost(e *endHost, server bool) {
 	}
 }
 
+// addNodeHost adds the ends of a netstack node's host: what is for its
+// addresses reaches it through its inbox, as a server host's; what it
+// sends is joined once every node is there (joinNodes: its links
+// between nodes, else the downlinks).
+func (b *pathBuilder) addNodeHost(e *endHost) {
+	l := b.l
+	e.tx = topology.NewSource(e.name+" tx", topology.Emits{GSO: true, Partial: true}, l.pool, l.bigPool)
+	e.txID = b.g.Add(e.tx.Node())
+	q := b.inbox(e, topology.Node{Name: e.name, In: topology.SinkFunc(e.inject), Accepts: topology.Accepts{GSO: topology.Varies, Whole: l.takeWhole, Partial: true}})
+	b.route(b.toServer, l.routers[0], hostPrefixes(e.addrs), q, l.capServer, e.name+" rx")
+	l.joints = append(l.joints, &nodeJoint{name: e.name, end: e, tx: e.txID, rx: q})
+}
+
 // stationEnds links the client-side ends of Wi-Fi station name: what
 // tx sends goes onto the medium, what reaches the station goes to the
 // inbox q, and what the downlink has for addrs goes onto the medium.

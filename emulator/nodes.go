@@ -36,9 +36,6 @@ type nodeEnd struct {
 	cfg   scenario.Node
 	addrs []netip.Prefix // its device's addresses: the first node's the peer's
 	end   *endHost       // its ends in the graph
-	// tx is the node's source in the graph, what its device's read loop
-	// reads; rx its inbox, what its device is written from.
-	tx, rx topology.ID
 
 	cmd     *exec.Cmd
 	out     *prefixWriter
@@ -71,14 +68,15 @@ func (l *lab) addNode(b *pathBuilder, i int, hooks labHooks) error {
 // hosts file, and with several nodes the hub, where what reaches the
 // client's side for a node turns round and crosses the uplink to it.
 func (l *lab) joinNodes(b *pathBuilder) error {
-	t := l.tun
-	t.peer = t.nodes[0].end
-	b.betweenLinks(t.nodes)
+	b.betweenLinks(l.joints)
 	l.partitionNames()
-	if err := t.writeEtc(l.s); err != nil {
-		return err
+	if t := l.tun; t != nil {
+		t.peer = t.nodes[0].end
+		if err := t.writeEtc(l.s); err != nil {
+			return err
+		}
 	}
-	if len(t.nodes) > 1 {
+	if len(l.joints) > 1 {
 		l.hub(b)
 	}
 	return nil
@@ -87,15 +85,14 @@ func (l *lab) joinNodes(b *pathBuilder) error {
 // partitionNames gives the partition each name's addresses: the client
 // side's kernel (every station's) and each node's.
 func (l *lab) partitionNames() {
-	t, pt := l.tun, l.partition
-	for _, a := range t.cfg.Device.Addrs {
-		pt.addrs[scenario.ClientNode] = append(pt.addrs[scenario.ClientNode], a.Addr())
+	pt := l.partition
+	// The client side: the kernel behind the device (every station's
+	// addresses), or the lab's client-side hosts.
+	for _, e := range l.clients {
+		pt.addrs[scenario.ClientNode] = append(pt.addrs[scenario.ClientNode], e.addrs...)
 	}
-	for _, sa := range t.cfg.StationAddrs {
-		pt.addrs[scenario.ClientNode] = append(pt.addrs[scenario.ClientNode], sa...)
-	}
-	for _, n := range t.nodes {
-		pt.addrs[n.cfg.Name] = n.end.addrs
+	for _, n := range l.joints {
+		pt.addrs[n.name] = n.end.addrs
 	}
 }
 
@@ -165,7 +162,7 @@ func (l *lab) nodeEnd(b *pathBuilder, n *nodeEnd) {
 	l.servers = append(l.servers, e)
 	q := n.inbox(l, b, "node "+n.cfg.Name)
 	e.in = n.in
-	n.tx, n.rx = b.g.Add(e.tx.Node()), q
+	l.joints = append(l.joints, &nodeJoint{name: n.cfg.Name, end: e, tx: b.g.Add(e.tx.Node()), rx: q})
 	b.route(b.toServer, l.routers[0], hostPrefixes(e.addrs), q, l.capServer, n.cfg.Name+" rx")
 }
 
@@ -181,7 +178,7 @@ func (l *lab) hub(b *pathBuilder) {
 	b.g.Link(b.g.Add(src.Node()), b.up)
 	in := b.g.Add(topology.Node{Name: "hub in", In: topology.SinkFunc(src.Push), Accepts: topology.Accepts{GSO: topology.Yes, Partial: true}})
 	var prefixes []netip.Prefix
-	for _, n := range l.tun.nodes {
+	for _, n := range l.joints {
 		prefixes = append(prefixes, hostPrefixes(n.end.addrs)...)
 	}
 	b.route(b.toClient, l.routers[1], prefixes, in, nil, "hub")

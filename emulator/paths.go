@@ -44,7 +44,7 @@ func (l *lab) pathSummaries(s *scenario.Scenario) []summary.PathSummary {
 			}
 		}
 		for _, f := range s.Flows {
-			if s.FlowPath(f).Name == p.Name {
+			if f.Node == "" && f.From == "" && s.FlowPath(f).Name == p.Name {
 				ps.Flows = append(ps.Flows, f.Name)
 			}
 		}

@@ -271,6 +271,9 @@ func nodeCommand(run string, status *int, byNetjam bool) string {
 // relay, each flow that stalled, each run that was skipped.
 func printNotes(w io.Writer, runs []summary.RunSummary) {
 	for _, r := range runs {
+		if r.PartitionDrops > 0 {
+			fmt.Fprintf(w, "\nvariant %s: %d packets dropped between the groups of a partition of the netstack nodes\n", dash(r.Variant), r.PartitionDrops)
+		}
 		if t := r.TUN; t != nil && len(t.Nodes) > 0 {
 			parted := ""
 			if t.PartitionDrops > 0 {

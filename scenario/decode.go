@@ -427,7 +427,7 @@ func (d *decoder) scenario(root *yaml.Node, defaultName string) *Scenario {
 		s.TUN = d.tun(n, s.MTU, mtuOK, s.WiFi)
 	}
 	if n := f["nodes"]; n != nil {
-		s.Nodes = d.nodes(n, s.TUN, f["tun"])
+		s.Nodes = d.nodes(n, s.TUN, f["tun"], s.MTU)
 	}
 	if n := f["flows"]; n != nil {
 		s.Flows = d.flows(n, s.MTU, mtuOK, s.Duration, s.WiFi, s.TUN, len(s.Nodes) > 0)

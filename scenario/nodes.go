@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -10,6 +11,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/netjam/netjam/netif"
 )
 
 // Node is a machine at the far end of the TUN device's path whose own
@@ -28,8 +31,11 @@ type Node struct {
 	// Name is the node's host name in every node's hosts file: letters,
 	// digits and '-', as a DNS label (not ClientNode).
 	Name string
-	// Stack is StackKernel, the only kind of node so far (a netstack
-	// node is the peer of a scenario without nodes).
+	// Stack is StackKernel (a kernel of its own behind a TUN device of
+	// netjam's, in a scenario with a tun section) or StackNetstack (a
+	// host of netjam's, gVisor's, in a scenario without one: rootless,
+	// and on the virtual clock too; it runs no command, and is the end
+	// of flows). A scenario's nodes are all of one stack.
 	Stack string
 	// Run is a command line run with /bin/sh -c in the node once the
 	// path is up, and ended when the run ends; "" runs nothing.
@@ -69,24 +75,59 @@ var validNodeName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$
 var validEnvKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 var (
-	nodeStacks = []string{StackKernel}
+	nodeStacks = []string{StackKernel, StackNetstack}
 )
 
+// maxNetstackNodes bounds the netstack nodes: they take the lab's
+// addresses 10.0.0.201 to .250.
+const maxNetstackNodes = 50
+
+// nodesStack returns the stack of the nodes of the list n: all of one,
+// kernel (the default) or netstack; false, said, when they mix.
+func (d *decoder) nodesStack(n *yaml.Node) (string, bool) {
+	stack, at := "", (*yaml.Node)(nil)
+	for _, item := range n.Content {
+		s := StackKernel
+		if v := lookup(item, "stack"); v != nil && v.Kind == yaml.ScalarNode && v.Value == StackNetstack {
+			s = StackNetstack
+		}
+		switch {
+		case stack == "":
+			stack, at = s, item
+		case s != stack:
+			d.errorf(item, "nodes", "a %s node beside a %s node (line %d): a scenario's nodes are all kernel (behind the TUN device) or all netstack (netjam's own hosts)", s, stack, at.Line)
+			return "", false
+		}
+	}
+	return cmp.Or(stack, StackKernel), true
+}
+
 // nodes decodes the nodes list, n, of a scenario whose TUN section is t
-// (tn its node; nil without one).
-func (d *decoder) nodes(n *yaml.Node, t *TUN, tn *yaml.Node) []Node {
+// (tn its node; nil without one) and whose hosts have the MTU mtu.
+func (d *decoder) nodes(n *yaml.Node, t *TUN, tn *yaml.Node, mtu int) []Node {
 	if n.Kind != yaml.SequenceNode {
 		d.errorf(n, "nodes", "expected a list of nodes, got %s", describe(n))
 		return nil
 	}
-	if t == nil {
-		d.errorf(n, "nodes", "nodes sit at the far end of the TUN device's path: add a tun section (tun: {} for every default)")
+	stack, ok := d.nodesStack(n)
+	switch {
+	case !ok:
 		return nil
-	}
-	if len(n.Content) > maxScenarioNodes {
+	case stack == StackKernel && t == nil:
+		d.errorf(n, "nodes", "nodes sit at the far end of the TUN device's path: add a tun section (tun: {} for every default), or make them netjam's own hosts (stack: netstack)")
+		return nil
+	case stack == StackNetstack && t != nil:
+		d.errorf(tn, "tun", "netstack nodes are netjam's own hosts, beside no TUN device: remove the tun section, or make the nodes kernels (stack: kernel)")
+		return nil
+	case stack == StackNetstack && len(n.Content) > maxNetstackNodes:
+		d.errorf(n.Content[maxNetstackNodes], "nodes", "a scenario has at most %d netstack nodes", maxNetstackNodes)
+		return nil
+	case len(n.Content) > maxScenarioNodes:
 		d.errorf(n.Content[maxScenarioNodes], "nodes", "a scenario has at most %d nodes", maxScenarioNodes)
 	}
-	d.nodesReplacePeer(tn)
+	if t != nil {
+		d.nodesReplacePeer(tn)
+	}
 	var out []Node
 	names := map[string]int{}
 	for i, item := range n.Content {
@@ -95,13 +136,17 @@ func (d *decoder) nodes(n *yaml.Node, t *TUN, tn *yaml.Node) []Node {
 		if !ok {
 			continue
 		}
-		nd := Node{Stack: StackKernel}
+		nd := Node{Stack: stack}
 		path = d.nodeName(item, f["name"], path, names, &nd)
 		if v := f["stack"]; v != nil {
-			if s, ok := d.text(v, join(path, "stack")); ok && s == StackNetstack {
-				d.errorf(v, join(path, "stack"), "a netstack node is the peer: a scenario without nodes has one (tun.peer); a node's stack is kernel")
-			} else if ok {
-				nd.Stack, _ = d.oneOf(v, join(path, "stack"), "stack", nodeStacks)
+			d.oneOf(v, join(path, "stack"), "stack", nodeStacks)
+		}
+		if stack == StackNetstack {
+			for _, k := range []string{"run", "env", "dir"} {
+				if v := f[k]; v != nil {
+					d.errorf(v, join(path, k), "a netstack node runs no command: it is a host of netjam's, the end of flows (flows[].node, flows[].from); a command needs a kernel node")
+					delete(f, k)
+				}
 			}
 		}
 		if v := f["run"]; v != nil {
@@ -128,8 +173,25 @@ func (d *decoder) nodes(n *yaml.Node, t *TUN, tn *yaml.Node) []Node {
 		}
 		out = append(out, nd)
 	}
+	if stack == StackNetstack {
+		netstackNodeAddrs(out, mtu)
+		return out
+	}
 	d.nodeAddrs(n, t, out)
 	return out
+}
+
+// netstackNodeAddrs gives each netstack node its addresses, on the lab's
+// networks after its hosts': 10.0.0.201 and fd00::c9 for the first, and
+// so on (IPv4 alone below IPv6's minimum MTU, as the hosts have).
+func netstackNodeAddrs(nodes []Node, mtu int) {
+	for i := range nodes {
+		n := byte(201 + i)
+		nodes[i].Addrs = []netip.Addr{netip.AddrFrom4([4]byte{10, 0, 0, n})}
+		if mtu >= netif.MinMTUIPv6 {
+			nodes[i].Addrs = append(nodes[i].Addrs, netip.AddrFrom16([16]byte{0xfd, 15: n}))
+		}
+	}
 }
 
 // nodeAddrs gives each node its addresses: the first the peer's, each
@@ -307,8 +369,9 @@ func (d *decoder) nodesReplacePeer(tn *yaml.Node) {
 	}
 }
 
-// flowNodes checks the node each flow of n names (flows[].node): one of
-// the scenario's nodes, for a kernel flow, without a path.
+// flowNodes checks the node each flow of n names (flows[].node, and
+// flows[].from): one of the scenario's nodes, of the flow's stack,
+// without a path.
 func (d *decoder) flowNodes(n *yaml.Node, fls []Flow, nodes []Node) {
 	if n == nil || n.Kind != yaml.SequenceNode {
 		return
@@ -318,25 +381,59 @@ func (d *decoder) flowNodes(n *yaml.Node, fls []Flow, nodes []Node) {
 		names = append(names, nd.Name)
 	}
 	for _, item := range n.Content {
-		v, nn := lookup(item, "node"), lookup(item, "name")
-		if v == nil || isNull(v) || nn == nil {
+		nn := lookup(item, "name")
+		if nn == nil {
 			continue
 		}
 		i := slices.IndexFunc(fls, func(f Flow) bool { return f.Name == nn.Value })
 		if i < 0 {
 			continue // the flow has other errors
 		}
-		at := "flows." + fls[i].Name + ".node"
-		switch {
-		case len(nodes) == 0:
-			d.errorf(v, at, "the scenario has no nodes")
-		case fls[i].Stack != StackKernel:
-			d.errorf(v, at, "a netstack flow runs between netjam's own hosts; a flow to a node is stack: kernel")
-		case lookup(item, "path") != nil:
-			d.errorf(v, at, "a flow to a node crosses that node's link; leave path out")
-		default:
-			fls[i].Node, _ = d.oneOf(v, at, "node", names)
+		if v := lookup(item, "node"); v != nil && !isNull(v) {
+			fls[i].Node, _ = d.flowNode(item, v, "flows."+fls[i].Name+".node", fls[i], nodes, names)
 		}
+		if v := lookup(item, "from"); v != nil && !isNull(v) {
+			d.flowFrom(item, v, "flows."+fls[i].Name+".from", &fls[i], nodes, names)
+		}
+	}
+}
+
+// flowNode checks the node v, at, that flow f names (node or from).
+func (d *decoder) flowNode(item, v *yaml.Node, at string, f Flow, nodes []Node, names []string) (string, bool) {
+	switch {
+	case len(nodes) == 0:
+		d.errorf(v, at, "the scenario has no nodes")
+	case f.Stack != nodes[0].Stack && f.Stack == StackKernel:
+		d.errorf(v, at, "the nodes are netjam's own hosts (netstack): a flow between them is stack: netstack")
+	case f.Stack != nodes[0].Stack:
+		d.errorf(v, at, "a netstack flow runs between netjam's own hosts; a flow to a kernel node is stack: kernel")
+	case lookup(item, "path") != nil:
+		d.errorf(v, at, "a flow to or from a node crosses that node's link; leave path out")
+	case f.Stack == StackNetstack && f.Type == "tcp" && !f.SACK:
+		d.errorf(v, at, "a netstack node's TCP has SACK on (gVisor's is per host): leave sack out")
+	default:
+		return d.oneOf(v, at, "node", names)
+	}
+	return "", false
+}
+
+// flowFrom checks the node v, at, a flow f starts from (flows[].from): a
+// netstack node, not the one it goes to, and sets f.From.
+func (d *decoder) flowFrom(item, v *yaml.Node, at string, f *Flow, nodes []Node, names []string) {
+	switch {
+	case len(nodes) > 0 && nodes[0].Stack == StackKernel:
+		d.errorf(v, at, "a flow from a kernel node is its command's to make (run); from is for netstack nodes")
+	case f.Station != "":
+		d.errorf(v, at, "a flow from a node starts at no Wi-Fi station: leave station out")
+	case lookup(item, "node") == nil:
+		d.errorf(v, at, "a flow from a node goes to another: name it (node)")
+	default:
+		name, ok := d.flowNode(item, v, at, *f, nodes, names)
+		if ok && name == f.Node {
+			d.errorf(v, at, "a flow from %s to itself", name)
+			return
+		}
+		f.From = name
 	}
 }
 

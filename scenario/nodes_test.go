@@ -54,7 +54,7 @@ nodes: [{name: n1}, {name: n2, link: l2}, {name: n3, link: l1}]
 
 func TestNodeErrors(t *testing.T) {
 	tests := []struct{ src, want string }{
-		{"nodes: [{name: a}]\n", "x.yaml:1: nodes: nodes sit at the far end of the TUN device's path: add a tun section (tun: {} for every default)"},
+		{"nodes: [{name: a}]\n", "x.yaml:1: nodes: nodes sit at the far end of the TUN device's path: add a tun section (tun: {} for every default), or make them netjam's own hosts (stack: netstack)"},
 		{"tun: {}\nnodes: {name: a}\n", "x.yaml:2: nodes: expected a list of nodes, got a mapping"},
 		{"tun: {}\nnodes: [a]\n", `x.yaml:2: nodes[0]: expected a mapping of node keys, got the string "a"`},
 		{"tun: {}\nnodes: [{run: x}]\n", "x.yaml:2: nodes[0]: a node needs a name"},
@@ -64,8 +64,8 @@ func TestNodeErrors(t *testing.T) {
 		{"tun: {}\nnodes: [{name: a}, {name: A}]\n", `x.yaml:2: nodes[1].name: "A" names two nodes (first at line 2)`},
 		{"tun: {address: 10.99.0.1/30}\nnodes: [{name: a}, {name: b}]\n", "x.yaml:2: nodes: no address is left in 10.99.0.0/30 for node b: give tun.address a larger network"},
 		{"tun: {}\nlinks: [{name: l1}]\nnodes: [{name: a, link: l2}]\n", `x.yaml:3: nodes[0].link: "l2" is not a link; did you mean "l1"?`},
-		{"tun: {}\nnodes: [{name: a, stack: netstack}]\n", "x.yaml:2: nodes.a.stack: a netstack node is the peer: a scenario without nodes has one (tun.peer); a node's stack is kernel"},
-		{"tun: {}\nnodes: [{name: a, stack: gvisor}]\n", `x.yaml:2: nodes.a.stack: "gvisor" is not a stack (expected one of: kernel)`},
+		{"tun: {}\nnodes: [{name: a, stack: netstack}]\n", "x.yaml:1: tun: netstack nodes are netjam's own hosts, beside no TUN device: remove the tun section, or make the nodes kernels (stack: kernel)"},
+		{"tun: {}\nnodes: [{name: a, stack: gvisor}]\n", `x.yaml:2: nodes.a.stack: "gvisor" is not a stack (expected one of: kernel, netstack)`},
 		{"tun: {}\nnodes: [{name: a, run: ' '}]\n", "x.yaml:2: nodes.a.run: an empty command (leave run out for none)"},
 		{"tun: {}\nnodes: [{name: a, dir: srv}]\n", `x.yaml:2: nodes.a.dir: "srv" is not an absolute path`},
 		{"tun: {}\nnodes: [{name: a, env: [A=1]}]\n", "x.yaml:2: nodes.a.env: expected a mapping of variables to values, like {GODEBUG: http2debug=1}, got a list"},

@@ -111,9 +111,13 @@ type Flow struct {
 	// required when the scenario has a wifi cell, and only then. A kernel
 	// flow's is the TUN's station, and no netstack flow's is.
 	Station string
-	// Node is the node a kernel flow runs to, with nodes (its far end
-	// is that node's kernel); "" the first node. Not with Path.
+	// Node is the node the flow runs to, with nodes: a kernel flow's far
+	// end is that node's kernel (""  the first node), a netstack flow's
+	// that netstack node ("": the lab's server host). Not with Path.
 	Node string
+	// From is the netstack node a netstack flow starts from, to Node
+	// (flows[].from); "" the client side's host. Not with a Station.
+	From string
 
 	// TCP is a tcp flow's transfer. The file sets Size (bytes to send; 0:
 	// send for Duration), Start (after the run's start) and Duration
@@ -469,7 +473,7 @@ var schema = []section{
 		k("rate", "UDP.Rate", udpFlows...), k("interval", "UDP.Interval", udpFlows...),
 		k("packet_size", "UDP.PacketSize", udpFlows...), k("count", "UDP.Count", udpFlows...),
 		k("duration", "TCP.Duration, UDP.Duration"),
-		k("path", "Path"), k("node", "Node"),
+		k("path", "Path"), k("node", "Node"), k("from", "From"),
 	}},
 	{path: "nodes[]", hint: true, keys: []key{k("name", "Name"), k("stack", "Stack"), k("run", "Run"), k("env", "Env"), k("dir", "Dir"), k("link", "Link")}},
 	{path: "variants[]", hint: true, keys: []key{k("name", ""), k("set", "")}},

@@ -45,6 +45,10 @@ type RunSummary struct {
 	Captures map[string]CaptureSummary `json:"captures,omitempty"`
 	// TUN is what TUN mode's device and relay saw; absent without it.
 	TUN *TUNSummary `json:"tun,omitempty"`
+	// PartitionDrops counts, with netstack nodes, the packets dropped
+	// between the groups of the partitions (with kernel nodes it is
+	// TUN's).
+	PartitionDrops uint64 `json:"partition_drops,omitempty"`
 	// Hosts are the lab's netstack hosts, what each dropped on arrival
 	// and its TCP's counters; absent in a run without them.
 	Hosts []HostSummary `json:"hosts,omitempty"`
