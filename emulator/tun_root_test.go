@@ -1099,14 +1099,13 @@ variants:
 		// packet (231 to 279 for 59). After it, each retransmission is a
 		// recovery RACK's window did not yet cover, and how many
 		// depends on the machine's timing: 2 to 14 for about 100 one
-		// day, 4 to 46 another; under the race detector, whose peer
-		// processes ACKs late, 21 for 106.
-		bound, what := reordered, "as many"
-		if raceEnabled {
-			bound, what = 2*reordered, "twice as many"
-		}
-		if pt.Retransmits > bound {
-			t.Errorf("%d retransmissions (%d recoveries) for %d reordered packets and no loss: want at most %s", pt.Retransmits, pt.SACKRecoveries, reordered, what)
+		// day, 4 to 46 another. Not under the race detector, whose peer
+		// processes ACKs late by as much as the machine is busy: 21 for
+		// 106 once, 361 for 88 in a CI run beside other packages' tests.
+		// TestVirtualSpuriousRecoveryUndone checks the patch exactly on
+		// every run.
+		if !raceEnabled && pt.Retransmits > reordered {
+			t.Errorf("%d retransmissions (%d recoveries) for %d reordered packets and no loss: want at most as many", pt.Retransmits, pt.SACKRecoveries, reordered)
 		}
 		// Every recovery here is reordering taken for loss, and the
 		// ACK that ends it echoes the original's timestamp (the
