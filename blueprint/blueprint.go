@@ -211,27 +211,6 @@ func hostAddrsMTU(i int, server bool, mtu int) []netip.Prefix {
 	return a
 }
 
-// Side returns the machines of one side of the path, by index, in order.
-func (n *Net) Side(server bool) []int {
-	var out []int
-	for i, m := range n.Machines {
-		if m.Server == server {
-			out = append(out, i)
-		}
-	}
-	return out
-}
-
-// Named returns the index of the machine named name, -1 if none.
-func (n *Net) Named(name string) int {
-	for i, m := range n.Machines {
-		if m.Name == name {
-			return i
-		}
-	}
-	return -1
-}
-
 // Kinds returns the indexes of the machines of kind k, in order.
 func (n *Net) Kinds(k Kind) []int {
 	var out []int

@@ -64,7 +64,7 @@ func (n *Net) kernelFlow(s *scenario.Scenario, f scenario.Flow, fl *Flow) {
 	}
 	fl.Client = kernels[max(0, s.TUN.Station(f.Station))]
 	fl.ClientAddr = n.Machines[fl.Client].Addrs[0].Addr()
-	fl.ServerAddr = n.PeerOn(s.FlowPath(f))
+	fl.ServerAddr = n.peerOn(s.FlowPath(f))
 	for i, m := range n.Machines {
 		switch {
 		case m.Kind == Peer:

@@ -83,9 +83,9 @@ func (n *Net) peerAddrs(s *scenario.Scenario) []netip.Prefix {
 	return peer
 }
 
-// PeerOn returns the peer's (or the first node's) address on path p: the
+// peerOn returns the peer's (or the first node's) address on path p: the
 // path's own (PathPeer), else its first.
-func (n *Net) PeerOn(p scenario.Path) netip.Addr {
+func (n *Net) peerOn(p scenario.Path) netip.Addr {
 	if a, ok := n.PathPeer[p.Name]; ok {
 		return a
 	}
